@@ -1,0 +1,1366 @@
+//! The router-plane benchmark (issue 2; results and how to read them in docs/benchmarks.md).
+//!
+//! 1,000 envelopes built from the real forge payloads, one 32-rule configuration in the style
+//! of the built-in packs, measured four ways:
+//! (a) in-process: parse the stored bytes, build the envelope, evaluate the rules;
+//! (b) through a `SandboxPool` of sandbox children (1 and 2 children), one 1,000-delivery batch;
+//! (c) over gRPC to a `switchboard router` process with 2 children (one call, 8 parallel calls,
+//!     one and two configurations per call);
+//! (d) for reference, the `jq` command line evaluating the same rules over the same envelopes.
+//!
+//! No criterion (build time): `Instant`, repeated runs, medians. Run it with
+//! `cargo bench --workspace --bench router`; `ROUTER_BENCH_RUNS` sets the repeats (default 15),
+//! `ROUTER_BENCH_PATHS` which of b, c, d to run (default all; (a) always runs),
+//! `SWITCHBOARD_WEBHOOK_DATA` the payload directory, `ROUTER_BENCH_JQ` the jq binary.
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::hint::black_box;
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use prost::Message as _;
+use serde_json::{Value, json};
+use switchboard_proto::router::v1::router_client::RouterClient;
+use switchboard_proto::router::v1::{
+    Configuration as WireConfiguration, Decision, EvaluateRequest, EvaluateResponse, Header,
+    Outcome, RoutingContext, StoredDelivery,
+};
+use switchboard_router::engine::decision::label;
+use switchboard_router::engine::{CompiledConfiguration, Configuration, build_envelope};
+use switchboard_router::sandbox::{SandboxConfig, SandboxPool};
+
+/// The same allocator as the `switchboard` binary, so (a) and the children compare like for like.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+const ENVELOPES: usize = 1_000;
+const DEFAULT_DATA_DIR: &str = "/work/shared/data/webhooks";
+const FORGES: [&str; 3] = ["github", "gitea", "forgejo"];
+const BASE_RECEIVED_AT_MS: i64 = 1_795_996_750_123;
+
+/// The 32 rules: (id, action, expression). Pack style: trusted-actors, drop-ci-noise,
+/// no-self-review and handoff-lanes, every allowlist read so a malformed one admits no one.
+const RULES: [(&str, &str, &str); 32] = [
+    (
+        "trusted-actors--unverified",
+        "drop",
+        r#"$params.require_verified == true and .verified != true"#,
+    ),
+    (
+        "drop-ci-noise--deleted",
+        "drop",
+        r#"$params.drop_deleted == true and .action == "deleted""#,
+    ),
+    (
+        "drop-ci-noise--bot-actors",
+        "drop",
+        r#"(.payload.sender.login // "") as $login | any($params.bot_actors[]?; . == $login)"#,
+    ),
+    (
+        "drop-ci-noise--bot-type",
+        "drop",
+        r#".payload.sender.type == "Bot""#,
+    ),
+    (
+        "drop-ci-noise--bot-comments",
+        "drop",
+        r#".event as $e | any("issue_comment", "pull_request_comment", "pull_request_approved", "pull_request_rejected"; . == $e) and ((.payload.comment.user.login // "") | test("\\[bot\\]$"))"#,
+    ),
+    (
+        "drop-ci-noise--ci-kinds",
+        "drop",
+        r#".event as $e | any($params.ci_events[]?; . == $e) and $params.keep_ci_success != true and ((.action == "completed" and ([.payload.check_run.conclusion, .payload.check_suite.conclusion, .payload.workflow_run.conclusion, .payload.workflow_job.conclusion] | index("failure") != null)) | not)"#,
+    ),
+    (
+        "ci-failures",
+        "queue:ci",
+        r#"(.event | startswith("check_") or startswith("workflow_")) and .action == "completed""#,
+    ),
+    (
+        "trusted-actors--cairn-outsider",
+        "drop",
+        r#".source == "cairn" and ((.payload.actor.login // "") as $l | any($params.cairn_actors[]?; . == $l) | not)"#,
+    ),
+    (
+        "trusted-actors--untrusted-issue",
+        "drop",
+        r#".event == "issues" and .action == "opened" and ((.payload.sender.login // "") as $login | any($params.trusted_humans[]?, $params.trusted_agents[]?; . == $login) | not)"#,
+    ),
+    (
+        "trusted-actors--untrusted-label",
+        "drop",
+        r#".action as $a | any("labeled", "unlabeled", "label_updated", "label_cleared"; . == $a) and ((.payload.sender.login // "") as $login | any($params.trusted_humans[]?; . == $login) | not)"#,
+    ),
+    (
+        "no-self-review--request-other",
+        "drop",
+        r#".event == "pull_request" and .action == "review_requested" and (.payload.requested_reviewer.login // "") != $params.identity"#,
+    ),
+    (
+        "no-self-review--own-trigger",
+        "drop",
+        r#".event == "pull_request" and (.action as $a | any("opened", "reopened", "synchronized", "synchronize", "edited", "ready_for_review", "review_requested"; . == $a)) and (.payload.pull_request.user.login // "") == $params.identity"#,
+    ),
+    (
+        "no-self-review--outcome-others",
+        "drop",
+        r#"(.event == "pull_request_review" or .event == "pull_request_approved" or .event == "pull_request_rejected") and (.payload.pull_request.user.login // "") != $params.identity"#,
+    ),
+    (
+        "handoff-lanes--wip-label",
+        "drop",
+        r#".payload.pull_request.labels // [] | map(.name) | index("wip") != null"#,
+    ),
+    (
+        "handoff-lanes--wip-title",
+        "drop",
+        r#"(.payload.pull_request.title // .payload.issue.title // "") | test("^\\[?(wip|draft)\\b"; "i")"#,
+    ),
+    (
+        "handoff-lanes--draft",
+        "drop",
+        r#".payload.pull_request.draft == true"#,
+    ),
+    (
+        "handoff-lanes--security",
+        "queue:ops",
+        r#"(.payload.issue.labels // .payload.pull_request.labels // []) | map(.name // "") | any(.[]; test("^(security|cve)"; "i"))"#,
+    ),
+    (
+        "handoff-lanes--hold-repo",
+        "drop",
+        r#"(.payload.repository.full_name // "") as $r | any($params.hold_repos[]?; . == $r)"#,
+    ),
+    (
+        "handoff-lanes--release-push",
+        "queue:forge",
+        r#".event == "push" and ((.payload.ref // "") | test("^refs/(heads/release/|tags/v)"))"#,
+    ),
+    (
+        "handoff-lanes--docs-only-push",
+        "drop",
+        r#".event == "push" and ((.payload.commits // []) | length > 0 and all(.[]; ((.modified // []) + (.added // []) + (.removed // [])) | length > 0 and all(.[]; test("\\.(md|txt)$"))))"#,
+    ),
+    (
+        "handoff-lanes--merged",
+        "queue:forge",
+        r#".event == "pull_request" and .action == "closed" and .payload.pull_request.merged == true"#,
+    ),
+    (
+        "handoff-lanes--mention",
+        "queue:review",
+        r#"(.payload.comment.body // "") | test("@switchboard\\b")"#,
+    ),
+    (
+        "handoff-lanes--gitea-review",
+        "queue:review",
+        r#"(.headers["x-gitea-event-type"] // "") | startswith("pull_request_review")"#,
+    ),
+    (
+        "handoff-lanes--bug-label",
+        "queue:review",
+        r#".payload.pull_request.labels // [] | map(.name) | index("bug") != null"#,
+    ),
+    (
+        "handoff-lanes--trusted-pr",
+        "queue:review",
+        r#".event == "pull_request" and ((.payload.sender.login // "") as $login | any($params.trusted_humans[]?; . == $login))"#,
+    ),
+    (
+        "handoff-lanes--large-pr",
+        "queue:review",
+        r#"(.payload.pull_request.changed_files // 0) > 50 or (.payload.pull_request.additions // 0) > 1000"#,
+    ),
+    (
+        "handoff-lanes--org-hook",
+        "queue:ops",
+        r#".source == "github" and (.headers["x-github-hook-installation-target-type"] // "") == "organization""#,
+    ),
+    (
+        "handoff-lanes--lane-core",
+        "queue:lane-core",
+        r#"(.payload.repository.full_name // "") as $r | any($params.repo_prefixes.core[]?; . as $p | $r | startswith($p))"#,
+    ),
+    (
+        "handoff-lanes--lane-web",
+        "queue:lane-web",
+        r#"(.payload.repository.full_name // "") as $r | any($params.repo_prefixes.web[]?; . as $p | $r | startswith($p))"#,
+    ),
+    (
+        "handoff-lanes--lane-ci",
+        "queue:lane-ci",
+        r#"(.payload.repository.full_name // "") as $r | any($params.repo_prefixes.ci[]?; . as $p | $r | startswith($p))"#,
+    ),
+    (
+        "handoff-lanes--issues-triage",
+        "queue:triage",
+        r#".event == "issues" or (.event == "issue_comment" and .payload.issue.pull_request == null and .payload.is_pull != true)"#,
+    ),
+    (
+        "handoff-lanes--private-repo",
+        "queue:triage",
+        r#".payload.repository.private == true"#,
+    ),
+];
+
+const GRANT: [&str; 8] = [
+    "triage",
+    "forge",
+    "review",
+    "ops",
+    "ci",
+    "lane-core",
+    "lane-web",
+    "lane-ci",
+];
+
+fn action_json(action: &str) -> Value {
+    match action.strip_prefix("queue:") {
+        Some(q) => json!({ "queue": q }),
+        None => json!({ action: true }),
+    }
+}
+
+fn params(candidate: bool) -> Value {
+    let mut humans = vec!["Codertocat", "octocat", "6543", "a_nice_user", "anbraten"];
+    if candidate {
+        humans.push("example");
+    }
+    json!({
+        "require_verified": true,
+        "drop_deleted": true,
+        "keep_ci_success": candidate,
+        "bot_actors": ["dependabot[bot]", "renovate[bot]", "github-actions[bot]", "octocoders-linter[bot]"],
+        "ci_events": ["check_run", "check_suite", "workflow_run", "workflow_job", "status"],
+        "trusted_humans": humans,
+        "trusted_agents": ["agent-one", "agent-two"],
+        "cairn_actors": ["planner"],
+        "identity": "octocat",
+        "hold_repos": ["Octocoders/Hello-World"],
+        "repo_prefixes": {
+            "core": ["Codertocat/", "octo-org/"],
+            "web": ["example/", "gitea/", "forgejo/"],
+            "ci": ["test_it/", "a_nice_user/", "anbraten/"]
+        }
+    })
+}
+
+/// The saved configuration (default_action drop) or a replay's candidate (no default_action,
+/// so unmatched deliveries fall to the default queue; keeps CI successes, trusts one more human).
+fn configuration_json(candidate: bool) -> String {
+    let rules: Vec<Value> = RULES
+        .iter()
+        .map(|(id, action, when)| json!({ "id": id, "when": when, "action": action_json(action) }))
+        .collect();
+    let mut config = json!({ "rules": rules, "params": params(candidate) });
+    if !candidate {
+        config["default_action"] = json!({ "drop": true });
+    }
+    config.to_string()
+}
+
+fn context() -> RoutingContext {
+    RoutingContext {
+        grant: GRANT.iter().map(|g| g.to_string()).collect(),
+        trusted_actors_capability: false,
+        trusted_actors: None,
+    }
+}
+
+/// One real payload file.
+struct Sample {
+    forge: &'static str,
+    event: String,
+    action: Option<String>,
+    is_pull: bool,
+    body: Bytes,
+}
+
+fn load_samples(dir: &Path) -> Vec<Sample> {
+    let mut samples = Vec::new();
+    for forge in FORGES {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join(forge))
+            .unwrap_or_else(|e| panic!("cannot read {}: {e}", dir.join(forge).display()))
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        files.sort();
+        for path in files {
+            let stem = path
+                .file_stem()
+                .and_then(|s| s.to_str())
+                .expect("file names are UTF-8")
+                .to_string();
+            // `<event>.<action>[.<qualifier>].json`: the kind is `<event>` or `<event>.<action>`.
+            let mut parts = stem.split('.');
+            let event = parts.next().expect("a file name has an event").to_string();
+            let action = parts.next().map(str::to_string);
+            let body = std::fs::read(&path)
+                .unwrap_or_else(|e| panic!("cannot read {}: {e}", path.display()));
+            let parsed: Value =
+                serde_json::from_slice(&body).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            let is_pull = parsed.get("is_pull") == Some(&Value::Bool(true))
+                || parsed.pointer("/review/type").and_then(Value::as_str)
+                    == Some("pull_request_comment");
+            samples.push(Sample {
+                forge,
+                event,
+                action,
+                is_pull,
+                body: Bytes::from(body),
+            });
+        }
+    }
+    samples
+}
+
+/// splitmix64: deterministic ids and signatures that look real and never repeat.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+fn guid(i: u64) -> String {
+    let (a, b) = (mix(i), mix(i ^ 0xdead_beef));
+    format!(
+        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xfff,
+        0x8000 | (b >> 48) & 0x3fff,
+        b & 0xffff_ffff_ffff
+    )
+}
+
+fn hex_digest(seed: u64, bytes: usize) -> String {
+    let mut out = String::with_capacity(bytes * 2);
+    let mut n = 0u64;
+    while out.len() < bytes * 2 {
+        let _ = write!(out, "{:016x}", mix(seed.wrapping_mul(31).wrapping_add(n)));
+        n += 1;
+    }
+    out.truncate(bytes * 2);
+    out
+}
+
+/// Gitea's fine-grained hook event type (`X-Gitea-Event-Type`) for a delivery (headers.md).
+fn gitea_event_type(sample: &Sample) -> String {
+    let action = sample.action.as_deref().unwrap_or("");
+    let t = match (sample.event.as_str(), action) {
+        ("pull_request", "assigned" | "unassigned") => "pull_request_assign",
+        ("pull_request", "label_updated" | "label_cleared") => "pull_request_label",
+        ("pull_request", "milestoned" | "demilestoned") => "pull_request_milestone",
+        ("pull_request", "synchronized") => "pull_request_sync",
+        ("pull_request", "review_requested" | "review_request_removed") => {
+            "pull_request_review_request"
+        }
+        ("issues", "assigned" | "unassigned") => "issue_assign",
+        ("issues", "label_updated" | "label_cleared") => "issue_label",
+        ("issues", "milestoned" | "demilestoned") => "issue_milestone",
+        ("issue_comment", _) if sample.is_pull => "pull_request_comment",
+        ("pull_request_approved", _) => "pull_request_review_approved",
+        ("pull_request_rejected", _) => "pull_request_review_rejected",
+        ("pull_request_comment", _) => "pull_request_review_comment",
+        (event, _) => event,
+    };
+    t.to_string()
+}
+
+fn headers(sample: &Sample, delivery_id: &str, i: u64) -> Vec<Header> {
+    let mut h: Vec<(String, String)> = vec![("Content-Type".into(), "application/json".into())];
+    let sha256 = hex_digest(i, 32);
+    let sha1 = hex_digest(i ^ 0x5555, 20);
+    match sample.forge {
+        "github" => {
+            let target = if i % 10 == 3 {
+                "organization"
+            } else {
+                "repository"
+            };
+            h.extend([
+                (
+                    "User-Agent".into(),
+                    format!("GitHub-Hookshot/{}", &hex_digest(7, 4)[..7]),
+                ),
+                ("X-GitHub-Delivery".into(), delivery_id.to_string()),
+                ("X-GitHub-Event".into(), sample.event.clone()),
+                ("X-GitHub-Hook-ID".into(), "421942".into()),
+                (
+                    "X-GitHub-Hook-Installation-Target-ID".into(),
+                    "186853002".into(),
+                ),
+                (
+                    "X-GitHub-Hook-Installation-Target-Type".into(),
+                    target.into(),
+                ),
+                ("X-Hub-Signature".into(), format!("sha1={sha1}")),
+                ("X-Hub-Signature-256".into(), format!("sha256={sha256}")),
+            ]);
+        }
+        forge => {
+            let event_type = gitea_event_type(sample);
+            let mut prefixes = vec!["Gitea", "Gogs", "GitHub"];
+            if forge == "forgejo" {
+                prefixes.insert(0, "Forgejo");
+            }
+            h.push(("User-Agent".into(), "Go-http-client/1.1".into()));
+            for p in prefixes {
+                h.push((format!("X-{p}-Delivery"), delivery_id.to_string()));
+                h.push((format!("X-{p}-Event"), sample.event.clone()));
+                h.push((format!("X-{p}-Event-Type"), event_type.clone()));
+                if p != "GitHub" {
+                    h.push((format!("X-{p}-Signature"), sha256.clone()));
+                }
+            }
+            h.push(("X-Hub-Signature".into(), format!("sha1={sha1}")));
+            h.push(("X-Hub-Signature-256".into(), format!("sha256={sha256}")));
+        }
+    }
+    h.into_iter()
+        .map(|(name, value)| Header { name, value })
+        .collect()
+}
+
+/// 1,000 stored deliveries cycling through every file of every forge; 1 in 50 unverified.
+fn deliveries(samples: &[Sample]) -> Vec<StoredDelivery> {
+    (0..ENVELOPES)
+        .map(|i| {
+            let sample = &samples[i % samples.len()];
+            let i = i as u64;
+            let delivery_id = guid(i);
+            let kind = match &sample.action {
+                Some(a) => format!("{}.{a}", sample.event),
+                None => sample.event.clone(),
+            };
+            StoredDelivery {
+                event_id: format!("evt-{i:05}"),
+                source: sample.forge.to_string(),
+                kind,
+                headers: headers(sample, &delivery_id, i),
+                body: sample.body.clone(),
+                verified: i % 50 != 49,
+                delivery_id,
+                received_at_ms: BASE_RECEIVED_AT_MS + i as i64 * 1_500,
+            }
+        })
+        .collect()
+}
+
+/// What a decision says, comparable across paths: the label and the deciding rule.
+fn summary(d: &Decision) -> String {
+    if d.rule_id.is_empty() || d.by_default_action {
+        label(d)
+    } else {
+        format!("{} by {}", label(d), d.rule_id)
+    }
+}
+
+/// The deciding rule id, or `default` (what the jq program prints).
+fn rule_or_default(d: &Decision) -> &str {
+    if d.rule_id.is_empty() || d.by_default_action {
+        "default"
+    } else {
+        &d.rule_id
+    }
+}
+
+fn median(mut xs: Vec<Duration>) -> Duration {
+    xs.sort();
+    xs[xs.len() / 2]
+}
+
+fn runs() -> usize {
+    std::env::var("ROUTER_BENCH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(15)
+}
+
+// ---------------------------------------------------------------------------------------------
+// /proc accounting: CPU time and peak memory of the processes doing the work.
+
+fn clock_ticks() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+/// (state, ppid, utime + stime in ticks) from /proc/<pid>/stat.
+fn proc_stat(pid: u32) -> Option<(char, u32, u64)> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &text[text.rfind(')')? + 2..];
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let state = f.first()?.chars().next()?;
+    let ppid = f.get(1)?.parse().ok()?;
+    let utime: u64 = f.get(11)?.parse().ok()?;
+    let stime: u64 = f.get(12)?.parse().ok()?;
+    Some((state, ppid, utime + stime))
+}
+
+/// Live (not zombie) child processes of `parent`, by scanning /proc for their ppid.
+fn children_of(parent: u32) -> Vec<u32> {
+    let mut out: Vec<u32> = std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+                .filter(
+                    |pid| matches!(proc_stat(*pid), Some((s, pp, _)) if pp == parent && s != 'Z'),
+                )
+                .collect()
+        })
+        .unwrap_or_default();
+    out.sort();
+    out
+}
+
+fn cpu_ticks(pids: &[u32]) -> u64 {
+    pids.iter()
+        .filter_map(|p| proc_stat(*p))
+        .map(|(_, _, t)| t)
+        .sum()
+}
+
+/// Peak resident set (VmHWM) in KiB.
+fn vm_hwm_kib(pid: u32) -> Option<u64> {
+    let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
+    let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
+    line.split_whitespace().nth(1)?.parse().ok()
+}
+
+/// The 1-minute load average: other work on the machine skews every number here.
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .and_then(|l| l.split_whitespace().next().map(str::to_string))
+        .unwrap_or_else(|| "?".into())
+}
+
+fn mib(kib: u64) -> String {
+    format!("{:.1} MiB", kib as f64 / 1024.0)
+}
+
+// ---------------------------------------------------------------------------------------------
+// Results.
+
+struct Row {
+    path: String,
+    /// Envelopes per timed run (a two-configuration run counts each envelope once).
+    envelopes: usize,
+    /// Median wall time of one run.
+    wall: Duration,
+    /// Cores the path can keep busy (its children, at most the machine's cores).
+    cores: usize,
+    /// Measured CPU (user + system) per envelope of the processes doing the work, if known.
+    cpu_us: Option<f64>,
+    /// Which in-process row this one is compared with, and the target ratio.
+    baseline: Option<(usize, f64)>,
+    /// CPU per envelope of (the process holding the pool, its children), if measured apart.
+    split: Option<(f64, f64)>,
+}
+
+impl Row {
+    fn wall_us(&self) -> f64 {
+        self.wall.as_secs_f64() * 1e6 / self.envelopes as f64
+    }
+    /// Wall time times the cores the path occupies: the cost per envelope of one core.
+    fn core_us(&self) -> f64 {
+        self.wall_us() * self.cores as f64
+    }
+}
+
+fn print_table(rows: &[Row]) {
+    println!();
+    println!(
+        "| path | µs/envelope (wall) | envelopes/s | cores | core-µs/envelope | envelopes/s per core | CPU µs/envelope | vs in-process (core-µs) | vs in-process (CPU) | target |"
+    );
+    println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
+    for r in rows {
+        let cpu = r
+            .cpu_us
+            .map(|c| format!("{c:.1}"))
+            .unwrap_or_else(|| "–".into());
+        let (ratio, cpu_ratio, target) = match r.baseline {
+            Some((b, target)) => {
+                let base = &rows[b];
+                let ratio = r.core_us() / base.core_us();
+                let cpu_ratio = match (r.cpu_us, base.cpu_us) {
+                    (Some(c), Some(bc)) => format!("{:.2}×", c / bc),
+                    _ => "–".into(),
+                };
+                let verdict = if target <= 0.0 {
+                    String::new()
+                } else if ratio <= target {
+                    format!("≤ {target}×: met")
+                } else {
+                    format!(
+                        "≤ {target}×: missed by {:.0} %",
+                        (ratio / target - 1.0) * 100.0
+                    )
+                };
+                (format!("{ratio:.2}×"), cpu_ratio, verdict)
+            }
+            None => ("1.00×".into(), "1.00×".into(), "baseline".into()),
+        };
+        println!(
+            "| {} | {:.1} | {:.0} | {} | {:.1} | {:.0} | {} | {} | {} | {} |",
+            r.path,
+            r.wall_us(),
+            1e6 / r.wall_us(),
+            r.cores,
+            r.core_us(),
+            1e6 / r.core_us(),
+            cpu,
+            ratio,
+            cpu_ratio,
+            target
+        );
+    }
+    println!();
+    println!(
+        "| path | CPU µs/envelope, pool holder (bench process or router) | CPU µs/envelope, sandbox children |"
+    );
+    println!("|---|---:|---:|");
+    for r in rows {
+        if let Some((parent, children)) = r.split {
+            println!("| {} | {parent:.1} | {children:.1} |", r.path);
+        }
+    }
+    println!();
+}
+
+// ---------------------------------------------------------------------------------------------
+// (a) in-process.
+
+fn in_process(
+    compiled: &[&CompiledConfiguration],
+    ctx: &RoutingContext,
+    deliveries: &[StoredDelivery],
+    runs: usize,
+    ticks: f64,
+) -> (Duration, f64) {
+    let me = std::process::id();
+    let mut times = Vec::with_capacity(runs);
+    let cpu0 = cpu_ticks(&[me]);
+    for _ in 0..runs {
+        let t = Instant::now();
+        for d in deliveries {
+            let envelope = build_envelope(d, ctx);
+            for c in compiled {
+                black_box(c.evaluate(ctx, &envelope));
+            }
+        }
+        times.push(t.elapsed());
+    }
+    let cpu = (cpu_ticks(&[me]) - cpu0) as f64 / ticks * 1e6 / (runs * deliveries.len()) as f64;
+    (median(times), cpu)
+}
+
+fn check_decisions(
+    path: &str,
+    got: &EvaluateResponse,
+    want: &[Vec<Decision>],
+    deliveries: &[StoredDelivery],
+) {
+    assert_eq!(
+        got.results.len(),
+        deliveries.len(),
+        "{path}: one result per delivery"
+    );
+    let mut mismatches = 0;
+    for ((r, w), d) in got.results.iter().zip(want).zip(deliveries) {
+        assert_eq!(
+            r.event_id, d.event_id,
+            "{path}: results come back in request order"
+        );
+        let got: Vec<String> = r.decisions.iter().map(summary).collect();
+        let want: Vec<String> = w.iter().map(summary).collect();
+        if got != want {
+            if mismatches < 5 {
+                eprintln!(
+                    "{path}: {} decided {got:?}, in-process {want:?}",
+                    r.event_id
+                );
+            }
+            mismatches += 1;
+        }
+    }
+    assert_eq!(
+        mismatches, 0,
+        "{path}: decisions differ from in-process on {mismatches} deliveries"
+    );
+}
+
+// ---------------------------------------------------------------------------------------------
+// (b) sandbox children in this process's pool.
+
+fn switchboard_exe() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_switchboard"))
+}
+
+struct Measured {
+    wall: Duration,
+    /// CPU per envelope of the process holding the pool (this one, or the router).
+    parent_cpu_us: f64,
+    /// CPU per envelope of its sandbox children together.
+    children_cpu_us: f64,
+}
+
+impl Measured {
+    fn cpu_us(&self) -> f64 {
+        self.parent_cpu_us + self.children_cpu_us
+    }
+}
+
+/// CPU ticks of a parent and its children from a starting point, per envelope.
+struct CpuSpan {
+    parent: u32,
+    children: Vec<u32>,
+    parent0: u64,
+    children0: u64,
+}
+
+impl CpuSpan {
+    fn start(parent: u32) -> Self {
+        let children = children_of(parent);
+        Self {
+            parent,
+            parent0: cpu_ticks(&[parent]),
+            children0: cpu_ticks(&children),
+            children,
+        }
+    }
+
+    /// (parent, children) CPU µs per envelope over `envelopes` envelopes.
+    fn per_envelope(&self, envelopes: usize, ticks: f64) -> (f64, f64) {
+        let us = |t: u64| t as f64 / ticks * 1e6 / envelopes as f64;
+        (
+            us(cpu_ticks(&[self.parent]) - self.parent0),
+            us(cpu_ticks(&self.children).saturating_sub(self.children0)),
+        )
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn through_pool(
+    rt: &tokio::runtime::Runtime,
+    children: usize,
+    ctx: &RoutingContext,
+    configs: &[WireConfiguration],
+    deliveries: &[StoredDelivery],
+    want: &[Vec<Decision>],
+    runs: usize,
+    ticks: f64,
+) -> (Measured, Vec<(u32, u64)>) {
+    let mut config = SandboxConfig::new(switchboard_exe());
+    config.children = children;
+    let pool = rt
+        .block_on(SandboxPool::start(config))
+        .expect("the sandbox pool starts (confined)");
+    // Warm-up: spawns every child and compiles the configuration once in each.
+    let warm = rt
+        .block_on(pool.evaluate(ctx, configs, deliveries, None))
+        .expect("the warm-up batch evaluates");
+    check_decisions(&format!("(b) {children} children"), &warm, want, deliveries);
+    let spawned = pool
+        .stats()
+        .spawned
+        .load(std::sync::atomic::Ordering::Relaxed);
+    let span = CpuSpan::start(std::process::id());
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let t = Instant::now();
+        let resp = rt
+            .block_on(pool.evaluate(ctx, configs, deliveries, None))
+            .expect("the batch evaluates");
+        times.push(t.elapsed());
+        black_box(resp);
+    }
+    let (parent_cpu_us, children_cpu_us) = span.per_envelope(runs * deliveries.len(), ticks);
+    let respawned = pool
+        .stats()
+        .spawned
+        .load(std::sync::atomic::Ordering::Relaxed)
+        - spawned;
+    assert_eq!(respawned, 0, "no child was replaced during the timed runs");
+    let memory = span
+        .children
+        .iter()
+        .filter_map(|p| vm_hwm_kib(*p).map(|m| (*p, m)))
+        .collect();
+    drop(pool);
+    (
+        Measured {
+            wall: median(times),
+            parent_cpu_us,
+            children_cpu_us,
+        },
+        memory,
+    )
+}
+
+// ---------------------------------------------------------------------------------------------
+// (c) a router process over gRPC.
+
+struct RouterProcess {
+    child: Child,
+    addr: String,
+}
+
+impl RouterProcess {
+    fn start(children: usize) -> Self {
+        let mut child = Command::new(switchboard_exe())
+            .args([
+                "router",
+                "--listen",
+                "127.0.0.1:0",
+                "--children",
+                &children.to_string(),
+            ])
+            .env("SWITCHBOARD_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the router process starts");
+        let stdout = child.stdout.take().expect("the router's stdout is piped");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("the router prints its address");
+        let addr = line
+            .trim()
+            .strip_prefix("router listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line from the router: {line:?}"))
+            .to_string();
+        Self { child, addr }
+    }
+
+    fn pid(&self) -> u32 {
+        self.child.id()
+    }
+}
+
+impl Drop for RouterProcess {
+    fn drop(&mut self) {
+        // Only the process this benchmark started; its children die with it (PDEATHSIG).
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+async fn grpc_batch(
+    client: &RouterClient<tonic::transport::Channel>,
+    ctx: &RoutingContext,
+    configs: &[WireConfiguration],
+    deliveries: &[StoredDelivery],
+    calls: usize,
+) -> EvaluateResponse {
+    let per_call = deliveries.len().div_ceil(calls);
+    let requests: Vec<EvaluateRequest> = deliveries
+        .chunks(per_call)
+        .map(|chunk| EvaluateRequest {
+            context: Some(ctx.clone()),
+            configurations: configs.to_vec(),
+            deliveries: chunk.to_vec(),
+            budget_ms: 0,
+        })
+        .collect();
+    let handles: Vec<_> = requests
+        .into_iter()
+        .map(|req| {
+            let mut client = client.clone();
+            tokio::spawn(async move { client.evaluate(req).await })
+        })
+        .collect();
+    let mut all = EvaluateResponse::default();
+    for h in handles {
+        let resp = h
+            .await
+            .expect("the call task completes")
+            .expect("Evaluate succeeds")
+            .into_inner();
+        all.results.extend(resp.results);
+    }
+    all
+}
+
+#[allow(clippy::too_many_arguments)]
+fn through_grpc(
+    rt: &tokio::runtime::Runtime,
+    router: &RouterProcess,
+    client: &RouterClient<tonic::transport::Channel>,
+    ctx: &RoutingContext,
+    configs: &[WireConfiguration],
+    deliveries: &[StoredDelivery],
+    calls: usize,
+    want: &[Vec<Decision>],
+    runs: usize,
+    ticks: f64,
+) -> Measured {
+    let warm = rt.block_on(grpc_batch(client, ctx, configs, deliveries, calls));
+    check_decisions(
+        &format!("(c) {calls} calls × {} configs", configs.len()),
+        &warm,
+        want,
+        deliveries,
+    );
+    let span = CpuSpan::start(router.pid());
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let t = Instant::now();
+        black_box(rt.block_on(grpc_batch(client, ctx, configs, deliveries, calls)));
+        times.push(t.elapsed());
+    }
+    let (parent_cpu_us, children_cpu_us) = span.per_envelope(runs * deliveries.len(), ticks);
+    Measured {
+        wall: median(times),
+        parent_cpu_us,
+        children_cpu_us,
+    }
+}
+
+/// The transport alone: 1,000 deliveries sent in one call that the router rejects right after
+/// decoding it (no configuration), so no child sees it: client encoding, HTTP/2 and decoding.
+fn grpc_transfer_only(
+    rt: &tokio::runtime::Runtime,
+    client: &RouterClient<tonic::transport::Channel>,
+    ctx: &RoutingContext,
+    deliveries: &[StoredDelivery],
+    runs: usize,
+) -> Duration {
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs + 1 {
+        let req = EvaluateRequest {
+            context: Some(ctx.clone()),
+            configurations: Vec::new(),
+            deliveries: deliveries.to_vec(),
+            budget_ms: 0,
+        };
+        let mut client = client.clone();
+        let t = Instant::now();
+        let status = rt
+            .block_on(client.evaluate(req))
+            .expect_err("a request without configurations is refused");
+        times.push(t.elapsed());
+        assert_eq!(
+            status.code(),
+            tonic::Code::InvalidArgument,
+            "refused as invalid: {status}"
+        );
+    }
+    times.remove(0);
+    median(times)
+}
+
+// ---------------------------------------------------------------------------------------------
+// (d) the jq command line.
+
+/// `first(( ["id", (when)], … ) | select(.[1] == true) | .[0]) // "default"`: the first rule
+/// whose output is `true`, as the engine decides (every rule here has exactly one output).
+fn jq_program() -> String {
+    let mut p = String::from("first((\n");
+    for (i, (id, _, when)) in RULES.iter().enumerate() {
+        let sep = if i + 1 == RULES.len() { "" } else { "," };
+        let _ = writeln!(p, "  [{}, ({when})]{sep}", json!(id));
+    }
+    p.push_str(") | select(.[1] == true) | .[0]) // \"default\"\n");
+    p
+}
+
+fn through_jq(
+    jq: &Path,
+    ctx: &RoutingContext,
+    deliveries: &[StoredDelivery],
+    want: &[Vec<Decision>],
+    runs: usize,
+) -> Duration {
+    let dir = tempfile::tempdir().expect("a temporary directory");
+    let input = dir.path().join("envelopes.jsonl");
+    let program = dir.path().join("rules.jq");
+    let mut lines = String::new();
+    for d in deliveries {
+        // The very envelope the engine sees, written as JSON.
+        let _ = writeln!(lines, "{}", build_envelope(d, ctx));
+    }
+    std::fs::write(&input, lines).expect("the envelopes are written");
+    std::fs::write(&program, jq_program()).expect("the jq program is written");
+    let params = params(false).to_string();
+    let run = || {
+        Command::new(jq)
+            .arg("-r")
+            .arg("--argjson")
+            .arg("params")
+            .arg(&params)
+            .arg("-f")
+            .arg(&program)
+            .arg(&input)
+            .stderr(Stdio::inherit())
+            .output()
+            .expect("jq runs")
+    };
+    let out = run();
+    assert!(out.status.success(), "jq failed: {}", out.status);
+    let got: Vec<String> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(str::to_string)
+        .collect();
+    assert_eq!(
+        got.len(),
+        deliveries.len(),
+        "jq prints one decision per envelope"
+    );
+    let differ = got
+        .iter()
+        .zip(want)
+        .filter(|(g, w)| g.as_str() != rule_or_default(&w[0]))
+        .count();
+    assert_eq!(
+        differ, 0,
+        "jq and the engine disagree on {differ} envelopes"
+    );
+    let mut times = Vec::with_capacity(runs);
+    for _ in 0..runs {
+        let t = Instant::now();
+        black_box(run());
+        times.push(t.elapsed());
+    }
+    median(times)
+}
+
+// ---------------------------------------------------------------------------------------------
+
+fn main() {
+    // `cargo bench` passes `--bench`; a libtest-style filter or `--list` is not supported.
+    if std::env::args().any(|a| a == "--list") {
+        println!("router: bench");
+        return;
+    }
+    let data = std::env::var_os("SWITCHBOARD_WEBHOOK_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| DEFAULT_DATA_DIR.into());
+    if !data.join("github").is_dir() {
+        println!(
+            "router bench skipped: no payloads at {} (set SWITCHBOARD_WEBHOOK_DATA)",
+            data.display()
+        );
+        return;
+    }
+    let runs = runs();
+    let ticks = clock_ticks();
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+    let samples = load_samples(&data);
+    let deliveries = deliveries(&samples);
+    let body_bytes: usize = deliveries.iter().map(|d| d.body.len()).sum();
+    println!(
+        "router bench: {} envelopes from {} payload files ({:.1} MiB of bodies), {} rules, {runs} runs per path, {cores} cores",
+        deliveries.len(),
+        samples.len(),
+        body_bytes as f64 / (1024.0 * 1024.0),
+        RULES.len()
+    );
+    println!("load average (1 min) at start: {}", load_average());
+    let ctx = context();
+    let saved_json = configuration_json(false);
+    let candidate_json = configuration_json(true);
+
+    // Compile in-process and check: it compiles, and no rule faults on any real payload.
+    let t = Instant::now();
+    let saved = CompiledConfiguration::compile(
+        &Configuration::from_json(&saved_json).expect("the configuration parses"),
+    )
+    .expect("the configuration compiles");
+    let compile_ms = t.elapsed().as_secs_f64() * 1e3;
+    let candidate = CompiledConfiguration::compile(
+        &Configuration::from_json(&candidate_json).expect("the candidate parses"),
+    )
+    .expect("the candidate compiles");
+    println!(
+        "compiling {} rules in-process: {compile_ms:.1} ms",
+        saved.rules.len()
+    );
+    let want: Vec<Vec<Decision>> = deliveries
+        .iter()
+        .map(|d| {
+            let envelope = build_envelope(d, &ctx);
+            vec![
+                saved.evaluate(&ctx, &envelope),
+                candidate.evaluate(&ctx, &envelope),
+            ]
+        })
+        .collect();
+    let want_saved: Vec<Vec<Decision>> = want.iter().map(|w| vec![w[0].clone()]).collect();
+    for (which, j) in [("saved", 0), ("candidate", 1)] {
+        let mut by_label: BTreeMap<String, usize> = BTreeMap::new();
+        let mut faults = Vec::new();
+        for (d, w) in deliveries.iter().zip(&want) {
+            *by_label.entry(summary(&w[j])).or_default() += 1;
+            if w[j].outcome == Outcome::Fault as i32 {
+                faults.push(format!(
+                    "{} ({}): {} {}",
+                    d.event_id, d.kind, w[j].rule_id, w[j].reason
+                ));
+            }
+        }
+        println!("decision distribution, {which} configuration:");
+        for (l, n) in &by_label {
+            println!("  {n:5}  {l}");
+        }
+        assert!(
+            faults.is_empty(),
+            "rules fault on real payloads:\n{}",
+            faults.join("\n")
+        );
+    }
+    let mut rows: Vec<Row> = Vec::new();
+
+    // (a) in-process.
+    let (parse_only, _) = {
+        let mut times = Vec::new();
+        for _ in 0..runs {
+            let t = Instant::now();
+            for d in &deliveries {
+                black_box(build_envelope(d, &ctx));
+            }
+            times.push(t.elapsed());
+        }
+        (median(times), ())
+    };
+    println!(
+        "(a) of which parsing the stored bytes and building the envelope: {:.1} µs/envelope",
+        parse_only.as_secs_f64() * 1e6 / deliveries.len() as f64
+    );
+    let (wall, cpu) = in_process(&[&saved], &ctx, &deliveries, runs, ticks);
+    rows.push(Row {
+        path: "(a) in-process, 1 config".into(),
+        envelopes: ENVELOPES,
+        wall,
+        cores: 1,
+        cpu_us: Some(cpu),
+        baseline: None,
+        split: None,
+    });
+    let a1 = rows.len() - 1;
+    let (wall, cpu) = in_process(&[&saved, &candidate], &ctx, &deliveries, runs, ticks);
+    rows.push(Row {
+        path: "(a) in-process, 2 configs (replay)".into(),
+        envelopes: ENVELOPES,
+        wall,
+        cores: 1,
+        cpu_us: Some(cpu),
+        baseline: Some((a1, 0.0)),
+        split: None,
+    });
+    let a2 = rows.len() - 1;
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(cores.max(2))
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let saved_wire = vec![WireConfiguration {
+        json: saved_json.clone(),
+    }];
+    let both_wire = vec![
+        WireConfiguration {
+            json: saved_json.clone(),
+        },
+        WireConfiguration {
+            json: candidate_json,
+        },
+    ];
+    let mut memory_notes = Vec::new();
+
+    // Which of (b), (c), (d) to run; (a) always runs, everything is compared with it.
+    let paths = std::env::var("ROUTER_BENCH_PATHS").unwrap_or_else(|_| "abcd".into());
+
+    // (b) sandbox children.
+    if paths.contains('b') {
+        for children in [1usize, 2] {
+            let (m, mem) = through_pool(
+                &rt,
+                children,
+                &ctx,
+                &saved_wire,
+                &deliveries,
+                &want_saved,
+                runs,
+                ticks,
+            );
+            rows.push(Row {
+                path: format!(
+                    "(b) sandbox pool, {children} child{}, 1 config",
+                    if children == 1 { "" } else { "ren" }
+                ),
+                envelopes: ENVELOPES,
+                wall: m.wall,
+                cores: children.min(cores),
+                cpu_us: Some(m.cpu_us()),
+                baseline: Some((a1, 1.3)),
+                split: Some((m.parent_cpu_us, m.children_cpu_us)),
+            });
+            let list: Vec<String> = mem
+                .iter()
+                .map(|(p, k)| format!("pid {p}: {}", mib(*k)))
+                .collect();
+            memory_notes.push(format!(
+                "(b) {children} child(ren) VmHWM: {}",
+                list.join(", ")
+            ));
+        }
+        let (m, _) = through_pool(&rt, 2, &ctx, &both_wire, &deliveries, &want, runs, ticks);
+        rows.push(Row {
+            path: "(b) sandbox pool, 2 children, 2 configs".into(),
+            envelopes: ENVELOPES,
+            wall: m.wall,
+            cores: 2.min(cores),
+            cpu_us: Some(m.cpu_us()),
+            baseline: Some((a2, 1.3)),
+            split: Some((m.parent_cpu_us, m.children_cpu_us)),
+        });
+    }
+
+    // (c) gRPC to a router process with 2 children.
+    if paths.contains('c') {
+        let router = RouterProcess::start(2);
+        println!("(c) router pid {} at {}", router.pid(), router.addr);
+        let client = rt.block_on(async {
+            let channel = tonic::transport::Channel::from_shared(format!("http://{}", router.addr))
+                .expect("a valid endpoint")
+                .connect()
+                .await
+                .expect("the router accepts connections");
+            RouterClient::new(channel)
+                .max_decoding_message_size(256 * 1024 * 1024)
+                .max_encoding_message_size(256 * 1024 * 1024)
+        });
+        for (configs, want_c, base, label) in [
+            (&saved_wire, &want_saved, a1, "1 config"),
+            (&both_wire, &want, a2, "2 configs"),
+        ] {
+            for calls in [1usize, 8] {
+                let m = through_grpc(
+                    &rt,
+                    &router,
+                    &client,
+                    &ctx,
+                    configs,
+                    &deliveries,
+                    calls,
+                    want_c,
+                    runs,
+                    ticks,
+                );
+                let shape = if calls == 1 {
+                    "1 call × 1,000".to_string()
+                } else {
+                    format!("{calls} calls × {}", ENVELOPES / calls)
+                };
+                rows.push(Row {
+                    path: format!("(c) gRPC router, 2 children, {shape}, {label}"),
+                    envelopes: ENVELOPES,
+                    wall: m.wall,
+                    cores: 2.min(cores),
+                    cpu_us: Some(m.cpu_us()),
+                    baseline: Some((base, 1.6)),
+                    split: Some((m.parent_cpu_us, m.children_cpu_us)),
+                });
+            }
+        }
+        let transfer = grpc_transfer_only(&rt, &client, &ctx, &deliveries, runs);
+        let transfer_note = format!(
+            "(c) transport alone (1,000 deliveries, {:.1} MiB encoded, refused after decoding): {:.1} ms, {:.1} µs/envelope",
+            EvaluateRequest {
+                context: Some(ctx.clone()),
+                configurations: Vec::new(),
+                deliveries: deliveries.clone(),
+                budget_ms: 0
+            }
+            .encoded_len() as f64
+                / (1024.0 * 1024.0),
+            transfer.as_secs_f64() * 1e3,
+            transfer.as_secs_f64() * 1e6 / deliveries.len() as f64
+        );
+        memory_notes.push(transfer_note);
+        let router_hwm = vm_hwm_kib(router.pid());
+        let router_children = children_of(router.pid());
+        let child_hwm: Vec<String> = router_children
+            .iter()
+            .map(|p| {
+                format!(
+                    "pid {p}: {}",
+                    vm_hwm_kib(*p).map(mib).unwrap_or_else(|| "?".into())
+                )
+            })
+            .collect();
+        memory_notes.push(format!(
+            "(c) router process VmHWM: {}; its {} children: {}",
+            router_hwm.map(mib).unwrap_or_else(|| "?".into()),
+            router_children.len(),
+            child_hwm.join(", ")
+        ));
+        drop(router);
+    }
+
+    // (d) the jq command line, for reference.
+    let jq = std::env::var_os("ROUTER_BENCH_JQ")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "/usr/bin/jq".into());
+    let mut jq_row = None;
+    if !paths.contains('d') {
+        // Not asked for.
+    } else if jq.exists() {
+        let version = Command::new(&jq)
+            .arg("--version")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default();
+        let jq_runs = runs.min(5);
+        let wall = through_jq(&jq, &ctx, &deliveries, &want, jq_runs);
+        rows.push(Row {
+            path: format!("(d) {version} CLI, one process over the stream"),
+            envelopes: ENVELOPES,
+            wall,
+            cores: 1,
+            cpu_us: None,
+            baseline: Some((a1, 0.0)),
+            split: None,
+        });
+        jq_row = Some(rows.len() - 1);
+    } else {
+        println!(
+            "(d) skipped: no jq at {} (set ROUTER_BENCH_JQ)",
+            jq.display()
+        );
+    }
+
+    println!("load average (1 min) at end: {}", load_average());
+    print_table(&rows);
+    for note in &memory_notes {
+        println!("{note}");
+    }
+    if let Some(d) = jq_row {
+        println!();
+        for r in rows
+            .iter()
+            .filter(|r| r.path.starts_with("(c)") && r.path.ends_with("1 config"))
+        {
+            println!(
+                "(c) vs (d): {} is {:.2}× jq per envelope of wall time, {:.2}× per core",
+                r.path,
+                r.wall_us() / rows[d].wall_us(),
+                r.core_us() / rows[d].core_us()
+            );
+        }
+    }
+}

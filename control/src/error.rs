@@ -1,0 +1,148 @@
+//! The one error type of the control crate.
+//!
+//! Each variant maps to one gRPC code at the API edge. The `Display` text is the external
+//! message a caller may see; anything internal (SQL text, driver errors, file paths) lives in
+//! `Internal::context` and is only for logs.
+
+use std::time::Duration;
+
+/// Shorthand for results in this crate.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[derive(Debug, thiserror::Error)]
+pub enum Error {
+    /// Unknown, malformed and other-scope ids all land here, with one message shape, so the
+    /// answer never tells a caller that someone else's resource exists.
+    #[error("{resource} not found")]
+    NotFound { resource: &'static str },
+
+    /// The state the caller based its request on is gone: a configuration version that moved on
+    /// (`current_version` says where it is now) or a stale plan.
+    #[error("{reason}")]
+    FailedPrecondition {
+        reason: &'static str,
+        current_version: Option<i64>,
+    },
+
+    /// The request collides with existing state (a duplicate name, a todo claimed by another).
+    #[error("{message}")]
+    Conflict { message: String },
+
+    /// The caller sent something unusable; `field` names the argument.
+    #[error("invalid {field}: {message}")]
+    InvalidArgument {
+        field: &'static str,
+        message: String,
+    },
+
+    /// A limit was reached; try again after `retry_after`.
+    #[error("rate limit reached, retry after {} ms", retry_after.as_millis())]
+    ResourceExhausted { retry_after: Duration },
+
+    /// Something failed inside control. The context is logged, never shown to the caller.
+    #[error("internal error")]
+    Internal { context: String },
+}
+
+/// `FailedPrecondition` reason when `expected_version` differs from the saved version.
+pub const VERSION_MISMATCH: &str = "version_mismatch";
+/// `FailedPrecondition` reason for a plan that was used, expired, or no longer matches the webhook.
+pub const PLAN_STALE: &str = "plan_stale";
+
+impl Error {
+    pub(crate) fn not_found(resource: &'static str) -> Self {
+        Error::NotFound { resource }
+    }
+
+    pub(crate) fn invalid(field: &'static str, message: impl Into<String>) -> Self {
+        Error::InvalidArgument {
+            field,
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn conflict(message: impl Into<String>) -> Self {
+        Error::Conflict {
+            message: message.into(),
+        }
+    }
+
+    pub(crate) fn internal(context: impl Into<String>) -> Self {
+        Error::Internal {
+            context: context.into(),
+        }
+    }
+
+    /// The stable code the API maps to a gRPC status (and the MCP gateway to a tool error):
+    /// the reason itself for a failed precondition (`version_mismatch`, `plan_stale`).
+    pub fn code(&self) -> &'static str {
+        match self {
+            Error::NotFound { .. } => "not_found",
+            Error::FailedPrecondition { reason, .. } => reason,
+            Error::Conflict { .. } => "conflict",
+            Error::InvalidArgument { .. } => "invalid_argument",
+            Error::ResourceExhausted { .. } => "resource_exhausted",
+            Error::Internal { .. } => "internal",
+        }
+    }
+
+    /// The text for logs: the external message plus internal context when there is one.
+    pub fn log_text(&self) -> String {
+        match self {
+            Error::Internal { context } => format!("internal error: {context}"),
+            Error::FailedPrecondition {
+                reason,
+                current_version: Some(v),
+            } => {
+                format!("{reason} (current version {v})")
+            }
+            other => other.to_string(),
+        }
+    }
+}
+
+impl From<sqlx::Error> for Error {
+    fn from(e: sqlx::Error) -> Self {
+        Error::internal(format!("database: {e}"))
+    }
+}
+
+impl From<sqlx::migrate::MigrateError> for Error {
+    fn from(e: sqlx::migrate::MigrateError) -> Self {
+        Error::internal(format!("migrations: {e}"))
+    }
+}
+
+impl From<serde_json::Error> for Error {
+    fn from(e: serde_json::Error) -> Self {
+        Error::internal(format!("stored json: {e}"))
+    }
+}
+
+/// Is this a unique-constraint violation (a duplicate key) on either backend?
+pub(crate) fn is_unique_violation(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db) if db.kind() == sqlx::error::ErrorKind::UniqueViolation)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn internal_context_never_reaches_the_external_message() {
+        let e = Error::internal("SELECT secret FROM webhooks: syntax error");
+        assert_eq!(e.to_string(), "internal error");
+        assert!(e.log_text().contains("SELECT"));
+    }
+
+    #[test]
+    fn not_found_has_one_shape() {
+        assert_eq!(Error::not_found("webhook").to_string(), "webhook not found");
+        assert_eq!(Error::not_found("webhook").code(), "not_found");
+        let stale = Error::FailedPrecondition {
+            reason: PLAN_STALE,
+            current_version: None,
+        };
+        assert_eq!(stale.code(), "plan_stale");
+    }
+}

@@ -1,0 +1,15 @@
+//! The control plane of Switchboard. This crate starts with its foundation, the storage layer:
+//! one [`Store`] over SQLite (the single-machine default) or PostgreSQL (several control
+//! replicas), with the same behaviour and the same tests on both.
+
+#![forbid(unsafe_code)]
+
+pub mod error;
+pub mod scope;
+pub mod secrets;
+pub mod store;
+pub mod verbs;
+
+pub use error::{Error, Result};
+pub use scope::{OwnerScope, Role};
+pub use store::{Clock, Store, StoreOptions};

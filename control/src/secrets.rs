@@ -1,0 +1,119 @@
+//! Random ids, credentials and tokens, their SHA-256 hashes, and the configuration digest.
+
+use sha2::{Digest, Sha256};
+use subtle::ConstantTimeEq;
+
+use crate::error::{Error, Result};
+
+/// `n` random bytes from the operating system, hex-encoded.
+pub fn random_hex(n: usize) -> Result<String> {
+    let mut buf = vec![0u8; n];
+    getrandom::fill(&mut buf).map_err(|e| Error::internal(format!("os random source: {e}")))?;
+    Ok(hex::encode(buf))
+}
+
+/// A fresh id: `prefix` and 128 random bits, so ids can't be guessed or enumerated.
+pub fn new_id(prefix: &str) -> Result<String> {
+    Ok(format!("{prefix}{}", random_hex(16)?))
+}
+
+/// A fresh bearer secret (endpoint credential, plan token): `prefix` and 256 random bits.
+pub fn new_token(prefix: &str) -> Result<String> {
+    Ok(format!("{prefix}{}", random_hex(32)?))
+}
+
+/// SHA-256 of `text`, lower-case hex: what is stored in place of a credential or token.
+pub fn sha256_hex(text: &str) -> String {
+    hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+/// Compares two hashes in constant time, so a lookup leaks nothing about how much matched.
+pub fn hashes_match(a: &str, b: &str) -> bool {
+    a.len() == b.len() && bool::from(a.as_bytes().ct_eq(b.as_bytes()))
+}
+
+/// The digest of a configuration: SHA-256 of its canonical JSON (keys sorted at every level).
+///
+/// Written to agree with the router's `Configuration::digest` when given the serialized form
+/// of a router `Configuration`, so a digest means the same thing on both planes.
+pub fn configuration_digest(value: &serde_json::Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    sha256_hex(&out)
+}
+
+/// Compact JSON with object keys sorted, so equal values always serialize the same.
+pub fn canonical_json(value: &serde_json::Value) -> String {
+    let mut out = String::new();
+    write_canonical(value, &mut out);
+    out
+}
+
+fn write_canonical(value: &serde_json::Value, out: &mut String) {
+    use serde_json::Value;
+    match value {
+        Value::Object(m) => {
+            let mut keys: Vec<&String> = m.keys().collect();
+            keys.sort();
+            out.push('{');
+            for (i, k) in keys.into_iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                out.push_str(&Value::String(k.clone()).to_string());
+                out.push(':');
+                write_canonical(&m[k], out);
+            }
+            out.push('}');
+        }
+        Value::Array(a) => {
+            out.push('[');
+            for (i, v) in a.iter().enumerate() {
+                if i > 0 {
+                    out.push(',');
+                }
+                write_canonical(v, out);
+            }
+            out.push(']');
+        }
+        other => out.push_str(&other.to_string()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn ids_and_tokens_carry_enough_randomness() {
+        let id = new_id("wh_").unwrap();
+        assert_eq!(id.len(), 3 + 32);
+        let token = new_token("sbe_").unwrap();
+        assert_eq!(token.len(), 4 + 64);
+        assert_ne!(new_id("wh_").unwrap(), id);
+    }
+
+    #[test]
+    fn hashes_compare_exactly() {
+        let h = sha256_hex("x");
+        assert!(hashes_match(&h, &sha256_hex("x")));
+        assert!(!hashes_match(&h, &sha256_hex("y")));
+        assert!(!hashes_match(&h, ""));
+    }
+
+    #[test]
+    fn digest_ignores_key_order() {
+        let a = json!({"rules": [], "params": {"a": 1, "b": [1, {"y": 1, "x": 2}]}});
+        let b = json!({"params": {"b": [1, {"x": 2, "y": 1}], "a": 1}, "rules": []});
+        assert_eq!(configuration_digest(&a), configuration_digest(&b));
+        assert_ne!(
+            configuration_digest(&a),
+            configuration_digest(&json!({"rules": []}))
+        );
+        assert_eq!(
+            canonical_json(&b),
+            r#"{"params":{"a":1,"b":[1,{"x":2,"y":1}]},"rules":[]}"#
+        );
+    }
+}

@@ -1,0 +1,110 @@
+//! Everything that differs between SQLite and PostgreSQL, in one place.
+//!
+//! The rest of the store is portable SQL: `$N` placeholders, `ON CONFLICT … DO NOTHING/UPDATE`,
+//! `RETURNING`, row-value comparisons and partial indexes all mean the same on both.
+//! What differs: how a write transaction starts (SQLite must take the write lock up front with
+//! `BEGIN IMMEDIATE`, or a read-then-write transaction fails at once with "database is locked"),
+//! row locks (`SELECT … FOR UPDATE` on PostgreSQL, a syntax error on SQLite, where the database
+//! lock taken by `BEGIN IMMEDIATE` already serializes writers), connection pragmas, and the
+//! migrations tree. Single-statement writes run in autocommit, which SQLite also executes under
+//! the write lock from the statement's start.
+
+use std::borrow::Cow;
+
+use sqlx::AnyPool;
+use sqlx::migrate::{Migration, MigrationType, Migrator};
+use sqlx::{Any, SqlSafeStr, Transaction};
+
+use crate::error::{Error, Result};
+
+/// Which database a [`super::Store`] talks to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    pub(crate) fn from_url(url: &str) -> Result<Backend> {
+        if url.starts_with("sqlite:") {
+            Ok(Backend::Sqlite)
+        } else if url.starts_with("postgres:") || url.starts_with("postgresql:") {
+            Ok(Backend::Postgres)
+        } else {
+            Err(Error::invalid(
+                "database_url",
+                "must start with sqlite: or postgres:",
+            ))
+        }
+    }
+}
+
+/// Run on every new SQLite connection. WAL lets readers run beside the one writer;
+/// synchronous=NORMAL is durable across process crashes in WAL mode (an OS crash may lose the
+/// last commits, never corrupt); busy_timeout makes a writer wait for the lock instead of failing.
+pub(crate) const SQLITE_CONNECTION_PRAGMAS: &[&str] = &[
+    "PRAGMA journal_mode = WAL",
+    "PRAGMA synchronous = NORMAL",
+    "PRAGMA busy_timeout = 10000",
+    "PRAGMA foreign_keys = ON",
+];
+
+/// One migrations tree per backend, embedded at build time (no database needed to build).
+/// Versions and descriptions follow sqlx's `<version>_<description>.sql` file names, so the
+/// checksums are the ones `sqlx::migrate!` or sqlx-cli would compute over the same trees.
+const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[(
+    1,
+    "control",
+    include_str!("../../migrations/sqlite/0001_control.sql"),
+)];
+const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[(
+    1,
+    "control",
+    include_str!("../../migrations/postgres/0001_control.sql"),
+)];
+
+pub(crate) fn migrator(backend: Backend) -> Migrator {
+    let tree = match backend {
+        Backend::Sqlite => SQLITE_MIGRATIONS,
+        Backend::Postgres => POSTGRES_MIGRATIONS,
+    };
+    Migrator::with_migrations(
+        tree.iter()
+            .map(|(version, description, sql)| {
+                Migration::new(
+                    *version,
+                    Cow::Borrowed(*description),
+                    MigrationType::Simple,
+                    sql.into_sql_str(),
+                    false,
+                )
+            })
+            .collect(),
+    )
+}
+
+/// Starts a transaction that will write: `BEGIN IMMEDIATE` on SQLite, plain `BEGIN` on
+/// PostgreSQL (where rows are locked with [`for_update!`]).
+pub(crate) async fn begin_write(
+    pool: &AnyPool,
+    backend: Backend,
+) -> Result<Transaction<'static, Any>> {
+    Ok(match backend {
+        Backend::Sqlite => pool.begin_with("BEGIN IMMEDIATE").await?,
+        Backend::Postgres => pool.begin().await?,
+    })
+}
+
+/// A `SELECT` that locks the rows it reads until the transaction ends: `FOR UPDATE` on
+/// PostgreSQL; on SQLite the statement as written, since `BEGIN IMMEDIATE` already holds the
+/// database's write lock.
+/// The SQL is given as `concat!` pieces: `for_update!(backend, "SELECT … WHERE id = $1")`.
+macro_rules! for_update {
+    ($backend:expr, $($sql:tt)+) => {
+        match $backend {
+            $crate::store::Backend::Sqlite => concat!($($sql)+),
+            $crate::store::Backend::Postgres => concat!($($sql)+, " FOR UPDATE"),
+        }
+    };
+}
+pub(crate) use for_update;

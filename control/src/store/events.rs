@@ -1,0 +1,292 @@
+//! Events: deliveries exactly as received (headers and raw body), stored before routing so
+//! nothing is lost when no router answers, and the decision recorded on them afterwards.
+
+use serde_json::Value;
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use super::todos::{NewTodo, TodoInsert, insert_todo_in};
+use super::{Page, Paged, Store, cursor_for, dialect, flag, into_page, json_opt};
+use crate::error::{Error, Result};
+use crate::scope::OwnerScope;
+use crate::secrets::new_id;
+
+/// Replay reads at most this many events (SPEC-0031 REQ-4).
+pub const MAX_REPLAY_EVENTS: u32 = 1000;
+
+/// A delivery as received. The source is the webhook's source type; the owner scope is the
+/// webhook's; `received_at` is the store's clock.
+#[derive(Clone, Debug)]
+pub struct NewEvent {
+    pub webhook_id: String,
+    /// The forge's delivery id: with the webhook, the once-key of the todo it may create.
+    pub delivery_id: String,
+    /// `<event>` or `<event>.<action>`.
+    pub kind: String,
+    /// Headers in the order received, names as received, stored as JSON `[[name, value], …]`.
+    /// JSON holds text only: ingest decides what to do with a value that is not UTF-8.
+    pub headers: Vec<(String, String)>,
+    /// The body byte for byte: signatures are over these bytes.
+    pub body: Vec<u8>,
+    pub verified: bool,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Event {
+    pub id: String,
+    pub webhook_id: String,
+    pub owner_scope: OwnerScope,
+    pub delivery_id: String,
+    pub source: String,
+    pub kind: String,
+    pub headers: Vec<(String, String)>,
+    pub body: Vec<u8>,
+    pub verified: bool,
+    pub received_at: i64,
+    pub decision: Option<Value>,
+    pub fault: Option<Value>,
+    /// False until a decision is recorded: such events are routed again when a router returns.
+    pub routed: bool,
+    pub routed_at: Option<i64>,
+}
+
+/// An event in a listing: everything but headers and body, which only `get_event` returns.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EventSummary {
+    pub id: String,
+    pub webhook_id: String,
+    pub delivery_id: String,
+    pub source: String,
+    pub kind: String,
+    pub verified: bool,
+    pub received_at: i64,
+    pub decision: Option<Value>,
+    pub fault: Option<Value>,
+    pub routed: bool,
+}
+
+/// The outcome of routing one event: the decision (`queue:<name>`, `drop`, … as JSON), an
+/// optional fault, and the todo a queue decision creates.
+#[derive(Clone, Debug)]
+pub struct RecordDecision {
+    pub decision: Value,
+    pub fault: Option<Value>,
+    pub todo: Option<NewTodo>,
+}
+
+macro_rules! event_columns {
+    () => {
+        "id, webhook_id, owner_scope, delivery_id, source, kind, headers, body, verified, received_at, \
+         decision, fault, routed, routed_at"
+    };
+}
+
+macro_rules! summary_columns {
+    () => {
+        "id, webhook_id, delivery_id, source, kind, verified, received_at, decision, fault, routed"
+    };
+}
+
+fn event(row: &AnyRow) -> Result<Event> {
+    let headers: String = row.try_get("headers")?;
+    Ok(Event {
+        id: row.try_get("id")?,
+        webhook_id: row.try_get("webhook_id")?,
+        owner_scope: super::parse_col(row, "owner_scope")?,
+        delivery_id: row.try_get("delivery_id")?,
+        source: row.try_get("source")?,
+        kind: row.try_get("kind")?,
+        headers: serde_json::from_str(&headers)?,
+        body: row.try_get("body")?,
+        verified: flag(row, "verified")?,
+        received_at: row.try_get("received_at")?,
+        decision: json_opt(row, "decision")?,
+        fault: json_opt(row, "fault")?,
+        routed: flag(row, "routed")?,
+        routed_at: row.try_get("routed_at")?,
+    })
+}
+
+fn summary(row: &AnyRow) -> Result<EventSummary> {
+    Ok(EventSummary {
+        id: row.try_get("id")?,
+        webhook_id: row.try_get("webhook_id")?,
+        delivery_id: row.try_get("delivery_id")?,
+        source: row.try_get("source")?,
+        kind: row.try_get("kind")?,
+        verified: flag(row, "verified")?,
+        received_at: row.try_get("received_at")?,
+        decision: json_opt(row, "decision")?,
+        fault: json_opt(row, "fault")?,
+        routed: flag(row, "routed")?,
+    })
+}
+
+impl Store {
+    /// Stores a delivery, durably, before anything routes it.
+    pub async fn insert_event(&self, new: NewEvent) -> Result<Event> {
+        if new.delivery_id.is_empty() || new.delivery_id.len() > 200 {
+            return Err(Error::invalid("delivery_id", "1–200 bytes"));
+        }
+        if new.kind.is_empty() || new.kind.len() > 200 {
+            return Err(Error::invalid("kind", "1–200 bytes"));
+        }
+        let id = new_id("ev_")?;
+        let headers = serde_json::to_string(&new.headers)?;
+        let row = sqlx::query(concat!(
+            "INSERT INTO events (id, webhook_id, owner_scope, delivery_id, source, kind, headers, body, verified, \
+             received_at, routed) \
+             SELECT $1, id, owner_scope, $2, source_type, $3, $4, $5, $6, $7, 0 FROM webhooks WHERE id = $8 \
+             RETURNING ",
+            event_columns!()
+        ))
+        .bind(id.as_str())
+        .bind(new.delivery_id.as_str())
+        .bind(new.kind.as_str())
+        .bind(headers.as_str())
+        .bind(new.body)
+        .bind(i32::from(new.verified))
+        .bind(self.now())
+        .bind(new.webhook_id.as_str())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref()
+            .map(event)
+            .unwrap_or(Err(Error::not_found("webhook")))
+    }
+
+    /// Records the routing decision on an event and, for a queue decision, creates its todo,
+    /// in one transaction: either both are stored or neither, so a crash leaves the event
+    /// unrouted and it is routed again (the once-key keeps that from doubling the todo).
+    pub async fn record_decision(
+        &self,
+        event_id: &str,
+        outcome: RecordDecision,
+    ) -> Result<Option<TodoInsert>> {
+        let decision = serde_json::to_string(&outcome.decision)?;
+        let fault = outcome
+            .fault
+            .as_ref()
+            .map(serde_json::to_string)
+            .transpose()?;
+        let now = self.now();
+        let mut tx = dialect::begin_write(&self.pool, self.backend).await?;
+        let done = sqlx::query(
+            "UPDATE events SET decision = $1, fault = $2, routed = 1, routed_at = $3 WHERE id = $4",
+        )
+        .bind(decision.as_str())
+        .bind(fault.as_deref())
+        .bind(now)
+        .bind(event_id)
+        .execute(&mut *tx)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(Error::not_found("event"));
+        }
+        let todo = match outcome.todo {
+            Some(new) => Some(insert_todo_in(&mut tx, event_id, &new, now).await?),
+            None => None,
+        };
+        tx.commit().await?;
+        Ok(todo)
+    }
+
+    /// A webhook's events, newest first, one page at a time.
+    pub async fn list_events(
+        &self,
+        scope: &OwnerScope,
+        webhook_id: &str,
+        page: &Page,
+    ) -> Result<Paged<EventSummary>> {
+        let size = page.size()?;
+        let (before_ms, before_id) = page.position()?.unwrap_or((i64::MAX, String::new()));
+        self.require_webhook(scope, webhook_id).await?;
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            summary_columns!(),
+            " FROM events WHERE webhook_id = $1 AND owner_scope = $2 AND (received_at, id) < ($3, $4) \
+             ORDER BY received_at DESC, id DESC LIMIT $5"
+        ))
+        .bind(webhook_id)
+        .bind(scope.to_string())
+        .bind(before_ms)
+        .bind(before_id.as_str())
+        .bind(size + 1)
+        .fetch_all(&self.pool)
+        .await?;
+        let items = rows.iter().map(summary).collect::<Result<Vec<_>>>()?;
+        Ok(into_page(items, size, |e| cursor_for(e.received_at, &e.id)))
+    }
+
+    /// One event with its headers and body, for its owner only.
+    pub async fn get_event(&self, scope: &OwnerScope, event_id: &str) -> Result<Event> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            event_columns!(),
+            " FROM events WHERE id = $1 AND owner_scope = $2"
+        ))
+        .bind(event_id)
+        .bind(scope.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref()
+            .map(event)
+            .unwrap_or(Err(Error::not_found("event")))
+    }
+
+    /// The replay window: the webhook's most recent `limit` events (at most 1,000), newest
+    /// first, received at or after `since` when given. Reads only this webhook's events.
+    pub async fn recent_events(
+        &self,
+        scope: &OwnerScope,
+        webhook_id: &str,
+        limit: u32,
+        since: Option<i64>,
+    ) -> Result<Vec<Event>> {
+        if !(1..=MAX_REPLAY_EVENTS).contains(&limit) {
+            return Err(Error::invalid(
+                "limit",
+                format!("must be between 1 and {MAX_REPLAY_EVENTS}"),
+            ));
+        }
+        self.require_webhook(scope, webhook_id).await?;
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            event_columns!(),
+            " FROM events WHERE webhook_id = $1 AND owner_scope = $2 AND received_at >= $3 \
+             ORDER BY received_at DESC, id DESC LIMIT $4"
+        ))
+        .bind(webhook_id)
+        .bind(scope.to_string())
+        .bind(since.unwrap_or(i64::MIN))
+        .bind(i64::from(limit))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(event).collect()
+    }
+
+    /// Events stored without a recorded decision, oldest first: the backlog to route when a
+    /// router answers again.
+    pub async fn unrouted_events(&self, limit: u32) -> Result<Vec<Event>> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            event_columns!(),
+            " FROM events WHERE routed = 0 ORDER BY received_at, id LIMIT $1"
+        ))
+        .bind(i64::from(limit.clamp(1, MAX_REPLAY_EVENTS)))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(event).collect()
+    }
+
+    /// `not_found` unless the scope owns the webhook: one query, the same for an unknown id and
+    /// another scope's.
+    pub(crate) async fn require_webhook(&self, scope: &OwnerScope, webhook_id: &str) -> Result<()> {
+        let found = sqlx::query("SELECT 1 FROM webhooks WHERE id = $1 AND owner_scope = $2")
+            .bind(webhook_id)
+            .bind(scope.to_string())
+            .fetch_optional(&self.pool)
+            .await?;
+        found.map(|_| ()).ok_or(Error::not_found("webhook"))
+    }
+}

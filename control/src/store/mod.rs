@@ -1,0 +1,295 @@
+//! The control plane's storage: one [`Store`] over SQLite or PostgreSQL through sqlx's `Any`
+//! driver, with runtime queries (`$N` placeholders) so no database is needed at build time.
+//!
+//! One module per aggregate; the few statements that differ between the backends live in
+//! [`dialect`]. Every scoped read filters by id *and* owner scope in the same single query, so
+//! an unknown, malformed or other-scope id takes the same path and answers the same `not_found`.
+
+mod configuration;
+mod dialect;
+mod endpoints;
+mod events;
+mod leases;
+mod plans;
+mod rate_limits;
+mod tenancy;
+mod todos;
+mod webhooks;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use sqlx::AnyPool;
+use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::{Executor, Row};
+
+use crate::error::{Error, Result};
+
+pub use configuration::{HistoryRecord, MAX_PROVENANCE_BYTES, SaveConfiguration, Saved};
+pub use dialect::Backend;
+pub use endpoints::{CREDENTIAL_PREFIX, Endpoint, NewEndpoint, VendedEndpoint};
+pub use events::{Event, EventSummary, MAX_REPLAY_EVENTS, NewEvent, RecordDecision};
+pub use plans::{NewPlan, PLAN_TOKEN_PREFIX, Plan, new_plan_token};
+pub use rate_limits::REPLAYS_PER_MINUTE;
+pub use tenancy::{Human, Membership, Team};
+pub use todos::{NewTodo, Todo, TodoFilter, TodoInsert};
+pub use webhooks::{MAX_CONFIGURATION_BYTES, NewWebhook, SourceType, Webhook, is_queue_name};
+
+/// The handle every control component shares. Cheap to clone: a pool, a backend tag, a clock.
+#[derive(Clone, Debug)]
+pub struct Store {
+    pool: AnyPool,
+    backend: Backend,
+    clock: Clock,
+}
+
+/// Pool settings. SQLite serializes writers anyway, so its pool stays small.
+#[derive(Clone, Debug)]
+pub struct StoreOptions {
+    pub max_connections: u32,
+    pub acquire_timeout: Duration,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            max_connections: 8,
+            acquire_timeout: Duration::from_secs(30),
+        }
+    }
+}
+
+impl Store {
+    /// Connects to `database_url` (`sqlite://path?mode=rwc` or `postgres://…`) and applies
+    /// the migrations embedded in the binary.
+    pub async fn connect(database_url: &str) -> Result<Store> {
+        Store::connect_with(database_url, StoreOptions::default()).await
+    }
+
+    pub async fn connect_with(database_url: &str, options: StoreOptions) -> Result<Store> {
+        sqlx::any::install_default_drivers();
+        let backend = Backend::from_url(database_url)?;
+        let mut pool = AnyPoolOptions::new()
+            .max_connections(options.max_connections.max(1))
+            .acquire_timeout(options.acquire_timeout);
+        if backend == Backend::Sqlite {
+            pool = pool.after_connect(|conn, _meta| {
+                Box::pin(async move {
+                    for pragma in dialect::SQLITE_CONNECTION_PRAGMAS {
+                        conn.execute(*pragma).await?;
+                    }
+                    Ok(())
+                })
+            });
+        }
+        let pool = pool
+            .connect(database_url)
+            .await
+            .map_err(|e| Error::internal(format!("connect to the database: {e}")))?;
+        dialect::migrator(backend).run(&pool).await?;
+        Ok(Store {
+            pool,
+            backend,
+            clock: Clock::system(),
+        })
+    }
+
+    /// The same store reading time from `clock`; tests use a manual clock to move through
+    /// rate windows, lease expiry and plan expiry without sleeping.
+    pub fn with_clock(mut self, clock: Clock) -> Store {
+        self.clock = clock;
+        self
+    }
+
+    pub fn backend(&self) -> Backend {
+        self.backend
+    }
+
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// The pool, for health checks and for tests that look at what is stored at rest.
+    pub fn pool(&self) -> &AnyPool {
+        &self.pool
+    }
+
+    /// Closes every connection; in-flight calls finish first.
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+
+    fn now(&self) -> i64 {
+        self.clock.now_ms()
+    }
+}
+
+/// Milliseconds since the Unix epoch, from the system or from a hand-moved test clock.
+#[derive(Clone, Debug, Default)]
+pub struct Clock(Option<Arc<AtomicI64>>);
+
+impl Clock {
+    pub fn system() -> Clock {
+        Clock(None)
+    }
+
+    /// A clock that stands still at `start_ms` until moved.
+    pub fn manual(start_ms: i64) -> Clock {
+        Clock(Some(Arc::new(AtomicI64::new(start_ms))))
+    }
+
+    pub fn now_ms(&self) -> i64 {
+        match &self.0 {
+            Some(t) => t.load(Ordering::SeqCst),
+            None => SystemTime::now()
+                .duration_since(UNIX_EPOCH)
+                .map(|d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+                .unwrap_or(0),
+        }
+    }
+
+    /// Moves a manual clock forward; the system clock ignores it.
+    pub fn advance(&self, by: Duration) {
+        if let Some(t) = &self.0 {
+            t.fetch_add(duration_ms(by), Ordering::SeqCst);
+        }
+    }
+}
+
+/// Who made a change: the endpoint and its owning human, or neither for an operator.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Actor {
+    pub endpoint_id: Option<String>,
+    pub human_login: Option<String>,
+}
+
+impl Actor {
+    /// An operator acting through the CLI or the admin API, not through an endpoint.
+    pub fn operator() -> Actor {
+        Actor::default()
+    }
+
+    pub fn endpoint(endpoint: &Endpoint) -> Actor {
+        Actor {
+            endpoint_id: Some(endpoint.id.clone()),
+            human_login: Some(endpoint.human_login.clone()),
+        }
+    }
+}
+
+/// A page request: an opaque cursor from the previous page, and how many items at most.
+#[derive(Clone, Debug, Default)]
+pub struct Page {
+    pub cursor: Option<String>,
+    pub limit: Option<u32>,
+}
+
+/// One page of results and the cursor for the next, `None` on the last page.
+#[derive(Clone, Debug)]
+pub struct Paged<T> {
+    pub items: Vec<T>,
+    pub next_cursor: Option<String>,
+}
+
+/// Items per page when the caller names no limit.
+pub const DEFAULT_PAGE_SIZE: u32 = 50;
+/// The most items one page may hold.
+pub const MAX_PAGE_SIZE: u32 = 200;
+
+impl Page {
+    pub fn first(limit: u32) -> Page {
+        Page {
+            cursor: None,
+            limit: Some(limit),
+        }
+    }
+
+    pub fn after(cursor: impl Into<String>, limit: u32) -> Page {
+        Page {
+            cursor: Some(cursor.into()),
+            limit: Some(limit),
+        }
+    }
+
+    fn size(&self) -> Result<i64> {
+        match self.limit {
+            None => Ok(i64::from(DEFAULT_PAGE_SIZE)),
+            Some(n) if (1..=MAX_PAGE_SIZE).contains(&n) => Ok(i64::from(n)),
+            Some(_) => Err(Error::invalid(
+                "limit",
+                format!("must be between 1 and {MAX_PAGE_SIZE}"),
+            )),
+        }
+    }
+
+    /// The keyset position `(milliseconds, id)` the cursor points past.
+    fn position(&self) -> Result<Option<(i64, String)>> {
+        let Some(cursor) = &self.cursor else {
+            return Ok(None);
+        };
+        let bad = || Error::invalid("cursor", "not a cursor from a previous page");
+        let (ms, id) = cursor.split_once(':').ok_or_else(bad)?;
+        let ms = ms.parse::<i64>().map_err(|_| bad())?;
+        if id.is_empty() {
+            return Err(bad());
+        }
+        Ok(Some((ms, id.to_string())))
+    }
+}
+
+fn cursor_for(ms: i64, id: &str) -> String {
+    format!("{ms}:{id}")
+}
+
+/// Cuts the `size + 1` rows fetched down to a page, with a cursor when more rows exist.
+fn into_page<T>(mut rows: Vec<T>, size: i64, key: impl Fn(&T) -> String) -> Paged<T> {
+    let size = usize::try_from(size).unwrap_or(usize::MAX);
+    if rows.len() > size {
+        rows.truncate(size);
+        let next_cursor = rows.last().map(&key);
+        Paged {
+            items: rows,
+            next_cursor,
+        }
+    } else {
+        Paged {
+            items: rows,
+            next_cursor: None,
+        }
+    }
+}
+
+fn duration_ms(d: Duration) -> i64 {
+    i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
+}
+
+/// Reads a JSON-as-TEXT column.
+fn json_col(row: &AnyRow, column: &str) -> Result<serde_json::Value> {
+    let text: String = row.try_get(column)?;
+    Ok(serde_json::from_str(&text)?)
+}
+
+/// Reads a nullable JSON-as-TEXT column.
+fn json_opt(row: &AnyRow, column: &str) -> Result<Option<serde_json::Value>> {
+    let text: Option<String> = row.try_get(column)?;
+    text.map(|t| serde_json::from_str(&t))
+        .transpose()
+        .map_err(Error::from)
+}
+
+/// Reads an INTEGER 0/1 flag.
+fn flag(row: &AnyRow, column: &str) -> Result<bool> {
+    let v: i64 = row.try_get(column)?;
+    Ok(v != 0)
+}
+
+/// Parses a stored value with `FromStr`; a bad stored value is an internal error, not the caller's.
+fn parse_col<T: std::str::FromStr>(row: &AnyRow, column: &str) -> Result<T>
+where
+    T::Err: std::fmt::Display,
+{
+    let text: String = row.try_get(column)?;
+    text.parse()
+        .map_err(|e| Error::internal(format!("stored {column} {text:?}: {e}")))
+}

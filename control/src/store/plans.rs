@@ -1,0 +1,204 @@
+//! Plans and their single-use tokens (SPEC-0031 REQ-3): the token is stored only as its
+//! SHA-256 hex, bound to one webhook and owner scope, expires, and is consumed exactly once.
+
+use serde_json::Value;
+use sqlx::any::AnyRow;
+use sqlx::{Any, Row, Transaction};
+
+use super::webhooks::configuration_text;
+use super::{Backend, Store, dialect, json_col, parse_col};
+use crate::error::{Error, PLAN_STALE, Result};
+use crate::scope::OwnerScope;
+use crate::secrets::{configuration_digest, hashes_match, new_id, new_token, sha256_hex};
+
+/// The prefix of every plan token.
+pub const PLAN_TOKEN_PREFIX: &str = "sbp_";
+
+/// A fresh plan token and the hash to store: the token goes to the caller, only the hash is kept.
+pub fn new_plan_token() -> Result<(String, String)> {
+    let token = new_token(PLAN_TOKEN_PREFIX)?;
+    let hash = sha256_hex(&token);
+    Ok((token, hash))
+}
+
+#[derive(Clone, Debug)]
+pub struct NewPlan {
+    pub webhook_id: String,
+    pub owner_scope: OwnerScope,
+    /// SHA-256 hex of the token handed to the caller (see [`crate::secrets::new_token`]).
+    pub token_hash: String,
+    pub pack_name: String,
+    pub pack_version: String,
+    pub params_digest: String,
+    /// The configuration the confirm will save; its digest binds the token.
+    pub candidate: Value,
+    /// The configuration version the plan was made against; any save since makes it stale.
+    pub base_config_version: i64,
+    pub expires_at: i64,
+    /// The plan report (REQ-5) as returned to the caller.
+    pub plan: Value,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct Plan {
+    pub id: String,
+    pub webhook_id: String,
+    pub owner_scope: OwnerScope,
+    pub pack_name: String,
+    pub pack_version: String,
+    pub params_digest: String,
+    pub candidate: Value,
+    pub candidate_digest: String,
+    pub base_config_version: i64,
+    pub plan: Value,
+    pub created_at: i64,
+    pub expires_at: i64,
+    pub used_at: Option<i64>,
+}
+
+macro_rules! plan_columns {
+    () => {
+        "id, token_hash, webhook_id, owner_scope, pack_name, pack_version, params_digest, candidate, \
+         candidate_digest, base_config_version, plan, created_at, expires_at, used_at"
+    };
+}
+
+fn plan(row: &AnyRow) -> Result<Plan> {
+    Ok(Plan {
+        id: row.try_get("id")?,
+        webhook_id: row.try_get("webhook_id")?,
+        owner_scope: parse_col(row, "owner_scope")?,
+        pack_name: row.try_get("pack_name")?,
+        pack_version: row.try_get("pack_version")?,
+        params_digest: row.try_get("params_digest")?,
+        candidate: json_col(row, "candidate")?,
+        candidate_digest: row.try_get("candidate_digest")?,
+        base_config_version: row.try_get("base_config_version")?,
+        plan: json_col(row, "plan")?,
+        created_at: row.try_get("created_at")?,
+        expires_at: row.try_get("expires_at")?,
+        used_at: row.try_get("used_at")?,
+    })
+}
+
+/// The plan row for a token hash, if the scope owns it; the stored hash is compared in
+/// constant time. Another scope's token is `not_found`, exactly like an unknown one.
+fn owned_plan(row: Option<AnyRow>, token_hash: &str, scope: &OwnerScope) -> Result<Plan> {
+    let Some(row) = row else {
+        return Err(Error::not_found("plan"));
+    };
+    let stored: String = row.try_get("token_hash")?;
+    let found = plan(&row)?;
+    if !hashes_match(&stored, token_hash) || found.owner_scope != *scope {
+        return Err(Error::not_found("plan"));
+    }
+    Ok(found)
+}
+
+/// Marks the plan used inside `tx`, after locking its row: of any number of concurrent
+/// consumers exactly one gets the plan; the others see it used and get `plan_stale`.
+pub(crate) async fn consume_plan_in(
+    tx: &mut Transaction<'static, Any>,
+    backend: Backend,
+    token_hash: &str,
+    scope: &OwnerScope,
+    now: i64,
+) -> Result<Plan> {
+    let row = sqlx::query(dialect::for_update!(
+        backend,
+        "SELECT ",
+        plan_columns!(),
+        " FROM plans WHERE token_hash = $1"
+    ))
+    .bind(token_hash)
+    .fetch_optional(&mut **tx)
+    .await?;
+    let mut found = owned_plan(row, token_hash, scope)?;
+    if found.used_at.is_some() || found.expires_at <= now {
+        return Err(Error::FailedPrecondition {
+            reason: PLAN_STALE,
+            current_version: None,
+        });
+    }
+    let done = sqlx::query("UPDATE plans SET used_at = $1 WHERE id = $2 AND used_at IS NULL")
+        .bind(now)
+        .bind(found.id.as_str())
+        .execute(&mut **tx)
+        .await?;
+    if done.rows_affected() != 1 {
+        return Err(Error::FailedPrecondition {
+            reason: PLAN_STALE,
+            current_version: None,
+        });
+    }
+    found.used_at = Some(now);
+    Ok(found)
+}
+
+impl Store {
+    /// Stores a plan for a webhook the scope owns.
+    pub async fn insert_plan(&self, new: NewPlan) -> Result<Plan> {
+        let candidate = configuration_text(&new.candidate)?;
+        let candidate_digest = configuration_digest(&new.candidate);
+        let plan_text = serde_json::to_string(&new.plan)?;
+        let id = new_id("pl_")?;
+        let row = sqlx::query(concat!(
+            "INSERT INTO plans (id, token_hash, webhook_id, owner_scope, pack_name, pack_version, params_digest, \
+             candidate, candidate_digest, base_config_version, plan, created_at, expires_at) \
+             SELECT $1, $2, id, owner_scope, $3, $4, $5, $6, $7, $8, $9, $10, $11 FROM webhooks \
+             WHERE id = $12 AND owner_scope = $13 RETURNING ",
+            plan_columns!()
+        ))
+        .bind(id.as_str())
+        .bind(new.token_hash.as_str())
+        .bind(new.pack_name.as_str())
+        .bind(new.pack_version.as_str())
+        .bind(new.params_digest.as_str())
+        .bind(candidate.as_str())
+        .bind(candidate_digest.as_str())
+        .bind(new.base_config_version)
+        .bind(plan_text.as_str())
+        .bind(self.now())
+        .bind(new.expires_at)
+        .bind(new.webhook_id.as_str())
+        .bind(new.owner_scope.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref()
+            .map(plan)
+            .unwrap_or(Err(Error::not_found("webhook")))
+    }
+
+    /// Reads a plan by token without consuming it, so a confirm can compare its arguments
+    /// with the plan's first.
+    pub async fn plan_by_token(&self, token_hash: &str, scope: &OwnerScope) -> Result<Plan> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            plan_columns!(),
+            " FROM plans WHERE token_hash = $1"
+        ))
+        .bind(token_hash)
+        .fetch_optional(&self.pool)
+        .await?;
+        owned_plan(row, token_hash, scope)
+    }
+
+    /// Consumes a plan: `not_found` for an unknown or other-scope token, `plan_stale` for a used
+    /// or expired one. To consume and save together, pass the token to `save_configuration`.
+    pub async fn consume_plan(&self, token_hash: &str, scope: &OwnerScope) -> Result<Plan> {
+        let mut tx = dialect::begin_write(&self.pool, self.backend).await?;
+        let consumed =
+            consume_plan_in(&mut tx, self.backend, token_hash, scope, self.now()).await?;
+        tx.commit().await?;
+        Ok(consumed)
+    }
+
+    /// Deletes plans that expired before `before` (ms); returns how many.
+    pub async fn purge_expired_plans(&self, before: i64) -> Result<u64> {
+        let done = sqlx::query("DELETE FROM plans WHERE expires_at < $1")
+            .bind(before)
+            .execute(&self.pool)
+            .await?;
+        Ok(done.rows_affected())
+    }
+}

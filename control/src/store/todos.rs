@@ -1,0 +1,245 @@
+//! Todos: the work a queue decision produces. The once-key `(webhook_id, delivery_id)` makes
+//! a redelivery of the same delivery create no second todo.
+
+use sqlx::any::AnyRow;
+use sqlx::{Any, Row, Transaction};
+
+use super::{Page, Paged, Store, cursor_for, into_page, parse_col};
+use crate::error::{Error, Result};
+use crate::scope::OwnerScope;
+use crate::secrets::new_id;
+
+/// What a queue decision adds to an event to make a todo.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NewTodo {
+    pub queue: String,
+    /// The rule that decided; `None` for a `default` decision.
+    pub rule_id: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Todo {
+    pub id: String,
+    pub owner_scope: OwnerScope,
+    pub webhook_id: String,
+    pub event_id: String,
+    pub delivery_id: String,
+    pub queue: String,
+    pub rule_id: Option<String>,
+    pub created_at: i64,
+    /// The endpoint that claimed it.
+    pub claimed_by: Option<String>,
+    pub claimed_at: Option<i64>,
+    pub completed_by: Option<String>,
+    pub completed_at: Option<i64>,
+}
+
+/// The todo for a delivery and whether this call created it (`false`: a redelivery found the
+/// todo the first delivery made).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TodoInsert {
+    pub todo: Todo,
+    pub inserted: bool,
+}
+
+/// Which todos a listing returns.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum TodoFilter {
+    /// Not completed (claimed or not): the default.
+    #[default]
+    Open,
+    /// Neither claimed nor completed: what an agent may take.
+    Unclaimed,
+    All,
+}
+
+macro_rules! todo_columns {
+    () => {
+        "id, owner_scope, webhook_id, event_id, delivery_id, queue, rule_id, created_at, claimed_by, claimed_at, \
+         completed_by, completed_at"
+    };
+}
+
+fn todo(row: &AnyRow) -> Result<Todo> {
+    Ok(Todo {
+        id: row.try_get("id")?,
+        owner_scope: parse_col(row, "owner_scope")?,
+        webhook_id: row.try_get("webhook_id")?,
+        event_id: row.try_get("event_id")?,
+        delivery_id: row.try_get("delivery_id")?,
+        queue: row.try_get("queue")?,
+        rule_id: row.try_get("rule_id")?,
+        created_at: row.try_get("created_at")?,
+        claimed_by: row.try_get("claimed_by")?,
+        claimed_at: row.try_get("claimed_at")?,
+        completed_by: row.try_get("completed_by")?,
+        completed_at: row.try_get("completed_at")?,
+    })
+}
+
+/// Inserts the todo for `event_id` unless its once-key already has one; both ways returns it.
+pub(crate) async fn insert_todo_in(
+    tx: &mut Transaction<'static, Any>,
+    event_id: &str,
+    new: &NewTodo,
+    now: i64,
+) -> Result<TodoInsert> {
+    if new.queue.is_empty() {
+        return Err(Error::invalid("queue", "must not be empty"));
+    }
+    let id = new_id("td_")?;
+    // The WHERE clause is needed: it keeps SQLite from reading ON CONFLICT as a join constraint.
+    let done = sqlx::query(
+        "INSERT INTO todos (id, owner_scope, webhook_id, event_id, delivery_id, queue, rule_id, created_at) \
+         SELECT $1, owner_scope, webhook_id, id, delivery_id, $2, $3, $4 FROM events WHERE id = $5 \
+         ON CONFLICT (webhook_id, delivery_id) DO NOTHING",
+    )
+    .bind(id.as_str())
+    .bind(new.queue.as_str())
+    .bind(new.rule_id.as_deref())
+    .bind(now)
+    .bind(event_id)
+    .execute(&mut **tx)
+    .await?;
+    let row = sqlx::query(concat!(
+        "SELECT ",
+        todo_columns!(),
+        " FROM todos WHERE (webhook_id, delivery_id) IN \
+         (SELECT webhook_id, delivery_id FROM events WHERE id = $1)"
+    ))
+    .bind(event_id)
+    .fetch_optional(&mut **tx)
+    .await?;
+    let Some(row) = row else {
+        return Err(Error::not_found("event"));
+    };
+    Ok(TodoInsert {
+        todo: todo(&row)?,
+        inserted: done.rows_affected() == 1,
+    })
+}
+
+impl Store {
+    /// Creates the todo for an event unless its delivery already has one (the once-key).
+    pub async fn insert_todo(&self, event_id: &str, new: NewTodo) -> Result<TodoInsert> {
+        let mut tx = super::dialect::begin_write(&self.pool, self.backend).await?;
+        let inserted = insert_todo_in(&mut tx, event_id, &new, self.now()).await?;
+        tx.commit().await?;
+        Ok(inserted)
+    }
+
+    /// A queue's todos in the scope, oldest first (work is taken in arrival order).
+    pub async fn list_todos(
+        &self,
+        scope: &OwnerScope,
+        queue: &str,
+        filter: TodoFilter,
+        page: &Page,
+    ) -> Result<Paged<Todo>> {
+        let size = page.size()?;
+        let (after_ms, after_id) = page.position()?.unwrap_or((i64::MIN, String::new()));
+        let (open_only, unclaimed_only) = match filter {
+            TodoFilter::Open => (1, 0),
+            TodoFilter::Unclaimed => (1, 1),
+            TodoFilter::All => (0, 0),
+        };
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            todo_columns!(),
+            " FROM todos WHERE owner_scope = $1 AND queue = $2 AND (created_at, id) > ($3, $4) \
+             AND ($5 = 0 OR completed_at IS NULL) AND ($6 = 0 OR claimed_by IS NULL) \
+             ORDER BY created_at, id LIMIT $7"
+        ))
+        .bind(scope.to_string())
+        .bind(queue)
+        .bind(after_ms)
+        .bind(after_id.as_str())
+        .bind(open_only)
+        .bind(unclaimed_only)
+        .bind(size + 1)
+        .fetch_all(&self.pool)
+        .await?;
+        let items = rows.iter().map(todo).collect::<Result<Vec<_>>>()?;
+        Ok(into_page(items, size, |t| cursor_for(t.created_at, &t.id)))
+    }
+
+    pub async fn get_todo(&self, scope: &OwnerScope, id: &str) -> Result<Todo> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            todo_columns!(),
+            " FROM todos WHERE id = $1 AND owner_scope = $2"
+        ))
+        .bind(id)
+        .bind(scope.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref()
+            .map(todo)
+            .unwrap_or(Err(Error::not_found("todo")))
+    }
+
+    /// Claims an open, unclaimed todo for `endpoint_id`, atomically: of two concurrent claims
+    /// one wins and the other gets `Conflict`. Claiming again by the same endpoint is a no-op.
+    pub async fn claim_todo(
+        &self,
+        scope: &OwnerScope,
+        id: &str,
+        endpoint_id: &str,
+    ) -> Result<Todo> {
+        let row = sqlx::query(concat!(
+            "UPDATE todos SET claimed_by = $1, claimed_at = $2 \
+             WHERE id = $3 AND owner_scope = $4 AND claimed_by IS NULL AND completed_at IS NULL RETURNING ",
+            todo_columns!()
+        ))
+        .bind(endpoint_id)
+        .bind(self.now())
+        .bind(id)
+        .bind(scope.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        if let Some(row) = row {
+            return todo(&row);
+        }
+        let current = self.get_todo(scope, id).await?;
+        if current.completed_at.is_some() {
+            Err(Error::conflict("the todo is already completed"))
+        } else if current.claimed_by.as_deref() == Some(endpoint_id) {
+            Ok(current)
+        } else {
+            Err(Error::conflict("the todo is claimed by another endpoint"))
+        }
+    }
+
+    /// Completes a todo that is unclaimed or claimed by `endpoint_id`. Completing again by the
+    /// same endpoint is a no-op.
+    pub async fn complete_todo(
+        &self,
+        scope: &OwnerScope,
+        id: &str,
+        endpoint_id: &str,
+    ) -> Result<Todo> {
+        let row = sqlx::query(concat!(
+            "UPDATE todos SET completed_by = $1, completed_at = $2 \
+             WHERE id = $3 AND owner_scope = $4 AND completed_at IS NULL \
+             AND (claimed_by IS NULL OR claimed_by = $1) RETURNING ",
+            todo_columns!()
+        ))
+        .bind(endpoint_id)
+        .bind(self.now())
+        .bind(id)
+        .bind(scope.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        if let Some(row) = row {
+            return todo(&row);
+        }
+        let current = self.get_todo(scope, id).await?;
+        if current.completed_by.as_deref() == Some(endpoint_id) {
+            Ok(current)
+        } else if current.completed_at.is_some() {
+            Err(Error::conflict("the todo is already completed"))
+        } else {
+            Err(Error::conflict("the todo is claimed by another endpoint"))
+        }
+    }
+}

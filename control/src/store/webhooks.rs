@@ -1,0 +1,434 @@
+//! Webhooks (SPEC-0006): id, owner scope, source type, signing secret, grant, the
+//! reject-unverified switch, and the saved configuration with its version and digest.
+//! Configuration changes after creation go through [`Store::save_configuration`].
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde_json::{Value, json};
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use super::{Actor, Store, dialect, flag, json_col, json_opt, parse_col};
+use crate::error::{Error, Result};
+use crate::scope::OwnerScope;
+use crate::secrets::{canonical_json, configuration_digest, new_id, random_hex};
+
+/// The forge (or internal system) a webhook receives deliveries from; decides how signatures
+/// are checked and how the event kind is read.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum SourceType {
+    Forgejo,
+    Gitea,
+    Github,
+    Cairn,
+    Generic,
+}
+
+impl SourceType {
+    pub const ALL: [SourceType; 5] = [
+        SourceType::Forgejo,
+        SourceType::Gitea,
+        SourceType::Github,
+        SourceType::Cairn,
+        SourceType::Generic,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SourceType::Forgejo => "forgejo",
+            SourceType::Gitea => "gitea",
+            SourceType::Github => "github",
+            SourceType::Cairn => "cairn",
+            SourceType::Generic => "generic",
+        }
+    }
+}
+
+impl fmt::Display for SourceType {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl FromStr for SourceType {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        SourceType::ALL
+            .into_iter()
+            .find(|t| t.as_str() == s)
+            .ok_or_else(|| {
+                format!("{s:?} is not a source type (forgejo, gitea, github, cairn, generic)")
+            })
+    }
+}
+
+#[derive(Clone, PartialEq)]
+pub struct Webhook {
+    /// `wh_` and 128 random bits: the id is in the public ingest URL, so it must not be guessable.
+    pub id: String,
+    pub owner_scope: OwnerScope,
+    pub source_type: SourceType,
+    /// The HMAC signing secret, kept in the clear because verifying a signature needs it.
+    pub secret: String,
+    /// The queues this webhook may route to; the first is the default queue.
+    pub grant: Vec<String>,
+    /// Reject unverified deliveries at the door (401, nothing stored) instead of storing them.
+    pub reject_unverified: bool,
+    /// `{rules, default_action?, params}`, canonical JSON.
+    pub configuration: Value,
+    pub config_version: i64,
+    pub config_digest: String,
+    /// Installed packs' provenance.
+    pub provenance: Value,
+    pub trusted_actors: Option<Value>,
+    pub created_at: i64,
+}
+
+impl Webhook {
+    /// The queue a `default` decision goes to.
+    pub fn default_queue(&self) -> Option<&str> {
+        self.grant.first().map(String::as_str)
+    }
+}
+
+impl fmt::Debug for Webhook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Webhook")
+            .field("id", &self.id)
+            .field("owner_scope", &self.owner_scope)
+            .field("source_type", &self.source_type)
+            .field("secret", &"<redacted>")
+            .field("grant", &self.grant)
+            .field("reject_unverified", &self.reject_unverified)
+            .field("config_version", &self.config_version)
+            .field("config_digest", &self.config_digest)
+            .field("created_at", &self.created_at)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct NewWebhook {
+    pub owner_scope: OwnerScope,
+    pub source_type: SourceType,
+    /// The forge's secret when the forge side already has one; `None` generates 256 bits.
+    pub secret: Option<String>,
+    pub grant: Vec<String>,
+    pub reject_unverified: bool,
+    /// The first configuration (version 1); `None` is no rules and no params.
+    pub configuration: Option<Value>,
+    pub actor: Actor,
+}
+
+macro_rules! webhook_columns {
+    () => {
+        "id, owner_scope, source_type, secret, grant_queues, reject_unverified, configuration, \
+         config_version, config_digest, provenance, trusted_actors, created_at"
+    };
+}
+pub(crate) use webhook_columns;
+
+pub(crate) fn webhook(row: &AnyRow) -> Result<Webhook> {
+    let grant: String = row.try_get("grant_queues")?;
+    Ok(Webhook {
+        id: row.try_get("id")?,
+        owner_scope: parse_col(row, "owner_scope")?,
+        source_type: parse_col(row, "source_type")?,
+        secret: row.try_get("secret")?,
+        grant: serde_json::from_str(&grant)?,
+        reject_unverified: flag(row, "reject_unverified")?,
+        configuration: json_col(row, "configuration")?,
+        config_version: row.try_get("config_version")?,
+        config_digest: row.try_get("config_digest")?,
+        provenance: json_col(row, "provenance")?,
+        trusted_actors: json_opt(row, "trusted_actors")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+/// A stored configuration is at most this large; the router's own limits (32 rules, 4 KiB
+/// expressions, 64 KiB params) stay well inside it.
+pub const MAX_CONFIGURATION_BYTES: usize = 512 * 1024;
+
+/// Checks the shape the store relies on and returns the canonical text to store.
+/// Rule validation proper (expressions, ids, the grant) is the router's, before this.
+pub(crate) fn configuration_text(value: &Value) -> Result<String> {
+    if !value.is_object() {
+        return Err(Error::invalid("configuration", "must be a JSON object"));
+    }
+    let text = canonical_json(value);
+    if text.len() > MAX_CONFIGURATION_BYTES {
+        return Err(Error::invalid(
+            "configuration",
+            format!("larger than {MAX_CONFIGURATION_BYTES} bytes"),
+        ));
+    }
+    Ok(text)
+}
+
+/// A queue name: 1–64 lower-case letters, digits, '.', '_' or '-', starting with a letter or digit.
+pub fn is_queue_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    s.len() <= 64
+        && chars
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && chars
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-'))
+}
+
+fn grant_text(grant: &[String]) -> Result<String> {
+    if grant.is_empty() {
+        return Err(Error::invalid(
+            "grant",
+            "name at least one queue; the first is the default queue",
+        ));
+    }
+    for (i, q) in grant.iter().enumerate() {
+        if !is_queue_name(q) {
+            return Err(Error::invalid(
+                "grant",
+                format!("{q:?} is not a queue name"),
+            ));
+        }
+        if grant[..i].contains(q) {
+            return Err(Error::invalid("grant", format!("{q:?} is named twice")));
+        }
+    }
+    Ok(serde_json::to_string(grant)?)
+}
+
+/// A given signing secret: 16–256 characters, so an HMAC over it means something.
+fn secret_or_new(secret: Option<String>) -> Result<String> {
+    match secret {
+        None => random_hex(32),
+        Some(s) if (16..=256).contains(&s.len()) && !s.chars().any(char::is_control) => Ok(s),
+        Some(_) => Err(Error::invalid(
+            "secret",
+            "16–256 characters, no control characters",
+        )),
+    }
+}
+
+impl Store {
+    /// Creates a webhook at configuration version 1 and records that version in its history.
+    pub async fn create_webhook(&self, new: NewWebhook) -> Result<Webhook> {
+        let grant = grant_text(&new.grant)?;
+        let secret = secret_or_new(new.secret)?;
+        let configuration = new
+            .configuration
+            .unwrap_or_else(|| json!({"rules": [], "params": {}}));
+        let config_text = configuration_text(&configuration)?;
+        let digest = configuration_digest(&configuration);
+        let id = new_id("wh_")?;
+        let now = self.now();
+        let scope = new.owner_scope.to_string();
+
+        let mut tx = dialect::begin_write(&self.pool, self.backend).await?;
+        let owner_exists = match &new.owner_scope {
+            OwnerScope::Human(login) => {
+                sqlx::query("SELECT 1 FROM humans WHERE login = $1").bind(login.as_str())
+            }
+            OwnerScope::Team(slug) => {
+                sqlx::query("SELECT 1 FROM teams WHERE slug = $1").bind(slug.as_str())
+            }
+        }
+        .fetch_optional(&mut *tx)
+        .await?;
+        if owner_exists.is_none() {
+            return Err(Error::invalid("owner_scope", "no such human or team"));
+        }
+        let row = sqlx::query(concat!(
+            "INSERT INTO webhooks (id, owner_scope, source_type, secret, grant_queues, reject_unverified, \
+             configuration, config_version, config_digest, provenance, trusted_actors, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, '{}', NULL, $9) RETURNING ",
+            webhook_columns!()
+        ))
+        .bind(id.as_str())
+        .bind(scope.as_str())
+        .bind(new.source_type.as_str())
+        .bind(secret.as_str())
+        .bind(grant.as_str())
+        .bind(i32::from(new.reject_unverified))
+        .bind(config_text.as_str())
+        .bind(digest.as_str())
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await?;
+        let created = webhook(&row)?;
+        sqlx::query(
+            "INSERT INTO configuration_history (webhook_id, version, owner_scope, actor_endpoint, actor_human, \
+             change, provenance, digest_before, digest_after, configuration, saved_at) \
+             VALUES ($1, 1, $2, $3, $4, $5, NULL, NULL, $6, $7, $8)",
+        )
+        .bind(id.as_str())
+        .bind(scope.as_str())
+        .bind(new.actor.endpoint_id.as_deref())
+        .bind(new.actor.human_login.as_deref())
+        .bind(r#"{"op":"create_webhook"}"#)
+        .bind(digest.as_str())
+        .bind(config_text.as_str())
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(created)
+    }
+
+    /// A webhook the scope owns. Unknown, malformed and other-scope ids are all `not_found`.
+    pub async fn get_webhook(&self, scope: &OwnerScope, id: &str) -> Result<Webhook> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            webhook_columns!(),
+            " FROM webhooks WHERE id = $1 AND owner_scope = $2"
+        ))
+        .bind(id)
+        .bind(scope.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref()
+            .map(webhook)
+            .unwrap_or(Err(Error::not_found("webhook")))
+    }
+
+    /// A webhook by id alone, for ingest: a forge delivery carries no scope, only the id.
+    pub async fn webhook_for_ingest(&self, id: &str) -> Result<Webhook> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            webhook_columns!(),
+            " FROM webhooks WHERE id = $1"
+        ))
+        .bind(id)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref()
+            .map(webhook)
+            .unwrap_or(Err(Error::not_found("webhook")))
+    }
+
+    /// The scope's webhooks, oldest first.
+    pub async fn list_webhooks(&self, scope: &OwnerScope) -> Result<Vec<Webhook>> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            webhook_columns!(),
+            " FROM webhooks WHERE owner_scope = $1 ORDER BY created_at, id"
+        ))
+        .bind(scope.to_string())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(webhook).collect()
+    }
+
+    /// Deletes a webhook with its events, todos, history, plans and lease.
+    pub async fn delete_webhook(&self, scope: &OwnerScope, id: &str) -> Result<()> {
+        let done = sqlx::query("DELETE FROM webhooks WHERE id = $1 AND owner_scope = $2")
+            .bind(id)
+            .bind(scope.to_string())
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(Error::not_found("webhook"));
+        }
+        Ok(())
+    }
+
+    /// Replaces the signing secret with `secret`, or with 256 fresh random bits.
+    pub async fn rotate_webhook_secret(
+        &self,
+        scope: &OwnerScope,
+        id: &str,
+        secret: Option<String>,
+    ) -> Result<Webhook> {
+        let secret = secret_or_new(secret)?;
+        let row = sqlx::query(concat!(
+            "UPDATE webhooks SET secret = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
+            webhook_columns!()
+        ))
+        .bind(secret.as_str())
+        .bind(id)
+        .bind(scope.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref()
+            .map(webhook)
+            .unwrap_or(Err(Error::not_found("webhook")))
+    }
+
+    /// Sets the queues a webhook may route to (an operator's act; agents never widen a grant).
+    pub async fn set_webhook_grant(
+        &self,
+        scope: &OwnerScope,
+        id: &str,
+        grant: &[String],
+    ) -> Result<Webhook> {
+        let grant = grant_text(grant)?;
+        let row = sqlx::query(concat!(
+            "UPDATE webhooks SET grant_queues = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
+            webhook_columns!()
+        ))
+        .bind(grant.as_str())
+        .bind(id)
+        .bind(scope.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref()
+            .map(webhook)
+            .unwrap_or(Err(Error::not_found("webhook")))
+    }
+
+    /// Turns rejecting unverified deliveries at the door on or off.
+    pub async fn set_reject_unverified(
+        &self,
+        scope: &OwnerScope,
+        id: &str,
+        reject: bool,
+    ) -> Result<Webhook> {
+        let row = sqlx::query(concat!(
+            "UPDATE webhooks SET reject_unverified = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
+            webhook_columns!()
+        ))
+        .bind(i32::from(reject))
+        .bind(id)
+        .bind(scope.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref()
+            .map(webhook)
+            .unwrap_or(Err(Error::not_found("webhook")))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn queue_names() {
+        assert!(is_queue_name("forge"));
+        assert!(is_queue_name("triage.high_2-x"));
+        assert!(!is_queue_name(""));
+        assert!(!is_queue_name("Forge"));
+        assert!(!is_queue_name("-x"));
+        assert!(!is_queue_name(&"q".repeat(65)));
+    }
+
+    #[test]
+    fn grants_need_a_default_and_no_repeats() {
+        assert!(grant_text(&[]).is_err());
+        assert!(grant_text(&["a".into(), "a".into()]).is_err());
+        assert_eq!(
+            grant_text(&["a".into(), "b".into()]).unwrap(),
+            r#"["a","b"]"#
+        );
+    }
+
+    #[test]
+    fn source_types_round_trip() {
+        for t in SourceType::ALL {
+            assert_eq!(t.as_str().parse::<SourceType>().unwrap(), t);
+        }
+        assert!("gitlab".parse::<SourceType>().is_err());
+    }
+}

@@ -1,0 +1,315 @@
+use std::collections::HashSet;
+use std::time::Duration;
+
+use serde_json::json;
+use switchboard_control::Clock;
+use switchboard_control::store::{NewEvent, NewTodo, Page, RecordDecision};
+
+use crate::harness::{TestDb, human, invalid, not_found, webhook};
+
+const PAYLOAD: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/../../shared/data/webhooks/github/pull_request.opened.json"
+);
+
+fn event(webhook_id: &str, delivery_id: &str) -> NewEvent {
+    NewEvent {
+        webhook_id: webhook_id.into(),
+        delivery_id: delivery_id.into(),
+        kind: "pull_request.opened".into(),
+        headers: vec![("X-GitHub-Event".into(), "pull_request".into())],
+        body: b"{\"action\":\"opened\"}".to_vec(),
+        verified: true,
+    }
+}
+
+pub async fn body_and_headers_round_trip_byte_exact(db: TestDb) {
+    let alice = human(&db, "alice").await;
+    let wh = webhook(&db, &alice).await;
+    let body = std::fs::read(PAYLOAD).expect("the shared github payload");
+    assert!(body.len() > 10_000, "a real payload, not a stub");
+    // Names as the forge spelled them, in order, with a repeated header and odd values.
+    let headers: Vec<(String, String)> = [
+        ("Host", "switchboard.example"),
+        ("User-Agent", "GitHub-Hookshot/044aadd"),
+        ("Content-Type", "application/json"),
+        ("X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958"),
+        ("X-GitHub-Event", "pull_request"),
+        ("X-GitHub-Hook-ID", "292430182"),
+        (
+            "X-Hub-Signature-256",
+            "sha256=757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17",
+        ),
+        ("x-custom", "  padded value\twith tab  "),
+        ("x-custom", "second \"quoted\" ünïcödé"),
+    ]
+    .iter()
+    .map(|(n, v)| (n.to_string(), v.to_string()))
+    .collect();
+    let stored = db
+        .insert_event(NewEvent {
+            webhook_id: wh.id.clone(),
+            delivery_id: "72d3162e-cc78-11e3-81ab-4c9367dc0958".into(),
+            kind: "pull_request.opened".into(),
+            headers: headers.clone(),
+            body: body.clone(),
+            verified: true,
+        })
+        .await
+        .unwrap();
+    assert!(!stored.routed && stored.decision.is_none());
+    assert_eq!(
+        stored.source, "github",
+        "the source is the webhook's source type"
+    );
+    assert_eq!(stored.owner_scope, alice);
+    let read = db.get_event(&alice, &stored.id).await.unwrap();
+    assert_eq!(read.body, body, "body byte-exact");
+    assert_eq!(read.headers, headers, "headers exact, in order");
+    assert_eq!(read, stored);
+    let replayed = db.recent_events(&alice, &wh.id, 1, None).await.unwrap();
+    assert_eq!(replayed[0].body, body);
+
+    // Bytes that are not UTF-8, NULs and an empty body survive too.
+    for odd in [vec![0xff, 0x00, 0xfe, b'{', 0x00], vec![]] {
+        let e = db
+            .insert_event(NewEvent {
+                body: odd.clone(),
+                ..event(&wh.id, "odd")
+            })
+            .await
+            .unwrap();
+        assert_eq!(db.get_event(&alice, &e.id).await.unwrap().body, odd);
+    }
+    not_found(db.insert_event(event("wh_unknown", "d")).await, "webhook");
+    invalid(db.insert_event(event(&wh.id, "")).await, "delivery_id");
+    invalid(
+        db.insert_event(NewEvent {
+            kind: String::new(),
+            ..event(&wh.id, "d")
+        })
+        .await,
+        "kind",
+    );
+}
+
+pub async fn events_list_newest_first_in_pages(db: TestDb) {
+    let clock = Clock::manual(1_800_000_000_000);
+    let store = db.store.clone().with_clock(clock.clone());
+    let alice = human(&store, "alice").await;
+    let wh = webhook(&store, &alice).await;
+    let other = webhook(&store, &alice).await;
+    let mut ids = Vec::new();
+    for i in 0..7 {
+        // Pairs share a millisecond, so the id breaks ties and paging must still be exact.
+        if i % 2 == 0 {
+            clock.advance(Duration::from_millis(5));
+        }
+        ids.push(
+            store
+                .insert_event(event(&wh.id, &format!("d-{i}")))
+                .await
+                .unwrap(),
+        );
+        store
+            .insert_event(event(&other.id, &format!("o-{i}")))
+            .await
+            .unwrap();
+    }
+    let mut expected: Vec<_> = ids.iter().map(|e| (e.received_at, e.id.clone())).collect();
+    expected.sort();
+    expected.reverse();
+
+    let mut seen = Vec::new();
+    let mut page = Page::first(3);
+    let mut pages = 0;
+    loop {
+        let got = store.list_events(&alice, &wh.id, &page).await.unwrap();
+        pages += 1;
+        assert!(got.items.len() <= 3);
+        seen.extend(got.items.iter().map(|e| (e.received_at, e.id.clone())));
+        assert!(got.items.iter().all(|e| e.webhook_id == wh.id));
+        match got.next_cursor {
+            Some(c) => page = Page::after(c, 3),
+            None => break,
+        }
+    }
+    assert_eq!(pages, 3);
+    assert_eq!(seen, expected, "newest first, every event once");
+    assert_eq!(seen.iter().collect::<HashSet<_>>().len(), 7);
+
+    invalid(
+        store
+            .list_events(&alice, &wh.id, &Page::after("garbage", 3))
+            .await,
+        "cursor",
+    );
+    invalid(
+        store.list_events(&alice, &wh.id, &Page::first(0)).await,
+        "limit",
+    );
+    invalid(
+        store
+            .list_events(&alice, &wh.id, &Page::first(10_000))
+            .await,
+        "limit",
+    );
+    let all = store
+        .list_events(&alice, &wh.id, &Page::default())
+        .await
+        .unwrap();
+    assert_eq!((all.items.len(), all.next_cursor), (7, None));
+}
+
+pub async fn replay_window_reads_recent_events_of_one_webhook(db: TestDb) {
+    let clock = Clock::manual(1_800_000_000_000);
+    let store = db.store.clone().with_clock(clock.clone());
+    let alice = human(&store, "alice").await;
+    let bob = human(&store, "bob").await;
+    let wh = webhook(&store, &alice).await;
+    let bobs = webhook(&store, &bob).await;
+    let mut times = Vec::new();
+    for i in 0..10 {
+        clock.advance(Duration::from_secs(1));
+        times.push(
+            store
+                .insert_event(event(&wh.id, &format!("d-{i}")))
+                .await
+                .unwrap()
+                .received_at,
+        );
+        store
+            .insert_event(event(&bobs.id, &format!("b-{i}")))
+            .await
+            .unwrap();
+    }
+    let newest = store.recent_events(&alice, &wh.id, 3, None).await.unwrap();
+    assert_eq!(
+        newest.iter().map(|e| e.received_at).collect::<Vec<_>>(),
+        vec![times[9], times[8], times[7]]
+    );
+    let since = store
+        .recent_events(&alice, &wh.id, 1000, Some(times[5]))
+        .await
+        .unwrap();
+    assert_eq!(since.len(), 5);
+    assert!(
+        since
+            .iter()
+            .all(|e| e.webhook_id == wh.id && e.received_at >= times[5])
+    );
+    let all = store
+        .recent_events(&alice, &wh.id, 1000, None)
+        .await
+        .unwrap();
+    assert_eq!(
+        all.len(),
+        10,
+        "another owner's deliveries never enter the window"
+    );
+    invalid(
+        store.recent_events(&alice, &wh.id, 1001, None).await,
+        "limit",
+    );
+    invalid(store.recent_events(&alice, &wh.id, 0, None).await, "limit");
+}
+
+pub async fn unrouted_events_are_found_until_routed(db: TestDb) {
+    let clock = Clock::manual(1_800_000_000_000);
+    let store = db.store.clone().with_clock(clock.clone());
+    let alice = human(&store, "alice").await;
+    let wh = webhook(&store, &alice).await;
+    let mut events = Vec::new();
+    for i in 0..3 {
+        clock.advance(Duration::from_millis(10));
+        events.push(
+            store
+                .insert_event(event(&wh.id, &format!("d-{i}")))
+                .await
+                .unwrap(),
+        );
+    }
+    let ids =
+        |v: Vec<switchboard_control::store::Event>| v.into_iter().map(|e| e.id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(store.unrouted_events(100).await.unwrap()),
+        vec![
+            events[0].id.clone(),
+            events[1].id.clone(),
+            events[2].id.clone()
+        ]
+    );
+    let decision = RecordDecision {
+        decision: json!({"decision": "fault", "rule": "r-1", "reason": "budget_exceeded"}),
+        fault: Some(json!({"rule": "r-1", "reason": "budget_exceeded"})),
+        todo: None,
+    };
+    assert_eq!(
+        store
+            .record_decision(&events[1].id, decision.clone())
+            .await
+            .unwrap(),
+        None
+    );
+    assert_eq!(
+        ids(store.unrouted_events(100).await.unwrap()),
+        vec![events[0].id.clone(), events[2].id.clone()]
+    );
+    let routed = store.get_event(&alice, &events[1].id).await.unwrap();
+    assert!(routed.routed && routed.routed_at.is_some());
+    assert_eq!(routed.decision, Some(decision.decision.clone()));
+    assert_eq!(routed.fault, decision.fault);
+    assert_eq!(
+        ids(store.unrouted_events(1).await.unwrap()),
+        vec![events[0].id.clone()]
+    );
+    for e in [&events[0], &events[2]] {
+        let todo = Some(NewTodo {
+            queue: "forge".into(),
+            rule_id: Some("r-1".into()),
+        });
+        let made = store
+            .record_decision(
+                &e.id,
+                RecordDecision {
+                    decision: json!("queue:forge"),
+                    fault: None,
+                    todo,
+                },
+            )
+            .await
+            .unwrap();
+        assert!(made.expect("a todo").inserted);
+    }
+    assert!(store.unrouted_events(100).await.unwrap().is_empty());
+}
+
+pub async fn recording_a_decision_on_an_unknown_event_writes_nothing(db: TestDb) {
+    let todo = Some(NewTodo {
+        queue: "forge".into(),
+        rule_id: None,
+    });
+    not_found(
+        db.record_decision(
+            "ev_unknown",
+            RecordDecision {
+                decision: json!("default"),
+                fault: None,
+                todo,
+            },
+        )
+        .await,
+        "event",
+    );
+    not_found(
+        db.insert_todo(
+            "ev_unknown",
+            NewTodo {
+                queue: "forge".into(),
+                rule_id: None,
+            },
+        )
+        .await,
+        "event",
+    );
+}

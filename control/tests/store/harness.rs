@@ -1,0 +1,162 @@
+//! One fresh database per test: a temp SQLite file always, and a fresh PostgreSQL schema when
+//! `SWITCHBOARD_TEST_DATABASE_URL` is set (dropped afterwards, even when the test panics).
+
+use std::future::Future;
+use std::ops::Deref;
+use std::sync::Once;
+
+use serde_json::json;
+use sqlx::AssertSqlSafe;
+use switchboard_control::Error;
+use switchboard_control::OwnerScope;
+use switchboard_control::store::{
+    Actor, NewEndpoint, NewWebhook, SourceType, StoreOptions, Webhook,
+};
+use switchboard_control::{Result, Store};
+
+/// What a suite test gets: the store and the URL it was opened with (to reconnect).
+pub struct TestDb {
+    pub store: Store,
+    pub url: String,
+}
+
+impl Deref for TestDb {
+    type Target = Store;
+
+    fn deref(&self) -> &Store {
+        &self.store
+    }
+}
+
+pub async fn run_sqlite<F, Fut>(test: F)
+where
+    F: FnOnce(TestDb) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!(
+        "sqlite://{}?mode=rwc",
+        dir.path().join("control.db").display()
+    );
+    let store = Store::connect(&url).await.expect("open the sqlite store");
+    let outcome = tokio::spawn(test(TestDb {
+        store: store.clone(),
+        url,
+    }))
+    .await;
+    store.close().await;
+    drop(dir);
+    if let Err(e) = outcome {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
+
+pub async fn run_postgres<F, Fut>(test: F)
+where
+    F: FnOnce(TestDb) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let Ok(base) = std::env::var("SWITCHBOARD_TEST_DATABASE_URL") else {
+        static NOTE: Once = Once::new();
+        NOTE.call_once(|| {
+            eprintln!("SWITCHBOARD_TEST_DATABASE_URL is unset: the postgres suite checks nothing")
+        });
+        return;
+    };
+    sqlx::any::install_default_drivers();
+    let schema = format!(
+        "t_{}",
+        switchboard_control::secrets::random_hex(8).expect("random")
+    );
+    let admin = sqlx::AnyPool::connect(&base)
+        .await
+        .expect("connect to the test database");
+    sqlx::query(AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+        .execute(&admin)
+        .await
+        .expect("create the test schema");
+    let sep = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+    let store = Store::connect_with(
+        &url,
+        StoreOptions {
+            max_connections: 8,
+            ..StoreOptions::default()
+        },
+    )
+    .await
+    .expect("open the postgres store");
+    let outcome = tokio::spawn(test(TestDb {
+        store: store.clone(),
+        url,
+    }))
+    .await;
+    store.close().await;
+    sqlx::query(AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+        .execute(&admin)
+        .await
+        .expect("drop the test schema");
+    admin.close().await;
+    if let Err(e) = outcome {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
+
+/// Asserts a `not_found` for `resource`, and returns its external message for comparisons.
+#[track_caller]
+pub fn not_found<T: std::fmt::Debug>(result: Result<T>, resource: &str) -> String {
+    match result {
+        Err(e @ Error::NotFound { resource: r }) if r == resource => e.to_string(),
+        other => panic!("expected {resource} not found, got {other:?}"),
+    }
+}
+
+/// Asserts an `invalid_argument` naming `field`.
+#[track_caller]
+pub fn invalid<T: std::fmt::Debug>(result: Result<T>, field: &str) {
+    match result {
+        Err(Error::InvalidArgument { field: f, .. }) if f == field => {}
+        other => panic!("expected invalid {field}, got {other:?}"),
+    }
+}
+
+/// A human with its own scope.
+pub async fn human(store: &Store, login: &str) -> OwnerScope {
+    store.create_human(login, None).await.expect("create human");
+    OwnerScope::human(login)
+}
+
+/// A github webhook in `scope` routing to `forge` (default) and `triage`.
+pub async fn webhook(store: &Store, scope: &OwnerScope) -> Webhook {
+    store
+        .create_webhook(NewWebhook {
+            owner_scope: scope.clone(),
+            source_type: SourceType::Github,
+            secret: None,
+            grant: vec!["forge".into(), "triage".into()],
+            reject_unverified: false,
+            configuration: None,
+            actor: Actor::operator(),
+        })
+        .await
+        .expect("create webhook")
+}
+
+/// An endpoint for `login` in its own scope with every verb.
+pub async fn endpoint(store: &Store, login: &str) -> switchboard_control::store::Endpoint {
+    store
+        .vend_endpoint(NewEndpoint {
+            name: format!("{login}-agent"),
+            human_login: login.into(),
+            owner_scope: OwnerScope::human(login),
+            verbs: vec!["webhooks".into(), "webhook-rules".into(), "todos".into()],
+        })
+        .await
+        .expect("vend endpoint")
+        .endpoint
+}
+
+/// A configuration with one rule routing to `queue`.
+pub fn config_routing_to(queue: &str) -> serde_json::Value {
+    json!({"rules": [{"id": "r-1", "when": ".kind == \"pull_request.opened\"", "action": {"queue": queue}}], "params": {}})
+}

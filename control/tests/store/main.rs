@@ -1,0 +1,101 @@
+//! The store test suite: every test below runs against SQLite (a fresh temp file) and, when
+//! `SWITCHBOARD_TEST_DATABASE_URL` is set, against PostgreSQL (a fresh schema), unchanged.
+
+mod harness;
+
+mod backend;
+mod configuration;
+mod endpoints;
+mod events;
+mod leases;
+mod plans;
+mod rate_limits;
+mod tenancy;
+mod todos;
+mod webhooks;
+
+/// Expands `module: [test, …]` lists into `sqlite::module::test` and `postgres::module::test`,
+/// each calling `module::test(db)` on its own fresh database.
+macro_rules! store_test_suite {
+    ($($module:ident: [$($test:ident),* $(,)?]),* $(,)?) => {
+        mod sqlite {
+            $(mod $module {
+                $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    crate::harness::run_sqlite(crate::$module::$test).await;
+                })*
+            })*
+        }
+        mod postgres {
+            $(mod $module {
+                $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+                async fn $test() {
+                    crate::harness::run_postgres(crate::$module::$test).await;
+                })*
+            })*
+        }
+    };
+}
+
+store_test_suite! {
+    backend: [migrations_apply_once_and_reconnect, sqlite_runs_in_wal_mode, unknown_database_url_is_refused],
+    tenancy: [
+        a_human_is_admin_of_its_own_scope_only,
+        team_roles_are_set_replaced_and_removed,
+        duplicates_and_bad_names_are_refused,
+    ],
+    endpoints: [
+        vending_expands_families_and_authenticates,
+        credential_is_hashed_at_rest,
+        revoked_endpoint_fails_to_authenticate,
+        vending_refuses_what_it_cannot_grant,
+    ],
+    webhooks: [
+        create_sets_version_one_and_a_strong_id,
+        another_scopes_id_is_not_found_like_an_unknown_or_malformed_one,
+        rotate_grant_and_switches,
+        delete_takes_events_todos_and_history_along,
+        bad_webhook_arguments_are_refused,
+    ],
+    events: [
+        body_and_headers_round_trip_byte_exact,
+        events_list_newest_first_in_pages,
+        replay_window_reads_recent_events_of_one_webhook,
+        unrouted_events_are_found_until_routed,
+        recording_a_decision_on_an_unknown_event_writes_nothing,
+    ],
+    todos: [
+        redelivery_creates_no_second_todo,
+        todos_list_by_queue_in_pages,
+        claim_and_complete,
+        concurrent_claims_have_one_winner,
+    ],
+    configuration: [
+        save_bumps_version_and_appends_history,
+        version_mismatch_names_the_current_version,
+        duplicate_save_writes_nothing,
+        provenance_is_limited_to_4_kib,
+        failed_save_leaves_nothing_partial,
+        failed_decision_leaves_the_event_unrouted,
+        history_pages_newest_first,
+        packs_and_trusted_actors_are_saved_with_the_configuration,
+    ],
+    plans: [
+        a_plan_is_consumed_once,
+        twenty_concurrent_consumers_one_wins,
+        another_scopes_token_is_not_found,
+        expired_plan_is_stale,
+        confirm_saves_exactly_the_planned_candidate,
+        confirm_refuses_a_plan_the_webhook_moved_past,
+    ],
+    leases: [
+        one_replay_lease_holder_at_a_time,
+        an_expired_lease_can_be_taken_over,
+        two_concurrent_acquisitions_one_wins,
+    ],
+    rate_limits: [
+        limit_per_window_then_retry_after,
+        concurrent_takes_never_exceed_the_limit,
+        bad_limits_are_refused,
+    ],
+}

@@ -1,0 +1,216 @@
+use std::time::Duration;
+
+use serde_json::json;
+use switchboard_control::error::PLAN_STALE;
+use switchboard_control::secrets::configuration_digest;
+use switchboard_control::store::{Actor, NewPlan, SaveConfiguration, Webhook, new_plan_token};
+use switchboard_control::{Clock, Error, OwnerScope, Store};
+
+use crate::harness::{TestDb, config_routing_to, human, not_found, webhook};
+
+/// Inserts a plan for `wh` (candidate: route to `forge`), returning (token, token hash).
+async fn plan_for(store: &Store, wh: &Webhook) -> (String, String) {
+    let (token, hash) = new_plan_token().unwrap();
+    let plan = store
+        .insert_plan(NewPlan {
+            webhook_id: wh.id.clone(),
+            owner_scope: wh.owner_scope.clone(),
+            token_hash: hash.clone(),
+            pack_name: "drop-ci-noise".into(),
+            pack_version: "1.0.0".into(),
+            params_digest: "p".into(),
+            candidate: config_routing_to("forge"),
+            base_config_version: wh.config_version,
+            expires_at: store.clock().now_ms() + 15 * 60 * 1000,
+            plan: json!({"events_replayed": 0, "proven": false}),
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        plan.candidate_digest,
+        configuration_digest(&config_routing_to("forge"))
+    );
+    assert_eq!(plan.used_at, None);
+    (token, hash)
+}
+
+#[track_caller]
+fn assert_stale<T: std::fmt::Debug>(r: Result<T, Error>) {
+    match r {
+        Err(Error::FailedPrecondition { reason, .. }) if reason == PLAN_STALE => {}
+        other => panic!("expected plan_stale, got {other:?}"),
+    }
+}
+
+pub async fn a_plan_is_consumed_once(db: TestDb) {
+    let alice = human(&db, "alice").await;
+    let wh = webhook(&db, &alice).await;
+    let (token, hash) = plan_for(&db, &wh).await;
+    assert_ne!(token, hash, "only the hash is stored");
+    let read = db.plan_by_token(&hash, &alice).await.unwrap();
+    assert_eq!(
+        (
+            read.pack_name.as_str(),
+            read.base_config_version,
+            read.used_at
+        ),
+        ("drop-ci-noise", 1, None)
+    );
+    let used = db.consume_plan(&hash, &alice).await.unwrap();
+    assert!(used.used_at.is_some());
+    assert_eq!(used.id, read.id);
+    assert_stale(db.consume_plan(&hash, &alice).await);
+    not_found(db.consume_plan(&"0".repeat(64), &alice).await, "plan");
+}
+
+pub async fn twenty_concurrent_consumers_one_wins(db: TestDb) {
+    let alice = human(&db, "alice").await;
+    let wh = webhook(&db, &alice).await;
+    let (_, hash) = plan_for(&db, &wh).await;
+    let tasks: Vec<_> = (0..20)
+        .map(|_| {
+            let (store, scope, hash) = (db.store.clone(), alice.clone(), hash.clone());
+            tokio::spawn(async move { store.consume_plan(&hash, &scope).await })
+        })
+        .collect();
+    let (mut won, mut stale) = (0, 0);
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(_) => won += 1,
+            Err(Error::FailedPrecondition { reason, .. }) if reason == PLAN_STALE => stale += 1,
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+    }
+    assert_eq!((won, stale), (1, 19));
+}
+
+pub async fn another_scopes_token_is_not_found(db: TestDb) {
+    let alice = human(&db, "alice").await;
+    let bob = human(&db, "bob").await;
+    let wh = webhook(&db, &alice).await;
+    let bobs = webhook(&db, &bob).await;
+    let (_, hash) = plan_for(&db, &wh).await;
+    let crossing = not_found(db.consume_plan(&hash, &bob).await, "plan");
+    let unknown = not_found(db.consume_plan("not-a-hash", &bob).await, "plan");
+    assert_eq!(crossing, unknown);
+    not_found(db.plan_by_token(&hash, &bob).await, "plan");
+    // Presenting alice's token on bob's own webhook saves nothing either.
+    let confirm = SaveConfiguration {
+        configuration: config_routing_to("forge"),
+        plan_token_hash: Some(hash.clone()),
+        ..Default::default()
+    };
+    not_found(db.save_configuration(&bob, &bobs.id, confirm).await, "plan");
+    assert_eq!(
+        db.get_webhook(&bob, &bobs.id).await.unwrap().config_version,
+        1
+    );
+    // A plan for a webhook the scope does not own is refused at insert.
+    let mut foreign = NewPlan {
+        webhook_id: wh.id.clone(),
+        owner_scope: bob.clone(),
+        token_hash: "h".into(),
+        pack_name: "x".into(),
+        pack_version: "1".into(),
+        params_digest: "p".into(),
+        candidate: json!({"rules": []}),
+        base_config_version: 1,
+        expires_at: 0,
+        plan: json!({}),
+    };
+    not_found(db.insert_plan(foreign.clone()).await, "webhook");
+    foreign.owner_scope = OwnerScope::team("nobody");
+    not_found(db.insert_plan(foreign).await, "webhook");
+    // None of that used alice's plan up.
+    assert!(db.consume_plan(&hash, &alice).await.is_ok());
+}
+
+pub async fn expired_plan_is_stale(db: TestDb) {
+    let clock = Clock::manual(1_800_000_000_000);
+    let store = db.store.clone().with_clock(clock.clone());
+    let alice = human(&store, "alice").await;
+    let wh = webhook(&store, &alice).await;
+    let (_, hash) = plan_for(&store, &wh).await;
+    clock.advance(Duration::from_secs(15 * 60));
+    assert_stale(store.consume_plan(&hash, &alice).await);
+    assert_eq!(
+        store.plan_by_token(&hash, &alice).await.unwrap().used_at,
+        None,
+        "an expired plan is not used"
+    );
+    assert_eq!(
+        store.purge_expired_plans(clock.now_ms() + 1).await.unwrap(),
+        1
+    );
+    not_found(store.plan_by_token(&hash, &alice).await, "plan");
+}
+
+pub async fn confirm_saves_exactly_the_planned_candidate(db: TestDb) {
+    let alice = human(&db, "alice").await;
+    let wh = webhook(&db, &alice).await;
+    let (_, hash) = plan_for(&db, &wh).await;
+    let confirm = |configuration| SaveConfiguration {
+        configuration,
+        actor: Actor::operator(),
+        change: json!({"op": "install_rule_pack", "pack": "drop-ci-noise"}),
+        provenance: Some(json!({"pack": "drop-ci-noise", "version": "1.0.0", "proven": false})),
+        plan_token_hash: Some(hash.clone()),
+        ..Default::default()
+    };
+    // Another candidate than the plan's is refused and leaves the token usable.
+    assert_stale(
+        db.save_configuration(&alice, &wh.id, confirm(config_routing_to("triage")))
+            .await,
+    );
+    assert_eq!(db.plan_by_token(&hash, &alice).await.unwrap().used_at, None);
+    let saved = db
+        .save_configuration(&alice, &wh.id, confirm(config_routing_to("forge")))
+        .await
+        .unwrap();
+    assert_eq!((saved.version, saved.duplicate), (2, false));
+    assert!(
+        db.plan_by_token(&hash, &alice)
+            .await
+            .unwrap()
+            .used_at
+            .is_some()
+    );
+    // The same token again: used, so stale, and nothing more is saved.
+    assert_stale(
+        db.save_configuration(&alice, &wh.id, confirm(config_routing_to("forge")))
+            .await,
+    );
+    assert_eq!(
+        db.get_webhook(&alice, &wh.id).await.unwrap().config_version,
+        2
+    );
+}
+
+pub async fn confirm_refuses_a_plan_the_webhook_moved_past(db: TestDb) {
+    let alice = human(&db, "alice").await;
+    let wh = webhook(&db, &alice).await;
+    let (_, hash) = plan_for(&db, &wh).await;
+    // Another session adds a rule after the plan was made.
+    let edit = SaveConfiguration {
+        configuration: config_routing_to("triage"),
+        ..Default::default()
+    };
+    db.save_configuration(&alice, &wh.id, edit).await.unwrap();
+    let confirm = SaveConfiguration {
+        configuration: config_routing_to("forge"),
+        plan_token_hash: Some(hash.clone()),
+        ..Default::default()
+    };
+    match db.save_configuration(&alice, &wh.id, confirm).await {
+        Err(Error::FailedPrecondition {
+            reason,
+            current_version: Some(2),
+        }) => assert_eq!(reason, PLAN_STALE),
+        other => panic!("expected plan_stale, got {other:?}"),
+    }
+    let now = db.get_webhook(&alice, &wh.id).await.unwrap();
+    assert_eq!(
+        (now.config_version, now.configuration),
+        (2, config_routing_to("triage"))
+    );
+}

@@ -1,0 +1,308 @@
+use serde_json::json;
+use sqlx::Row;
+use switchboard_control::OwnerScope;
+use switchboard_control::secrets::configuration_digest;
+use switchboard_control::store::{
+    Actor, NewEvent, NewTodo, NewWebhook, Page, RecordDecision, SaveConfiguration, SourceType,
+};
+
+use crate::harness::{TestDb, human, invalid, not_found, webhook};
+
+pub async fn create_sets_version_one_and_a_strong_id(db: TestDb) {
+    let alice = human(&db, "alice").await;
+    let wh = webhook(&db, &alice).await;
+    // `wh_` and 128 random bits as 32 lower-case hex characters.
+    assert!(wh.id.starts_with("wh_") && wh.id.len() == 35, "{}", wh.id);
+    assert!(
+        wh.id[3..]
+            .chars()
+            .all(|c| c.is_ascii_hexdigit() && !c.is_ascii_uppercase())
+    );
+    assert_eq!(wh.secret.len(), 64, "a generated secret carries 256 bits");
+    assert!(
+        !format!("{wh:?}").contains(&wh.secret),
+        "Debug must not print the secret"
+    );
+    assert_eq!(wh.config_version, 1);
+    assert_eq!(wh.configuration, json!({"rules": [], "params": {}}));
+    assert_eq!(wh.config_digest, configuration_digest(&wh.configuration));
+    assert_eq!(wh.grant, vec!["forge", "triage"]);
+    assert_eq!(wh.default_queue(), Some("forge"));
+    assert_eq!(wh.source_type, SourceType::Github);
+    assert!(!wh.reject_unverified);
+    assert_eq!(wh.trusted_actors, None);
+    assert_eq!(db.get_webhook(&alice, &wh.id).await.unwrap(), wh);
+    assert_eq!(db.webhook_for_ingest(&wh.id).await.unwrap(), wh);
+    assert_eq!(db.list_webhooks(&alice).await.unwrap(), vec![wh.clone()]);
+
+    let given = db
+        .create_webhook(NewWebhook {
+            owner_scope: alice.clone(),
+            source_type: SourceType::Forgejo,
+            secret: Some("It's a Secret to Everybody".into()),
+            grant: vec!["forge".into()],
+            reject_unverified: true,
+            configuration: Some(json!({"rules": [], "params": {"x": 1}})),
+            actor: Actor::operator(),
+        })
+        .await
+        .unwrap();
+    assert_eq!(given.secret, "It's a Secret to Everybody");
+    assert!(given.reject_unverified);
+    assert_eq!(given.configuration["params"]["x"], 1);
+    assert_ne!(given.id, wh.id);
+    assert_eq!(db.list_webhooks(&alice).await.unwrap().len(), 2);
+}
+
+pub async fn another_scopes_id_is_not_found_like_an_unknown_or_malformed_one(db: TestDb) {
+    let alice = human(&db, "alice").await;
+    let bob = human(&db, "bob").await;
+    let wh = webhook(&db, &alice).await;
+    let event = db
+        .insert_event(NewEvent {
+            webhook_id: wh.id.clone(),
+            delivery_id: "d-1".into(),
+            kind: "ping".into(),
+            headers: vec![],
+            body: b"{}".to_vec(),
+            verified: true,
+        })
+        .await
+        .unwrap();
+    let todo = db
+        .insert_todo(
+            &event.id,
+            NewTodo {
+                queue: "forge".into(),
+                rule_id: None,
+            },
+        )
+        .await
+        .unwrap()
+        .todo;
+
+    let other_scope = not_found(db.get_webhook(&bob, &wh.id).await, "webhook");
+    let unknown = not_found(
+        db.get_webhook(&alice, "wh_00000000000000000000000000000000")
+            .await,
+        "webhook",
+    );
+    let malformed = not_found(
+        db.get_webhook(&alice, "'; DROP TABLE webhooks; --").await,
+        "webhook",
+    );
+    let empty = not_found(db.get_webhook(&alice, "").await, "webhook");
+    assert!(other_scope == unknown && unknown == malformed && malformed == empty);
+
+    not_found(
+        db.rotate_webhook_secret(&bob, &wh.id, None).await,
+        "webhook",
+    );
+    not_found(
+        db.set_webhook_grant(&bob, &wh.id, &["x".into()]).await,
+        "webhook",
+    );
+    not_found(
+        db.set_reject_unverified(&bob, &wh.id, true).await,
+        "webhook",
+    );
+    not_found(
+        db.list_events(&bob, &wh.id, &Page::default()).await,
+        "webhook",
+    );
+    not_found(db.recent_events(&bob, &wh.id, 10, None).await, "webhook");
+    not_found(
+        db.list_history(&bob, &wh.id, &Page::default()).await,
+        "webhook",
+    );
+    not_found(db.get_event(&bob, &event.id).await, "event");
+    not_found(db.get_todo(&bob, &todo.id).await, "todo");
+    not_found(db.claim_todo(&bob, &todo.id, "ep_x").await, "todo");
+    not_found(db.complete_todo(&bob, &todo.id, "ep_x").await, "todo");
+    let save = SaveConfiguration {
+        configuration: json!({"rules": [], "params": {"a": 1}}),
+        ..Default::default()
+    };
+    not_found(db.save_configuration(&bob, &wh.id, save).await, "webhook");
+    not_found(db.delete_webhook(&bob, &wh.id).await, "webhook");
+    assert!(db.list_webhooks(&bob).await.unwrap().is_empty());
+    assert!(
+        db.list_todos(&bob, "forge", Default::default(), &Page::default())
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    // Nothing above touched alice's webhook.
+    assert_eq!(db.get_webhook(&alice, &wh.id).await.unwrap(), wh);
+}
+
+pub async fn rotate_grant_and_switches(db: TestDb) {
+    let alice = human(&db, "alice").await;
+    let wh = webhook(&db, &alice).await;
+    let rotated = db
+        .rotate_webhook_secret(&alice, &wh.id, None)
+        .await
+        .unwrap();
+    assert_ne!(rotated.secret, wh.secret);
+    assert_eq!(rotated.secret.len(), 64);
+    let given = db
+        .rotate_webhook_secret(&alice, &wh.id, Some("a-new-secret-of-some-length".into()))
+        .await
+        .unwrap();
+    assert_eq!(given.secret, "a-new-secret-of-some-length");
+    assert_eq!(given.config_version, 1, "a secret is not configuration");
+    let granted = db
+        .set_webhook_grant(&alice, &wh.id, &["review".into(), "forge".into()])
+        .await
+        .unwrap();
+    assert_eq!(granted.default_queue(), Some("review"));
+    assert!(
+        db.set_reject_unverified(&alice, &wh.id, true)
+            .await
+            .unwrap()
+            .reject_unverified
+    );
+    assert!(
+        !db.set_reject_unverified(&alice, &wh.id, false)
+            .await
+            .unwrap()
+            .reject_unverified
+    );
+}
+
+pub async fn delete_takes_events_todos_and_history_along(db: TestDb) {
+    let alice = human(&db, "alice").await;
+    let wh = webhook(&db, &alice).await;
+    let keep = webhook(&db, &alice).await;
+    for w in [&wh, &keep] {
+        let event = db
+            .insert_event(NewEvent {
+                webhook_id: w.id.clone(),
+                delivery_id: "d-1".into(),
+                kind: "ping".into(),
+                headers: vec![],
+                body: vec![],
+                verified: false,
+            })
+            .await
+            .unwrap();
+        let todo = Some(NewTodo {
+            queue: "forge".into(),
+            rule_id: None,
+        });
+        db.record_decision(
+            &event.id,
+            RecordDecision {
+                decision: json!("default"),
+                fault: None,
+                todo,
+            },
+        )
+        .await
+        .unwrap();
+        assert!(
+            db.try_acquire_replay_lease(&w.id, "replica-1", std::time::Duration::from_secs(30))
+                .await
+                .unwrap()
+        );
+    }
+    db.delete_webhook(&alice, &wh.id).await.unwrap();
+    not_found(db.get_webhook(&alice, &wh.id).await, "webhook");
+    not_found(db.delete_webhook(&alice, &wh.id).await, "webhook");
+    for table in ["events", "todos", "configuration_history", "replay_leases"] {
+        let sql = match table {
+            "events" => "SELECT COUNT(*) AS n FROM events WHERE webhook_id = $1",
+            "todos" => "SELECT COUNT(*) AS n FROM todos WHERE webhook_id = $1",
+            "configuration_history" => {
+                "SELECT COUNT(*) AS n FROM configuration_history WHERE webhook_id = $1"
+            }
+            _ => "SELECT COUNT(*) AS n FROM replay_leases WHERE webhook_id = $1",
+        };
+        let gone: i64 = sqlx::query(sql)
+            .bind(wh.id.as_str())
+            .fetch_one(db.pool())
+            .await
+            .unwrap()
+            .try_get("n")
+            .unwrap();
+        let kept: i64 = sqlx::query(sql)
+            .bind(keep.id.as_str())
+            .fetch_one(db.pool())
+            .await
+            .unwrap()
+            .try_get("n")
+            .unwrap();
+        assert_eq!((gone, kept), (0, 1), "{table}");
+    }
+}
+
+pub async fn bad_webhook_arguments_are_refused(db: TestDb) {
+    let alice = human(&db, "alice").await;
+    let base = NewWebhook {
+        owner_scope: alice.clone(),
+        source_type: SourceType::Generic,
+        secret: None,
+        grant: vec!["forge".into()],
+        reject_unverified: false,
+        configuration: None,
+        actor: Actor::operator(),
+    };
+    invalid(
+        db.create_webhook(NewWebhook {
+            grant: vec![],
+            ..base.clone()
+        })
+        .await,
+        "grant",
+    );
+    invalid(
+        db.create_webhook(NewWebhook {
+            grant: vec!["Forge!".into()],
+            ..base.clone()
+        })
+        .await,
+        "grant",
+    );
+    invalid(
+        db.create_webhook(NewWebhook {
+            grant: vec!["a".into(), "a".into()],
+            ..base.clone()
+        })
+        .await,
+        "grant",
+    );
+    invalid(
+        db.create_webhook(NewWebhook {
+            secret: Some("short".into()),
+            ..base.clone()
+        })
+        .await,
+        "secret",
+    );
+    invalid(
+        db.create_webhook(NewWebhook {
+            configuration: Some(json!([1])),
+            ..base.clone()
+        })
+        .await,
+        "configuration",
+    );
+    invalid(
+        db.create_webhook(NewWebhook {
+            owner_scope: OwnerScope::team("ghosts"),
+            ..base.clone()
+        })
+        .await,
+        "owner_scope",
+    );
+    invalid(
+        db.rotate_webhook_secret(&alice, "wh_x", Some("tiny".into()))
+            .await,
+        "secret",
+    );
+    assert!(
+        db.list_webhooks(&alice).await.unwrap().is_empty(),
+        "no refused webhook was stored"
+    );
+}

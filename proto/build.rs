@@ -1,0 +1,23 @@
+//! Compiles the protobuf packages with protox (pure Rust): no system `protoc` on any machine.
+use prost::Message;
+
+fn main() -> Result<(), Box<dyn std::error::Error>> {
+    let files = [
+        "switchboard/router/v1/router.proto",
+        "switchboard/router/v1/sandbox.proto",
+    ];
+    for f in files {
+        println!("cargo:rerun-if-changed={f}");
+    }
+    let fds = protox::compile(files, ["."])?;
+    let out = std::path::PathBuf::from(std::env::var("OUT_DIR")?);
+    // Kept for gRPC server reflection.
+    std::fs::write(out.join("switchboard_descriptor.bin"), fds.encode_to_vec())?;
+    tonic_prost_build::configure()
+        .build_client(true)
+        .build_server(true)
+        // Delivery bodies are shared, not copied, when a batch is split and resent to children.
+        .bytes(".")
+        .compile_fds(fds)?;
+    Ok(())
+}

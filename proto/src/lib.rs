@@ -1,0 +1,14 @@
+//! Switchboard's protobuf packages, generated at build time without `protoc`.
+#![forbid(unsafe_code)]
+
+/// `switchboard.router.v1`: the router service and the sandbox pipe protocol.
+pub mod router {
+    pub mod v1 {
+        #![allow(clippy::all, missing_docs)]
+        tonic::include_proto!("switchboard.router.v1");
+    }
+}
+
+/// Encoded `FileDescriptorSet` of every package, for gRPC server reflection.
+pub const FILE_DESCRIPTOR_SET: &[u8] =
+    include_bytes!(concat!(env!("OUT_DIR"), "/switchboard_descriptor.bin"));

@@ -1,0 +1,249 @@
+//! Parsing and compiling tenant expressions with jaq, and evaluating compiled
+//! configurations. Everything here must run only where an abort is survivable: inside a
+//! sandbox child, or in tests and benchmarks.
+
+use jaq_core::load::{Arena, File, Loader};
+use jaq_core::{Compiler, Ctx, Vars, data};
+use jaq_json::Val;
+use switchboard_proto::router::v1::{Decision, Problem, RoutingContext};
+
+use super::config::{Action, Configuration};
+use super::decision::{self, fault};
+use super::dialect::{self, PARAMS_VAR};
+
+type Data = data::JustLut<Val>;
+/// A compiled jq filter.
+pub type JqFilter = jaq_core::Filter<Data>;
+
+/// Why an expression did not compile: a problem code and a message.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ExpressionProblem {
+    pub code: &'static str,
+    pub message: String,
+}
+
+fn parse_problem(message: String) -> Vec<ExpressionProblem> {
+    vec![ExpressionProblem {
+        code: "parse_error",
+        message,
+    }]
+}
+
+/// Pre-scans `code` (length, depth), parses it, checks it against the routing dialect, and
+/// compiles it with `$params` as the only global.
+pub fn compile_expression(code: &str) -> Result<JqFilter, Vec<ExpressionProblem>> {
+    if let Some((code, message)) = super::validate::prescan_expression(code) {
+        return Err(vec![ExpressionProblem { code, message }]);
+    }
+    let Some(term) = jaq_core::load::parse(code, |p| p.term()) else {
+        return Err(parse_problem(describe_load_error(code)));
+    };
+    let problems: Vec<ExpressionProblem> = dialect::check(&term)
+        .into_iter()
+        .map(|p| ExpressionProblem {
+            code: p.code,
+            message: p.message,
+        })
+        .collect();
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let defs = jaq_core::defs()
+        .chain(jaq_std::defs())
+        .chain(jaq_json::defs());
+    let funs = jaq_core::funs()
+        .chain(jaq_std::funs())
+        .chain(jaq_json::funs());
+    let arena = Arena::default();
+    let modules = Loader::new(defs)
+        .load(&arena, File { code, path: () })
+        .map_err(|_| parse_problem(describe_load_error(code)))?;
+    Compiler::default()
+        .with_funs(funs)
+        .with_global_vars([PARAMS_VAR])
+        .compile(modules)
+        .map_err(|errs| {
+            let names: Vec<String> = errs
+                .iter()
+                .flat_map(|(_, es)| {
+                    es.iter()
+                        .map(|(name, undef)| format!("{name} ({})", undef.as_str()))
+                })
+                .collect();
+            vec![ExpressionProblem {
+                code: "parse_error",
+                message: format!("does not compile: undefined {}", names.join(", ")),
+            }]
+        })
+}
+
+/// A readable lex/parse error for `code`.
+fn describe_load_error(code: &str) -> String {
+    let arena = Arena::default();
+    match Loader::new([]).load(&arena, File { code, path: () }) {
+        Ok(_) => "does not parse as a single jq expression".to_string(),
+        Err(errs) => {
+            let mut parts = Vec::new();
+            for (_, e) in errs {
+                match e {
+                    jaq_core::load::Error::Io(items) => parts.extend(
+                        items
+                            .into_iter()
+                            .map(|(p, m)| format!("cannot load {p}: {m}")),
+                    ),
+                    jaq_core::load::Error::Lex(items) => {
+                        parts.extend(items.into_iter().map(|(exp, found)| {
+                            format!("expected {} at `{}`", exp.as_str(), clip(found))
+                        }))
+                    }
+                    jaq_core::load::Error::Parse(items) => {
+                        parts.extend(items.into_iter().map(|(exp, found)| {
+                            format!("expected {} at `{}`", exp.as_str(), clip(found))
+                        }))
+                    }
+                }
+            }
+            format!("does not parse: {}", parts.join("; "))
+        }
+    }
+}
+
+fn clip(s: &str) -> String {
+    let s: String = s.chars().take(24).collect();
+    if s.is_empty() {
+        "end of expression".into()
+    } else {
+        s
+    }
+}
+
+/// A rule ready to evaluate.
+pub struct CompiledRule {
+    pub id: String,
+    pub action: Action,
+    filter: JqFilter,
+}
+
+/// A configuration whose every rule compiled; cached by digest in sandbox children.
+pub struct CompiledConfiguration {
+    pub digest: String,
+    pub rules: Vec<CompiledRule>,
+    pub default_action: Option<Action>,
+    params: Val,
+}
+
+impl CompiledConfiguration {
+    /// Compiles a configuration that has passed validation. Errors name the first rule
+    /// that does not compile.
+    pub fn compile(config: &Configuration) -> Result<Self, String> {
+        let mut rules = Vec::with_capacity(config.rules.len());
+        for (i, rule) in config.rules.iter().enumerate() {
+            let id = rule.id.clone().unwrap_or_else(|| format!("#{i}"));
+            let filter = compile_expression(&rule.when).map_err(|ps| {
+                format!(
+                    "rule {id}: {}",
+                    ps.iter()
+                        .map(|p| p.message.as_str())
+                        .collect::<Vec<_>>()
+                        .join("; ")
+                )
+            })?;
+            rules.push(CompiledRule {
+                id,
+                action: rule.action.clone(),
+                filter,
+            });
+        }
+        let params_text = serde_json::to_string(&config.params).map_err(|e| e.to_string())?;
+        let params =
+            jaq_json::read::parse_single(params_text.as_bytes()).map_err(|e| e.to_string())?;
+        Ok(Self {
+            digest: config.digest(),
+            rules,
+            default_action: config.default_action.clone(),
+            params,
+        })
+    }
+
+    pub fn rule_ids(&self) -> Vec<String> {
+        self.rules.iter().map(|r| r.id.clone()).collect()
+    }
+
+    /// Evaluates the rules in order over one envelope (SPEC-0020): the first rule whose first
+    /// output is `true` decides; `false`, `null` or no output do not match; any other output
+    /// or an error faults and stops evaluation. No match: `default_action`, else the default
+    /// queue. The grant and capabilities are re-enforced on whatever action decides.
+    pub fn evaluate(&self, ctx: &RoutingContext, envelope: &Val) -> Decision {
+        for rule in &self.rules {
+            let run_ctx = Ctx::<Data>::new(&rule.filter.lut, Vars::new([self.params.clone()]));
+            let first = rule.filter.id.run((run_ctx, envelope.clone())).next();
+            match first {
+                None | Some(Ok(Val::Bool(false))) | Some(Ok(Val::Null)) => continue,
+                Some(Ok(Val::Bool(true))) => return enforce(ctx, &rule.action, &rule.id, false),
+                Some(Ok(other)) => {
+                    return decision::fault(
+                        &rule.id,
+                        fault::RULE_FAULT,
+                        format!(
+                            "the expression's first output is {}, not a boolean",
+                            type_name(&other)
+                        ),
+                    );
+                }
+                Some(Err(_)) => {
+                    return decision::fault(
+                        &rule.id,
+                        fault::RULE_FAULT,
+                        "the expression raised an error",
+                    );
+                }
+            }
+        }
+        match &self.default_action {
+            Some(action) => enforce(ctx, action, "", true),
+            None => decision::default_queue(ctx.grant.first().map(String::as_str).unwrap_or("")),
+        }
+    }
+}
+
+/// No widening: an action outside the grant, or needing a missing capability, faults.
+fn enforce(ctx: &RoutingContext, action: &Action, rule_id: &str, by_default: bool) -> Decision {
+    match action {
+        Action::Queue(q) if !ctx.grant.iter().any(|g| g == q) => decision::fault(
+            rule_id,
+            fault::NOT_GRANTED,
+            format!("queue {q} is not in the webhook's grant"),
+        ),
+        Action::Quarantine if !ctx.trusted_actors_capability => decision::fault(
+            rule_id,
+            fault::CAPABILITY_MISSING,
+            "quarantine needs the trusted_actors capability",
+        ),
+        _ => decision::from_action(action, rule_id, by_default),
+    }
+}
+
+fn type_name(v: &Val) -> &'static str {
+    match v {
+        Val::Null => "null",
+        Val::Bool(_) => "a boolean",
+        Val::Num(_) => "a number",
+        Val::TStr(_) | Val::BStr(_) => "a string",
+        Val::Arr(_) => "an array",
+        Val::Obj(_) => "an object",
+    }
+}
+
+/// Turns expression problems of rule `index` into wire problems.
+pub fn to_problems(index: usize, rule_id: &str, problems: Vec<ExpressionProblem>) -> Vec<Problem> {
+    problems
+        .into_iter()
+        .map(|p| Problem {
+            rule_id: rule_id.to_string(),
+            rule_index: index as i32,
+            code: p.code.to_string(),
+            message: p.message,
+            field: format!("rules[{index}].when"),
+        })
+        .collect()
+}

@@ -1,0 +1,100 @@
+//! Decisions and per-rule counters, in the router's wire types so every path reports alike.
+
+pub use switchboard_proto::router::v1::{Decision, Outcome, RuleCount, RuleCounters};
+
+use super::config::Action;
+
+/// Fault codes a decision can carry.
+pub mod fault {
+    /// The rule's first output was not a boolean/null, or it raised an error.
+    pub const RULE_FAULT: &str = "rule_fault";
+    /// The matched action routes to a queue outside the webhook's grant.
+    pub const NOT_GRANTED: &str = "not_granted";
+    /// The matched action needs a capability this instance lacks.
+    pub const CAPABILITY_MISSING: &str = "capability_missing";
+    /// The envelope's evaluation exceeded its per-event budget; the child was replaced.
+    pub const BUDGET_EXCEEDED: &str = "budget_exceeded";
+    /// The sandbox child died while evaluating the envelope; it was replaced.
+    pub const SANDBOX_CRASHED: &str = "sandbox_crashed";
+    /// The configuration does not validate, so nothing in it can decide.
+    pub const INVALID_CONFIGURATION: &str = "invalid_configuration";
+}
+
+/// A decision made by a rule's (or the default's) action.
+pub fn from_action(action: &Action, rule_id: &str, by_default_action: bool) -> Decision {
+    let (outcome, queue) = match action {
+        Action::Queue(q) => (Outcome::Queue, q.clone()),
+        Action::Drop => (Outcome::Drop, String::new()),
+        Action::Quarantine => (Outcome::Quarantine, String::new()),
+    };
+    Decision {
+        outcome: outcome as i32,
+        queue,
+        rule_id: rule_id.to_string(),
+        by_default_action,
+        ..Default::default()
+    }
+}
+
+/// No rule matched and no default_action: the webhook's default queue.
+pub fn default_queue(queue: &str) -> Decision {
+    Decision {
+        outcome: Outcome::Default as i32,
+        queue: queue.to_string(),
+        ..Default::default()
+    }
+}
+
+/// A fault of `rule_id` (empty when no rule is to blame). `reason` never holds payload text.
+pub fn fault(rule_id: &str, code: &str, reason: impl Into<String>) -> Decision {
+    Decision {
+        outcome: Outcome::Fault as i32,
+        rule_id: rule_id.to_string(),
+        fault_code: code.to_string(),
+        reason: reason.into(),
+        ..Default::default()
+    }
+}
+
+/// The label plans count by: `queue:<name>`, `drop`, `quarantine`, `default` or `fault`.
+pub fn label(d: &Decision) -> String {
+    match Outcome::try_from(d.outcome).unwrap_or(Outcome::Unspecified) {
+        Outcome::Queue => format!("queue:{}", d.queue),
+        Outcome::Drop => "drop".into(),
+        Outcome::Quarantine => "quarantine".into(),
+        Outcome::Default => "default".into(),
+        Outcome::Fault | Outcome::Unspecified => "fault".into(),
+    }
+}
+
+/// Per-rule first matches and faults over `decisions`, one entry per rule id in order.
+pub fn count_rules<'a>(
+    digest: &str,
+    rule_ids: &[String],
+    decisions: impl IntoIterator<Item = &'a Decision>,
+) -> RuleCounters {
+    let mut rules: Vec<RuleCount> = rule_ids
+        .iter()
+        .map(|id| RuleCount {
+            rule_id: id.clone(),
+            first_matches: 0,
+            faults: 0,
+        })
+        .collect();
+    for d in decisions {
+        if d.rule_id.is_empty() || d.by_default_action {
+            continue;
+        }
+        if let Some(c) = rules.iter_mut().find(|c| c.rule_id == d.rule_id) {
+            if d.outcome == Outcome::Fault as i32 {
+                c.faults += 1;
+            } else {
+                c.first_matches += 1;
+            }
+        }
+    }
+    RuleCounters {
+        digest: digest.to_string(),
+        rules,
+    }
+}

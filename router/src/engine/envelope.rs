@@ -1,0 +1,197 @@
+//! The envelope: what a rule sees as `.`, rebuilt identically from a stored delivery at
+//! ingest, in dry runs, in replays and for pack fixtures. This is the one function that
+//! builds it.
+
+use jaq_json::{Map, Val};
+use switchboard_proto::router::v1::{RoutingContext, StoredDelivery};
+
+use super::prescan::{MAX_BODY_DEPTH, json_depth};
+
+/// Header names never shown to rules: credentials and signatures.
+fn is_secret_header(lower: &str) -> bool {
+    matches!(
+        lower,
+        "authorization" | "proxy-authorization" | "cookie" | "set-cookie"
+    ) || lower.contains("signature")
+        || lower.contains("secret")
+        || lower.contains("token")
+        || lower.contains("password")
+        || lower.contains("api-key")
+        || lower.contains("apikey")
+}
+
+fn s(text: &str) -> Val {
+    Val::from(text.to_string())
+}
+
+/// Parses a body as JSON when it is JSON and not nested deeper than the reader can take;
+/// anything else reaches rules as a string.
+pub fn parse_payload(body: &[u8]) -> Val {
+    if json_depth(body) <= MAX_BODY_DEPTH
+        && let Ok(v) = jaq_json::read::parse_single(body)
+    {
+        return v;
+    }
+    s(&String::from_utf8_lossy(body))
+}
+
+/// `<event>` and `<action>` from a kind `<event>` or `<event>.<action>`.
+pub fn split_kind(kind: &str) -> (&str, Option<&str>) {
+    match kind.split_once('.') {
+        Some((event, action)) => (event, Some(action)),
+        None => (kind, None),
+    }
+}
+
+/// Milliseconds since the epoch as RFC 3339 UTC (`2026-11-29T23:59:10.123Z`).
+pub fn rfc3339_millis(ms: i64) -> String {
+    let secs = ms.div_euclid(1000);
+    let millis = ms.rem_euclid(1000);
+    let days = secs.div_euclid(86_400);
+    let rem = secs.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let y = yoe + era * 400;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let d = doy - (153 * mp + 2) / 5 + 1;
+    let m = if mp < 10 { mp + 3 } else { mp - 9 };
+    let y = if m <= 2 { y + 1 } else { y };
+    format!(
+        "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{millis:03}Z",
+        rem / 3600,
+        (rem % 3600) / 60,
+        rem % 60
+    )
+}
+
+fn get<'v>(v: &'v Val, key: &str) -> Option<&'v Val> {
+    match v {
+        Val::Obj(m) => m.get(&s(key)),
+        _ => None,
+    }
+}
+
+fn get_str(v: &Val, key: &str) -> Option<String> {
+    match get(v, key) {
+        Some(Val::TStr(b) | Val::BStr(b)) => Some(String::from_utf8_lossy(&b[..]).into_owned()),
+        _ => None,
+    }
+}
+
+/// `.actor` for the trusted-actors capability: who acted, which kind of actor, and whether
+/// the webhook trusts them. Trusted needs a verified delivery and a login on the list of
+/// the actor's kind.
+fn actor(delivery: &StoredDelivery, payload: &Val, ctx: &RoutingContext) -> Val {
+    let (login, declared_kind) = if delivery.source == "cairn" {
+        let a = get(payload, "actor");
+        (
+            a.and_then(|a| get_str(a, "login")),
+            a.and_then(|a| get_str(a, "kind")),
+        )
+    } else {
+        let sender = get(payload, "sender");
+        let bot = sender
+            .and_then(|s| get_str(s, "type"))
+            .is_some_and(|t| t == "Bot");
+        (
+            sender.and_then(|s| get_str(s, "login")),
+            bot.then(|| "bot".to_string()),
+        )
+    };
+    let lists = ctx.trusted_actors.clone().unwrap_or_default();
+    let login_str = login.clone().unwrap_or_default();
+    let on = |list: &[String]| !login_str.is_empty() && list.contains(&login_str);
+    let (kind, listed) = if on(&lists.bots) {
+        ("bot", true)
+    } else if on(&lists.agents) {
+        ("agent", true)
+    } else if on(&lists.humans) {
+        ("human", true)
+    } else {
+        match declared_kind.as_deref() {
+            Some("agent") => ("agent", false),
+            Some("bot") => ("bot", false),
+            _ => ("human", false),
+        }
+    };
+    let mut m = Map::default();
+    m.insert(s("login"), login.map(|l| s(&l)).unwrap_or(Val::Null));
+    m.insert(s("kind"), s(kind));
+    m.insert(s("trusted"), Val::Bool(listed && delivery.verified));
+    Val::obj(m)
+}
+
+/// Builds the envelope `{source, kind, event, action, delivery_id, received_at, verified,
+/// headers, payload}` (+ `actor` with the trusted-actors capability) from a stored delivery.
+pub fn build_envelope(delivery: &StoredDelivery, ctx: &RoutingContext) -> Val {
+    let payload = parse_payload(&delivery.body);
+    let (event, action) = split_kind(&delivery.kind);
+    let mut headers = Map::default();
+    for h in &delivery.headers {
+        let name = h.name.to_ascii_lowercase();
+        if is_secret_header(&name) {
+            continue;
+        }
+        let key = s(&name);
+        let value = match headers.get(&key) {
+            Some(Val::TStr(prev) | Val::BStr(prev)) => {
+                format!("{}, {}", String::from_utf8_lossy(&prev[..]), h.value)
+            }
+            _ => h.value.clone(),
+        };
+        headers.insert(key, s(&value));
+    }
+    let mut m = Map::default();
+    m.insert(s("source"), s(&delivery.source));
+    m.insert(s("kind"), s(&delivery.kind));
+    m.insert(s("event"), s(event));
+    m.insert(s("action"), action.map(s).unwrap_or(Val::Null));
+    m.insert(s("delivery_id"), s(&delivery.delivery_id));
+    m.insert(
+        s("received_at"),
+        s(&rfc3339_millis(delivery.received_at_ms)),
+    );
+    m.insert(s("verified"), Val::Bool(delivery.verified));
+    m.insert(s("headers"), Val::obj(headers));
+    if ctx.trusted_actors_capability {
+        m.insert(s("actor"), actor(delivery, &payload, ctx));
+    }
+    m.insert(s("payload"), payload);
+    Val::obj(m)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_matches_known_instants() {
+        assert_eq!(rfc3339_millis(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(
+            rfc3339_millis(1_795_996_750_123),
+            "2026-11-29T23:59:10.123Z"
+        );
+        assert_eq!(rfc3339_millis(951_782_400_000), "2000-02-29T00:00:00.000Z");
+    }
+
+    #[test]
+    fn kinds_split_at_the_first_dot() {
+        assert_eq!(
+            split_kind("pull_request.opened"),
+            ("pull_request", Some("opened"))
+        );
+        assert_eq!(split_kind("status"), ("status", None));
+    }
+
+    #[test]
+    fn non_json_and_too_deep_bodies_become_strings() {
+        assert!(matches!(parse_payload(b"hello=world"), Val::TStr(_)));
+        let deep = "[".repeat(MAX_BODY_DEPTH + 1) + &"]".repeat(MAX_BODY_DEPTH + 1);
+        assert!(matches!(parse_payload(deep.as_bytes()), Val::TStr(_)));
+        assert!(matches!(parse_payload(br#"{"a":1}"#), Val::Obj(_)));
+    }
+}

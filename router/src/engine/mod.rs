@@ -1,0 +1,17 @@
+//! The rule engine: one set of semantics for every decision Switchboard makes.
+//!
+//! `config`, `prescan`, `decision` and `validate::check_structure` are safe anywhere.
+//! `dialect`, `compile` and `validate::validate` parse tenant jq: they run only inside
+//! sandbox children (and in tests), never in a long-lived server's address space.
+
+pub mod compile;
+pub mod config;
+pub mod decision;
+pub mod dialect;
+pub mod envelope;
+pub mod prescan;
+pub mod validate;
+
+pub use compile::CompiledConfiguration;
+pub use config::{Action, Configuration, Rule};
+pub use envelope::build_envelope;

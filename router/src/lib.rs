@@ -1,0 +1,7 @@
+//! The router plane: the rule engine, the sandbox children that run it, and the gRPC
+//! router service.
+
+pub mod engine;
+pub mod sandbox;
+pub mod server;
+pub mod service;

@@ -1,0 +1,181 @@
+//! The sandbox child: a separate process of the router's own binary that parses, validates,
+//! compiles and evaluates tenant expressions. It confines itself before reading any input,
+//! answers one request at a time on its pipes, and streams one frame per evaluated unit so
+//! the parent can hold every envelope to its budget.
+
+use std::collections::HashMap;
+use std::io::{self, BufReader, BufWriter, Write};
+use std::sync::Arc;
+
+use sha2::{Digest, Sha256};
+use switchboard_proto::router::v1::{
+    ChildCompiled, ChildDone, ChildEvaluate, ChildRequest, ChildResponse, ChildUnit, child_request,
+    child_response,
+};
+
+use super::confine::{self, ChildLimits};
+use super::frame::{read_frame, write_frame};
+use crate::engine::compile::CompiledConfiguration;
+use crate::engine::decision::{self, fault};
+use crate::engine::envelope::build_envelope;
+use crate::engine::validate::{parse_configuration, validate};
+
+/// The child's argument that turns confinement off, for kernels that lack it; the parent
+/// refuses such a child unless the operator allowed unconfined sandboxes.
+pub const NO_CONFINEMENT_ARG: &str = "--no-confinement";
+
+/// Compiled configurations kept per child, by digest of their JSON text.
+const CACHE_ENTRIES: usize = 32;
+
+/// Parses the child's own arguments (`--key=value`); unknown ones are ignored.
+pub fn parse_args(args: &[String]) -> (ChildLimits, bool) {
+    let mut limits = ChildLimits::default();
+    let mut confine = true;
+    for a in args {
+        let num = |prefix: &str| a.strip_prefix(prefix).and_then(|v| v.parse::<u64>().ok());
+        if let Some(v) = num("--address-space-mb=") {
+            limits.address_space_mb = v;
+        } else if let Some(v) = num("--cpu-seconds=") {
+            limits.cpu_seconds = v;
+        } else if let Some(v) = num("--open-files=") {
+            limits.open_files = v;
+        } else if a == NO_CONFINEMENT_ARG {
+            confine = false;
+        }
+    }
+    (limits, confine)
+}
+
+/// Stack of the thread that parses and evaluates. Reserved whole when the thread starts,
+/// so deep (but legal) expressions never need the stack to grow under RLIMIT_AS.
+const WORKER_STACK_BYTES: usize = 64 * 1024 * 1024;
+
+/// Runs the child until its stdin closes. Returns the process exit code.
+pub fn main(args: &[String]) -> i32 {
+    let args = args.to_vec();
+    // The worker is created before any confinement (which forbids new threads) and applies
+    // it to itself and the idle main thread.
+    let worker = std::thread::Builder::new()
+        .name("sandbox".into())
+        .stack_size(WORKER_STACK_BYTES)
+        .spawn(move || run(&args));
+    match worker.map(|w| w.join()) {
+        Ok(Ok(code)) => code,
+        _ => 3,
+    }
+}
+
+fn run(args: &[String]) -> i32 {
+    let (limits, confine) = parse_args(args);
+    let ready = if confine {
+        confine::apply(&limits)
+    } else {
+        switchboard_proto::router::v1::ChildReady {
+            seccomp: false,
+            landlock: "none".into(),
+            detail: "confinement turned off".into(),
+        }
+    };
+    match serve(ready) {
+        Ok(()) => 0,
+        Err(_) => 2,
+    }
+}
+
+fn respond(w: &mut impl Write, r: child_response::Response) -> io::Result<()> {
+    write_frame(w, &ChildResponse { response: Some(r) })?;
+    w.flush()
+}
+
+fn serve(ready: switchboard_proto::router::v1::ChildReady) -> io::Result<()> {
+    let mut reader = BufReader::with_capacity(1 << 16, io::stdin().lock());
+    let mut writer = BufWriter::with_capacity(1 << 16, io::stdout().lock());
+    respond(&mut writer, child_response::Response::Ready(ready))?;
+    let mut cache: HashMap<String, Arc<Result<CompiledConfiguration, String>>> = HashMap::new();
+    while let Some(req) = read_frame::<ChildRequest>(&mut reader)? {
+        match req.request {
+            Some(child_request::Request::Validate(v)) => {
+                let ctx = v.context.unwrap_or_default();
+                let json = v.configuration.map(|c| c.json).unwrap_or_default();
+                respond(
+                    &mut writer,
+                    child_response::Response::Validated(validate(&json, &ctx)),
+                )?;
+            }
+            Some(child_request::Request::Evaluate(e)) => evaluate(e, &mut cache, &mut writer)?,
+            None => respond(&mut writer, child_response::Response::Done(ChildDone {}))?,
+        }
+    }
+    Ok(())
+}
+
+/// Compiles (or finds) a configuration. Compiling runs the pre-scan and the dialect check
+/// on every expression, so nothing unvalidated reaches jaq's compiler.
+fn compiled(
+    json: &str,
+    cache: &mut HashMap<String, Arc<Result<CompiledConfiguration, String>>>,
+) -> Arc<Result<CompiledConfiguration, String>> {
+    let key = hex::encode(Sha256::digest(json.as_bytes()));
+    if let Some(c) = cache.get(&key) {
+        return c.clone();
+    }
+    let result = parse_configuration(json)
+        .map_err(|p| p.message)
+        .and_then(|config| CompiledConfiguration::compile(&config));
+    if cache.len() >= CACHE_ENTRIES {
+        cache.clear();
+    }
+    let entry = Arc::new(result);
+    cache.insert(key, entry.clone());
+    entry
+}
+
+fn evaluate(
+    e: ChildEvaluate,
+    cache: &mut HashMap<String, Arc<Result<CompiledConfiguration, String>>>,
+    w: &mut impl Write,
+) -> io::Result<()> {
+    let ctx = e.context.unwrap_or_default();
+    let configs: Vec<_> = e
+        .configurations
+        .iter()
+        .map(|c| compiled(&c.json, cache))
+        .collect();
+    let errors = configs
+        .iter()
+        .map(|c| c.as_ref().as_ref().err().cloned().unwrap_or_default())
+        .collect();
+    respond(
+        w,
+        child_response::Response::Compiled(ChildCompiled { errors }),
+    )?;
+    let n = configs.len();
+    let skip = e.skip_units as usize;
+    for (i, delivery) in e.deliveries.iter().enumerate() {
+        if (i + 1) * n <= skip {
+            continue;
+        }
+        // Parsed once, seen by every configuration.
+        let envelope = build_envelope(delivery, &ctx);
+        for (j, config) in configs.iter().enumerate() {
+            if i * n + j < skip {
+                continue;
+            }
+            let decision = match config.as_ref() {
+                Ok(c) => c.evaluate(&ctx, &envelope),
+                Err(_) => decision::fault(
+                    "",
+                    fault::INVALID_CONFIGURATION,
+                    "the configuration does not validate",
+                ),
+            };
+            let unit = ChildUnit {
+                delivery_index: i as u32,
+                configuration_index: j as u32,
+                decision: Some(decision),
+            };
+            respond(w, child_response::Response::Unit(unit))?;
+        }
+    }
+    respond(w, child_response::Response::Done(ChildDone {}))
+}

@@ -1,0 +1,9 @@
+//! Sandbox children: where tenant jq is parsed and run, out of the router's address space.
+
+pub mod child;
+pub mod confine;
+pub mod frame;
+pub mod pool;
+
+pub use confine::ChildLimits;
+pub use pool::{SandboxConfig, SandboxError, SandboxPool};

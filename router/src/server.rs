@@ -1,0 +1,76 @@
+//! Serving the router: the Router service, `grpc.health.v1`, server reflection, and a
+//! shutdown that reports NOT_SERVING first and then drains in-flight calls.
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+
+use switchboard_proto::router::v1::router_server::RouterServer;
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+
+use crate::sandbox::{SandboxConfig, SandboxPool};
+use crate::service::RouterService;
+
+/// Largest gRPC message a router takes or sends: a chunk of stored deliveries.
+pub const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
+
+/// A router bound to its address, with its children started, ready to serve.
+pub struct BoundRouter {
+    listener: TcpListener,
+    pool: Arc<SandboxPool>,
+    pub local_addr: SocketAddr,
+}
+
+impl BoundRouter {
+    /// Binds `addr` and starts the sandbox pool; fails early when children cannot start or
+    /// would run unconfined against the operator's wishes.
+    pub async fn bind(addr: SocketAddr, sandbox: SandboxConfig) -> anyhow::Result<Self> {
+        let pool = SandboxPool::start(sandbox).await?;
+        let listener = TcpListener::bind(addr).await?;
+        let local_addr = listener.local_addr()?;
+        Ok(Self {
+            listener,
+            pool,
+            local_addr,
+        })
+    }
+
+    pub fn pool(&self) -> Arc<SandboxPool> {
+        self.pool.clone()
+    }
+
+    /// Serves until `shutdown` resolves, then flips health to NOT_SERVING and drains.
+    pub async fn serve(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> anyhow::Result<()> {
+        let (reporter, health) = tonic_health::server::health_reporter();
+        reporter.set_serving::<RouterServer<RouterService>>().await;
+        let reflection = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(switchboard_proto::FILE_DESCRIPTOR_SET)
+            .build_v1()?;
+        let router = RouterServer::new(RouterService::new(self.pool.clone()))
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        let drain = async move {
+            shutdown.await;
+            // Readiness goes first, so balancers stop sending before in-flight work ends.
+            reporter
+                .set_not_serving::<RouterServer<RouterService>>()
+                .await;
+            reporter
+                .set_service_status("", tonic_health::ServingStatus::NotServing)
+                .await;
+            tracing::info!("router draining");
+        };
+        tonic::transport::Server::builder()
+            .add_service(health)
+            .add_service(reflection)
+            .add_service(router)
+            .serve_with_incoming_shutdown(TcpListenerStream::new(self.listener), drain)
+            .await?;
+        tracing::info!("router stopped");
+        Ok(())
+    }
+}

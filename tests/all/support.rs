@@ -1,0 +1,232 @@
+//! Shared test support: the real forge payloads as stored deliveries, sandbox pools of the
+//! real binary, and router processes.
+
+use std::io::{BufRead, BufReader};
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use switchboard_proto::router::v1::{Header, RoutingContext, StoredDelivery};
+use switchboard_router::sandbox::{SandboxConfig, SandboxPool};
+
+/// The real payloads shipped in `shared/data/webhooks`, beside the repository.
+pub fn webhooks_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/webhooks")
+}
+
+/// One real payload file.
+#[derive(Clone, Debug)]
+pub struct Payload {
+    pub forge: &'static str,
+    pub file: String,
+    /// The forge's event header value (the file name's first part).
+    pub event: String,
+    pub body: Vec<u8>,
+}
+
+/// Every payload of every forge, in a stable order.
+pub fn payloads() -> Vec<Payload> {
+    let mut out = Vec::new();
+    for forge in ["github", "gitea", "forgejo"] {
+        let dir = webhooks_dir().join(forge);
+        let mut files: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+            .filter_map(|e| e.ok())
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        files.sort();
+        for path in files {
+            let file = path
+                .file_name()
+                .unwrap_or_default()
+                .to_string_lossy()
+                .into_owned();
+            let event = file.split('.').next().unwrap_or_default().to_string();
+            let body =
+                std::fs::read(&path).unwrap_or_else(|e| panic!("reading {}: {e}", path.display()));
+            out.push(Payload {
+                forge,
+                file,
+                event,
+                body,
+            });
+        }
+    }
+    assert!(
+        out.len() > 50,
+        "expected the real payloads, found {}",
+        out.len()
+    );
+    out
+}
+
+/// One payload by forge and file name.
+pub fn payload(forge: &str, file: &str) -> Payload {
+    payloads()
+        .into_iter()
+        .find(|p| p.forge == forge && p.file == file)
+        .unwrap_or_else(|| panic!("no payload {forge}/{file}"))
+}
+
+/// `<event>.<action>` from the event header and the body's `action`, as ingest computes it.
+pub fn kind_of(event: &str, body: &[u8]) -> String {
+    let action = serde_json::from_slice::<serde_json::Value>(body)
+        .ok()
+        .and_then(|v| v.get("action").and_then(|a| a.as_str()).map(str::to_string));
+    match action {
+        Some(a) => format!("{event}.{a}"),
+        None => event.to_string(),
+    }
+}
+
+/// The payload as a stored delivery with the headers its forge sends.
+pub fn stored(p: &Payload, n: usize) -> StoredDelivery {
+    let delivery_id = format!("00000000-0000-4000-8000-{n:012}");
+    let h = |name: &str, value: &str| Header {
+        name: name.into(),
+        value: value.into(),
+    };
+    let mut headers = vec![
+        h("Content-Type", "application/json"),
+        h("User-Agent", "test"),
+    ];
+    match p.forge {
+        "github" => {
+            headers.push(h("X-GitHub-Event", &p.event));
+            headers.push(h("X-GitHub-Delivery", &delivery_id));
+            headers.push(h("X-Hub-Signature-256", "sha256=00"));
+        }
+        forge => {
+            let name = if forge == "gitea" { "Gitea" } else { "Forgejo" };
+            headers.push(h(&format!("X-{name}-Event"), &p.event));
+            headers.push(h(&format!("X-{name}-Event-Type"), &p.event));
+            headers.push(h(&format!("X-{name}-Delivery"), &delivery_id));
+            headers.push(h(&format!("X-{name}-Signature"), "00"));
+            headers.push(h("X-GitHub-Event", &p.event));
+        }
+    }
+    StoredDelivery {
+        event_id: format!("ev-{n}"),
+        source: p.forge.to_string(),
+        kind: kind_of(&p.event, &p.body),
+        headers,
+        body: Bytes::from(p.body.clone()),
+        verified: !n.is_multiple_of(5),
+        delivery_id,
+        received_at_ms: 1_795_996_750_000 + n as i64 * 1000,
+    }
+}
+
+/// Every real payload as a stored delivery, `count` of them cycling through the files.
+pub fn deliveries(count: usize) -> Vec<StoredDelivery> {
+    let all = payloads();
+    (0..count).map(|i| stored(&all[i % all.len()], i)).collect()
+}
+
+pub fn context() -> RoutingContext {
+    RoutingContext {
+        grant: vec!["forge".into(), "review".into(), "triage".into()],
+        trusted_actors_capability: true,
+        trusted_actors: Some(switchboard_proto::router::v1::TrustedActors {
+            humans: vec!["Codertocat".into(), "octocat".into()],
+            agents: vec!["cairn-agent".into()],
+            bots: vec!["dependabot[bot]".into()],
+        }),
+    }
+}
+
+/// The switchboard binary under test.
+pub fn binary() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_switchboard"))
+}
+
+/// A sandbox pool whose children are the real binary.
+pub async fn pool(children: usize, budget: Duration) -> Arc<SandboxPool> {
+    let mut config = SandboxConfig::new(binary());
+    config.children = children;
+    config.budget = budget;
+    SandboxPool::start(config)
+        .await
+        .expect("sandbox pool starts")
+}
+
+/// A `switchboard router` process; killed when dropped.
+pub struct RouterProcess {
+    pub child: Child,
+    pub addr: String,
+}
+
+impl RouterProcess {
+    pub fn spawn(extra: &[&str]) -> Self {
+        let mut child = Command::new(binary())
+            .args(["router", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .env("SWITCHBOARD_LOG", "warn")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("router starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("router prints its address");
+        let addr = line
+            .trim()
+            .strip_prefix("router listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+            .to_string();
+        Self { child, addr }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://{}", self.addr)
+    }
+
+    /// Sends SIGTERM, as Kubernetes does.
+    pub fn terminate(&self) {
+        let status = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        assert!(status.is_ok_and(|s| s.success()), "kill -TERM");
+    }
+
+    /// Waits for exit, at most `within`.
+    pub fn wait_exit(&mut self, within: Duration) -> Option<std::process::ExitStatus> {
+        let deadline = std::time::Instant::now() + within;
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for RouterProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Child process ids of this (test) process.
+pub fn own_children() -> Vec<u32> {
+    let mut out = Vec::new();
+    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+        return out;
+    };
+    for t in tasks.flatten() {
+        if let Ok(text) = std::fs::read_to_string(t.path().join("children")) {
+            out.extend(
+                text.split_whitespace()
+                    .filter_map(|p| p.parse::<u32>().ok()),
+            );
+        }
+    }
+    out
+}
