@@ -5,7 +5,9 @@
 #![forbid(unsafe_code)]
 
 pub mod error;
+pub mod routing;
 pub mod scope;
+pub mod state;
 pub mod secrets;
 pub mod store;
 pub mod verbs;
