@@ -7,8 +7,8 @@
 pub mod error;
 pub mod routing;
 pub mod scope;
-pub mod state;
 pub mod secrets;
+pub mod state;
 pub mod store;
 pub mod verbs;
 

@@ -36,7 +36,10 @@ impl RouterSource {
                 .rsplit_once(':')
                 .ok_or_else(|| format!("{spec}: expected dns:///<name>:<port>"))?;
             let port = port.parse().map_err(|_| format!("{spec}: bad port"))?;
-            return Ok(Self::Dns { name: name.to_string(), port });
+            return Ok(Self::Dns {
+                name: name.to_string(),
+                port,
+            });
         }
         let addrs: Vec<String> = spec
             .split(',')
@@ -82,14 +85,22 @@ fn connect(addr: &str) -> Option<Instance> {
     let client = RouterClient::new(endpoint.connect_lazy())
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);
-    Some(Instance { addr: addr.to_string(), client })
+    Some(Instance {
+        addr: addr.to_string(),
+        client,
+    })
 }
 
 /// Is this failure the instance's (try another) rather than the request's?
 fn retryable(status: &tonic::Status) -> bool {
     matches!(
         status.code(),
-        Code::Unavailable | Code::Unknown | Code::Cancelled | Code::DeadlineExceeded | Code::Internal | Code::Aborted
+        Code::Unavailable
+            | Code::Unknown
+            | Code::Cancelled
+            | Code::DeadlineExceeded
+            | Code::Internal
+            | Code::Aborted
     )
 }
 
@@ -111,24 +122,33 @@ impl Routers {
     pub async fn refresh(&self) {
         let addrs = match &self.source {
             RouterSource::Static(a) => a.clone(),
-            RouterSource::Dns { name, port } => match tokio::net::lookup_host((name.as_str(), *port)).await {
-                Ok(found) => {
-                    let mut a: Vec<String> = found.map(|s| s.to_string()).collect();
-                    a.sort();
-                    a.dedup();
-                    a
+            RouterSource::Dns { name, port } => {
+                match tokio::net::lookup_host((name.as_str(), *port)).await {
+                    Ok(found) => {
+                        let mut a: Vec<String> = found.map(|s| s.to_string()).collect();
+                        a.sort();
+                        a.dedup();
+                        a
+                    }
+                    Err(e) => {
+                        tracing::warn!(name = %name, error = %e, "router dns lookup failed; keeping the last set");
+                        return;
+                    }
                 }
-                Err(e) => {
-                    tracing::warn!(name = %name, error = %e, "router dns lookup failed; keeping the last set");
-                    return;
-                }
-            },
+            }
         };
-        let Ok(mut instances) = self.instances.write() else { return };
+        let Ok(mut instances) = self.instances.write() else {
+            return;
+        };
         let old = std::mem::take(&mut *instances);
         *instances = addrs
             .iter()
-            .filter_map(|a| old.iter().find(|i| &i.addr == a).cloned().or_else(|| connect(a)))
+            .filter_map(|a| {
+                old.iter()
+                    .find(|i| &i.addr == a)
+                    .cloned()
+                    .or_else(|| connect(a))
+            })
             .collect();
     }
 
@@ -151,7 +171,10 @@ impl Routers {
 
     /// The instances' addresses, in order.
     pub fn addresses(&self) -> Vec<String> {
-        self.instances.read().map(|i| i.iter().map(|x| x.addr.clone()).collect()).unwrap_or_default()
+        self.instances
+            .read()
+            .map(|i| i.iter().map(|x| x.addr.clone()).collect())
+            .unwrap_or_default()
     }
 
     /// The instances to try for one call: all of them, starting at the next in turn.
@@ -161,13 +184,25 @@ impl Routers {
             return instances;
         }
         let start = self.next.fetch_add(1, Ordering::Relaxed) % instances.len();
-        instances.iter().cycle().skip(start).take(instances.len()).cloned().collect()
+        instances
+            .iter()
+            .cycle()
+            .skip(start)
+            .take(instances.len())
+            .cloned()
+            .collect()
     }
 
     /// Validates a configuration as a save would, on whichever router answers.
-    pub async fn validate(&self, json: &str, ctx: &RoutingContext) -> Result<ValidateResponse, RoutingError> {
+    pub async fn validate(
+        &self,
+        json: &str,
+        ctx: &RoutingContext,
+    ) -> Result<ValidateResponse, RoutingError> {
         let req = ValidateRequest {
-            configuration: Some(Configuration { json: json.to_string() }),
+            configuration: Some(Configuration {
+                json: json.to_string(),
+            }),
             context: Some(ctx.clone()),
         };
         let mut last = String::from("no router is configured");
@@ -176,7 +211,9 @@ impl Routers {
             request.set_timeout(self.call_timeout);
             match instance.client.validate(request).await {
                 Ok(resp) => return Ok(resp.into_inner()),
-                Err(status) if retryable(&status) => last = format!("{}: {}", instance.addr, status.message()),
+                Err(status) if retryable(&status) => {
+                    last = format!("{}: {}", instance.addr, status.message())
+                }
                 Err(status) => return Err(RoutingError::Refused(status.message().to_string())),
             }
         }
@@ -184,7 +221,10 @@ impl Routers {
     }
 
     /// Evaluates one request on one router, retrying on the others when it fails.
-    pub async fn evaluate(&self, req: EvaluateRequest) -> Result<Vec<DeliveryDecisions>, RoutingError> {
+    pub async fn evaluate(
+        &self,
+        req: EvaluateRequest,
+    ) -> Result<Vec<DeliveryDecisions>, RoutingError> {
         let mut last = String::from("no router is configured");
         for mut instance in self.rotation() {
             let mut request = tonic::Request::new(req.clone());
@@ -240,7 +280,10 @@ mod tests {
         );
         assert_eq!(
             RouterSource::parse("dns:///router.switchboard.svc:7701").unwrap(),
-            RouterSource::Dns { name: "router.switchboard.svc".into(), port: 7701 }
+            RouterSource::Dns {
+                name: "router.switchboard.svc".into(),
+                port: 7701
+            }
         );
         assert!(RouterSource::parse("").is_err());
         assert!(RouterSource::parse("dns:///nope").is_err());

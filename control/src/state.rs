@@ -16,7 +16,9 @@ pub struct Capabilities {
 
 impl Default for Capabilities {
     fn default() -> Self {
-        Self { trusted_actors: true }
+        Self {
+            trusted_actors: true,
+        }
     }
 }
 
