@@ -19,6 +19,7 @@ use std::hint::black_box;
 use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -443,7 +444,9 @@ fn deliveries(samples: &[Sample]) -> Vec<StoredDelivery> {
                 source: sample.forge.to_string(),
                 kind,
                 headers: headers(sample, &delivery_id, i),
-                body: sample.body.clone(),
+                // Each stored delivery has its own copy of its body, as when read from storage:
+                // no path parses the same 77 cache-hot buffers over and over.
+                body: Bytes::copy_from_slice(&sample.body),
                 verified: i % 50 != 49,
                 delivery_id,
                 received_at_ms: BASE_RECEIVED_AT_MS + i as i64 * 1_500,
@@ -495,38 +498,39 @@ fn clock_ticks() -> f64 {
         .unwrap_or(100.0)
 }
 
-/// (state, ppid, utime + stime in ticks) from /proc/<pid>/stat.
-fn proc_stat(pid: u32) -> Option<(char, u32, u64)> {
+/// Fields of /proc/<pid>/stat after the command name: state is [0], ppid [1], utime [11],
+/// stime [12], cutime [13], cstime [14].
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
     let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let rest = &text[text.rfind(')')? + 2..];
-    let f: Vec<&str> = rest.split_whitespace().collect();
-    let state = f.first()?.chars().next()?;
-    let ppid = f.get(1)?.parse().ok()?;
-    let utime: u64 = f.get(11)?.parse().ok()?;
-    let stime: u64 = f.get(12)?.parse().ok()?;
-    Some((state, ppid, utime + stime))
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+fn stat_sum(pid: u32, fields: &[usize]) -> u64 {
+    stat_fields(pid)
+        .map(|f| {
+            fields
+                .iter()
+                .filter_map(|i| f.get(*i)?.parse::<u64>().ok())
+                .sum()
+        })
+        .unwrap_or(0)
 }
 
 /// Live (not zombie) child processes of `parent`, by scanning /proc for their ppid.
 fn children_of(parent: u32) -> Vec<u32> {
+    let parent = parent.to_string();
     let mut out: Vec<u32> = std::fs::read_dir("/proc")
         .map(|d| {
             d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-                .filter(
-                    |pid| matches!(proc_stat(*pid), Some((s, pp, _)) if pp == parent && s != 'Z'),
-                )
+                .filter(|pid| {
+                    stat_fields(*pid).is_some_and(|f| f.len() > 1 && f[1] == parent && f[0] != "Z")
+                })
                 .collect()
         })
         .unwrap_or_default();
     out.sort();
     out
-}
-
-fn cpu_ticks(pids: &[u32]) -> u64 {
-    pids.iter()
-        .filter_map(|p| proc_stat(*p))
-        .map(|(_, _, t)| t)
-        .sum()
 }
 
 /// Peak resident set (VmHWM) in KiB.
@@ -548,54 +552,117 @@ fn mib(kib: u64) -> String {
     format!("{:.1} MiB", kib as f64 / 1024.0)
 }
 
-// ---------------------------------------------------------------------------------------------
-// Results.
-
-struct Row {
-    path: String,
-    /// Envelopes per timed run (a two-configuration run counts each envelope once).
-    envelopes: usize,
-    /// Median wall time of one run.
-    wall: Duration,
-    /// Cores the path can keep busy (its children, at most the machine's cores).
-    cores: usize,
-    /// Measured CPU (user + system) per envelope of the processes doing the work, if known.
-    cpu_us: Option<f64>,
-    /// Which in-process row this one is compared with, and the target ratio.
-    baseline: Option<(usize, f64)>,
-    /// CPU per envelope of (the process holding the pool, its children), if measured apart.
-    split: Option<(f64, f64)>,
+/// Whose CPU a path is charged with.
+enum Accounting {
+    /// A process and its sandbox children (utime + stime of each).
+    Processes { parent: u32, children: Vec<u32> },
+    /// Short-lived processes this one waits for (cutime + cstime of this process).
+    Reaped,
 }
 
-impl Row {
-    fn wall_us(&self) -> f64 {
-        self.wall.as_secs_f64() * 1e6 / self.envelopes as f64
+impl Accounting {
+    /// (holder, children) CPU ticks and (holder, children) minor page faults so far.
+    fn sample(&self) -> [u64; 4] {
+        match self {
+            Accounting::Processes { parent, children } => [
+                stat_sum(*parent, &[11, 12]),
+                children.iter().map(|c| stat_sum(*c, &[11, 12])).sum(),
+                stat_sum(*parent, &[7]),
+                children.iter().map(|c| stat_sum(*c, &[7])).sum(),
+            ],
+            Accounting::Reaped => {
+                let me = std::process::id();
+                [0, stat_sum(me, &[13, 14]), 0, stat_sum(me, &[8])]
+            }
+        }
     }
-    /// Wall time times the cores the path occupies: the cost per envelope of one core.
+}
+
+// ---------------------------------------------------------------------------------------------
+// Timed paths: each run is one whole pass over the 1,000 deliveries.
+
+struct Timed<'a> {
+    name: String,
+    /// Cores the path can keep busy (its children, at most the machine's cores).
+    cores: usize,
+    /// The in-process path this one is compared with, and the target ratio (0: none).
+    baseline: Option<(usize, f64)>,
+    accounting: Accounting,
+    run: Box<dyn FnMut() + 'a>,
+    times: Vec<Duration>,
+    /// Summed over the timed runs: holder ticks, children ticks, holder faults, children faults.
+    totals: [u64; 4],
+}
+
+impl<'a> Timed<'a> {
+    fn new(
+        name: String,
+        cores: usize,
+        baseline: Option<(usize, f64)>,
+        accounting: Accounting,
+        run: impl FnMut() + 'a,
+    ) -> Self {
+        Self {
+            name,
+            cores,
+            baseline,
+            accounting,
+            run: Box::new(run),
+            times: Vec::new(),
+            totals: [0; 4],
+        }
+    }
+
+    fn run_once(&mut self) {
+        let before = self.accounting.sample();
+        let t = Instant::now();
+        (self.run)();
+        self.times.push(t.elapsed());
+        let after = self.accounting.sample();
+        for i in 0..4 {
+            self.totals[i] += after[i].saturating_sub(before[i]);
+        }
+    }
+
+    fn wall_us(&self) -> f64 {
+        median(self.times.clone()).as_secs_f64() * 1e6 / ENVELOPES as f64
+    }
+
+    /// Wall time times the cores the path occupies: what one envelope costs a core.
     fn core_us(&self) -> f64 {
         self.wall_us() * self.cores as f64
     }
+
+    /// (holder, children) CPU µs per envelope, over every timed run.
+    fn cpu_split(&self, ticks: f64) -> (f64, f64) {
+        let per = |t: u64| t as f64 / ticks * 1e6 / (self.times.len() * ENVELOPES) as f64;
+        (per(self.totals[0]), per(self.totals[1]))
+    }
+
+    /// (holder, children) minor page faults per envelope.
+    fn faults(&self) -> (f64, f64) {
+        let per = |n: u64| n as f64 / (self.times.len() * ENVELOPES) as f64;
+        (per(self.totals[2]), per(self.totals[3]))
+    }
+
+    fn cpu_us(&self, ticks: f64) -> f64 {
+        let (p, c) = self.cpu_split(ticks);
+        p + c
+    }
 }
 
-fn print_table(rows: &[Row]) {
+fn print_table(paths: &[Timed], ticks: f64) {
     println!();
     println!(
-        "| path | µs/envelope (wall) | envelopes/s | cores | core-µs/envelope | envelopes/s per core | CPU µs/envelope | vs in-process (core-µs) | vs in-process (CPU) | target |"
+        "| path | µs/envelope (wall, median) | envelopes/s | cores | core-µs/envelope | envelopes/s per core | CPU µs/envelope | vs (a) core-µs | vs (a) CPU | target |"
     );
     println!("|---|---:|---:|---:|---:|---:|---:|---:|---:|---|");
-    for r in rows {
-        let cpu = r
-            .cpu_us
-            .map(|c| format!("{c:.1}"))
-            .unwrap_or_else(|| "–".into());
-        let (ratio, cpu_ratio, target) = match r.baseline {
+    for p in paths {
+        let (ratio, cpu_ratio, target) = match p.baseline {
             Some((b, target)) => {
-                let base = &rows[b];
-                let ratio = r.core_us() / base.core_us();
-                let cpu_ratio = match (r.cpu_us, base.cpu_us) {
-                    (Some(c), Some(bc)) => format!("{:.2}×", c / bc),
-                    _ => "–".into(),
-                };
+                let base = &paths[b];
+                let ratio = p.core_us() / base.core_us();
+                let cpu_ratio = p.cpu_us(ticks) / base.cpu_us(ticks);
                 let verdict = if target <= 0.0 {
                     String::new()
                 } else if ratio <= target {
@@ -606,19 +673,19 @@ fn print_table(rows: &[Row]) {
                         (ratio / target - 1.0) * 100.0
                     )
                 };
-                (format!("{ratio:.2}×"), cpu_ratio, verdict)
+                (format!("{ratio:.2}×"), format!("{cpu_ratio:.2}×"), verdict)
             }
             None => ("1.00×".into(), "1.00×".into(), "baseline".into()),
         };
         println!(
-            "| {} | {:.1} | {:.0} | {} | {:.1} | {:.0} | {} | {} | {} | {} |",
-            r.path,
-            r.wall_us(),
-            1e6 / r.wall_us(),
-            r.cores,
-            r.core_us(),
-            1e6 / r.core_us(),
-            cpu,
+            "| {} | {:.1} | {:.0} | {} | {:.1} | {:.0} | {:.1} | {} | {} | {} |",
+            p.name,
+            p.wall_us(),
+            1e6 / p.wall_us(),
+            p.cores,
+            p.core_us(),
+            1e6 / p.core_us(),
+            p.cpu_us(ticks),
             ratio,
             cpu_ratio,
             target
@@ -626,42 +693,18 @@ fn print_table(rows: &[Row]) {
     }
     println!();
     println!(
-        "| path | CPU µs/envelope, pool holder (bench process or router) | CPU µs/envelope, sandbox children |"
+        "| path | CPU µs/envelope: bench process or router | CPU µs/envelope: sandbox children or jq | minor faults/envelope: holder | minor faults/envelope: children or jq |"
     );
-    println!("|---|---:|---:|");
-    for r in rows {
-        if let Some((parent, children)) = r.split {
-            println!("| {} | {parent:.1} | {children:.1} |", r.path);
-        }
+    println!("|---|---:|---:|---:|---:|");
+    for p in paths {
+        let (holder, children) = p.cpu_split(ticks);
+        let (holder_faults, children_faults) = p.faults();
+        println!(
+            "| {} | {holder:.1} | {children:.1} | {holder_faults:.1} | {children_faults:.1} |",
+            p.name
+        );
     }
     println!();
-}
-
-// ---------------------------------------------------------------------------------------------
-// (a) in-process.
-
-fn in_process(
-    compiled: &[&CompiledConfiguration],
-    ctx: &RoutingContext,
-    deliveries: &[StoredDelivery],
-    runs: usize,
-    ticks: f64,
-) -> (Duration, f64) {
-    let me = std::process::id();
-    let mut times = Vec::with_capacity(runs);
-    let cpu0 = cpu_ticks(&[me]);
-    for _ in 0..runs {
-        let t = Instant::now();
-        for d in deliveries {
-            let envelope = build_envelope(d, ctx);
-            for c in compiled {
-                black_box(c.evaluate(ctx, &envelope));
-            }
-        }
-        times.push(t.elapsed());
-    }
-    let cpu = (cpu_ticks(&[me]) - cpu0) as f64 / ticks * 1e6 / (runs * deliveries.len()) as f64;
-    (median(times), cpu)
 }
 
 fn check_decisions(
@@ -700,115 +743,45 @@ fn check_decisions(
 }
 
 // ---------------------------------------------------------------------------------------------
-// (b) sandbox children in this process's pool.
+// (b) sandbox children in this process's pool; (c) a router process over gRPC.
 
 fn switchboard_exe() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_switchboard"))
 }
 
-struct Measured {
-    wall: Duration,
-    /// CPU per envelope of the process holding the pool (this one, or the router).
-    parent_cpu_us: f64,
-    /// CPU per envelope of its sandbox children together.
-    children_cpu_us: f64,
-}
-
-impl Measured {
-    fn cpu_us(&self) -> f64 {
-        self.parent_cpu_us + self.children_cpu_us
-    }
-}
-
-/// CPU ticks of a parent and its children from a starting point, per envelope.
-struct CpuSpan {
-    parent: u32,
-    children: Vec<u32>,
-    parent0: u64,
-    children0: u64,
-}
-
-impl CpuSpan {
-    fn start(parent: u32) -> Self {
-        let children = children_of(parent);
-        Self {
-            parent,
-            parent0: cpu_ticks(&[parent]),
-            children0: cpu_ticks(&children),
-            children,
-        }
-    }
-
-    /// (parent, children) CPU µs per envelope over `envelopes` envelopes.
-    fn per_envelope(&self, envelopes: usize, ticks: f64) -> (f64, f64) {
-        let us = |t: u64| t as f64 / ticks * 1e6 / envelopes as f64;
-        (
-            us(cpu_ticks(&[self.parent]) - self.parent0),
-            us(cpu_ticks(&self.children).saturating_sub(self.children0)),
-        )
-    }
-}
-
-#[allow(clippy::too_many_arguments)]
-fn through_pool(
+/// Starts a pool of `children`, runs one batch so every child is spawned and has compiled the
+/// configurations, and returns it with the pids of its children.
+fn start_pool(
     rt: &tokio::runtime::Runtime,
     children: usize,
     ctx: &RoutingContext,
     configs: &[WireConfiguration],
     deliveries: &[StoredDelivery],
     want: &[Vec<Decision>],
-    runs: usize,
-    ticks: f64,
-) -> (Measured, Vec<(u32, u64)>) {
+) -> (Arc<SandboxPool>, Vec<u32>) {
+    let me = std::process::id();
+    let before = children_of(me);
     let mut config = SandboxConfig::new(switchboard_exe());
     config.children = children;
     let pool = rt
         .block_on(SandboxPool::start(config))
         .expect("the sandbox pool starts (confined)");
-    // Warm-up: spawns every child and compiles the configuration once in each.
     let warm = rt
         .block_on(pool.evaluate(ctx, configs, deliveries, None))
         .expect("the warm-up batch evaluates");
-    check_decisions(&format!("(b) {children} children"), &warm, want, deliveries);
-    let spawned = pool
-        .stats()
-        .spawned
-        .load(std::sync::atomic::Ordering::Relaxed);
-    let span = CpuSpan::start(std::process::id());
-    let mut times = Vec::with_capacity(runs);
-    for _ in 0..runs {
-        let t = Instant::now();
-        let resp = rt
-            .block_on(pool.evaluate(ctx, configs, deliveries, None))
-            .expect("the batch evaluates");
-        times.push(t.elapsed());
-        black_box(resp);
-    }
-    let (parent_cpu_us, children_cpu_us) = span.per_envelope(runs * deliveries.len(), ticks);
-    let respawned = pool
-        .stats()
-        .spawned
-        .load(std::sync::atomic::Ordering::Relaxed)
-        - spawned;
-    assert_eq!(respawned, 0, "no child was replaced during the timed runs");
-    let memory = span
-        .children
-        .iter()
-        .filter_map(|p| vm_hwm_kib(*p).map(|m| (*p, m)))
+    check_decisions(
+        &format!("(b) {children} children, {} configs", configs.len()),
+        &warm,
+        want,
+        deliveries,
+    );
+    let kids: Vec<u32> = children_of(me)
+        .into_iter()
+        .filter(|p| !before.contains(p))
         .collect();
-    drop(pool);
-    (
-        Measured {
-            wall: median(times),
-            parent_cpu_us,
-            children_cpu_us,
-        },
-        memory,
-    )
+    assert_eq!(kids.len(), children, "every child of the pool is running");
+    (pool, kids)
 }
-
-// ---------------------------------------------------------------------------------------------
-// (c) a router process over gRPC.
 
 struct RouterProcess {
     child: Child,
@@ -857,26 +830,26 @@ impl Drop for RouterProcess {
     }
 }
 
+type Client = RouterClient<tonic::transport::Channel>;
+
+/// The deliveries in `calls` Evaluate calls made at once; the results in request order.
 async fn grpc_batch(
-    client: &RouterClient<tonic::transport::Channel>,
+    client: &Client,
     ctx: &RoutingContext,
     configs: &[WireConfiguration],
     deliveries: &[StoredDelivery],
     calls: usize,
 ) -> EvaluateResponse {
     let per_call = deliveries.len().div_ceil(calls);
-    let requests: Vec<EvaluateRequest> = deliveries
+    let handles: Vec<_> = deliveries
         .chunks(per_call)
-        .map(|chunk| EvaluateRequest {
-            context: Some(ctx.clone()),
-            configurations: configs.to_vec(),
-            deliveries: chunk.to_vec(),
-            budget_ms: 0,
-        })
-        .collect();
-    let handles: Vec<_> = requests
-        .into_iter()
-        .map(|req| {
+        .map(|chunk| {
+            let req = EvaluateRequest {
+                context: Some(ctx.clone()),
+                configurations: configs.to_vec(),
+                deliveries: chunk.to_vec(),
+                budget_ms: 0,
+            };
             let mut client = client.clone();
             tokio::spawn(async move { client.evaluate(req).await })
         })
@@ -893,72 +866,25 @@ async fn grpc_batch(
     all
 }
 
-#[allow(clippy::too_many_arguments)]
-fn through_grpc(
-    rt: &tokio::runtime::Runtime,
-    router: &RouterProcess,
-    client: &RouterClient<tonic::transport::Channel>,
-    ctx: &RoutingContext,
-    configs: &[WireConfiguration],
-    deliveries: &[StoredDelivery],
-    calls: usize,
-    want: &[Vec<Decision>],
-    runs: usize,
-    ticks: f64,
-) -> Measured {
-    let warm = rt.block_on(grpc_batch(client, ctx, configs, deliveries, calls));
-    check_decisions(
-        &format!("(c) {calls} calls × {} configs", configs.len()),
-        &warm,
-        want,
-        deliveries,
+/// The transport alone: 1,000 deliveries sent in one call that the router refuses right after
+/// decoding it (no configuration), so no child sees them.
+async fn grpc_transfer_only(client: &Client, ctx: &RoutingContext, deliveries: &[StoredDelivery]) {
+    let req = EvaluateRequest {
+        context: Some(ctx.clone()),
+        configurations: Vec::new(),
+        deliveries: deliveries.to_vec(),
+        budget_ms: 0,
+    };
+    let status = client
+        .clone()
+        .evaluate(req)
+        .await
+        .expect_err("a request without configurations is refused");
+    assert_eq!(
+        status.code(),
+        tonic::Code::InvalidArgument,
+        "refused as invalid: {status}"
     );
-    let span = CpuSpan::start(router.pid());
-    let mut times = Vec::with_capacity(runs);
-    for _ in 0..runs {
-        let t = Instant::now();
-        black_box(rt.block_on(grpc_batch(client, ctx, configs, deliveries, calls)));
-        times.push(t.elapsed());
-    }
-    let (parent_cpu_us, children_cpu_us) = span.per_envelope(runs * deliveries.len(), ticks);
-    Measured {
-        wall: median(times),
-        parent_cpu_us,
-        children_cpu_us,
-    }
-}
-
-/// The transport alone: 1,000 deliveries sent in one call that the router rejects right after
-/// decoding it (no configuration), so no child sees it: client encoding, HTTP/2 and decoding.
-fn grpc_transfer_only(
-    rt: &tokio::runtime::Runtime,
-    client: &RouterClient<tonic::transport::Channel>,
-    ctx: &RoutingContext,
-    deliveries: &[StoredDelivery],
-    runs: usize,
-) -> Duration {
-    let mut times = Vec::with_capacity(runs);
-    for _ in 0..runs + 1 {
-        let req = EvaluateRequest {
-            context: Some(ctx.clone()),
-            configurations: Vec::new(),
-            deliveries: deliveries.to_vec(),
-            budget_ms: 0,
-        };
-        let mut client = client.clone();
-        let t = Instant::now();
-        let status = rt
-            .block_on(client.evaluate(req))
-            .expect_err("a request without configurations is refused");
-        times.push(t.elapsed());
-        assert_eq!(
-            status.code(),
-            tonic::Code::InvalidArgument,
-            "refused as invalid: {status}"
-        );
-    }
-    times.remove(0);
-    median(times)
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -976,38 +902,36 @@ fn jq_program() -> String {
     p
 }
 
-fn through_jq(
+/// The jq command over the envelopes, written as JSON lines, with the saved params.
+fn jq_command(jq: &Path, dir: &Path) -> Command {
+    let mut cmd = Command::new(jq);
+    cmd.arg("-r")
+        .arg("--argjson")
+        .arg("params")
+        .arg(params(false).to_string())
+        .arg("-f")
+        .arg(dir.join("rules.jq"))
+        .arg(dir.join("envelopes.jsonl"))
+        .stderr(Stdio::inherit());
+    cmd
+}
+
+/// Writes the envelopes and the program, and checks jq decides as the engine does.
+fn prepare_jq(
     jq: &Path,
+    dir: &Path,
     ctx: &RoutingContext,
     deliveries: &[StoredDelivery],
     want: &[Vec<Decision>],
-    runs: usize,
-) -> Duration {
-    let dir = tempfile::tempdir().expect("a temporary directory");
-    let input = dir.path().join("envelopes.jsonl");
-    let program = dir.path().join("rules.jq");
+) {
     let mut lines = String::new();
     for d in deliveries {
         // The very envelope the engine sees, written as JSON.
         let _ = writeln!(lines, "{}", build_envelope(d, ctx));
     }
-    std::fs::write(&input, lines).expect("the envelopes are written");
-    std::fs::write(&program, jq_program()).expect("the jq program is written");
-    let params = params(false).to_string();
-    let run = || {
-        Command::new(jq)
-            .arg("-r")
-            .arg("--argjson")
-            .arg("params")
-            .arg(&params)
-            .arg("-f")
-            .arg(&program)
-            .arg(&input)
-            .stderr(Stdio::inherit())
-            .output()
-            .expect("jq runs")
-    };
-    let out = run();
+    std::fs::write(dir.join("envelopes.jsonl"), lines).expect("the envelopes are written");
+    std::fs::write(dir.join("rules.jq"), jq_program()).expect("the jq program is written");
+    let out = jq_command(jq, dir).output().expect("jq runs");
     assert!(out.status.success(), "jq failed: {}", out.status);
     let got: Vec<String> = String::from_utf8_lossy(&out.stdout)
         .lines()
@@ -1027,19 +951,12 @@ fn through_jq(
         differ, 0,
         "jq and the engine disagree on {differ} envelopes"
     );
-    let mut times = Vec::with_capacity(runs);
-    for _ in 0..runs {
-        let t = Instant::now();
-        black_box(run());
-        times.push(t.elapsed());
-    }
-    median(times)
 }
 
 // ---------------------------------------------------------------------------------------------
 
 fn main() {
-    // `cargo bench` passes `--bench`; a libtest-style filter or `--list` is not supported.
+    // `cargo bench` passes `--bench`; libtest's filters and `--list` mean nothing here.
     if std::env::args().any(|a| a == "--list") {
         println!("router: bench");
         return;
@@ -1059,11 +976,12 @@ fn main() {
     let cores = std::thread::available_parallelism()
         .map(|n| n.get())
         .unwrap_or(1);
+    let wanted = std::env::var("ROUTER_BENCH_PATHS").unwrap_or_else(|_| "abcd".into());
     let samples = load_samples(&data);
     let deliveries = deliveries(&samples);
     let body_bytes: usize = deliveries.iter().map(|d| d.body.len()).sum();
     println!(
-        "router bench: {} envelopes from {} payload files ({:.1} MiB of bodies), {} rules, {runs} runs per path, {cores} cores",
+        "router bench: {} envelopes from {} payload files ({:.1} MiB of bodies), {} rules, {runs} interleaved rounds, {cores} cores",
         deliveries.len(),
         samples.len(),
         body_bytes as f64 / (1024.0 * 1024.0),
@@ -1122,46 +1040,6 @@ fn main() {
             faults.join("\n")
         );
     }
-    let mut rows: Vec<Row> = Vec::new();
-
-    // (a) in-process.
-    let (parse_only, _) = {
-        let mut times = Vec::new();
-        for _ in 0..runs {
-            let t = Instant::now();
-            for d in &deliveries {
-                black_box(build_envelope(d, &ctx));
-            }
-            times.push(t.elapsed());
-        }
-        (median(times), ())
-    };
-    println!(
-        "(a) of which parsing the stored bytes and building the envelope: {:.1} µs/envelope",
-        parse_only.as_secs_f64() * 1e6 / deliveries.len() as f64
-    );
-    let (wall, cpu) = in_process(&[&saved], &ctx, &deliveries, runs, ticks);
-    rows.push(Row {
-        path: "(a) in-process, 1 config".into(),
-        envelopes: ENVELOPES,
-        wall,
-        cores: 1,
-        cpu_us: Some(cpu),
-        baseline: None,
-        split: None,
-    });
-    let a1 = rows.len() - 1;
-    let (wall, cpu) = in_process(&[&saved, &candidate], &ctx, &deliveries, runs, ticks);
-    rows.push(Row {
-        path: "(a) in-process, 2 configs (replay)".into(),
-        envelopes: ENVELOPES,
-        wall,
-        cores: 1,
-        cpu_us: Some(cpu),
-        baseline: Some((a1, 0.0)),
-        split: None,
-    });
-    let a2 = rows.len() - 1;
 
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(cores.max(2))
@@ -1179,62 +1057,111 @@ fn main() {
             json: candidate_json,
         },
     ];
-    let mut memory_notes = Vec::new();
+    let me = std::process::id();
+    let mut notes = Vec::new();
 
-    // Which of (b), (c), (d) to run; (a) always runs, everything is compared with it.
-    let paths = std::env::var("ROUTER_BENCH_PATHS").unwrap_or_else(|_| "abcd".into());
+    // Everything is started and checked first; then the paths are timed in interleaved rounds,
+    // so load from elsewhere on the machine falls on every path alike.
+    let mut paths: Vec<Timed> = Vec::new();
+    let (ctx, deliveries) = (&ctx, &deliveries);
+    let (saved, candidate) = (&saved, &candidate);
+
+    // (a) in-process.
+    paths.push(Timed::new(
+        "(a) in-process, parse + build envelope only".into(),
+        1,
+        Some((1, 0.0)),
+        Accounting::Processes {
+            parent: me,
+            children: Vec::new(),
+        },
+        move || {
+            for d in deliveries {
+                black_box(build_envelope(d, ctx));
+            }
+        },
+    ));
+    paths.push(Timed::new(
+        "(a) in-process, 1 config".into(),
+        1,
+        None,
+        Accounting::Processes {
+            parent: me,
+            children: Vec::new(),
+        },
+        move || {
+            for d in deliveries {
+                let envelope = build_envelope(d, ctx);
+                black_box(saved.evaluate(ctx, &envelope));
+            }
+        },
+    ));
+    let a1 = paths.len() - 1;
+    paths.push(Timed::new(
+        "(a) in-process, 2 configs (replay)".into(),
+        1,
+        Some((a1, 0.0)),
+        Accounting::Processes {
+            parent: me,
+            children: Vec::new(),
+        },
+        move || {
+            for d in deliveries {
+                let envelope = build_envelope(d, ctx);
+                black_box(saved.evaluate(ctx, &envelope));
+                black_box(candidate.evaluate(ctx, &envelope));
+            }
+        },
+    ));
+    let a2 = paths.len() - 1;
 
     // (b) sandbox children.
-    if paths.contains('b') {
-        for children in [1usize, 2] {
-            let (m, mem) = through_pool(
-                &rt,
-                children,
-                &ctx,
-                &saved_wire,
-                &deliveries,
-                &want_saved,
-                runs,
-                ticks,
-            );
-            rows.push(Row {
-                path: format!(
-                    "(b) sandbox pool, {children} child{}, 1 config",
-                    if children == 1 { "" } else { "ren" }
+    let mut pools = Vec::new();
+    let shared: Arc<Vec<StoredDelivery>> = Arc::new(deliveries.clone());
+    if wanted.contains('b') {
+        for (children, configs, want_b, base) in [
+            (1usize, &saved_wire, &want_saved, a1),
+            (2, &saved_wire, &want_saved, a1),
+            (2, &both_wire, &want, a2),
+        ] {
+            let (pool, kids) = start_pool(&rt, children, ctx, configs, deliveries, want_b);
+            pools.push((pool.clone(), kids.clone(), children, configs.len()));
+            let (rt, shared) = (&rt, shared.clone());
+            paths.push(Timed::new(
+                format!(
+                    "(b) sandbox pool, {children} {}, {} config{}",
+                    if children == 1 { "child" } else { "children" },
+                    configs.len(),
+                    if configs.len() == 1 { "" } else { "s" }
                 ),
-                envelopes: ENVELOPES,
-                wall: m.wall,
-                cores: children.min(cores),
-                cpu_us: Some(m.cpu_us()),
-                baseline: Some((a1, 1.3)),
-                split: Some((m.parent_cpu_us, m.children_cpu_us)),
-            });
-            let list: Vec<String> = mem
-                .iter()
-                .map(|(p, k)| format!("pid {p}: {}", mib(*k)))
-                .collect();
-            memory_notes.push(format!(
-                "(b) {children} child(ren) VmHWM: {}",
-                list.join(", ")
+                children.min(cores),
+                Some((base, 1.3)),
+                Accounting::Processes {
+                    parent: me,
+                    children: kids,
+                },
+                move || {
+                    // On a runtime worker, as the router's Evaluate handler runs it.
+                    let (pool, ctx, configs, deliveries) =
+                        (pool.clone(), ctx.clone(), configs.clone(), shared.clone());
+                    let batch =
+                        rt.spawn(
+                            async move { pool.evaluate(&ctx, &configs, &deliveries, None).await },
+                        );
+                    black_box(
+                        rt.block_on(batch)
+                            .expect("the batch task completes")
+                            .expect("the batch evaluates"),
+                    );
+                },
             ));
         }
-        let (m, _) = through_pool(&rt, 2, &ctx, &both_wire, &deliveries, &want, runs, ticks);
-        rows.push(Row {
-            path: "(b) sandbox pool, 2 children, 2 configs".into(),
-            envelopes: ENVELOPES,
-            wall: m.wall,
-            cores: 2.min(cores),
-            cpu_us: Some(m.cpu_us()),
-            baseline: Some((a2, 1.3)),
-            split: Some((m.parent_cpu_us, m.children_cpu_us)),
-        });
     }
 
     // (c) gRPC to a router process with 2 children.
-    if paths.contains('c') {
-        let router = RouterProcess::start(2);
-        println!("(c) router pid {} at {}", router.pid(), router.addr);
-        let client = rt.block_on(async {
+    let router = wanted.contains('c').then(|| RouterProcess::start(2));
+    if let Some(router) = &router {
+        let client: Client = rt.block_on(async {
             let channel = tonic::transport::Channel::from_shared(format!("http://{}", router.addr))
                 .expect("a valid endpoint")
                 .connect()
@@ -1244,57 +1171,120 @@ fn main() {
                 .max_decoding_message_size(256 * 1024 * 1024)
                 .max_encoding_message_size(256 * 1024 * 1024)
         });
-        for (configs, want_c, base, label) in [
-            (&saved_wire, &want_saved, a1, "1 config"),
-            (&both_wire, &want, a2, "2 configs"),
-        ] {
+        for (configs, want_c) in [(&saved_wire, &want_saved), (&both_wire, &want)] {
             for calls in [1usize, 8] {
-                let m = through_grpc(
-                    &rt,
-                    &router,
-                    &client,
-                    &ctx,
-                    configs,
-                    &deliveries,
-                    calls,
+                let warm = rt.block_on(grpc_batch(&client, ctx, configs, deliveries, calls));
+                check_decisions(
+                    &format!("(c) {calls} calls × {} configs", configs.len()),
+                    &warm,
                     want_c,
-                    runs,
-                    ticks,
+                    deliveries,
                 );
+            }
+        }
+        // Both children exist once a batch has run on two chunks at once.
+        let kids = children_of(router.pid());
+        println!(
+            "(c) router pid {} at {}, children {kids:?}",
+            router.pid(),
+            router.addr
+        );
+        for (configs, base) in [(&saved_wire, a1), (&both_wire, a2)] {
+            for calls in [1usize, 8] {
                 let shape = if calls == 1 {
                     "1 call × 1,000".to_string()
                 } else {
                     format!("{calls} calls × {}", ENVELOPES / calls)
                 };
-                rows.push(Row {
-                    path: format!("(c) gRPC router, 2 children, {shape}, {label}"),
-                    envelopes: ENVELOPES,
-                    wall: m.wall,
-                    cores: 2.min(cores),
-                    cpu_us: Some(m.cpu_us()),
-                    baseline: Some((base, 1.6)),
-                    split: Some((m.parent_cpu_us, m.children_cpu_us)),
-                });
+                let (rt, client) = (&rt, client.clone());
+                paths.push(Timed::new(
+                    format!(
+                        "(c) gRPC router, 2 children, {shape}, {} config{}",
+                        configs.len(),
+                        if configs.len() == 1 { "" } else { "s" }
+                    ),
+                    2.min(cores),
+                    Some((base, 1.6)),
+                    Accounting::Processes {
+                        parent: router.pid(),
+                        children: kids.clone(),
+                    },
+                    move || {
+                        black_box(
+                            rt.block_on(grpc_batch(&client, ctx, configs, deliveries, calls)),
+                        );
+                    },
+                ));
             }
         }
-        let transfer = grpc_transfer_only(&rt, &client, &ctx, &deliveries, runs);
-        let transfer_note = format!(
-            "(c) transport alone (1,000 deliveries, {:.1} MiB encoded, refused after decoding): {:.1} ms, {:.1} µs/envelope",
-            EvaluateRequest {
-                context: Some(ctx.clone()),
-                configurations: Vec::new(),
-                deliveries: deliveries.clone(),
-                budget_ms: 0
-            }
-            .encoded_len() as f64
-                / (1024.0 * 1024.0),
-            transfer.as_secs_f64() * 1e3,
-            transfer.as_secs_f64() * 1e6 / deliveries.len() as f64
+        let (rt, client) = (&rt, client.clone());
+        paths.push(Timed::new(
+            "(c) transport alone: 1 call × 1,000 refused after decoding".into(),
+            1,
+            Some((a1, 0.0)),
+            Accounting::Processes {
+                parent: router.pid(),
+                children: Vec::new(),
+            },
+            move || rt.block_on(grpc_transfer_only(&client, ctx, deliveries)),
+        ));
+        let encoded = EvaluateRequest {
+            context: Some(ctx.clone()),
+            configurations: saved_wire.clone(),
+            deliveries: deliveries.clone(),
+            budget_ms: 0,
+        }
+        .encoded_len();
+        notes.push(format!(
+            "(c) one 1,000-delivery EvaluateRequest is {:.1} MiB encoded",
+            encoded as f64 / (1024.0 * 1024.0)
+        ));
+    }
+
+    // (d) the jq command line, for reference.
+    let jq = std::env::var_os("ROUTER_BENCH_JQ")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| "/usr/bin/jq".into());
+    let jq_dir = tempfile::tempdir().expect("a temporary directory");
+    if !wanted.contains('d') {
+        // Not asked for.
+    } else if jq.exists() {
+        let version = Command::new(&jq)
+            .arg("--version")
+            .output()
+            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
+            .unwrap_or_default();
+        prepare_jq(&jq, jq_dir.path(), ctx, deliveries, &want);
+        let (jq, dir) = (jq.clone(), jq_dir.path().to_path_buf());
+        paths.push(Timed::new(
+            format!("(d) {version} CLI, one process over the stream"),
+            1,
+            Some((a1, 0.0)),
+            Accounting::Reaped,
+            move || {
+                let out = jq_command(&jq, &dir).output().expect("jq runs");
+                assert!(out.status.success(), "jq failed: {}", out.status);
+            },
+        ));
+    } else {
+        println!(
+            "(d) skipped: no jq at {} (set ROUTER_BENCH_JQ)",
+            jq.display()
         );
-        memory_notes.push(transfer_note);
-        let router_hwm = vm_hwm_kib(router.pid());
-        let router_children = children_of(router.pid());
-        let child_hwm: Vec<String> = router_children
+    }
+
+    // The rounds: every path once per round, starting one later each round.
+    for round in 0..runs {
+        let n = paths.len();
+        for k in 0..n {
+            paths[(round + k) % n].run_once();
+        }
+    }
+    println!("load average (1 min) at end: {}", load_average());
+
+    print_table(&paths, ticks);
+    for (_, kids, children, configs) in &pools {
+        let list: Vec<String> = kids
             .iter()
             .map(|p| {
                 format!(
@@ -1303,64 +1293,43 @@ fn main() {
                 )
             })
             .collect();
-        memory_notes.push(format!(
-            "(c) router process VmHWM: {}; its {} children: {}",
-            router_hwm.map(mib).unwrap_or_else(|| "?".into()),
-            router_children.len(),
-            child_hwm.join(", ")
+        notes.push(format!(
+            "(b) pool of {children} ({configs} config): children VmHWM {}",
+            list.join(", ")
         ));
-        drop(router);
     }
-
-    // (d) the jq command line, for reference.
-    let jq = std::env::var_os("ROUTER_BENCH_JQ")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| "/usr/bin/jq".into());
-    let mut jq_row = None;
-    if !paths.contains('d') {
-        // Not asked for.
-    } else if jq.exists() {
-        let version = Command::new(&jq)
-            .arg("--version")
-            .output()
-            .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_string())
-            .unwrap_or_default();
-        let jq_runs = runs.min(5);
-        let wall = through_jq(&jq, &ctx, &deliveries, &want, jq_runs);
-        rows.push(Row {
-            path: format!("(d) {version} CLI, one process over the stream"),
-            envelopes: ENVELOPES,
-            wall,
-            cores: 1,
-            cpu_us: None,
-            baseline: Some((a1, 0.0)),
-            split: None,
-        });
-        jq_row = Some(rows.len() - 1);
-    } else {
-        println!(
-            "(d) skipped: no jq at {} (set ROUTER_BENCH_JQ)",
-            jq.display()
-        );
+    if let Some(router) = &router {
+        let kids: Vec<String> = children_of(router.pid())
+            .iter()
+            .map(|p| {
+                format!(
+                    "pid {p}: {}",
+                    vm_hwm_kib(*p).map(mib).unwrap_or_else(|| "?".into())
+                )
+            })
+            .collect();
+        notes.push(format!(
+            "(c) router process VmHWM: {}; its children: {}",
+            vm_hwm_kib(router.pid())
+                .map(mib)
+                .unwrap_or_else(|| "?".into()),
+            kids.join(", ")
+        ));
     }
-
-    println!("load average (1 min) at end: {}", load_average());
-    print_table(&rows);
-    for note in &memory_notes {
+    for note in &notes {
         println!("{note}");
     }
-    if let Some(d) = jq_row {
+    if let Some(d) = paths.iter().position(|p| p.name.starts_with("(d)")) {
         println!();
-        for r in rows
-            .iter()
-            .filter(|r| r.path.starts_with("(c)") && r.path.ends_with("1 config"))
-        {
+        for p in paths.iter().filter(|p| p.name.starts_with("(c) gRPC")) {
             println!(
-                "(c) vs (d): {} is {:.2}× jq per envelope of wall time, {:.2}× per core",
-                r.path,
-                r.wall_us() / rows[d].wall_us(),
-                r.core_us() / rows[d].core_us()
+                "(c) vs (d): {}: {:.2}× jq's wall time per envelope, {:.2}× per core",
+                p.name,
+                p.wall_us() / paths[d].wall_us(),
+                p.core_us() / paths[d].core_us()
             );
         }
     }
+    drop(pools);
+    drop(router);
 }

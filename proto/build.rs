@@ -5,6 +5,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let files = [
         "switchboard/router/v1/router.proto",
         "switchboard/router/v1/sandbox.proto",
+        "switchboard/control/v1/control.proto",
+        "switchboard/control/v1/rule_packs.proto",
     ];
     for f in files {
         println!("cargo:rerun-if-changed={f}");

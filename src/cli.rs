@@ -1,13 +1,12 @@
-//! Command-line roles: flags, environment (`SWITCHBOARD_*`) and defaults, in that order.
+//! Command-line roles. Each role's flags live beside it in `roles/`; every flag can also come
+//! from a `SWITCHBOARD_*` environment variable, and flags win over the environment, which wins
+//! over the defaults.
 
-use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::process::ExitCode;
-use std::time::Duration;
 
-use clap::{Args, Parser, Subcommand};
-use switchboard_router::sandbox::{ChildLimits, SandboxConfig};
-use switchboard_router::server::BoundRouter;
+use clap::{Parser, Subcommand};
+
+use crate::roles;
 
 #[derive(Parser, Debug)]
 #[command(
@@ -22,61 +21,15 @@ struct Cli {
 
 #[derive(Subcommand, Debug)]
 enum Role {
+    /// Run every role in one process for one machine: a router, control on a SQLite file in
+    /// the data directory, and a dev human, webhook and endpoint, printed.
+    Up(roles::up::UpArgs),
+    /// Run control: ingest (HTTP) and the control gRPC API, over SQLite or PostgreSQL.
+    Control(roles::control::ControlArgs),
     /// Run a router: validates and evaluates configurations in sandbox children (gRPC).
-    Router(RouterArgs),
-}
-
-#[derive(Args, Debug, Clone)]
-pub struct RouterArgs {
-    /// Address to serve gRPC on (port 0 picks a free port; the chosen address is printed).
-    #[arg(
-        long,
-        env = "SWITCHBOARD_ROUTER_LISTEN",
-        default_value = "127.0.0.1:7701"
-    )]
-    pub listen: SocketAddr,
-    /// Sandbox children evaluating at once (default: one per core).
-    #[arg(long, env = "SWITCHBOARD_ROUTER_CHILDREN")]
-    pub children: Option<usize>,
-    /// Per-envelope, per-configuration evaluation budget in milliseconds.
-    #[arg(long, env = "SWITCHBOARD_ROUTER_BUDGET_MS", default_value_t = 50)]
-    pub budget_ms: u64,
-    /// Address space of each child, MiB.
-    #[arg(
-        long,
-        env = "SWITCHBOARD_ROUTER_CHILD_ADDRESS_SPACE_MB",
-        default_value_t = 1024
-    )]
-    pub child_address_space_mb: u64,
-    /// CPU seconds over a child's life before the kernel stops it.
-    #[arg(
-        long,
-        env = "SWITCHBOARD_ROUTER_CHILD_CPU_SECONDS",
-        default_value_t = 3600
-    )]
-    pub child_cpu_seconds: u64,
-    /// Run children even where the kernel refuses seccomp or Landlock (not recommended).
-    #[arg(long, env = "SWITCHBOARD_ROUTER_ALLOW_UNCONFINED_SANDBOX")]
-    pub allow_unconfined_sandbox: bool,
-}
-
-impl RouterArgs {
-    /// The sandbox configuration these flags describe, with children of this very binary.
-    pub fn sandbox_config(&self) -> anyhow::Result<SandboxConfig> {
-        let exe: PathBuf = std::env::current_exe()?;
-        let mut config = SandboxConfig::new(exe);
-        if let Some(n) = self.children {
-            config.children = n.max(1);
-        }
-        config.budget = Duration::from_millis(self.budget_ms.max(1));
-        config.limits = ChildLimits {
-            address_space_mb: self.child_address_space_mb,
-            cpu_seconds: self.child_cpu_seconds,
-            ..ChildLimits::default()
-        };
-        config.require_confinement = !self.allow_unconfined_sandbox;
-        Ok(config)
-    }
+    Router(roles::router::RouterArgs),
+    /// Operator commands on the store: humans, teams, webhooks and their grants, endpoints.
+    Admin(roles::admin::AdminArgs),
 }
 
 fn init_logging() {
@@ -115,14 +68,6 @@ pub async fn shutdown_signal() {
     let _ = ctrl_c.await;
 }
 
-async fn run_router(args: RouterArgs) -> anyhow::Result<()> {
-    let router = BoundRouter::bind(args.listen, args.sandbox_config()?).await?;
-    // Tests and operators read the bound address from this line.
-    println!("router listening on {}", router.local_addr);
-    tracing::info!(addr = %router.local_addr, children = router.pool().config().children, "router serving");
-    router.serve(shutdown_signal()).await
-}
-
 pub fn main() -> ExitCode {
     let cli = Cli::parse();
     init_logging();
@@ -138,7 +83,10 @@ pub fn main() -> ExitCode {
     };
     let result = runtime.block_on(async {
         match cli.role {
-            Role::Router(args) => run_router(args).await,
+            Role::Up(args) => roles::up::run(args).await,
+            Role::Control(args) => roles::control::run(args).await,
+            Role::Router(args) => roles::router::run(args).await,
+            Role::Admin(args) => roles::admin::run(args).await,
         }
     });
     match result {

@@ -4,10 +4,14 @@
 
 #![forbid(unsafe_code)]
 
+pub mod api;
 pub mod error;
+pub mod ingest;
 pub mod routing;
+pub mod rule_packs;
 pub mod scope;
 pub mod secrets;
+pub mod server;
 pub mod state;
 pub mod store;
 pub mod verbs;

@@ -1,6 +1,11 @@
 //! End-to-end tests that start real processes: one test binary keeps link times down.
 
+mod catalog;
+mod cli;
+mod control_api;
+mod control_harness;
 mod hostile;
+mod ingest;
 mod router_grpc;
 mod router_sandbox;
 mod support;

@@ -1,0 +1,301 @@
+//! Store records to wire messages and back: typed fields stay typed, configurations,
+//! decisions and provenance become JSON text. No secret ever leaves through here.
+
+use serde_json::{Map, Value, json};
+use switchboard_proto::control::v1 as pb;
+use switchboard_proto::router::v1::{
+    Decision, Header as RouterHeader, Outcome, RoutingContext, StoredDelivery,
+    TrustedActors as RouterTrustedActors,
+};
+
+use super::status::ApiError;
+use crate::secrets::canonical_json;
+use crate::state::ControlState;
+use crate::store::{Event, EventSummary, HistoryRecord, Page, SourceType, Todo, Webhook};
+
+pub fn source_type(t: SourceType) -> pb::SourceType {
+    match t {
+        SourceType::Forgejo => pb::SourceType::Forgejo,
+        SourceType::Gitea => pb::SourceType::Gitea,
+        SourceType::Github => pb::SourceType::Github,
+        SourceType::Cairn => pb::SourceType::Cairn,
+        SourceType::Generic => pb::SourceType::Generic,
+    }
+}
+
+/// The caller's source type; unspecified and unknown values name the field.
+pub fn source_type_from(value: i32) -> Result<SourceType, ApiError> {
+    match pb::SourceType::try_from(value) {
+        Ok(pb::SourceType::Forgejo) => Ok(SourceType::Forgejo),
+        Ok(pb::SourceType::Gitea) => Ok(SourceType::Gitea),
+        Ok(pb::SourceType::Github) => Ok(SourceType::Github),
+        Ok(pb::SourceType::Cairn) => Ok(SourceType::Cairn),
+        Ok(pb::SourceType::Generic) => Ok(SourceType::Generic),
+        Ok(pb::SourceType::Unspecified) | Err(_) => Err(ApiError::invalid(
+            "source_type",
+            "one of forgejo, gitea, github, cairn, generic",
+        )),
+    }
+}
+
+/// A stored source name (`github`, …) as the wire enum; unknown stays unspecified.
+fn source_name(name: &str) -> i32 {
+    name.parse::<SourceType>()
+        .map_or(pb::SourceType::Unspecified, source_type) as i32
+}
+
+/// Reads `{humans, agents, bots}` from the stored JSON; anything malformed reads as empty.
+fn trusted_lists(value: &Value) -> (Vec<String>, Vec<String>, Vec<String>) {
+    let list = |key: &str| -> Vec<String> {
+        value
+            .get(key)
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    (list("humans"), list("agents"), list("bots"))
+}
+
+pub fn webhook(w: &Webhook) -> pb::Webhook {
+    pb::Webhook {
+        id: w.id.clone(),
+        owner_scope: w.owner_scope.to_string(),
+        source_type: source_type(w.source_type) as i32,
+        grant: w.grant.clone(),
+        default_queue: w.default_queue().unwrap_or_default().to_string(),
+        reject_unverified: w.reject_unverified,
+        config_version: w.config_version,
+        config_digest: w.config_digest.clone(),
+        ingest_path: format!("/hooks/{}", w.id),
+        trusted_actors: w.trusted_actors.as_ref().map(|t| {
+            let (humans, agents, bots) = trusted_lists(t);
+            pb::TrustedActors {
+                humans,
+                agents,
+                bots,
+            }
+        }),
+        installed_packs_json: canonical_json(&w.provenance),
+        created_at_ms: w.created_at,
+    }
+}
+
+/// What the router needs to know about a webhook to validate or evaluate for it.
+pub fn routing_context(state: &ControlState, w: &Webhook) -> RoutingContext {
+    RoutingContext {
+        grant: w.grant.clone(),
+        trusted_actors_capability: state.capabilities.trusted_actors,
+        trusted_actors: w.trusted_actors.as_ref().map(|t| {
+            let (humans, agents, bots) = trusted_lists(t);
+            RouterTrustedActors {
+                humans,
+                agents,
+                bots,
+            }
+        }),
+    }
+}
+
+fn json_text(v: &Option<Value>) -> String {
+    v.as_ref().map(canonical_json).unwrap_or_default()
+}
+
+pub fn event_summary(e: &EventSummary) -> pb::EventSummary {
+    pb::EventSummary {
+        id: e.id.clone(),
+        webhook_id: e.webhook_id.clone(),
+        delivery_id: e.delivery_id.clone(),
+        source: source_name(&e.source),
+        kind: e.kind.clone(),
+        verified: e.verified,
+        received_at_ms: e.received_at,
+        routed: e.routed,
+        decision_json: json_text(&e.decision),
+        fault_json: json_text(&e.fault),
+    }
+}
+
+pub fn event(e: &Event) -> pb::GetWebhookEventResponse {
+    pb::GetWebhookEventResponse {
+        event: Some(pb::EventSummary {
+            id: e.id.clone(),
+            webhook_id: e.webhook_id.clone(),
+            delivery_id: e.delivery_id.clone(),
+            source: source_name(&e.source),
+            kind: e.kind.clone(),
+            verified: e.verified,
+            received_at_ms: e.received_at,
+            routed: e.routed,
+            decision_json: json_text(&e.decision),
+            fault_json: json_text(&e.fault),
+        }),
+        headers: e
+            .headers
+            .iter()
+            .map(|(name, value)| pb::Header {
+                name: name.clone(),
+                value: value.clone(),
+            })
+            .collect(),
+        body: e.body.clone().into(),
+    }
+}
+
+/// A stored event as the router rebuilds its envelope from: the same parts ingest used.
+pub fn stored_delivery(e: &Event) -> StoredDelivery {
+    StoredDelivery {
+        event_id: e.id.clone(),
+        source: e.source.clone(),
+        kind: e.kind.clone(),
+        headers: e
+            .headers
+            .iter()
+            .map(|(name, value)| RouterHeader {
+                name: name.clone(),
+                value: value.clone(),
+            })
+            .collect(),
+        body: e.body.clone().into(),
+        verified: e.verified,
+        delivery_id: e.delivery_id.clone(),
+        received_at_ms: e.received_at,
+    }
+}
+
+/// A router decision as the JSON every `*decision_json` field carries:
+/// `{decision, queue?, rule_id?, fault_code?, reason?, by_default_action?}`, where
+/// `decision` is `queue:<name>`, `drop`, `quarantine`, `default` or `fault`.
+pub fn decision_json(d: &Decision) -> Value {
+    let outcome = Outcome::try_from(d.outcome).unwrap_or(Outcome::Unspecified);
+    let label = match outcome {
+        Outcome::Queue => format!("queue:{}", d.queue),
+        Outcome::Drop => "drop".into(),
+        Outcome::Quarantine => "quarantine".into(),
+        Outcome::Default => "default".into(),
+        Outcome::Fault | Outcome::Unspecified => "fault".into(),
+    };
+    let mut m = Map::new();
+    m.insert("decision".into(), json!(label));
+    for (key, value) in [
+        ("queue", &d.queue),
+        ("rule_id", &d.rule_id),
+        ("fault_code", &d.fault_code),
+        ("reason", &d.reason),
+    ] {
+        if !value.is_empty() {
+            m.insert(key.into(), json!(value));
+        }
+    }
+    if d.by_default_action {
+        m.insert("by_default_action".into(), json!(true));
+    }
+    Value::Object(m)
+}
+
+pub fn history(h: &HistoryRecord) -> pb::HistoryRecord {
+    pb::HistoryRecord {
+        version: h.version,
+        actor_endpoint_id: h.actor.endpoint_id.clone().unwrap_or_default(),
+        actor_human: h.actor.human_login.clone().unwrap_or_default(),
+        change_json: canonical_json(&h.change),
+        provenance_json: json_text(&h.provenance),
+        digest_before: h.digest_before.clone().unwrap_or_default(),
+        digest_after: h.digest_after.clone(),
+        configuration_json: canonical_json(&h.configuration),
+        saved_at_ms: h.saved_at,
+    }
+}
+
+pub fn todo(t: &Todo) -> pb::Todo {
+    let state = if t.completed_at.is_some() {
+        pb::TodoState::Completed
+    } else if t.claimed_by.is_some() {
+        pb::TodoState::Claimed
+    } else {
+        pb::TodoState::Open
+    };
+    pb::Todo {
+        id: t.id.clone(),
+        webhook_id: t.webhook_id.clone(),
+        event_id: t.event_id.clone(),
+        delivery_id: t.delivery_id.clone(),
+        queue: t.queue.clone(),
+        rule_id: t.rule_id.clone().unwrap_or_default(),
+        state: state as i32,
+        created_at_ms: t.created_at,
+        claimed_by: t.claimed_by.clone().unwrap_or_default(),
+        claimed_at_ms: t.claimed_at.unwrap_or_default(),
+        completed_by: t.completed_by.clone().unwrap_or_default(),
+        completed_at_ms: t.completed_at.unwrap_or_default(),
+    }
+}
+
+/// A page request from the wire: an empty cursor is the first page, a zero limit the default.
+pub fn page(cursor: &str, limit: u32) -> Page {
+    Page {
+        cursor: (!cursor.is_empty()).then(|| cursor.to_string()),
+        limit: (limit != 0).then_some(limit),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decisions_read_as_the_spec_names_them() {
+        let d = Decision {
+            outcome: Outcome::Queue as i32,
+            queue: "forge".into(),
+            rule_id: "r-1".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            decision_json(&d),
+            json!({"decision": "queue:forge", "queue": "forge", "rule_id": "r-1"})
+        );
+        let d = Decision {
+            outcome: Outcome::Fault as i32,
+            rule_id: "r-2".into(),
+            fault_code: "rule_fault".into(),
+            reason: "not a boolean".into(),
+            ..Default::default()
+        };
+        assert_eq!(
+            decision_json(&d),
+            json!({"decision": "fault", "rule_id": "r-2", "fault_code": "rule_fault", "reason": "not a boolean"})
+        );
+        let d = Decision {
+            outcome: Outcome::Drop as i32,
+            by_default_action: true,
+            ..Default::default()
+        };
+        assert_eq!(
+            decision_json(&d),
+            json!({"decision": "drop", "by_default_action": true})
+        );
+    }
+
+    #[test]
+    fn source_types_map_both_ways() {
+        for t in SourceType::ALL {
+            assert_eq!(source_type_from(source_type(t) as i32).unwrap(), t);
+            assert_eq!(source_name(t.as_str()), source_type(t) as i32);
+        }
+        assert!(source_type_from(0).is_err());
+        assert!(source_type_from(99).is_err());
+        assert_eq!(source_name("gitlab"), 0);
+    }
+
+    #[test]
+    fn malformed_trusted_actors_read_as_nobody() {
+        let (h, a, b) = trusted_lists(&json!({"humans": "alice", "agents": [1, "bot"]}));
+        assert!(h.is_empty() && b.is_empty());
+        assert_eq!(a, vec!["bot"]);
+    }
+}

@@ -1,0 +1,153 @@
+//! `switchboard.control.v1.RulePacks`: list, install and remove rule packs. Installs and
+//! removals stream replay progress and then the plan or the applied result; a caller that
+//! goes away stops the replay.
+
+use std::pin::Pin;
+use std::sync::Arc;
+
+use serde_json::{Map, Value};
+use switchboard_proto::control::v1::rule_packs_server::RulePacks as RulePacksService;
+use switchboard_proto::control::v1::{
+    InstallRulePackRequest, ListRulePacksRequest, RemoveRulePackRequest, ReplayProgress, ReplayWindow,
+    RulePackEvent, RulePacksResult, rule_pack_event,
+};
+use tokio::sync::mpsc;
+use tokio_stream::wrappers::ReceiverStream;
+use tonic::{Request, Response, Status};
+
+use super::auth::{Caller, authorize};
+use super::status::ApiError;
+use crate::rule_packs::{self, InstallArgs, PackError, Progress, RemoveArgs, RulePacks};
+use crate::state::ControlState;
+
+type EventStream = Pin<Box<dyn tokio_stream::Stream<Item = Result<RulePackEvent, Status>> + Send>>;
+
+pub struct RulePacksApi {
+    state: ControlState,
+    packs: RulePacks,
+}
+
+impl RulePacksApi {
+    pub fn new(state: ControlState, packs: RulePacks) -> Self {
+        Self { state, packs }
+    }
+}
+
+fn caller(c: &Caller) -> rule_packs::Caller {
+    rule_packs::Caller {
+        endpoint_id: c.endpoint.id.clone(),
+        human: c.endpoint.human_login.clone(),
+        scope: c.endpoint.owner_scope.clone(),
+    }
+}
+
+fn window(w: Option<ReplayWindow>) -> rule_packs::ReplayWindow {
+    let w = w.unwrap_or_default();
+    rule_packs::ReplayWindow {
+        limit: (w.limit > 0).then_some(w.limit),
+        since: (w.since_ms > 0).then_some(w.since_ms),
+    }
+}
+
+fn params(json: Option<String>) -> Result<Option<Map<String, Value>>, ApiError> {
+    match json.filter(|s| !s.trim().is_empty()) {
+        None => Ok(None),
+        Some(text) => match serde_json::from_str::<Value>(&text) {
+            Ok(Value::Object(m)) => Ok(Some(m)),
+            _ => Err(ApiError::invalid("params_json", "must be a JSON object of params")),
+        },
+    }
+}
+
+/// Runs an install or removal in its own task, streaming progress and then the result. When
+/// the receiver is dropped (the caller went away), the work is dropped too.
+fn stream<F>(work: impl FnOnce(Progress) -> F + Send + 'static) -> EventStream
+where
+    F: std::future::Future<Output = Result<Value, PackError>> + Send + 'static,
+{
+    let (tx, rx) = mpsc::channel::<Result<RulePackEvent, Status>>(32);
+    let progress_tx = tx.clone();
+    let progress: Progress = Arc::new(move |replayed, total| {
+        let event = RulePackEvent {
+            event: Some(rule_pack_event::Event::Progress(ReplayProgress { replayed, total })),
+        };
+        let _ = progress_tx.try_send(Ok(event));
+    });
+    tokio::spawn(async move {
+        let run = work(progress);
+        tokio::select! {
+            result = run => {
+                let message = match result {
+                    Ok(v) => Ok(RulePackEvent { event: Some(rule_pack_event::Event::ResultJson(v.to_string())) }),
+                    Err(e) => Err(Status::from(ApiError::RulePack(e))),
+                };
+                let _ = tx.send(message).await;
+            }
+            _ = tx.closed() => {
+                tracing::info!("rule pack call cancelled by the caller; replay stopped");
+            }
+        }
+    });
+    Box::pin(ReceiverStream::new(rx))
+}
+
+#[tonic::async_trait]
+impl RulePacksService for RulePacksApi {
+    async fn list_rule_packs(&self, request: Request<ListRulePacksRequest>) -> Result<Response<RulePacksResult>, Status> {
+        super::respond(async {
+            let c = authorize(&self.state, request.metadata(), "list_rule_packs").await?;
+            let webhook_id = request.get_ref().webhook_id.trim();
+            let listing = self
+                .packs
+                .list(&caller(&c), (!webhook_id.is_empty()).then_some(webhook_id))
+                .await
+                .map_err(ApiError::RulePack)?;
+            Ok(RulePacksResult { result_json: listing.to_string() })
+        })
+        .await
+    }
+
+    type InstallRulePackStream = EventStream;
+
+    async fn install_rule_pack(&self, request: Request<InstallRulePackRequest>) -> Result<Response<EventStream>, Status> {
+        let c = authorize(&self.state, request.metadata(), "install_rule_pack").await.map_err(Status::from)?;
+        let r = request.into_inner();
+        if r.webhook_id.trim().is_empty() || r.name.trim().is_empty() {
+            return Err(ApiError::invalid("name", "webhook_id and name are required").into());
+        }
+        let args = InstallArgs {
+            webhook_id: r.webhook_id,
+            name: r.name,
+            version: (!r.version.trim().is_empty()).then_some(r.version),
+            params: params(r.params_json).map_err(Status::from)?,
+            replaces: (!r.replaces.is_empty()).then_some(r.replaces),
+            replay: window(r.replay),
+            confirm: (!r.confirm.trim().is_empty()).then_some(r.confirm),
+            allow_unproven: r.allow_unproven,
+            overwrite_local_edits: r.overwrite_local_edits,
+        };
+        let packs = self.packs.clone();
+        let who = caller(&c);
+        Ok(Response::new(stream(move |progress| async move { packs.install(&who, args, Some(progress)).await })))
+    }
+
+    type RemoveRulePackStream = EventStream;
+
+    async fn remove_rule_pack(&self, request: Request<RemoveRulePackRequest>) -> Result<Response<EventStream>, Status> {
+        let c = authorize(&self.state, request.metadata(), "remove_rule_pack").await.map_err(Status::from)?;
+        let r = request.into_inner();
+        if r.webhook_id.trim().is_empty() || r.name.trim().is_empty() {
+            return Err(ApiError::invalid("name", "webhook_id and name are required").into());
+        }
+        let args = RemoveArgs {
+            webhook_id: r.webhook_id,
+            name: r.name,
+            replay: window(r.replay),
+            confirm: (!r.confirm.trim().is_empty()).then_some(r.confirm),
+            allow_unproven: r.allow_unproven,
+        };
+        let packs = self.packs.clone();
+        let who = caller(&c);
+        Ok(Response::new(stream(move |progress| async move { packs.remove(&who, args, Some(progress)).await })))
+    }
+}

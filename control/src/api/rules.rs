@@ -1,0 +1,753 @@
+//! The `WebhookRules` service (SPEC-0020 as BASE.md states it, with RFC-0003's history and
+//! optimistic concurrency): list, set, update and delete rules, dry runs, and history.
+//!
+//! Control never parses an expression: every candidate is validated by a router
+//! (`Routers::validate`) and every dry run evaluated by one (`Routers::evaluate`). What control
+//! checks itself is what only it knows: which `--` rule ids were put there by pack installs.
+
+use serde_json::{Map, Value, json};
+use switchboard_model::{Configuration, Rule, is_pack_rule_id};
+use switchboard_proto::control::v1 as pb;
+use switchboard_proto::control::v1::webhook_rules_server::WebhookRules;
+use switchboard_proto::router::v1::{
+    Configuration as RouterConfiguration, EvaluateRequest, Header as RouterHeader, Problem,
+    StoredDelivery,
+};
+use tonic::{Request, Response, Status};
+
+use super::auth::{Caller, authorize};
+use super::convert;
+use super::respond;
+use super::status::ApiError;
+use crate::error::{Error, VERSION_MISMATCH};
+use crate::secrets::{canonical_json, random_hex};
+use crate::state::ControlState;
+use crate::store::{MAX_CONFIGURATION_BYTES, SaveConfiguration, Webhook};
+
+/// A write that lost a race with another write (and named no `expected_version`) is rebuilt
+/// on the newer configuration and tried again, at most this many times in all.
+const SAVE_ATTEMPTS: usize = 3;
+/// A dry-run payload is at most what ingest accepts.
+const MAX_TEST_PAYLOAD_BYTES: usize = 1024 * 1024;
+/// A dry-run payload carries at most this many headers.
+const MAX_TEST_HEADERS: usize = 100;
+
+pub struct WebhookRulesApi {
+    state: ControlState,
+}
+
+impl WebhookRulesApi {
+    pub fn new(state: ControlState) -> Self {
+        Self { state }
+    }
+}
+
+/// One problem that is the configuration's as a whole (rule_index -1).
+fn configuration_problem(code: &str, message: String) -> Problem {
+    Problem {
+        rule_id: String::new(),
+        rule_index: -1,
+        code: code.into(),
+        message,
+        field: String::new(),
+    }
+}
+
+/// The caller's configuration JSON, parsed (not validated: that is the router's).
+fn parse_candidate(field: &'static str, text: &str) -> Result<Configuration, ApiError> {
+    if text.trim().is_empty() {
+        return Err(ApiError::invalid(
+            field,
+            "give a configuration: {\"rules\": [...], \"default_action\"?: {...}, \"params\"?: {...}}",
+        ));
+    }
+    if text.len() > MAX_CONFIGURATION_BYTES {
+        return Err(ApiError::invalid(
+            field,
+            format!("larger than {MAX_CONFIGURATION_BYTES} bytes"),
+        ));
+    }
+    Configuration::from_json(text).map_err(|message| {
+        ApiError::InvalidConfiguration(vec![configuration_problem(
+            "invalid_configuration",
+            message,
+        )])
+    })
+}
+
+/// The webhook's saved configuration. It was validated when saved, so failing to read it back
+/// is control's fault, not the caller's.
+fn saved_configuration(w: &Webhook) -> Result<Configuration, ApiError> {
+    serde_json::from_value(w.configuration.clone())
+        .map_err(|e| ApiError::internal(format!("stored configuration of {}: {e}", w.id)))
+}
+
+/// `--` ids belong to pack rules (`<pack>--<local-id>`). A candidate may keep (or edit) a `--`
+/// rule already saved on the webhook, which only a confirmed pack install puts there, but may
+/// not bring in a new one by hand.
+fn reserved_id_problems(candidate: &Configuration, saved: &Configuration) -> Vec<Problem> {
+    let saved_ids: Vec<&str> = saved.rules.iter().filter_map(|r| r.id.as_deref()).collect();
+    candidate
+        .rules
+        .iter()
+        .enumerate()
+        .filter_map(|(i, rule)| {
+            let id = rule.id.as_deref()?;
+            (is_pack_rule_id(id) && !saved_ids.contains(&id)).then(|| Problem {
+                rule_id: id.to_string(),
+                rule_index: i32::try_from(i).unwrap_or(i32::MAX),
+                code: "reserved_rule_id".into(),
+                message: format!(
+                    "ids with `--` are reserved for rules installed by rule packs, and {id} is not one on this webhook; choose an id without `--`"
+                ),
+                field: format!("rules[{i}].id"),
+            })
+        })
+        .collect()
+}
+
+/// Gives id-less rules their ids and validates the candidate as a save would, through a
+/// router, with the webhook's grant and capabilities. Every problem comes back at once.
+async fn prepare_candidate(
+    state: &ControlState,
+    w: &Webhook,
+    saved: &Configuration,
+    candidate: &mut Configuration,
+) -> Result<Vec<String>, ApiError> {
+    let minted = candidate.mint_rule_ids();
+    let mut problems = reserved_id_problems(candidate, saved);
+    let checked = state
+        .routers
+        .validate(
+            &candidate.canonical_json(),
+            &convert::routing_context(state, w),
+        )
+        .await?;
+    if !checked.valid && checked.problems.is_empty() {
+        return Err(ApiError::internal(
+            "the router called a configuration invalid without a problem",
+        ));
+    }
+    problems.extend(checked.problems);
+    if problems.is_empty() {
+        Ok(minted)
+    } else {
+        // Configuration-wide problems first, then rule by rule; stable within a rule.
+        problems.sort_by_key(|p| p.rule_index);
+        Err(ApiError::InvalidConfiguration(problems))
+    }
+}
+
+/// The fields of a rule an update may give.
+const RULE_FIELDS: [&str; 4] = ["id", "description", "when", "action"];
+
+/// An update's fields, checked for shape before anything is read.
+fn parse_rule_patch(text: &str) -> Result<Map<String, Value>, ApiError> {
+    let value: Value = serde_json::from_str(text).map_err(|e| {
+        ApiError::invalid(
+            "rule_json",
+            format!("not JSON: {e}; give an object of the fields to change"),
+        )
+    })?;
+    let Value::Object(patch) = value else {
+        return Err(ApiError::invalid(
+            "rule_json",
+            "give an object of the fields to change: id, description, when, action",
+        ));
+    };
+    for (key, value) in &patch {
+        if !RULE_FIELDS.contains(&key.as_str()) {
+            return Err(ApiError::invalid(
+                "rule_json",
+                format!("{key:?} is not a rule field (id, description, when, action)"),
+            ));
+        }
+        let ok = match key.as_str() {
+            "id" | "when" => value.is_string(),
+            "description" => value.is_string() || value.is_null(),
+            _ => value.is_object(),
+        };
+        if !ok {
+            return Err(ApiError::invalid(
+                "rule_json",
+                format!(
+                    "{key} must be {}",
+                    match key.as_str() {
+                        "description" => "a string, or null to remove it",
+                        "action" =>
+                            "an object: {\"queue\": \"<name>\"}, {\"drop\": true} or {\"quarantine\": true}",
+                        _ => "a string",
+                    }
+                ),
+            ));
+        }
+    }
+    Ok(patch)
+}
+
+/// What a rule write does to the saved configuration.
+enum Edit {
+    Set(Configuration),
+    Update {
+        rule_id: String,
+        patch: Map<String, Value>,
+    },
+    Delete {
+        rule_id: String,
+    },
+}
+
+fn rule_index(config: &Configuration, rule_id: &str) -> Result<usize, ApiError> {
+    config
+        .rules
+        .iter()
+        .position(|r| r.id.as_deref() == Some(rule_id))
+        .ok_or(ApiError::Control(Error::NotFound { resource: "rule" }))
+}
+
+impl Edit {
+    /// The candidate this edit makes of `saved`, and the change to record in history.
+    fn apply(&self, saved: &Configuration) -> Result<(Configuration, Value), ApiError> {
+        match self {
+            Edit::Set(candidate) => Ok((candidate.clone(), json!({"op": "set_webhook_rules"}))),
+            Edit::Update { rule_id, patch } => {
+                let i = rule_index(saved, rule_id)?;
+                let mut rule = match serde_json::to_value(&saved.rules[i]) {
+                    Ok(Value::Object(m)) => m,
+                    _ => return Err(ApiError::internal("a saved rule is not a JSON object")),
+                };
+                for (key, value) in patch {
+                    if key == "description" && value.is_null() {
+                        rule.remove(key);
+                    } else {
+                        rule.insert(key.clone(), value.clone());
+                    }
+                }
+                let rule: Rule = serde_json::from_value(Value::Object(rule))
+                    .map_err(|e| ApiError::invalid("rule_json", e.to_string()))?;
+                let mut candidate = saved.clone();
+                let mut fields: Vec<&String> = patch.keys().collect();
+                fields.sort();
+                let mut change = json!({
+                    "op": "update_webhook_rule",
+                    "rule_id": rule_id,
+                    "fields": fields,
+                });
+                if rule.id.as_deref() != Some(rule_id.as_str()) {
+                    change["new_rule_id"] = json!(rule.id);
+                }
+                candidate.rules[i] = rule;
+                Ok((candidate, change))
+            }
+            Edit::Delete { rule_id } => {
+                let i = rule_index(saved, rule_id)?;
+                let mut candidate = saved.clone();
+                candidate.rules.remove(i);
+                Ok((
+                    candidate,
+                    json!({"op": "delete_webhook_rule", "rule_id": rule_id}),
+                ))
+            }
+        }
+    }
+}
+
+impl WebhookRulesApi {
+    /// Reads the webhook, applies the edit, validates the candidate and saves it, conditional
+    /// on the version it read: an edit is never applied to a configuration it did not see.
+    async fn save_edit(
+        &self,
+        caller: &Caller,
+        webhook_id: &str,
+        expected_version: Option<i64>,
+        edit: Edit,
+    ) -> Result<pb::SaveRulesResponse, ApiError> {
+        let store = &self.state.store;
+        for attempt in 1..=SAVE_ATTEMPTS {
+            let w = store.get_webhook(caller.scope(), webhook_id).await?;
+            if let Some(expected) = expected_version
+                && expected != w.config_version
+            {
+                return Err(Error::FailedPrecondition {
+                    reason: VERSION_MISMATCH,
+                    current_version: Some(w.config_version),
+                }
+                .into());
+            }
+            let saved = saved_configuration(&w)?;
+            let (mut candidate, mut change) = edit.apply(&saved)?;
+            let minted = prepare_candidate(&self.state, &w, &saved, &mut candidate).await?;
+            if !minted.is_empty() {
+                change["minted_rule_ids"] = json!(minted);
+            }
+            let configuration = serde_json::to_value(&candidate)
+                .map_err(|e| ApiError::internal(format!("serialize a configuration: {e}")))?;
+            let outcome = store
+                .save_configuration(
+                    caller.scope(),
+                    webhook_id,
+                    SaveConfiguration {
+                        expected_version: Some(w.config_version),
+                        configuration,
+                        actor: caller.actor(),
+                        change,
+                        ..SaveConfiguration::default()
+                    },
+                )
+                .await;
+            match outcome {
+                Ok(saved) => {
+                    if !saved.duplicate {
+                        tracing::info!(
+                            webhook = %webhook_id,
+                            endpoint = %caller.endpoint.id,
+                            version = saved.version,
+                            "configuration saved"
+                        );
+                    }
+                    return Ok(pb::SaveRulesResponse {
+                        webhook_id: webhook_id.to_string(),
+                        version: saved.version,
+                        digest: saved.digest,
+                        duplicate: saved.duplicate,
+                        minted_rule_ids: minted,
+                        configuration_json: candidate.canonical_json(),
+                    });
+                }
+                Err(Error::FailedPrecondition { reason, .. })
+                    if reason == VERSION_MISMATCH
+                        && expected_version.is_none()
+                        && attempt < SAVE_ATTEMPTS =>
+                {
+                    tracing::debug!(webhook = %webhook_id, attempt, "configuration moved during a write; rebuilding");
+                }
+                Err(e) => return Err(e.into()),
+            }
+        }
+        Err(ApiError::internal("save attempts exhausted"))
+    }
+}
+
+/// `<event>` from the forge's event header (Forgejo's and Gitea's first: they also send
+/// GitHub's) and `.<action>` from the body, as ingest reads a kind.
+fn kind_from_headers(headers: &[pb::Header], body: &Value) -> Option<String> {
+    let event = ["x-forgejo-event", "x-gitea-event", "x-github-event"]
+        .iter()
+        .find_map(|name| {
+            headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case(name))
+                .map(|h| h.value.trim())
+                .filter(|v| !v.is_empty())
+        })?;
+    Some(match body.get("action").and_then(Value::as_str) {
+        Some(action) if !action.is_empty() => format!("{event}.{action}"),
+        _ => event.to_string(),
+    })
+}
+
+fn is_header_name(name: &str) -> bool {
+    !name.is_empty()
+        && name.len() <= 256
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+}
+
+/// A delivery made up by the caller, shaped as ingest would store it.
+fn payload_delivery(
+    state: &ControlState,
+    w: &Webhook,
+    p: &pb::TestPayload,
+) -> Result<StoredDelivery, ApiError> {
+    if p.payload_json.len() > MAX_TEST_PAYLOAD_BYTES {
+        return Err(ApiError::invalid(
+            "payload.payload_json",
+            format!("larger than {MAX_TEST_PAYLOAD_BYTES} bytes"),
+        ));
+    }
+    let body: Value = serde_json::from_str(&p.payload_json).map_err(|e| {
+        ApiError::invalid("payload.payload_json", format!("not a JSON document: {e}"))
+    })?;
+    if p.headers.len() > MAX_TEST_HEADERS {
+        return Err(ApiError::invalid(
+            "payload.headers",
+            format!("at most {MAX_TEST_HEADERS} headers"),
+        ));
+    }
+    for h in &p.headers {
+        if !is_header_name(&h.name)
+            || h.value.len() > 8192
+            || h.value.chars().any(|c| c.is_control() && c != '\t')
+        {
+            return Err(ApiError::invalid(
+                "payload.headers",
+                format!("{:?} is not a valid header", h.name),
+            ));
+        }
+    }
+    let kind = if p.kind.is_empty() {
+        kind_from_headers(&p.headers, &body).ok_or_else(|| {
+            ApiError::invalid(
+                "payload.kind",
+                "give the kind (`<event>` or `<event>.<action>`), or the forge's event header in headers",
+            )
+        })?
+    } else {
+        p.kind.clone()
+    };
+    if kind.len() > 200 || kind.chars().any(char::is_control) {
+        return Err(ApiError::invalid(
+            "payload.kind",
+            "at most 200 characters, no control characters",
+        ));
+    }
+    let delivery_id = if p.delivery_id.is_empty() {
+        format!("test-{}", random_hex(8)?)
+    } else if p.delivery_id.len() > 200 || p.delivery_id.chars().any(char::is_control) {
+        return Err(ApiError::invalid(
+            "payload.delivery_id",
+            "at most 200 characters, no control characters",
+        ));
+    } else {
+        p.delivery_id.clone()
+    };
+    Ok(StoredDelivery {
+        event_id: "payload".into(),
+        source: w.source_type.as_str().into(),
+        kind,
+        headers: p
+            .headers
+            .iter()
+            .map(|h| RouterHeader {
+                name: h.name.clone(),
+                value: h.value.clone(),
+            })
+            .collect(),
+        body: p.payload_json.clone().into_bytes().into(),
+        verified: p.verified.unwrap_or(true),
+        delivery_id,
+        received_at_ms: state.store.clock().now_ms(),
+    })
+}
+
+/// The decision label (`queue:<name>`, `drop`, …) of a decision JSON, for comparisons.
+fn label(decision: &Value) -> &str {
+    decision
+        .get("decision")
+        .and_then(Value::as_str)
+        .unwrap_or("fault")
+}
+
+#[tonic::async_trait]
+impl WebhookRules for WebhookRulesApi {
+    async fn list_webhook_rules(
+        &self,
+        request: Request<pb::ListWebhookRulesRequest>,
+    ) -> Result<Response<pb::ListWebhookRulesResponse>, Status> {
+        respond(async {
+            let caller = authorize(&self.state, request.metadata(), "list_webhook_rules").await?;
+            let w = self
+                .state
+                .store
+                .get_webhook(caller.scope(), &request.get_ref().webhook_id)
+                .await?;
+            Ok(pb::ListWebhookRulesResponse {
+                webhook_id: w.id.clone(),
+                configuration_json: canonical_json(&w.configuration),
+                version: w.config_version,
+                digest: w.config_digest.clone(),
+                grant: w.grant.clone(),
+                installed_packs_json: canonical_json(&w.provenance),
+                trusted_actors_capability: self.state.capabilities.trusted_actors,
+            })
+        })
+        .await
+    }
+
+    async fn set_webhook_rules(
+        &self,
+        request: Request<pb::SetWebhookRulesRequest>,
+    ) -> Result<Response<pb::SaveRulesResponse>, Status> {
+        respond(async {
+            let caller = authorize(&self.state, request.metadata(), "set_webhook_rules").await?;
+            let req = request.get_ref();
+            let candidate = parse_candidate("configuration_json", &req.configuration_json)?;
+            self.save_edit(
+                &caller,
+                &req.webhook_id,
+                req.expected_version,
+                Edit::Set(candidate),
+            )
+            .await
+        })
+        .await
+    }
+
+    async fn update_webhook_rule(
+        &self,
+        request: Request<pb::UpdateWebhookRuleRequest>,
+    ) -> Result<Response<pb::SaveRulesResponse>, Status> {
+        respond(async {
+            let caller = authorize(&self.state, request.metadata(), "update_webhook_rule").await?;
+            let req = request.get_ref();
+            let patch = parse_rule_patch(&req.rule_json)?;
+            self.save_edit(
+                &caller,
+                &req.webhook_id,
+                req.expected_version,
+                Edit::Update {
+                    rule_id: req.rule_id.clone(),
+                    patch,
+                },
+            )
+            .await
+        })
+        .await
+    }
+
+    async fn delete_webhook_rule(
+        &self,
+        request: Request<pb::DeleteWebhookRuleRequest>,
+    ) -> Result<Response<pb::SaveRulesResponse>, Status> {
+        respond(async {
+            let caller = authorize(&self.state, request.metadata(), "delete_webhook_rule").await?;
+            let req = request.get_ref();
+            self.save_edit(
+                &caller,
+                &req.webhook_id,
+                req.expected_version,
+                Edit::Delete {
+                    rule_id: req.rule_id.clone(),
+                },
+            )
+            .await
+        })
+        .await
+    }
+
+    async fn test_webhook_rules(
+        &self,
+        request: Request<pb::TestWebhookRulesRequest>,
+    ) -> Result<Response<pb::TestWebhookRulesResponse>, Status> {
+        respond(async {
+            let caller = authorize(&self.state, request.metadata(), "test_webhook_rules").await?;
+            let req = request.get_ref();
+            let sources = [
+                !req.event_id.is_empty(),
+                req.payload.is_some(),
+                req.replay.is_some(),
+            ];
+            if sources.iter().filter(|s| **s).count() != 1 {
+                return Err(ApiError::invalid(
+                    "event_id",
+                    "give exactly one of event_id, payload and replay",
+                ));
+            }
+            if req.replay.is_some() {
+                return Err(ApiError::Unimplemented(
+                    "replay comes with rule packs (SPEC-0031 REQ-8); test one event_id or payload for now",
+                ));
+            }
+            let mut candidate = if req.configuration_json.is_empty() {
+                None
+            } else {
+                Some(parse_candidate(
+                    "configuration_json",
+                    &req.configuration_json,
+                )?)
+            };
+            let store = &self.state.store;
+            let w = store.get_webhook(caller.scope(), &req.webhook_id).await?;
+            let delivery = match &req.payload {
+                Some(payload) => payload_delivery(&self.state, &w, payload)?,
+                None => {
+                    let event = store.get_event(caller.scope(), &req.event_id).await?;
+                    // After the one scoped read: another webhook's event costs what an unknown one does.
+                    if event.webhook_id != w.id {
+                        return Err(Error::NotFound { resource: "event" }.into());
+                    }
+                    convert::stored_delivery(&event)
+                }
+            };
+            let saved = saved_configuration(&w)?;
+            let mut configurations = vec![RouterConfiguration {
+                json: canonical_json(&w.configuration),
+            }];
+            let mut minted = Vec::new();
+            if let Some(candidate) = candidate.as_mut() {
+                minted = prepare_candidate(&self.state, &w, &saved, candidate).await?;
+                configurations.push(RouterConfiguration {
+                    json: candidate.canonical_json(),
+                });
+            }
+            let kind = delivery.kind.clone();
+            let results = self
+                .state
+                .routers
+                .evaluate(EvaluateRequest {
+                    context: Some(convert::routing_context(&self.state, &w)),
+                    configurations,
+                    deliveries: vec![delivery],
+                    budget_ms: u32::try_from(self.state.limits.evaluation_budget.as_millis())
+                        .unwrap_or(u32::MAX),
+                })
+                .await?;
+            let decisions = match results.as_slice() {
+                [one] if one.decisions.len() == 1 + usize::from(candidate.is_some()) => {
+                    &one.decisions
+                }
+                _ => {
+                    return Err(ApiError::internal(format!(
+                        "a router answered a dry run with {} results",
+                        results.len()
+                    )));
+                }
+            };
+            let saved_decision = convert::decision_json(&decisions[0]);
+            let candidate_decision = decisions.get(1).map(convert::decision_json);
+            Ok(pb::TestWebhookRulesResponse {
+                webhook_id: w.id.clone(),
+                event_id: req.event_id.clone(),
+                kind,
+                saved_version: w.config_version,
+                saved_decision_json: canonical_json(&saved_decision),
+                changed: candidate_decision
+                    .as_ref()
+                    .is_some_and(|c| label(c) != label(&saved_decision)),
+                candidate_decision_json: candidate_decision
+                    .as_ref()
+                    .map(canonical_json)
+                    .unwrap_or_default(),
+                candidate_configuration_json: candidate
+                    .as_ref()
+                    .map(Configuration::canonical_json)
+                    .unwrap_or_default(),
+                candidate_digest: candidate
+                    .as_ref()
+                    .map(Configuration::digest)
+                    .unwrap_or_default(),
+                minted_rule_ids: minted,
+            })
+        })
+        .await
+    }
+
+    async fn list_webhook_history(
+        &self,
+        request: Request<pb::ListWebhookHistoryRequest>,
+    ) -> Result<Response<pb::ListWebhookHistoryResponse>, Status> {
+        respond(async {
+            let caller = authorize(&self.state, request.metadata(), "list_webhook_history").await?;
+            let req = request.get_ref();
+            let page = self
+                .state
+                .store
+                .list_history(
+                    caller.scope(),
+                    &req.webhook_id,
+                    &convert::page(&req.cursor, req.limit),
+                )
+                .await?;
+            Ok(pb::ListWebhookHistoryResponse {
+                records: page.items.iter().map(convert::history).collect(),
+                next_cursor: page.next_cursor.unwrap_or_default(),
+            })
+        })
+        .await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn config(text: &str) -> Configuration {
+        Configuration::from_json(text).unwrap()
+    }
+
+    #[test]
+    fn new_pack_ids_are_reserved_but_saved_ones_stay() {
+        let saved = config(
+            r#"{"rules":[{"id":"drop-ci-noise--bots","when":"true","action":{"drop":true}}]}"#,
+        );
+        let candidate = config(
+            r#"{"rules":[
+                {"id":"drop-ci-noise--bots","when":"false","action":{"drop":true}},
+                {"id":"mine--sneaky","when":"true","action":{"drop":true}},
+                {"id":"plain","when":"true","action":{"drop":true}}]}"#,
+        );
+        let problems = reserved_id_problems(&candidate, &saved);
+        assert_eq!(problems.len(), 1);
+        assert_eq!(
+            (
+                problems[0].code.as_str(),
+                problems[0].rule_index,
+                problems[0].field.as_str()
+            ),
+            ("reserved_rule_id", 1, "rules[1].id")
+        );
+    }
+
+    #[test]
+    fn updates_merge_fields_and_record_what_changed() {
+        let saved = config(
+            r#"{"rules":[{"id":"a","description":"old","when":"true","action":{"drop":true}}]}"#,
+        );
+        let patch = parse_rule_patch(r#"{"when":"false","description":null}"#).unwrap();
+        let (candidate, change) = Edit::Update {
+            rule_id: "a".into(),
+            patch,
+        }
+        .apply(&saved)
+        .unwrap();
+        assert_eq!(candidate.rules[0].when, "false");
+        assert_eq!(candidate.rules[0].description, None);
+        assert_eq!(change["op"], "update_webhook_rule");
+        let missing = Edit::Delete {
+            rule_id: "zz".into(),
+        }
+        .apply(&saved);
+        assert!(matches!(
+            missing,
+            Err(ApiError::Control(Error::NotFound { resource: "rule" }))
+        ));
+    }
+
+    #[test]
+    fn patches_are_checked_for_shape() {
+        for bad in [
+            "[]",
+            "not json",
+            r#"{"whenn":"true"}"#,
+            r#"{"when":true}"#,
+            r#"{"id":null}"#,
+            r#"{"action":"drop"}"#,
+        ] {
+            assert!(parse_rule_patch(bad).is_err(), "{bad}");
+        }
+        assert!(parse_rule_patch(r#"{"description":null,"action":{"drop":true}}"#).is_ok());
+    }
+
+    #[test]
+    fn kinds_come_from_the_forge_header_first() {
+        let h = |name: &str, value: &str| pb::Header {
+            name: name.into(),
+            value: value.into(),
+        };
+        let body = json!({"action": "opened"});
+        let headers = vec![
+            h("X-GitHub-Event", "pull_request"),
+            h("X-Gitea-Event", "issues"),
+        ];
+        assert_eq!(
+            kind_from_headers(&headers, &body).as_deref(),
+            Some("issues.opened")
+        );
+        assert_eq!(
+            kind_from_headers(&[h("x-github-event", "push")], &json!({})).as_deref(),
+            Some("push")
+        );
+        assert_eq!(kind_from_headers(&[], &body), None);
+    }
+}

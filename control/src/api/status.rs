@@ -1,0 +1,413 @@
+//! The one place where what went wrong becomes a `tonic::Status`.
+//!
+//! Every status message starts with a stable machine-readable reason and `": "`
+//! (`not_found: webhook not found`), and the details carry the same reason as a
+//! `google.rpc.ErrorInfo` (domain [`DOMAIN`]), plus `BadRequest` field violations for bad
+//! arguments and `RetryInfo` for limits. Internal context (SQL, driver errors, router
+//! addresses) is logged here and never sent.
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use serde::Serialize;
+use switchboard_proto::router::v1::Problem;
+use tonic::{Code, Status};
+use tonic_types::{ErrorDetails, StatusExt};
+
+use crate::error::Error;
+use crate::routing::RoutingError;
+
+/// The `ErrorInfo.domain` of every error control answers.
+pub const DOMAIN: &str = "switchboard";
+
+/// The reasons a caller can branch on. Stable: clients and the MCP gateway match on them.
+pub mod reason {
+    pub const UNAUTHENTICATED: &str = "unauthenticated";
+    pub const PERMISSION_DENIED: &str = "permission_denied";
+    pub const NOT_FOUND: &str = "not_found";
+    pub const INVALID_ARGUMENT: &str = "invalid_argument";
+    /// A configuration failed validation; every problem is listed.
+    pub const INVALID_CONFIGURATION: &str = "invalid_configuration";
+    /// `expected_version` is not the saved version; metadata `current_version` names it.
+    pub const VERSION_MISMATCH: &str = crate::error::VERSION_MISMATCH;
+    pub const PLAN_STALE: &str = crate::error::PLAN_STALE;
+    /// The request collides with current state (a todo claimed by another endpoint).
+    pub const CONFLICT: &str = "conflict";
+    /// The endpoint's request budget is spent; metadata `retry_after_ms` says for how long.
+    pub const RATE_LIMITED: &str = "rate_limited";
+    /// No router instance answered; nothing was changed.
+    pub const ROUTER_UNAVAILABLE: &str = "router_unavailable";
+    pub const UNIMPLEMENTED: &str = "unimplemented";
+    pub const INTERNAL: &str = "internal";
+}
+
+/// Everything an API call can fail with.
+#[derive(Debug)]
+pub enum ApiError {
+    /// The storage layer and the domain rules.
+    Control(Error),
+    /// The router plane.
+    Routing(RoutingError),
+    /// No, or no valid, bearer credential.
+    Unauthenticated(&'static str),
+    /// The verb is off the allowlist, or the human lacks the role.
+    PermissionDenied(String),
+    /// A configuration failed validation: every problem, together.
+    InvalidConfiguration(Vec<Problem>),
+    /// Declared in the API for later, not served yet.
+    Unimplemented(&'static str),
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        ApiError::Control(e)
+    }
+}
+
+impl From<RoutingError> for ApiError {
+    fn from(e: RoutingError) -> Self {
+        ApiError::Routing(e)
+    }
+}
+
+impl ApiError {
+    /// A bad argument, naming the field.
+    pub fn invalid(field: &'static str, message: impl Into<String>) -> Self {
+        ApiError::Control(Error::InvalidArgument {
+            field,
+            message: message.into(),
+        })
+    }
+
+    /// Something inside control failed; `context` is logged, never sent.
+    pub fn internal(context: impl Into<String>) -> Self {
+        ApiError::Control(Error::Internal {
+            context: context.into(),
+        })
+    }
+}
+
+/// A validation problem as callers see it in `invalid_configuration` errors.
+#[derive(Serialize)]
+struct ProblemJson<'a> {
+    code: &'a str,
+    message: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    field: &'a str,
+    #[serde(skip_serializing_if = "str::is_empty")]
+    rule_id: &'a str,
+    /// -1 for configuration-wide problems.
+    rule_index: i32,
+}
+
+/// The problems as the JSON list put in the status message.
+pub fn problems_json(problems: &[Problem]) -> String {
+    let list: Vec<ProblemJson<'_>> = problems
+        .iter()
+        .map(|p| ProblemJson {
+            code: &p.code,
+            message: &p.message,
+            field: &p.field,
+            rule_id: &p.rule_id,
+            rule_index: p.rule_index,
+        })
+        .collect();
+    serde_json::to_string(&list).unwrap_or_else(|_| "[]".into())
+}
+
+fn with_reason(
+    code: Code,
+    reason: &str,
+    message: &str,
+    metadata: HashMap<String, String>,
+    mut details: ErrorDetails,
+) -> Status {
+    details.set_error_info(reason, DOMAIN, metadata);
+    Status::with_error_details(code, format!("{reason}: {message}"), details)
+}
+
+fn retry_after(delay: Duration) -> (HashMap<String, String>, ErrorDetails) {
+    let metadata = HashMap::from([("retry_after_ms".to_string(), delay.as_millis().to_string())]);
+    (metadata, ErrorDetails::with_retry_info(Some(delay)))
+}
+
+impl From<ApiError> for Status {
+    fn from(e: ApiError) -> Status {
+        match e {
+            ApiError::Control(e) => control_status(e),
+            ApiError::Routing(RoutingError::Unavailable(context)) => {
+                tracing::warn!(error = %context, "no router answered an api call");
+                let (metadata, details) = retry_after(Duration::from_secs(1));
+                with_reason(
+                    Code::Unavailable,
+                    reason::ROUTER_UNAVAILABLE,
+                    "no router answered; nothing was changed, try again shortly",
+                    metadata,
+                    details,
+                )
+            }
+            ApiError::Routing(RoutingError::Refused(context)) => {
+                tracing::error!(error = %context, "a router refused an api request");
+                with_reason(
+                    Code::Internal,
+                    reason::INTERNAL,
+                    "internal error",
+                    HashMap::new(),
+                    ErrorDetails::new(),
+                )
+            }
+            ApiError::Unauthenticated(message) => with_reason(
+                Code::Unauthenticated,
+                reason::UNAUTHENTICATED,
+                message,
+                HashMap::new(),
+                ErrorDetails::new(),
+            ),
+            ApiError::PermissionDenied(message) => with_reason(
+                Code::PermissionDenied,
+                reason::PERMISSION_DENIED,
+                &message,
+                HashMap::new(),
+                ErrorDetails::new(),
+            ),
+            ApiError::InvalidConfiguration(problems) => {
+                let mut details = ErrorDetails::new();
+                for p in &problems {
+                    let field = if p.field.is_empty() {
+                        "configuration"
+                    } else {
+                        p.field.as_str()
+                    };
+                    details.add_bad_request_violation(field, format!("{}: {}", p.code, p.message));
+                }
+                let metadata =
+                    HashMap::from([("problems".to_string(), problems.len().to_string())]);
+                let message = format!(
+                    "the configuration has {} problem{}: {}",
+                    problems.len(),
+                    if problems.len() == 1 { "" } else { "s" },
+                    problems_json(&problems)
+                );
+                with_reason(
+                    Code::InvalidArgument,
+                    reason::INVALID_CONFIGURATION,
+                    &message,
+                    metadata,
+                    details,
+                )
+            }
+            ApiError::Unimplemented(message) => with_reason(
+                Code::Unimplemented,
+                reason::UNIMPLEMENTED,
+                message,
+                HashMap::new(),
+                ErrorDetails::new(),
+            ),
+        }
+    }
+}
+
+fn control_status(e: Error) -> Status {
+    let message = e.to_string();
+    match e {
+        Error::NotFound { resource } => with_reason(
+            Code::NotFound,
+            reason::NOT_FOUND,
+            &message,
+            HashMap::from([("resource".to_string(), resource.to_string())]),
+            ErrorDetails::new(),
+        ),
+        Error::FailedPrecondition {
+            reason,
+            current_version,
+        } => {
+            let mut metadata = HashMap::new();
+            let mut details = ErrorDetails::new();
+            let message = match current_version {
+                Some(v) => {
+                    metadata.insert("current_version".to_string(), v.to_string());
+                    details.add_precondition_failure_violation(
+                        reason,
+                        "configuration",
+                        format!("the saved configuration is at version {v}"),
+                    );
+                    format!("the saved configuration is at version {v}")
+                }
+                None => message,
+            };
+            with_reason(
+                Code::FailedPrecondition,
+                reason,
+                &message,
+                metadata,
+                details,
+            )
+        }
+        Error::Conflict { .. } => with_reason(
+            Code::FailedPrecondition,
+            reason::CONFLICT,
+            &message,
+            HashMap::new(),
+            ErrorDetails::new(),
+        ),
+        Error::InvalidArgument { field, .. } => with_reason(
+            Code::InvalidArgument,
+            reason::INVALID_ARGUMENT,
+            &message,
+            HashMap::from([("field".to_string(), field.to_string())]),
+            ErrorDetails::with_bad_request_violation(field, message.clone()),
+        ),
+        Error::ResourceExhausted { retry_after: delay } => {
+            let (metadata, details) = retry_after(delay);
+            with_reason(
+                Code::ResourceExhausted,
+                reason::RATE_LIMITED,
+                &message,
+                metadata,
+                details,
+            )
+        }
+        Error::Internal { context } => {
+            tracing::error!(error = %context, "api call failed inside control");
+            with_reason(
+                Code::Internal,
+                reason::INTERNAL,
+                "internal error",
+                HashMap::new(),
+                ErrorDetails::new(),
+            )
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn reason_of(s: &Status) -> String {
+        s.get_error_details()
+            .error_info()
+            .map(|i| i.reason.clone())
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn internal_context_never_reaches_the_caller() {
+        let s = Status::from(ApiError::internal("SELECT secret FROM webhooks"));
+        assert_eq!(s.code(), Code::Internal);
+        assert_eq!(s.message(), "internal: internal error");
+        assert!(!format!("{s:?}").contains("SELECT"));
+        let s = Status::from(ApiError::Routing(RoutingError::Unavailable(
+            "10.0.0.7:7701: connection refused".into(),
+        )));
+        assert_eq!(s.code(), Code::Unavailable);
+        assert!(!s.message().contains("10.0.0.7"));
+        let s = Status::from(ApiError::Routing(RoutingError::Refused("secret".into())));
+        assert!(!s.message().contains("secret"));
+    }
+
+    #[test]
+    fn every_status_starts_with_its_reason() {
+        let cases: Vec<(ApiError, Code, &str)> = vec![
+            (
+                Error::NotFound {
+                    resource: "webhook",
+                }
+                .into(),
+                Code::NotFound,
+                "not_found: webhook not found",
+            ),
+            (
+                Error::FailedPrecondition {
+                    reason: crate::error::VERSION_MISMATCH,
+                    current_version: Some(4),
+                }
+                .into(),
+                Code::FailedPrecondition,
+                "version_mismatch: the saved configuration is at version 4",
+            ),
+            (
+                ApiError::invalid("limit", "must be between 1 and 200"),
+                Code::InvalidArgument,
+                "invalid_argument: invalid limit: must be between 1 and 200",
+            ),
+            (
+                Error::ResourceExhausted {
+                    retry_after: Duration::from_millis(1500),
+                }
+                .into(),
+                Code::ResourceExhausted,
+                "rate_limited: rate limit reached, retry after 1500 ms",
+            ),
+            (
+                ApiError::Unauthenticated("no bearer credential"),
+                Code::Unauthenticated,
+                "unauthenticated: no bearer credential",
+            ),
+        ];
+        for (e, code, message) in cases {
+            let s = Status::from(e);
+            assert_eq!((s.code(), s.message()), (code, message));
+            assert_eq!(
+                Some(reason_of(&s).as_str()),
+                message.split(':').next(),
+                "{message}"
+            );
+        }
+    }
+
+    #[test]
+    fn details_carry_what_a_client_acts_on() {
+        let s = Status::from(ApiError::from(Error::FailedPrecondition {
+            reason: crate::error::VERSION_MISMATCH,
+            current_version: Some(7),
+        }));
+        let d = s.get_error_details();
+        assert_eq!(
+            d.error_info()
+                .map(|i| i.metadata["current_version"].as_str()),
+            Some("7")
+        );
+        let s = Status::from(ApiError::from(Error::ResourceExhausted {
+            retry_after: Duration::from_secs(3),
+        }));
+        assert_eq!(
+            s.get_error_details()
+                .retry_info()
+                .and_then(|r| r.retry_delay),
+            Some(Duration::from_secs(3))
+        );
+        let problems = vec![
+            Problem {
+                rule_id: "a".into(),
+                rule_index: 0,
+                code: "parse_error".into(),
+                message: "bad".into(),
+                field: "rules[0].when".into(),
+            },
+            Problem {
+                rule_id: String::new(),
+                rule_index: -1,
+                code: "params_too_large".into(),
+                message: "big".into(),
+                field: "params".into(),
+            },
+        ];
+        let s = Status::from(ApiError::InvalidConfiguration(problems));
+        assert_eq!(s.code(), Code::InvalidArgument);
+        let json = s
+            .message()
+            .split_once(": [")
+            .map(|(_, rest)| format!("[{rest}"))
+            .unwrap_or_default();
+        let list: Vec<serde_json::Value> = serde_json::from_str(&json).unwrap();
+        assert_eq!(list.len(), 2);
+        assert_eq!(list[0]["code"], "parse_error");
+        assert_eq!(
+            s.get_error_details()
+                .bad_request()
+                .map(|b| b.field_violations.len()),
+            Some(2)
+        );
+    }
+}

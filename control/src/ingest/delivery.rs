@@ -1,0 +1,259 @@
+//! What ingest reads from a delivery besides its signature: the event kind, the delivery id,
+//! and the headers to store. Pure and total: hostile headers and bodies give a fallback value,
+//! never an error or a panic.
+
+use axum::http::HeaderMap;
+
+use crate::store::SourceType;
+
+/// Longest event or action name kept; longer ones are cut (the kind is at most 200 bytes).
+const MAX_NAME: usize = 64;
+/// Longest delivery id taken from a header; a longer one is replaced by a generated id.
+const MAX_DELIVERY_ID: usize = 200;
+
+/// The event name when no header names one (a cairn webhook's deliveries are hand-offs).
+fn default_event(source: SourceType) -> &'static str {
+    match source {
+        SourceType::Cairn => "handoff",
+        _ => "unknown",
+    }
+}
+
+/// Headers naming the event, in the order they are read, for each source type. Gitea and
+/// Forgejo also send `X-GitHub-Event`, so their own headers come first (headers.md); an empty
+/// coarse event (Gitea's `package`, Forgejo's `schedule`) falls back to the fine event type.
+fn event_headers(source: SourceType) -> &'static [&'static str] {
+    match source {
+        SourceType::Github | SourceType::Gitea | SourceType::Forgejo => &[
+            "x-forgejo-event",
+            "x-forgejo-event-type",
+            "x-gitea-event",
+            "x-gitea-event-type",
+            "x-github-event",
+        ],
+        SourceType::Cairn | SourceType::Generic => &["x-switchboard-event", "x-github-event"],
+    }
+}
+
+/// Headers carrying the forge's delivery id, most specific first.
+fn delivery_headers(source: SourceType) -> &'static [&'static str] {
+    match source {
+        SourceType::Github | SourceType::Gitea | SourceType::Forgejo => &[
+            "x-forgejo-delivery",
+            "x-gitea-delivery",
+            "x-github-delivery",
+        ],
+        SourceType::Cairn | SourceType::Generic => &["x-switchboard-delivery", "x-github-delivery"],
+    }
+}
+
+fn header_text<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers
+        .get(name)
+        .and_then(|v| v.to_str().ok())
+        .map(str::trim)
+        .filter(|v| !v.is_empty())
+}
+
+/// A name safe inside a kind: letters, digits, `_` and `-` kept, anything else (a `.` would
+/// split the kind) becomes `_`; cut to 64 characters.
+fn clean_name(raw: &str) -> Option<String> {
+    let cleaned: String = raw
+        .chars()
+        .take(MAX_NAME)
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    (!cleaned.is_empty()).then_some(cleaned)
+}
+
+/// The event name from the source's headers, or the source's default.
+pub fn event_name(source: SourceType, headers: &HeaderMap) -> String {
+    event_headers(source)
+        .iter()
+        .find_map(|name| header_text(headers, name))
+        .and_then(clean_name)
+        .unwrap_or_else(|| default_event(source).to_string())
+}
+
+/// The body's top-level `action` when the body is a JSON object whose `action` is a string.
+///
+/// The whole body is parsed as a value so serde_json's recursion limit (128 levels) applies:
+/// a body nested deeper is "no action", as the router's envelope sees such a body as text. A
+/// body that is not JSON (a form delivery, plain text) has no action either.
+pub fn action(body: &[u8]) -> Option<String> {
+    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+    value.get("action")?.as_str().and_then(clean_name)
+}
+
+/// `<event>` or `<event>.<action>`.
+pub fn kind(source: SourceType, headers: &HeaderMap, body: &[u8]) -> String {
+    let event = event_name(source, headers);
+    match action(body) {
+        Some(a) => format!("{event}.{a}"),
+        None => event,
+    }
+}
+
+/// The forge's delivery id when it sends a usable one (1–200 printable ASCII characters),
+/// else `None` and the caller generates one.
+pub fn delivery_id(source: SourceType, headers: &HeaderMap) -> Option<String> {
+    delivery_headers(source)
+        .iter()
+        .find_map(|name| header_text(headers, name))
+        .filter(|id| id.len() <= MAX_DELIVERY_ID && id.bytes().all(|b| b.is_ascii_graphic()))
+        .map(str::to_string)
+}
+
+/// Headers as received, in order, for storage. Names come lower-case (HTTP/2 requires it and
+/// the HTTP/1 parser normalizes them); a value that is not UTF-8 is kept byte for byte as
+/// ISO-8859-1 text, HTTP's historical header charset, so nothing is lost or replaced.
+pub fn stored_headers(headers: &HeaderMap) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .map(|(name, value)| {
+            let text = match value.to_str() {
+                Ok(t) => t.to_string(),
+                Err(_) => match std::str::from_utf8(value.as_bytes()) {
+                    Ok(t) => t.to_string(),
+                    Err(_) => value.as_bytes().iter().map(|&b| char::from(b)).collect(),
+                },
+            };
+            (name.as_str().to_string(), text)
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use axum::http::HeaderValue;
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (name, value) in pairs {
+            h.append(*name, HeaderValue::from_str(value).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn forge_headers_come_before_githubs() {
+        let h = headers(&[
+            ("X-GitHub-Event", "pull_request"),
+            ("X-Gitea-Event", "pull_request_approved"),
+        ]);
+        assert_eq!(event_name(SourceType::Gitea, &h), "pull_request_approved");
+        let h = headers(&[
+            ("X-GitHub-Event", "push"),
+            ("X-Gitea-Event", "push"),
+            ("X-Forgejo-Event", "pull_request"),
+        ]);
+        assert_eq!(event_name(SourceType::Forgejo, &h), "pull_request");
+        let h = headers(&[("X-GitHub-Event", "check_run")]);
+        assert_eq!(event_name(SourceType::Github, &h), "check_run");
+    }
+
+    #[test]
+    fn an_empty_coarse_event_falls_back_to_the_event_type() {
+        let h = headers(&[
+            ("X-Gitea-Event", ""),
+            ("X-Gitea-Event-Type", "package"),
+            ("X-GitHub-Event", ""),
+        ]);
+        assert_eq!(event_name(SourceType::Gitea, &h), "package");
+    }
+
+    #[test]
+    fn cairn_and_generic_defaults() {
+        assert_eq!(event_name(SourceType::Cairn, &HeaderMap::new()), "handoff");
+        assert_eq!(
+            event_name(SourceType::Generic, &HeaderMap::new()),
+            "unknown"
+        );
+        assert_eq!(event_name(SourceType::Github, &HeaderMap::new()), "unknown");
+        let h = headers(&[("X-Switchboard-Event", "deploy")]);
+        assert_eq!(event_name(SourceType::Generic, &h), "deploy");
+    }
+
+    #[test]
+    fn kinds_join_event_and_action() {
+        let h = headers(&[("X-GitHub-Event", "pull_request")]);
+        assert_eq!(
+            kind(SourceType::Github, &h, br#"{"action":"opened","number":1}"#),
+            "pull_request.opened"
+        );
+        assert_eq!(
+            kind(SourceType::Github, &h, br#"{"ref":"main"}"#),
+            "pull_request"
+        );
+        assert_eq!(
+            kind(SourceType::Github, &h, br#"{"action":7}"#),
+            "pull_request"
+        );
+        assert_eq!(
+            kind(SourceType::Github, &h, b"payload=%7B%7D"),
+            "pull_request"
+        );
+        assert_eq!(kind(SourceType::Github, &h, b"[1,2]"), "pull_request");
+        assert_eq!(kind(SourceType::Github, &h, b""), "pull_request");
+    }
+
+    #[test]
+    fn hostile_names_are_cleaned_and_cut() {
+        let h = headers(&[("X-GitHub-Event", "a.b c")]);
+        assert_eq!(
+            kind(SourceType::Github, &h, br#"{"action":"x.y"}"#),
+            "a_b_c.x_y"
+        );
+        let long = "e".repeat(500);
+        let h = headers(&[("X-GitHub-Event", &long)]);
+        assert_eq!(event_name(SourceType::Github, &h).len(), 64);
+    }
+
+    #[test]
+    fn a_deep_body_has_no_action_and_does_not_panic() {
+        let deep = format!(
+            r#"{{"action":"opened","x":{}{}}}"#,
+            "[".repeat(100_000),
+            "]".repeat(100_000)
+        );
+        assert_eq!(action(deep.as_bytes()), None);
+        let h = headers(&[("X-GitHub-Event", "issues")]);
+        assert_eq!(kind(SourceType::Github, &h, deep.as_bytes()), "issues");
+    }
+
+    #[test]
+    fn delivery_ids_are_read_or_refused() {
+        let h = headers(&[("X-GitHub-Delivery", "gh-1"), ("X-Gitea-Delivery", "gt-1")]);
+        assert_eq!(delivery_id(SourceType::Gitea, &h).as_deref(), Some("gt-1"));
+        let h = headers(&[("X-GitHub-Delivery", "72d3162e-cc78-11e3-81ab-4c9367dc0958")]);
+        assert_eq!(
+            delivery_id(SourceType::Github, &h).as_deref(),
+            Some("72d3162e-cc78-11e3-81ab-4c9367dc0958")
+        );
+        let long = "d".repeat(201);
+        for bad in ["", "has space", long.as_str()] {
+            let h = headers(&[("X-GitHub-Delivery", bad)]);
+            assert_eq!(delivery_id(SourceType::Github, &h), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn header_values_that_are_not_utf8_are_kept_byte_for_byte() {
+        let mut h = HeaderMap::new();
+        h.append(
+            "x-odd",
+            HeaderValue::from_bytes(&[b'a', 0xE9, b'b']).unwrap(),
+        );
+        h.append("x-utf8", HeaderValue::from_bytes("é".as_bytes()).unwrap());
+        let stored = stored_headers(&h);
+        assert_eq!(stored[0], ("x-odd".to_string(), "a\u{e9}b".to_string()));
+        assert_eq!(stored[1], ("x-utf8".to_string(), "é".to_string()));
+    }
+}

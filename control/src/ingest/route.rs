@@ -1,0 +1,334 @@
+//! Routing stored events: the saved configuration and the webhook's routing context go to a
+//! router (`Routers::evaluate`), and its decision is recorded on the event with the todo a
+//! queue decision creates. Control never reads the rules itself. Ingest routes one event right
+//! after storing it; [`spawn_unrouted_retry`] routes the events no router could take.
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde_json::{Value, json};
+use switchboard_proto::router::v1::{
+    Configuration, Decision, Header, Outcome, RoutingContext, StoredDelivery, TrustedActors,
+};
+
+use crate::api::decision_json;
+use crate::error::Error;
+use crate::routing::RoutingError;
+use crate::state::{Capabilities, ControlState};
+use crate::store::{Event, NewTodo, RecordDecision, TodoInsert, Webhook};
+
+/// The most a caller may ask a router to spend on one envelope (the router's own ceiling).
+const MAX_BUDGET_MS: u32 = 10_000;
+
+/// What routing one event came to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Routed {
+    /// A router decided and the decision is recorded: the label (`queue:<name>`, `drop`,
+    /// `quarantine`, `default`, `fault`) and the todo, if the decision made (or found) one.
+    Decided {
+        label: String,
+        todo: Option<Box<TodoInsert>>,
+    },
+    /// No router answered: the event stays stored and unrouted, for the retry task.
+    Unrouted,
+}
+
+/// What the webhook allows and what this instance can do, as routers take it.
+pub fn routing_context(webhook: &Webhook, capabilities: &Capabilities) -> RoutingContext {
+    let trusted_actors = if capabilities.trusted_actors {
+        webhook.trusted_actors.as_ref().map(trusted_actor_lists)
+    } else {
+        None
+    };
+    RoutingContext {
+        grant: webhook.grant.clone(),
+        trusted_actors_capability: capabilities.trusted_actors,
+        trusted_actors,
+    }
+}
+
+/// `{humans, agents, bots}` as stored; a list that is missing or not strings is empty.
+fn trusted_actor_lists(value: &Value) -> TrustedActors {
+    let list = |key: &str| -> Vec<String> {
+        value
+            .get(key)
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(str::to_string)
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    TrustedActors {
+        humans: list("humans"),
+        agents: list("agents"),
+        bots: list("bots"),
+    }
+}
+
+/// A stored event as routers rebuild its envelope from it.
+pub fn stored_delivery(event: &Event) -> StoredDelivery {
+    StoredDelivery {
+        event_id: event.id.clone(),
+        source: event.source.clone(),
+        kind: event.kind.clone(),
+        headers: event
+            .headers
+            .iter()
+            .map(|(name, value)| Header {
+                name: name.clone(),
+                value: value.clone(),
+            })
+            .collect(),
+        body: Bytes::from(event.body.clone()),
+        verified: event.verified,
+        delivery_id: event.delivery_id.clone(),
+        received_at_ms: event.received_at,
+    }
+}
+
+fn budget_ms(state: &ControlState) -> u32 {
+    u32::try_from(state.limits.evaluation_budget.as_millis())
+        .unwrap_or(MAX_BUDGET_MS)
+        .clamp(1, MAX_BUDGET_MS)
+}
+
+/// The decision to record, its label, and the todo it makes. The decision is recorded in the
+/// shape every `decision_json` of the API carries (`api::decision_json`).
+///
+/// A fault (BASE.md): with the trusted_actors capability the delivery is quarantined
+/// (fail-closed); without it, it goes to the default queue, and the event is marked faulted
+/// either way (`fault: {rule_id, code, reason, disposition}`). A router answer this version
+/// does not know is treated as a fault too.
+pub fn record_for(
+    decision: &Decision,
+    webhook: &Webhook,
+    capabilities: &Capabilities,
+) -> (String, RecordDecision) {
+    let rule_id = (!decision.rule_id.is_empty()).then(|| decision.rule_id.clone());
+    let outcome = Outcome::try_from(decision.outcome).unwrap_or(Outcome::Unspecified);
+    let usable = match outcome {
+        Outcome::Queue => !decision.queue.is_empty(),
+        Outcome::Unspecified => false,
+        _ => true,
+    };
+    if outcome == Outcome::Fault || !usable {
+        let (code, reason) = if usable {
+            (decision.fault_code.as_str(), decision.reason.as_str())
+        } else {
+            ("invalid_decision", "the router answered no usable decision")
+        };
+        let quarantine = capabilities.trusted_actors;
+        let queue = (!quarantine)
+            .then(|| webhook.default_queue().map(str::to_string))
+            .flatten();
+        let mut recorded = decision_json(&Decision {
+            outcome: Outcome::Fault as i32,
+            queue: String::new(),
+            rule_id: decision.rule_id.clone(),
+            fault_code: code.to_string(),
+            reason: reason.to_string(),
+            by_default_action: false,
+        });
+        if let Some(q) = &queue {
+            recorded["queue"] = json!(q);
+        }
+        let record = RecordDecision {
+            decision: recorded,
+            fault: Some(json!({
+                "rule_id": rule_id,
+                "code": code,
+                "reason": reason,
+                "disposition": if quarantine { "quarantine" } else { "default" },
+            })),
+            todo: queue.map(|queue| NewTodo {
+                queue,
+                rule_id: None,
+            }),
+        };
+        return ("fault".to_string(), record);
+    }
+    let (label, queue) = match outcome {
+        Outcome::Queue => (
+            format!("queue:{}", decision.queue),
+            Some(decision.queue.clone()),
+        ),
+        Outcome::Default => {
+            let queue = if decision.queue.is_empty() {
+                webhook.default_queue().map(str::to_string)
+            } else {
+                Some(decision.queue.clone())
+            };
+            ("default".to_string(), queue)
+        }
+        Outcome::Drop => ("drop".to_string(), None),
+        _ => ("quarantine".to_string(), None),
+    };
+    let mut recorded = decision_json(decision);
+    if let Some(q) = &queue {
+        recorded["queue"] = json!(q);
+    }
+    let record = RecordDecision {
+        decision: recorded,
+        fault: None,
+        todo: queue.map(|queue| NewTodo { queue, rule_id }),
+    };
+    (label, record)
+}
+
+/// Evaluates `events` (all of `webhook`) on a router and records each decision. Events whose
+/// decision could not be recorded (deleted meanwhile) are skipped.
+///
+/// `Err` means no router answered, or a router refused the request: the events stay
+/// unrouted and nothing is recorded.
+pub async fn route_events(
+    state: &ControlState,
+    webhook: &Webhook,
+    events: &[Event],
+) -> Result<Vec<(String, Routed)>, RoutingError> {
+    if events.is_empty() {
+        return Ok(Vec::new());
+    }
+    let context = routing_context(webhook, &state.capabilities);
+    let configuration = Configuration {
+        json: webhook.configuration.to_string(),
+    };
+    let deliveries: Vec<StoredDelivery> = events.iter().map(stored_delivery).collect();
+    let results = state
+        .routers
+        .evaluate_chunked(
+            &context,
+            &[configuration],
+            deliveries,
+            state.limits.replay_chunk,
+            budget_ms(state),
+        )
+        .await?;
+    let mut out = Vec::with_capacity(events.len());
+    for event in events {
+        let decision = results
+            .iter()
+            .find(|r| r.event_id == event.id)
+            .and_then(|r| r.decisions.first());
+        let Some(decision) = decision else {
+            tracing::warn!(event = %event.id, "the router answered no decision for an event; left unrouted");
+            out.push((event.id.clone(), Routed::Unrouted));
+            continue;
+        };
+        let (label, record) = record_for(decision, webhook, &state.capabilities);
+        match state.store.record_decision(&event.id, record).await {
+            Ok(todo) => out.push((
+                event.id.clone(),
+                Routed::Decided {
+                    label,
+                    todo: todo.map(Box::new),
+                },
+            )),
+            Err(Error::NotFound { .. }) => {
+                tracing::info!(event = %event.id, "event deleted before its decision was recorded");
+            }
+            Err(e) => {
+                tracing::error!(event = %event.id, error = %e.log_text(), "recording a decision failed; left unrouted");
+                out.push((event.id.clone(), Routed::Unrouted));
+            }
+        }
+    }
+    Ok(out)
+}
+
+/// Routes one freshly stored event; `Unrouted` when no router answers.
+pub async fn route_one(state: &ControlState, webhook: &Webhook, event: &Event) -> Routed {
+    match route_events(state, webhook, std::slice::from_ref(event)).await {
+        Ok(mut routed) => routed.pop().map(|(_, r)| r).unwrap_or(Routed::Unrouted),
+        Err(e) => {
+            tracing::warn!(event = %event.id, webhook = %webhook.id, error = %e, "event stored unrouted");
+            Routed::Unrouted
+        }
+    }
+}
+
+/// How the retry task looks for unrouted events.
+#[derive(Clone, Debug)]
+pub struct RetryOptions {
+    /// Time between passes.
+    pub interval: Duration,
+    /// Events younger than this are left to the ingest call that stored them.
+    pub min_age: Duration,
+    /// Events taken per pass, oldest first.
+    pub batch: u32,
+}
+
+impl Default for RetryOptions {
+    fn default() -> Self {
+        Self {
+            interval: Duration::from_secs(5),
+            min_age: Duration::from_secs(10),
+            batch: 500,
+        }
+    }
+}
+
+/// One pass: routes up to `batch` unrouted events, webhook by webhook. Returns how many were
+/// routed; stops early (keeping the rest for the next pass) when no router answers.
+pub async fn route_unrouted(state: &ControlState, options: &RetryOptions) -> crate::Result<usize> {
+    let events = state.store.unrouted_events(options.batch).await?;
+    let now = state.store.clock().now_ms();
+    let min_age = i64::try_from(options.min_age.as_millis()).unwrap_or(i64::MAX);
+    let mut by_webhook: BTreeMap<String, Vec<Event>> = BTreeMap::new();
+    for event in events {
+        if now.saturating_sub(event.received_at) >= min_age {
+            by_webhook
+                .entry(event.webhook_id.clone())
+                .or_default()
+                .push(event);
+        }
+    }
+    let mut routed = 0;
+    for (webhook_id, events) in by_webhook {
+        let webhook = match state.store.webhook_for_ingest(&webhook_id).await {
+            Ok(w) => w,
+            // Deleted meanwhile: its events went with it.
+            Err(Error::NotFound { .. }) => continue,
+            Err(e) => return Err(e),
+        };
+        match route_events(state, &webhook, &events).await {
+            Ok(results) => {
+                routed += results
+                    .iter()
+                    .filter(|(_, r)| matches!(r, Routed::Decided { .. }))
+                    .count();
+            }
+            Err(RoutingError::Unavailable(reason)) => {
+                tracing::debug!(reason = %reason, "still no router; unrouted events wait");
+                break;
+            }
+            Err(RoutingError::Refused(reason)) => {
+                tracing::error!(webhook = %webhook_id, reason = %reason, "a router refused unrouted events; they wait");
+            }
+        }
+    }
+    if routed > 0 {
+        tracing::info!(routed, "unrouted events routed");
+    }
+    Ok(routed)
+}
+
+/// Routes events stored while no router answered, every `interval`, until the task is aborted.
+/// Nothing is lost: an event stays unrouted until a decision is recorded on it, and the todo
+/// once-key makes routing an event twice (two replicas, a race with ingest) harmless.
+pub fn spawn_unrouted_retry(
+    state: ControlState,
+    options: RetryOptions,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(options.interval).await;
+            if let Err(e) = route_unrouted(&state, &options).await {
+                tracing::warn!(error = %e.log_text(), "routing unrouted events failed");
+            }
+        }
+    })
+}

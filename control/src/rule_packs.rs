@@ -1,0 +1,1197 @@
+//! Rule packs in control (SPEC-0031): listing, plan → replay → confirm for installs,
+//! upgrades and removals, and replays of hand-written candidates (REQ-8). The pure parts
+//! (merge, report, drift) live in `switchboard-packs`; this module does the I/O: the store,
+//! the replay lease and rate limit, and the routers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde_json::{Map, Value, json};
+use sha2::{Digest, Sha256};
+use switchboard_model::Configuration;
+use switchboard_packs::merge::{
+    Candidate, InstallRequest, MergeError, install_candidate, removal_candidate,
+};
+use switchboard_packs::plan::{Replayed, Report, Routed, aggregate, pack_rule_faults, proven};
+use switchboard_packs::provenance::{self, InstalledBy, ReplaySummary, drift};
+use switchboard_packs::{Catalog, Pack, ResolveError};
+use switchboard_proto::router::v1::{
+    Configuration as WireConfiguration, Decision, Outcome, RoutingContext, StoredDelivery,
+};
+
+use crate::error::Error;
+use crate::ingest::route::{routing_context, stored_delivery};
+use crate::routing::RoutingError;
+use crate::scope::OwnerScope;
+use crate::state::ControlState;
+use crate::store::Actor;
+use crate::store::{NewPlan, new_plan_token};
+use crate::store::{REPLAYS_PER_MINUTE, SaveConfiguration, Webhook};
+
+/// Replay window defaults (REQ-4).
+pub const DEFAULT_REPLAY_LIMIT: u32 = 200;
+pub const MAX_REPLAY_LIMIT: u32 = 1000;
+/// A plan token lives this long.
+pub const PLAN_TTL: Duration = Duration::from_secs(15 * 60);
+
+/// A rule-pack failure an agent can act on: a SPEC-0031 code, a message naming what was
+/// wrong and the next call to make, and structured details. Never payload text.
+#[derive(Debug)]
+pub struct PackError {
+    pub code: &'static str,
+    pub message: String,
+    pub details: Value,
+}
+
+impl PackError {
+    fn new(code: &'static str, message: impl Into<String>, details: Value) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            details,
+        }
+    }
+}
+
+impl From<Error> for PackError {
+    fn from(e: Error) -> Self {
+        match &e {
+            Error::NotFound { .. } => PackError::new("not_found", e.to_string(), Value::Null),
+            Error::FailedPrecondition { reason, .. }
+                if *reason == crate::error::PLAN_STALE
+                    || *reason == crate::error::VERSION_MISMATCH =>
+            {
+                PackError::new(
+                    "plan_stale",
+                    "the plan is stale: the webhook's configuration changed, the token expired, or it was used; plan again",
+                    Value::Null,
+                )
+            }
+            Error::InvalidArgument { field, message } => PackError::new(
+                "invalid_argument",
+                e.to_string(),
+                json!({"field": field, "message": message}),
+            ),
+            Error::ResourceExhausted { retry_after } => PackError::new(
+                "rate_limited",
+                e.to_string(),
+                json!({"retry_after_ms": retry_after.as_millis() as u64}),
+            ),
+            Error::Internal { context } => {
+                tracing::error!(context = %context, "rule pack operation failed");
+                PackError::new("internal", "internal error", Value::Null)
+            }
+            _ => PackError::new(e.code(), e.to_string(), Value::Null),
+        }
+    }
+}
+
+impl From<RoutingError> for PackError {
+    fn from(e: RoutingError) -> Self {
+        PackError::new(
+            "router_unavailable",
+            format!("{e}; nothing was changed, retry shortly"),
+            Value::Null,
+        )
+    }
+}
+
+impl From<MergeError> for PackError {
+    fn from(e: MergeError) -> Self {
+        let details = match &e {
+            MergeError::RequiresPack { pack, missing } => {
+                json!({"pack": pack, "requires": missing})
+            }
+            MergeError::DefaultConflict { holder } => json!({"holder": holder}),
+            MergeError::TooManyRules {
+                total,
+                max,
+                packs,
+                hand_written,
+            } => json!({
+                "total": total, "max": max, "hand_written": hand_written,
+                "packs": packs.iter().map(|(n, c)| json!({"name": n, "rules": c})).collect::<Vec<_>>(),
+            }),
+            MergeError::InvalidParams { param, message } => {
+                json!({"param": param, "message": message})
+            }
+            MergeError::InvalidArgument { field, message } => {
+                json!({"field": field, "message": message})
+            }
+            MergeError::LocalEdits { pack, rules } => {
+                json!({"pack": pack, "rules": rules, "next": "plan again with overwrite_local_edits: true to replace the edits"})
+            }
+            MergeError::NotInstalled(name) => json!({"pack": name}),
+        };
+        PackError::new(e.code(), e.to_string(), details)
+    }
+}
+
+/// Who is calling: an endpoint, the human it acts for, and its owner scope.
+#[derive(Clone, Debug)]
+pub struct Caller {
+    pub endpoint_id: String,
+    pub human: String,
+    pub scope: OwnerScope,
+}
+
+/// `replay: {limit?, since?}`.
+#[derive(Clone, Debug, Default)]
+pub struct ReplayWindow {
+    pub limit: Option<u32>,
+    /// Milliseconds since the epoch.
+    pub since: Option<i64>,
+}
+
+/// `install_rule_pack` arguments.
+#[derive(Clone, Debug, Default)]
+pub struct InstallArgs {
+    pub webhook_id: String,
+    pub name: String,
+    pub version: Option<String>,
+    pub params: Option<Map<String, Value>>,
+    pub replaces: Option<Vec<String>>,
+    pub replay: ReplayWindow,
+    pub confirm: Option<String>,
+    pub allow_unproven: bool,
+    pub overwrite_local_edits: bool,
+}
+
+/// `remove_rule_pack` arguments.
+#[derive(Clone, Debug, Default)]
+pub struct RemoveArgs {
+    pub webhook_id: String,
+    pub name: String,
+    pub replay: ReplayWindow,
+    pub confirm: Option<String>,
+    pub allow_unproven: bool,
+}
+
+/// Reports replay progress: (deliveries replayed, total).
+pub type Progress = Arc<dyn Fn(u64, u64) + Send + Sync>;
+
+/// The rule-pack service of one control process.
+#[derive(Clone)]
+pub struct RulePacks {
+    state: ControlState,
+    catalog: Arc<Catalog>,
+    /// The total time budget of one replay.
+    pub replay_budget: Duration,
+}
+
+fn sha256_hex(text: &str) -> String {
+    hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+fn canonical(v: &Value) -> String {
+    let mut s = String::new();
+    switchboard_model::write_canonical(v, &mut s);
+    s
+}
+
+fn rfc3339(ms: i64) -> String {
+    switchboard_model::rfc3339_millis(ms)
+}
+
+/// A decision reduced to what a plan reports.
+fn routed(d: &Decision) -> Routed {
+    let label = match Outcome::try_from(d.outcome).unwrap_or(Outcome::Unspecified) {
+        Outcome::Queue => format!("queue:{}", d.queue),
+        Outcome::Drop => "drop".into(),
+        Outcome::Quarantine => "quarantine".into(),
+        Outcome::Default => "default".into(),
+        Outcome::Fault | Outcome::Unspecified => "fault".into(),
+    };
+    let rule_id = (!d.rule_id.is_empty() && !d.by_default_action).then(|| d.rule_id.clone());
+    Routed { label, rule_id }
+}
+
+/// The result of replaying two configurations over a window.
+struct ReplayOutcome {
+    replayed: Vec<Replayed>,
+    truncated: bool,
+}
+
+impl RulePacks {
+    pub fn new(state: ControlState, catalog: Arc<Catalog>) -> Self {
+        Self {
+            state,
+            catalog,
+            replay_budget: Duration::from_secs(30),
+        }
+    }
+
+    pub fn catalog(&self) -> &Catalog {
+        &self.catalog
+    }
+
+    fn capabilities(&self) -> Vec<String> {
+        if self.state.capabilities.trusted_actors {
+            vec!["trusted_actors".to_string()]
+        } else {
+            Vec::new()
+        }
+    }
+
+    fn manifest(&self, name: &str, version: &str) -> Option<Pack> {
+        self.catalog.find(name, version).map(|c| c.pack.clone())
+    }
+
+    /// `list_rule_packs {webhook_id?}` (REQ-2).
+    pub async fn list(
+        &self,
+        caller: &Caller,
+        webhook_id: Option<&str>,
+    ) -> Result<Value, PackError> {
+        let caps = self.capabilities();
+        let webhook = match webhook_id {
+            Some(id) => Some(self.state.store.get_webhook(&caller.scope, id).await?),
+            None => None,
+        };
+        let installed = webhook
+            .as_ref()
+            .map(|w| provenance::from_json(&w.provenance))
+            .unwrap_or_default();
+        let saved: Configuration = webhook
+            .as_ref()
+            .and_then(|w| serde_json::from_value(w.configuration.clone()).ok())
+            .unwrap_or_default();
+        let mut names: Vec<&str> = self
+            .catalog
+            .packs()
+            .iter()
+            .map(|p| p.pack.name.as_str())
+            .collect();
+        names.dedup();
+        let mut packs = Vec::new();
+        for name in names {
+            let versions = self.catalog.versions(name);
+            let Some(newest) = versions.last() else {
+                continue;
+            };
+            let version_list: Vec<Value> = versions
+                .iter()
+                .map(|cp| {
+                    let a = self.catalog.availability(cp, &caps);
+                    json!({
+                        "version": cp.pack.version,
+                        "available": a.available,
+                        "missing_capabilities": a.missing_capabilities,
+                        "retired": a.retired,
+                        "superseded_by": a.superseded_by,
+                        "upgrade_note": a.upgrade_note,
+                        "params_schema": cp.pack.params_schema,
+                        "param_checks": cp.pack.param_checks.iter().map(|c| json!({"id": c.id, "message": c.message})).collect::<Vec<_>>(),
+                        "requires": cp.pack.requires,
+                        "placement": cp.pack.placement,
+                        "rules": cp.pack.rules.iter().map(|r| json!({"id": r.id, "description": r.description, "action": r.action})).collect::<Vec<_>>(),
+                        "default_action": cp.pack.default_action,
+                        "fixtures": cp.pack.fixtures.len(),
+                    })
+                })
+                .collect();
+            let mut entry = json!({
+                "name": name,
+                "title": newest.pack.title,
+                "summary": newest.pack.summary,
+                "source": newest.source.label(),
+                "versions": version_list,
+            });
+            if let Some(i) = installed.iter().find(|p| p.name == name) {
+                let upgrade = versions.iter().rev().find(|cp| {
+                    cp.pack.semver() > semver_of(&i.version)
+                        && self.catalog.availability(cp, &caps).available
+                });
+                let d = drift(i, &saved);
+                entry["installed"] = json!({
+                    "version": i.version,
+                    "upgrade_available": upgrade.is_some(),
+                    "upgrade_to": upgrade.map(|u| u.pack.version.clone()),
+                    "proven": i.proven,
+                    "truncated": i.truncated,
+                    "last_replay": i.replay.replayed_at,
+                    "installed_at": i.installed_at,
+                    "installed_by": i.installed_by,
+                    "rule_ids": i.rule_ids,
+                    "owned_params": i.owned_params,
+                    "drift": d,
+                });
+            } else if webhook.is_some() {
+                entry["installed"] = Value::Null;
+            }
+            packs.push(entry);
+        }
+        Ok(json!({"packs": packs}))
+    }
+
+    /// `install_rule_pack`: a plan without `confirm`, the apply with it (REQ-3).
+    pub async fn install(
+        &self,
+        caller: &Caller,
+        args: InstallArgs,
+        progress: Option<Progress>,
+    ) -> Result<Value, PackError> {
+        if let Some(token) = &args.confirm {
+            return self
+                .confirm(
+                    caller,
+                    &args.webhook_id,
+                    token,
+                    ConfirmCheck::Install(&args),
+                    args.allow_unproven,
+                )
+                .await;
+        }
+        let webhook = self
+            .state
+            .store
+            .get_webhook(&caller.scope, &args.webhook_id)
+            .await?;
+        let caps = self.capabilities();
+        let cp = self.catalog.resolve(&args.name, args.version.as_deref(), &caps).map_err(|e| match e {
+            ResolveError::UnknownPack(n) => PackError::new("not_found", format!("no pack named {n}; call list_rule_packs"), json!({"name": n})),
+            ResolveError::UnknownVersion { name, version } => PackError::new(
+                "not_found",
+                format!("{name} has no version {version}; call list_rule_packs"),
+                json!({"name": name, "version": version}),
+            ),
+            ResolveError::UnavailableVersion { name, version, reason, upgrade_note } => PackError::new(
+                "unavailable_version",
+                format!("{name}@{version} is not available: {reason}"),
+                json!({"name": name, "version": version, "reason": reason, "upgrade_note": upgrade_note}),
+            ),
+        })?;
+        let pack = cp.pack.clone();
+        let saved: Configuration =
+            serde_json::from_value(webhook.configuration.clone()).unwrap_or_default();
+        let prov = provenance::from_json(&webhook.provenance);
+        let request = InstallRequest {
+            params: args.params.clone().unwrap_or_default(),
+            replaces: args.replaces.clone().unwrap_or_default(),
+            overwrite_local_edits: args.overwrite_local_edits,
+        };
+        let candidate =
+            install_candidate(&saved, &prov, &pack, &request, &|n, v| self.manifest(n, v))?;
+        let ctx = routing_context(&webhook, &self.state.capabilities);
+        self.validate_candidate(&candidate.configuration, &ctx)
+            .await?;
+        self.run_param_checks(&pack, &candidate.configuration, &ctx)
+            .await?;
+        let kind = match prov.iter().find(|p| p.name == pack.name) {
+            None => "install",
+            Some(prev) if semver_of(&prev.version) < pack.semver() => "upgrade",
+            Some(prev) if semver_of(&prev.version) > pack.semver() => "downgrade",
+            Some(_) => "reinstall",
+        };
+        let binding = json!({
+            "params": args.params.clone().unwrap_or_default(),
+            "replaces": request.replaces,
+            "overwrite_local_edits": args.overwrite_local_edits,
+        });
+        self.plan(
+            caller,
+            &webhook,
+            &ctx,
+            Some(&pack),
+            kind,
+            candidate,
+            &args.replay,
+            &binding,
+            progress,
+        )
+        .await
+    }
+
+    /// `remove_rule_pack`: planned and confirmed exactly as an install (REQ-7).
+    pub async fn remove(
+        &self,
+        caller: &Caller,
+        args: RemoveArgs,
+        progress: Option<Progress>,
+    ) -> Result<Value, PackError> {
+        if let Some(token) = &args.confirm {
+            return self
+                .confirm(
+                    caller,
+                    &args.webhook_id,
+                    token,
+                    ConfirmCheck::Remove(&args.name),
+                    args.allow_unproven,
+                )
+                .await;
+        }
+        let webhook = self
+            .state
+            .store
+            .get_webhook(&caller.scope, &args.webhook_id)
+            .await?;
+        let saved: Configuration =
+            serde_json::from_value(webhook.configuration.clone()).unwrap_or_default();
+        let prov = provenance::from_json(&webhook.provenance);
+        let candidate = removal_candidate(&saved, &prov, &args.name)?;
+        let ctx = routing_context(&webhook, &self.state.capabilities);
+        self.validate_candidate(&candidate.configuration, &ctx)
+            .await?;
+        let installed = prov.iter().find(|p| p.name == args.name).cloned();
+        let pack = installed
+            .as_ref()
+            .and_then(|i| self.manifest(&i.name, &i.version));
+        self.plan(
+            caller,
+            &webhook,
+            &ctx,
+            pack.as_ref(),
+            "remove",
+            candidate,
+            &args.replay,
+            &json!({"remove": args.name}),
+            progress,
+        )
+        .await
+    }
+
+    /// `test_webhook_rules` with `replay` (REQ-8): the report, no token, nothing written.
+    pub async fn replay_candidate(
+        &self,
+        caller: &Caller,
+        webhook_id: &str,
+        mut candidate: Configuration,
+        window: &ReplayWindow,
+        progress: Option<Progress>,
+    ) -> Result<Value, PackError> {
+        let webhook = self
+            .state
+            .store
+            .get_webhook(&caller.scope, webhook_id)
+            .await?;
+        let minted = candidate.mint_rule_ids();
+        let ctx = routing_context(&webhook, &self.state.capabilities);
+        self.validate_candidate(&candidate, &ctx).await?;
+        let saved: Configuration =
+            serde_json::from_value(webhook.configuration.clone()).unwrap_or_default();
+        let prov = provenance::from_json(&webhook.provenance);
+        let outcome = self
+            .replay(
+                caller,
+                &webhook.id,
+                &webhook.owner_scope,
+                &ctx,
+                &saved,
+                &candidate,
+                window,
+                progress,
+            )
+            .await?;
+        let ids: Vec<String> = candidate
+            .rules
+            .iter()
+            .filter_map(|r| r.id.clone())
+            .collect();
+        let from_pack = |id: &str| {
+            prov.iter()
+                .find(|p| p.rule_ids.iter().any(|r| r == id))
+                .map(|p| p.name.clone())
+        };
+        let report = aggregate(
+            &outcome.replayed,
+            &ids,
+            &from_pack,
+            self.state.capabilities.trusted_actors,
+            outcome.truncated,
+            &rfc3339,
+        );
+        let mut out = report_json(&report);
+        out["minted_rule_ids"] = json!(minted);
+        out["rule_diff"] =
+            serde_json::to_value(switchboard_packs::merge::rule_diff(&saved, &candidate, &[]))
+                .unwrap_or_default();
+        out["nothing_saved"] = json!(true);
+        Ok(out)
+    }
+
+    async fn validate_candidate(
+        &self,
+        candidate: &Configuration,
+        ctx: &RoutingContext,
+    ) -> Result<(), PackError> {
+        let json = serde_json::to_string(candidate).unwrap_or_default();
+        let resp = self.state.routers.validate(&json, ctx).await?;
+        if resp.valid {
+            return Ok(());
+        }
+        let problems: Vec<Value> = resp
+            .problems
+            .iter()
+            .map(|p| json!({"rule_id": p.rule_id, "code": p.code, "message": p.message, "field": p.field}))
+            .collect();
+        Err(PackError::new(
+            "invalid_configuration",
+            format!(
+                "the candidate does not validate ({} problems)",
+                problems.len()
+            ),
+            json!({"problems": problems}),
+        ))
+    }
+
+    /// Evaluates every param check with the candidate's params, in the sandbox like any rule.
+    async fn run_param_checks(
+        &self,
+        pack: &Pack,
+        candidate: &Configuration,
+        ctx: &RoutingContext,
+    ) -> Result<(), PackError> {
+        let mut failures = Vec::new();
+        for check in &pack.param_checks {
+            let items: Vec<Value> = match &check.each {
+                Some(param) => candidate
+                    .params
+                    .get(param)
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default(),
+                None => vec![Value::Null],
+            };
+            if items.is_empty() {
+                continue;
+            }
+            let probe = Configuration {
+                rules: vec![switchboard_model::Rule {
+                    id: Some(check.id.clone()),
+                    description: None,
+                    when: format!(".payload | ({}) | not", check.expr),
+                    action: switchboard_model::Action::Drop,
+                }],
+                default_action: None,
+                params: candidate.params.clone(),
+            };
+            let deliveries: Vec<StoredDelivery> = items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| StoredDelivery {
+                    event_id: format!("param-check-{i}"),
+                    source: "generic".into(),
+                    kind: "param_check".into(),
+                    body: serde_json::to_vec(item).unwrap_or_default().into(),
+                    verified: true,
+                    delivery_id: format!("param-check-{i}"),
+                    ..Default::default()
+                })
+                .collect();
+            let wire = WireConfiguration {
+                json: serde_json::to_string(&probe).unwrap_or_default(),
+            };
+            let results = self
+                .state
+                .routers
+                .evaluate(switchboard_proto::router::v1::EvaluateRequest {
+                    context: Some(ctx.clone()),
+                    configurations: vec![wire],
+                    deliveries,
+                    budget_ms: 0,
+                })
+                .await?;
+            for (i, r) in results.iter().enumerate() {
+                let Some(d) = r.decisions.first() else {
+                    continue;
+                };
+                let failed = d.outcome != Outcome::Default as i32;
+                if failed {
+                    let mut f = json!({"param_check": check.id, "message": check.message});
+                    if let Some(param) = &check.each {
+                        f["param"] = json!(param);
+                        f["element"] = items.get(i).cloned().unwrap_or(Value::Null);
+                    }
+                    if d.outcome == Outcome::Fault as i32 {
+                        f["fault"] = json!(d.reason);
+                    }
+                    failures.push(f);
+                }
+            }
+        }
+        if failures.is_empty() {
+            return Ok(());
+        }
+        let first = &failures[0];
+        let message = format!(
+            "param check {} failed: {}{}",
+            first["param_check"].as_str().unwrap_or_default(),
+            first["message"].as_str().unwrap_or_default(),
+            first
+                .get("element")
+                .map(|e| format!(" ({} {})", first["param"].as_str().unwrap_or_default(), e))
+                .unwrap_or_default()
+        );
+        Err(PackError::new(
+            "invalid_params",
+            message,
+            json!({"failures": failures}),
+        ))
+    }
+
+    /// Replays both configurations over the webhook's window, under the lease, the rate
+    /// limit and the time budget. Reads only this webhook's events; writes nothing.
+    #[allow(clippy::too_many_arguments)]
+    async fn replay(
+        &self,
+        caller: &Caller,
+        webhook_id: &str,
+        scope: &OwnerScope,
+        ctx: &RoutingContext,
+        saved: &Configuration,
+        candidate: &Configuration,
+        window: &ReplayWindow,
+        progress: Option<Progress>,
+    ) -> Result<ReplayOutcome, PackError> {
+        let limit = window.limit.unwrap_or(DEFAULT_REPLAY_LIMIT);
+        if !(1..=MAX_REPLAY_LIMIT).contains(&limit) {
+            return Err(PackError::new(
+                "invalid_argument",
+                format!("replay.limit must be between 1 and {MAX_REPLAY_LIMIT}"),
+                json!({"field": "replay.limit"}),
+            ));
+        }
+        let holder = format!("{}:{}", caller.endpoint_id, uuid_like());
+        let lease_ttl = self.replay_budget + Duration::from_secs(30);
+        if !self.state.store.try_acquire_replay_lease(webhook_id, &holder, lease_ttl).await? {
+            return Err(PackError::new(
+                "busy",
+                "another replay of this webhook is running; retry when it finishes",
+                json!({"retry_after_ms": 2000}),
+            ));
+        }
+        // Released however the replay ends, cancellation included.
+        let mut lease = LeaseGuard { store: self.state.store.clone(), webhook_id: webhook_id.to_string(), holder, armed: true };
+        let result = async {
+            self.state
+                .store
+                .try_take(
+                    &caller.endpoint_id,
+                    "replay",
+                    REPLAYS_PER_MINUTE,
+                    Duration::from_secs(60),
+                )
+                .await?;
+            let events = self
+                .state
+                .store
+                .recent_events(scope, webhook_id, limit, window.since)
+                .await?;
+            let deliveries: Vec<StoredDelivery> = events.iter().map(stored_delivery).collect();
+            let configs = [
+                WireConfiguration {
+                    json: serde_json::to_string(saved).unwrap_or_default(),
+                },
+                WireConfiguration {
+                    json: serde_json::to_string(candidate).unwrap_or_default(),
+                },
+            ];
+            let total = deliveries.len() as u64;
+            let chunk = self.state.limits.replay_chunk.max(1);
+            let budget_ms = self.state.limits.evaluation_budget.as_millis() as u32;
+            let deadline = tokio::time::Instant::now() + self.replay_budget;
+            let mut calls = futures::stream::FuturesOrdered::new();
+            for (i, part) in deliveries.chunks(chunk).enumerate() {
+                let req = switchboard_proto::router::v1::EvaluateRequest {
+                    context: Some(ctx.clone()),
+                    configurations: configs.to_vec(),
+                    deliveries: part.to_vec(),
+                    budget_ms,
+                };
+                let routers = self.state.routers.clone();
+                calls.push_back(async move { (i, routers.evaluate(req).await) });
+            }
+            let mut replayed = Vec::with_capacity(deliveries.len());
+            let mut truncated = false;
+            let mut done = 0u64;
+            use futures::StreamExt;
+            loop {
+                match tokio::time::timeout_at(deadline, calls.next()).await {
+                    Err(_) => {
+                        truncated = true;
+                        break;
+                    }
+                    Ok(None) => break,
+                    Ok(Some((i, result))) => {
+                        let results = result?;
+                        for (k, r) in results.iter().enumerate() {
+                            let e = &events[i * chunk + k];
+                            let (Some(before), Some(after)) =
+                                (r.decisions.first(), r.decisions.get(1))
+                            else {
+                                continue;
+                            };
+                            replayed.push(Replayed {
+                                event_id: e.id.clone(),
+                                received_at_ms: e.received_at,
+                                source: e.source.to_string(),
+                                before: routed(before),
+                                after: routed(after),
+                            });
+                        }
+                        done += results.len() as u64;
+                        if let Some(p) = &progress {
+                            p(done, total);
+                        }
+                    }
+                }
+            }
+            Ok::<_, PackError>(ReplayOutcome {
+                replayed,
+                truncated,
+            })
+        }
+        .await;
+        lease.release().await;
+        result
+    }
+
+    /// Replays, routes fixtures, refuses faulting pack rules, and stores the plan.
+    #[allow(clippy::too_many_arguments)]
+    async fn plan(
+        &self,
+        caller: &Caller,
+        webhook: &Webhook,
+        ctx: &RoutingContext,
+        pack: Option<&Pack>,
+        kind: &str,
+        candidate: Candidate,
+        window: &ReplayWindow,
+        binding: &Value,
+        progress: Option<Progress>,
+    ) -> Result<Value, PackError> {
+        let saved: Configuration =
+            serde_json::from_value(webhook.configuration.clone()).unwrap_or_default();
+        let outcome = self
+            .replay(
+                caller,
+                &webhook.id,
+                &webhook.owner_scope,
+                ctx,
+                &saved,
+                &candidate.configuration,
+                window,
+                progress,
+            )
+            .await?;
+        // Fixtures through the candidate, with the production router.
+        let mut fixtures = Vec::new();
+        let mut fixture_faults: Vec<(String, String)> = Vec::new();
+        if kind != "remove"
+            && let Some(pack) = pack
+            && !pack.fixtures.is_empty()
+        {
+            let deliveries: Vec<StoredDelivery> = pack
+                .fixtures
+                .iter()
+                .enumerate()
+                .map(|(n, f)| fixture_delivery(f, n))
+                .collect();
+            let wire = WireConfiguration {
+                json: serde_json::to_string(&candidate.configuration).unwrap_or_default(),
+            };
+            let results = self
+                .state
+                .routers
+                .evaluate(switchboard_proto::router::v1::EvaluateRequest {
+                    context: Some(ctx.clone()),
+                    configurations: vec![wire],
+                    deliveries,
+                    budget_ms: 0,
+                })
+                .await?;
+            for (f, r) in pack.fixtures.iter().zip(results.iter()) {
+                let got = r.decisions.first().map(routed).unwrap_or(Routed {
+                    label: "fault".into(),
+                    rule_id: None,
+                });
+                if got.label == "fault"
+                    && let Some(rule) = &got.rule_id
+                    && candidate.pack_rule_ids.contains(rule)
+                {
+                    fixture_faults.push((rule.clone(), format!("fixture:{}", f.name)));
+                }
+                let got_label = if got.label
+                    == format!("queue:{}", ctx.grant.first().cloned().unwrap_or_default())
+                    && f.want == "default"
+                {
+                    "default".to_string()
+                } else {
+                    got.label.clone()
+                };
+                fixtures.push(json!({"name": f.name, "want": f.want, "got": got.label, "rule": got.rule_id, "passed": got_label == f.want}));
+            }
+        }
+        let mut faults = pack_rule_faults(&outcome.replayed, &candidate.pack_rule_ids);
+        for (rule, id) in fixture_faults {
+            match faults.iter_mut().find(|f| f.rule == rule) {
+                Some(f) => {
+                    f.count += 1;
+                    if f.event_ids.len() < switchboard_packs::plan::MAX_EXAMPLES {
+                        f.event_ids.push(id);
+                    }
+                }
+                None => faults.push(switchboard_packs::plan::RuleFaults {
+                    rule,
+                    count: 1,
+                    event_ids: vec![id],
+                }),
+            }
+        }
+        if !faults.is_empty() {
+            let first = &faults[0];
+            return Err(PackError::new(
+                "pack_rule_faults",
+                format!(
+                    "pack rule {} faults on {} replayed deliveries or fixtures (e.g. {}); the plan is refused — inspect them with get_webhook_event",
+                    first.rule,
+                    first.count,
+                    first.event_ids.join(", ")
+                ),
+                json!({"faults": faults}),
+            ));
+        }
+        let ids: Vec<String> = candidate
+            .configuration
+            .rules
+            .iter()
+            .filter_map(|r| r.id.clone())
+            .collect();
+        let prov = &candidate.provenance;
+        let from_pack = |id: &str| {
+            prov.iter()
+                .find(|p| p.rule_ids.iter().any(|r| r == id))
+                .map(|p| p.name.clone())
+        };
+        let report = aggregate(
+            &outcome.replayed,
+            &ids,
+            &from_pack,
+            self.state.capabilities.trusted_actors,
+            outcome.truncated,
+            &rfc3339,
+        );
+        let source_types = pack
+            .map(|p| p.requires.source_types.clone())
+            .unwrap_or_default();
+        let is_proven = proven(&outcome.replayed, &source_types, outcome.truncated);
+        let (token, token_hash) = new_plan_token()?;
+        let now = self.state.store.clock().now_ms();
+        let expires_at = now + PLAN_TTL.as_millis() as i64;
+        let mut provenance_after = candidate.provenance.clone();
+        if let Some(p) = pack
+            && kind != "remove"
+            && let Some(entry) = provenance_after.iter_mut().find(|e| e.name == p.name)
+        {
+            entry.proven = is_proven;
+            entry.truncated = outcome.truncated;
+            entry.replay = ReplaySummary {
+                events_replayed: report.events_replayed,
+                window_from: report.window_from.clone(),
+                window_to: report.window_to.clone(),
+                changed: report.changed,
+                replayed_at: rfc3339(now),
+            };
+        }
+        let name = pack.map(|p| p.name.clone()).unwrap_or_default();
+        let version = pack.map(|p| p.version.clone()).unwrap_or_default();
+        let from_version = provenance::from_json(&webhook.provenance)
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| p.version.clone());
+        let mut plan = report_json(&report);
+        plan["kind"] = json!(kind);
+        plan["webhook_id"] = json!(webhook.id);
+        plan["pack"] = json!({"name": name, "version": version, "from_version": from_version});
+        plan["fixtures"] = json!(fixtures);
+        plan["rule_diff"] = serde_json::to_value(&candidate.rule_diff).unwrap_or_default();
+        plan["param_diff"] = serde_json::to_value(&candidate.param_diff).unwrap_or_default();
+        plan["version_diff"] = serde_json::to_value(&candidate.version_diff).unwrap_or_default();
+        plan["proven"] = json!(is_proven);
+        plan["nothing_saved"] = json!(true);
+        plan["expires_at"] = json!(rfc3339(expires_at));
+        let verb = if kind == "remove" {
+            "remove_rule_pack"
+        } else {
+            "install_rule_pack"
+        };
+        plan["confirm_with"] = json!({
+            "tool": verb,
+            "arguments": {"webhook_id": webhook.id, "name": name, "confirm": "<plan_token>", "allow_unproven": if is_proven { Value::Null } else { json!(true) }},
+            "note": format!(
+                "Nothing was saved. To apply exactly this plan, call {verb} again with confirm: the plan_token, before {}. The token is bound to this webhook, your owner scope, {name}@{version}, these params and this candidate; it is refused as plan_stale if the webhook's configuration changes first.{}",
+                rfc3339(expires_at),
+                if is_proven { "" } else { " This plan is unproven (no delivery of the pack's source types was replayed, or the replay was truncated): the confirm needs allow_unproven: true." }
+            ),
+        });
+        let stored_candidate = json!({
+            "configuration": candidate.configuration,
+            "provenance": provenance_after,
+            "trusted_actors": candidate.trusted_actors,
+            "proven": is_proven,
+            "truncated": outcome.truncated,
+            "kind": kind,
+            "binding_digest": sha256_hex(&canonical(binding)),
+        });
+        self.state
+            .store
+            .insert_plan(NewPlan {
+                webhook_id: webhook.id.clone(),
+                owner_scope: caller.scope.clone(),
+                token_hash,
+                pack_name: name,
+                pack_version: version,
+                params_digest: sha256_hex(&canonical(binding)),
+                candidate: stored_candidate,
+                base_config_version: webhook.config_version,
+                expires_at,
+                plan: plan.clone(),
+            })
+            .await?;
+        plan["plan_token"] = json!(token);
+        Ok(plan)
+    }
+
+    /// Applies exactly the candidate a plan described, in one transaction under the
+    /// webhook's row lock; the store consumes the token in the same transaction.
+    async fn confirm(
+        &self,
+        caller: &Caller,
+        webhook_id: &str,
+        token: &str,
+        check: ConfirmCheck<'_>,
+        allow_unproven: bool,
+    ) -> Result<Value, PackError> {
+        let token_hash = sha256_hex(token);
+        let plan = self
+            .state
+            .store
+            .plan_by_token(&token_hash, &caller.scope)
+            .await?;
+        let mismatch = |field: &str| {
+            PackError::new(
+                "invalid_argument",
+                format!("{field} does not match the plan's; omit it or pass the planned value"),
+                json!({"field": field}),
+            )
+        };
+        if plan.webhook_id != webhook_id {
+            return Err(mismatch("webhook_id"));
+        }
+        let stale = || {
+            PackError::new(
+                "plan_stale",
+                "the plan is stale: it was already used, it expired, or the webhook's configuration changed; plan again",
+                Value::Null,
+            )
+        };
+        if plan.used_at.is_some() || plan.expires_at <= self.state.store.clock().now_ms() {
+            return Err(stale());
+        }
+        let kind = plan
+            .candidate
+            .get("kind")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        match check {
+            ConfirmCheck::Install(args) => {
+                if kind == "remove" || plan.pack_name != args.name {
+                    return Err(mismatch("name"));
+                }
+                if let Some(v) = &args.version
+                    && !switchboard_packs::catalog::version_matches(&plan.pack_version, v)
+                {
+                    return Err(mismatch("version"));
+                }
+                let planned = plan
+                    .candidate
+                    .get("binding_digest")
+                    .and_then(Value::as_str)
+                    .unwrap_or_default()
+                    .to_string();
+                let planned_binding: Value =
+                    plan.plan.get("param_diff").cloned().unwrap_or_default();
+                let _ = planned_binding;
+                if args.params.is_some() || args.replaces.is_some() {
+                    let given = json!({
+                        "params": args.params.clone().unwrap_or_default(),
+                        "replaces": args.replaces.clone().unwrap_or_default(),
+                        "overwrite_local_edits": args.overwrite_local_edits,
+                    });
+                    if sha256_hex(&canonical(&given)) != planned {
+                        return Err(mismatch(if args.params.is_some() {
+                            "params"
+                        } else {
+                            "replaces"
+                        }));
+                    }
+                }
+            }
+            ConfirmCheck::Remove(name) => {
+                if kind != "remove" || plan.pack_name != name {
+                    return Err(mismatch("name"));
+                }
+            }
+        }
+        let proven = plan
+            .candidate
+            .get("proven")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        let truncated = plan
+            .candidate
+            .get("truncated")
+            .and_then(Value::as_bool)
+            .unwrap_or(false);
+        if (!proven || truncated) && !allow_unproven {
+            return Err(PackError::new(
+                "unproven",
+                "this plan is unproven (no delivery of the pack's source types was replayed, or the replay was truncated); confirm again with allow_unproven: true to apply it anyway",
+                json!({"proven": proven, "truncated": truncated}),
+            ));
+        }
+        let webhook = self
+            .state
+            .store
+            .get_webhook(&caller.scope, webhook_id)
+            .await?;
+        let configuration: Configuration = serde_json::from_value(
+            plan.candidate
+                .get("configuration")
+                .cloned()
+                .unwrap_or_default(),
+        )
+        .map_err(|e| Error::internal(format!("stored candidate: {e}")))?;
+        // No widening: validated against the grant again at apply.
+        self.validate_candidate(
+            &configuration,
+            &routing_context(&webhook, &self.state.capabilities),
+        )
+        .await?;
+        let now = rfc3339(self.state.store.clock().now_ms());
+        let mut installed =
+            provenance::from_json(plan.candidate.get("provenance").unwrap_or(&Value::Null));
+        if let Some(entry) = installed.iter_mut().find(|e| e.name == plan.pack_name) {
+            entry.installed_at = now.clone();
+            entry.installed_by = InstalledBy {
+                endpoint: caller.endpoint_id.clone(),
+                human: caller.human.clone(),
+            };
+        }
+        let trusted_actors = plan
+            .candidate
+            .get("trusted_actors")
+            .cloned()
+            .filter(|v| !v.is_null());
+        let op = if kind == "remove" {
+            "remove_rule_pack"
+        } else {
+            "install_rule_pack"
+        };
+        let saved = self
+            .state
+            .store
+            .save_configuration(
+                &caller.scope,
+                webhook_id,
+                SaveConfiguration {
+                    expected_version: Some(plan.base_config_version),
+                    configuration: serde_json::to_value(&configuration).unwrap_or_default(),
+                    actor: Actor { endpoint_id: Some(caller.endpoint_id.clone()), human_login: Some(caller.human.clone()) },
+                    change: json!({"op": op, "pack": plan.pack_name, "version": plan.pack_version, "kind": kind}),
+                    provenance: Some(json!({"plan": plan.id, "pack": plan.pack_name, "version": plan.pack_version, "proven": proven, "truncated": truncated})),
+                    installed_packs: Some(serde_json::to_value(&installed).unwrap_or_default()),
+                    trusted_actors,
+                    plan_token_hash: Some(token_hash),
+                },
+            )
+            .await?;
+        let entry = installed.iter().find(|e| e.name == plan.pack_name);
+        Ok(json!({
+            "saved": true,
+            "kind": kind,
+            "webhook_id": webhook_id,
+            "version": saved.version,
+            "digest": saved.digest,
+            "pack": {"name": plan.pack_name, "version": plan.pack_version},
+            "provenance": entry,
+        }))
+    }
+}
+
+/// Holds a webhook's replay lease; releasing it when dropped, even when the caller went away
+/// mid-replay and the replay future was dropped.
+struct LeaseGuard {
+    store: crate::store::Store,
+    webhook_id: String,
+    holder: String,
+    armed: bool,
+}
+
+impl LeaseGuard {
+    async fn release(&mut self) {
+        self.armed = false;
+        let _ = self.store.release_replay_lease(&self.webhook_id, &self.holder).await;
+    }
+}
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let (store, webhook_id, holder) = (self.store.clone(), self.webhook_id.clone(), self.holder.clone());
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let _ = store.release_replay_lease(&webhook_id, &holder).await;
+            });
+        }
+    }
+}
+
+/// What a confirm must agree with.
+enum ConfirmCheck<'a> {
+    Install(&'a InstallArgs),
+    Remove(&'a str),
+}
+
+fn semver_of(v: &str) -> Option<semver::Version> {
+    semver::Version::parse(v).ok()
+}
+
+fn uuid_like() -> String {
+    let mut b = [0u8; 8];
+    let _ = getrandom::fill(&mut b);
+    hex::encode(b)
+}
+
+fn report_json(r: &Report) -> Value {
+    serde_json::to_value(r).unwrap_or_default()
+}
+
+/// A fixture as a stored delivery (the same shape the catalog test routes).
+fn fixture_delivery(f: &switchboard_packs::Fixture, n: usize) -> StoredDelivery {
+    let body = match &f.delivery.body {
+        Value::String(s) => s.clone().into_bytes(),
+        other => serde_json::to_vec(other).unwrap_or_default(),
+    };
+    StoredDelivery {
+        event_id: format!("fixture:{}", f.name),
+        source: f.delivery.source.clone(),
+        kind: f.delivery.kind(),
+        headers: f
+            .delivery
+            .headers
+            .iter()
+            .map(|(k, v)| switchboard_proto::router::v1::Header {
+                name: k.clone(),
+                value: v.clone(),
+            })
+            .collect(),
+        body: body.into(),
+        verified: f.delivery.verified,
+        delivery_id: format!("fixture-{n}"),
+        received_at_ms: 0,
+    }
+}

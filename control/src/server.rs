@@ -1,0 +1,180 @@
+//! Serving control: ingest (HTTP, axum) on one listener and the control gRPC API (tonic) on
+//! another, the unrouted-event retry beside them, and one graceful shutdown for all three.
+//!
+//! Shutdown order: readiness goes first (gRPC health `NOT_SERVING`, `/readyz` 503), so
+//! balancers stop sending; after `readiness_grace`, both listeners stop accepting and in-flight
+//! requests drain; the retry task stops last (a pass it was in is transactional per event).
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use axum::extract::State;
+use axum::http::StatusCode;
+use axum::routing::get;
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic_health::ServingStatus;
+use tonic_health::pb::health_server::HealthServer;
+use tonic_health::server::{HealthReporter, HealthService};
+
+use crate::ingest::{self, RetryOptions};
+use crate::state::ControlState;
+
+/// Largest gRPC message control takes or sends.
+pub const MAX_GRPC_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// How control serves, beyond its addresses.
+#[derive(Clone, Debug)]
+pub struct ServeOptions {
+    /// Time between flipping readiness and closing the listeners, so load balancers notice.
+    pub readiness_grace: Duration,
+    /// The unrouted-event retry; `None` runs none (another replica may).
+    pub retry: Option<RetryOptions>,
+}
+
+impl Default for ServeOptions {
+    fn default() -> Self {
+        Self {
+            readiness_grace: Duration::ZERO,
+            retry: Some(RetryOptions::default()),
+        }
+    }
+}
+
+/// Control bound to its two addresses, ready to serve. Binding first lets a caller print the
+/// addresses actually bound (port 0 picks free ports) before serving starts.
+pub struct BoundControl {
+    state: ControlState,
+    http: TcpListener,
+    grpc: TcpListener,
+    pub http_addr: SocketAddr,
+    pub grpc_addr: SocketAddr,
+    health: HealthReporter,
+}
+
+/// Why control could not bind or serve.
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    #[error("{0}")]
+    Io(#[from] std::io::Error),
+    #[error("grpc: {0}")]
+    Grpc(String),
+}
+
+impl BoundControl {
+    pub async fn bind(
+        state: ControlState,
+        http_addr: SocketAddr,
+        grpc_addr: SocketAddr,
+    ) -> Result<Self, ServeError> {
+        let http = TcpListener::bind(http_addr).await?;
+        let grpc = TcpListener::bind(grpc_addr).await?;
+        let health = HealthReporter::new();
+        Ok(Self {
+            http_addr: http.local_addr()?,
+            grpc_addr: grpc.local_addr()?,
+            state,
+            http,
+            grpc,
+            health,
+        })
+    }
+
+    /// The gRPC health reporter, for services that report their own status.
+    pub fn health(&self) -> HealthReporter {
+        self.health.clone()
+    }
+
+    /// Serves ingest and `grpc_routes` (the control API; health and reflection are added
+    /// here) until `shutdown` resolves, then flips readiness and drains.
+    pub async fn serve(
+        self,
+        grpc_routes: tonic::service::Routes,
+        options: ServeOptions,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), ServeError> {
+        let ready = Arc::new(AtomicBool::new(true));
+        crate::api::report_health(&self.health, ServingStatus::Serving).await;
+
+        // One shutdown signal, two listeners: readiness first, then both drain.
+        let (drain_tx, drain_rx) = tokio::sync::watch::channel(false);
+        let health = self.health.clone();
+        let ready_flag = ready.clone();
+        let grace = options.readiness_grace;
+        tokio::spawn(async move {
+            shutdown.await;
+            ready_flag.store(false, Ordering::SeqCst);
+            crate::api::report_health(&health, ServingStatus::NotServing).await;
+            tracing::info!("control not ready; draining");
+            if !grace.is_zero() {
+                tokio::time::sleep(grace).await;
+            }
+            let _ = drain_tx.send(true);
+        });
+        let drained = |mut rx: tokio::sync::watch::Receiver<bool>| async move {
+            // A dropped sender also means stop.
+            let _ = rx.wait_for(|d| *d).await;
+        };
+
+        let retry = options
+            .retry
+            .map(|o| ingest::spawn_unrouted_retry(self.state.clone(), o));
+
+        let http_app = ingest::router(self.state.clone()).merge(
+            axum::Router::new()
+                .route("/healthz", get(|| async { "ok" }))
+                .route("/readyz", get(readyz))
+                .with_state(ready),
+        );
+        let http = axum::serve(self.http, http_app)
+            .with_graceful_shutdown(drained(drain_rx.clone()))
+            .into_future();
+
+        let reflection = tonic_reflection::server::Builder::configure()
+            .register_encoded_file_descriptor_set(switchboard_proto::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .build_v1()
+            .map_err(|e| ServeError::Grpc(format!("reflection: {e}")))?;
+        let grpc = tonic::transport::Server::builder()
+            .add_routes(grpc_routes)
+            .add_service(HealthServer::new(HealthService::from_health_reporter(
+                self.health.clone(),
+            )))
+            .add_service(reflection)
+            .serve_with_incoming_shutdown(TcpListenerStream::new(self.grpc), drained(drain_rx));
+
+        let (http_result, grpc_result) = tokio::join!(http, grpc);
+        if let Some(task) = retry {
+            task.abort();
+        }
+        http_result?;
+        grpc_result.map_err(|e| ServeError::Grpc(e.to_string()))?;
+        tracing::info!("control stopped");
+        Ok(())
+    }
+}
+
+async fn readyz(State(ready): State<Arc<AtomicBool>>) -> (StatusCode, &'static str) {
+    if ready.load(Ordering::SeqCst) {
+        (StatusCode::OK, "ready")
+    } else {
+        (StatusCode::SERVICE_UNAVAILABLE, "draining")
+    }
+}
+
+/// Binds and serves in one call; see [`BoundControl`] to learn the bound addresses first.
+pub async fn serve_control(
+    state: ControlState,
+    http_addr: SocketAddr,
+    grpc_addr: SocketAddr,
+    grpc_routes: tonic::service::Routes,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> Result<(), ServeError> {
+    BoundControl::bind(state, http_addr, grpc_addr)
+        .await?
+        .serve(grpc_routes, ServeOptions::default(), shutdown)
+        .await
+}

@@ -1,0 +1,208 @@
+//! The gateway's only way to do anything: control's gRPC API, called with the caller's own
+//! bearer credential. The gateway holds no credential of its own, so it can do nothing the
+//! caller could not do by calling control directly.
+
+use std::fmt;
+use std::time::Duration;
+
+use switchboard_proto::control::v1 as pb;
+use switchboard_proto::control::v1::identity_client::IdentityClient;
+use switchboard_proto::control::v1::rule_packs_client::RulePacksClient;
+use switchboard_proto::control::v1::todos_client::TodosClient;
+use switchboard_proto::control::v1::webhook_rules_client::WebhookRulesClient;
+use switchboard_proto::control::v1::webhooks_client::WebhooksClient;
+use tonic::metadata::MetadataValue;
+use tonic::transport::{Channel, Endpoint};
+use tonic::{Request, Status, Streaming};
+
+/// Largest gRPC message the gateway takes from control: control's own limit, so a large
+/// event body or history page is never cut off here.
+pub const MAX_GRPC_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
+
+/// An endpoint credential as presented by the agent. Never logged: `Debug` shows only a
+/// short digest, enough to tell two callers apart in a trace.
+#[derive(Clone, PartialEq, Eq)]
+pub struct Bearer(String);
+
+impl Bearer {
+    /// The credential from an `Authorization` header value, if it is `Bearer <credential>`.
+    pub fn from_header(value: &str) -> Option<Bearer> {
+        let (scheme, credential) = value.trim().split_once(' ')?;
+        let credential = credential.trim();
+        let well_formed = scheme.eq_ignore_ascii_case("bearer")
+            && !credential.is_empty()
+            && credential.bytes().all(|b| b.is_ascii_graphic());
+        well_formed.then(|| Bearer(credential.to_string()))
+    }
+
+    pub fn new(credential: impl Into<String>) -> Bearer {
+        Bearer(credential.into())
+    }
+
+    /// sha256 of the credential (hex): what may appear in logs and keys, never the credential.
+    pub fn digest(&self) -> String {
+        use sha2::Digest;
+        hex::encode(sha2::Sha256::digest(self.0.as_bytes()))
+    }
+
+    fn metadata(&self) -> Result<MetadataValue<tonic::metadata::Ascii>, Status> {
+        format!("Bearer {}", self.0)
+            .parse()
+            .map_err(|_| Status::unauthenticated("the credential is not valid header text"))
+    }
+}
+
+impl fmt::Debug for Bearer {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let digest = self.digest();
+        write!(f, "Bearer(sha256:{}…)", &digest[..12])
+    }
+}
+
+/// A lazily connected channel to control: the gateway starts (and answers 503 for identity)
+/// while control is still coming up.
+#[derive(Clone)]
+pub struct ControlClient {
+    channel: Channel,
+    timeout: Duration,
+}
+
+/// How long a unary call may take, and how long a plan's streamed replay may take in all
+/// (control's replay budget is 30 s; the rest is margin for validation and fixtures).
+pub const UNARY_TIMEOUT: Duration = Duration::from_secs(30);
+pub const STREAM_TIMEOUT: Duration = Duration::from_secs(120);
+
+impl ControlClient {
+    /// `addr` is `http://host:port` or `host:port`.
+    pub fn connect_lazy(addr: &str) -> Result<ControlClient, String> {
+        let url = if addr.contains("://") {
+            addr.to_string()
+        } else {
+            format!("http://{addr}")
+        };
+        let endpoint = Endpoint::from_shared(url.clone())
+            .map_err(|e| format!("invalid control address {addr:?}: {e}"))?
+            .connect_timeout(Duration::from_secs(5))
+            .tcp_nodelay(true);
+        Ok(ControlClient {
+            channel: endpoint.connect_lazy(),
+            timeout: UNARY_TIMEOUT,
+        })
+    }
+
+    fn request<T>(&self, bearer: &Bearer, message: T, timeout: Duration) -> Result<Request<T>, Status> {
+        let mut request = Request::new(message);
+        request
+            .metadata_mut()
+            .insert("authorization", bearer.metadata()?);
+        request.set_timeout(timeout);
+        Ok(request)
+    }
+
+    fn webhooks(&self) -> WebhooksClient<Channel> {
+        WebhooksClient::new(self.channel.clone())
+            .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+    }
+
+    fn rules(&self) -> WebhookRulesClient<Channel> {
+        WebhookRulesClient::new(self.channel.clone())
+            .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+    }
+
+    fn todos(&self) -> TodosClient<Channel> {
+        TodosClient::new(self.channel.clone()).max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+    }
+
+    fn packs(&self) -> RulePacksClient<Channel> {
+        RulePacksClient::new(self.channel.clone())
+            .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+    }
+
+    pub async fn who_am_i(&self, bearer: &Bearer) -> Result<pb::WhoAmIResponse, Status> {
+        let request = self.request(bearer, pb::WhoAmIRequest {}, self.timeout)?;
+        Ok(IdentityClient::new(self.channel.clone())
+            .who_am_i(request)
+            .await?
+            .into_inner())
+    }
+}
+
+/// One unary RPC per verb: `verb!(method, Client, RequestType, ResponseType)`.
+macro_rules! unary {
+    ($( $method:ident => $client:ident . $rpc:ident ( $req:ty ) -> $resp:ty ; )*) => {
+        impl ControlClient {
+            $(
+                pub async fn $method(&self, bearer: &Bearer, message: $req) -> Result<$resp, Status> {
+                    let request = self.request(bearer, message, self.timeout)?;
+                    Ok(self.$client().$rpc(request).await?.into_inner())
+                }
+            )*
+        }
+    };
+}
+
+unary! {
+    create_webhook => webhooks.create_webhook(pb::CreateWebhookRequest) -> pb::CreateWebhookResponse;
+    list_webhooks => webhooks.list_webhooks(pb::ListWebhooksRequest) -> pb::ListWebhooksResponse;
+    get_webhook => webhooks.get_webhook(pb::GetWebhookRequest) -> pb::GetWebhookResponse;
+    delete_webhook => webhooks.delete_webhook(pb::DeleteWebhookRequest) -> pb::DeleteWebhookResponse;
+    rotate_webhook_secret => webhooks.rotate_webhook_secret(pb::RotateWebhookSecretRequest) -> pb::RotateWebhookSecretResponse;
+    list_webhook_events => webhooks.list_webhook_events(pb::ListWebhookEventsRequest) -> pb::ListWebhookEventsResponse;
+    get_webhook_event => webhooks.get_webhook_event(pb::GetWebhookEventRequest) -> pb::GetWebhookEventResponse;
+    list_webhook_rules => rules.list_webhook_rules(pb::ListWebhookRulesRequest) -> pb::ListWebhookRulesResponse;
+    set_webhook_rules => rules.set_webhook_rules(pb::SetWebhookRulesRequest) -> pb::SaveRulesResponse;
+    update_webhook_rule => rules.update_webhook_rule(pb::UpdateWebhookRuleRequest) -> pb::SaveRulesResponse;
+    delete_webhook_rule => rules.delete_webhook_rule(pb::DeleteWebhookRuleRequest) -> pb::SaveRulesResponse;
+    test_webhook_rules => rules.test_webhook_rules(pb::TestWebhookRulesRequest) -> pb::TestWebhookRulesResponse;
+    list_webhook_history => rules.list_webhook_history(pb::ListWebhookHistoryRequest) -> pb::ListWebhookHistoryResponse;
+    list_rule_packs => packs.list_rule_packs(pb::ListRulePacksRequest) -> pb::RulePacksResult;
+    list_todos => todos.list_todos(pb::ListTodosRequest) -> pb::ListTodosResponse;
+    claim_todo => todos.claim_todo(pb::ClaimTodoRequest) -> pb::ClaimTodoResponse;
+    complete_todo => todos.complete_todo(pb::CompleteTodoRequest) -> pb::CompleteTodoResponse;
+}
+
+impl ControlClient {
+    /// `InstallRulePack`: progress events, then the result. Dropping the stream cancels the
+    /// call, which stops control's replay.
+    pub async fn install_rule_pack(
+        &self,
+        bearer: &Bearer,
+        message: pb::InstallRulePackRequest,
+    ) -> Result<Streaming<pb::RulePackEvent>, Status> {
+        let request = self.request(bearer, message, STREAM_TIMEOUT)?;
+        Ok(self.packs().install_rule_pack(request).await?.into_inner())
+    }
+
+    /// `RemoveRulePack`, streamed like an install.
+    pub async fn remove_rule_pack(
+        &self,
+        bearer: &Bearer,
+        message: pb::RemoveRulePackRequest,
+    ) -> Result<Streaming<pb::RulePackEvent>, Status> {
+        let request = self.request(bearer, message, STREAM_TIMEOUT)?;
+        Ok(self.packs().remove_rule_pack(request).await?.into_inner())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn bearer_is_read_strictly() {
+        assert_eq!(Bearer::from_header("Bearer sbe_x"), Some(Bearer::new("sbe_x")));
+        assert_eq!(Bearer::from_header("bearer  sbe_x "), Some(Bearer::new("sbe_x")));
+        assert_eq!(Bearer::from_header("Basic sbe_x"), None);
+        assert_eq!(Bearer::from_header("Bearer "), None);
+        assert_eq!(Bearer::from_header("sbe_x"), None);
+        assert_eq!(Bearer::from_header("Bearer a b"), None);
+    }
+
+    #[test]
+    fn debug_never_shows_the_credential() {
+        let b = Bearer::new("sbe_supersecret");
+        let shown = format!("{b:?}");
+        assert!(!shown.contains("supersecret"), "{shown}");
+        assert!(shown.starts_with("Bearer(sha256:"), "{shown}");
+    }
+}

@@ -1,0 +1,381 @@
+//! Errors an agent can act on. A business error (the call was well formed and control, or
+//! the gateway's own allowlist check, said no) comes back as a tool result with
+//! `isError: true` and ONE text block `{"error": {"code", "message", "details"}}`, without
+//! `structuredContent`: the code is stable (control's reason), the message says what was
+//! wrong, and `details.next` names the next call to make. Protocol faults (malformed JSON-RPC,
+//! an unknown tool or method) stay JSON-RPC errors; rmcp answers those itself.
+
+use rmcp::model::{CallToolResult, ContentBlock};
+use serde_json::{Map, Value, json};
+use tonic::{Code, Status};
+use tonic_types::StatusExt;
+
+/// The `ErrorInfo.domain` of every error control answers.
+pub const CONTROL_DOMAIN: &str = "switchboard";
+
+/// A tool call that did not work, as the agent sees it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolError {
+    pub code: String,
+    pub message: String,
+    pub details: Map<String, Value>,
+}
+
+impl ToolError {
+    pub fn new(code: impl Into<String>, message: impl Into<String>) -> ToolError {
+        ToolError {
+            code: code.into(),
+            message: message.into(),
+            details: Map::new(),
+        }
+    }
+
+    pub fn with(mut self, key: &str, value: impl Into<Value>) -> ToolError {
+        self.details.insert(key.to_string(), value.into());
+        self
+    }
+
+    /// The arguments did not fit the tool's input schema.
+    pub fn invalid_arguments(tool: &str, problem: impl std::fmt::Display) -> ToolError {
+        ToolError::new(
+            "invalid_argument",
+            format!("the arguments do not fit {tool}'s input schema: {problem}"),
+        )
+        .with("tool", tool)
+        .with(
+            "next",
+            format!("call {tool} again with arguments that match its inputSchema (tools/list)"),
+        )
+    }
+
+    /// Control answered something the gateway cannot read; `context` is logged, never sent.
+    pub fn internal(context: impl std::fmt::Display) -> ToolError {
+        tracing::error!(error = %context, "unreadable answer from control");
+        ToolError::new("internal", "internal error").with("next", "retry shortly")
+    }
+
+    /// The JSON the agent reads: `{"error": {"code", "message", "details"}}`.
+    pub fn to_json(&self) -> Value {
+        json!({"error": {"code": self.code, "message": self.message, "details": self.details}})
+    }
+
+    /// The tool result: `isError: true`, one JSON text block, no `structuredContent`.
+    pub fn into_result(self) -> CallToolResult {
+        CallToolResult::error(vec![ContentBlock::text(self.to_json().to_string())])
+    }
+
+    /// A control status turned into what the agent can act on, for a call of `tool`.
+    pub fn from_status(tool: &str, status: &Status) -> ToolError {
+        let details = status.get_error_details();
+        let info = details
+            .error_info()
+            .filter(|info| info.domain == CONTROL_DOMAIN);
+        let (prefix, rest) = split_reason(status.message());
+        let code = info
+            .map(|info| info.reason.clone())
+            .or(prefix.map(str::to_string))
+            .unwrap_or_else(|| fallback_code(status.code()).to_string());
+        let mut message = if prefix.is_some() { rest } else { status.message() }.to_string();
+        let mut out = Map::new();
+        if let Some(info) = info {
+            for (key, value) in &info.metadata {
+                if key == "details" {
+                    // Rule-pack errors carry their structured details as JSON.
+                    match serde_json::from_str::<Value>(value) {
+                        Ok(Value::Object(map)) => out.extend(map),
+                        Ok(Value::Null) => {}
+                        Ok(other) => {
+                            out.insert(key.clone(), other);
+                        }
+                        Err(_) => {
+                            out.insert(key.clone(), Value::String(value.clone()));
+                        }
+                    }
+                } else {
+                    out.insert(key.clone(), scalar(value));
+                }
+            }
+        }
+        if let Some(delay) = details.retry_info().and_then(|r| r.retry_delay) {
+            out.entry("retry_after_ms")
+                .or_insert_with(|| json!(delay.as_millis() as u64));
+        }
+        if code == "invalid_configuration" {
+            // The problems are a JSON list at the end of the message: give them as data.
+            if let Some((head, list)) = message.split_once(": [")
+                && let Ok(problems) = serde_json::from_str::<Value>(&format!("[{list}"))
+            {
+                out.insert("problems".into(), problems);
+                message = head.to_string();
+            }
+        } else if let Some(bad) = details.bad_request()
+            && !bad.field_violations.is_empty()
+            && !out.contains_key("field")
+        {
+            let violations: Vec<Value> = bad
+                .field_violations
+                .iter()
+                .map(|v| json!({"field": v.field, "description": v.description}))
+                .collect();
+            out.insert("field_violations".into(), Value::Array(violations));
+        }
+        if code == "internal" {
+            // Control never sends internal context; say no more than it did.
+            message = "internal error".into();
+        }
+        if status.code() == Code::Unavailable && info.is_none() {
+            return ToolError::new(
+                "control_unavailable",
+                "control did not answer; nothing was changed",
+            )
+            .with("next", format!("retry {tool} in a few seconds"));
+        }
+        let mut error = ToolError {
+            code,
+            message,
+            details: out,
+        };
+        if !error.details.contains_key("next")
+            && let Some(next) = next_call(tool, &error)
+        {
+            error.details.insert("next".into(), Value::String(next));
+        }
+        error
+    }
+}
+
+/// `reason: message` → (`Some(reason)`, `message`) when the prefix is a snake_case reason.
+fn split_reason(message: &str) -> (Option<&str>, &str) {
+    match message.split_once(": ") {
+        Some((reason, rest))
+            if !reason.is_empty()
+                && reason
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b == b'_') =>
+        {
+            (Some(reason), rest)
+        }
+        _ => (None, message),
+    }
+}
+
+/// Numbers in ErrorInfo metadata (`current_version`, `retry_after_ms`) stay numbers.
+fn scalar(value: &str) -> Value {
+    value
+        .parse::<i64>()
+        .map(Value::from)
+        .unwrap_or_else(|_| Value::String(value.to_string()))
+}
+
+fn fallback_code(code: Code) -> &'static str {
+    match code {
+        Code::NotFound => "not_found",
+        Code::InvalidArgument | Code::OutOfRange => "invalid_argument",
+        Code::PermissionDenied => "permission_denied",
+        Code::Unauthenticated => "unauthenticated",
+        Code::ResourceExhausted => "rate_limited",
+        Code::FailedPrecondition | Code::Aborted | Code::AlreadyExists => "conflict",
+        Code::Unimplemented => "unimplemented",
+        Code::DeadlineExceeded => "deadline_exceeded",
+        Code::Unavailable => "control_unavailable",
+        Code::Cancelled => "cancelled",
+        _ => "internal",
+    }
+}
+
+/// The call an agent should make next, for the codes where the gateway knows it.
+fn next_call(tool: &str, error: &ToolError) -> Option<String> {
+    let detail = |key: &str| error.details.get(key).cloned().unwrap_or(Value::Null);
+    Some(match error.code.as_str() {
+        "not_found" => match tool {
+            "get_webhook_event" => {
+                "check the event id with list_webhook_events (and the webhook id with list_webhooks)"
+                    .into()
+            }
+            "claim_todo" | "complete_todo" => "check the todo id with list_todos".into(),
+            "install_rule_pack" | "remove_rule_pack" | "list_rule_packs" => {
+                "check the webhook id with list_webhooks and the pack name with list_rule_packs; a plan_token is valid only for the owner scope that planned it: plan again without confirm"
+                    .into()
+            }
+            "update_webhook_rule" | "delete_webhook_rule" => {
+                "check the webhook id with list_webhooks and the rule id with list_webhook_rules"
+                    .into()
+            }
+            _ => "check the id with list_webhooks".into(),
+        },
+        "version_mismatch" => format!(
+            "call list_webhook_rules to read the saved configuration (version {}), apply your change to it, and call {tool} again with that expected_version",
+            detail("current_version")
+        ),
+        "plan_stale" => format!(
+            "plan again: call {tool} without confirm, check the new plan, then confirm with its plan_token"
+        ),
+        "unproven" => format!(
+            "if the plan is acceptable without proof, call {tool} again with the same confirm and allow_unproven: true"
+        ),
+        "local_edits" => format!(
+            "inspect the edited rules with list_webhook_rules; to replace the edits, plan again with {tool} and overwrite_local_edits: true"
+        ),
+        "invalid_configuration" => {
+            "fix every listed problem and call again; check a candidate first with test_webhook_rules"
+                .into()
+        }
+        "invalid_params" => {
+            "fix the named param (see the pack's params_schema in list_rule_packs) and plan again"
+                .into()
+        }
+        "pack_rule_faults" => {
+            "inspect the named events with get_webhook_event; the pack cannot be installed on this webhook as it is"
+                .into()
+        }
+        "requires_pack" => {
+            "install the required pack first (install_rule_pack), then plan this one again".into()
+        }
+        "too_many_rules" => {
+            "remove rules (delete_webhook_rule) or packs (remove_rule_pack) to make room, or adopt hand-written rules with replaces"
+                .into()
+        }
+        "default_conflict" => {
+            "another installed pack already sets default_action: remove it first with remove_rule_pack"
+                .into()
+        }
+        "unavailable_version" => "pick an available version from list_rule_packs".into(),
+        "busy" => format!(
+            "another replay is running on this webhook; call {tool} again in a few seconds"
+        ),
+        "rate_limited" => match error.details.get("retry_after_ms") {
+            Some(ms) => format!("wait {ms} ms, then call {tool} again"),
+            None => format!("wait a little, then call {tool} again"),
+        },
+        "router_unavailable" | "control_unavailable" | "internal" => {
+            format!("nothing was changed; retry {tool} shortly")
+        }
+        "permission_denied" => {
+            "this endpoint may not make this call: use a tool from tools/list, or ask an operator for an endpoint whose allowlist and role permit it"
+                .into()
+        }
+        "unauthenticated" => {
+            "the endpoint credential is unknown or revoked: ask an operator for a new endpoint"
+                .into()
+        }
+        "conflict" => match tool {
+            "claim_todo" | "complete_todo" => {
+                "another endpoint holds this todo: pick another with list_todos filter unclaimed"
+                    .into()
+            }
+            _ => "read the current state again and retry".into(),
+        },
+        "invalid_argument" => format!("fix the named argument and call {tool} again"),
+        "unimplemented" => "this instance does not serve that yet".into(),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::HashMap;
+    use std::time::Duration;
+
+    use tonic_types::ErrorDetails;
+
+    use super::*;
+
+    fn status(code: Code, reason: &str, message: &str, metadata: &[(&str, &str)]) -> Status {
+        let mut details = ErrorDetails::new();
+        let metadata: HashMap<String, String> = metadata
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
+        details.set_error_info(reason, CONTROL_DOMAIN, metadata);
+        Status::with_error_details(code, format!("{reason}: {message}"), details)
+    }
+
+    #[test]
+    fn the_reason_becomes_the_code_and_the_prefix_goes() {
+        let e = ToolError::from_status(
+            "get_webhook",
+            &status(Code::NotFound, "not_found", "webhook not found", &[("resource", "webhook")]),
+        );
+        assert_eq!(e.code, "not_found");
+        assert_eq!(e.message, "webhook not found");
+        assert_eq!(e.details["resource"], "webhook");
+        assert!(e.details["next"].as_str().unwrap().contains("list_webhooks"));
+    }
+
+    #[test]
+    fn rule_pack_details_are_json() {
+        let e = ToolError::from_status(
+            "install_rule_pack",
+            &status(
+                Code::FailedPrecondition,
+                "local_edits",
+                "rules were edited",
+                &[("details", r#"{"pack":"drop-ci-noise","rules":["drop-ci-noise--a"]}"#)],
+            ),
+        );
+        assert_eq!(e.code, "local_edits");
+        assert_eq!(e.details["pack"], "drop-ci-noise");
+        assert_eq!(e.details["rules"][0], "drop-ci-noise--a");
+        assert!(e.details["next"].as_str().unwrap().contains("overwrite_local_edits"));
+    }
+
+    #[test]
+    fn rate_limits_carry_the_retry_hint() {
+        let mut details = ErrorDetails::with_retry_info(Some(Duration::from_millis(1500)));
+        details.set_error_info(
+            "rate_limited",
+            CONTROL_DOMAIN,
+            HashMap::from([("retry_after_ms".to_string(), "1500".to_string())]),
+        );
+        let s = Status::with_error_details(
+            Code::ResourceExhausted,
+            "rate_limited: rate limit reached, retry after 1500 ms",
+            details,
+        );
+        let e = ToolError::from_status("list_todos", &s);
+        assert_eq!(e.code, "rate_limited");
+        assert_eq!(e.details["retry_after_ms"], 1500);
+        assert_eq!(e.details["next"], "wait 1500 ms, then call list_todos again");
+    }
+
+    #[test]
+    fn configuration_problems_are_listed_as_data() {
+        let s = status(
+            Code::InvalidArgument,
+            "invalid_configuration",
+            r#"the configuration has 1 problem: [{"code":"parse_error","message":"bad","rule_index":0}]"#,
+            &[("problems", "1")],
+        );
+        let e = ToolError::from_status("set_webhook_rules", &s);
+        assert_eq!(e.code, "invalid_configuration");
+        assert_eq!(e.message, "the configuration has 1 problem");
+        assert_eq!(e.details["problems"][0]["code"], "parse_error");
+    }
+
+    #[test]
+    fn transport_failures_say_control_did_not_answer() {
+        let e = ToolError::from_status("list_webhooks", &Status::unavailable("tcp connect error"));
+        assert_eq!(e.code, "control_unavailable");
+        assert!(!e.message.contains("tcp"));
+    }
+
+    #[test]
+    fn internal_context_is_not_passed_on() {
+        let e = ToolError::from_status("list_webhooks", &Status::internal("SELECT * FROM x"));
+        assert_eq!(e.code, "internal");
+        assert_eq!(e.message, "internal error");
+    }
+
+    #[test]
+    fn the_result_is_one_json_block_without_structured_content() {
+        let r = ToolError::new("plan_stale", "stale").into_result();
+        assert_eq!(r.is_error, Some(true));
+        assert!(r.structured_content.is_none());
+        assert_eq!(r.content.len(), 1);
+        let text = r.content[0].as_text().map(|t| t.text.clone()).unwrap();
+        let v: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(v["error"]["code"], "plan_stale");
+        assert_eq!(v["error"]["message"], "stale");
+        assert!(v["error"]["details"].is_object());
+    }
+}

@@ -1,0 +1,288 @@
+//! Control's messages as agents read them: JSON text fields parsed into real JSON, enums as
+//! their lower-case names, empty strings as null. Pure functions; a `*_json` field control
+//! sent that does not parse is an internal error (logged, never shown).
+
+use base64::Engine;
+use serde_json::{Map, Value};
+use switchboard_proto::control::v1 as pb;
+
+use super::output::*;
+use super::params::{SourceKind, TodoFilterArg};
+use crate::errors::ToolError;
+
+/// A JSON text field of control's as a JSON value; empty text is `None`.
+pub fn json_field(field: &str, text: &str) -> Result<Option<Value>, ToolError> {
+    if text.trim().is_empty() {
+        return Ok(None);
+    }
+    serde_json::from_str(text)
+        .map(Some)
+        .map_err(|e| ToolError::internal(format!("control sent {field} that is not JSON: {e}")))
+}
+
+/// A JSON-object text field of control's; empty text is `{}`.
+pub fn object_field(field: &str, text: &str) -> Result<Object, ToolError> {
+    match json_field(field, text)? {
+        None | Some(Value::Null) => Ok(Map::new()),
+        Some(Value::Object(map)) => Ok(map),
+        Some(_) => Err(ToolError::internal(format!(
+            "control sent {field} that is not a JSON object"
+        ))),
+    }
+}
+
+fn non_empty(s: String) -> Option<String> {
+    (!s.is_empty()).then_some(s)
+}
+
+fn non_zero(ms: i64) -> Option<i64> {
+    (ms != 0).then_some(ms)
+}
+
+pub fn source_name(source: i32) -> String {
+    match pb::SourceType::try_from(source).unwrap_or(pb::SourceType::Unspecified) {
+        pb::SourceType::Forgejo => "forgejo",
+        pb::SourceType::Gitea => "gitea",
+        pb::SourceType::Github => "github",
+        pb::SourceType::Cairn => "cairn",
+        pb::SourceType::Generic => "generic",
+        pb::SourceType::Unspecified => "unspecified",
+    }
+    .to_string()
+}
+
+pub fn source_type(kind: SourceKind) -> pb::SourceType {
+    match kind {
+        SourceKind::Forgejo => pb::SourceType::Forgejo,
+        SourceKind::Gitea => pb::SourceType::Gitea,
+        SourceKind::Github => pb::SourceType::Github,
+        SourceKind::Cairn => pb::SourceType::Cairn,
+        SourceKind::Generic => pb::SourceType::Generic,
+    }
+}
+
+pub fn todo_filter(filter: Option<TodoFilterArg>) -> pb::TodoFilter {
+    match filter {
+        None | Some(TodoFilterArg::Open) => pb::TodoFilter::Open,
+        Some(TodoFilterArg::Unclaimed) => pb::TodoFilter::Unclaimed,
+        Some(TodoFilterArg::All) => pb::TodoFilter::All,
+    }
+}
+
+/// A webhook message is required where control always sends one.
+pub fn required<T>(what: &str, value: Option<T>) -> Result<T, ToolError> {
+    value.ok_or_else(|| ToolError::internal(format!("control sent no {what}")))
+}
+
+pub fn webhook(w: pb::Webhook) -> Result<WebhookOut, ToolError> {
+    Ok(WebhookOut {
+        installed_packs: object_field("installed_packs_json", &w.installed_packs_json)?,
+        source_type: source_name(w.source_type),
+        trusted_actors: w.trusted_actors.map(|t| TrustedActorsOut {
+            humans: t.humans,
+            agents: t.agents,
+            bots: t.bots,
+        }),
+        id: w.id,
+        owner_scope: w.owner_scope,
+        grant: w.grant,
+        default_queue: w.default_queue,
+        reject_unverified: w.reject_unverified,
+        config_version: w.config_version,
+        config_digest: w.config_digest,
+        ingest_path: w.ingest_path,
+        created_at_ms: w.created_at_ms,
+    })
+}
+
+pub fn event_summary(e: pb::EventSummary) -> Result<EventSummaryOut, ToolError> {
+    Ok(EventSummaryOut {
+        decision: json_field("decision_json", &e.decision_json)?,
+        fault: json_field("fault_json", &e.fault_json)?,
+        source: source_name(e.source),
+        id: e.id,
+        webhook_id: e.webhook_id,
+        delivery_id: e.delivery_id,
+        kind: e.kind,
+        verified: e.verified,
+        received_at_ms: e.received_at_ms,
+        routed: e.routed,
+    })
+}
+
+/// A body as an agent reads it: parsed JSON when it is JSON, else text, else base64.
+pub fn body(bytes: &[u8]) -> (Option<Value>, Option<String>, Option<String>) {
+    if let Ok(value) = serde_json::from_slice::<Value>(bytes) {
+        return (Some(value), None, None);
+    }
+    match std::str::from_utf8(bytes) {
+        Ok(text) => (None, Some(text.to_string()), Some("utf-8".into())),
+        Err(_) => (
+            None,
+            Some(base64::engine::general_purpose::STANDARD.encode(bytes)),
+            Some("base64".into()),
+        ),
+    }
+}
+
+pub fn get_event(r: pb::GetWebhookEventResponse) -> Result<GetWebhookEventOut, ToolError> {
+    let (payload, body, body_encoding) = body(&r.body);
+    Ok(GetWebhookEventOut {
+        event: event_summary(required("event", r.event)?)?,
+        headers: r
+            .headers
+            .into_iter()
+            .map(|h| HeaderOut {
+                name: h.name,
+                value: h.value,
+            })
+            .collect(),
+        payload,
+        body,
+        body_encoding,
+    })
+}
+
+pub fn list_rules(r: pb::ListWebhookRulesResponse) -> Result<ListWebhookRulesOut, ToolError> {
+    Ok(ListWebhookRulesOut {
+        configuration: object_field("configuration_json", &r.configuration_json)?,
+        installed_packs: object_field("installed_packs_json", &r.installed_packs_json)?,
+        webhook_id: r.webhook_id,
+        version: r.version,
+        digest: r.digest,
+        grant: r.grant,
+        trusted_actors_capability: r.trusted_actors_capability,
+    })
+}
+
+pub fn save(r: pb::SaveRulesResponse) -> Result<SaveRulesOut, ToolError> {
+    Ok(SaveRulesOut {
+        configuration: object_field("configuration_json", &r.configuration_json)?,
+        webhook_id: r.webhook_id,
+        version: r.version,
+        digest: r.digest,
+        duplicate: r.duplicate,
+        minted_rule_ids: r.minted_rule_ids,
+    })
+}
+
+pub fn test(r: pb::TestWebhookRulesResponse) -> Result<TestWebhookRulesOut, ToolError> {
+    let candidate_configuration = if r.candidate_configuration_json.is_empty() {
+        None
+    } else {
+        Some(object_field(
+            "candidate_configuration_json",
+            &r.candidate_configuration_json,
+        )?)
+    };
+    Ok(TestWebhookRulesOut {
+        saved_decision: json_field("saved_decision_json", &r.saved_decision_json)?
+            .unwrap_or(Value::Null),
+        candidate_decision: json_field("candidate_decision_json", &r.candidate_decision_json)?,
+        candidate_configuration,
+        webhook_id: r.webhook_id,
+        event_id: non_empty(r.event_id),
+        kind: r.kind,
+        saved_version: r.saved_version,
+        changed: r.changed,
+        candidate_digest: non_empty(r.candidate_digest),
+        minted_rule_ids: r.minted_rule_ids,
+    })
+}
+
+pub fn history(r: pb::ListWebhookHistoryResponse) -> Result<ListWebhookHistoryOut, ToolError> {
+    let records = r
+        .records
+        .into_iter()
+        .map(|h| {
+            Ok(HistoryRecordOut {
+                change: json_field("change_json", &h.change_json)?.unwrap_or(Value::Null),
+                provenance: json_field("provenance_json", &h.provenance_json)?,
+                configuration: object_field("configuration_json", &h.configuration_json)?,
+                version: h.version,
+                actor_endpoint_id: non_empty(h.actor_endpoint_id),
+                actor_human: non_empty(h.actor_human),
+                digest_before: non_empty(h.digest_before),
+                digest_after: h.digest_after,
+                saved_at_ms: h.saved_at_ms,
+            })
+        })
+        .collect::<Result<Vec<_>, ToolError>>()?;
+    Ok(ListWebhookHistoryOut {
+        records,
+        next_cursor: non_empty(r.next_cursor),
+    })
+}
+
+pub fn rule_packs(r: pb::RulePacksResult) -> Result<ListRulePacksOut, ToolError> {
+    let mut rest = object_field("result_json", &r.result_json)?;
+    let packs = match rest.remove("packs") {
+        Some(Value::Array(packs)) => packs,
+        None | Some(Value::Null) => Vec::new(),
+        Some(_) => return Err(ToolError::internal("control sent packs that is not a list")),
+    };
+    Ok(ListRulePacksOut { packs, rest })
+}
+
+pub fn todo(t: pb::Todo) -> TodoOut {
+    let state = match pb::TodoState::try_from(t.state).unwrap_or(pb::TodoState::Unspecified) {
+        pb::TodoState::Open => "open",
+        pb::TodoState::Claimed => "claimed",
+        pb::TodoState::Completed => "completed",
+        pb::TodoState::Unspecified => "unspecified",
+    };
+    TodoOut {
+        id: t.id,
+        webhook_id: t.webhook_id,
+        event_id: t.event_id,
+        delivery_id: t.delivery_id,
+        queue: t.queue,
+        rule_id: non_empty(t.rule_id),
+        state: state.into(),
+        created_at_ms: t.created_at_ms,
+        claimed_by: non_empty(t.claimed_by),
+        claimed_at_ms: non_zero(t.claimed_at_ms),
+        completed_by: non_empty(t.completed_by),
+        completed_at_ms: non_zero(t.completed_at_ms),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn json_text_becomes_json() {
+        assert_eq!(json_field("x", "").unwrap(), None);
+        assert_eq!(json_field("x", "{\"a\":1}").unwrap(), Some(serde_json::json!({"a": 1})));
+        assert!(json_field("x", "{").is_err());
+        assert!(object_field("x", "").unwrap().is_empty());
+        assert!(object_field("x", "[1]").is_err());
+    }
+
+    #[test]
+    fn bodies_are_json_text_or_base64() {
+        let (payload, body_text, enc) = body(br#"{"action":"opened"}"#);
+        assert_eq!(payload.unwrap()["action"], "opened");
+        assert!(body_text.is_none() && enc.is_none());
+        let (payload, body_text, enc) = body(b"a=1&b=2");
+        assert!(payload.is_none());
+        assert_eq!(body_text.as_deref(), Some("a=1&b=2"));
+        assert_eq!(enc.as_deref(), Some("utf-8"));
+        let (_, body_text, enc) = body(&[0xff, 0x00]);
+        assert_eq!(body_text.as_deref(), Some("/wA="));
+        assert_eq!(enc.as_deref(), Some("base64"));
+    }
+
+    #[test]
+    fn the_listing_keeps_every_key() {
+        let out = rule_packs(pb::RulePacksResult {
+            result_json: r#"{"packs":[{"name":"drop-ci-noise"}],"catalog_version":3}"#.into(),
+        })
+        .unwrap();
+        assert_eq!(out.packs.len(), 1);
+        let v = serde_json::to_value(&out).unwrap();
+        assert_eq!(v["catalog_version"], 3);
+        assert_eq!(v["packs"][0]["name"], "drop-ci-noise");
+    }
+}

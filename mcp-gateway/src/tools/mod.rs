@@ -1,0 +1,241 @@
+//! The tool catalog: one tool per verb of the `webhooks`, `webhook-rules` and `todos`
+//! families, each a thin call of one control RPC. Schemas come from the typed params and
+//! outputs in [`params`] and [`output`]; the annotations are set deliberately per verb and
+//! pinned by golden files (`tests/snapshots/`).
+
+pub mod convert;
+pub mod output;
+pub mod params;
+
+use std::sync::{Arc, LazyLock};
+
+use rmcp::handler::server::tool::{schema_for_input, schema_for_output};
+use rmcp::model::{JsonObject, Tool, ToolAnnotations};
+use schemars::JsonSchema;
+
+use self::output as out;
+use self::params as p;
+
+/// One verb as a tool: what it is called, what it does, and what it touches.
+pub struct ToolSpec {
+    pub name: &'static str,
+    pub title: &'static str,
+    pub description: &'static str,
+    /// The tool does not change anything (a `--read-only` gateway offers only these).
+    pub read_only: bool,
+    /// It may overwrite or remove what is there (meaningful when not read-only).
+    pub destructive: bool,
+    /// Calling it again with the same arguments changes nothing more.
+    pub idempotent: bool,
+    input: fn() -> Arc<JsonObject>,
+    output: fn() -> Arc<JsonObject>,
+}
+
+fn input<T: JsonSchema + 'static>() -> Arc<JsonObject> {
+    schema_for_input::<T>()
+        .unwrap_or_else(|e| panic!("the input schema of {}: {e}", std::any::type_name::<T>()))
+}
+
+fn output<T: JsonSchema + 'static>() -> Arc<JsonObject> {
+    schema_for_output::<T>()
+}
+
+impl ToolSpec {
+    /// The tool as `tools/list` shows it. Every tool touches only Switchboard's own state
+    /// (open-world is false): nothing outside control is reached.
+    pub fn tool(&self) -> Tool {
+        Tool::new(self.name, self.description, (self.input)())
+            .with_title(self.title)
+            .with_raw_output_schema((self.output)())
+            .with_annotations(
+                ToolAnnotations::new()
+                    .read_only(self.read_only)
+                    .destructive(self.destructive)
+                    .idempotent(self.idempotent)
+                    .open_world(false),
+            )
+    }
+}
+
+macro_rules! spec {
+    ($name:literal, $params:ty => $output:ty, $title:literal,
+     read_only: $ro:literal, destructive: $d:literal, idempotent: $i:literal,
+     $description:expr $(,)?) => {
+        ToolSpec {
+            name: $name,
+            title: $title,
+            description: $description,
+            read_only: $ro,
+            destructive: $d,
+            idempotent: $i,
+            input: input::<$params>,
+            output: output::<$output>,
+        }
+    };
+}
+
+/// The description of install_rule_pack: it teaches the two-call install.
+pub const INSTALL_RULE_PACK: &str = "Install a rule pack (a named, versioned routing preset) on a webhook, in two calls. \
+The FIRST call (without `confirm`) SAVES NOTHING: it builds the candidate configuration (the pack's rules merged into the saved ones), \
+validates it as a save would, replays it side by side with the saved configuration over the webhook's most recent stored deliveries \
+(200 by default; see `replay`) and the pack's fixtures, and returns a plan: decision totals before and after, which deliveries change \
+(lost work first), per-rule match and fault counts, the rule and param diffs, proven/truncated, and a `plan_token` with its `expires_at`. \
+The plan_token is bound to this webhook, your owner scope, the pack version, the params and the candidate, and it EXPIRES IN 15 MINUTES. \
+To apply, call install_rule_pack AGAIN with `confirm: <plan_token>` (same webhook_id and name; other arguments left out or identical): \
+that applies exactly the planned candidate, nothing else. A confirm is refused with `plan_stale` if the webhook's configuration changed \
+after the plan, the token expired, or it was already used (plan again). An unproven plan (no delivery of the pack's source types was \
+replayed, or the replay was truncated) needs `allow_unproven: true` on the confirm. Installing another version of an installed pack plans \
+an upgrade (hand edits of its rules are refused with `local_edits` unless `overwrite_local_edits: true`). Sends progress notifications \
+(deliveries replayed of total) when the request has a progressToken; cancelling the request stops the replay. Call list_rule_packs first \
+for names, versions and params.";
+
+/// The description of remove_rule_pack: the same two calls.
+pub const REMOVE_RULE_PACK: &str = "Remove an installed rule pack from a webhook, in two calls like install_rule_pack. \
+The FIRST call (without `confirm`) SAVES NOTHING: it builds the candidate without the pack's rules, its default_action (if it set one) \
+and the params only it owns, replays it against the saved configuration over the webhook's recent stored deliveries, and returns a plan \
+(how many deliveries would become todos again, and which) with a `plan_token` bound to this webhook, your owner scope and the candidate, \
+expiring in 15 minutes. Call remove_rule_pack AGAIN with `confirm: <plan_token>` (same webhook_id and name) to apply exactly that plan; \
+it is refused with `plan_stale` if the configuration changed, the token expired or was used. Sends progress notifications when the \
+request has a progressToken; cancelling the request stops the replay.";
+
+/// Every tool, sorted by name (the order `tools/list` shows them in).
+pub static CATALOG: LazyLock<Vec<ToolSpec>> = LazyLock::new(|| {
+    let mut specs = vec![
+        // webhooks
+        spec!("create_webhook", p::CreateWebhookParams => out::CreateWebhookOut,
+            "Create a webhook",
+            read_only: false, destructive: false, idempotent: false,
+            "Create a webhook in your owner scope (needs the admin role). Returns the webhook (its id and ingest_path, where the forge POSTs deliveries) and its signing secret, shown this once: configure the forge with both right away. Every call creates a new webhook."),
+        spec!("list_webhooks", p::NoParams => out::ListWebhooksOut,
+            "List webhooks",
+            read_only: true, destructive: false, idempotent: true,
+            "List the webhooks of your owner scope, oldest first, with their grant (the queues rules may route to), configuration version and installed rule packs. Never shows secrets. Start here to find a webhook_id."),
+        spec!("get_webhook", p::WebhookIdParams => out::GetWebhookOut,
+            "Get a webhook",
+            read_only: true, destructive: false, idempotent: true,
+            "Get one webhook of your owner scope by id. Never shows the secret. An id that is unknown or belongs to another owner answers not_found."),
+        spec!("delete_webhook", p::WebhookIdParams => out::DeleteWebhookOut,
+            "Delete a webhook",
+            read_only: false, destructive: true, idempotent: true,
+            "Delete a webhook with all its stored events, todos and configuration history (needs the admin role). Cannot be undone; the forge's deliveries to it will be refused from now on."),
+        spec!("list_webhook_events", p::ListWebhookEventsParams => out::ListWebhookEventsOut,
+            "List a webhook's stored deliveries",
+            read_only: true, destructive: false, idempotent: true,
+            "List a webhook's stored deliveries (events), newest first, one page at a time, each with its kind, verified flag and routing decision, without headers and body (get_webhook_event shows those). Pass next_cursor as cursor for older pages."),
+        spec!("get_webhook_event", p::GetWebhookEventParams => out::GetWebhookEventOut,
+            "Get one stored delivery",
+            read_only: true, destructive: false, idempotent: true,
+            "Get one stored delivery with its headers and body exactly as received (the body as parsed JSON in `payload` when it is JSON) and its routing decision. Use it to inspect the event ids a plan or a dry run names."),
+        spec!("rotate_webhook_secret", p::RotateWebhookSecretParams => out::RotateWebhookSecretOut,
+            "Rotate a webhook's signing secret",
+            read_only: false, destructive: true, idempotent: false,
+            "Replace a webhook's signing secret (needs the admin role). Returns the new secret once: configure the forge with it now, because deliveries signed with the old secret are stored unverified from this call on."),
+        // webhook-rules
+        spec!("list_webhook_rules", p::WebhookIdParams => out::ListWebhookRulesOut,
+            "List a webhook's routing rules",
+            read_only: true, destructive: false, idempotent: true,
+            "Read a webhook's saved routing configuration: its rules in order (each {id, description?, when: <jq>, action}), default_action, params, the version (pass it as expected_version to writes), the grant (queues rules may route to) and the installed rule packs."),
+        spec!("set_webhook_rules", p::SetWebhookRulesParams => out::SaveRulesOut,
+            "Replace a webhook's routing configuration",
+            read_only: false, destructive: true, idempotent: true,
+            "Replace a webhook's whole routing configuration (rules, default_action, params). It is validated as a whole first and every problem is reported at once (invalid_configuration); nothing is saved unless it is valid. Rules without an id get one (minted_rule_ids). Pass expected_version (from list_webhook_rules) so a concurrent change is not overwritten. Saving the configuration already saved changes nothing (duplicate: true). Check a candidate first with test_webhook_rules."),
+        spec!("update_webhook_rule", p::UpdateWebhookRuleParams => out::SaveRulesOut,
+            "Change one routing rule",
+            read_only: false, destructive: true, idempotent: true,
+            "Change one rule of a webhook's configuration by id: give only the fields to change (id renames it, description null removes it, when, action). Validated like a whole save. Pass expected_version to make it conditional."),
+        spec!("delete_webhook_rule", p::DeleteWebhookRuleParams => out::SaveRulesOut,
+            "Remove one routing rule",
+            read_only: false, destructive: true, idempotent: true,
+            "Remove one rule of a webhook's configuration by id. Pass expected_version to make it conditional. A rule installed by a rule pack is better removed with remove_rule_pack (removing it here shows as drift)."),
+        spec!("test_webhook_rules", p::TestWebhookRulesParams => out::TestWebhookRulesOut,
+            "Dry-run routing rules",
+            read_only: true, destructive: false, idempotent: true,
+            "Dry run: route a delivery through the saved configuration and, when given, a candidate configuration, side by side, and report both decisions and whether they differ. Give exactly one of event_id (a stored delivery), payload (one you make up) or replay (the webhook's recent stored deliveries). Writes nothing: use it before set_webhook_rules."),
+        spec!("list_rule_packs", p::ListRulePacksParams => out::ListRulePacksOut,
+            "List rule packs",
+            read_only: true, destructive: false, idempotent: true,
+            "List the rule-pack catalog: every pack with its versions, title, summary, params_schema, requirements and whether each version is available on this instance. With webhook_id, also what is installed on that webhook: version, upgrade_available, proven, last replay and drift (rules edited or removed by hand)."),
+        spec!("install_rule_pack", p::InstallRulePackParams => out::RulePackOut,
+            "Install a rule pack (plan, then confirm)",
+            read_only: false, destructive: true, idempotent: false,
+            INSTALL_RULE_PACK),
+        spec!("remove_rule_pack", p::RemoveRulePackParams => out::RulePackOut,
+            "Remove a rule pack (plan, then confirm)",
+            read_only: false, destructive: true, idempotent: false,
+            REMOVE_RULE_PACK),
+        spec!("list_webhook_history", p::ListWebhookHistoryParams => out::ListWebhookHistoryOut,
+            "List a webhook's configuration history",
+            read_only: true, destructive: false, idempotent: true,
+            "List the saved versions of a webhook's configuration, newest first: who saved each (endpoint and human), what changed, where it came from (a pack, a plan) and the configuration as saved. To roll back, pass an earlier version's configuration to set_webhook_rules."),
+        // todos
+        spec!("list_todos", p::ListTodosParams => out::ListTodosOut,
+            "List a queue's todos",
+            read_only: true, destructive: false, idempotent: true,
+            "List the todos of one queue in your owner scope, oldest first: work that routing decisions produced, one per delivery. filter unclaimed shows what you may take with claim_todo."),
+        spec!("claim_todo", p::TodoIdParams => out::TodoResultOut,
+            "Claim a todo",
+            read_only: false, destructive: false, idempotent: true,
+            "Take a todo for this endpoint. If another endpoint claimed it first, the call fails with conflict: pick another. Claiming a todo you already hold changes nothing."),
+        spec!("complete_todo", p::TodoIdParams => out::TodoResultOut,
+            "Complete a todo",
+            read_only: false, destructive: false, idempotent: true,
+            "Mark a todo done. It must be unclaimed or claimed by this endpoint. Completing it again changes nothing."),
+    ];
+    specs.sort_by_key(|s| s.name);
+    specs
+});
+
+/// The spec of a tool by name.
+pub fn find(name: &str) -> Option<&'static ToolSpec> {
+    CATALOG.iter().find(|s| s.name == name)
+}
+
+/// Every tool as `tools/list` would show it to an endpoint allowed every verb.
+pub fn all_tools() -> Vec<Tool> {
+    CATALOG.iter().map(ToolSpec::tool).collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tools_are_sorted_and_unique() {
+        let names: Vec<&str> = CATALOG.iter().map(|s| s.name).collect();
+        let mut sorted = names.clone();
+        sorted.sort();
+        sorted.dedup();
+        assert_eq!(names, sorted);
+        assert_eq!(names.len(), 19);
+    }
+
+    #[test]
+    fn every_schema_is_an_object() {
+        for tool in all_tools() {
+            assert_eq!(tool.input_schema.get("type"), Some(&"object".into()), "{}", tool.name);
+            let output = tool.output_schema.expect("output schema");
+            assert_eq!(output.get("type"), Some(&"object".into()), "{}", tool.name);
+        }
+    }
+
+    #[test]
+    fn read_only_tools_are_never_destructive() {
+        for s in CATALOG.iter() {
+            assert!(!(s.read_only && s.destructive), "{}", s.name);
+        }
+    }
+
+    #[test]
+    fn the_install_description_teaches_the_two_calls() {
+        for phrase in [
+            "SAVES NOTHING",
+            "plan_token",
+            "bound to this webhook, your owner scope, the pack version, the params and the candidate",
+            "15 MINUTES",
+            "confirm: <plan_token>",
+            "plan_stale",
+        ] {
+            assert!(INSTALL_RULE_PACK.contains(phrase), "{phrase}");
+        }
+    }
+}

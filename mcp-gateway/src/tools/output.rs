@@ -1,0 +1,277 @@
+//! What each tool returns: one JSON object, as `structuredContent` (with these types' schemas
+//! as `outputSchema`) and the same JSON as text. Control's `*_json` text fields arrive here
+//! parsed, as real JSON; ids, versions and times keep control's names.
+
+use schemars::JsonSchema;
+use serde::Serialize;
+use serde_json::{Map, Value};
+
+/// A JSON object.
+pub type Object = Map<String, Value>;
+
+/// Who counts as trusted for `.actor.trusted` (logins, compared exactly).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TrustedActorsOut {
+    pub humans: Vec<String>,
+    pub agents: Vec<String>,
+    pub bots: Vec<String>,
+}
+
+/// A webhook (never with its secret).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct WebhookOut {
+    /// `wh_` and 32 hex characters.
+    pub id: String,
+    /// The owner scope it belongs to: `human:<login>` or `team:<slug>`.
+    pub owner_scope: String,
+    /// forgejo, gitea, github, cairn or generic.
+    pub source_type: String,
+    /// The queues rules may route to; the first is the default queue. Set by an operator.
+    pub grant: Vec<String>,
+    /// The first queue of the grant.
+    pub default_queue: String,
+    /// Deliveries with a missing or wrong signature are refused at the door.
+    pub reject_unverified: bool,
+    /// The saved configuration's version; pass it as expected_version to rule writes.
+    pub config_version: i64,
+    /// sha256 (hex) of the saved configuration.
+    pub config_digest: String,
+    /// The path deliveries are POSTed to on control's ingest address.
+    pub ingest_path: String,
+    /// First-class trusted actors, when set.
+    pub trusted_actors: Option<TrustedActorsOut>,
+    /// Installed rule packs' provenance, keyed by pack name.
+    pub installed_packs: Object,
+    /// Milliseconds since the Unix epoch.
+    pub created_at_ms: i64,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct CreateWebhookOut {
+    pub webhook: WebhookOut,
+    /// The signing secret, shown this once: configure the forge with it now.
+    pub secret: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ListWebhooksOut {
+    /// The webhooks of your owner scope, oldest first.
+    pub webhooks: Vec<WebhookOut>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct GetWebhookOut {
+    pub webhook: WebhookOut,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct DeleteWebhookOut {
+    /// The id that was deleted, with its events, todos and history.
+    pub webhook_id: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RotateWebhookSecretOut {
+    pub webhook: WebhookOut,
+    /// The new signing secret, shown this once: configure the forge with it now.
+    pub secret: String,
+}
+
+/// A stored delivery without its headers and body.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct EventSummaryOut {
+    /// `ev_` and 32 hex characters.
+    pub id: String,
+    pub webhook_id: String,
+    /// The forge's delivery id.
+    pub delivery_id: String,
+    /// forgejo, gitea, github, cairn or generic.
+    pub source: String,
+    /// `<event>` or `<event>.<action>`, e.g. `pull_request.opened`.
+    pub kind: String,
+    /// The signature checked out against the webhook's secret.
+    pub verified: bool,
+    /// Milliseconds since the Unix epoch.
+    pub received_at_ms: i64,
+    /// False until a router decided.
+    pub routed: bool,
+    /// The routing decision: {decision, queue?, rule_id?, fault_code?, reason?,
+    /// by_default_action?}; null while not routed.
+    pub decision: Option<Value>,
+    /// The fault {rule_id, code, reason} when a rule faulted; null otherwise.
+    pub fault: Option<Value>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ListWebhookEventsOut {
+    /// Newest first.
+    pub events: Vec<EventSummaryOut>,
+    /// Pass as `cursor` for the next (older) page; null on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// One HTTP header of a delivery, name as received.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct HeaderOut {
+    pub name: String,
+    pub value: String,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct GetWebhookEventOut {
+    pub event: EventSummaryOut,
+    /// The headers in the order received.
+    pub headers: Vec<HeaderOut>,
+    /// The body parsed as JSON, when it is JSON; null otherwise (see `body`).
+    pub payload: Option<Value>,
+    /// The body when it is not JSON: as text when it is UTF-8, else base64 (see
+    /// `body_encoding`); null when `payload` holds it.
+    pub body: Option<String>,
+    /// `utf-8` or `base64` when `body` is set; null otherwise.
+    pub body_encoding: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ListWebhookRulesOut {
+    pub webhook_id: String,
+    /// The saved configuration: {rules: [{id, description?, when, action}], default_action?,
+    /// params}.
+    pub configuration: Object,
+    /// The saved version; pass it as expected_version to make a write conditional.
+    pub version: i64,
+    /// sha256 (hex) of the configuration's canonical JSON.
+    pub digest: String,
+    /// The queues rules may route to; the first is the default queue.
+    pub grant: Vec<String>,
+    /// Installed rule packs' provenance, keyed by pack name.
+    pub installed_packs: Object,
+    /// Whether `.actor` and the quarantine action exist on this instance.
+    pub trusted_actors_capability: bool,
+}
+
+/// The outcome of a rule write.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct SaveRulesOut {
+    pub webhook_id: String,
+    /// The version now saved.
+    pub version: i64,
+    /// sha256 (hex) of the configuration now saved.
+    pub digest: String,
+    /// True when nothing changed: the result equals the saved configuration.
+    pub duplicate: bool,
+    /// Ids given to rules that had none, in rule order.
+    pub minted_rule_ids: Vec<String>,
+    /// The configuration now saved.
+    pub configuration: Object,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TestWebhookRulesOut {
+    pub webhook_id: String,
+    /// The event that was routed; null for a made-up payload.
+    pub event_id: Option<String>,
+    /// The kind the delivery was routed as.
+    pub kind: String,
+    /// The saved configuration's version.
+    pub saved_version: i64,
+    /// The saved configuration's decision: {decision, queue?, rule_id?, fault_code?, reason?}.
+    pub saved_decision: Value,
+    /// The candidate's decision; null without a candidate.
+    pub candidate_decision: Option<Value>,
+    /// True when the candidate decides differently from the saved configuration.
+    pub changed: bool,
+    /// The candidate as it would be saved (ids minted); null without one.
+    pub candidate_configuration: Option<Object>,
+    /// sha256 (hex) of the candidate; null without one.
+    pub candidate_digest: Option<String>,
+    /// Ids given to candidate rules that had none, in rule order.
+    pub minted_rule_ids: Vec<String>,
+}
+
+/// One saved version of a configuration.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct HistoryRecordOut {
+    pub version: i64,
+    /// The endpoint that saved it; null for an operator.
+    pub actor_endpoint_id: Option<String>,
+    /// The endpoint's human; null for an operator.
+    pub actor_human: Option<String>,
+    /// What the change was, e.g. {"op": "update_webhook_rule", "rule_id": "r-1"}.
+    pub change: Value,
+    /// Where the change came from (a pack, a plan); null when none was recorded.
+    pub provenance: Option<Value>,
+    /// sha256 of the configuration before; null for version 1.
+    pub digest_before: Option<String>,
+    /// sha256 of the configuration after.
+    pub digest_after: String,
+    /// The configuration as saved at this version (roll back by passing it to
+    /// set_webhook_rules).
+    pub configuration: Object,
+    /// Milliseconds since the Unix epoch.
+    pub saved_at_ms: i64,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ListWebhookHistoryOut {
+    /// Newest first.
+    pub records: Vec<HistoryRecordOut>,
+    /// Pass as `cursor` for older versions; null on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// The rule-pack catalog and, for a webhook, what is installed there.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ListRulePacksOut {
+    /// Each pack: {name, title, summary, source, versions: [{version, available,
+    /// missing_capabilities, params_schema, requires, rules, ...}], installed?: {version,
+    /// upgrade_available, proven, last_replay, drift, ...}}.
+    pub packs: Vec<Value>,
+    #[serde(flatten)]
+    pub rest: Object,
+}
+
+/// Without confirm, the plan (nothing saved): kind, pack {name, version, from_version},
+/// events_replayed, window, decision totals before and after, changed, transitions, per-rule
+/// counts (never_matched flagged), fixtures, rule_diff, param_diff, proven, truncated,
+/// nothing_saved: true, plan_token, expires_at and confirm_with (the exact next call). With
+/// confirm, the applied result: saved: true, version, digest, pack and provenance.
+#[derive(Debug, Serialize, JsonSchema)]
+#[serde(transparent)]
+pub struct RulePackOut(pub Object);
+
+/// A todo: work a queue decision produced.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TodoOut {
+    /// `td_` and 32 hex characters.
+    pub id: String,
+    pub webhook_id: String,
+    /// The stored delivery it came from (get_webhook_event shows it).
+    pub event_id: String,
+    pub delivery_id: String,
+    pub queue: String,
+    /// The rule that routed it; null when the default queue took it.
+    pub rule_id: Option<String>,
+    /// open, claimed or completed.
+    pub state: String,
+    /// Milliseconds since the Unix epoch.
+    pub created_at_ms: i64,
+    /// The endpoint that claimed it; null while unclaimed.
+    pub claimed_by: Option<String>,
+    pub claimed_at_ms: Option<i64>,
+    /// The endpoint that completed it; null until completed.
+    pub completed_by: Option<String>,
+    pub completed_at_ms: Option<i64>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ListTodosOut {
+    /// Oldest first.
+    pub todos: Vec<TodoOut>,
+    /// Pass as `cursor` for the next page; null on the last page.
+    pub next_cursor: Option<String>,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct TodoResultOut {
+    pub todo: TodoOut,
+}

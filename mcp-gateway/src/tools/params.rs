@@ -1,0 +1,388 @@
+//! What each tool takes. The input schemas agents see are generated from these types, so a
+//! field's doc comment is what an agent reads to fill it in: say what it is, where to get it,
+//! and what happens when it is left out. Unknown fields are refused.
+//!
+//! Fields that control takes as JSON text (`configuration_json`, `params_json`, …) are real
+//! JSON objects here; the gateway serializes them at the edge.
+
+use std::collections::BTreeMap;
+
+use schemars::JsonSchema;
+use serde::Deserialize;
+use serde_json::{Map, Value};
+
+/// No arguments.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NoParams {}
+
+/// Where deliveries come from; decides how signatures are checked and how the event kind is read.
+#[derive(Clone, Copy, Debug, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum SourceKind {
+    /// Forgejo (`X-Forgejo-Signature`, `X-Forgejo-Event`).
+    Forgejo,
+    /// Gitea (`X-Gitea-Signature`, `X-Gitea-Event`).
+    Gitea,
+    /// GitHub (`X-Hub-Signature-256`, `X-GitHub-Event`).
+    Github,
+    /// The internal agent hand-off system (Cairn).
+    Cairn,
+    /// Anything else that POSTs JSON.
+    Generic,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateWebhookParams {
+    /// The forge (or system) that will POST deliveries to the webhook.
+    pub source_type: SourceKind,
+    /// The queues rules may route to, in order; the first is the default queue (where a
+    /// delivery goes when no rule decides). 1–64 characters each: lower-case letters, digits,
+    /// '.', '_' or '-'. Example: ["forge", "review", "triage"].
+    pub grant: Vec<String>,
+    /// The signing secret the forge is configured with (16–256 characters). Leave it out to
+    /// have 256 random bits generated; either way it is returned once, in this call's result.
+    #[serde(default)]
+    pub secret: Option<String>,
+    /// true: deliveries with a missing or wrong signature are refused at the door (401,
+    /// nothing stored). false (default): they are stored with verified=false and rules decide.
+    #[serde(default)]
+    pub reject_unverified: bool,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookIdParams {
+    /// The webhook's id: `wh_` and 32 hex characters, as list_webhooks shows it.
+    pub webhook_id: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RotateWebhookSecretParams {
+    /// The webhook's id: `wh_` and 32 hex characters, as list_webhooks shows it.
+    pub webhook_id: String,
+    /// The new signing secret (16–256 characters). Leave it out to have 256 random bits
+    /// generated. Returned once; configure the forge with it right away.
+    #[serde(default)]
+    pub secret: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListWebhookEventsParams {
+    /// The webhook's id: `wh_` and 32 hex characters, as list_webhooks shows it.
+    pub webhook_id: String,
+    /// `next_cursor` from the previous page; leave it out for the newest events.
+    #[serde(default)]
+    pub cursor: Option<String>,
+    /// Events per page, 1–200 (default 50).
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GetWebhookEventParams {
+    /// The event's id: `ev_` and 32 hex characters, as list_webhook_events shows it.
+    pub event_id: String,
+    /// Optional: when given, the event must belong to this webhook.
+    #[serde(default)]
+    pub webhook_id: Option<String>,
+}
+
+/// A routing configuration, exactly as saved and listed.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct ConfigurationSchema {
+    /// The rules, tried in order: the first whose `when` outputs `true` decides. At most 32.
+    rules: Vec<RuleSchema>,
+    /// What decides when no rule matches; left out, the webhook's default queue (the first
+    /// queue of its grant) takes the delivery.
+    #[serde(default)]
+    default_action: Option<ActionSchema>,
+    /// Values every `when` expression sees as `$params` (a JSON object, at most 64 KiB).
+    #[serde(default)]
+    params: Option<Map<String, Value>>,
+}
+
+/// One routing rule.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct RuleSchema {
+    /// The rule's id, matching `^[a-z0-9]+(-{1,2}[a-z0-9]+)*$`, at most 64 characters, unique
+    /// in the configuration. `--` is reserved for rules installed by rule packs. Leave it out
+    /// to have one minted (`r-<n>`).
+    #[serde(default)]
+    id: Option<String>,
+    /// What the rule is for, in a sentence.
+    #[serde(default)]
+    description: Option<String>,
+    /// A jq expression over the delivery's envelope (`.kind`, `.action`, `.payload`,
+    /// `.headers`, `.verified`, `.actor`); the rule matches when its first output is `true`.
+    /// At most 4 KiB; no `def`, `input`, `env`, `$ENV`, `debug`, `halt` or unbounded generators.
+    when: String,
+    /// Where a matching delivery goes.
+    action: ActionSchema,
+}
+
+/// Where a matched delivery goes: `{"queue": "<name>"}` (a queue of the webhook's grant),
+/// `{"drop": true}`, or `{"quarantine": true}` (with the trusted_actors capability).
+#[derive(JsonSchema)]
+#[serde(untagged)]
+#[allow(dead_code)]
+pub enum ActionSchema {
+    /// Route to a queue of the webhook's grant: a todo is created.
+    Queue {
+        /// The queue's name; it must be in the webhook's grant.
+        queue: String,
+    },
+    /// Drop the delivery: no todo.
+    Drop {
+        /// Always true.
+        #[schemars(extend("const" = true))]
+        drop: bool,
+    },
+    /// Quarantine the delivery (needs the trusted_actors capability).
+    Quarantine {
+        /// Always true.
+        #[schemars(extend("const" = true))]
+        quarantine: bool,
+    },
+}
+
+/// The fields of one rule to change; fields left out keep their saved value.
+#[derive(JsonSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct RulePatchSchema {
+    /// A new id for the rule (renames it).
+    #[serde(default)]
+    id: Option<String>,
+    /// A new description; null removes it.
+    #[serde(default)]
+    description: Option<String>,
+    /// A new jq expression.
+    #[serde(default)]
+    when: Option<String>,
+    /// A new action.
+    #[serde(default)]
+    action: Option<ActionSchema>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SetWebhookRulesParams {
+    /// The webhook's id: `wh_` and 32 hex characters, as list_webhooks shows it.
+    pub webhook_id: String,
+    /// The whole new configuration; it replaces the saved one. Every problem is reported at
+    /// once (`invalid_configuration`); try it first with test_webhook_rules.
+    #[schemars(with = "ConfigurationSchema")]
+    pub configuration: Value,
+    /// Save only if the saved configuration is still at this version (list_webhook_rules
+    /// shows it); otherwise the call fails with `version_mismatch`. Recommended.
+    #[serde(default)]
+    pub expected_version: Option<i64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateWebhookRuleParams {
+    /// The webhook's id: `wh_` and 32 hex characters, as list_webhooks shows it.
+    pub webhook_id: String,
+    /// The id of the rule to change, as list_webhook_rules shows it.
+    pub rule_id: String,
+    /// The fields to change; fields left out keep their saved value.
+    #[schemars(with = "RulePatchSchema")]
+    pub rule: Value,
+    /// Save only if the saved configuration is still at this version; otherwise
+    /// `version_mismatch`.
+    #[serde(default)]
+    pub expected_version: Option<i64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DeleteWebhookRuleParams {
+    /// The webhook's id: `wh_` and 32 hex characters, as list_webhooks shows it.
+    pub webhook_id: String,
+    /// The id of the rule to remove, as list_webhook_rules shows it.
+    pub rule_id: String,
+    /// Save only if the saved configuration is still at this version; otherwise
+    /// `version_mismatch`.
+    #[serde(default)]
+    pub expected_version: Option<i64>,
+}
+
+/// A delivery made up for a dry run.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TestPayloadParams {
+    /// The delivery's body as the forge would send it (a JSON document).
+    pub body: Value,
+    /// `<event>` or `<event>.<action>`, e.g. `pull_request.opened`. Left out: read from the
+    /// forge's event header in `headers` and the body's `action`.
+    #[serde(default)]
+    pub kind: Option<String>,
+    /// HTTP headers as the forge would send them, name → value, e.g.
+    /// {"X-GitHub-Event": "pull_request"}.
+    #[serde(default)]
+    pub headers: Option<BTreeMap<String, String>>,
+    /// Whether the delivery counts as signed (default true).
+    #[serde(default)]
+    pub verified: Option<bool>,
+    /// The forge's delivery id; generated when left out.
+    #[serde(default)]
+    pub delivery_id: Option<String>,
+}
+
+/// The replay window: the webhook's most recent stored deliveries.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ReplayParams {
+    /// How many of the most recent deliveries to replay, 1–1000 (default 200).
+    #[serde(default)]
+    pub limit: Option<u32>,
+    /// Only deliveries received at or after this time, in milliseconds since the Unix epoch.
+    #[serde(default)]
+    pub since_ms: Option<i64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TestWebhookRulesParams {
+    /// The webhook's id: `wh_` and 32 hex characters, as list_webhooks shows it.
+    pub webhook_id: String,
+    /// Route one stored event of this webhook again (from list_webhook_events). Give exactly
+    /// one of event_id, payload and replay.
+    #[serde(default)]
+    pub event_id: Option<String>,
+    /// Route a delivery you make up. Give exactly one of event_id, payload and replay.
+    #[serde(default)]
+    pub payload: Option<TestPayloadParams>,
+    /// Replay the candidate and the saved configuration side by side over the webhook's
+    /// recent stored deliveries. Give exactly one of event_id, payload and replay.
+    #[serde(default)]
+    pub replay: Option<ReplayParams>,
+    /// The candidate configuration to compare with the saved one, validated as a save would
+    /// (rules without an id get one). Left out: only the saved configuration is routed.
+    #[serde(default)]
+    #[schemars(with = "Option<ConfigurationSchema>")]
+    pub configuration: Option<Value>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListWebhookHistoryParams {
+    /// The webhook's id: `wh_` and 32 hex characters, as list_webhooks shows it.
+    pub webhook_id: String,
+    /// `next_cursor` from the previous page; leave it out for the newest versions.
+    #[serde(default)]
+    pub cursor: Option<String>,
+    /// Versions per page, 1–200 (default 50).
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListRulePacksParams {
+    /// Optional: a webhook of yours, to also see what is installed there (version, upgrade
+    /// available, proven, drift).
+    #[serde(default)]
+    pub webhook_id: Option<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct InstallRulePackParams {
+    /// The webhook to install on: `wh_` and 32 hex characters, as list_webhooks shows it.
+    pub webhook_id: String,
+    /// The pack's name, as list_rule_packs shows it, e.g. `drop-ci-noise`.
+    pub name: String,
+    /// `2`, `2.1` or `2.1.0`; left out: the newest available version. Installing another
+    /// version of an installed pack plans an upgrade or downgrade.
+    #[serde(default)]
+    pub version: Option<String>,
+    /// The pack's params (its params_schema in list_rule_packs). A param left out keeps the
+    /// webhook's current value, else the schema default.
+    #[serde(default)]
+    pub params: Option<Map<String, Value>>,
+    /// Ids of hand-written rules on the webhook that the pack takes over: they are removed
+    /// before the pack's rules are inserted (a replay with changed: 0 proves nothing changes).
+    #[serde(default)]
+    pub replaces: Option<Vec<String>>,
+    /// The replay window for the plan (default: the 200 most recent deliveries).
+    #[serde(default)]
+    pub replay: Option<ReplayParams>,
+    /// The plan_token of a plan from a previous call: applies exactly that plan. Leave it out
+    /// to plan (nothing is saved). With it, give the same webhook_id and name, and leave the
+    /// other arguments out or identical to the plan's.
+    #[serde(default)]
+    pub confirm: Option<String>,
+    /// Needed (with confirm) to apply an unproven plan: one whose replay saw no delivery of the
+    /// pack's source types, or ran out of time (truncated).
+    #[serde(default)]
+    pub allow_unproven: bool,
+    /// Plan an upgrade even though installed rules of this pack were edited by hand, replacing
+    /// those edits (otherwise the plan is refused with `local_edits`, naming them).
+    #[serde(default)]
+    pub overwrite_local_edits: bool,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RemoveRulePackParams {
+    /// The webhook the pack is installed on: `wh_` and 32 hex characters.
+    pub webhook_id: String,
+    /// The installed pack's name, e.g. `drop-ci-noise`.
+    pub name: String,
+    /// The replay window for the plan (default: the 200 most recent deliveries).
+    #[serde(default)]
+    pub replay: Option<ReplayParams>,
+    /// The plan_token of a removal plan from a previous call: applies exactly that plan.
+    /// Leave it out to plan (nothing is saved).
+    #[serde(default)]
+    pub confirm: Option<String>,
+    /// Needed (with confirm) to apply an unproven or truncated plan.
+    #[serde(default)]
+    pub allow_unproven: bool,
+}
+
+/// Which todos to list.
+#[derive(Clone, Copy, Debug, Deserialize, JsonSchema, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum TodoFilterArg {
+    /// Not completed, claimed or not (the default).
+    Open,
+    /// Neither claimed nor completed: what an agent may take.
+    Unclaimed,
+    /// Everything, completed too.
+    All,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ListTodosParams {
+    /// The queue to list, e.g. `review` (a queue of a webhook's grant).
+    pub queue: String,
+    /// Which todos: `open` (default), `unclaimed` or `all`.
+    #[serde(default)]
+    pub filter: Option<TodoFilterArg>,
+    /// `next_cursor` from the previous page; leave it out for the oldest todos.
+    #[serde(default)]
+    pub cursor: Option<String>,
+    /// Todos per page, 1–200 (default 50).
+    #[serde(default)]
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TodoIdParams {
+    /// The todo's id: `td_` and 32 hex characters, as list_todos shows it.
+    pub todo_id: String,
+}

@@ -1,0 +1,475 @@
+//! The gateway over real HTTP in front of a fake control (real gRPC): authentication, the
+//! allowlist, bad input of every kind (each a clear error, the gateway still serving),
+//! business errors as `isError` results, progress and cancellation, and both protocol eras.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use support::*;
+
+mod support;
+
+#[tokio::test]
+async fn a_missing_or_unknown_credential_answers_401_with_the_bearer_challenge() {
+    let (addr, fake) = gateway(|_| {}).await;
+    for bearer in ["", "sbe_unknown"] {
+        let r = post(addr, bearer, &list(1)).await;
+        assert_eq!(r.status, 401, "{r:?}");
+        assert_eq!(
+            r.header("www-authenticate"),
+            Some("Bearer error=\"invalid_token\"")
+        );
+        assert_eq!(r.json()["error"]["code"], "unauthenticated");
+    }
+    // A malformed Authorization header is no credential either.
+    let r = send(
+        addr,
+        mcp_request(addr, &[("Authorization", "Basic abc")], list(1).to_string().as_bytes()),
+    )
+    .await;
+    assert_eq!(r.status, 401);
+    // No credential costs control nothing; the unknown one was checked once.
+    assert_eq!(fake.seen.who_am_i_calls.load(Ordering::SeqCst), 1);
+    // And the gateway still serves a good caller.
+    let r = post(addr, ALL, &list(2)).await;
+    assert_eq!(r.status, 200, "{r:?}");
+}
+
+#[tokio::test]
+async fn every_control_call_carries_the_callers_own_bearer() {
+    let (addr, fake) = gateway(|_| {}).await;
+    let r = post(addr, FEW, &call(1, "list_webhooks", json!({}))).await;
+    let result = tool_result(&r);
+    assert_eq!(result["isError"], false, "{result}");
+    let seen = fake.seen.authorizations.lock().unwrap().clone();
+    // WhoAmI, then the verb: both with the caller's credential.
+    assert_eq!(seen, vec![format!("Bearer {FEW}"), format!("Bearer {FEW}")]);
+}
+
+#[tokio::test]
+async fn tools_list_shows_the_allowlist_privately() {
+    let (addr, _) = gateway(|_| {}).await;
+    let r = post(addr, FEW, &list(1)).await;
+    let result = tool_result(&r);
+    let names: Vec<&str> = result["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        ["get_webhook", "list_rule_packs", "list_webhook_rules", "list_webhooks"]
+    );
+    let r = post(addr, ALL, &list(2)).await;
+    assert_eq!(tool_result(&r)["tools"].as_array().unwrap().len(), ALL_VERBS.len());
+}
+
+#[tokio::test]
+async fn a_verb_off_the_allowlist_is_refused_when_called_directly() {
+    let (addr, fake) = gateway(|_| {}).await;
+    let before = fake.seen.authorizations.lock().unwrap().len();
+    let r = post(
+        addr,
+        FEW,
+        &call(1, "install_rule_pack", json!({"webhook_id": "wh_1", "name": "drop-ci-noise"})),
+    )
+    .await;
+    let error = tool_error(&tool_result(&r));
+    assert_eq!(error["code"], "permission_denied");
+    assert!(error["message"].as_str().unwrap().contains("install_rule_pack"));
+    assert!(error["details"]["allowed"].as_array().unwrap().len() == 4);
+    // Only WhoAmI reached control: the call itself never left the gateway.
+    assert_eq!(fake.seen.authorizations.lock().unwrap().len(), before + 1);
+}
+
+#[tokio::test]
+async fn a_read_only_gateway_refuses_writes() {
+    let (addr, _) = gateway(|c| c.read_only = true).await;
+    let r = post(addr, ALL, &list(1)).await;
+    let tools = tool_result(&r)["tools"].as_array().unwrap().clone();
+    assert!(tools.iter().all(|t| t["annotations"]["readOnlyHint"] == true));
+    let r = post(
+        addr,
+        ALL,
+        &call(1, "create_webhook", json!({"source_type": "github", "grant": ["forge"]})),
+    )
+    .await;
+    let error = tool_error(&tool_result(&r));
+    assert_eq!(error["code"], "permission_denied");
+    assert!(error["message"].as_str().unwrap().contains("read-only"));
+}
+
+#[tokio::test]
+async fn results_are_structured_and_the_same_json_as_text() {
+    let (addr, _) = gateway(|_| {}).await;
+    let r = post(addr, ALL, &call(1, "list_webhooks", json!({}))).await;
+    let result = tool_result(&r);
+    let structured = result["structuredContent"].clone();
+    let webhook = &structured["webhooks"][0];
+    assert_eq!(webhook["source_type"], "github");
+    // JSON text fields of the proto arrive as real JSON.
+    assert_eq!(webhook["installed_packs"]["drop-ci-noise"]["version"], "1.0.0");
+    let text: Value =
+        serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(text, structured);
+
+    let r = post(
+        addr,
+        ALL,
+        &call(2, "get_webhook_event", json!({"event_id": "ev_1"})),
+    )
+    .await;
+    let event = tool_result(&r)["structuredContent"].clone();
+    assert_eq!(event["payload"]["number"], 7);
+    assert_eq!(event["event"]["decision"]["queue"], "review");
+    assert_eq!(event["event"]["fault"], Value::Null);
+}
+
+#[tokio::test]
+async fn business_errors_name_what_was_wrong_and_the_next_call() {
+    let (addr, _) = gateway(|_| {}).await;
+    let r = post(addr, ALL, &call(1, "get_webhook", json!({"webhook_id": "wh_nope"}))).await;
+    let error = tool_error(&tool_result(&r));
+    assert_eq!(error["code"], "not_found");
+    assert_eq!(error["message"], "webhook not found");
+    assert!(error["details"]["next"].as_str().unwrap().contains("list_webhooks"));
+
+    let r = post(
+        addr,
+        ALL,
+        &call(
+            2,
+            "install_rule_pack",
+            json!({"webhook_id": "wh_1", "name": "drop-ci-noise", "confirm": "tok_stale"}),
+        ),
+    )
+    .await;
+    let error = tool_error(&tool_result(&r));
+    assert_eq!(error["code"], "plan_stale");
+    assert!(error["details"]["next"].as_str().unwrap().contains("without confirm"));
+
+    // An error in the middle of a plan's stream is a business error too.
+    let r = post(
+        addr,
+        ALL,
+        &call(3, "install_rule_pack", json!({"webhook_id": "wh_1", "name": "faulty"})),
+    )
+    .await;
+    let error = tool_error(&tool_result(&r));
+    assert_eq!(error["code"], "pack_rule_faults");
+    assert_eq!(error["details"]["faults"][0]["event_ids"][1], "ev_2");
+
+    // A verb control does not serve yet is named as such.
+    let r = post(addr, ALL, &call(4, "delete_webhook", json!({"webhook_id": "wh_1"}))).await;
+    assert_eq!(tool_error(&tool_result(&r))["code"], "unimplemented");
+}
+
+#[tokio::test]
+async fn a_spent_budget_answers_rate_limited_with_a_retry_hint() {
+    let (addr, _) = gateway(|_| {}).await;
+    let r = post(addr, SPENT, &call(1, "list_webhooks", json!({}))).await;
+    let error = tool_error(&tool_result(&r));
+    assert_eq!(error["code"], "rate_limited");
+    assert_eq!(error["details"]["retry_after_ms"], 2500);
+    assert!(error["details"]["next"].as_str().unwrap().contains("2500 ms"));
+    // tools/list has no tool result to carry it: a JSON-RPC error with the same data.
+    let r = post(addr, SPENT, &list(2)).await;
+    let message = r.response();
+    assert_eq!(message["error"]["data"]["code"], "rate_limited");
+    assert_eq!(message["error"]["data"]["retry_after_ms"], 2500);
+}
+
+#[tokio::test]
+async fn wrong_types_unknown_fields_and_missing_fields_are_clear_tool_errors() {
+    let (addr, _) = gateway(|_| {}).await;
+    let cases = [
+        (json!({"webhook_id": 42}), "invalid type"),
+        (json!({"webhook_id": "wh_1", "colour": "red"}), "unknown field `colour`"),
+        (json!({}), "missing field `webhook_id`"),
+    ];
+    for (i, (arguments, expected)) in cases.into_iter().enumerate() {
+        let r = post(addr, ALL, &call(i as u64, "get_webhook", arguments)).await;
+        let error = tool_error(&tool_result(&r));
+        assert_eq!(error["code"], "invalid_argument");
+        let message = error["message"].as_str().unwrap();
+        assert!(message.contains(expected), "{message}");
+        assert!(message.contains("get_webhook"), "{message}");
+    }
+    // A JSON-string field of the proto must be an object here.
+    let r = post(
+        addr,
+        ALL,
+        &call(9, "set_webhook_rules", json!({"webhook_id": "wh_1", "configuration": "[]"})),
+    )
+    .await;
+    let error = tool_error(&tool_result(&r));
+    assert_eq!(error["code"], "invalid_argument");
+    assert_eq!(error["details"]["field"], "configuration");
+    // Still serving.
+    assert_eq!(post(addr, ALL, &list(10)).await.status, 200);
+}
+
+#[tokio::test]
+async fn oversize_arguments_are_refused_and_the_gateway_keeps_serving() {
+    let (addr, _) = gateway(|_| {}).await;
+    // Over the 1 MiB argument cap but under the body limit: a tool error.
+    let big = "x".repeat(1024 * 1024 + 10);
+    let r = post(
+        addr,
+        ALL,
+        &call(1, "get_webhook", json!({"webhook_id": big})),
+    )
+    .await;
+    let error = tool_error(&tool_result(&r));
+    assert_eq!(error["code"], "arguments_too_large");
+    assert_eq!(error["details"]["limit_bytes"], 1024 * 1024);
+    // Over the body limit: 413 before anything is parsed.
+    let huge = "x".repeat(3 * 1024 * 1024);
+    let r = post(
+        addr,
+        ALL,
+        &call(2, "get_webhook", json!({"webhook_id": huge})),
+    )
+    .await;
+    assert_eq!(r.status, 413, "{}", r.body);
+    assert!(r.body.contains("larger than"), "{}", r.body);
+    assert_eq!(post(addr, ALL, &list(3)).await.status, 200);
+}
+
+#[tokio::test]
+async fn malformed_json_rpc_is_a_json_rpc_error() {
+    let (addr, _) = gateway(|_| {}).await;
+    let auth = format!("Bearer {ALL}");
+    let cases: [(&[u8], i64); 4] = [
+        (b"{not json", -32700),
+        (b"[]", -32600),
+        (br#"{"jsonrpc":"2.0","id":1}"#, -32600),
+        (br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":7}"#, -32600),
+    ];
+    for (body, code) in cases {
+        let r = send(addr, mcp_request(addr, &[("Authorization", &auth)], body)).await;
+        assert_eq!(r.status, 400, "{r:?}");
+        let error = r.json();
+        assert_eq!(error["jsonrpc"], "2.0");
+        assert_eq!(error["error"]["code"], code, "{error}");
+    }
+    // An unknown tool and an unknown method are protocol faults too.
+    let r = post(addr, ALL, &call(5, "drop_database", json!({}))).await;
+    let message = r.response();
+    assert_eq!(message["error"]["code"], -32602, "{message}");
+    let r = post(
+        addr,
+        ALL,
+        &json!({"jsonrpc": "2.0", "id": 6, "method": "no/such_method"}),
+    )
+    .await;
+    assert!(r.response()["error"]["code"].is_i64(), "{r:?}");
+    assert_eq!(post(addr, ALL, &list(7)).await.status, 200);
+}
+
+#[tokio::test]
+async fn a_wrong_host_or_origin_is_refused_before_the_credential_is_checked() {
+    let (addr, fake) = gateway(|_| {}).await;
+    let auth = format!("Bearer {ALL}");
+    let body = list(1).to_string();
+    let r = send(
+        addr,
+        mcp_request(
+            addr,
+            &[("Host", "evil.example:8090"), ("Authorization", &auth)],
+            body.as_bytes(),
+        ),
+    )
+    .await;
+    assert_eq!(r.status, 403, "{r:?}");
+    assert!(r.body.contains("Host"), "{}", r.body);
+    let r = send(
+        addr,
+        mcp_request(
+            addr,
+            &[("Origin", "https://evil.example"), ("Authorization", &auth)],
+            body.as_bytes(),
+        ),
+    )
+    .await;
+    assert_eq!(r.status, 403, "{r:?}");
+    assert_eq!(fake.seen.who_am_i_calls.load(Ordering::SeqCst), 0);
+    // A loopback page is allowed, and so is a name the operator allowed.
+    let r = send(
+        addr,
+        mcp_request(
+            addr,
+            &[("Origin", "http://localhost:3000"), ("Authorization", &auth)],
+            body.as_bytes(),
+        ),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let (addr, _) = gateway(|c| c.allowed_hosts.push("mcp.example.com".into())).await;
+    let r = send(
+        addr,
+        mcp_request(
+            addr,
+            &[("Host", "mcp.example.com"), ("Authorization", &auth)],
+            body.as_bytes(),
+        ),
+    )
+    .await;
+    assert_eq!(r.status, 200, "{r:?}");
+}
+
+#[tokio::test]
+async fn a_plan_forwards_progress_when_the_client_asks() {
+    let (addr, _) = gateway(|_| {}).await;
+    let mut request = call(
+        1,
+        "install_rule_pack",
+        json!({"webhook_id": "wh_1", "name": "drop-ci-noise", "params": {"bot_actors": ["ci-bot"]}}),
+    );
+    request["params"]["_meta"] = json!({"progressToken": "p-1"});
+    let r = post(addr, ALL, &request).await;
+    assert_eq!(r.status, 200);
+    let messages = r.messages();
+    let progress: Vec<&Value> = messages
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .collect();
+    assert_eq!(progress.len(), 3, "{messages:?}");
+    assert_eq!(progress[0]["params"]["progressToken"], "p-1");
+    assert_eq!(progress[2]["params"]["progress"], 3.0);
+    assert_eq!(progress[2]["params"]["total"], 3.0);
+    let plan = tool_result(&r)["structuredContent"].clone();
+    assert_eq!(plan["plan_token"], "tok_fresh");
+    // params travelled to control as JSON text and came back as the same object.
+    assert_eq!(plan["params_seen"]["bot_actors"][0], "ci-bot");
+
+    // Without a progressToken, no notifications: just the result.
+    let r = post(
+        addr,
+        ALL,
+        &call(2, "install_rule_pack", json!({"webhook_id": "wh_1", "name": "drop-ci-noise"})),
+    )
+    .await;
+    assert_eq!(r.messages().len(), 1, "{r:?}");
+}
+
+#[tokio::test]
+async fn a_client_going_away_drops_the_replay_stream() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (addr, fake) = gateway(|_| {}).await;
+    let mut request = call(
+        1,
+        "install_rule_pack",
+        json!({"webhook_id": "wh_1", "name": "slow"}),
+    );
+    request["params"]["_meta"] = json!({"progressToken": 7});
+    let auth = format!("Bearer {ALL}");
+    let bytes = mcp_request(addr, &[("Authorization", &auth)], request.to_string().as_bytes());
+    let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
+    stream.write_all(&bytes).await.unwrap();
+    let mut seen = Vec::new();
+    let mut buf = [0u8; 4096];
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !String::from_utf8_lossy(&seen).contains("notifications/progress") {
+        assert!(tokio::time::Instant::now() < deadline, "no progress arrived");
+        let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&seen));
+        seen.extend_from_slice(&buf[..n]);
+    }
+    assert!(!fake.seen.slow_stream_dropped.load(Ordering::SeqCst));
+    drop(stream);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !fake.seen.slow_stream_dropped.load(Ordering::SeqCst) {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "the replay stream was not dropped after the client went away"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let sent = fake.seen.slow_events_sent.load(Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(fake.seen.slow_events_sent.load(Ordering::SeqCst), sent, "the replay stopped");
+}
+
+#[tokio::test]
+async fn the_session_protocol_handshake_is_served_without_a_session() {
+    let (addr, _) = gateway(|_| {}).await;
+    let init = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18",
+        "capabilities": {},
+        "clientInfo": {"name": "raw", "version": "0"}
+    }});
+    let r = post(addr, ALL, &init).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert!(r.header("mcp-session-id").is_none(), "stateless: no session id");
+    let result = r.response()["result"].clone();
+    assert_eq!(result["protocolVersion"], "2025-06-18");
+    assert_eq!(result["serverInfo"]["name"], "switchboard-mcp-gateway");
+    assert!(result["capabilities"]["tools"].is_object());
+    let note = json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+    assert_eq!(post(addr, ALL, &note).await.status, 202);
+}
+
+#[tokio::test]
+async fn the_stateless_protocol_is_served_per_request() {
+    let (addr, _) = gateway(|_| {}).await;
+    let meta = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {},
+        "io.modelcontextprotocol/clientInfo": {"name": "raw", "version": "0"}
+    });
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "list_webhooks", "arguments": {}, "_meta": meta
+    }});
+    let auth = format!("Bearer {FEW}");
+    let r = send(
+        addr,
+        mcp_request(
+            addr,
+            &[
+                ("Authorization", &auth),
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", "tools/call"),
+                ("Mcp-Name", "list_webhooks"),
+            ],
+            body.to_string().as_bytes(),
+        ),
+    )
+    .await;
+    let result = tool_result(&r);
+    assert_eq!(result["structuredContent"]["webhooks"][0]["default_queue"], "forge");
+    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": meta}});
+    let r = send(
+        addr,
+        mcp_request(
+            addr,
+            &[
+                ("Authorization", &auth),
+                ("MCP-Protocol-Version", "2026-07-28"),
+                ("Mcp-Method", "tools/list"),
+            ],
+            body.to_string().as_bytes(),
+        ),
+    )
+    .await;
+    let result = tool_result(&r);
+    assert_eq!(result["cacheScope"], "private", "{result}");
+    assert_eq!(result["tools"].as_array().unwrap().len(), 4);
+}
+
+#[tokio::test]
+async fn health_needs_no_credential() {
+    let (addr, _) = gateway(|_| {}).await;
+    let r = send(
+        addr,
+        format!("GET /healthz HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").into_bytes(),
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, "ok");
+}

@@ -1,0 +1,308 @@
+//! The replay report (REQ-5): what would change if the candidate replaced the saved
+//! configuration, computed from both configurations' decisions over the same deliveries.
+//! Decisions, counts and event ids only — never payload text or header values.
+
+use std::collections::BTreeMap;
+
+use serde::Serialize;
+
+/// Example event ids kept per transition group and per faulting rule.
+pub const MAX_EXAMPLES: usize = 20;
+
+/// One configuration's decision on one delivery, reduced to what a plan reports.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Routed {
+    /// `queue:<name>`, `drop`, `quarantine`, `default` or `fault`.
+    pub label: String,
+    /// The rule that matched or faulted, if any (not set for a default_action decision).
+    pub rule_id: Option<String>,
+}
+
+/// One replayed delivery: the saved configuration's decision and the candidate's.
+#[derive(Clone, Debug)]
+pub struct Replayed {
+    pub event_id: String,
+    pub received_at_ms: i64,
+    pub source: String,
+    pub before: Routed,
+    pub after: Routed,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Totals {
+    pub before: BTreeMap<String, u64>,
+    pub after: BTreeMap<String, u64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Transition {
+    pub from: String,
+    pub to: String,
+    pub count: u64,
+    pub example_event_ids: Vec<String>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RuleReport {
+    pub id: String,
+    pub first_matches: u64,
+    pub faults: u64,
+    /// The pack that installed (or would install) the rule; null for hand-written rules.
+    pub from_pack: Option<String>,
+    /// No replayed delivery was decided by this rule.
+    pub never_matched: bool,
+}
+
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct TodosPerDay {
+    pub before: f64,
+    pub after: f64,
+}
+
+/// The replay half of a plan.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct Report {
+    pub events_replayed: u64,
+    pub window_from: Option<String>,
+    pub window_to: Option<String>,
+    pub totals: Totals,
+    pub changed: u64,
+    /// Queue → drop groups (lost work) first, then by count.
+    pub transitions: Vec<Transition>,
+    /// Every rule of the candidate, in order.
+    pub rules: Vec<RuleReport>,
+    pub todos_per_day: TodosPerDay,
+    pub truncated: bool,
+}
+
+/// Rules that faulted, with up to 20 example event ids each.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RuleFaults {
+    pub rule: String,
+    pub count: u64,
+    pub event_ids: Vec<String>,
+}
+
+fn is_work(label: &str, fail_closed: bool) -> bool {
+    label.starts_with("queue:") || label == "default" || (label == "fault" && !fail_closed)
+}
+
+fn lost_work(t: &Transition) -> bool {
+    (t.from.starts_with("queue:") || t.from == "default") && t.to == "drop"
+}
+
+/// Aggregates a replay. `from_pack` names the pack of a candidate rule id; `fail_closed`
+/// (the trusted-actors capability) quarantines faults instead of queueing them.
+pub fn aggregate(
+    replayed: &[Replayed],
+    candidate_rule_ids: &[String],
+    from_pack: &dyn Fn(&str) -> Option<String>,
+    fail_closed: bool,
+    truncated: bool,
+    rfc3339: &dyn Fn(i64) -> String,
+) -> Report {
+    let mut r = Report {
+        events_replayed: replayed.len() as u64,
+        truncated,
+        ..Default::default()
+    };
+    let mut groups: BTreeMap<(String, String), Transition> = BTreeMap::new();
+    let mut first: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
+    let (mut work_before, mut work_after) = (0u64, 0u64);
+    for e in replayed {
+        *r.totals.before.entry(e.before.label.clone()).or_default() += 1;
+        *r.totals.after.entry(e.after.label.clone()).or_default() += 1;
+        if e.before.label != e.after.label {
+            r.changed += 1;
+            let g = groups
+                .entry((e.before.label.clone(), e.after.label.clone()))
+                .or_insert_with(|| Transition {
+                    from: e.before.label.clone(),
+                    to: e.after.label.clone(),
+                    count: 0,
+                    example_event_ids: Vec::new(),
+                });
+            g.count += 1;
+            if g.example_event_ids.len() < MAX_EXAMPLES {
+                g.example_event_ids.push(e.event_id.clone());
+            }
+        }
+        if let Some(rule) = &e.after.rule_id {
+            let c = first.entry(rule.as_str()).or_default();
+            if e.after.label == "fault" {
+                c.1 += 1;
+            } else {
+                c.0 += 1;
+            }
+        }
+        work_before += u64::from(is_work(&e.before.label, fail_closed));
+        work_after += u64::from(is_work(&e.after.label, fail_closed));
+    }
+    let mut transitions: Vec<Transition> = groups.into_values().collect();
+    transitions.sort_by(|a, b| {
+        lost_work(b)
+            .cmp(&lost_work(a))
+            .then(b.count.cmp(&a.count))
+            .then(a.from.cmp(&b.from))
+            .then(a.to.cmp(&b.to))
+    });
+    r.transitions = transitions;
+    r.rules = candidate_rule_ids
+        .iter()
+        .map(|id| {
+            let (m, f) = first.get(id.as_str()).copied().unwrap_or_default();
+            RuleReport {
+                id: id.clone(),
+                first_matches: m,
+                faults: f,
+                from_pack: from_pack(id),
+                never_matched: m == 0,
+            }
+        })
+        .collect();
+    let from = replayed.iter().map(|e| e.received_at_ms).min();
+    let to = replayed.iter().map(|e| e.received_at_ms).max();
+    r.window_from = from.map(rfc3339);
+    r.window_to = to.map(rfc3339);
+    // Extrapolated from the window; a window under an hour counts as an hour.
+    let span_ms = match (from, to) {
+        (Some(f), Some(t)) => (t - f).max(3_600_000) as f64,
+        _ => 86_400_000.0,
+    };
+    let per_day = |n: u64| ((n as f64) * 86_400_000.0 / span_ms * 10.0).round() / 10.0;
+    r.todos_per_day = TodosPerDay {
+        before: per_day(work_before),
+        after: per_day(work_after),
+    };
+    r
+}
+
+/// The pack rules that fault on any replayed delivery (REQ-4 `pack_rule_faults`).
+pub fn pack_rule_faults(replayed: &[Replayed], pack_rule_ids: &[String]) -> Vec<RuleFaults> {
+    let mut out: Vec<RuleFaults> = Vec::new();
+    for e in replayed {
+        let Some(rule) = &e.after.rule_id else {
+            continue;
+        };
+        if e.after.label != "fault" || !pack_rule_ids.contains(rule) {
+            continue;
+        }
+        match out.iter_mut().find(|f| &f.rule == rule) {
+            Some(f) => {
+                f.count += 1;
+                if f.event_ids.len() < MAX_EXAMPLES {
+                    f.event_ids.push(e.event_id.clone());
+                }
+            }
+            None => out.push(RuleFaults {
+                rule: rule.clone(),
+                count: 1,
+                event_ids: vec![e.event_id.clone()],
+            }),
+        }
+    }
+    out
+}
+
+/// Proven: the window held a delivery of one of the pack's source types (any, when the pack
+/// names none), and the replay was not truncated.
+pub fn proven(replayed: &[Replayed], source_types: &[String], truncated: bool) -> bool {
+    !truncated
+        && replayed
+            .iter()
+            .any(|e| source_types.is_empty() || source_types.contains(&e.source))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn routed(label: &str, rule: Option<&str>) -> Routed {
+        Routed {
+            label: label.into(),
+            rule_id: rule.map(str::to_string),
+        }
+    }
+
+    fn event(n: i64, before: Routed, after: Routed) -> Replayed {
+        Replayed {
+            event_id: format!("ev-{n}"),
+            received_at_ms: n * 3_600_000,
+            source: "github".into(),
+            before,
+            after,
+        }
+    }
+
+    #[test]
+    fn lost_work_is_listed_first_and_counts_are_exact() {
+        let mut events = Vec::new();
+        for n in 0..30 {
+            events.push(event(
+                n,
+                routed("queue:review", Some("a")),
+                routed("queue:triage", Some("x--b")),
+            ));
+        }
+        for n in 30..35 {
+            events.push(event(
+                n,
+                routed("queue:forge", Some("a")),
+                routed("drop", Some("x--c")),
+            ));
+        }
+        events.push(event(
+            35,
+            routed("drop", None),
+            routed("drop", Some("x--c")),
+        ));
+        let ids = vec![
+            "x--b".to_string(),
+            "x--c".to_string(),
+            "x--dead".to_string(),
+        ];
+        let pack = |id: &str| id.split_once("--").map(|(p, _)| p.to_string());
+        let r = aggregate(&events, &ids, &pack, false, false, &|ms| ms.to_string());
+        assert_eq!(r.events_replayed, 36);
+        assert_eq!(r.changed, 35);
+        assert_eq!(r.transitions[0].from, "queue:forge");
+        assert_eq!(r.transitions[0].to, "drop");
+        assert_eq!(r.transitions[0].count, 5);
+        assert_eq!(r.transitions[1].count, 30);
+        assert_eq!(r.transitions[1].example_event_ids.len(), MAX_EXAMPLES);
+        assert_eq!(r.totals.before["queue:review"], 30);
+        assert_eq!(r.totals.after["drop"], 6);
+        let dead = r.rules.iter().find(|x| x.id == "x--dead").unwrap();
+        assert!(dead.never_matched);
+        assert_eq!(dead.from_pack.as_deref(), Some("x"));
+        assert_eq!(r.rules[1].first_matches, 6);
+        // 35 work items over 35 hours before, 30 after.
+        assert_eq!(r.todos_per_day.before, 24.0);
+        assert!(
+            (r.todos_per_day.after - 20.6).abs() < 0.01,
+            "{}",
+            r.todos_per_day.after
+        );
+    }
+
+    #[test]
+    fn faults_of_pack_rules_are_named_with_examples() {
+        let events: Vec<Replayed> = (0..25)
+            .map(|n| event(n, routed("default", None), routed("fault", Some("p--bad"))))
+            .collect();
+        let f = pack_rule_faults(&events, &["p--bad".into()]);
+        assert_eq!(f.len(), 1);
+        assert_eq!(f[0].count, 25);
+        assert_eq!(f[0].event_ids.len(), MAX_EXAMPLES);
+        assert!(pack_rule_faults(&events, &["p--other".into()]).is_empty());
+    }
+
+    #[test]
+    fn proven_needs_a_delivery_of_the_packs_source_types() {
+        let events = vec![event(1, routed("default", None), routed("default", None))];
+        assert!(proven(&events, &["github".into()], false));
+        assert!(!proven(&events, &["cairn".into()], false));
+        assert!(!proven(&events, &["github".into()], true));
+        assert!(!proven(&[], &[], false));
+    }
+}

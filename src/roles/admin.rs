@@ -1,0 +1,354 @@
+//! `switchboard admin`: the operator's surface over the store. Humans, teams and roles,
+//! webhooks and their grants, endpoints vended and revoked. Secrets are printed once, when
+//! they are made, and never again.
+
+use std::io::{BufRead, Write};
+
+use anyhow::Context;
+use clap::{Args, Subcommand};
+use switchboard_control::store::{Actor, NewEndpoint, NewWebhook, SourceType, Webhook};
+use switchboard_control::{Error, OwnerScope, Role, Store, verbs};
+
+#[derive(Args, Debug, Clone)]
+pub struct AdminArgs {
+    /// The store: `sqlite://<path>?mode=rwc` or `postgres://…`.
+    #[arg(long, env = "SWITCHBOARD_DATABASE_URL")]
+    pub database_url: String,
+    #[command(subcommand)]
+    pub command: AdminCommand,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum AdminCommand {
+    /// Humans: the people endpoints act for.
+    #[command(subcommand)]
+    Human(HumanCommand),
+    /// Teams and their members' roles.
+    #[command(subcommand)]
+    Team(TeamCommand),
+    /// Webhooks: create them and set the queues they may route to.
+    #[command(subcommand)]
+    Webhook(WebhookCommand),
+    /// Endpoints: credentials vended to agents.
+    #[command(subcommand)]
+    Endpoint(EndpointCommand),
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum HumanCommand {
+    /// Creates a human, admin of its own scope `human:<login>`.
+    Create {
+        login: String,
+        #[arg(long)]
+        display_name: Option<String>,
+    },
+    /// Lists every human.
+    List,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum TeamCommand {
+    /// Creates a team, the scope `team:<slug>`.
+    Create {
+        slug: String,
+        /// Display name (default: the slug).
+        #[arg(long)]
+        name: Option<String>,
+    },
+    /// Gives a human a role in a team, replacing any role it had there.
+    AddMember {
+        slug: String,
+        login: String,
+        /// viewer (reads), editor (also changes rules), admin (also webhooks and endpoints).
+        #[arg(long)]
+        role: Role,
+    },
+    /// Lists every team.
+    List,
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum WebhookCommand {
+    /// Creates a webhook and prints its id, ingest path and signing secret (shown once).
+    Create {
+        /// Owner scope: `human:<login>` or `team:<slug>`.
+        #[arg(long)]
+        scope: OwnerScope,
+        /// forgejo, gitea, github, cairn or generic.
+        #[arg(long)]
+        source: SourceType,
+        /// Queues it may route to, comma-separated; the first is its default queue.
+        #[arg(long, value_delimiter = ',', required = true)]
+        grant: Vec<String>,
+        /// The signing secret the forge already has (default: 256 fresh random bits).
+        #[arg(long, env = "SWITCHBOARD_WEBHOOK_SECRET", hide_env_values = true)]
+        secret: Option<String>,
+        /// Reject unverified deliveries at the door (401, nothing stored).
+        #[arg(long)]
+        reject_unverified: bool,
+    },
+    /// Sets the queues a webhook may route to (an operator's act; agents never can).
+    Grant {
+        id: String,
+        #[arg(long, value_delimiter = ',', required = true)]
+        grant: Vec<String>,
+    },
+    /// Lists a scope's webhooks (no secrets).
+    List {
+        #[arg(long)]
+        scope: OwnerScope,
+    },
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum EndpointCommand {
+    /// Vends an endpoint: shows the verbs it will get, asks, then prints the credential once.
+    Vend {
+        /// The human the endpoint acts for; it must hold a role in the scope.
+        #[arg(long)]
+        human: String,
+        /// Owner scope: `human:<login>` or `team:<slug>`.
+        #[arg(long)]
+        scope: OwnerScope,
+        /// Verb families (webhooks, webhook-rules, todos) or single verbs, comma-separated.
+        #[arg(long, value_delimiter = ',', required = true)]
+        verbs: Vec<String>,
+        /// A name to recognize it by (default: `<human>-agent`).
+        #[arg(long)]
+        name: Option<String>,
+        /// Vend without asking.
+        #[arg(long)]
+        yes: bool,
+    },
+    /// Revokes an endpoint: its credential stops working at once.
+    Revoke { id: String },
+    /// Lists endpoints (never their credentials).
+    List {
+        #[arg(long)]
+        scope: Option<OwnerScope>,
+    },
+}
+
+/// Store errors as an operator needs them: the full text, internal context included.
+fn op(e: Error) -> anyhow::Error {
+    anyhow::anyhow!("{}", e.log_text())
+}
+
+pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
+    let store = Store::connect(&args.database_url)
+        .await
+        .map_err(op)
+        .context("opening the store")?;
+    let result = command(&store, args.command).await;
+    store.close().await;
+    result
+}
+
+async fn command(store: &Store, command: AdminCommand) -> anyhow::Result<()> {
+    match command {
+        AdminCommand::Human(HumanCommand::Create {
+            login,
+            display_name,
+        }) => {
+            let h = store
+                .create_human(&login, display_name.as_deref())
+                .await
+                .map_err(op)?;
+            println!("human {} created (admin of human:{})", h.login, h.login);
+        }
+        AdminCommand::Human(HumanCommand::List) => {
+            for h in store.list_humans().await.map_err(op)? {
+                println!("{}\t{}", h.login, h.display_name.unwrap_or_default());
+            }
+        }
+        AdminCommand::Team(TeamCommand::Create { slug, name }) => {
+            let t = store
+                .create_team(&slug, name.as_deref().unwrap_or(&slug))
+                .await
+                .map_err(op)?;
+            println!("team {} created (scope team:{})", t.slug, t.slug);
+        }
+        AdminCommand::Team(TeamCommand::AddMember { slug, login, role }) => {
+            let m = store
+                .set_membership(&slug, &login, role)
+                .await
+                .map_err(op)?;
+            println!("{} is {} of team:{}", m.human_login, m.role, m.team_slug);
+        }
+        AdminCommand::Team(TeamCommand::List) => {
+            for t in store.list_teams().await.map_err(op)? {
+                println!("{}\t{}", t.slug, t.name);
+            }
+        }
+        AdminCommand::Webhook(WebhookCommand::Create {
+            scope,
+            source,
+            grant,
+            secret,
+            reject_unverified,
+        }) => {
+            let w = store
+                .create_webhook(NewWebhook {
+                    owner_scope: scope,
+                    source_type: source,
+                    secret,
+                    grant,
+                    reject_unverified,
+                    configuration: None,
+                    actor: Actor::operator(),
+                })
+                .await
+                .map_err(op)?;
+            println!("webhook {} created", w.id);
+            println!("scope: {}", w.owner_scope);
+            println!("source: {}", w.source_type);
+            println!("grant: {}", w.grant.join(","));
+            println!("reject unverified: {}", w.reject_unverified);
+            println!("ingest path: /hooks/{}", w.id);
+            println!("secret (shown once; give it to the forge): {}", w.secret);
+        }
+        AdminCommand::Webhook(WebhookCommand::Grant { id, grant }) => {
+            // An operator names a webhook by id alone; its scope comes from the store.
+            let current = store.webhook_for_ingest(&id).await.map_err(op)?;
+            let w = store
+                .set_webhook_grant(&current.owner_scope, &id, &grant)
+                .await
+                .map_err(op)?;
+            println!("webhook {} may route to: {}", w.id, w.grant.join(","));
+            let outside = queues_outside_grant(&w);
+            if !outside.is_empty() {
+                eprintln!(
+                    "warning: the saved rules route to {} outside the new grant; those deliveries will fault (not_granted) until the rules change",
+                    outside.join(", ")
+                );
+            }
+        }
+        AdminCommand::Webhook(WebhookCommand::List { scope }) => {
+            for w in store.list_webhooks(&scope).await.map_err(op)? {
+                println!(
+                    "{}\t{}\tgrant={}\tversion={}\treject_unverified={}",
+                    w.id,
+                    w.source_type,
+                    w.grant.join(","),
+                    w.config_version,
+                    w.reject_unverified
+                );
+            }
+        }
+        AdminCommand::Endpoint(EndpointCommand::Vend {
+            human,
+            scope,
+            verbs: asked,
+            name,
+            yes,
+        }) => vend(store, human, scope, asked, name, yes).await?,
+        AdminCommand::Endpoint(EndpointCommand::Revoke { id }) => {
+            let e = store.revoke_endpoint(&id).await.map_err(op)?;
+            println!("endpoint {} revoked", e.id);
+        }
+        AdminCommand::Endpoint(EndpointCommand::List { scope }) => {
+            for e in store.list_endpoints(scope.as_ref()).await.map_err(op)? {
+                let families: Vec<String> = verbs::group_by_family(&e.verbs)
+                    .into_iter()
+                    .map(|(family, held)| format!("{family}({})", held.len()))
+                    .collect();
+                println!(
+                    "{}\t{}\thuman={}\tscope={}\t{}\tverbs={}",
+                    e.id,
+                    e.name,
+                    e.human_login,
+                    e.owner_scope,
+                    if e.revoked_at.is_some() {
+                        "revoked"
+                    } else {
+                        "active"
+                    },
+                    families.join(",")
+                );
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Queues the saved rules (and default action) name that the grant does not hold.
+fn queues_outside_grant(w: &Webhook) -> Vec<String> {
+    let Ok(config) = switchboard_model::Configuration::from_json(&w.configuration.to_string())
+    else {
+        return Vec::new();
+    };
+    let mut outside: Vec<String> = config
+        .rules
+        .iter()
+        .map(|r| &r.action)
+        .chain(config.default_action.as_ref())
+        .filter_map(|a| match a {
+            switchboard_model::Action::Queue(q) if !w.grant.contains(q) => Some(q.clone()),
+            _ => None,
+        })
+        .collect();
+    outside.sort();
+    outside.dedup();
+    outside
+}
+
+/// The consent step: what the endpoint will be able to do, grouped by family, then a yes.
+async fn vend(
+    store: &Store,
+    human: String,
+    scope: OwnerScope,
+    asked: Vec<String>,
+    name: Option<String>,
+    yes: bool,
+) -> anyhow::Result<()> {
+    let expanded = verbs::expand(&asked).map_err(|m| anyhow::anyhow!("--verbs: {m}"))?;
+    if expanded.is_empty() {
+        anyhow::bail!("--verbs: name at least one verb or family");
+    }
+    let role = store.role_in_scope(&human, &scope).await.map_err(op)?;
+    let Some(role) = role else {
+        anyhow::bail!("{human} holds no role in {scope}: nothing vended");
+    };
+    println!("an endpoint acting for {human} ({role} of {scope}) will be able to call:");
+    for (family, held) in verbs::group_by_family(&expanded) {
+        let whole = verbs::FAMILIES
+            .iter()
+            .find(|f| f.name == family)
+            .is_some_and(|f| f.verbs.len() == held.len());
+        let note = if whole { " (the whole family)" } else { "" };
+        println!("  {family}{note}: {}", held.join(", "));
+    }
+    if !yes && !confirm("vend this endpoint? [y/N] ")? {
+        anyhow::bail!("not confirmed: nothing vended");
+    }
+    let vended = store
+        .vend_endpoint(NewEndpoint {
+            name: name.unwrap_or_else(|| format!("{human}-agent")),
+            human_login: human,
+            owner_scope: scope,
+            verbs: asked,
+        })
+        .await
+        .map_err(op)?;
+    println!("endpoint {} vended", vended.endpoint.id);
+    println!(
+        "credential (shown once; it is stored only as a hash): {}",
+        vended.credential
+    );
+    Ok(())
+}
+
+/// Asks on stderr and reads one answer from stdin; only `y` or `yes` confirm.
+fn confirm(prompt: &str) -> anyhow::Result<bool> {
+    eprint!("{prompt}");
+    std::io::stderr().flush().ok();
+    let mut answer = String::new();
+    std::io::stdin()
+        .lock()
+        .read_line(&mut answer)
+        .context("reading the answer")?;
+    Ok(matches!(
+        answer.trim().to_ascii_lowercase().as_str(),
+        "y" | "yes"
+    ))
+}

@@ -1,0 +1,174 @@
+//! `switchboard control`: ingest (HTTP) and the control gRPC API over one store, routing
+//! through the routers it is given. `switchboard up` builds the same thing from the same parts.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::Context;
+use clap::Args;
+use switchboard_control::ingest::RetryOptions;
+use switchboard_control::routing::{RouterSource, Routers};
+use switchboard_control::server::{BoundControl, ServeOptions};
+use switchboard_control::state::{Capabilities, ControlState, Limits};
+use switchboard_control::{Store, StoreOptions};
+
+use crate::cli::shutdown_signal;
+
+#[derive(Args, Debug, Clone)]
+pub struct ControlArgs {
+    /// The store: `sqlite://<path>?mode=rwc` (one machine) or `postgres://…` (replicas).
+    #[arg(long, env = "SWITCHBOARD_DATABASE_URL")]
+    pub database_url: String,
+    /// The routers: `host:port,host:port` or `dns:///<name>:<port>` (re-resolved).
+    #[arg(long, env = "SWITCHBOARD_ROUTERS", default_value = "127.0.0.1:7701")]
+    pub routers: String,
+    #[command(flatten)]
+    pub listen: ListenArgs,
+    #[command(flatten)]
+    pub tuning: ControlTuning,
+}
+
+/// Where control listens.
+#[derive(Args, Debug, Clone)]
+pub struct ListenArgs {
+    /// Address for ingest, `POST /hooks/<id>` (port 0 picks a free port; it is printed).
+    #[arg(
+        long,
+        env = "SWITCHBOARD_HTTP_LISTEN",
+        default_value = "127.0.0.1:8080"
+    )]
+    pub http_listen: SocketAddr,
+    /// Address for the control gRPC API (port 0 picks a free port; it is printed).
+    #[arg(
+        long,
+        env = "SWITCHBOARD_GRPC_LISTEN",
+        default_value = "127.0.0.1:7700"
+    )]
+    pub grpc_listen: SocketAddr,
+}
+
+/// What an operator may tune about control.
+#[derive(Args, Debug, Clone)]
+pub struct ControlTuning {
+    /// Deliveries each webhook may send per minute; more answer 429.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_INGEST_PER_WEBHOOK_PER_MINUTE",
+        default_value_t = 600
+    )]
+    pub ingest_per_minute: u32,
+    /// Requests each endpoint may make per minute.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_REQUESTS_PER_ENDPOINT_PER_MINUTE",
+        default_value_t = 600
+    )]
+    pub requests_per_endpoint_per_minute: u32,
+    /// Per-envelope evaluation budget asked of routers, in milliseconds.
+    #[arg(long, env = "SWITCHBOARD_EVALUATION_BUDGET_MS", default_value_t = 50)]
+    pub evaluation_budget_ms: u64,
+    /// Longest wait for one router call, in milliseconds.
+    #[arg(long, env = "SWITCHBOARD_ROUTER_TIMEOUT_MS", default_value_t = 10_000)]
+    pub router_timeout_ms: u64,
+    /// The trusted-actors capability (SPEC-0026): `.actor`, quarantine, fail-closed faults.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_TRUSTED_ACTORS",
+        default_value_t = true,
+        action = clap::ArgAction::Set
+    )]
+    pub trusted_actors: bool,
+    /// Time between passes that route events stored while no router answered, milliseconds.
+    #[arg(long, env = "SWITCHBOARD_UNROUTED_RETRY_MS", default_value_t = 5_000)]
+    pub unrouted_retry_ms: u64,
+    /// Time between reporting not-ready and closing the listeners at shutdown, milliseconds.
+    #[arg(long, env = "SWITCHBOARD_READINESS_GRACE_MS", default_value_t = 0)]
+    pub readiness_grace_ms: u64,
+    /// Database connections at most.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_DATABASE_MAX_CONNECTIONS",
+        default_value_t = 8
+    )]
+    pub database_max_connections: u32,
+}
+
+impl ControlTuning {
+    pub fn store_options(&self) -> StoreOptions {
+        StoreOptions {
+            max_connections: self.database_max_connections.max(1),
+            ..StoreOptions::default()
+        }
+    }
+
+    pub fn serve_options(&self) -> ServeOptions {
+        let interval = Duration::from_millis(self.unrouted_retry_ms.max(10));
+        ServeOptions {
+            readiness_grace: Duration::from_millis(self.readiness_grace_ms),
+            retry: Some(RetryOptions {
+                interval,
+                // Leave an event to the ingest call that stored it for a little while.
+                min_age: interval.min(Duration::from_secs(10)),
+                ..RetryOptions::default()
+            }),
+        }
+    }
+
+    /// The shared state of one control process.
+    pub async fn state(&self, store: Store, routers: RouterSource) -> ControlState {
+        let routers = Routers::new(
+            routers,
+            Duration::from_millis(self.router_timeout_ms.max(1)),
+        )
+        .await;
+        routers.spawn_refresh(Duration::from_secs(30));
+        ControlState {
+            store,
+            routers,
+            capabilities: Capabilities {
+                trusted_actors: self.trusted_actors,
+            },
+            limits: Limits {
+                evaluation_budget: Duration::from_millis(self.evaluation_budget_ms.max(1)),
+                ingest_per_webhook_per_minute: self.ingest_per_minute.max(1),
+                requests_per_endpoint_per_minute: self.requests_per_endpoint_per_minute.max(1),
+                ..Limits::default()
+            },
+        }
+    }
+}
+
+/// The control gRPC API's routes (health and reflection are added by the server).
+pub fn grpc_routes(state: &ControlState) -> tonic::service::Routes {
+    switchboard_control::api::routes(state.clone())
+}
+
+/// Binds control and prints the two lines tests and operators read the addresses from.
+pub async fn bind_and_announce(
+    state: ControlState,
+    listen: &ListenArgs,
+) -> anyhow::Result<BoundControl> {
+    let bound = BoundControl::bind(state, listen.http_listen, listen.grpc_listen)
+        .await
+        .context("binding the control listeners")?;
+    println!("ingest listening on http://{}", bound.http_addr);
+    println!("control grpc listening on {}", bound.grpc_addr);
+    Ok(bound)
+}
+
+pub async fn run(args: ControlArgs) -> anyhow::Result<()> {
+    let source =
+        RouterSource::parse(&args.routers).map_err(|e| anyhow::anyhow!("--routers: {e}"))?;
+    let store = Store::connect_with(&args.database_url, args.tuning.store_options())
+        .await
+        .map_err(|e| anyhow::anyhow!("opening the store: {}", e.log_text()))?;
+    let state = args.tuning.state(store.clone(), source).await;
+    let routes = grpc_routes(&state);
+    let bound = bind_and_announce(state, &args.listen).await?;
+    tracing::info!(http = %bound.http_addr, grpc = %bound.grpc_addr, "control serving");
+    let result = bound
+        .serve(routes, args.tuning.serve_options(), shutdown_signal())
+        .await;
+    store.close().await;
+    result.map_err(Into::into)
+}

@@ -1,0 +1,6 @@
+//! One module per role of the `switchboard` binary, each with its flags and its `run`.
+
+pub mod admin;
+pub mod control;
+pub mod router;
+pub mod up;

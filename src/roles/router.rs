@@ -1,0 +1,79 @@
+//! `switchboard router`: one router instance, and the sandbox flags `switchboard up` shares.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::Args;
+use switchboard_router::sandbox::{ChildLimits, SandboxConfig};
+use switchboard_router::server::BoundRouter;
+
+use crate::cli::shutdown_signal;
+
+#[derive(Args, Debug, Clone)]
+pub struct RouterArgs {
+    /// Address to serve gRPC on (port 0 picks a free port; the chosen address is printed).
+    #[arg(
+        long,
+        env = "SWITCHBOARD_ROUTER_LISTEN",
+        default_value = "127.0.0.1:7701"
+    )]
+    pub listen: SocketAddr,
+    #[command(flatten)]
+    pub sandbox: SandboxArgs,
+}
+
+/// How a router runs its sandbox children.
+#[derive(Args, Debug, Clone)]
+pub struct SandboxArgs {
+    /// Sandbox children evaluating at once (default: one per core).
+    #[arg(long, env = "SWITCHBOARD_ROUTER_CHILDREN")]
+    pub children: Option<usize>,
+    /// Per-envelope, per-configuration evaluation budget in milliseconds.
+    #[arg(long, env = "SWITCHBOARD_ROUTER_BUDGET_MS", default_value_t = 50)]
+    pub budget_ms: u64,
+    /// Address space of each child, MiB.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_ROUTER_CHILD_ADDRESS_SPACE_MB",
+        default_value_t = 1024
+    )]
+    pub child_address_space_mb: u64,
+    /// CPU seconds over a child's life before the kernel stops it.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_ROUTER_CHILD_CPU_SECONDS",
+        default_value_t = 3600
+    )]
+    pub child_cpu_seconds: u64,
+    /// Run children even where the kernel refuses seccomp or Landlock (not recommended).
+    #[arg(long, env = "SWITCHBOARD_ROUTER_ALLOW_UNCONFINED_SANDBOX")]
+    pub allow_unconfined_sandbox: bool,
+}
+
+impl SandboxArgs {
+    /// The sandbox configuration these flags describe, with children of this very binary.
+    pub fn sandbox_config(&self) -> anyhow::Result<SandboxConfig> {
+        let exe: PathBuf = std::env::current_exe()?;
+        let mut config = SandboxConfig::new(exe);
+        if let Some(n) = self.children {
+            config.children = n.max(1);
+        }
+        config.budget = Duration::from_millis(self.budget_ms.max(1));
+        config.limits = ChildLimits {
+            address_space_mb: self.child_address_space_mb,
+            cpu_seconds: self.child_cpu_seconds,
+            ..ChildLimits::default()
+        };
+        config.require_confinement = !self.allow_unconfined_sandbox;
+        Ok(config)
+    }
+}
+
+pub async fn run(args: RouterArgs) -> anyhow::Result<()> {
+    let router = BoundRouter::bind(args.listen, args.sandbox.sandbox_config()?).await?;
+    // Tests and operators read the bound address from this line.
+    println!("router listening on {}", router.local_addr);
+    tracing::info!(addr = %router.local_addr, children = router.pool().config().children, "router serving");
+    router.serve(shutdown_signal()).await
+}

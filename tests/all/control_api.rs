@@ -1,0 +1,2778 @@
+//! The control gRPC API (`switchboard.control.v1`) end to end: a real `switchboard router`
+//! process validates and evaluates, control serves in-process on 127.0.0.1:0 over a store on
+//! a temp SQLite file — and on a fresh PostgreSQL schema when `SWITCHBOARD_TEST_DATABASE_URL`
+//! is set. Every test runs on both backends, unchanged.
+
+use std::fmt::Debug;
+use std::future::Future;
+use std::sync::Once;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use sqlx::AssertSqlSafe;
+use switchboard_control::api::ControlApi;
+use switchboard_control::routing::{RouterSource, Routers};
+use switchboard_control::state::{Capabilities, ControlState, Limits};
+use switchboard_control::store::{
+    Actor, Event, NewEndpoint, NewEvent, NewTodo, NewWebhook, Page, RecordDecision,
+    SaveConfiguration, SourceType, Todo, Webhook,
+};
+use switchboard_control::{Clock, OwnerScope, Role, Store, StoreOptions};
+use switchboard_proto::control::v1 as pb;
+use switchboard_proto::control::v1::identity_client::IdentityClient;
+use switchboard_proto::control::v1::todos_client::TodosClient;
+use switchboard_proto::control::v1::webhook_rules_client::WebhookRulesClient;
+use switchboard_proto::control::v1::webhooks_client::WebhooksClient;
+use tokio::net::TcpListener;
+use tokio_stream::wrappers::TcpListenerStream;
+use tonic::service::Interceptor;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+use tonic::{Code, Request, Response, Status};
+use tonic_types::StatusExt;
+
+use crate::support::{RouterProcess, payload, stored};
+
+// ---------------------------------------------------------------------------------------
+// Harness
+// ---------------------------------------------------------------------------------------
+
+/// Where the manual clock starts: every test moves time by hand.
+const START_MS: i64 = 1_800_000_000_000;
+
+#[derive(Clone, Copy)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+/// What a backend needs cleaned up after a test.
+enum Db {
+    Sqlite(tempfile::TempDir),
+    Postgres {
+        admin: sqlx::AnyPool,
+        schema: String,
+    },
+}
+
+async fn open(backend: Backend) -> Option<(Store, Db)> {
+    let options = StoreOptions {
+        max_connections: 4,
+        ..StoreOptions::default()
+    };
+    match backend {
+        Backend::Sqlite => {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let url = format!(
+                "sqlite://{}?mode=rwc",
+                dir.path().join("control.db").display()
+            );
+            let store = Store::connect_with(&url, options)
+                .await
+                .expect("open sqlite");
+            Some((store, Db::Sqlite(dir)))
+        }
+        Backend::Postgres => {
+            let Ok(base) = std::env::var("SWITCHBOARD_TEST_DATABASE_URL") else {
+                static NOTE: Once = Once::new();
+                NOTE.call_once(|| {
+                    eprintln!(
+                        "SWITCHBOARD_TEST_DATABASE_URL is unset: the postgres control api suite checks nothing"
+                    )
+                });
+                return None;
+            };
+            sqlx::any::install_default_drivers();
+            let schema = format!(
+                "api_{}",
+                switchboard_control::secrets::random_hex(8).expect("random")
+            );
+            let admin = sqlx::AnyPool::connect(&base)
+                .await
+                .expect("connect to the test database");
+            sqlx::query(AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+                .execute(&admin)
+                .await
+                .expect("create the test schema");
+            let sep = if base.contains('?') { '&' } else { '?' };
+            let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+            let store = Store::connect_with(&url, options)
+                .await
+                .expect("open postgres");
+            Some((store, Db::Postgres { admin, schema }))
+        }
+    }
+}
+
+async fn close(db: Db) {
+    match db {
+        Db::Sqlite(dir) => drop(dir),
+        Db::Postgres { admin, schema } => {
+            sqlx::query(AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+                .execute(&admin)
+                .await
+                .expect("drop the test schema");
+            admin.close().await;
+        }
+    }
+}
+
+/// What a test gets: the store (for fixtures and for looking at what is stored), the clock,
+/// the router process, and a channel to the control API.
+pub struct Api {
+    pub store: Store,
+    pub clock: Clock,
+    pub router: RouterProcess,
+    channel: Channel,
+}
+
+/// Puts an `authorization` header (any text, well formed or not) on every call.
+#[derive(Clone)]
+pub struct Authorization(Option<String>);
+
+impl Interceptor for Authorization {
+    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
+        if let Some(value) = &self.0 {
+            let value = value.parse().map_err(|_| Status::internal("test header"))?;
+            request.metadata_mut().insert("authorization", value);
+        }
+        Ok(request)
+    }
+}
+
+type Svc = InterceptedService<Channel, Authorization>;
+
+/// One client per service, all sending the same authorization.
+pub struct Clients {
+    pub webhooks: WebhooksClient<Svc>,
+    pub rules: WebhookRulesClient<Svc>,
+    pub todos: TodosClient<Svc>,
+    pub identity: IdentityClient<Svc>,
+}
+
+impl Api {
+    fn with_header(&self, header: Option<String>) -> Clients {
+        let auth = Authorization(header);
+        Clients {
+            webhooks: WebhooksClient::with_interceptor(self.channel.clone(), auth.clone()),
+            rules: WebhookRulesClient::with_interceptor(self.channel.clone(), auth.clone()),
+            todos: TodosClient::with_interceptor(self.channel.clone(), auth.clone()),
+            identity: IdentityClient::with_interceptor(self.channel.clone(), auth),
+        }
+    }
+
+    /// Clients calling as the endpoint whose credential this is.
+    fn client(&self, credential: &str) -> Clients {
+        self.with_header(Some(format!("Bearer {credential}")))
+    }
+}
+
+async fn run<F, Fut>(backend: Backend, requests_per_minute: u32, test: F)
+where
+    F: FnOnce(Api) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let Some((store, db)) = open(backend).await else {
+        return;
+    };
+    let clock = Clock::manual(START_MS);
+    let store = store.with_clock(clock.clone());
+    let router = tokio::task::spawn_blocking(|| RouterProcess::spawn(&["--children", "1"]))
+        .await
+        .expect("router starts");
+    let routers = Routers::new(
+        RouterSource::Static(vec![router.addr.clone()]),
+        Duration::from_secs(20),
+    )
+    .await;
+    let state = ControlState {
+        store: store.clone(),
+        routers,
+        capabilities: Capabilities::default(),
+        limits: Limits {
+            requests_per_endpoint_per_minute: requests_per_minute,
+            ..Limits::default()
+        },
+    };
+    let api = ControlApi::new(state);
+    let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("address");
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let server = tokio::spawn(
+        tonic::transport::Server::builder()
+            .add_routes(api.routes)
+            .serve_with_incoming_shutdown(TcpListenerStream::new(listener), async {
+                let _ = stopped.await;
+            }),
+    );
+    let channel = Channel::from_shared(format!("http://{addr}"))
+        .expect("url")
+        .connect()
+        .await
+        .expect("connect to control");
+    let outcome = tokio::spawn(test(Api {
+        store: store.clone(),
+        clock,
+        router,
+        channel,
+    }))
+    .await;
+    let _ = stop.send(());
+    let _ = server.await;
+    store.close().await;
+    close(db).await;
+    if let Err(e) = outcome {
+        std::panic::resume_unwind(e.into_panic());
+    }
+}
+
+/// Every test on SQLite and on PostgreSQL; `name = limit` sets the per-endpoint request limit.
+macro_rules! api_suite {
+    ($($test:ident $(= $limit:expr)?),* $(,)?) => {
+        mod sqlite {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $test() {
+                super::run(super::Backend::Sqlite, api_suite!(@limit $($limit)?), super::$test).await;
+            })*
+        }
+        mod postgres {
+            $(#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+            async fn $test() {
+                super::run(super::Backend::Postgres, api_suite!(@limit $($limit)?), super::$test).await;
+            })*
+        }
+    };
+    (@limit) => { 10_000 };
+    (@limit $limit:expr) => { $limit };
+}
+
+api_suite! {
+    calls_need_a_valid_credential,
+    verbs_off_the_allowlist_are_refused,
+    roles_gate_every_verb,
+    other_scopes_unknown_and_malformed_ids_are_one_not_found,
+    set_rules_mints_ids_and_records_history,
+    every_problem_is_reported_at_once,
+    pack_rule_ids_are_reserved,
+    rules_cannot_widen_the_grant,
+    expected_version_guards_every_write,
+    rules_are_updated_and_deleted_by_id,
+    history_lists_newest_first_in_pages,
+    dry_runs_route_events_and_payloads_and_write_nothing,
+    webhooks_are_created_read_rotated_and_deleted,
+    events_list_newest_first_and_read_exactly,
+    todos_are_listed_claimed_and_completed,
+    each_endpoint_is_rate_limited = 3,
+    a_stopped_router_changes_nothing,
+    health_and_reflection_are_served,
+}
+
+// ---------------------------------------------------------------------------------------
+// Fixtures and assertions
+// ---------------------------------------------------------------------------------------
+
+const GRANT: [&str; 3] = ["forge", "review", "triage"];
+const EVERY_FAMILY: [&str; 3] = ["webhooks", "webhook-rules", "todos"];
+
+async fn human(store: &Store, login: &str) -> OwnerScope {
+    store.create_human(login, None).await.expect("human");
+    OwnerScope::human(login)
+}
+
+async fn vend(store: &Store, login: &str, scope: &OwnerScope, verbs: &[&str]) -> String {
+    store
+        .vend_endpoint(NewEndpoint {
+            name: format!("{login}-agent"),
+            human_login: login.into(),
+            owner_scope: scope.clone(),
+            verbs: verbs.iter().map(|v| v.to_string()).collect(),
+        })
+        .await
+        .expect("vend")
+        .credential
+}
+
+async fn webhook(store: &Store, scope: &OwnerScope) -> Webhook {
+    store
+        .create_webhook(NewWebhook {
+            owner_scope: scope.clone(),
+            source_type: SourceType::Github,
+            secret: None,
+            grant: GRANT.iter().map(|q| q.to_string()).collect(),
+            reject_unverified: false,
+            configuration: None,
+            actor: Actor::operator(),
+        })
+        .await
+        .expect("webhook")
+}
+
+/// Saves a configuration as an operator (or a confirmed pack install) would, bypassing the API.
+async fn seed_configuration(
+    store: &Store,
+    w: &Webhook,
+    configuration: Value,
+    packs: Option<Value>,
+) {
+    store
+        .save_configuration(
+            &w.owner_scope,
+            &w.id,
+            SaveConfiguration {
+                configuration,
+                actor: Actor::operator(),
+                change: json!({"op": "seed"}),
+                installed_packs: packs,
+                ..SaveConfiguration::default()
+            },
+        )
+        .await
+        .expect("seed configuration");
+}
+
+/// A real GitHub payload stored as ingest stores it; the clock moves a second after each.
+async fn github_event(api: &Api, w: &Webhook, file: &str, n: usize) -> Event {
+    let p = payload("github", file);
+    let d = stored(&p, n);
+    let event = api
+        .store
+        .insert_event(NewEvent {
+            webhook_id: w.id.clone(),
+            delivery_id: d.delivery_id.clone(),
+            kind: d.kind.clone(),
+            headers: d
+                .headers
+                .iter()
+                .map(|h| (h.name.clone(), h.value.clone()))
+                .collect(),
+            body: p.body.clone(),
+            verified: true,
+        })
+        .await
+        .expect("event");
+    api.clock.advance(Duration::from_secs(1));
+    event
+}
+
+async fn todo_for(api: &Api, event: &Event, queue: &str) -> Todo {
+    let todo = api
+        .store
+        .record_decision(
+            &event.id,
+            RecordDecision {
+                decision: json!({"decision": format!("queue:{queue}"), "queue": queue}),
+                fault: None,
+                todo: Some(NewTodo {
+                    queue: queue.into(),
+                    rule_id: None,
+                }),
+            },
+        )
+        .await
+        .expect("decision")
+        .expect("a todo")
+        .todo;
+    api.clock.advance(Duration::from_secs(1));
+    todo
+}
+
+#[track_caller]
+fn ok<T: Debug>(result: Result<Response<T>, Status>) -> T {
+    match result {
+        Ok(r) => r.into_inner(),
+        Err(s) => panic!("expected success, got {:?}: {}", s.code(), s.message()),
+    }
+}
+
+fn reason_of(s: &Status) -> String {
+    s.get_error_details()
+        .error_info()
+        .map(|i| i.reason.clone())
+        .unwrap_or_default()
+}
+
+/// Asserts the call failed with `code` and `reason` (in the details and leading the message).
+#[track_caller]
+fn refused<T: Debug>(result: Result<Response<T>, Status>, code: Code, reason: &str) -> Status {
+    let status = match result {
+        Ok(r) => panic!("expected {code:?} {reason}, got {:?}", r.into_inner()),
+        Err(s) => s,
+    };
+    assert_eq!(
+        (status.code(), reason_of(&status).as_str()),
+        (code, reason),
+        "{}",
+        status.message()
+    );
+    assert!(
+        status.message().starts_with(&format!("{reason}: ")),
+        "{}",
+        status.message()
+    );
+    status
+}
+
+/// Asserts `invalid_argument` naming `field`.
+#[track_caller]
+fn invalid<T: Debug>(result: Result<Response<T>, Status>, field: &str) -> Status {
+    let s = refused(result, Code::InvalidArgument, "invalid_argument");
+    let details = s.get_error_details();
+    assert_eq!(
+        details.error_info().map(|i| i.metadata["field"].as_str()),
+        Some(field),
+        "{}",
+        s.message()
+    );
+    assert_eq!(
+        details
+            .bad_request()
+            .map(|b| b.field_violations[0].field.as_str()),
+        Some(field)
+    );
+    s
+}
+
+/// The problems of an `invalid_configuration` refusal, from the JSON list in the message.
+#[track_caller]
+fn problems<T: Debug>(result: Result<Response<T>, Status>) -> Vec<Value> {
+    let s = refused(result, Code::InvalidArgument, "invalid_configuration");
+    let start = s.message().find('[').expect("a problem list");
+    let list: Vec<Value> = serde_json::from_str(&s.message()[start..]).expect("problems are JSON");
+    assert_eq!(
+        s.get_error_details()
+            .bad_request()
+            .map(|b| b.field_violations.len()),
+        Some(list.len()),
+        "every problem is also a field violation"
+    );
+    list
+}
+
+fn codes(problems: &[Value]) -> Vec<String> {
+    problems
+        .iter()
+        .map(|p| p["code"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+fn json_of(text: &str) -> Value {
+    serde_json::from_str(text).unwrap_or_else(|e| panic!("{text:?} is not JSON: {e}"))
+}
+
+fn rule_ids(configuration_json: &str) -> Vec<String> {
+    json_of(configuration_json)["rules"]
+        .as_array()
+        .expect("rules")
+        .iter()
+        .map(|r| r["id"].as_str().unwrap_or_default().to_string())
+        .collect()
+}
+
+fn set(
+    webhook_id: &str,
+    configuration: Value,
+    expected_version: Option<i64>,
+) -> pb::SetWebhookRulesRequest {
+    pb::SetWebhookRulesRequest {
+        webhook_id: webhook_id.into(),
+        configuration_json: configuration.to_string(),
+        expected_version,
+    }
+}
+
+fn update(
+    webhook_id: &str,
+    rule_id: &str,
+    patch: Value,
+    expected_version: Option<i64>,
+) -> pb::UpdateWebhookRuleRequest {
+    pb::UpdateWebhookRuleRequest {
+        webhook_id: webhook_id.into(),
+        rule_id: rule_id.into(),
+        rule_json: patch.to_string(),
+        expected_version,
+    }
+}
+
+fn delete_rule(
+    webhook_id: &str,
+    rule_id: &str,
+    expected_version: Option<i64>,
+) -> pb::DeleteWebhookRuleRequest {
+    pb::DeleteWebhookRuleRequest {
+        webhook_id: webhook_id.into(),
+        rule_id: rule_id.into(),
+        expected_version,
+    }
+}
+
+async fn version_and_history(store: &Store, w: &Webhook) -> (i64, usize) {
+    let now = store
+        .get_webhook(&w.owner_scope, &w.id)
+        .await
+        .expect("webhook");
+    let history = store
+        .list_history(&w.owner_scope, &w.id, &Page::first(200))
+        .await
+        .expect("history");
+    (now.config_version, history.items.len())
+}
+
+fn routes_prs_to_review() -> Value {
+    json!({"rules": [{"id": "prs", "when": ".kind == \"pull_request.opened\"", "action": {"queue": "review"}}], "params": {}})
+}
+
+// ---------------------------------------------------------------------------------------
+// Authentication, allowlist, roles
+// ---------------------------------------------------------------------------------------
+
+async fn calls_need_a_valid_credential(api: Api) {
+    let alice = human(&api.store, "alice").await;
+    let credential = vend(&api.store, "alice", &alice, &EVERY_FAMILY).await;
+    let w = webhook(&api.store, &alice).await;
+    let get = || pb::GetWebhookRequest {
+        webhook_id: w.id.clone(),
+    };
+    ok(api.client(&credential).webhooks.get_webhook(get()).await);
+
+    // No header at all: every service refuses, naming how to authenticate.
+    let mut none = api.with_header(None);
+    let missing = refused(
+        none.webhooks.get_webhook(get()).await,
+        Code::Unauthenticated,
+        "unauthenticated",
+    );
+    assert!(
+        missing.message().contains("Bearer"),
+        "{}",
+        missing.message()
+    );
+    refused(
+        none.rules
+            .list_webhook_rules(pb::ListWebhookRulesRequest {
+                webhook_id: w.id.clone(),
+            })
+            .await,
+        Code::Unauthenticated,
+        "unauthenticated",
+    );
+    refused(
+        none.todos
+            .list_todos(pb::ListTodosRequest {
+                queue: "forge".into(),
+                ..Default::default()
+            })
+            .await,
+        Code::Unauthenticated,
+        "unauthenticated",
+    );
+    refused(
+        none.identity.who_am_i(pb::WhoAmIRequest {}).await,
+        Code::Unauthenticated,
+        "unauthenticated",
+    );
+
+    // Malformed headers are no credential.
+    for header in [
+        format!("Basic {credential}"),
+        "Bearer".to_string(),
+        "Bearer    ".to_string(),
+        credential.clone(),
+    ] {
+        refused(
+            api.with_header(Some(header))
+                .webhooks
+                .get_webhook(get())
+                .await,
+            Code::Unauthenticated,
+            "unauthenticated",
+        );
+    }
+
+    // Unknown and revoked credentials answer alike.
+    let unknown = refused(
+        api.client(&format!("sbe_{}", "0".repeat(64)))
+            .webhooks
+            .get_webhook(get())
+            .await,
+        Code::Unauthenticated,
+        "unauthenticated",
+    );
+    let endpoint = api
+        .store
+        .authenticate(&credential)
+        .await
+        .expect("lookup")
+        .expect("known");
+    api.store
+        .revoke_endpoint(&endpoint.id)
+        .await
+        .expect("revoke");
+    let revoked = refused(
+        api.client(&credential).webhooks.get_webhook(get()).await,
+        Code::Unauthenticated,
+        "unauthenticated",
+    );
+    assert_eq!(unknown.message(), revoked.message());
+    refused(
+        api.client(&credential)
+            .identity
+            .who_am_i(pb::WhoAmIRequest {})
+            .await,
+        Code::Unauthenticated,
+        "unauthenticated",
+    );
+}
+
+async fn verbs_off_the_allowlist_are_refused(api: Api) {
+    let alice = human(&api.store, "alice").await;
+    let w = webhook(&api.store, &alice).await;
+    let credential = vend(&api.store, "alice", &alice, &["todos", "get_webhook"]).await;
+    let mut c = api.client(&credential);
+
+    ok(c.webhooks
+        .get_webhook(pb::GetWebhookRequest {
+            webhook_id: w.id.clone(),
+        })
+        .await);
+    ok(c.todos
+        .list_todos(pb::ListTodosRequest {
+            queue: "forge".into(),
+            ..Default::default()
+        })
+        .await);
+
+    let denied = refused(
+        c.webhooks.list_webhooks(pb::ListWebhooksRequest {}).await,
+        Code::PermissionDenied,
+        "permission_denied",
+    );
+    assert!(
+        denied.message().contains("list_webhooks"),
+        "{}",
+        denied.message()
+    );
+    refused(
+        c.rules
+            .set_webhook_rules(set(&w.id, routes_prs_to_review(), None))
+            .await,
+        Code::PermissionDenied,
+        "permission_denied",
+    );
+    refused(
+        c.webhooks
+            .create_webhook(pb::CreateWebhookRequest {
+                source_type: pb::SourceType::Github as i32,
+                grant: vec!["forge".into()],
+                ..Default::default()
+            })
+            .await,
+        Code::PermissionDenied,
+        "permission_denied",
+    );
+    // Refused before anything was touched.
+    assert_eq!(version_and_history(&api.store, &w).await, (1, 1));
+    assert_eq!(
+        api.store.list_webhooks(&alice).await.expect("list").len(),
+        1
+    );
+
+    let me = ok(c.identity.who_am_i(pb::WhoAmIRequest {}).await);
+    assert_eq!(
+        me.verbs,
+        vec!["get_webhook", "list_todos", "claim_todo", "complete_todo"]
+    );
+    assert_eq!(me.usable_verbs, me.verbs);
+    assert_eq!(
+        (me.human.as_str(), me.owner_scope.as_str(), me.role.as_str()),
+        ("alice", "human:alice", "admin")
+    );
+}
+
+async fn roles_gate_every_verb(api: Api) {
+    let store = &api.store;
+    for login in ["dana", "ed", "vic"] {
+        human(store, login).await;
+    }
+    store.create_team("ops", "Operations").await.expect("team");
+    for (login, role) in [
+        ("dana", Role::Admin),
+        ("ed", Role::Editor),
+        ("vic", Role::Viewer),
+    ] {
+        store
+            .set_membership("ops", login, role)
+            .await
+            .expect("membership");
+    }
+    let ops = OwnerScope::team("ops");
+    let w = webhook(store, &ops).await;
+    let event = github_event(&api, &w, "pull_request.opened.json", 1).await;
+    let todo = todo_for(&api, &event, "forge").await;
+    let admin = vend(store, "dana", &ops, &EVERY_FAMILY).await;
+    let editor = vend(store, "ed", &ops, &EVERY_FAMILY).await;
+    let viewer = vend(store, "vic", &ops, &EVERY_FAMILY).await;
+    let create = || pb::CreateWebhookRequest {
+        source_type: pb::SourceType::Gitea as i32,
+        grant: vec!["forge".into()],
+        ..Default::default()
+    };
+
+    // Viewer: reads only.
+    let mut v = api.client(&viewer);
+    assert_eq!(
+        ok(v.webhooks.list_webhooks(pb::ListWebhooksRequest {}).await)
+            .webhooks
+            .len(),
+        1
+    );
+    ok(v.rules
+        .list_webhook_rules(pb::ListWebhookRulesRequest {
+            webhook_id: w.id.clone(),
+        })
+        .await);
+    ok(v.webhooks
+        .get_webhook_event(pb::GetWebhookEventRequest {
+            event_id: event.id.clone(),
+            ..Default::default()
+        })
+        .await);
+    let denied = refused(
+        v.rules
+            .set_webhook_rules(set(&w.id, routes_prs_to_review(), None))
+            .await,
+        Code::PermissionDenied,
+        "permission_denied",
+    );
+    assert!(denied.message().contains("editor"), "{}", denied.message());
+    refused(
+        v.rules
+            .test_webhook_rules(pb::TestWebhookRulesRequest {
+                webhook_id: w.id.clone(),
+                event_id: event.id.clone(),
+                ..Default::default()
+            })
+            .await,
+        Code::PermissionDenied,
+        "permission_denied",
+    );
+    refused(
+        v.todos
+            .claim_todo(pb::ClaimTodoRequest {
+                todo_id: todo.id.clone(),
+            })
+            .await,
+        Code::PermissionDenied,
+        "permission_denied",
+    );
+    refused(
+        v.webhooks.create_webhook(create()).await,
+        Code::PermissionDenied,
+        "permission_denied",
+    );
+    let me = ok(v.identity.who_am_i(pb::WhoAmIRequest {}).await);
+    assert_eq!(me.role, "viewer");
+    assert!(
+        me.usable_verbs
+            .iter()
+            .all(|v| v.starts_with("list_") || v.starts_with("get_")),
+        "{:?}",
+        me.usable_verbs
+    );
+    assert_eq!(me.verbs.len(), 19);
+
+    // Editor: rules, dry runs and todos, but not webhooks themselves.
+    let mut e = api.client(&editor);
+    assert_eq!(
+        ok(e.rules
+            .set_webhook_rules(set(&w.id, routes_prs_to_review(), None))
+            .await)
+        .version,
+        2
+    );
+    ok(e.todos
+        .claim_todo(pb::ClaimTodoRequest {
+            todo_id: todo.id.clone(),
+        })
+        .await);
+    let denied = refused(
+        e.webhooks.create_webhook(create()).await,
+        Code::PermissionDenied,
+        "permission_denied",
+    );
+    assert!(denied.message().contains("admin"), "{}", denied.message());
+    refused(
+        e.webhooks
+            .rotate_webhook_secret(pb::RotateWebhookSecretRequest {
+                webhook_id: w.id.clone(),
+                secret: None,
+            })
+            .await,
+        Code::PermissionDenied,
+        "permission_denied",
+    );
+    refused(
+        e.webhooks
+            .delete_webhook(pb::DeleteWebhookRequest {
+                webhook_id: w.id.clone(),
+            })
+            .await,
+        Code::PermissionDenied,
+        "permission_denied",
+    );
+
+    // Admin: manages webhooks, in the team's scope.
+    let mut a = api.client(&admin);
+    let created = ok(a.webhooks.create_webhook(create()).await);
+    assert_eq!(created.webhook.expect("webhook").owner_scope, "team:ops");
+    ok(a.webhooks
+        .rotate_webhook_secret(pb::RotateWebhookSecretRequest {
+            webhook_id: w.id.clone(),
+            secret: None,
+        })
+        .await);
+
+    // A human who leaves the team takes every verb of their endpoint along.
+    store.remove_membership("ops", "ed").await.expect("leave");
+    let denied = refused(
+        e.webhooks.list_webhooks(pb::ListWebhooksRequest {}).await,
+        Code::PermissionDenied,
+        "permission_denied",
+    );
+    assert!(denied.message().contains("no role"), "{}", denied.message());
+    let me = ok(e.identity.who_am_i(pb::WhoAmIRequest {}).await);
+    assert_eq!((me.role.as_str(), me.usable_verbs.len()), ("", 0));
+}
+
+// ---------------------------------------------------------------------------------------
+// Tenancy
+// ---------------------------------------------------------------------------------------
+
+/// The status of a call that must fail.
+#[track_caller]
+fn status_of<T: Debug>(result: Result<Response<T>, Status>) -> Status {
+    match result {
+        Ok(r) => panic!("expected a refusal, got {:?}", r.into_inner()),
+        Err(s) => s,
+    }
+}
+
+/// Asserts every status is the same `not_found` for `resource`: code, message and details.
+#[track_caller]
+fn one_not_found(verb: &str, resource: &str, statuses: &[(String, Status)]) {
+    let want = format!("not_found: {resource} not found");
+    for (case, s) in statuses {
+        assert_eq!(
+            (s.code(), s.message()),
+            (Code::NotFound, want.as_str()),
+            "{verb} with {case}"
+        );
+        assert_eq!(
+            s.details(),
+            statuses[0].1.details(),
+            "{verb} with {case}: details differ"
+        );
+        assert_eq!(reason_of(s), "not_found");
+    }
+}
+
+async fn other_scopes_unknown_and_malformed_ids_are_one_not_found(api: Api) {
+    let alice = human(&api.store, "alice").await;
+    let bob = human(&api.store, "bob").await;
+    let alice_credential = vend(&api.store, "alice", &alice, &EVERY_FAMILY).await;
+    let mine = webhook(&api.store, &alice).await;
+    let theirs = webhook(&api.store, &bob).await;
+    let rules = json!({"rules": [{"id": "r-1", "when": ".kind == \"pull_request.opened\"", "action": {"queue": "review"}}], "params": {}});
+    seed_configuration(&api.store, &mine, rules.clone(), None).await;
+    seed_configuration(&api.store, &theirs, rules.clone(), None).await;
+    let my_event = github_event(&api, &mine, "pull_request.opened.json", 1).await;
+    let their_event = github_event(&api, &theirs, "pull_request.opened.json", 2).await;
+    let my_todo = todo_for(&api, &my_event, "forge").await;
+    let their_todo = todo_for(&api, &their_event, "forge").await;
+    let their_before = api
+        .store
+        .get_webhook(&bob, &theirs.id)
+        .await
+        .expect("theirs");
+    let mut c = api.client(&alice_credential);
+
+    let webhook_ids = [
+        ("another scope's id", theirs.id.clone()),
+        ("an unknown id", format!("wh_{}", "0".repeat(32))),
+        (
+            "a malformed id",
+            "wh_'; DROP TABLE webhooks; --".to_string(),
+        ),
+        ("an empty id", String::new()),
+    ];
+    let mut by_verb: Vec<(&str, Vec<(String, Status)>)> = vec![
+        ("get_webhook", vec![]),
+        ("rotate_webhook_secret", vec![]),
+        ("delete_webhook", vec![]),
+        ("list_webhook_events", vec![]),
+        ("list_webhook_rules", vec![]),
+        ("set_webhook_rules", vec![]),
+        ("update_webhook_rule", vec![]),
+        ("delete_webhook_rule", vec![]),
+        ("test_webhook_rules", vec![]),
+        ("list_webhook_history", vec![]),
+    ];
+    for (case, id) in &webhook_ids {
+        let statuses = [
+            status_of(
+                c.webhooks
+                    .get_webhook(pb::GetWebhookRequest {
+                        webhook_id: id.clone(),
+                    })
+                    .await,
+            ),
+            status_of(
+                c.webhooks
+                    .rotate_webhook_secret(pb::RotateWebhookSecretRequest {
+                        webhook_id: id.clone(),
+                        secret: None,
+                    })
+                    .await,
+            ),
+            status_of(
+                c.webhooks
+                    .delete_webhook(pb::DeleteWebhookRequest {
+                        webhook_id: id.clone(),
+                    })
+                    .await,
+            ),
+            status_of(
+                c.webhooks
+                    .list_webhook_events(pb::ListWebhookEventsRequest {
+                        webhook_id: id.clone(),
+                        ..Default::default()
+                    })
+                    .await,
+            ),
+            status_of(
+                c.rules
+                    .list_webhook_rules(pb::ListWebhookRulesRequest {
+                        webhook_id: id.clone(),
+                    })
+                    .await,
+            ),
+            status_of(
+                c.rules
+                    .set_webhook_rules(set(id, rules.clone(), None))
+                    .await,
+            ),
+            status_of(
+                c.rules
+                    .update_webhook_rule(update(id, "r-1", json!({"when": "false"}), None))
+                    .await,
+            ),
+            status_of(
+                c.rules
+                    .delete_webhook_rule(delete_rule(id, "r-1", None))
+                    .await,
+            ),
+            status_of(
+                c.rules
+                    .test_webhook_rules(pb::TestWebhookRulesRequest {
+                        webhook_id: id.clone(),
+                        event_id: their_event.id.clone(),
+                        ..Default::default()
+                    })
+                    .await,
+            ),
+            status_of(
+                c.rules
+                    .list_webhook_history(pb::ListWebhookHistoryRequest {
+                        webhook_id: id.clone(),
+                        ..Default::default()
+                    })
+                    .await,
+            ),
+        ];
+        for ((_, seen), s) in by_verb.iter_mut().zip(statuses) {
+            seen.push((case.to_string(), s));
+        }
+    }
+    for (verb, statuses) in &by_verb {
+        one_not_found(verb, "webhook", statuses);
+    }
+
+    let event_ids = [
+        ("another scope's id", their_event.id.clone()),
+        ("an unknown id", format!("ev_{}", "0".repeat(32))),
+        ("a malformed id", "ev_' OR '1'='1".to_string()),
+        ("an empty id", String::new()),
+    ];
+    let mut get_event = vec![];
+    let mut get_event_of_mine = vec![];
+    let mut dry_run = vec![];
+    for (case, id) in &event_ids {
+        get_event.push((
+            case.to_string(),
+            status_of(
+                c.webhooks
+                    .get_webhook_event(pb::GetWebhookEventRequest {
+                        event_id: id.clone(),
+                        webhook_id: String::new(),
+                    })
+                    .await,
+            ),
+        ));
+        get_event_of_mine.push((
+            case.to_string(),
+            status_of(
+                c.webhooks
+                    .get_webhook_event(pb::GetWebhookEventRequest {
+                        event_id: id.clone(),
+                        webhook_id: mine.id.clone(),
+                    })
+                    .await,
+            ),
+        ));
+        // An empty event_id is no event named at all: that is a bad argument, tested below.
+        if !id.is_empty() {
+            dry_run.push((
+                case.to_string(),
+                status_of(
+                    c.rules
+                        .test_webhook_rules(pb::TestWebhookRulesRequest {
+                            webhook_id: mine.id.clone(),
+                            event_id: id.clone(),
+                            ..Default::default()
+                        })
+                        .await,
+                ),
+            ));
+        }
+    }
+    // My own event named under a webhook it is not on reads like any other missing event.
+    get_event.push((
+        "my event under another webhook".into(),
+        status_of(
+            c.webhooks
+                .get_webhook_event(pb::GetWebhookEventRequest {
+                    event_id: my_event.id.clone(),
+                    webhook_id: theirs.id.clone(),
+                })
+                .await,
+        ),
+    ));
+    one_not_found("get_webhook_event", "event", &get_event);
+    one_not_found(
+        "get_webhook_event (webhook given)",
+        "event",
+        &get_event_of_mine,
+    );
+    one_not_found("test_webhook_rules (event_id)", "event", &dry_run);
+
+    let todo_ids = [
+        ("another scope's id", their_todo.id.clone()),
+        ("an unknown id", format!("td_{}", "0".repeat(32))),
+        ("a malformed id", "td_%00\u{1}".to_string()),
+        ("an empty id", String::new()),
+    ];
+    let mut claims = vec![];
+    let mut completions = vec![];
+    for (case, id) in &todo_ids {
+        claims.push((
+            case.to_string(),
+            status_of(
+                c.todos
+                    .claim_todo(pb::ClaimTodoRequest {
+                        todo_id: id.clone(),
+                    })
+                    .await,
+            ),
+        ));
+        completions.push((
+            case.to_string(),
+            status_of(
+                c.todos
+                    .complete_todo(pb::CompleteTodoRequest {
+                        todo_id: id.clone(),
+                    })
+                    .await,
+            ),
+        ));
+    }
+    one_not_found("claim_todo", "todo", &claims);
+    one_not_found("complete_todo", "todo", &completions);
+
+    // Nothing of bob's moved, and nothing of bob's is listed for alice.
+    let their_after = api
+        .store
+        .get_webhook(&bob, &theirs.id)
+        .await
+        .expect("still there");
+    assert_eq!(
+        (
+            their_after.config_version,
+            &their_after.secret,
+            &their_after.configuration
+        ),
+        (
+            their_before.config_version,
+            &their_before.secret,
+            &their_before.configuration
+        )
+    );
+    let their_todo_after = api
+        .store
+        .get_todo(&bob, &their_todo.id)
+        .await
+        .expect("todo");
+    assert_eq!(their_todo_after, their_todo);
+    api.store
+        .get_event(&bob, &their_event.id)
+        .await
+        .expect("event");
+    let listed = ok(c.webhooks.list_webhooks(pb::ListWebhooksRequest {}).await);
+    assert_eq!(
+        listed
+            .webhooks
+            .iter()
+            .map(|w| w.id.as_str())
+            .collect::<Vec<_>>(),
+        vec![mine.id.as_str()]
+    );
+    let todos = ok(c
+        .todos
+        .list_todos(pb::ListTodosRequest {
+            queue: "forge".into(),
+            filter: pb::TodoFilter::All as i32,
+            ..Default::default()
+        })
+        .await);
+    assert_eq!(
+        todos
+            .todos
+            .iter()
+            .map(|t| t.id.as_str())
+            .collect::<Vec<_>>(),
+        vec![my_todo.id.as_str()]
+    );
+
+    // The same calls on alice's own ids work, so the refusals above are about scope.
+    ok(c.webhooks
+        .get_webhook(pb::GetWebhookRequest {
+            webhook_id: mine.id.clone(),
+        })
+        .await);
+    ok(c.webhooks
+        .get_webhook_event(pb::GetWebhookEventRequest {
+            event_id: my_event.id.clone(),
+            webhook_id: mine.id.clone(),
+        })
+        .await);
+    ok(c.rules
+        .update_webhook_rule(update(&mine.id, "r-1", json!({"when": "false"}), None))
+        .await);
+    ok(c.todos
+        .claim_todo(pb::ClaimTodoRequest {
+            todo_id: my_todo.id.clone(),
+        })
+        .await);
+}
+
+// ---------------------------------------------------------------------------------------
+// Rules
+// ---------------------------------------------------------------------------------------
+
+async fn set_rules_mints_ids_and_records_history(api: Api) {
+    let alice = human(&api.store, "alice").await;
+    let credential = vend(&api.store, "alice", &alice, &EVERY_FAMILY).await;
+    let endpoint = api
+        .store
+        .authenticate(&credential)
+        .await
+        .expect("lookup")
+        .expect("known");
+    let w = webhook(&api.store, &alice).await;
+    let mut c = api.client(&credential);
+    let config = json!({
+        "rules": [
+            {"when": ".kind == \"pull_request.opened\"", "action": {"queue": "review"}},
+            {"id": "r-1", "description": "new issues", "when": ".kind == \"issues.opened\"", "action": {"queue": "triage"}},
+            {"when": ".verified | not", "action": {"drop": true}}
+        ],
+        "params": {"bots": ["dependabot[bot]"]}
+    });
+
+    let saved = ok(c
+        .rules
+        .set_webhook_rules(set(&w.id, config.clone(), None))
+        .await);
+    assert_eq!(saved.minted_rule_ids, vec!["r-2", "r-3"]);
+    assert_eq!((saved.version, saved.duplicate), (2, false));
+    assert_eq!(
+        rule_ids(&saved.configuration_json),
+        vec!["r-2", "r-1", "r-3"]
+    );
+    assert_eq!(saved.digest.len(), 64);
+
+    let listed = ok(c
+        .rules
+        .list_webhook_rules(pb::ListWebhookRulesRequest {
+            webhook_id: w.id.clone(),
+        })
+        .await);
+    assert_eq!(
+        (
+            listed.version,
+            &listed.digest,
+            json_of(&listed.configuration_json)
+        ),
+        (2, &saved.digest, json_of(&saved.configuration_json))
+    );
+    assert_eq!(listed.grant, GRANT);
+    assert_eq!(json_of(&listed.installed_packs_json), json!({}));
+    assert!(listed.trusted_actors_capability);
+
+    // The same id-less input mints the same ids: nothing to save.
+    let again = ok(c.rules.set_webhook_rules(set(&w.id, config, None)).await);
+    assert_eq!(
+        (
+            again.duplicate,
+            again.version,
+            &again.digest,
+            &again.minted_rule_ids
+        ),
+        (true, 2, &saved.digest, &saved.minted_rule_ids)
+    );
+    // So is the saved configuration sent back as it was listed.
+    let same = ok(c
+        .rules
+        .set_webhook_rules(pb::SetWebhookRulesRequest {
+            webhook_id: w.id.clone(),
+            configuration_json: listed.configuration_json.clone(),
+            expected_version: Some(2),
+        })
+        .await);
+    assert!(same.duplicate && same.minted_rule_ids.is_empty());
+
+    let history = ok(c
+        .rules
+        .list_webhook_history(pb::ListWebhookHistoryRequest {
+            webhook_id: w.id.clone(),
+            ..Default::default()
+        })
+        .await)
+    .records;
+    assert_eq!(
+        history.iter().map(|h| h.version).collect::<Vec<_>>(),
+        vec![2, 1]
+    );
+    let v2 = &history[0];
+    assert_eq!(
+        (v2.actor_endpoint_id.as_str(), v2.actor_human.as_str()),
+        (endpoint.id.as_str(), "alice")
+    );
+    assert_eq!(
+        json_of(&v2.change_json),
+        json!({"op": "set_webhook_rules", "minted_rule_ids": ["r-2", "r-3"]})
+    );
+    assert_eq!(v2.digest_before, history[1].digest_after);
+    assert_eq!(v2.digest_after, saved.digest);
+    assert_eq!(
+        json_of(&v2.configuration_json),
+        json_of(&saved.configuration_json)
+    );
+    assert_eq!(json_of(&history[1].change_json)["op"], "create_webhook");
+    assert_eq!(history[1].digest_before, "");
+}
+
+async fn every_problem_is_reported_at_once(api: Api) {
+    let alice = human(&api.store, "alice").await;
+    let credential = vend(&api.store, "alice", &alice, &EVERY_FAMILY).await;
+    let w = webhook(&api.store, &alice).await;
+    let mut c = api.client(&credential);
+    let bad = json!({
+        "rules": [
+            {"id": "reads-input", "when": "input", "action": {"drop": true}},
+            {"id": "Bad_Id", "when": "true", "action": {"drop": true}},
+            {"id": "dup", "when": "true", "action": {"drop": true}},
+            {"id": "dup", "when": ".kind == \"push\"", "action": {"drop": true}},
+            {"id": "widen", "when": "true", "action": {"queue": "payroll"}},
+            {"id": "mine--pack", "when": "true", "action": {"drop": true}},
+            {"id": "loops", "when": "def f: f; f", "action": {"drop": true}},
+            {"id": "long", "when": format!(".kind == \"{}\"", "x".repeat(5000)), "action": {"drop": true}},
+            {"when": "env.HOME", "action": {"drop": true}}
+        ],
+        "default_action": {"queue": "elsewhere"},
+        "params": {"big": "x".repeat(70_000)}
+    });
+    let found = problems(c.rules.set_webhook_rules(set(&w.id, bad, None)).await);
+    let found_codes = codes(&found);
+    for want in [
+        "forbidden_builtin",
+        "invalid_rule_id",
+        "duplicate_rule_id",
+        "not_granted",
+        "reserved_rule_id",
+        "forbidden_syntax",
+        "expression_too_long",
+        "params_too_large",
+    ] {
+        assert!(
+            found_codes.iter().any(|c| c == want),
+            "{want} not in {found_codes:?}"
+        );
+    }
+    assert_eq!(
+        found_codes.iter().filter(|c| *c == "not_granted").count(),
+        2,
+        "{found:#?}"
+    );
+    // Each names where it is; the minted id of the id-less rule is named too.
+    let fields: Vec<&str> = found.iter().filter_map(|p| p["field"].as_str()).collect();
+    for want in [
+        "rules[1].id",
+        "rules[3].id",
+        "rules[4].action",
+        "rules[5].id",
+        "default_action",
+        "params",
+    ] {
+        assert!(fields.contains(&want), "{want} not in {fields:?}");
+    }
+    assert!(
+        found
+            .iter()
+            .any(|p| p["rule_id"] == "r-9" && p["rule_index"] == 8),
+        "{found:#?}"
+    );
+
+    // Too many rules is one more problem among the others.
+    let rules: Vec<Value> = (0..33)
+        .map(|i| json!({"id": format!("rule-{i}"), "when": if i == 0 { "inputs" } else { "true" }, "action": {"drop": true}}))
+        .collect();
+    let found = codes(&problems(
+        c.rules
+            .set_webhook_rules(set(&w.id, json!({"rules": rules}), None))
+            .await,
+    ));
+    assert!(
+        found.contains(&"too_many_rules".to_string())
+            && found.contains(&"forbidden_builtin".to_string()),
+        "{found:?}"
+    );
+
+    // Not a configuration at all.
+    for text in [
+        "{not json",
+        "[]",
+        r#"{"rules": {}}"#,
+        r#"{"rules": [], "extra": 1}"#,
+        r#"{"rules": [{"when": "true", "action": {"drop": false}}]}"#,
+    ] {
+        let found = problems(
+            c.rules
+                .set_webhook_rules(pb::SetWebhookRulesRequest {
+                    webhook_id: w.id.clone(),
+                    configuration_json: text.into(),
+                    expected_version: None,
+                })
+                .await,
+        );
+        assert_eq!(codes(&found), vec!["invalid_configuration"], "{text}");
+    }
+    invalid(
+        c.rules
+            .set_webhook_rules(pb::SetWebhookRulesRequest {
+                webhook_id: w.id.clone(),
+                configuration_json: String::new(),
+                expected_version: None,
+            })
+            .await,
+        "configuration_json",
+    );
+    assert_eq!(
+        version_and_history(&api.store, &w).await,
+        (1, 1),
+        "nothing was saved"
+    );
+}
+
+async fn pack_rule_ids_are_reserved(api: Api) {
+    let alice = human(&api.store, "alice").await;
+    let credential = vend(&api.store, "alice", &alice, &EVERY_FAMILY).await;
+    let w = webhook(&api.store, &alice).await;
+    let mut c = api.client(&credential);
+
+    let by_hand =
+        json!({"rules": [{"id": "drop-ci-noise--bots", "when": "true", "action": {"drop": true}}]});
+    let found = problems(
+        c.rules
+            .set_webhook_rules(set(&w.id, by_hand.clone(), None))
+            .await,
+    );
+    assert_eq!(codes(&found), vec!["reserved_rule_id"]);
+    assert_eq!(
+        (found[0]["field"].as_str(), found[0]["rule_index"].as_i64()),
+        (Some("rules[0].id"), Some(0))
+    );
+
+    // A confirmed pack install put this rule on the webhook: it can be edited and removed.
+    let installed = json!({"rules": [{"id": "drop-ci-noise--bots", "when": ".payload.sender.type == \"Bot\"", "action": {"drop": true}}], "params": {}});
+    seed_configuration(
+        &api.store,
+        &w,
+        installed,
+        Some(json!({"drop-ci-noise": {"version": "1.0.0", "rules": ["drop-ci-noise--bots"]}})),
+    )
+    .await;
+    let edited = ok(c
+        .rules
+        .update_webhook_rule(update(
+            &w.id,
+            "drop-ci-noise--bots",
+            json!({"description": "edited by hand"}),
+            None,
+        ))
+        .await);
+    assert_eq!(edited.version, 3);
+    let mut kept = json_of(&edited.configuration_json);
+    kept["rules"]
+        .as_array_mut()
+        .expect("rules")
+        .push(json!({"when": ".kind == \"push\"", "action": {"queue": "forge"}}));
+    let with_mine = ok(c.rules.set_webhook_rules(set(&w.id, kept, Some(3))).await);
+    assert_eq!(with_mine.minted_rule_ids, vec!["r-2"]);
+    let renamed = problems(
+        c.rules
+            .update_webhook_rule(update(&w.id, "r-2", json!({"id": "mine--push"}), None))
+            .await,
+    );
+    assert_eq!(codes(&renamed), vec!["reserved_rule_id"]);
+    ok(c.rules
+        .delete_webhook_rule(delete_rule(&w.id, "drop-ci-noise--bots", None))
+        .await);
+    // Once removed, it cannot come back by hand.
+    let found = problems(c.rules.set_webhook_rules(set(&w.id, by_hand, None)).await);
+    assert_eq!(codes(&found), vec!["reserved_rule_id"]);
+    assert_eq!(version_and_history(&api.store, &w).await, (5, 5));
+}
+
+async fn rules_cannot_widen_the_grant(api: Api) {
+    let alice = human(&api.store, "alice").await;
+    let credential = vend(&api.store, "alice", &alice, &EVERY_FAMILY).await;
+    let w = webhook(&api.store, &alice).await;
+    let mut c = api.client(&credential);
+
+    let found = problems(
+        c.rules
+            .set_webhook_rules(set(
+                &w.id,
+                json!({"rules": [{"when": "true", "action": {"queue": "payroll"}}]}),
+                None,
+            ))
+            .await,
+    );
+    assert_eq!(codes(&found), vec!["not_granted"]);
+    assert_eq!(found[0]["field"], "rules[0].action");
+    let found = problems(
+        c.rules
+            .set_webhook_rules(set(
+                &w.id,
+                json!({"rules": [], "default_action": {"queue": "payroll"}}),
+                None,
+            ))
+            .await,
+    );
+    assert_eq!(
+        (codes(&found), found[0]["field"].clone()),
+        (vec!["not_granted".to_string()], json!("default_action"))
+    );
+
+    let inside = json!({"rules": [
+        {"id": "to-triage", "when": ".kind == \"issues.opened\"", "action": {"queue": "triage"}},
+        {"id": "hold", "when": ".verified | not", "action": {"quarantine": true}}
+    ], "default_action": {"queue": "review"}});
+    assert_eq!(
+        ok(c.rules.set_webhook_rules(set(&w.id, inside, None)).await).version,
+        2
+    );
+    let found = problems(
+        c.rules
+            .update_webhook_rule(update(
+                &w.id,
+                "to-triage",
+                json!({"action": {"queue": "payroll"}}),
+                None,
+            ))
+            .await,
+    );
+    assert_eq!(codes(&found), vec!["not_granted"]);
+    assert_eq!(version_and_history(&api.store, &w).await, (2, 2));
+}
+
+async fn expected_version_guards_every_write(api: Api) {
+    let alice = human(&api.store, "alice").await;
+    let credential = vend(&api.store, "alice", &alice, &EVERY_FAMILY).await;
+    let w = webhook(&api.store, &alice).await;
+    let mut c = api.client(&credential);
+
+    assert_eq!(
+        ok(c.rules
+            .set_webhook_rules(set(&w.id, routes_prs_to_review(), Some(1)))
+            .await)
+        .version,
+        2
+    );
+    let stale = refused(
+        c.rules
+            .set_webhook_rules(set(&w.id, json!({"rules": []}), Some(1)))
+            .await,
+        Code::FailedPrecondition,
+        "version_mismatch",
+    );
+    assert!(stale.message().contains("version 2"), "{}", stale.message());
+    assert_eq!(
+        stale
+            .get_error_details()
+            .error_info()
+            .map(|i| i.metadata["current_version"].clone()),
+        Some("2".to_string())
+    );
+    // Even a change that would be a duplicate is refused when its base is stale.
+    refused(
+        c.rules
+            .set_webhook_rules(set(&w.id, routes_prs_to_review(), Some(1)))
+            .await,
+        Code::FailedPrecondition,
+        "version_mismatch",
+    );
+    refused(
+        c.rules
+            .update_webhook_rule(update(&w.id, "prs", json!({"when": "false"}), Some(1)))
+            .await,
+        Code::FailedPrecondition,
+        "version_mismatch",
+    );
+    refused(
+        c.rules
+            .delete_webhook_rule(delete_rule(&w.id, "prs", Some(7)))
+            .await,
+        Code::FailedPrecondition,
+        "version_mismatch",
+    );
+    assert_eq!(version_and_history(&api.store, &w).await, (2, 2));
+    let updated = ok(c
+        .rules
+        .update_webhook_rule(update(&w.id, "prs", json!({"when": "false"}), Some(2)))
+        .await);
+    assert_eq!(updated.version, 3);
+    let deleted = ok(c
+        .rules
+        .delete_webhook_rule(delete_rule(&w.id, "prs", Some(3)))
+        .await);
+    assert_eq!(
+        (deleted.version, rule_ids(&deleted.configuration_json).len()),
+        (4, 0)
+    );
+}
+
+async fn rules_are_updated_and_deleted_by_id(api: Api) {
+    let alice = human(&api.store, "alice").await;
+    let credential = vend(&api.store, "alice", &alice, &EVERY_FAMILY).await;
+    let w = webhook(&api.store, &alice).await;
+    let mut c = api.client(&credential);
+    let first = ok(c.rules
+        .set_webhook_rules(set(
+            &w.id,
+            json!({"rules": [
+                {"when": ".kind == \"pull_request.opened\"", "action": {"queue": "review"}},
+                {"description": "issues", "when": ".kind == \"issues.opened\"", "action": {"queue": "triage"}}
+            ]}),
+            None,
+        ))
+        .await);
+    assert_eq!(first.minted_rule_ids, vec!["r-1", "r-2"]);
+
+    let updated = ok(c
+        .rules
+        .update_webhook_rule(update(
+            &w.id,
+            "r-1",
+            json!({"when": ".kind == \"pull_request.reopened\""}),
+            None,
+        ))
+        .await);
+    assert_eq!(updated.version, 3);
+    let config = json_of(&updated.configuration_json);
+    assert_eq!(
+        config["rules"][0]["when"],
+        ".kind == \"pull_request.reopened\""
+    );
+    assert_eq!(config["rules"][0]["action"], json!({"queue": "review"}));
+
+    let renamed = ok(c
+        .rules
+        .update_webhook_rule(update(
+            &w.id,
+            "r-2",
+            json!({"id": "triage-issues", "description": null}),
+            None,
+        ))
+        .await);
+    assert_eq!(
+        rule_ids(&renamed.configuration_json),
+        vec!["r-1", "triage-issues"]
+    );
+    assert!(
+        json_of(&renamed.configuration_json)["rules"][1]
+            .get("description")
+            .is_none()
+    );
+
+    let unchanged = ok(c
+        .rules
+        .update_webhook_rule(update(&w.id, "r-1", json!({}), None))
+        .await);
+    assert_eq!((unchanged.duplicate, unchanged.version), (true, 4));
+
+    let missing = refused(
+        c.rules
+            .update_webhook_rule(update(&w.id, "nope", json!({"when": "true"}), None))
+            .await,
+        Code::NotFound,
+        "not_found",
+    );
+    assert_eq!(missing.message(), "not_found: rule not found");
+    invalid(
+        c.rules
+            .update_webhook_rule(update(&w.id, "r-1", json!({"whenn": "true"}), None))
+            .await,
+        "rule_json",
+    );
+    invalid(
+        c.rules
+            .update_webhook_rule(update(
+                &w.id,
+                "r-1",
+                json!({"action": {"drop": false}}),
+                None,
+            ))
+            .await,
+        "rule_json",
+    );
+    let problems_found = problems(
+        c.rules
+            .update_webhook_rule(update(&w.id, "r-1", json!({"when": "halt"}), None))
+            .await,
+    );
+    assert_eq!(problems_found[0]["rule_id"], "r-1");
+
+    let deleted = ok(c
+        .rules
+        .delete_webhook_rule(delete_rule(&w.id, "r-1", None))
+        .await);
+    assert_eq!(
+        (deleted.version, rule_ids(&deleted.configuration_json)),
+        (5, vec!["triage-issues".to_string()])
+    );
+    refused(
+        c.rules
+            .delete_webhook_rule(delete_rule(&w.id, "r-1", None))
+            .await,
+        Code::NotFound,
+        "not_found",
+    );
+
+    let history = ok(c
+        .rules
+        .list_webhook_history(pb::ListWebhookHistoryRequest {
+            webhook_id: w.id.clone(),
+            ..Default::default()
+        })
+        .await)
+    .records;
+    let changes: Vec<Value> = history.iter().map(|h| json_of(&h.change_json)).collect();
+    assert_eq!(
+        changes[0],
+        json!({"op": "delete_webhook_rule", "rule_id": "r-1"})
+    );
+    assert_eq!(
+        changes[1],
+        json!({"op": "update_webhook_rule", "rule_id": "r-2", "fields": ["description", "id"], "new_rule_id": "triage-issues"})
+    );
+    assert_eq!(
+        changes[2],
+        json!({"op": "update_webhook_rule", "rule_id": "r-1", "fields": ["when"]})
+    );
+}
+
+async fn history_lists_newest_first_in_pages(api: Api) {
+    let alice = human(&api.store, "alice").await;
+    let credential = vend(&api.store, "alice", &alice, &EVERY_FAMILY).await;
+    let w = webhook(&api.store, &alice).await;
+    let mut c = api.client(&credential);
+    for queue in ["forge", "review", "triage", "forge"] {
+        api.clock.advance(Duration::from_secs(1));
+        ok(c.rules
+            .set_webhook_rules(set(
+                &w.id,
+                json!({"rules": [], "default_action": {"queue": queue}}),
+                None,
+            ))
+            .await);
+    }
+    let mut versions = vec![];
+    let mut records = vec![];
+    let mut cursor = String::new();
+    loop {
+        let page = ok(c
+            .rules
+            .list_webhook_history(pb::ListWebhookHistoryRequest {
+                webhook_id: w.id.clone(),
+                cursor: cursor.clone(),
+                limit: 2,
+            })
+            .await);
+        assert!(page.records.len() <= 2);
+        versions.push(page.records.iter().map(|r| r.version).collect::<Vec<_>>());
+        records.extend(page.records);
+        if page.next_cursor.is_empty() {
+            break;
+        }
+        cursor = page.next_cursor;
+    }
+    assert_eq!(versions, vec![vec![5, 4], vec![3, 2], vec![1]]);
+    for pair in records.windows(2) {
+        assert_eq!(pair[0].digest_before, pair[1].digest_after, "digests chain");
+        assert!(pair[0].saved_at_ms > pair[1].saved_at_ms);
+    }
+    // Rolling back is saving an earlier version again.
+    let v3 = records.iter().find(|r| r.version == 3).expect("v3");
+    let back = ok(c
+        .rules
+        .set_webhook_rules(pb::SetWebhookRulesRequest {
+            webhook_id: w.id.clone(),
+            configuration_json: v3.configuration_json.clone(),
+            expected_version: Some(5),
+        })
+        .await);
+    assert_eq!((back.version, &back.digest), (6, &v3.digest_after));
+    invalid(
+        c.rules
+            .list_webhook_history(pb::ListWebhookHistoryRequest {
+                webhook_id: w.id.clone(),
+                cursor: "not-a-cursor".into(),
+                limit: 0,
+            })
+            .await,
+        "cursor",
+    );
+    invalid(
+        c.rules
+            .list_webhook_history(pb::ListWebhookHistoryRequest {
+                webhook_id: w.id.clone(),
+                cursor: String::new(),
+                limit: 201,
+            })
+            .await,
+        "limit",
+    );
+}
+
+async fn dry_runs_route_events_and_payloads_and_write_nothing(api: Api) {
+    let alice = human(&api.store, "alice").await;
+    let credential = vend(&api.store, "alice", &alice, &EVERY_FAMILY).await;
+    let w = webhook(&api.store, &alice).await;
+    let other = webhook(&api.store, &alice).await;
+    seed_configuration(&api.store, &w, routes_prs_to_review(), None).await;
+    let pr = github_event(&api, &w, "pull_request.opened.json", 1).await;
+    let issue = github_event(&api, &w, "issues.opened.json", 2).await;
+    let elsewhere = github_event(&api, &other, "pull_request.opened.json", 3).await;
+    let before = version_and_history(&api.store, &w).await;
+    let mut c = api.client(&credential);
+    let drop_prs =
+        json!({"rules": [{"when": ".kind == \"pull_request.opened\"", "action": {"drop": true}}]});
+
+    // A stored event, saved and candidate side by side; the candidate's id-less rule is minted.
+    let r = ok(c
+        .rules
+        .test_webhook_rules(pb::TestWebhookRulesRequest {
+            webhook_id: w.id.clone(),
+            event_id: pr.id.clone(),
+            configuration_json: drop_prs.to_string(),
+            ..Default::default()
+        })
+        .await);
+    assert_eq!(
+        json_of(&r.saved_decision_json),
+        json!({"decision": "queue:review", "queue": "review", "rule_id": "prs"})
+    );
+    assert_eq!(
+        json_of(&r.candidate_decision_json),
+        json!({"decision": "drop", "rule_id": "r-1"})
+    );
+    assert!(r.changed);
+    assert_eq!(
+        (r.kind.as_str(), r.event_id.as_str(), r.saved_version),
+        ("pull_request.opened", pr.id.as_str(), 2)
+    );
+    assert_eq!(r.minted_rule_ids, vec!["r-1"]);
+    assert_eq!(rule_ids(&r.candidate_configuration_json), vec!["r-1"]);
+    assert_eq!(r.candidate_digest.len(), 64);
+
+    // The saved configuration alone.
+    let r = ok(c
+        .rules
+        .test_webhook_rules(pb::TestWebhookRulesRequest {
+            webhook_id: w.id.clone(),
+            event_id: issue.id.clone(),
+            ..Default::default()
+        })
+        .await);
+    assert_eq!(
+        json_of(&r.saved_decision_json),
+        json!({"decision": "default", "queue": "forge"})
+    );
+    assert_eq!((r.candidate_decision_json.as_str(), r.changed), ("", false));
+
+    // A payload made up by the caller: the kind comes from its forge header and action.
+    let comment = payload("github", "issue_comment.created.json");
+    let r = ok(c.rules
+        .test_webhook_rules(pb::TestWebhookRulesRequest {
+            webhook_id: w.id.clone(),
+            payload: Some(pb::TestPayload {
+                payload_json: String::from_utf8(comment.body.clone()).expect("utf-8"),
+                headers: vec![pb::Header {
+                    name: "X-GitHub-Event".into(),
+                    value: "issue_comment".into(),
+                }],
+                ..Default::default()
+            }),
+            configuration_json: json!({"rules": [{"id": "comments", "when": ".kind == \"issue_comment.created\" and .payload.comment.user.login != null", "action": {"queue": "triage"}}]}).to_string(),
+            ..Default::default()
+        })
+        .await);
+    assert_eq!(r.kind, "issue_comment.created");
+    assert_eq!(json_of(&r.saved_decision_json)["decision"], "default");
+    assert_eq!(
+        json_of(&r.candidate_decision_json),
+        json!({"decision": "queue:triage", "queue": "triage", "rule_id": "comments"})
+    );
+    // Unsigned, with an explicit kind; and a rule that faults says so.
+    let r = ok(c
+        .rules
+        .test_webhook_rules(pb::TestWebhookRulesRequest {
+            webhook_id: w.id.clone(),
+            payload: Some(pb::TestPayload {
+                payload_json: String::from_utf8(comment.body.clone()).expect("utf-8"),
+                kind: "issue_comment.created".into(),
+                verified: Some(false),
+                ..Default::default()
+            }),
+            configuration_json: json!({"rules": [
+                {"id": "unsigned", "when": ".verified | not", "action": {"drop": true}}
+            ]})
+            .to_string(),
+            ..Default::default()
+        })
+        .await);
+    assert_eq!(
+        json_of(&r.candidate_decision_json),
+        json!({"decision": "drop", "rule_id": "unsigned"})
+    );
+    let r = ok(c
+        .rules
+        .test_webhook_rules(pb::TestWebhookRulesRequest {
+            webhook_id: w.id.clone(),
+            event_id: pr.id.clone(),
+            configuration_json: json!({"rules": [
+                {"id": "adds-text", "when": ".payload.number + \"x\"", "action": {"drop": true}}
+            ]})
+            .to_string(),
+            ..Default::default()
+        })
+        .await);
+    let fault = json_of(&r.candidate_decision_json);
+    assert_eq!(
+        (fault["decision"].as_str(), fault["rule_id"].as_str()),
+        (Some("fault"), Some("adds-text")),
+        "{fault}"
+    );
+    assert!(r.changed);
+
+    // Bad requests, each named.
+    let both = pb::TestWebhookRulesRequest {
+        webhook_id: w.id.clone(),
+        event_id: pr.id.clone(),
+        payload: Some(pb::TestPayload {
+            payload_json: "{}".into(),
+            kind: "push".into(),
+            ..Default::default()
+        }),
+        ..Default::default()
+    };
+    invalid(c.rules.test_webhook_rules(both).await, "event_id");
+    invalid(
+        c.rules
+            .test_webhook_rules(pb::TestWebhookRulesRequest {
+                webhook_id: w.id.clone(),
+                ..Default::default()
+            })
+            .await,
+        "event_id",
+    );
+    refused(
+        c.rules
+            .test_webhook_rules(pb::TestWebhookRulesRequest {
+                webhook_id: w.id.clone(),
+                replay: Some(pb::TestReplay {
+                    limit: 10,
+                    since_ms: 0,
+                }),
+                ..Default::default()
+            })
+            .await,
+        Code::Unimplemented,
+        "unimplemented",
+    );
+    invalid(
+        c.rules
+            .test_webhook_rules(pb::TestWebhookRulesRequest {
+                webhook_id: w.id.clone(),
+                payload: Some(pb::TestPayload {
+                    payload_json: "{not json".into(),
+                    kind: "push".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+            .await,
+        "payload.payload_json",
+    );
+    invalid(
+        c.rules
+            .test_webhook_rules(pb::TestWebhookRulesRequest {
+                webhook_id: w.id.clone(),
+                payload: Some(pb::TestPayload {
+                    payload_json: "{}".into(),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+            .await,
+        "payload.kind",
+    );
+    let found = problems(
+        c.rules
+            .test_webhook_rules(pb::TestWebhookRulesRequest {
+                webhook_id: w.id.clone(),
+                event_id: pr.id.clone(),
+                configuration_json:
+                    json!({"rules": [{"when": "input", "action": {"queue": "payroll"}}]})
+                        .to_string(),
+                ..Default::default()
+            })
+            .await,
+    );
+    assert_eq!(found.len(), 2, "{found:#?}");
+    // Another webhook's event, even the same owner's, is not this webhook's.
+    let s = refused(
+        c.rules
+            .test_webhook_rules(pb::TestWebhookRulesRequest {
+                webhook_id: w.id.clone(),
+                event_id: elsewhere.id.clone(),
+                ..Default::default()
+            })
+            .await,
+        Code::NotFound,
+        "not_found",
+    );
+    assert_eq!(s.message(), "not_found: event not found");
+
+    // Nothing was written: no version, no history, no todo, no decision on the events.
+    assert_eq!(version_and_history(&api.store, &w).await, before);
+    for queue in GRANT {
+        let todos = api
+            .store
+            .list_todos(
+                &alice,
+                queue,
+                switchboard_control::store::TodoFilter::All,
+                &Page::default(),
+            )
+            .await
+            .expect("todos");
+        assert!(todos.items.is_empty(), "{queue}");
+    }
+    let events = api
+        .store
+        .list_events(&alice, &w.id, &Page::default())
+        .await
+        .expect("events");
+    assert_eq!(events.items.len(), 2);
+    assert!(
+        events
+            .items
+            .iter()
+            .all(|e| !e.routed && e.decision.is_none())
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Webhooks and events
+// ---------------------------------------------------------------------------------------
+
+async fn webhooks_are_created_read_rotated_and_deleted(api: Api) {
+    let alice = human(&api.store, "alice").await;
+    let credential = vend(&api.store, "alice", &alice, &EVERY_FAMILY).await;
+    let endpoint = api
+        .store
+        .authenticate(&credential)
+        .await
+        .expect("lookup")
+        .expect("known");
+    let mut c = api.client(&credential);
+
+    let created = ok(c
+        .webhooks
+        .create_webhook(pb::CreateWebhookRequest {
+            source_type: pb::SourceType::Forgejo as i32,
+            grant: vec!["forge".into(), "triage".into()],
+            secret: None,
+            reject_unverified: true,
+        })
+        .await);
+    let w = created.webhook.clone().expect("webhook");
+    assert_eq!(created.secret.len(), 64, "256 generated bits, hex");
+    assert!(w.id.starts_with("wh_") && w.id.len() == 35, "{}", w.id);
+    assert_eq!(w.ingest_path, format!("/hooks/{}", w.id));
+    assert_eq!(
+        (
+            w.owner_scope.as_str(),
+            w.source_type,
+            w.default_queue.as_str(),
+            w.config_version,
+            w.reject_unverified
+        ),
+        (
+            "human:alice",
+            pb::SourceType::Forgejo as i32,
+            "forge",
+            1,
+            true
+        )
+    );
+    let stored_secret = api
+        .store
+        .get_webhook(&alice, &w.id)
+        .await
+        .expect("stored")
+        .secret;
+    assert_eq!(stored_secret, created.secret);
+    api.clock.advance(Duration::from_secs(1));
+
+    let given = ok(c
+        .webhooks
+        .create_webhook(pb::CreateWebhookRequest {
+            source_type: pb::SourceType::Github as i32,
+            grant: vec!["review".into()],
+            secret: Some("a-forge-side-secret-0001".into()),
+            reject_unverified: false,
+        })
+        .await);
+    assert_eq!(given.secret, "a-forge-side-secret-0001");
+
+    // Reads never carry a secret.
+    let got = ok(c
+        .webhooks
+        .get_webhook(pb::GetWebhookRequest {
+            webhook_id: w.id.clone(),
+        })
+        .await);
+    assert_eq!(got.webhook.as_ref(), Some(&w));
+    let listed = ok(c.webhooks.list_webhooks(pb::ListWebhooksRequest {}).await);
+    assert_eq!(
+        listed
+            .webhooks
+            .iter()
+            .map(|x| x.id.as_str())
+            .collect::<Vec<_>>(),
+        vec![
+            w.id.as_str(),
+            given.webhook.as_ref().expect("webhook").id.as_str()
+        ]
+    );
+    let rules = ok(c
+        .rules
+        .list_webhook_rules(pb::ListWebhookRulesRequest {
+            webhook_id: w.id.clone(),
+        })
+        .await);
+    for text in [
+        format!("{got:?}"),
+        format!("{listed:?}"),
+        format!("{rules:?}"),
+    ] {
+        assert!(!text.contains(&created.secret) && !text.contains("a-forge-side-secret-0001"));
+    }
+    let history = api
+        .store
+        .list_history(&alice, &w.id, &Page::default())
+        .await
+        .expect("history");
+    assert_eq!(
+        history.items[0].actor.endpoint_id.as_deref(),
+        Some(endpoint.id.as_str())
+    );
+
+    // Rotation returns the new secret once.
+    let rotated = ok(c
+        .webhooks
+        .rotate_webhook_secret(pb::RotateWebhookSecretRequest {
+            webhook_id: w.id.clone(),
+            secret: None,
+        })
+        .await);
+    assert_ne!(rotated.secret, created.secret);
+    assert_eq!(rotated.secret.len(), 64);
+    assert_eq!(
+        api.store
+            .get_webhook(&alice, &w.id)
+            .await
+            .expect("stored")
+            .secret,
+        rotated.secret
+    );
+    let chosen = ok(c
+        .webhooks
+        .rotate_webhook_secret(pb::RotateWebhookSecretRequest {
+            webhook_id: w.id.clone(),
+            secret: Some("another-forge-secret-02".into()),
+        })
+        .await);
+    assert_eq!(chosen.secret, "another-forge-secret-02");
+    invalid(
+        c.webhooks
+            .rotate_webhook_secret(pb::RotateWebhookSecretRequest {
+                webhook_id: w.id.clone(),
+                secret: Some("short".into()),
+            })
+            .await,
+        "secret",
+    );
+
+    // Bad arguments name their field.
+    let create = |source_type: pb::SourceType, grant: &[&str], secret: Option<&str>| {
+        pb::CreateWebhookRequest {
+            source_type: source_type as i32,
+            grant: grant.iter().map(|q| q.to_string()).collect(),
+            secret: secret.map(str::to_string),
+            reject_unverified: false,
+        }
+    };
+    invalid(
+        c.webhooks
+            .create_webhook(create(pb::SourceType::Github, &[], None))
+            .await,
+        "grant",
+    );
+    invalid(
+        c.webhooks
+            .create_webhook(create(pb::SourceType::Github, &["Not A Queue"], None))
+            .await,
+        "grant",
+    );
+    invalid(
+        c.webhooks
+            .create_webhook(create(pb::SourceType::Github, &["a", "a"], None))
+            .await,
+        "grant",
+    );
+    invalid(
+        c.webhooks
+            .create_webhook(create(pb::SourceType::Unspecified, &["forge"], None))
+            .await,
+        "source_type",
+    );
+    invalid(
+        c.webhooks
+            .create_webhook(pb::CreateWebhookRequest {
+                source_type: 42,
+                grant: vec!["forge".into()],
+                ..Default::default()
+            })
+            .await,
+        "source_type",
+    );
+    invalid(
+        c.webhooks
+            .create_webhook(create(pb::SourceType::Github, &["forge"], Some("short")))
+            .await,
+        "secret",
+    );
+    assert_eq!(
+        api.store.list_webhooks(&alice).await.expect("list").len(),
+        2
+    );
+
+    // Delete takes the webhook away.
+    let deleted = ok(c
+        .webhooks
+        .delete_webhook(pb::DeleteWebhookRequest {
+            webhook_id: w.id.clone(),
+        })
+        .await);
+    assert_eq!(deleted.webhook_id, w.id);
+    refused(
+        c.webhooks
+            .get_webhook(pb::GetWebhookRequest {
+                webhook_id: w.id.clone(),
+            })
+            .await,
+        Code::NotFound,
+        "not_found",
+    );
+    refused(
+        c.webhooks
+            .delete_webhook(pb::DeleteWebhookRequest {
+                webhook_id: w.id.clone(),
+            })
+            .await,
+        Code::NotFound,
+        "not_found",
+    );
+    assert_eq!(
+        ok(c.webhooks.list_webhooks(pb::ListWebhooksRequest {}).await)
+            .webhooks
+            .len(),
+        1
+    );
+}
+
+async fn events_list_newest_first_and_read_exactly(api: Api) {
+    let alice = human(&api.store, "alice").await;
+    let credential = vend(&api.store, "alice", &alice, &EVERY_FAMILY).await;
+    let w = webhook(&api.store, &alice).await;
+    let other = webhook(&api.store, &alice).await;
+    let files = [
+        "pull_request.opened.json",
+        "issues.opened.json",
+        "push.json",
+        "status.json",
+        "check_run.completed.failure.json",
+    ];
+    let mut events = vec![];
+    for (n, file) in files.iter().enumerate() {
+        events.push(github_event(&api, &w, file, n + 1).await);
+    }
+    // A body that is not UTF-8 comes back byte for byte too.
+    let raw = api
+        .store
+        .insert_event(NewEvent {
+            webhook_id: w.id.clone(),
+            delivery_id: "raw-1".into(),
+            kind: "generic".into(),
+            headers: vec![
+                ("Content-Type".into(), "application/octet-stream".into()),
+                ("X-Odd".into(), "  spaced  ".into()),
+            ],
+            body: vec![0xff, 0x00, 0xfe, b'{', 0x80],
+            verified: false,
+        })
+        .await
+        .expect("raw event");
+    api.store
+        .record_decision(
+            &events[0].id,
+            RecordDecision {
+                decision: json!({"decision": "drop", "rule_id": "r-1"}),
+                fault: None,
+                todo: None,
+            },
+        )
+        .await
+        .expect("decision");
+    let mut c = api.client(&credential);
+
+    let mut pages = vec![];
+    let mut cursor = String::new();
+    loop {
+        let page = ok(c
+            .webhooks
+            .list_webhook_events(pb::ListWebhookEventsRequest {
+                webhook_id: w.id.clone(),
+                cursor: cursor.clone(),
+                limit: 2,
+            })
+            .await);
+        pages.push(page.events.iter().map(|e| e.id.clone()).collect::<Vec<_>>());
+        if page.next_cursor.is_empty() {
+            break;
+        }
+        cursor = page.next_cursor;
+    }
+    let newest_first: Vec<String> = std::iter::once(raw.id.clone())
+        .chain(events.iter().rev().map(|e| e.id.clone()))
+        .collect();
+    assert_eq!(pages.concat(), newest_first);
+    assert_eq!(
+        pages.iter().map(Vec::len).collect::<Vec<_>>(),
+        vec![2, 2, 2]
+    );
+
+    let all = ok(c
+        .webhooks
+        .list_webhook_events(pb::ListWebhookEventsRequest {
+            webhook_id: w.id.clone(),
+            ..Default::default()
+        })
+        .await)
+    .events;
+    let first = all.iter().find(|e| e.id == events[0].id).expect("listed");
+    assert_eq!(
+        (
+            first.kind.as_str(),
+            first.source,
+            first.verified,
+            first.routed
+        ),
+        (
+            "pull_request.opened",
+            pb::SourceType::Github as i32,
+            true,
+            true
+        )
+    );
+    assert_eq!(
+        json_of(&first.decision_json),
+        json!({"decision": "drop", "rule_id": "r-1"})
+    );
+    assert_eq!(first.delivery_id, events[0].delivery_id);
+    let unrouted = all.iter().find(|e| e.id == events[1].id).expect("listed");
+    assert_eq!(
+        (unrouted.routed, unrouted.decision_json.as_str()),
+        (false, "")
+    );
+
+    for e in events.iter().chain([&raw]) {
+        let got = ok(c
+            .webhooks
+            .get_webhook_event(pb::GetWebhookEventRequest {
+                event_id: e.id.clone(),
+                webhook_id: w.id.clone(),
+            })
+            .await);
+        assert_eq!(got.body.as_ref(), e.body.as_slice(), "{}", e.id);
+        assert_eq!(
+            got.headers
+                .iter()
+                .map(|h| (h.name.clone(), h.value.clone()))
+                .collect::<Vec<_>>(),
+            e.headers
+        );
+        assert_eq!(got.event.expect("summary").kind, e.kind);
+    }
+    assert_eq!(events[2].body, payload("github", "push.json").body);
+    refused(
+        c.webhooks
+            .get_webhook_event(pb::GetWebhookEventRequest {
+                event_id: events[0].id.clone(),
+                webhook_id: other.id.clone(),
+            })
+            .await,
+        Code::NotFound,
+        "not_found",
+    );
+    invalid(
+        c.webhooks
+            .list_webhook_events(pb::ListWebhookEventsRequest {
+                webhook_id: w.id.clone(),
+                cursor: "garbage".into(),
+                limit: 0,
+            })
+            .await,
+        "cursor",
+    );
+    invalid(
+        c.webhooks
+            .list_webhook_events(pb::ListWebhookEventsRequest {
+                webhook_id: w.id.clone(),
+                cursor: String::new(),
+                limit: 500,
+            })
+            .await,
+        "limit",
+    );
+    let empty = ok(c
+        .webhooks
+        .list_webhook_events(pb::ListWebhookEventsRequest {
+            webhook_id: other.id.clone(),
+            ..Default::default()
+        })
+        .await);
+    assert!(empty.events.is_empty() && empty.next_cursor.is_empty());
+}
+
+// ---------------------------------------------------------------------------------------
+// Todos
+// ---------------------------------------------------------------------------------------
+
+async fn todos_are_listed_claimed_and_completed(api: Api) {
+    let alice = human(&api.store, "alice").await;
+    let one = vend(&api.store, "alice", &alice, &["todos"]).await;
+    let two = vend(&api.store, "alice", &alice, &["todos"]).await;
+    let one_id = api
+        .store
+        .authenticate(&one)
+        .await
+        .expect("lookup")
+        .expect("known")
+        .id;
+    let w = webhook(&api.store, &alice).await;
+    let e1 = github_event(&api, &w, "pull_request.opened.json", 1).await;
+    let e2 = github_event(&api, &w, "issues.opened.json", 2).await;
+    let e3 = github_event(&api, &w, "push.json", 3).await;
+    let t1 = todo_for(&api, &e1, "forge").await;
+    let t2 = todo_for(&api, &e2, "forge").await;
+    let t3 = todo_for(&api, &e3, "triage").await;
+    let (mut a, mut b) = (api.client(&one), api.client(&two));
+    let list =
+        |queue: &str, filter: pb::TodoFilter, cursor: &str, limit: u32| pb::ListTodosRequest {
+            queue: queue.into(),
+            filter: filter as i32,
+            cursor: cursor.into(),
+            limit,
+        };
+    let ids = |todos: &[pb::Todo]| todos.iter().map(|t| t.id.clone()).collect::<Vec<_>>();
+
+    let forge = ok(a
+        .todos
+        .list_todos(list("forge", pb::TodoFilter::Unspecified, "", 0))
+        .await)
+    .todos;
+    assert_eq!(
+        ids(&forge),
+        vec![t1.id.clone(), t2.id.clone()],
+        "oldest first"
+    );
+    assert_eq!(
+        (
+            forge[0].state,
+            forge[0].event_id.as_str(),
+            forge[0].webhook_id.as_str(),
+            forge[0].queue.as_str()
+        ),
+        (
+            pb::TodoState::Open as i32,
+            e1.id.as_str(),
+            w.id.as_str(),
+            "forge"
+        )
+    );
+    assert_eq!(
+        ids(&ok(a
+            .todos
+            .list_todos(list("triage", pb::TodoFilter::Open, "", 0))
+            .await)
+        .todos),
+        vec![t3.id.clone()]
+    );
+    let page = ok(a
+        .todos
+        .list_todos(list("forge", pb::TodoFilter::Open, "", 1))
+        .await);
+    assert_eq!(ids(&page.todos), vec![t1.id.clone()]);
+    let page = ok(a
+        .todos
+        .list_todos(list("forge", pb::TodoFilter::Open, &page.next_cursor, 1))
+        .await);
+    assert_eq!(
+        (ids(&page.todos), page.next_cursor.as_str()),
+        (vec![t2.id.clone()], "")
+    );
+
+    let claimed = ok(a
+        .todos
+        .claim_todo(pb::ClaimTodoRequest {
+            todo_id: t1.id.clone(),
+        })
+        .await)
+    .todo
+    .expect("todo");
+    assert_eq!(
+        (claimed.state, claimed.claimed_by.as_str()),
+        (pb::TodoState::Claimed as i32, one_id.as_str())
+    );
+    assert!(claimed.claimed_at_ms > 0);
+    ok(a.todos
+        .claim_todo(pb::ClaimTodoRequest {
+            todo_id: t1.id.clone(),
+        })
+        .await);
+    let conflict = refused(
+        b.todos
+            .claim_todo(pb::ClaimTodoRequest {
+                todo_id: t1.id.clone(),
+            })
+            .await,
+        Code::FailedPrecondition,
+        "conflict",
+    );
+    assert!(
+        conflict.message().contains("claimed by another endpoint"),
+        "{}",
+        conflict.message()
+    );
+    refused(
+        b.todos
+            .complete_todo(pb::CompleteTodoRequest {
+                todo_id: t1.id.clone(),
+            })
+            .await,
+        Code::FailedPrecondition,
+        "conflict",
+    );
+    let unclaimed = ok(b
+        .todos
+        .list_todos(list("forge", pb::TodoFilter::Unclaimed, "", 0))
+        .await)
+    .todos;
+    assert_eq!(ids(&unclaimed), vec![t2.id.clone()]);
+
+    let done = ok(a
+        .todos
+        .complete_todo(pb::CompleteTodoRequest {
+            todo_id: t1.id.clone(),
+        })
+        .await)
+    .todo
+    .expect("todo");
+    assert_eq!(
+        (done.state, done.completed_by.as_str()),
+        (pb::TodoState::Completed as i32, one_id.as_str())
+    );
+    ok(a.todos
+        .complete_todo(pb::CompleteTodoRequest {
+            todo_id: t1.id.clone(),
+        })
+        .await);
+    refused(
+        b.todos
+            .claim_todo(pb::ClaimTodoRequest {
+                todo_id: t1.id.clone(),
+            })
+            .await,
+        Code::FailedPrecondition,
+        "conflict",
+    );
+    // An unclaimed todo can be completed outright.
+    ok(b.todos
+        .complete_todo(pb::CompleteTodoRequest {
+            todo_id: t2.id.clone(),
+        })
+        .await);
+
+    assert!(
+        ok(a.todos
+            .list_todos(list("forge", pb::TodoFilter::Open, "", 0))
+            .await)
+        .todos
+        .is_empty()
+    );
+    let everything = ok(a
+        .todos
+        .list_todos(list("forge", pb::TodoFilter::All, "", 0))
+        .await)
+    .todos;
+    assert_eq!(ids(&everything), vec![t1.id.clone(), t2.id.clone()]);
+    assert!(
+        everything
+            .iter()
+            .all(|t| t.state == pb::TodoState::Completed as i32)
+    );
+
+    invalid(
+        a.todos
+            .list_todos(list("", pb::TodoFilter::Open, "", 0))
+            .await,
+        "queue",
+    );
+    invalid(
+        a.todos
+            .list_todos(list("Forge!", pb::TodoFilter::Open, "", 0))
+            .await,
+        "queue",
+    );
+    invalid(
+        a.todos
+            .list_todos(pb::ListTodosRequest {
+                queue: "forge".into(),
+                filter: 9,
+                ..Default::default()
+            })
+            .await,
+        "filter",
+    );
+    invalid(
+        a.todos
+            .list_todos(list("forge", pb::TodoFilter::Open, "x", 0))
+            .await,
+        "cursor",
+    );
+}
+
+// ---------------------------------------------------------------------------------------
+// Limits, failures, serving
+// ---------------------------------------------------------------------------------------
+
+/// Runs with `requests_per_endpoint_per_minute = 3`.
+async fn each_endpoint_is_rate_limited(api: Api) {
+    let alice = human(&api.store, "alice").await;
+    let one = vend(&api.store, "alice", &alice, &EVERY_FAMILY).await;
+    let two = vend(&api.store, "alice", &alice, &EVERY_FAMILY).await;
+    let mut a = api.client(&one);
+    for _ in 0..3 {
+        ok(a.identity.who_am_i(pb::WhoAmIRequest {}).await);
+    }
+    let limited = refused(
+        a.webhooks.list_webhooks(pb::ListWebhooksRequest {}).await,
+        Code::ResourceExhausted,
+        "rate_limited",
+    );
+    let details = limited.get_error_details();
+    let delay = details
+        .retry_info()
+        .and_then(|r| r.retry_delay)
+        .expect("a retry delay");
+    assert!(
+        delay > Duration::ZERO && delay <= Duration::from_secs(60),
+        "{delay:?}"
+    );
+    let ms: u64 = details.error_info().expect("info").metadata["retry_after_ms"]
+        .parse()
+        .expect("ms");
+    assert_eq!(Duration::from_millis(ms), delay);
+    // Every call counts, refused ones too.
+    refused(
+        a.identity.who_am_i(pb::WhoAmIRequest {}).await,
+        Code::ResourceExhausted,
+        "rate_limited",
+    );
+
+    // Another endpoint has its own budget.
+    ok(api
+        .client(&two)
+        .identity
+        .who_am_i(pb::WhoAmIRequest {})
+        .await);
+    // The next window brings the budget back.
+    api.clock.advance(Duration::from_secs(60));
+    ok(a.webhooks.list_webhooks(pb::ListWebhooksRequest {}).await);
+}
+
+async fn a_stopped_router_changes_nothing(mut api: Api) {
+    let alice = human(&api.store, "alice").await;
+    let credential = vend(&api.store, "alice", &alice, &EVERY_FAMILY).await;
+    let w = webhook(&api.store, &alice).await;
+    let event = github_event(&api, &w, "pull_request.opened.json", 1).await;
+    let mut c = api.client(&credential);
+    assert_eq!(
+        ok(c.rules
+            .set_webhook_rules(set(&w.id, routes_prs_to_review(), None))
+            .await)
+        .version,
+        2
+    );
+
+    api.router.child.kill().expect("kill the router");
+    api.router.child.wait().expect("reap the router");
+    let s = refused(
+        c.rules
+            .set_webhook_rules(set(&w.id, json!({"rules": []}), None))
+            .await,
+        Code::Unavailable,
+        "router_unavailable",
+    );
+    assert!(!s.message().contains(&api.router.addr), "{}", s.message());
+    refused(
+        c.rules
+            .test_webhook_rules(pb::TestWebhookRulesRequest {
+                webhook_id: w.id.clone(),
+                event_id: event.id.clone(),
+                ..Default::default()
+            })
+            .await,
+        Code::Unavailable,
+        "router_unavailable",
+    );
+    assert_eq!(version_and_history(&api.store, &w).await, (2, 2));
+    // Reads need no router.
+    let listed = ok(c
+        .rules
+        .list_webhook_rules(pb::ListWebhookRulesRequest {
+            webhook_id: w.id.clone(),
+        })
+        .await);
+    assert_eq!(rule_ids(&listed.configuration_json), vec!["prs"]);
+}
+
+async fn health_and_reflection_are_served(api: Api) {
+    use tonic_health::pb::HealthCheckRequest;
+    use tonic_health::pb::health_check_response::ServingStatus;
+    use tonic_health::pb::health_client::HealthClient;
+    use tonic_reflection::pb::v1::ServerReflectionRequest;
+    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
+    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
+    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
+
+    let mut health = HealthClient::new(api.channel.clone());
+    for service in std::iter::once("").chain(switchboard_control::api::SERVICE_NAMES) {
+        let status = ok(health
+            .check(HealthCheckRequest {
+                service: service.into(),
+            })
+            .await)
+        .status;
+        assert_eq!(status, ServingStatus::Serving as i32, "{service:?}");
+    }
+    let mut reflection = ServerReflectionClient::new(api.channel.clone());
+    let mut stream = ok(reflection
+        .server_reflection_info(tokio_stream::iter([ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(MessageRequest::ListServices(String::new())),
+        }]))
+        .await);
+    let msg = stream
+        .message()
+        .await
+        .expect("a message")
+        .expect("some message");
+    let Some(MessageResponse::ListServicesResponse(list)) = msg.message_response else {
+        panic!("unexpected reflection answer: {msg:?}")
+    };
+    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
+    for want in switchboard_control::api::SERVICE_NAMES
+        .iter()
+        .chain(&["grpc.health.v1.Health"])
+    {
+        assert!(names.iter().any(|n| n == want), "{want} not in {names:?}");
+    }
+
+    // The services alone compose with a server that brings its own health and reflection.
+    let routers = Routers::new(
+        RouterSource::Static(vec![api.router.addr.clone()]),
+        Duration::from_secs(1),
+    )
+    .await;
+    let state = ControlState {
+        store: api.store.clone(),
+        routers,
+        capabilities: Capabilities::default(),
+        limits: Limits::default(),
+    };
+    let (_, health_service) = tonic_health::server::health_reporter();
+    let reflection_service = tonic_reflection::server::Builder::configure()
+        .register_encoded_file_descriptor_set(switchboard_proto::FILE_DESCRIPTOR_SET)
+        .build_v1()
+        .expect("reflection");
+    let _server = tonic::transport::Server::builder()
+        .add_routes(switchboard_control::api::routes(state))
+        .add_service(health_service)
+        .add_service(reflection_service);
+}
