@@ -28,6 +28,8 @@ enum Role {
     Control(roles::control::ControlArgs),
     /// Run a router: validates and evaluates configurations in sandbox children (gRPC).
     Router(roles::router::RouterArgs),
+    /// Run the MCP gateway: every allowed verb as an MCP tool at /mcp, calling control.
+    Gateway(roles::gateway::GatewayArgs),
     /// Operator commands on the store: humans, teams, webhooks and their grants, endpoints.
     Admin(roles::admin::AdminArgs),
 }
@@ -46,26 +48,39 @@ fn init_logging() {
     }
 }
 
-/// Resolves on SIGTERM or Ctrl-C.
-pub async fn shutdown_signal() {
-    let ctrl_c = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut term =
-            match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-                Ok(s) => s,
-                Err(_) => {
-                    let _ = ctrl_c.await;
-                    return;
+/// A future that resolves on SIGTERM or Ctrl-C (SIGINT). The handlers are installed when this
+/// is called, not when the future is first polled: call it before printing the lines that tell
+/// a supervisor the process is up, so a signal sent right after them is never the default
+/// (fatal) one.
+#[cfg(unix)]
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
+    use tokio::signal::unix::{SignalKind, signal};
+    let term = signal(SignalKind::terminate());
+    let int = signal(SignalKind::interrupt());
+    async move {
+        match (term, int) {
+            (Ok(mut term), Ok(mut int)) => {
+                tokio::select! {
+                    _ = term.recv() => {},
+                    _ = int.recv() => {},
                 }
-            };
-        tokio::select! {
-            _ = ctrl_c => {},
-            _ = term.recv() => {},
+            }
+            (Ok(mut one), Err(_)) | (Err(_), Ok(mut one)) => {
+                one.recv().await;
+            }
+            (Err(e), Err(_)) => {
+                tracing::warn!(error = %e, "no signal handlers; stop the process by killing it");
+                std::future::pending::<()>().await;
+            }
         }
     }
-    #[cfg(not(unix))]
-    let _ = ctrl_c.await;
+}
+
+#[cfg(not(unix))]
+pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
+    async {
+        let _ = tokio::signal::ctrl_c().await;
+    }
 }
 
 pub fn main() -> ExitCode {
@@ -86,6 +101,7 @@ pub fn main() -> ExitCode {
             Role::Up(args) => roles::up::run(args).await,
             Role::Control(args) => roles::control::run(args).await,
             Role::Router(args) => roles::router::run(args).await,
+            Role::Gateway(args) => roles::gateway::run(args).await,
             Role::Admin(args) => roles::admin::run(args).await,
         }
     });

@@ -214,10 +214,11 @@ struct ReplayOutcome {
 
 impl RulePacks {
     pub fn new(state: ControlState, catalog: Arc<Catalog>) -> Self {
+        let replay_budget = state.limits.replay_budget;
         Self {
             state,
             catalog,
-            replay_budget: Duration::from_secs(30),
+            replay_budget,
         }
     }
 
@@ -653,7 +654,12 @@ impl RulePacks {
         }
         let holder = format!("{}:{}", caller.endpoint_id, uuid_like());
         let lease_ttl = self.replay_budget + Duration::from_secs(30);
-        if !self.state.store.try_acquire_replay_lease(webhook_id, &holder, lease_ttl).await? {
+        if !self
+            .state
+            .store
+            .try_acquire_replay_lease(webhook_id, &holder, lease_ttl)
+            .await?
+        {
             return Err(PackError::new(
                 "busy",
                 "another replay of this webhook is running; retry when it finishes",
@@ -661,7 +667,12 @@ impl RulePacks {
             ));
         }
         // Released however the replay ends, cancellation included.
-        let mut lease = LeaseGuard { store: self.state.store.clone(), webhook_id: webhook_id.to_string(), holder, armed: true };
+        let mut lease = LeaseGuard {
+            store: self.state.store.clone(),
+            webhook_id: webhook_id.to_string(),
+            holder,
+            armed: true,
+        };
         let result = async {
             self.state
                 .store
@@ -785,7 +796,7 @@ impl RulePacks {
                 .fixtures
                 .iter()
                 .enumerate()
-                .map(|(n, f)| fixture_delivery(f, n))
+                .map(|(n, f)| switchboard_packs::fixtures::fixture_delivery(f, n))
                 .collect();
             let wire = WireConfiguration {
                 json: serde_json::to_string(&candidate.configuration).unwrap_or_default(),
@@ -942,10 +953,14 @@ impl RulePacks {
                 pack_name: name,
                 pack_version: version,
                 params_digest: sha256_hex(&canonical(binding)),
-                candidate: stored_candidate,
+                candidate: serde_json::to_value(&candidate.configuration).unwrap_or_default(),
                 base_config_version: webhook.config_version,
                 expires_at,
-                plan: plan.clone(),
+                plan: {
+                    let mut stored = plan.clone();
+                    stored["apply"] = stored_candidate;
+                    stored
+                },
             })
             .await?;
         plan["plan_token"] = json!(token);
@@ -988,9 +1003,7 @@ impl RulePacks {
         if plan.used_at.is_some() || plan.expires_at <= self.state.store.clock().now_ms() {
             return Err(stale());
         }
-        let kind = plan
-            .candidate
-            .get("kind")
+        let kind = plan.plan["apply"].get("kind")
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string();
@@ -1004,9 +1017,7 @@ impl RulePacks {
                 {
                     return Err(mismatch("version"));
                 }
-                let planned = plan
-                    .candidate
-                    .get("binding_digest")
+                let planned = plan.plan["apply"].get("binding_digest")
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_string();
@@ -1034,14 +1045,10 @@ impl RulePacks {
                 }
             }
         }
-        let proven = plan
-            .candidate
-            .get("proven")
+        let proven = plan.plan["apply"].get("proven")
             .and_then(Value::as_bool)
             .unwrap_or(false);
-        let truncated = plan
-            .candidate
-            .get("truncated")
+        let truncated = plan.plan["apply"].get("truncated")
             .and_then(Value::as_bool)
             .unwrap_or(false);
         if (!proven || truncated) && !allow_unproven {
@@ -1056,12 +1063,7 @@ impl RulePacks {
             .store
             .get_webhook(&caller.scope, webhook_id)
             .await?;
-        let configuration: Configuration = serde_json::from_value(
-            plan.candidate
-                .get("configuration")
-                .cloned()
-                .unwrap_or_default(),
-        )
+        let configuration: Configuration = serde_json::from_value(plan.candidate.clone())
         .map_err(|e| Error::internal(format!("stored candidate: {e}")))?;
         // No widening: validated against the grant again at apply.
         self.validate_candidate(
@@ -1071,7 +1073,7 @@ impl RulePacks {
         .await?;
         let now = rfc3339(self.state.store.clock().now_ms());
         let mut installed =
-            provenance::from_json(plan.candidate.get("provenance").unwrap_or(&Value::Null));
+            provenance::from_json(plan.plan["apply"].get("provenance").unwrap_or(&Value::Null));
         if let Some(entry) = installed.iter_mut().find(|e| e.name == plan.pack_name) {
             entry.installed_at = now.clone();
             entry.installed_by = InstalledBy {
@@ -1079,9 +1081,7 @@ impl RulePacks {
                 human: caller.human.clone(),
             };
         }
-        let trusted_actors = plan
-            .candidate
-            .get("trusted_actors")
+        let trusted_actors = plan.plan["apply"].get("trusted_actors")
             .cloned()
             .filter(|v| !v.is_null());
         let op = if kind == "remove" {
@@ -1132,7 +1132,10 @@ struct LeaseGuard {
 impl LeaseGuard {
     async fn release(&mut self) {
         self.armed = false;
-        let _ = self.store.release_replay_lease(&self.webhook_id, &self.holder).await;
+        let _ = self
+            .store
+            .release_replay_lease(&self.webhook_id, &self.holder)
+            .await;
     }
 }
 
@@ -1141,7 +1144,11 @@ impl Drop for LeaseGuard {
         if !self.armed {
             return;
         }
-        let (store, webhook_id, holder) = (self.store.clone(), self.webhook_id.clone(), self.holder.clone());
+        let (store, webhook_id, holder) = (
+            self.store.clone(),
+            self.webhook_id.clone(),
+            self.holder.clone(),
+        );
         if let Ok(rt) = tokio::runtime::Handle::try_current() {
             rt.spawn(async move {
                 let _ = store.release_replay_lease(&webhook_id, &holder).await;
@@ -1170,28 +1177,92 @@ fn report_json(r: &Report) -> Value {
     serde_json::to_value(r).unwrap_or_default()
 }
 
-/// A fixture as a stored delivery (the same shape the catalog test routes).
-fn fixture_delivery(f: &switchboard_packs::Fixture, n: usize) -> StoredDelivery {
-    let body = match &f.delivery.body {
-        Value::String(s) => s.clone().into_bytes(),
-        other => serde_json::to_vec(other).unwrap_or_default(),
+/// The catalog this instance serves: the built-ins, plus the external packs named by
+/// `SWITCHBOARD_RULE_PACK_SOURCES` (unset by default) that validate and route every fixture
+/// to its expected decision through the routers. Read once at start, never refetched; a
+/// failing pack is skipped with a logged error naming it.
+pub async fn load_catalog(sources: Option<&str>, routers: &crate::routing::Routers) -> Catalog {
+    let mut catalog = Catalog::builtin();
+    let Some(spec) = sources.map(str::trim).filter(|s| !s.is_empty()) else {
+        return catalog;
     };
-    StoredDelivery {
-        event_id: format!("fixture:{}", f.name),
-        source: f.delivery.source.clone(),
-        kind: f.delivery.kind(),
-        headers: f
-            .delivery
-            .headers
-            .iter()
-            .map(|(k, v)| switchboard_proto::router::v1::Header {
-                name: k.clone(),
-                value: v.clone(),
-            })
-            .collect(),
-        body: body.into(),
-        verified: f.delivery.verified,
-        delivery_id: format!("fixture-{n}"),
-        received_at_ms: 0,
+    let (packs, skipped) = switchboard_packs::catalog::read_sources(spec);
+    for s in skipped {
+        tracing::error!(origin = %s.origin, reason = %s.reason, "external rule pack skipped");
     }
+    for (origin, pack) in packs {
+        match check_external(&pack, routers).await {
+            Ok(()) => match catalog.add_external(pack.clone(), &origin) {
+                Ok(()) => {
+                    tracing::info!(pack = %pack.label(), origin = %origin, "external rule pack loaded")
+                }
+                Err(reason) => {
+                    tracing::error!(pack = %pack.label(), origin = %origin, reason = %reason, "external rule pack skipped")
+                }
+            },
+            Err(reason) => {
+                tracing::error!(pack = %pack.label(), origin = %origin, reason = %reason, "external rule pack skipped")
+            }
+        }
+    }
+    catalog
+}
+
+/// The built-in validation and fixture routing, through the production routers.
+async fn check_external(pack: &Pack, routers: &crate::routing::Routers) -> Result<(), String> {
+    use switchboard_packs::fixtures::{fixture_context, fixture_delivery};
+    let problems = switchboard_packs::manifest::check_pack(pack, None);
+    if !problems.is_empty() {
+        return Err(problems.join("; "));
+    }
+    let base = pack.fixture_configuration(&Map::new());
+    let ctx = fixture_context(pack, &base);
+    let resp = routers
+        .validate(&serde_json::to_string(&base).unwrap_or_default(), &ctx)
+        .await
+        .map_err(|e| e.to_string())?;
+    if !resp.valid {
+        let p: Vec<String> = resp
+            .problems
+            .iter()
+            .map(|p| format!("{} {}: {}", p.rule_id, p.code, p.message))
+            .collect();
+        return Err(format!("does not validate: {}", p.join("; ")));
+    }
+    if pack.fixtures.is_empty() {
+        return Err("ships no fixtures".into());
+    }
+    for (n, f) in pack.fixtures.iter().enumerate() {
+        let config = pack.fixture_configuration(&f.params);
+        let ctx = fixture_context(pack, &config);
+        let results = routers
+            .evaluate(switchboard_proto::router::v1::EvaluateRequest {
+                context: Some(ctx),
+                configurations: vec![WireConfiguration {
+                    json: serde_json::to_string(&config).unwrap_or_default(),
+                }],
+                deliveries: vec![fixture_delivery(f, n)],
+                budget_ms: 0,
+            })
+            .await
+            .map_err(|e| e.to_string())?;
+        let got = results
+            .first()
+            .and_then(|r| r.decisions.first())
+            .map(routed)
+            .map(|r| r.label)
+            .unwrap_or_default();
+        let got = if got == "queue:default" {
+            "default".to_string()
+        } else {
+            got
+        };
+        if got != f.want {
+            return Err(format!(
+                "fixture {} routes to {got}, not {}",
+                f.name, f.want
+            ));
+        }
+    }
+    Ok(())
 }

@@ -33,6 +33,8 @@ pub struct Limits {
     pub ingest_per_webhook_per_minute: u32,
     /// Requests per endpoint per minute on the vended surface.
     pub requests_per_endpoint_per_minute: u32,
+    /// The total time budget of one replay (SPEC-0031 REQ-4); past it a plan is truncated.
+    pub replay_budget: Duration,
 }
 
 impl Default for Limits {
@@ -42,6 +44,7 @@ impl Default for Limits {
             replay_chunk: 100,
             ingest_per_webhook_per_minute: 600,
             requests_per_endpoint_per_minute: 600,
+            replay_budget: Duration::from_secs(30),
         }
     }
 }
@@ -53,4 +56,6 @@ pub struct ControlState {
     pub routers: Arc<Routers>,
     pub capabilities: Capabilities,
     pub limits: Limits,
+    /// The rule-pack catalog: built-ins plus external packs loaded once at start.
+    pub catalog: Arc<switchboard_packs::Catalog>,
 }

@@ -65,7 +65,9 @@ impl Caller {
 pub enum CallerState {
     Known(Arc<Caller>),
     /// The credential is valid but its request budget is spent: tools answer `rate_limited`.
-    RateLimited { retry_after_ms: u64 },
+    RateLimited {
+        retry_after_ms: u64,
+    },
 }
 
 /// The gate's configuration and its way to control.
@@ -235,9 +237,11 @@ impl Gate {
                 .and_then(|h| h.to_str().ok())
                 .and_then(authority)
                 .ok_or_else(|| forbidden("a Host header is required"))?;
-            let allowed = self.allowed_hosts.iter().filter_map(|a| authority(a)).any(
-                |(name, port)| name == host.0 && port.is_none_or(|p| Some(p) == host.1),
-            );
+            let allowed = self
+                .allowed_hosts
+                .iter()
+                .filter_map(|a| authority(a))
+                .any(|(name, port)| name == host.0 && port.is_none_or(|p| Some(p) == host.1));
             if !allowed {
                 tracing::warn!(host = %host.0, "refused a request for a host not on the allowlist");
                 return Err(forbidden(
@@ -246,7 +250,11 @@ impl Gate {
             }
         }
         if let Some(origin) = headers.get(ORIGIN) {
-            let origin = origin.to_str().unwrap_or_default().trim().to_ascii_lowercase();
+            let origin = origin
+                .to_str()
+                .unwrap_or_default()
+                .trim()
+                .to_ascii_lowercase();
             if !self.origin_allowed(&origin) {
                 tracing::warn!(%origin, "refused a request from an origin not on the allowlist");
                 return Err(forbidden(
@@ -304,12 +312,26 @@ mod tests {
 
     #[tokio::test]
     async fn hosts_are_matched_with_or_without_ports() {
-        let g = gate(&["localhost", "127.0.0.1", "::1", "mcp.example.com:443"], &[]);
-        for ok in ["localhost:8090", "127.0.0.1", "[::1]:8090", "mcp.example.com:443"] {
-            assert!(g.check_host_and_origin(&headers(&[(HOST, ok)])).is_ok(), "{ok}");
+        let g = gate(
+            &["localhost", "127.0.0.1", "::1", "mcp.example.com:443"],
+            &[],
+        );
+        for ok in [
+            "localhost:8090",
+            "127.0.0.1",
+            "[::1]:8090",
+            "mcp.example.com:443",
+        ] {
+            assert!(
+                g.check_host_and_origin(&headers(&[(HOST, ok)])).is_ok(),
+                "{ok}"
+            );
         }
         for bad in ["evil.example", "mcp.example.com:8443", "127.0.0.2:8090"] {
-            assert!(g.check_host_and_origin(&headers(&[(HOST, bad)])).is_err(), "{bad}");
+            assert!(
+                g.check_host_and_origin(&headers(&[(HOST, bad)])).is_err(),
+                "{bad}"
+            );
         }
         assert!(g.check_host_and_origin(&HeaderMap::new()).is_err());
     }

@@ -90,7 +90,12 @@ impl ControlClient {
         })
     }
 
-    fn request<T>(&self, bearer: &Bearer, message: T, timeout: Duration) -> Result<Request<T>, Status> {
+    fn request<T>(
+        &self,
+        bearer: &Bearer,
+        message: T,
+        timeout: Duration,
+    ) -> Result<Request<T>, Status> {
         let mut request = Request::new(message);
         request
             .metadata_mut()
@@ -100,8 +105,7 @@ impl ControlClient {
     }
 
     fn webhooks(&self) -> WebhooksClient<Channel> {
-        WebhooksClient::new(self.channel.clone())
-            .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+        WebhooksClient::new(self.channel.clone()).max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
     }
 
     fn rules(&self) -> WebhookRulesClient<Channel> {
@@ -114,8 +118,7 @@ impl ControlClient {
     }
 
     fn packs(&self) -> RulePacksClient<Channel> {
-        RulePacksClient::new(self.channel.clone())
-            .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+        RulePacksClient::new(self.channel.clone()).max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
     }
 
     pub async fn who_am_i(&self, bearer: &Bearer) -> Result<pb::WhoAmIResponse, Status> {
@@ -190,8 +193,14 @@ mod tests {
 
     #[test]
     fn bearer_is_read_strictly() {
-        assert_eq!(Bearer::from_header("Bearer sbe_x"), Some(Bearer::new("sbe_x")));
-        assert_eq!(Bearer::from_header("bearer  sbe_x "), Some(Bearer::new("sbe_x")));
+        assert_eq!(
+            Bearer::from_header("Bearer sbe_x"),
+            Some(Bearer::new("sbe_x"))
+        );
+        assert_eq!(
+            Bearer::from_header("bearer  sbe_x "),
+            Some(Bearer::new("sbe_x"))
+        );
         assert_eq!(Bearer::from_header("Basic sbe_x"), None);
         assert_eq!(Bearer::from_header("Bearer "), None);
         assert_eq!(Bearer::from_header("sbe_x"), None);

@@ -75,7 +75,12 @@ impl ToolError {
             .map(|info| info.reason.clone())
             .or(prefix.map(str::to_string))
             .unwrap_or_else(|| fallback_code(status.code()).to_string());
-        let mut message = if prefix.is_some() { rest } else { status.message() }.to_string();
+        let mut message = if prefix.is_some() {
+            rest
+        } else {
+            status.message()
+        }
+        .to_string();
         let mut out = Map::new();
         if let Some(info) = info {
             for (key, value) in &info.metadata {
@@ -149,9 +154,7 @@ fn split_reason(message: &str) -> (Option<&str>, &str) {
     match message.split_once(": ") {
         Some((reason, rest))
             if !reason.is_empty()
-                && reason
-                    .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b == b'_') =>
+                && reason.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') =>
         {
             (Some(reason), rest)
         }
@@ -294,12 +297,22 @@ mod tests {
     fn the_reason_becomes_the_code_and_the_prefix_goes() {
         let e = ToolError::from_status(
             "get_webhook",
-            &status(Code::NotFound, "not_found", "webhook not found", &[("resource", "webhook")]),
+            &status(
+                Code::NotFound,
+                "not_found",
+                "webhook not found",
+                &[("resource", "webhook")],
+            ),
         );
         assert_eq!(e.code, "not_found");
         assert_eq!(e.message, "webhook not found");
         assert_eq!(e.details["resource"], "webhook");
-        assert!(e.details["next"].as_str().unwrap().contains("list_webhooks"));
+        assert!(
+            e.details["next"]
+                .as_str()
+                .unwrap()
+                .contains("list_webhooks")
+        );
     }
 
     #[test]
@@ -310,13 +323,21 @@ mod tests {
                 Code::FailedPrecondition,
                 "local_edits",
                 "rules were edited",
-                &[("details", r#"{"pack":"drop-ci-noise","rules":["drop-ci-noise--a"]}"#)],
+                &[(
+                    "details",
+                    r#"{"pack":"drop-ci-noise","rules":["drop-ci-noise--a"]}"#,
+                )],
             ),
         );
         assert_eq!(e.code, "local_edits");
         assert_eq!(e.details["pack"], "drop-ci-noise");
         assert_eq!(e.details["rules"][0], "drop-ci-noise--a");
-        assert!(e.details["next"].as_str().unwrap().contains("overwrite_local_edits"));
+        assert!(
+            e.details["next"]
+                .as_str()
+                .unwrap()
+                .contains("overwrite_local_edits")
+        );
     }
 
     #[test]
@@ -335,7 +356,10 @@ mod tests {
         let e = ToolError::from_status("list_todos", &s);
         assert_eq!(e.code, "rate_limited");
         assert_eq!(e.details["retry_after_ms"], 1500);
-        assert_eq!(e.details["next"], "wait 1500 ms, then call list_todos again");
+        assert_eq!(
+            e.details["next"],
+            "wait 1500 ms, then call list_todos again"
+        );
     }
 
     #[test]

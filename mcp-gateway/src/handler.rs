@@ -7,8 +7,8 @@ use std::future::Future;
 use std::sync::Arc;
 
 use rmcp::model::{
-    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ErrorCode,
-    Implementation, InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams,
+    CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ErrorCode, Implementation,
+    InitializeResult, JsonObject, ListToolsResult, PaginatedRequestParams,
     ProgressNotificationParam, ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::RequestContext;
@@ -107,7 +107,9 @@ impl Gateway {
         let name = request.name.as_ref();
         let Some(spec) = tools::find(name) else {
             return Err(ErrorData::invalid_params(
-                format!("tool not found: {name}; tools/list shows the tools this endpoint may call"),
+                format!(
+                    "tool not found: {name}; tools/list shows the tools this endpoint may call"
+                ),
                 Some(json!({"tool": name})),
             ));
         };
@@ -116,10 +118,15 @@ impl Gateway {
             Some(CallerState::RateLimited { retry_after_ms }) => {
                 return Ok(ToolError::new(
                     "rate_limited",
-                    format!("this endpoint's request budget is spent; retry after {retry_after_ms} ms"),
+                    format!(
+                        "this endpoint's request budget is spent; retry after {retry_after_ms} ms"
+                    ),
                 )
                 .with("retry_after_ms", retry_after_ms)
-                .with("next", format!("wait {retry_after_ms} ms, then call {name} again"))
+                .with(
+                    "next",
+                    format!("wait {retry_after_ms} ms, then call {name} again"),
+                )
                 .into_result());
             }
             None => return Err(no_caller()),
@@ -141,7 +148,10 @@ impl Gateway {
                 "permission_denied",
                 format!("this gateway serves read-only tools only, and {name} changes state"),
             )
-            .with("next", "use a read-only tool, or a gateway that is not read-only")
+            .with(
+                "next",
+                "use a read-only tool, or a gateway that is not read-only",
+            )
             .into_result());
         }
         let arguments = request.arguments.unwrap_or_default();
@@ -544,11 +554,10 @@ fn parse<P: DeserializeOwned>(tool: &str, arguments: JsonObject) -> Result<P, To
 /// A JSON object argument as the JSON text control takes.
 fn object_text(tool: &str, field: &str, value: &Value) -> Result<String, ToolError> {
     if !value.is_object() {
-        return Err(ToolError::invalid_arguments(
-            tool,
-            format!("`{field}` must be a JSON object"),
-        )
-        .with("field", field));
+        return Err(
+            ToolError::invalid_arguments(tool, format!("`{field}` must be a JSON object"))
+                .with("field", field),
+        );
     }
     serde_json::to_string(value).map_err(|e| ToolError::invalid_arguments(tool, e))
 }
@@ -580,10 +589,7 @@ async fn follow_plan(
                 if let Some(token) = &token {
                     let note = ProgressNotificationParam::new(token.clone(), p.replayed as f64)
                         .with_total(p.total as f64)
-                        .with_message(format!(
-                            "replayed {} of {} deliveries",
-                            p.replayed, p.total
-                        ));
+                        .with_message(format!("replayed {} of {} deliveries", p.replayed, p.total));
                     if let Err(e) = context.peer.notify_progress(note).await {
                         tracing::debug!(error = %e, "a progress notification was not delivered");
                     }
@@ -602,8 +608,9 @@ impl ServerHandler for Gateway {
     fn get_info(&self) -> ServerConfig {
         let mut info = InitializeResult::new(ServerCapabilities::builder().enable_tools().build())
             .with_instructions(INSTRUCTIONS);
-        info.server_info = Implementation::new("switchboard-mcp-gateway", env!("CARGO_PKG_VERSION"))
-            .with_title("Switchboard");
+        info.server_info =
+            Implementation::new("switchboard-mcp-gateway", env!("CARGO_PKG_VERSION"))
+                .with_title("Switchboard");
         info
     }
 
@@ -613,15 +620,17 @@ impl ServerHandler for Gateway {
         context: RequestContext<RoleServer>,
     ) -> impl Future<Output = Result<ListToolsResult, ErrorData>> + Send + '_ {
         let result = match self.caller(&context) {
-            Some(CallerState::Known(caller)) => Ok(ListToolsResult::with_all_items(
-                self.tools_for(&caller),
-            )
-            // The list depends on who asks: no shared cache may serve it to another caller.
-            .with_cache_scope(CacheScope::Private)
-            .with_ttl_ms(0)),
+            Some(CallerState::Known(caller)) => {
+                Ok(ListToolsResult::with_all_items(self.tools_for(&caller))
+                    // The list depends on who asks: no shared cache may serve it to another caller.
+                    .with_cache_scope(CacheScope::Private)
+                    .with_ttl_ms(0))
+            }
             Some(CallerState::RateLimited { retry_after_ms }) => Err(ErrorData::new(
                 ErrorCode(-32000),
-                format!("rate_limited: this endpoint's request budget is spent; retry after {retry_after_ms} ms"),
+                format!(
+                    "rate_limited: this endpoint's request budget is spent; retry after {retry_after_ms} ms"
+                ),
                 Some(json!({"code": "rate_limited", "retry_after_ms": retry_after_ms})),
             )),
             None => Err(no_caller()),
@@ -634,7 +643,11 @@ impl ServerHandler for Gateway {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> impl Future<Output = Result<CallToolResponse, ErrorData>> + Send + '_ {
-        async move { self.call(request, context).await.map(CallToolResponse::from) }
+        async move {
+            self.call(request, context)
+                .await
+                .map(CallToolResponse::from)
+        }
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

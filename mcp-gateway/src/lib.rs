@@ -23,4 +23,6 @@ pub mod tools;
 pub use auth::Caller;
 pub use control::{Bearer, ControlClient};
 pub use handler::{Gateway, ToolPolicy};
-pub use server::{BoundGateway, GatewayConfig, GatewayError, loopback_hosts, loopback_origins, serve};
+pub use server::{
+    BoundGateway, GatewayConfig, GatewayError, loopback_hosts, loopback_origins, serve,
+};

@@ -93,11 +93,7 @@ pub enum GatewayError {
 
 /// The axum app: `/mcp` behind the gate, `/healthz` for probes. `cancel` ends open
 /// response streams at shutdown.
-pub fn app(
-    config: &GatewayConfig,
-    control: ControlClient,
-    cancel: CancellationToken,
-) -> Router {
+pub fn app(config: &GatewayConfig, control: ControlClient, cancel: CancellationToken) -> Router {
     let policy = ToolPolicy {
         read_only: config.read_only,
         max_argument_bytes: config.max_argument_bytes,
@@ -165,7 +161,10 @@ impl BoundGateway {
     }
 
     /// Serves until `shutdown` resolves, then ends open response streams and drains.
-    pub async fn serve(self, shutdown: impl Future<Output = ()> + Send + 'static) -> Result<(), GatewayError> {
+    pub async fn serve(
+        self,
+        shutdown: impl Future<Output = ()> + Send + 'static,
+    ) -> Result<(), GatewayError> {
         let cancel = self.cancel.clone();
         axum::serve(self.listener, self.app)
             .with_graceful_shutdown(async move {

@@ -25,7 +25,11 @@ async fn a_missing_or_unknown_credential_answers_401_with_the_bearer_challenge()
     // A malformed Authorization header is no credential either.
     let r = send(
         addr,
-        mcp_request(addr, &[("Authorization", "Basic abc")], list(1).to_string().as_bytes()),
+        mcp_request(
+            addr,
+            &[("Authorization", "Basic abc")],
+            list(1).to_string().as_bytes(),
+        ),
     )
     .await;
     assert_eq!(r.status, 401);
@@ -60,10 +64,18 @@ async fn tools_list_shows_the_allowlist_privately() {
         .collect();
     assert_eq!(
         names,
-        ["get_webhook", "list_rule_packs", "list_webhook_rules", "list_webhooks"]
+        [
+            "get_webhook",
+            "list_rule_packs",
+            "list_webhook_rules",
+            "list_webhooks"
+        ]
     );
     let r = post(addr, ALL, &list(2)).await;
-    assert_eq!(tool_result(&r)["tools"].as_array().unwrap().len(), ALL_VERBS.len());
+    assert_eq!(
+        tool_result(&r)["tools"].as_array().unwrap().len(),
+        ALL_VERBS.len()
+    );
 }
 
 #[tokio::test]
@@ -73,12 +85,21 @@ async fn a_verb_off_the_allowlist_is_refused_when_called_directly() {
     let r = post(
         addr,
         FEW,
-        &call(1, "install_rule_pack", json!({"webhook_id": "wh_1", "name": "drop-ci-noise"})),
+        &call(
+            1,
+            "install_rule_pack",
+            json!({"webhook_id": "wh_1", "name": "drop-ci-noise"}),
+        ),
     )
     .await;
     let error = tool_error(&tool_result(&r));
     assert_eq!(error["code"], "permission_denied");
-    assert!(error["message"].as_str().unwrap().contains("install_rule_pack"));
+    assert!(
+        error["message"]
+            .as_str()
+            .unwrap()
+            .contains("install_rule_pack")
+    );
     assert!(error["details"]["allowed"].as_array().unwrap().len() == 4);
     // Only WhoAmI reached control: the call itself never left the gateway.
     assert_eq!(fake.seen.authorizations.lock().unwrap().len(), before + 1);
@@ -89,11 +110,19 @@ async fn a_read_only_gateway_refuses_writes() {
     let (addr, _) = gateway(|c| c.read_only = true).await;
     let r = post(addr, ALL, &list(1)).await;
     let tools = tool_result(&r)["tools"].as_array().unwrap().clone();
-    assert!(tools.iter().all(|t| t["annotations"]["readOnlyHint"] == true));
+    assert!(
+        tools
+            .iter()
+            .all(|t| t["annotations"]["readOnlyHint"] == true)
+    );
     let r = post(
         addr,
         ALL,
-        &call(1, "create_webhook", json!({"source_type": "github", "grant": ["forge"]})),
+        &call(
+            1,
+            "create_webhook",
+            json!({"source_type": "github", "grant": ["forge"]}),
+        ),
     )
     .await;
     let error = tool_error(&tool_result(&r));
@@ -110,9 +139,11 @@ async fn results_are_structured_and_the_same_json_as_text() {
     let webhook = &structured["webhooks"][0];
     assert_eq!(webhook["source_type"], "github");
     // JSON text fields of the proto arrive as real JSON.
-    assert_eq!(webhook["installed_packs"]["drop-ci-noise"]["version"], "1.0.0");
-    let text: Value =
-        serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
+    assert_eq!(
+        webhook["installed_packs"]["drop-ci-noise"]["version"],
+        "1.0.0"
+    );
+    let text: Value = serde_json::from_str(result["content"][0]["text"].as_str().unwrap()).unwrap();
     assert_eq!(text, structured);
 
     let r = post(
@@ -130,11 +161,21 @@ async fn results_are_structured_and_the_same_json_as_text() {
 #[tokio::test]
 async fn business_errors_name_what_was_wrong_and_the_next_call() {
     let (addr, _) = gateway(|_| {}).await;
-    let r = post(addr, ALL, &call(1, "get_webhook", json!({"webhook_id": "wh_nope"}))).await;
+    let r = post(
+        addr,
+        ALL,
+        &call(1, "get_webhook", json!({"webhook_id": "wh_nope"})),
+    )
+    .await;
     let error = tool_error(&tool_result(&r));
     assert_eq!(error["code"], "not_found");
     assert_eq!(error["message"], "webhook not found");
-    assert!(error["details"]["next"].as_str().unwrap().contains("list_webhooks"));
+    assert!(
+        error["details"]["next"]
+            .as_str()
+            .unwrap()
+            .contains("list_webhooks")
+    );
 
     let r = post(
         addr,
@@ -148,13 +189,22 @@ async fn business_errors_name_what_was_wrong_and_the_next_call() {
     .await;
     let error = tool_error(&tool_result(&r));
     assert_eq!(error["code"], "plan_stale");
-    assert!(error["details"]["next"].as_str().unwrap().contains("without confirm"));
+    assert!(
+        error["details"]["next"]
+            .as_str()
+            .unwrap()
+            .contains("without confirm")
+    );
 
     // An error in the middle of a plan's stream is a business error too.
     let r = post(
         addr,
         ALL,
-        &call(3, "install_rule_pack", json!({"webhook_id": "wh_1", "name": "faulty"})),
+        &call(
+            3,
+            "install_rule_pack",
+            json!({"webhook_id": "wh_1", "name": "faulty"}),
+        ),
     )
     .await;
     let error = tool_error(&tool_result(&r));
@@ -162,7 +212,12 @@ async fn business_errors_name_what_was_wrong_and_the_next_call() {
     assert_eq!(error["details"]["faults"][0]["event_ids"][1], "ev_2");
 
     // A verb control does not serve yet is named as such.
-    let r = post(addr, ALL, &call(4, "delete_webhook", json!({"webhook_id": "wh_1"}))).await;
+    let r = post(
+        addr,
+        ALL,
+        &call(4, "delete_webhook", json!({"webhook_id": "wh_1"})),
+    )
+    .await;
     assert_eq!(tool_error(&tool_result(&r))["code"], "unimplemented");
 }
 
@@ -173,7 +228,12 @@ async fn a_spent_budget_answers_rate_limited_with_a_retry_hint() {
     let error = tool_error(&tool_result(&r));
     assert_eq!(error["code"], "rate_limited");
     assert_eq!(error["details"]["retry_after_ms"], 2500);
-    assert!(error["details"]["next"].as_str().unwrap().contains("2500 ms"));
+    assert!(
+        error["details"]["next"]
+            .as_str()
+            .unwrap()
+            .contains("2500 ms")
+    );
     // tools/list has no tool result to carry it: a JSON-RPC error with the same data.
     let r = post(addr, SPENT, &list(2)).await;
     let message = r.response();
@@ -186,7 +246,10 @@ async fn wrong_types_unknown_fields_and_missing_fields_are_clear_tool_errors() {
     let (addr, _) = gateway(|_| {}).await;
     let cases = [
         (json!({"webhook_id": 42}), "invalid type"),
-        (json!({"webhook_id": "wh_1", "colour": "red"}), "unknown field `colour`"),
+        (
+            json!({"webhook_id": "wh_1", "colour": "red"}),
+            "unknown field `colour`",
+        ),
         (json!({}), "missing field `webhook_id`"),
     ];
     for (i, (arguments, expected)) in cases.into_iter().enumerate() {
@@ -201,7 +264,11 @@ async fn wrong_types_unknown_fields_and_missing_fields_are_clear_tool_errors() {
     let r = post(
         addr,
         ALL,
-        &call(9, "set_webhook_rules", json!({"webhook_id": "wh_1", "configuration": "[]"})),
+        &call(
+            9,
+            "set_webhook_rules",
+            json!({"webhook_id": "wh_1", "configuration": "[]"}),
+        ),
     )
     .await;
     let error = tool_error(&tool_result(&r));
@@ -246,7 +313,10 @@ async fn malformed_json_rpc_is_a_json_rpc_error() {
         (b"{not json", -32700),
         (b"[]", -32600),
         (br#"{"jsonrpc":"2.0","id":1}"#, -32600),
-        (br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":7}"#, -32600),
+        (
+            br#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":7}"#,
+            -32600,
+        ),
     ];
     for (body, code) in cases {
         let r = send(addr, mcp_request(addr, &[("Authorization", &auth)], body)).await;
@@ -301,7 +371,10 @@ async fn a_wrong_host_or_origin_is_refused_before_the_credential_is_checked() {
         addr,
         mcp_request(
             addr,
-            &[("Origin", "http://localhost:3000"), ("Authorization", &auth)],
+            &[
+                ("Origin", "http://localhost:3000"),
+                ("Authorization", &auth),
+            ],
             body.as_bytes(),
         ),
     )
@@ -349,7 +422,11 @@ async fn a_plan_forwards_progress_when_the_client_asks() {
     let r = post(
         addr,
         ALL,
-        &call(2, "install_rule_pack", json!({"webhook_id": "wh_1", "name": "drop-ci-noise"})),
+        &call(
+            2,
+            "install_rule_pack",
+            json!({"webhook_id": "wh_1", "name": "drop-ci-noise"}),
+        ),
     )
     .await;
     assert_eq!(r.messages().len(), 1, "{r:?}");
@@ -366,14 +443,21 @@ async fn a_client_going_away_drops_the_replay_stream() {
     );
     request["params"]["_meta"] = json!({"progressToken": 7});
     let auth = format!("Bearer {ALL}");
-    let bytes = mcp_request(addr, &[("Authorization", &auth)], request.to_string().as_bytes());
+    let bytes = mcp_request(
+        addr,
+        &[("Authorization", &auth)],
+        request.to_string().as_bytes(),
+    );
     let mut stream = tokio::net::TcpStream::connect(addr).await.unwrap();
     stream.write_all(&bytes).await.unwrap();
     let mut seen = Vec::new();
     let mut buf = [0u8; 4096];
     let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
     while !String::from_utf8_lossy(&seen).contains("notifications/progress") {
-        assert!(tokio::time::Instant::now() < deadline, "no progress arrived");
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "no progress arrived"
+        );
         let n = tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf))
             .await
             .unwrap()
@@ -393,7 +477,11 @@ async fn a_client_going_away_drops_the_replay_stream() {
     }
     let sent = fake.seen.slow_events_sent.load(Ordering::SeqCst);
     tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(fake.seen.slow_events_sent.load(Ordering::SeqCst), sent, "the replay stopped");
+    assert_eq!(
+        fake.seen.slow_events_sent.load(Ordering::SeqCst),
+        sent,
+        "the replay stopped"
+    );
 }
 
 #[tokio::test]
@@ -406,7 +494,10 @@ async fn the_session_protocol_handshake_is_served_without_a_session() {
     }});
     let r = post(addr, ALL, &init).await;
     assert_eq!(r.status, 200, "{r:?}");
-    assert!(r.header("mcp-session-id").is_none(), "stateless: no session id");
+    assert!(
+        r.header("mcp-session-id").is_none(),
+        "stateless: no session id"
+    );
     let result = r.response()["result"].clone();
     assert_eq!(result["protocolVersion"], "2025-06-18");
     assert_eq!(result["serverInfo"]["name"], "switchboard-mcp-gateway");
@@ -442,8 +533,12 @@ async fn the_stateless_protocol_is_served_per_request() {
     )
     .await;
     let result = tool_result(&r);
-    assert_eq!(result["structuredContent"]["webhooks"][0]["default_queue"], "forge");
-    let body = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": meta}});
+    assert_eq!(
+        result["structuredContent"]["webhooks"][0]["default_queue"],
+        "forge"
+    );
+    let body =
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": meta}});
     let r = send(
         addr,
         mcp_request(

@@ -62,7 +62,10 @@ async fn every_tool_listing_matches_its_golden_file() {
     let mut stale = Vec::new();
     for tool in &tools {
         let value = serde_json::to_value(tool).expect("tool as JSON");
-        let text = format!("{}\n", serde_json::to_string_pretty(&value).expect("pretty"));
+        let text = format!(
+            "{}\n",
+            serde_json::to_string_pretty(&value).expect("pretty")
+        );
         let path = dir.join(format!("{}.json", tool.name));
         if update {
             std::fs::write(&path, &text).expect("write snapshot");
@@ -75,7 +78,12 @@ async fn every_tool_listing_matches_its_golden_file() {
         }
         // Every annotation is set deliberately, none left to a client's default.
         let annotations = &value["annotations"];
-        for hint in ["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"] {
+        for hint in [
+            "readOnlyHint",
+            "destructiveHint",
+            "idempotentHint",
+            "openWorldHint",
+        ] {
             assert!(annotations[hint].is_boolean(), "{} {hint}", tool.name);
         }
         assert_eq!(annotations["openWorldHint"], false, "{}", tool.name);
@@ -110,7 +118,11 @@ fn the_tools_are_control_s_verbs() {
 
 #[tokio::test]
 async fn an_endpoint_sees_only_its_allowlist() {
-    let tools = listed(&["list_todos", "claim_todo", "list_rule_packs"], ToolPolicy::default()).await;
+    let tools = listed(
+        &["list_todos", "claim_todo", "list_rule_packs"],
+        ToolPolicy::default(),
+    )
+    .await;
     let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
     assert_eq!(names, ["claim_todo", "list_rule_packs", "list_todos"]);
 }

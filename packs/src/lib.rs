@@ -4,6 +4,7 @@
 #![forbid(unsafe_code)]
 
 pub mod catalog;
+pub mod fixtures;
 pub mod manifest;
 pub mod merge;
 pub mod plan;

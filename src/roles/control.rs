@@ -122,8 +122,14 @@ impl ControlTuning {
         )
         .await;
         routers.spawn_refresh(Duration::from_secs(30));
+        // External packs load once, now, and are checked through the routers.
+        let sources = std::env::var("SWITCHBOARD_RULE_PACK_SOURCES").ok();
+        let catalog = std::sync::Arc::new(
+            switchboard_control::rule_packs::load_catalog(sources.as_deref(), &routers).await,
+        );
         ControlState {
             store,
+            catalog,
             routers,
             capabilities: Capabilities {
                 trusted_actors: self.trusted_actors,
@@ -164,11 +170,10 @@ pub async fn run(args: ControlArgs) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("opening the store: {}", e.log_text()))?;
     let state = args.tuning.state(store.clone(), source).await;
     let routes = grpc_routes(&state);
+    let stop = shutdown_signal();
     let bound = bind_and_announce(state, &args.listen).await?;
     tracing::info!(http = %bound.http_addr, grpc = %bound.grpc_addr, "control serving");
-    let result = bound
-        .serve(routes, args.tuning.serve_options(), shutdown_signal())
-        .await;
+    let result = bound.serve(routes, args.tuning.serve_options(), stop).await;
     store.close().await;
     result.map_err(Into::into)
 }

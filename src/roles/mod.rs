@@ -2,5 +2,6 @@
 
 pub mod admin;
 pub mod control;
+pub mod gateway;
 pub mod router;
 pub mod up;

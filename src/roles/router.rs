@@ -72,8 +72,9 @@ impl SandboxArgs {
 
 pub async fn run(args: RouterArgs) -> anyhow::Result<()> {
     let router = BoundRouter::bind(args.listen, args.sandbox.sandbox_config()?).await?;
+    let stop = shutdown_signal();
     // Tests and operators read the bound address from this line.
     println!("router listening on {}", router.local_addr);
     tracing::info!(addr = %router.local_addr, children = router.pool().config().children, "router serving");
-    router.serve(shutdown_signal()).await
+    router.serve(stop).await
 }

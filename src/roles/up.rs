@@ -1,7 +1,8 @@
 //! `switchboard up`: every role in one process tree for one machine. A router (its sandbox
 //! children are child processes of this binary, as always), control on a SQLite file in the
-//! data directory, and a dev human, webhook and endpoint, printed. Control reaches the router
-//! over gRPC exactly as it reaches remote routers; if either role stops, the process stops.
+//! data directory, the MCP gateway, and a dev human, webhook and endpoint, printed. The roles
+//! talk gRPC to each other exactly as they do across machines; if any role stops, the process
+//! stops.
 
 use std::net::{Ipv4Addr, SocketAddr};
 use std::path::PathBuf;
@@ -13,6 +14,7 @@ use switchboard_control::store::{
     Actor, NewEndpoint, NewWebhook, SourceType, VendedEndpoint, Webhook,
 };
 use switchboard_control::{Error, OwnerScope, Store};
+use switchboard_mcp_gateway::{BoundGateway, GatewayConfig};
 use switchboard_router::server::BoundRouter;
 use tokio::sync::watch;
 
@@ -32,6 +34,9 @@ pub struct UpArgs {
     pub data_dir: PathBuf,
     #[command(flatten)]
     pub listen: ListenArgs,
+    /// Address for the MCP gateway, `/mcp` (port 0 picks a free port; it is printed).
+    #[arg(long, env = "SWITCHBOARD_MCP_LISTEN", default_value = "127.0.0.1:8090")]
+    pub mcp_listen: SocketAddr,
     #[command(flatten)]
     pub sandbox: SandboxArgs,
     #[command(flatten)]
@@ -99,6 +104,8 @@ async fn stopped(mut rx: watch::Receiver<bool>) {
 }
 
 pub async fn run(args: UpArgs) -> anyhow::Result<()> {
+    // Before anything is printed: a signal right after the lines must stop us gracefully.
+    let stop = shutdown_signal();
     std::fs::create_dir_all(&args.data_dir)
         .with_context(|| format!("creating {}", args.data_dir.display()))?;
     let data_dir = std::fs::canonicalize(&args.data_dir)
@@ -130,7 +137,15 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let routes = grpc_routes(&state);
     let control = bind_and_announce(state, &args.listen).await?;
 
+    let gateway = BoundGateway::bind(GatewayConfig::new(
+        args.mcp_listen,
+        control.grpc_addr.to_string(),
+    ))
+    .await
+    .map_err(|e| anyhow::anyhow!("starting the MCP gateway: {e}"))?;
+
     let endpoint = &dev.endpoint.endpoint;
+    println!("mcp gateway listening on {}", gateway.local_addr);
     println!("database: {database_url}");
     println!(
         "webhook: {} (source {}, grant {})",
@@ -148,49 +163,84 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         endpoint.id, endpoint.human_login, endpoint.owner_scope
     );
     println!("bearer token: {}", dev.endpoint.credential);
-    println!("mcp: not built yet");
+    println!("mcp url: {}", gateway.url());
     println!("switchboard up: ready (Ctrl-C or SIGTERM stops it)");
 
-    // Control stops first (readiness, then drain), the router after it: deliveries in flight
-    // still get their decisions.
-    let (stop_control, control_rx) = watch::channel(false);
-    let (stop_router, router_rx) = watch::channel(false);
-    let mut control_task =
-        tokio::spawn(control.serve(routes, args.tuning.serve_options(), stopped(control_rx)));
-    let mut router_task = tokio::spawn(router.serve(stopped(router_rx)));
+    // Roles in the order they stop: the gateway (the agents' door) first, then control
+    // (readiness, then drain), then the router, so work in flight still gets its decisions.
+    let mut roles: Vec<Role> = Vec::new();
+    let (tx, rx) = watch::channel(false);
+    roles.push(Role {
+        name: "mcp gateway",
+        stop: tx,
+        task: tokio::spawn(async move {
+            gateway
+                .serve(stopped(rx))
+                .await
+                .map_err(|e| anyhow::anyhow!("{e}"))
+        }),
+    });
+    let (tx, rx) = watch::channel(false);
+    let options = args.tuning.serve_options();
+    roles.push(Role {
+        name: "control",
+        stop: tx,
+        task: tokio::spawn(async move {
+            control
+                .serve(routes, options, stopped(rx))
+                .await
+                .map_err(anyhow::Error::from)
+        }),
+    });
+    let (tx, rx) = watch::channel(false);
+    roles.push(Role {
+        name: "router",
+        stop: tx,
+        task: tokio::spawn(router.serve(stopped(rx))),
+    });
 
-    let mut early = None;
-    tokio::select! {
-        _ = shutdown_signal() => tracing::info!("stopping"),
-        r = &mut control_task => early = Some(("control", r.map(|r| r.map_err(anyhow::Error::from)))),
-        r = &mut router_task => early = Some(("router", r)),
+    let names: Vec<&'static str> = roles.iter().map(|r| r.name).collect();
+    let early = tokio::select! {
+        _ = stop => {
+            tracing::info!("stopping");
+            None
+        }
+        (result, index, _) = futures::future::select_all(roles.iter_mut().map(|r| &mut r.task)) => {
+            Some((index, result))
+        }
+    };
+    let mut failures = Vec::new();
+    for (i, role) in roles.into_iter().enumerate() {
+        let _ = role.stop.send(true);
+        let result = match &early {
+            Some((index, _)) if *index == i => continue,
+            _ => role.task.await,
+        };
+        match result {
+            Ok(Ok(())) => {}
+            Ok(Err(e)) => failures.push(format!("{}: {e:#}", role.name)),
+            Err(e) => failures.push(format!("{}: {e}", role.name)),
+        }
     }
-    let _ = stop_control.send(true);
-    let control_result = match &early {
-        Some(("control", _)) => Ok(()),
-        _ => control_task
-            .await
-            .map_err(anyhow::Error::from)
-            .and_then(|r| r.map_err(anyhow::Error::from)),
-    };
-    let _ = stop_router.send(true);
-    let router_result = match &early {
-        Some(("router", _)) => Ok(()),
-        _ => router_task
-            .await
-            .map_err(anyhow::Error::from)
-            .and_then(|r| r),
-    };
     store.close().await;
-    if let Some((role, result)) = early {
+    if let Some((index, result)) = early {
+        let name = names.get(index).copied().unwrap_or("a role");
         let why = match result {
             Ok(Ok(())) => "it stopped".to_string(),
             Ok(Err(e)) => format!("{e:#}"),
-            Err(e) => format!("{e}"),
+            Err(e) => e.to_string(),
         };
-        anyhow::bail!("the {role} role stopped on its own ({why}); everything stopped");
+        anyhow::bail!("the {name} stopped on its own ({why}); everything stopped");
     }
-    control_result.context("control")?;
-    router_result.context("router")?;
+    if !failures.is_empty() {
+        anyhow::bail!("{}", failures.join("; "));
+    }
     Ok(())
+}
+
+/// One role of the process: how to stop it and its task.
+struct Role {
+    name: &'static str,
+    stop: watch::Sender<bool>,
+    task: tokio::task::JoinHandle<anyhow::Result<()>>,
 }

@@ -456,6 +456,7 @@ struct UpLines {
     token: String,
     database: String,
     webhook: String,
+    mcp_url: String,
 }
 
 fn up_lines(up: &mut Process) -> UpLines {
@@ -467,6 +468,7 @@ fn up_lines(up: &mut Process) -> UpLines {
         grpc: up.line("control grpc listening on "),
         token: up.line("bearer token: "),
         database: up.line("database: "),
+        mcp_url: up.line("mcp url: "),
         webhook: up
             .line("webhook: ")
             .split_whitespace()
@@ -474,7 +476,6 @@ fn up_lines(up: &mut Process) -> UpLines {
             .unwrap_or_default()
             .to_string(),
     };
-    assert_eq!(up.line("mcp: "), "not built yet");
     up.line("switchboard up: ready");
     lines
 }
@@ -491,6 +492,8 @@ async fn up_runs_every_role_and_restarts_with_the_same_webhook() {
         "--http-listen",
         "127.0.0.1:0",
         "--grpc-listen",
+        "127.0.0.1:0",
+        "--mcp-listen",
         "127.0.0.1:0",
         "--children",
         "1",
@@ -509,6 +512,23 @@ async fn up_runs_every_role_and_restarts_with_the_same_webhook() {
         !up.children().is_empty(),
         "the router's sandbox children are ours"
     );
+
+    // The MCP gateway answers at the printed URL, and only to a bearer.
+    let mcp = first
+        .mcp_url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.strip_suffix("/mcp"))
+        .expect("mcp url");
+    let mcp: SocketAddr = mcp.parse().expect("mcp address");
+    assert_eq!(get(mcp, "/healthz").await.status, 200);
+    let unauthenticated = post(
+        mcp,
+        "/mcp",
+        &[("Content-Type".to_string(), "application/json".to_string())],
+        br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#,
+    )
+    .await;
+    assert_eq!(unauthenticated.status, 401, "{unauthenticated:?}");
 
     // A real delivery, signed as GitHub signs, to the printed URL.
     let (authority, path) = first

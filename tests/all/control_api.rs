@@ -186,6 +186,7 @@ where
     )
     .await;
     let state = ControlState {
+        catalog: std::sync::Arc::new(switchboard_packs::Catalog::builtin()),
         store: store.clone(),
         routers,
         capabilities: Capabilities::default(),
@@ -2761,6 +2762,7 @@ async fn health_and_reflection_are_served(api: Api) {
     )
     .await;
     let state = ControlState {
+        catalog: std::sync::Arc::new(switchboard_packs::Catalog::builtin()),
         store: api.store.clone(),
         routers,
         capabilities: Capabilities::default(),

@@ -351,6 +351,7 @@ impl Control {
         )
         .await;
         let state = ControlState {
+            catalog: std::sync::Arc::new(switchboard_packs::Catalog::builtin()),
             store: store.clone(),
             routers,
             capabilities: setup.capabilities,

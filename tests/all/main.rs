@@ -6,6 +6,8 @@ mod control_api;
 mod control_harness;
 mod hostile;
 mod ingest;
+mod mcp_e2e;
 mod router_grpc;
 mod router_sandbox;
+mod rule_packs;
 mod support;

@@ -8,6 +8,7 @@
 pub mod auth;
 pub mod convert;
 pub mod identity;
+pub mod rule_packs;
 pub mod rules;
 pub mod status;
 pub mod todos;
@@ -16,6 +17,7 @@ pub mod webhooks;
 use std::future::Future;
 
 use switchboard_proto::control::v1::identity_server::IdentityServer;
+use switchboard_proto::control::v1::rule_packs_server::RulePacksServer;
 use switchboard_proto::control::v1::todos_server::TodosServer;
 use switchboard_proto::control::v1::webhook_rules_server::WebhookRulesServer;
 use switchboard_proto::control::v1::webhooks_server::WebhooksServer;
@@ -25,6 +27,7 @@ use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 
 use self::identity::IdentityApi;
+use self::rule_packs::RulePacksApi;
 use self::rules::WebhookRulesApi;
 use self::status::ApiError;
 use self::todos::TodosApi;
@@ -34,11 +37,12 @@ use crate::state::ControlState;
 pub use self::convert::decision_json;
 
 /// The fully qualified names of the API's services, as health checks and reflection name them.
-pub const SERVICE_NAMES: [&str; 4] = [
+pub const SERVICE_NAMES: [&str; 5] = [
     "switchboard.control.v1.Webhooks",
     "switchboard.control.v1.WebhookRules",
     "switchboard.control.v1.Todos",
     "switchboard.control.v1.Identity",
+    "switchboard.control.v1.RulePacks",
 ];
 
 /// Runs one call's work and turns its error, if any, into the status the caller sees.
@@ -62,6 +66,10 @@ fn add_services(routes: &mut RoutesBuilder, state: ControlState) {
         .add_service(WebhooksServer::new(WebhooksApi::new(state.clone())))
         .add_service(WebhookRulesServer::new(WebhookRulesApi::new(state.clone())))
         .add_service(TodosServer::new(TodosApi::new(state.clone())))
+        .add_service(RulePacksServer::new(RulePacksApi::new(
+            state.clone(),
+            crate::rule_packs::RulePacks::new(state.clone(), state.catalog.clone()),
+        )))
         .add_service(IdentityServer::new(IdentityApi::new(state)));
 }
 
@@ -121,6 +129,7 @@ mod tests {
                 <WebhookRulesServer<WebhookRulesApi> as NamedService>::NAME,
                 <TodosServer<TodosApi> as NamedService>::NAME,
                 <IdentityServer<IdentityApi> as NamedService>::NAME,
+                <RulePacksServer<RulePacksApi> as NamedService>::NAME,
             ]
         );
     }

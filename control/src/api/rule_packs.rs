@@ -8,8 +8,8 @@ use std::sync::Arc;
 use serde_json::{Map, Value};
 use switchboard_proto::control::v1::rule_packs_server::RulePacks as RulePacksService;
 use switchboard_proto::control::v1::{
-    InstallRulePackRequest, ListRulePacksRequest, RemoveRulePackRequest, ReplayProgress, ReplayWindow,
-    RulePackEvent, RulePacksResult, rule_pack_event,
+    InstallRulePackRequest, ListRulePacksRequest, RemoveRulePackRequest, ReplayProgress,
+    ReplayWindow, RulePackEvent, RulePacksResult, rule_pack_event,
 };
 use tokio::sync::mpsc;
 use tokio_stream::wrappers::ReceiverStream;
@@ -54,7 +54,10 @@ fn params(json: Option<String>) -> Result<Option<Map<String, Value>>, ApiError> 
         None => Ok(None),
         Some(text) => match serde_json::from_str::<Value>(&text) {
             Ok(Value::Object(m)) => Ok(Some(m)),
-            _ => Err(ApiError::invalid("params_json", "must be a JSON object of params")),
+            _ => Err(ApiError::invalid(
+                "params_json",
+                "must be a JSON object of params",
+            )),
         },
     }
 }
@@ -69,7 +72,10 @@ where
     let progress_tx = tx.clone();
     let progress: Progress = Arc::new(move |replayed, total| {
         let event = RulePackEvent {
-            event: Some(rule_pack_event::Event::Progress(ReplayProgress { replayed, total })),
+            event: Some(rule_pack_event::Event::Progress(ReplayProgress {
+                replayed,
+                total,
+            })),
         };
         let _ = progress_tx.try_send(Ok(event));
     });
@@ -93,7 +99,10 @@ where
 
 #[tonic::async_trait]
 impl RulePacksService for RulePacksApi {
-    async fn list_rule_packs(&self, request: Request<ListRulePacksRequest>) -> Result<Response<RulePacksResult>, Status> {
+    async fn list_rule_packs(
+        &self,
+        request: Request<ListRulePacksRequest>,
+    ) -> Result<Response<RulePacksResult>, Status> {
         super::respond(async {
             let c = authorize(&self.state, request.metadata(), "list_rule_packs").await?;
             let webhook_id = request.get_ref().webhook_id.trim();
@@ -102,15 +111,22 @@ impl RulePacksService for RulePacksApi {
                 .list(&caller(&c), (!webhook_id.is_empty()).then_some(webhook_id))
                 .await
                 .map_err(ApiError::RulePack)?;
-            Ok(RulePacksResult { result_json: listing.to_string() })
+            Ok(RulePacksResult {
+                result_json: listing.to_string(),
+            })
         })
         .await
     }
 
     type InstallRulePackStream = EventStream;
 
-    async fn install_rule_pack(&self, request: Request<InstallRulePackRequest>) -> Result<Response<EventStream>, Status> {
-        let c = authorize(&self.state, request.metadata(), "install_rule_pack").await.map_err(Status::from)?;
+    async fn install_rule_pack(
+        &self,
+        request: Request<InstallRulePackRequest>,
+    ) -> Result<Response<EventStream>, Status> {
+        let c = authorize(&self.state, request.metadata(), "install_rule_pack")
+            .await
+            .map_err(Status::from)?;
         let r = request.into_inner();
         if r.webhook_id.trim().is_empty() || r.name.trim().is_empty() {
             return Err(ApiError::invalid("name", "webhook_id and name are required").into());
@@ -128,13 +144,20 @@ impl RulePacksService for RulePacksApi {
         };
         let packs = self.packs.clone();
         let who = caller(&c);
-        Ok(Response::new(stream(move |progress| async move { packs.install(&who, args, Some(progress)).await })))
+        Ok(Response::new(stream(move |progress| async move {
+            packs.install(&who, args, Some(progress)).await
+        })))
     }
 
     type RemoveRulePackStream = EventStream;
 
-    async fn remove_rule_pack(&self, request: Request<RemoveRulePackRequest>) -> Result<Response<EventStream>, Status> {
-        let c = authorize(&self.state, request.metadata(), "remove_rule_pack").await.map_err(Status::from)?;
+    async fn remove_rule_pack(
+        &self,
+        request: Request<RemoveRulePackRequest>,
+    ) -> Result<Response<EventStream>, Status> {
+        let c = authorize(&self.state, request.metadata(), "remove_rule_pack")
+            .await
+            .map_err(Status::from)?;
         let r = request.into_inner();
         if r.webhook_id.trim().is_empty() || r.name.trim().is_empty() {
             return Err(ApiError::invalid("name", "webhook_id and name are required").into());
@@ -148,6 +171,8 @@ impl RulePacksService for RulePacksApi {
         };
         let packs = self.packs.clone();
         let who = caller(&c);
-        Ok(Response::new(stream(move |progress| async move { packs.remove(&who, args, Some(progress)).await })))
+        Ok(Response::new(stream(move |progress| async move {
+            packs.remove(&who, args, Some(progress)).await
+        })))
     }
 }

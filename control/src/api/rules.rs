@@ -544,10 +544,38 @@ impl WebhookRules for WebhookRulesApi {
                     "give exactly one of event_id, payload and replay",
                 ));
             }
-            if req.replay.is_some() {
-                return Err(ApiError::Unimplemented(
-                    "replay comes with rule packs (SPEC-0031 REQ-8); test one event_id or payload for now",
-                ));
+            if let Some(replay) = &req.replay {
+                let w = self.state.store.get_webhook(caller.scope(), &req.webhook_id).await?;
+                let candidate = if req.configuration_json.is_empty() {
+                    saved_configuration(&w)?
+                } else {
+                    parse_candidate("configuration_json", &req.configuration_json)?
+                };
+                let packs = crate::rule_packs::RulePacks::new(self.state.clone(), self.state.catalog.clone());
+                let who = crate::rule_packs::Caller {
+                    endpoint_id: caller.endpoint.id.clone(),
+                    human: caller.endpoint.human_login.clone(),
+                    scope: caller.scope().clone(),
+                };
+                let window = crate::rule_packs::ReplayWindow {
+                    limit: (replay.limit > 0).then_some(replay.limit),
+                    since: (replay.since_ms > 0).then_some(replay.since_ms),
+                };
+                let report = packs
+                    .replay_candidate(&who, &w.id, candidate, &window, None)
+                    .await
+                    .map_err(ApiError::RulePack)?;
+                let minted = report
+                    .get("minted_rule_ids")
+                    .and_then(|m| serde_json::from_value::<Vec<String>>(m.clone()).ok())
+                    .unwrap_or_default();
+                return Ok(pb::TestWebhookRulesResponse {
+                    webhook_id: w.id.clone(),
+                    saved_version: w.config_version,
+                    minted_rule_ids: minted,
+                    replay_report_json: report.to_string(),
+                    ..Default::default()
+                });
             }
             let mut candidate = if req.configuration_json.is_empty() {
                 None
@@ -607,6 +635,7 @@ impl WebhookRules for WebhookRulesApi {
             let saved_decision = convert::decision_json(&decisions[0]);
             let candidate_decision = decisions.get(1).map(convert::decision_json);
             Ok(pb::TestWebhookRulesResponse {
+                replay_report_json: String::new(),
                 webhook_id: w.id.clone(),
                 event_id: req.event_id.clone(),
                 kind,

@@ -56,6 +56,8 @@ pub enum ApiError {
     InvalidConfiguration(Vec<Problem>),
     /// Declared in the API for later, not served yet.
     Unimplemented(&'static str),
+    /// A rule-pack failure (SPEC-0031 codes: plan_stale, pack_rule_faults, invalid_params, …).
+    RulePack(crate::rule_packs::PackError),
 }
 
 impl From<Error> for ApiError {
@@ -124,6 +126,38 @@ fn with_reason(
 ) -> Status {
     details.set_error_info(reason, DOMAIN, metadata);
     Status::with_error_details(code, format!("{reason}: {message}"), details)
+}
+
+/// Rule-pack errors keep their SPEC-0031 code as the reason; the structured details travel
+/// as JSON in the ErrorInfo metadata under `details`.
+fn rule_pack_status(e: crate::rule_packs::PackError) -> Status {
+    let code = match e.code {
+        "not_found" => Code::NotFound,
+        "invalid_argument" | "invalid_params" | "invalid_configuration" => Code::InvalidArgument,
+        "rate_limited" => Code::ResourceExhausted,
+        "busy" => Code::Aborted,
+        "router_unavailable" => Code::Unavailable,
+        "internal" => Code::Internal,
+        // plan_stale, pack_rule_faults, unproven, local_edits, requires_pack,
+        // default_conflict, too_many_rules, unavailable_version
+        _ => Code::FailedPrecondition,
+    };
+    let mut metadata = HashMap::new();
+    if !e.details.is_null() {
+        metadata.insert("details".to_string(), e.details.to_string());
+    }
+    let details = match e
+        .details
+        .get("retry_after_ms")
+        .and_then(serde_json::Value::as_u64)
+    {
+        Some(ms) => {
+            metadata.insert("retry_after_ms".to_string(), ms.to_string());
+            ErrorDetails::with_retry_info(Some(Duration::from_millis(ms)))
+        }
+        None => ErrorDetails::new(),
+    };
+    with_reason(code, e.code, &e.message, metadata, details)
 }
 
 fn retry_after(delay: Duration) -> (HashMap<String, String>, ErrorDetails) {
@@ -196,6 +230,7 @@ impl From<ApiError> for Status {
                     details,
                 )
             }
+            ApiError::RulePack(e) => rule_pack_status(e),
             ApiError::Unimplemented(message) => with_reason(
                 Code::Unimplemented,
                 reason::UNIMPLEMENTED,

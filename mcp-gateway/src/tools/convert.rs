@@ -31,6 +31,31 @@ pub fn object_field(field: &str, text: &str) -> Result<Object, ToolError> {
     }
 }
 
+/// Installed packs' provenance keyed by pack name, as the proto documents it. Control keeps
+/// provenance as a list of `{name, version, …}`; either shape is read.
+pub fn installed_packs(text: &str) -> Result<Object, ToolError> {
+    match json_field("installed_packs_json", text)? {
+        None | Some(Value::Null) => Ok(Map::new()),
+        Some(Value::Object(map)) => Ok(map),
+        Some(Value::Array(list)) => {
+            let mut by_name = Map::new();
+            for entry in list {
+                let Some(name) = entry.get("name").and_then(Value::as_str).map(str::to_string)
+                else {
+                    return Err(ToolError::internal(
+                        "control sent installed_packs_json with an entry without a name",
+                    ));
+                };
+                by_name.insert(name, entry);
+            }
+            Ok(by_name)
+        }
+        Some(_) => Err(ToolError::internal(
+            "control sent installed_packs_json that is neither a list nor an object",
+        )),
+    }
+}
+
 fn non_empty(s: String) -> Option<String> {
     (!s.is_empty()).then_some(s)
 }
@@ -76,7 +101,7 @@ pub fn required<T>(what: &str, value: Option<T>) -> Result<T, ToolError> {
 
 pub fn webhook(w: pb::Webhook) -> Result<WebhookOut, ToolError> {
     Ok(WebhookOut {
-        installed_packs: object_field("installed_packs_json", &w.installed_packs_json)?,
+        installed_packs: installed_packs(&w.installed_packs_json)?,
         source_type: source_name(w.source_type),
         trusted_actors: w.trusted_actors.map(|t| TrustedActorsOut {
             humans: t.humans,
@@ -146,7 +171,7 @@ pub fn get_event(r: pb::GetWebhookEventResponse) -> Result<GetWebhookEventOut, T
 pub fn list_rules(r: pb::ListWebhookRulesResponse) -> Result<ListWebhookRulesOut, ToolError> {
     Ok(ListWebhookRulesOut {
         configuration: object_field("configuration_json", &r.configuration_json)?,
-        installed_packs: object_field("installed_packs_json", &r.installed_packs_json)?,
+        installed_packs: installed_packs(&r.installed_packs_json)?,
         webhook_id: r.webhook_id,
         version: r.version,
         digest: r.digest,
@@ -176,8 +201,12 @@ pub fn test(r: pb::TestWebhookRulesResponse) -> Result<TestWebhookRulesOut, Tool
         )?)
     };
     Ok(TestWebhookRulesOut {
-        saved_decision: json_field("saved_decision_json", &r.saved_decision_json)?
-            .unwrap_or(Value::Null),
+        saved_decision: json_field("saved_decision_json", &r.saved_decision_json)?,
+        replay_report: if r.replay_report_json.is_empty() {
+            None
+        } else {
+            Some(object_field("replay_report_json", &r.replay_report_json)?)
+        },
         candidate_decision: json_field("candidate_decision_json", &r.candidate_decision_json)?,
         candidate_configuration,
         webhook_id: r.webhook_id,
@@ -254,10 +283,24 @@ mod tests {
     #[test]
     fn json_text_becomes_json() {
         assert_eq!(json_field("x", "").unwrap(), None);
-        assert_eq!(json_field("x", "{\"a\":1}").unwrap(), Some(serde_json::json!({"a": 1})));
+        assert_eq!(
+            json_field("x", "{\"a\":1}").unwrap(),
+            Some(serde_json::json!({"a": 1}))
+        );
         assert!(json_field("x", "{").is_err());
         assert!(object_field("x", "").unwrap().is_empty());
         assert!(object_field("x", "[1]").is_err());
+    }
+
+    #[test]
+    fn installed_packs_are_keyed_by_name_whatever_the_shape() {
+        let listed = installed_packs(r#"[{"name":"drop-ci-noise","version":"2.0.0"}]"#).unwrap();
+        assert_eq!(listed["drop-ci-noise"]["version"], "2.0.0");
+        let keyed = installed_packs(r#"{"drop-ci-noise":{"version":"2.0.0"}}"#).unwrap();
+        assert_eq!(keyed["drop-ci-noise"]["version"], "2.0.0");
+        assert!(installed_packs("").unwrap().is_empty());
+        assert!(installed_packs("[]").unwrap().is_empty());
+        assert!(installed_packs("[1]").is_err());
     }
 
     #[test]

@@ -9,9 +9,10 @@ pub mod params;
 
 use std::sync::{Arc, LazyLock};
 
-use rmcp::handler::server::tool::{schema_for_input, schema_for_output};
+use rmcp::handler::server::tool::{schema_for_input, schema_for_output, schema_for_type};
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use schemars::JsonSchema;
+use serde_json::Value;
 
 use self::output as out;
 use self::params as p;
@@ -32,12 +33,51 @@ pub struct ToolSpec {
 }
 
 fn input<T: JsonSchema + 'static>() -> Arc<JsonObject> {
-    schema_for_input::<T>()
-        .unwrap_or_else(|e| panic!("the input schema of {}: {e}", std::any::type_name::<T>()))
+    let schema = schema_for_input::<T>()
+        .unwrap_or_else(|e| panic!("the input schema of {}: {e}", std::any::type_name::<T>()));
+    Arc::new(tidy(schema.as_ref().clone()))
 }
 
+/// The serialize-side schema, keeping the type's doc comment as the root description (it
+/// says what the result is, where the fields alone do not).
 fn output<T: JsonSchema + 'static>() -> Arc<JsonObject> {
-    schema_for_output::<T>()
+    let mut schema = schema_for_output::<T>().as_ref().clone();
+    if let Some(description) = schema_for_type::<T>().get("description") {
+        schema.insert("description".into(), description.clone());
+    }
+    Arc::new(tidy(schema))
+}
+
+/// Doc comments wrap at 100 columns; an agent reads each description as one paragraph.
+fn tidy(mut schema: JsonObject) -> JsonObject {
+    fn walk(value: &mut Value) {
+        match value {
+            Value::Object(map) => {
+                for (key, child) in map.iter_mut() {
+                    match child {
+                        Value::String(text) if key == "description" => {
+                            *text = text
+                                .split("\n\n")
+                                .map(|paragraph| {
+                                    paragraph.split('\n').collect::<Vec<_>>().join(" ")
+                                })
+                                .collect::<Vec<_>>()
+                                .join("\n\n");
+                        }
+                        _ => walk(child),
+                    }
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(walk),
+            _ => {}
+        }
+    }
+    let mut root = Value::Object(std::mem::take(&mut schema));
+    walk(&mut root);
+    match root {
+        Value::Object(map) => map,
+        _ => schema,
+    }
 }
 
 impl ToolSpec {
@@ -150,7 +190,7 @@ pub static CATALOG: LazyLock<Vec<ToolSpec>> = LazyLock::new(|| {
         spec!("test_webhook_rules", p::TestWebhookRulesParams => out::TestWebhookRulesOut,
             "Dry-run routing rules",
             read_only: true, destructive: false, idempotent: true,
-            "Dry run: route a delivery through the saved configuration and, when given, a candidate configuration, side by side, and report both decisions and whether they differ. Give exactly one of event_id (a stored delivery), payload (one you make up) or replay (the webhook's recent stored deliveries). Writes nothing: use it before set_webhook_rules."),
+            "Dry run: route a delivery through the saved configuration and, when given, a candidate configuration, side by side, and report both decisions and whether they differ. Give exactly one of event_id (a stored delivery), payload (one you make up) or replay (the webhook's recent stored deliveries). With replay the answer is replay_report: decision totals before and after, the deliveries whose decision changes (lost work first, with event ids), per-rule first matches and faults with never_matched flagged; the same evidence an install plan gives, without a plan_token. Rules without an id get one, as a save would. Writes nothing: use it before set_webhook_rules."),
         spec!("list_rule_packs", p::ListRulePacksParams => out::ListRulePacksOut,
             "List rule packs",
             read_only: true, destructive: false, idempotent: true,
@@ -212,7 +252,12 @@ mod tests {
     #[test]
     fn every_schema_is_an_object() {
         for tool in all_tools() {
-            assert_eq!(tool.input_schema.get("type"), Some(&"object".into()), "{}", tool.name);
+            assert_eq!(
+                tool.input_schema.get("type"),
+                Some(&"object".into()),
+                "{}",
+                tool.name
+            );
             let output = tool.output_schema.expect("output schema");
             assert_eq!(output.get("type"), Some(&"object".into()), "{}", tool.name);
         }

@@ -165,6 +165,8 @@ pub struct SaveRulesOut {
     pub configuration: Object,
 }
 
+/// A dry run's outcome: the saved configuration's and the candidate's decisions for one
+/// delivery, or (with replay) the report over many.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct TestWebhookRulesOut {
     pub webhook_id: String,
@@ -174,8 +176,9 @@ pub struct TestWebhookRulesOut {
     pub kind: String,
     /// The saved configuration's version.
     pub saved_version: i64,
-    /// The saved configuration's decision: {decision, queue?, rule_id?, fault_code?, reason?}.
-    pub saved_decision: Value,
+    /// The saved configuration's decision: {decision, queue?, rule_id?, fault_code?, reason?};
+    /// null for a replay (see replay_report).
+    pub saved_decision: Option<Value>,
     /// The candidate's decision; null without a candidate.
     pub candidate_decision: Option<Value>,
     /// True when the candidate decides differently from the saved configuration.
@@ -186,6 +189,11 @@ pub struct TestWebhookRulesOut {
     pub candidate_digest: Option<String>,
     /// Ids given to candidate rules that had none, in rule order.
     pub minted_rule_ids: Vec<String>,
+    /// With replay: the report over the replayed deliveries (events_replayed, window, decision
+    /// totals before and after, changed, transitions with example event ids, per-rule first
+    /// matches and faults with never_matched flagged, todos per day, rule diff). Nothing is
+    /// saved and there is no plan_token. Null without replay.
+    pub replay_report: Option<Object>,
 }
 
 /// One saved version of a configuration.

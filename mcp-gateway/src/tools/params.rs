@@ -79,6 +79,7 @@ pub struct ListWebhookEventsParams {
     pub cursor: Option<String>,
     /// Events per page, 1–200 (default 50).
     #[serde(default)]
+    #[schemars(range(min = 1, max = 200))]
     pub limit: Option<u32>,
 }
 
@@ -132,7 +133,7 @@ pub struct RuleSchema {
 /// Where a matched delivery goes: `{"queue": "<name>"}` (a queue of the webhook's grant),
 /// `{"drop": true}`, or `{"quarantine": true}` (with the trusted_actors capability).
 #[derive(JsonSchema)]
-#[serde(untagged)]
+#[serde(untagged, deny_unknown_fields)]
 #[allow(dead_code)]
 pub enum ActionSchema {
     /// Route to a queue of the webhook's grant: a todo is created.
@@ -245,6 +246,7 @@ pub struct TestPayloadParams {
 pub struct ReplayParams {
     /// How many of the most recent deliveries to replay, 1–1000 (default 200).
     #[serde(default)]
+    #[schemars(range(min = 1, max = 1000))]
     pub limit: Option<u32>,
     /// Only deliveries received at or after this time, in milliseconds since the Unix epoch.
     #[serde(default)]
@@ -284,6 +286,7 @@ pub struct ListWebhookHistoryParams {
     pub cursor: Option<String>,
     /// Versions per page, 1–200 (default 50).
     #[serde(default)]
+    #[schemars(range(min = 1, max = 200))]
     pub limit: Option<u32>,
 }
 
@@ -377,6 +380,7 @@ pub struct ListTodosParams {
     pub cursor: Option<String>,
     /// Todos per page, 1–200 (default 50).
     #[serde(default)]
+    #[schemars(range(min = 1, max = 200))]
     pub limit: Option<u32>,
 }
 

@@ -144,10 +144,15 @@ impl Identity for FakeControl {
         let verbs: Vec<String> = if bearer == ALL {
             ALL_VERBS.iter().map(|v| v.to_string()).collect()
         } else {
-            ["list_webhooks", "get_webhook", "list_rule_packs", "list_webhook_rules"]
-                .iter()
-                .map(|v| v.to_string())
-                .collect()
+            [
+                "list_webhooks",
+                "get_webhook",
+                "list_rule_packs",
+                "list_webhook_rules",
+            ]
+            .iter()
+            .map(|v| v.to_string())
+            .collect()
         };
         Ok(Response::new(pb::WhoAmIResponse {
             endpoint_id: format!("ep_{bearer}"),
@@ -385,10 +390,7 @@ pub async fn fake_control() -> (SocketAddr, FakeControl) {
 /// A gateway in front of a fake control; `tune` adjusts its configuration.
 pub async fn gateway(tune: impl FnOnce(&mut GatewayConfig)) -> (SocketAddr, FakeControl) {
     let (control, fake) = fake_control().await;
-    let mut config = GatewayConfig::new(
-        SocketAddr::from(([127, 0, 0, 1], 0)),
-        control.to_string(),
-    );
+    let mut config = GatewayConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)), control.to_string());
     tune(&mut config);
     let bound = BoundGateway::bind(config).await.expect("gateway binds");
     let addr = bound.local_addr;
