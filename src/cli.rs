@@ -32,6 +32,8 @@ enum Role {
     Gateway(roles::gateway::GatewayArgs),
     /// Operator commands on the store: humans, teams, webhooks and their grants, endpoints.
     Admin(roles::admin::AdminArgs),
+    /// Rule-pack author tools: `switchboard packs test <dir>`.
+    Packs(roles::packs::PacksArgs),
 }
 
 fn init_logging() {
@@ -103,6 +105,7 @@ pub fn main() -> ExitCode {
             Role::Router(args) => roles::router::run(args).await,
             Role::Gateway(args) => roles::gateway::run(args).await,
             Role::Admin(args) => roles::admin::run(args).await,
+            Role::Packs(args) => roles::packs::run(args).await,
         }
     });
     match result {

@@ -1003,7 +1003,8 @@ impl RulePacks {
         if plan.used_at.is_some() || plan.expires_at <= self.state.store.clock().now_ms() {
             return Err(stale());
         }
-        let kind = plan.plan["apply"].get("kind")
+        let kind = plan.plan["apply"]
+            .get("kind")
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string();
@@ -1017,7 +1018,8 @@ impl RulePacks {
                 {
                     return Err(mismatch("version"));
                 }
-                let planned = plan.plan["apply"].get("binding_digest")
+                let planned = plan.plan["apply"]
+                    .get("binding_digest")
                     .and_then(Value::as_str)
                     .unwrap_or_default()
                     .to_string();
@@ -1045,10 +1047,12 @@ impl RulePacks {
                 }
             }
         }
-        let proven = plan.plan["apply"].get("proven")
+        let proven = plan.plan["apply"]
+            .get("proven")
             .and_then(Value::as_bool)
             .unwrap_or(false);
-        let truncated = plan.plan["apply"].get("truncated")
+        let truncated = plan.plan["apply"]
+            .get("truncated")
             .and_then(Value::as_bool)
             .unwrap_or(false);
         if (!proven || truncated) && !allow_unproven {
@@ -1064,7 +1068,7 @@ impl RulePacks {
             .get_webhook(&caller.scope, webhook_id)
             .await?;
         let configuration: Configuration = serde_json::from_value(plan.candidate.clone())
-        .map_err(|e| Error::internal(format!("stored candidate: {e}")))?;
+            .map_err(|e| Error::internal(format!("stored candidate: {e}")))?;
         // No widening: validated against the grant again at apply.
         self.validate_candidate(
             &configuration,
@@ -1081,7 +1085,8 @@ impl RulePacks {
                 human: caller.human.clone(),
             };
         }
-        let trusted_actors = plan.plan["apply"].get("trusted_actors")
+        let trusted_actors = plan.plan["apply"]
+            .get("trusted_actors")
             .cloned()
             .filter(|v| !v.is_null());
         let op = if kind == "remove" {

@@ -81,7 +81,7 @@ pub struct Gate {
 /// The middleware: see the module documentation for the order of checks.
 pub async fn gate(State(gate): State<Arc<Gate>>, request: Request, next: Next) -> Response {
     if let Err(response) = gate.check_host_and_origin(request.headers()) {
-        return response;
+        return *response;
     }
     let Some(bearer) = request
         .headers()
@@ -109,7 +109,7 @@ pub async fn gate(State(gate): State<Arc<Gate>>, request: Request, next: Next) -
             }
         };
         if let Err(response) = check_jsonrpc(&bytes) {
-            return response;
+            return *response;
         }
         Body::from(bytes)
     } else {
@@ -185,18 +185,22 @@ fn jsonrpc_error(status: StatusCode, code: ErrorCode, message: String) -> Respon
         .into_response()
 }
 
+fn boxed_jsonrpc_error(status: StatusCode, code: ErrorCode, message: String) -> Box<Response> {
+    Box::new(jsonrpc_error(status, code, message))
+}
+
 /// The body must be one JSON-RPC message: a parse error is -32700, anything else that is not a
 /// message MCP defines (a batch, a missing `jsonrpc`, bad params shape) is -32600.
-fn check_jsonrpc(body: &Bytes) -> Result<(), Response> {
+fn check_jsonrpc(body: &Bytes) -> Result<(), Box<Response>> {
     let value: Value = serde_json::from_slice(body).map_err(|e| {
-        jsonrpc_error(
+        boxed_jsonrpc_error(
             StatusCode::BAD_REQUEST,
             ErrorCode::PARSE_ERROR,
             format!("Parse error: the body is not JSON ({e})"),
         )
     })?;
     if value.is_array() {
-        return Err(jsonrpc_error(
+        return Err(boxed_jsonrpc_error(
             StatusCode::BAD_REQUEST,
             ErrorCode::INVALID_REQUEST,
             "Invalid Request: JSON-RPC batches are not supported; send one message per request"
@@ -204,7 +208,7 @@ fn check_jsonrpc(body: &Bytes) -> Result<(), Response> {
         ));
     }
     serde_json::from_value::<ClientJsonRpcMessage>(value).map_err(|e| {
-        jsonrpc_error(
+        boxed_jsonrpc_error(
             StatusCode::BAD_REQUEST,
             ErrorCode::INVALID_REQUEST,
             format!("Invalid Request: not an MCP JSON-RPC message ({e})"),
@@ -230,13 +234,13 @@ fn authority(text: &str) -> Option<(String, Option<u16>)> {
 }
 
 impl Gate {
-    fn check_host_and_origin(&self, headers: &HeaderMap) -> Result<(), Response> {
+    fn check_host_and_origin(&self, headers: &HeaderMap) -> Result<(), Box<Response>> {
         if !self.allowed_hosts.is_empty() {
             let host = headers
                 .get(HOST)
                 .and_then(|h| h.to_str().ok())
                 .and_then(authority)
-                .ok_or_else(|| forbidden("a Host header is required"))?;
+                .ok_or_else(|| Box::new(forbidden("a Host header is required")))?;
             let allowed = self
                 .allowed_hosts
                 .iter()
@@ -244,9 +248,9 @@ impl Gate {
                 .any(|(name, port)| name == host.0 && port.is_none_or(|p| Some(p) == host.1));
             if !allowed {
                 tracing::warn!(host = %host.0, "refused a request for a host not on the allowlist");
-                return Err(forbidden(
+                return Err(Box::new(forbidden(
                     "the Host header is not allowed (DNS-rebinding protection); an operator can allow it with --allowed-host",
-                ));
+                )));
             }
         }
         if let Some(origin) = headers.get(ORIGIN) {
@@ -257,9 +261,9 @@ impl Gate {
                 .to_ascii_lowercase();
             if !self.origin_allowed(&origin) {
                 tracing::warn!(%origin, "refused a request from an origin not on the allowlist");
-                return Err(forbidden(
+                return Err(Box::new(forbidden(
                     "the Origin header is not allowed; an operator can allow it with --allowed-origin",
-                ));
+                )));
             }
         }
         Ok(())

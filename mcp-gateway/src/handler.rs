@@ -447,7 +447,7 @@ impl Gateway {
                 let params_json = p
                     .params
                     .as_ref()
-                    .map(|params| serde_json::to_string(params))
+                    .map(serde_json::to_string)
                     .transpose()
                     .map_err(|e| ToolError::invalid_arguments(name, e))?;
                 let stream = c
@@ -638,16 +638,14 @@ impl ServerHandler for Gateway {
         std::future::ready(result)
     }
 
-    fn call_tool(
+    async fn call_tool(
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> impl Future<Output = Result<CallToolResponse, ErrorData>> + Send + '_ {
-        async move {
-            self.call(request, context)
-                .await
-                .map(CallToolResponse::from)
-        }
+    ) -> Result<CallToolResponse, ErrorData> {
+        self.call(request, context)
+            .await
+            .map(CallToolResponse::from)
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

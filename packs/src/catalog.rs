@@ -328,6 +328,11 @@ pub fn read_packs_tree(root: &Path) -> Vec<(String, Result<Pack, String>)> {
         v
     };
     for name in dirs(root) {
+        // `root` may be one pack's folder of versions, or a folder of packs.
+        if name.join("pack.json").is_file() {
+            out.push((name.display().to_string(), read_pack_dir(&name)));
+            continue;
+        }
         for version in dirs(&name) {
             if version.join("pack.json").is_file() {
                 out.push((version.display().to_string(), read_pack_dir(&version)));

@@ -3,5 +3,6 @@
 pub mod admin;
 pub mod control;
 pub mod gateway;
+pub mod packs;
 pub mod router;
 pub mod up;

@@ -1918,20 +1918,21 @@ async fn dry_runs_route_events_and_payloads_and_write_nothing(api: Api) {
             .await,
         "event_id",
     );
-    refused(
-        c.rules
-            .test_webhook_rules(pb::TestWebhookRulesRequest {
-                webhook_id: w.id.clone(),
-                replay: Some(pb::TestReplay {
-                    limit: 10,
-                    since_ms: 0,
-                }),
-                ..Default::default()
-            })
-            .await,
-        Code::Unimplemented,
-        "unimplemented",
-    );
+    // A replay answers the REQ-5 report (the rule-pack tests cover it) and writes nothing.
+    let replayed = c
+        .rules
+        .test_webhook_rules(pb::TestWebhookRulesRequest {
+            webhook_id: w.id.clone(),
+            replay: Some(pb::TestReplay {
+                limit: 10,
+                since_ms: 0,
+            }),
+            ..Default::default()
+        })
+        .await
+        .expect("replay")
+        .into_inner();
+    assert!(replayed.replay_report_json.contains("events_replayed"));
     invalid(
         c.rules
             .test_webhook_rules(pb::TestWebhookRulesRequest {

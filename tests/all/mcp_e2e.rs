@@ -18,7 +18,7 @@ use switchboard_control::{OwnerScope, Store, StoreOptions};
 use switchboard_mcp_gateway::{BoundGateway, GatewayConfig};
 
 use crate::control_harness::{post, signed};
-use crate::support::{RouterProcess, payload};
+use crate::support::{RouterProcess, binary, payload};
 
 const SECRET: &str = "mcp-e2e-secret-0123456789abcdef";
 
@@ -53,7 +53,13 @@ async fn webhook(store: &Store, scope: &OwnerScope) -> Webhook {
         .expect("create webhook")
 }
 
-async fn vend(store: &Store, login: &str, scope: &OwnerScope, name: &str, verbs: &[&str]) -> String {
+async fn vend(
+    store: &Store,
+    login: &str,
+    scope: &OwnerScope,
+    name: &str,
+    verbs: &[&str],
+) -> String {
     store
         .vend_endpoint(NewEndpoint {
             name: name.into(),
@@ -104,6 +110,59 @@ async fn start_control(
     (http, grpc, stop)
 }
 
+/// A `switchboard gateway` process in front of control at `grpc`; killed when dropped.
+struct GatewayProcess {
+    child: std::process::Child,
+    url: String,
+}
+
+impl GatewayProcess {
+    fn spawn(grpc: SocketAddr) -> GatewayProcess {
+        use std::io::{BufRead, BufReader};
+        let mut child = std::process::Command::new(binary())
+            .args(["gateway", "--listen", "127.0.0.1:0", "--control"])
+            .arg(grpc.to_string())
+            .env("SWITCHBOARD_LOG", "warn")
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::inherit())
+            .spawn()
+            .expect("gateway starts");
+        let stdout = child.stdout.take().expect("stdout");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("the gateway prints its address");
+        let url = line
+            .trim()
+            .strip_prefix("mcp listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line: {line:?}"))
+            .to_string();
+        GatewayProcess { child, url }
+    }
+
+    /// SIGTERM, then the exit status (at most 10 s).
+    fn terminate(mut self) -> Option<std::process::ExitStatus> {
+        let _ = std::process::Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status();
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status);
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        None
+    }
+}
+
+impl Drop for GatewayProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 /// Real GitHub deliveries, signed as GitHub signs them, so a plan has something to replay.
 async fn deliver_some(http: SocketAddr, webhook: &Webhook) {
     let files = [
@@ -141,7 +200,10 @@ async fn a_real_mcp_client_plans_and_confirms_a_rule_pack_through_the_gateway() 
 
     let router = RouterProcess::spawn(&["--children", "1"]);
     let dir = tempfile::tempdir().expect("temp dir");
-    let url = format!("sqlite://{}?mode=rwc", dir.path().join("control.db").display());
+    let url = format!(
+        "sqlite://{}?mode=rwc",
+        dir.path().join("control.db").display()
+    );
     let store = Store::connect_with(
         &url,
         StoreOptions {
@@ -168,25 +230,33 @@ async fn a_real_mcp_client_plans_and_confirms_a_rule_pack_through_the_gateway() 
     let webhook_b = webhook(&store, &bob).await;
 
     let (http, grpc, stop_control) = start_control(&store, &router.addr).await;
+    // The session-based mode talks to a gateway served in-process, the stateless mode to a
+    // `switchboard gateway` process: both ways `switchboard up` and operators run it.
     let gateway = BoundGateway::bind(GatewayConfig::new(
         SocketAddr::from(([127, 0, 0, 1], 0)),
         grpc.to_string(),
     ))
     .await
     .expect("gateway binds");
-    let mcp_url = gateway.url();
+    let in_process_url = gateway.url();
     let (stop_gateway, gateway_stopped) = tokio::sync::oneshot::channel::<()>();
     let served = tokio::spawn(gateway.serve(async move {
         let _ = gateway_stopped.await;
     }));
+    let process = GatewayProcess::spawn(grpc);
 
     for mode in ["legacy", "2026-07-28"] {
         // A webhook of alice's per mode, with deliveries to replay.
         let webhook_a = webhook(&store, &alice).await;
         deliver_some(http, &webhook_a).await;
+        let mcp_url = if mode == "legacy" {
+            &in_process_url
+        } else {
+            &process.url
+        };
         let output = tokio::process::Command::new(&python)
             .arg(story())
-            .args(["--url", &mcp_url, "--mode", mode])
+            .args(["--url", mcp_url, "--mode", mode])
             .args(["--token-a", &token_a])
             .args(["--token-a-no-install", &token_a_no_install])
             .args(["--token-b", &token_b])
@@ -212,7 +282,10 @@ async fn a_real_mcp_client_plans_and_confirms_a_rule_pack_through_the_gateway() 
             .get_webhook(&alice, &webhook_a.id)
             .await
             .expect("alice's webhook");
-        assert!(saved.config_version > webhook_a.config_version, "{mode}: the install saved");
+        assert!(
+            saved.config_version > webhook_a.config_version,
+            "{mode}: the install saved"
+        );
         assert!(
             switchboard_packs::provenance::from_json(&saved.provenance)
                 .iter()
@@ -225,8 +298,18 @@ async fn a_real_mcp_client_plans_and_confirms_a_rule_pack_through_the_gateway() 
         .get_webhook(&bob, &webhook_b.id)
         .await
         .expect("bob's webhook");
-    assert_eq!(untouched.config_version, webhook_b.config_version, "bob's webhook is untouched");
+    assert_eq!(
+        untouched.config_version, webhook_b.config_version,
+        "bob's webhook is untouched"
+    );
 
+    let status = process
+        .terminate()
+        .expect("the gateway process stops on SIGTERM");
+    assert!(
+        status.success(),
+        "the gateway process exits cleanly: {status}"
+    );
     let _ = stop_gateway.send(());
     served
         .await
@@ -235,4 +318,46 @@ async fn a_real_mcp_client_plans_and_confirms_a_rule_pack_through_the_gateway() 
     let _ = stop_control.send(());
     drop(router);
     store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_role_guards_mcp_even_without_control() {
+    // Control is not running: the gateway still starts, answers probes, and refuses what
+    // it cannot check, rather than serving anyone.
+    let unused = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let nowhere = unused.local_addr().expect("addr");
+    drop(unused);
+    let process = GatewayProcess::spawn(nowhere);
+    let addr: SocketAddr = process
+        .url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .parse()
+        .expect("the printed URL holds an address");
+    let list = br#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#;
+    let accept = [
+        (
+            "Accept".to_string(),
+            "application/json, text/event-stream".to_string(),
+        ),
+        ("Content-Type".to_string(), "application/json".to_string()),
+    ];
+    let r = post(addr, "/mcp", &accept, list).await;
+    assert_eq!(r.status, 401, "no credential");
+    assert_eq!(
+        r.header("www-authenticate"),
+        Some("Bearer error=\"invalid_token\"")
+    );
+    let mut with_bearer = accept.to_vec();
+    with_bearer.push(("Authorization".into(), "Bearer sbe_whatever".into()));
+    let r = post(addr, "/mcp", &with_bearer, list).await;
+    assert_eq!(
+        r.status,
+        503,
+        "control cannot be asked: {:?}",
+        String::from_utf8_lossy(&r.body)
+    );
+    assert_eq!(r.json()["error"]["code"], "control_unavailable");
+    let status = process.terminate().expect("the gateway stops on SIGTERM");
+    assert!(status.success(), "{status}");
 }

@@ -32,7 +32,9 @@ struct Bearer(String);
 
 impl Interceptor for Bearer {
     fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
-        let value = format!("Bearer {}", self.0).parse().map_err(|_| Status::internal("header"))?;
+        let value = format!("Bearer {}", self.0)
+            .parse()
+            .map_err(|_| Status::internal("header"))?;
         request.metadata_mut().insert("authorization", value);
         Ok(request)
     }
@@ -55,14 +57,24 @@ struct Options {
 
 impl Default for Options {
     fn default() -> Self {
-        Self { capabilities: Capabilities::default(), limits: Limits::default(), catalog: Catalog::builtin() }
+        Self {
+            capabilities: Capabilities::default(),
+            limits: Limits::default(),
+            catalog: Catalog::builtin(),
+        }
     }
 }
 
 impl Env {
     async fn start(db: &TestDb, options: Options) -> Env {
-        let router = tokio::task::spawn_blocking(|| RouterProcess::spawn(&["--children", "2"])).await.expect("router");
-        let routers = Routers::new(RouterSource::Static(vec![router.addr.clone()]), Duration::from_secs(30)).await;
+        let router = tokio::task::spawn_blocking(|| RouterProcess::spawn(&["--children", "2"]))
+            .await
+            .expect("router");
+        let routers = Routers::new(
+            RouterSource::Static(vec![router.addr.clone()]),
+            Duration::from_secs(30),
+        )
+        .await;
         let state = ControlState {
             store: db.store.clone(),
             routers,
@@ -87,7 +99,12 @@ impl Env {
             .connect()
             .await
             .expect("connects");
-        Env { store: db.store.clone(), _router: router, channel, _stop: stop }
+        Env {
+            store: db.store.clone(),
+            _router: router,
+            channel,
+            _stop: stop,
+        }
     }
 
     fn packs(&self, credential: &str) -> RulePacksClient<Svc> {
@@ -152,7 +169,9 @@ impl Env {
     async fn saved(&self, credential: &str, webhook: &Webhook) -> Value {
         let r = self
             .rules(credential)
-            .list_webhook_rules(ListWebhookRulesRequest { webhook_id: webhook.id.clone() })
+            .list_webhook_rules(ListWebhookRulesRequest {
+                webhook_id: webhook.id.clone(),
+            })
             .await
             .expect("list rules")
             .into_inner();
@@ -163,8 +182,16 @@ impl Env {
 const ALL: &[&str] = &["webhooks", "webhook-rules", "todos"];
 
 /// Runs an install (or its confirm) to the end, returning the result JSON or the status.
-async fn install(env: &Env, credential: &str, req: InstallRulePackRequest) -> Result<Value, Status> {
-    let mut stream = env.packs(credential).install_rule_pack(req).await?.into_inner();
+async fn install(
+    env: &Env,
+    credential: &str,
+    req: InstallRulePackRequest,
+) -> Result<Value, Status> {
+    let mut stream = env
+        .packs(credential)
+        .install_rule_pack(req)
+        .await?
+        .into_inner();
     loop {
         match stream.message().await? {
             Some(ev) => {
@@ -178,7 +205,11 @@ async fn install(env: &Env, credential: &str, req: InstallRulePackRequest) -> Re
 }
 
 async fn remove(env: &Env, credential: &str, req: RemoveRulePackRequest) -> Result<Value, Status> {
-    let mut stream = env.packs(credential).remove_rule_pack(req).await?.into_inner();
+    let mut stream = env
+        .packs(credential)
+        .remove_rule_pack(req)
+        .await?
+        .into_inner();
     while let Some(ev) = stream.message().await? {
         if let Some(rule_pack_event::Event::ResultJson(j)) = ev.event {
             return Ok(serde_json::from_str(&j).expect("result json"));
@@ -188,10 +219,19 @@ async fn remove(env: &Env, credential: &str, req: RemoveRulePackRequest) -> Resu
 }
 
 fn plan_req(webhook: &Webhook, name: &str) -> InstallRulePackRequest {
-    InstallRulePackRequest { webhook_id: webhook.id.clone(), name: name.into(), ..Default::default() }
+    InstallRulePackRequest {
+        webhook_id: webhook.id.clone(),
+        name: name.into(),
+        ..Default::default()
+    }
 }
 
-fn confirm_req(webhook: &Webhook, name: &str, plan: &Value, allow_unproven: bool) -> InstallRulePackRequest {
+fn confirm_req(
+    webhook: &Webhook,
+    name: &str,
+    plan: &Value,
+    allow_unproven: bool,
+) -> InstallRulePackRequest {
     InstallRulePackRequest {
         webhook_id: webhook.id.clone(),
         name: name.into(),
@@ -203,13 +243,19 @@ fn confirm_req(webhook: &Webhook, name: &str, plan: &Value, allow_unproven: bool
 
 /// The stable reason a status carries (`plan_stale: …` → `plan_stale`).
 fn reason(s: &Status) -> String {
-    s.message().split(':').next().unwrap_or_default().to_string()
+    s.message()
+        .split(':')
+        .next()
+        .unwrap_or_default()
+        .to_string()
 }
 
 async fn listing(env: &Env, credential: &str, webhook: Option<&Webhook>) -> Value {
     let r = env
         .packs(credential)
-        .list_rule_packs(ListRulePacksRequest { webhook_id: webhook.map(|w| w.id.clone()).unwrap_or_default() })
+        .list_rule_packs(ListRulePacksRequest {
+            webhook_id: webhook.map(|w| w.id.clone()).unwrap_or_default(),
+        })
         .await
         .expect("list packs")
         .into_inner();
@@ -217,7 +263,12 @@ async fn listing(env: &Env, credential: &str, webhook: Option<&Webhook>) -> Valu
 }
 
 fn pack<'a>(listing: &'a Value, name: &str) -> &'a Value {
-    listing["packs"].as_array().expect("packs").iter().find(|p| p["name"] == name).expect("pack listed")
+    listing["packs"]
+        .as_array()
+        .expect("packs")
+        .iter()
+        .find(|p| p["name"] == name)
+        .expect("pack listed")
 }
 
 /// A few real deliveries of every kind drop-ci-noise reads.
@@ -277,10 +328,20 @@ async fn the_first_call_saves_nothing(db: TestDb) {
     let w = env.webhook(&scope, None).await;
     history(&env, &w).await;
     let before = env.saved(&cred, &w).await;
-    let plan = install(&env, &cred, plan_req(&w, "drop-ci-noise")).await.expect("plan");
-    assert!(plan["plan_token"].as_str().is_some_and(|t| !t.is_empty()), "{plan}");
+    let plan = install(&env, &cred, plan_req(&w, "drop-ci-noise"))
+        .await
+        .expect("plan");
+    assert!(
+        plan["plan_token"].as_str().is_some_and(|t| !t.is_empty()),
+        "{plan}"
+    );
     assert_eq!(plan["nothing_saved"], true);
-    assert!(plan["confirm_with"]["note"].as_str().unwrap_or_default().contains("Nothing was saved"));
+    assert!(
+        plan["confirm_with"]["note"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("Nothing was saved")
+    );
     assert_eq!(env.saved(&cred, &w).await, before);
     let stored = env.store.get_webhook(&scope, &w.id).await.expect("webhook");
     assert_eq!(stored.config_version, w.config_version);
@@ -291,7 +352,9 @@ async fn a_stale_plan_is_refused(db: TestDb) {
     let (scope, cred) = env.owner("alice", ALL).await;
     let w = env.webhook(&scope, None).await;
     history(&env, &w).await;
-    let plan = install(&env, &cred, plan_req(&w, "drop-ci-noise")).await.expect("plan");
+    let plan = install(&env, &cred, plan_req(&w, "drop-ci-noise"))
+        .await
+        .expect("plan");
     // Another session adds a rule.
     env.rules(&cred)
         .set_webhook_rules(SetWebhookRulesRequest {
@@ -301,8 +364,15 @@ async fn a_stale_plan_is_refused(db: TestDb) {
         })
         .await
         .expect("set rules");
-    let version = env.store.get_webhook(&scope, &w.id).await.expect("webhook").config_version;
-    let err = install(&env, &cred, confirm_req(&w, "drop-ci-noise", &plan, true)).await.expect_err("stale");
+    let version = env
+        .store
+        .get_webhook(&scope, &w.id)
+        .await
+        .expect("webhook")
+        .config_version;
+    let err = install(&env, &cred, confirm_req(&w, "drop-ci-noise", &plan, true))
+        .await
+        .expect_err("stale");
     assert_eq!(reason(&err), "plan_stale", "{err:?}");
     let after = env.store.get_webhook(&scope, &w.id).await.expect("webhook");
     assert_eq!(after.config_version, version, "nothing saved");
@@ -314,11 +384,17 @@ async fn a_plan_cannot_be_reused(db: TestDb) {
     let (scope, cred) = env.owner("alice", ALL).await;
     let w = env.webhook(&scope, None).await;
     history(&env, &w).await;
-    let plan = install(&env, &cred, plan_req(&w, "drop-ci-noise")).await.expect("plan");
+    let plan = install(&env, &cred, plan_req(&w, "drop-ci-noise"))
+        .await
+        .expect("plan");
     assert_eq!(plan["proven"], true, "{plan}");
-    let done = install(&env, &cred, confirm_req(&w, "drop-ci-noise", &plan, false)).await.expect("confirm");
+    let done = install(&env, &cred, confirm_req(&w, "drop-ci-noise", &plan, false))
+        .await
+        .expect("confirm");
     assert_eq!(done["saved"], true);
-    let again = install(&env, &cred, confirm_req(&w, "drop-ci-noise", &plan, false)).await.expect_err("reuse");
+    let again = install(&env, &cred, confirm_req(&w, "drop-ci-noise", &plan, false))
+        .await
+        .expect_err("reuse");
     assert_eq!(reason(&again), "plan_stale");
     let l = listing(&env, &cred, Some(&w)).await;
     assert_eq!(pack(&l, "drop-ci-noise")["installed"]["version"], "2.0.0");
@@ -328,29 +404,51 @@ async fn a_brand_new_webhook(db: TestDb) {
     let env = Env::start(&db, Options::default()).await;
     let (scope, cred) = env.owner("alice", ALL).await;
     let w = env.webhook(&scope, None).await;
-    let plan = install(&env, &cred, plan_req(&w, "drop-ci-noise")).await.expect("plan");
+    let plan = install(&env, &cred, plan_req(&w, "drop-ci-noise"))
+        .await
+        .expect("plan");
     assert_eq!(plan["proven"], false);
     assert_eq!(plan["events_replayed"], 0);
-    let refused = install(&env, &cred, confirm_req(&w, "drop-ci-noise", &plan, false)).await.expect_err("unproven");
+    let refused = install(&env, &cred, confirm_req(&w, "drop-ci-noise", &plan, false))
+        .await
+        .expect_err("unproven");
     assert_eq!(reason(&refused), "unproven");
-    let done = install(&env, &cred, confirm_req(&w, "drop-ci-noise", &plan, true)).await.expect("confirm");
+    let done = install(&env, &cred, confirm_req(&w, "drop-ci-noise", &plan, true))
+        .await
+        .expect("confirm");
     assert_eq!(done["provenance"]["proven"], false);
     let l = listing(&env, &cred, Some(&w)).await;
     assert_eq!(pack(&l, "drop-ci-noise")["installed"]["proven"], false);
 }
 
 async fn a_truncated_replay_applies_only_by_opt_in(db: TestDb) {
-    let limits = Limits { replay_budget: Duration::from_millis(1), ..Limits::default() };
-    let env = Env::start(&db, Options { limits, ..Default::default() }).await;
+    let limits = Limits {
+        replay_budget: Duration::from_millis(1),
+        ..Limits::default()
+    };
+    let env = Env::start(
+        &db,
+        Options {
+            limits,
+            ..Default::default()
+        },
+    )
+    .await;
     let (scope, cred) = env.owner("alice", ALL).await;
     let w = env.webhook(&scope, None).await;
     history(&env, &w).await;
-    let plan = install(&env, &cred, plan_req(&w, "drop-ci-noise")).await.expect("plan");
+    let plan = install(&env, &cred, plan_req(&w, "drop-ci-noise"))
+        .await
+        .expect("plan");
     assert_eq!(plan["truncated"], true, "{plan}");
     assert_eq!(plan["proven"], false);
-    let refused = install(&env, &cred, confirm_req(&w, "drop-ci-noise", &plan, false)).await.expect_err("opt-in");
+    let refused = install(&env, &cred, confirm_req(&w, "drop-ci-noise", &plan, false))
+        .await
+        .expect_err("opt-in");
     assert_eq!(reason(&refused), "unproven");
-    let done = install(&env, &cred, confirm_req(&w, "drop-ci-noise", &plan, true)).await.expect("confirm");
+    let done = install(&env, &cred, confirm_req(&w, "drop-ci-noise", &plan, true))
+        .await
+        .expect("confirm");
     assert_eq!(done["provenance"]["proven"], false);
     assert_eq!(done["provenance"]["truncated"], true);
 }
@@ -358,10 +456,13 @@ async fn a_truncated_replay_applies_only_by_opt_in(db: TestDb) {
 async fn lost_work_is_shown_first(db: TestDb) {
     let env = Env::start(&db, Options::default()).await;
     let (scope, cred) = env.owner("alice", ALL).await;
-    let config = json!({"rules": [{"id": "everything", "when": "true", "action": {"queue": "forge"}}]});
+    let config =
+        json!({"rules": [{"id": "everything", "when": "true", "action": {"queue": "forge"}}]});
     let w = env.webhook(&scope, Some(config)).await;
     let ids = history(&env, &w).await;
-    let plan = install(&env, &cred, plan_req(&w, "drop-ci-noise")).await.expect("plan");
+    let plan = install(&env, &cred, plan_req(&w, "drop-ci-noise"))
+        .await
+        .expect("plan");
     let first = &plan["transitions"][0];
     assert_eq!(first["from"], "queue:forge", "{plan}");
     assert_eq!(first["to"], "drop");
@@ -379,10 +480,23 @@ async fn a_dead_rule_is_flagged_not_blocked(db: TestDb) {
     for n in 0..5 {
         env.deliver(&w, "github", "issues.opened.json", n).await;
     }
-    let plan = install(&env, &cred, plan_req(&w, "drop-ci-noise")).await.expect("plan");
-    let dead: Vec<&Value> = plan["rules"].as_array().expect("rules").iter().filter(|r| r["never_matched"] == true).collect();
-    assert!(dead.iter().any(|r| r["id"] == "drop-ci-noise--bot-comments" && r["from_pack"] == "drop-ci-noise"), "{plan}");
-    install(&env, &cred, confirm_req(&w, "drop-ci-noise", &plan, false)).await.expect("still confirmable");
+    let plan = install(&env, &cred, plan_req(&w, "drop-ci-noise"))
+        .await
+        .expect("plan");
+    let dead: Vec<&Value> = plan["rules"]
+        .as_array()
+        .expect("rules")
+        .iter()
+        .filter(|r| r["never_matched"] == true)
+        .collect();
+    assert!(
+        dead.iter()
+            .any(|r| r["id"] == "drop-ci-noise--bot-comments" && r["from_pack"] == "drop-ci-noise"),
+        "{plan}"
+    );
+    install(&env, &cred, confirm_req(&w, "drop-ci-noise", &plan, false))
+        .await
+        .expect("still confirmable");
 }
 
 async fn drift_is_visible(db: TestDb) {
@@ -390,10 +504,17 @@ async fn drift_is_visible(db: TestDb) {
     let (scope, cred) = env.owner("alice", ALL).await;
     let w = env.webhook(&scope, None).await;
     history(&env, &w).await;
-    let plan = install(&env, &cred, plan_req(&w, "drop-ci-noise")).await.expect("plan");
-    install(&env, &cred, confirm_req(&w, "drop-ci-noise", &plan, false)).await.expect("confirm");
+    let plan = install(&env, &cred, plan_req(&w, "drop-ci-noise"))
+        .await
+        .expect("plan");
+    install(&env, &cred, confirm_req(&w, "drop-ci-noise", &plan, false))
+        .await
+        .expect("confirm");
     let l = listing(&env, &cred, Some(&w)).await;
-    assert_eq!(pack(&l, "drop-ci-noise")["installed"]["drift"]["state"], "none");
+    assert_eq!(
+        pack(&l, "drop-ci-noise")["installed"]["drift"]["state"],
+        "none"
+    );
     env.rules(&cred)
         .update_webhook_rule(UpdateWebhookRuleRequest {
             webhook_id: w.id.clone(),
@@ -417,7 +538,9 @@ async fn upgrade_over_a_hand_edit(db: TestDb) {
     let mut req = plan_req(&w, "drop-ci-noise");
     req.version = "1".into();
     let plan = install(&env, &cred, req).await.expect("plan v1");
-    install(&env, &cred, confirm_req(&w, "drop-ci-noise", &plan, false)).await.expect("confirm v1");
+    install(&env, &cred, confirm_req(&w, "drop-ci-noise", &plan, false))
+        .await
+        .expect("confirm v1");
     env.rules(&cred)
         .update_webhook_rule(UpdateWebhookRuleRequest {
             webhook_id: w.id.clone(),
@@ -429,14 +552,30 @@ async fn upgrade_over_a_hand_edit(db: TestDb) {
         .expect("edit");
     let mut v2 = plan_req(&w, "drop-ci-noise");
     v2.version = "2".into();
-    let refused = install(&env, &cred, v2.clone()).await.expect_err("local edits");
+    let refused = install(&env, &cred, v2.clone())
+        .await
+        .expect_err("local edits");
     assert_eq!(reason(&refused), "local_edits");
-    assert!(refused.message().contains("drop-ci-noise--ci-noise"), "{refused:?}");
+    assert!(
+        refused.message().contains("drop-ci-noise--ci-noise"),
+        "{refused:?}"
+    );
     v2.overwrite_local_edits = true;
     let plan = install(&env, &cred, v2).await.expect("plan v2");
     assert_eq!(plan["kind"], "upgrade");
-    assert!(plan["rule_diff"]["changed"].as_array().expect("changed").contains(&json!("drop-ci-noise--ci-noise")), "{plan}");
-    assert!(plan["rule_diff"]["added"].as_array().expect("added").contains(&json!("drop-ci-noise--bot-reviews")));
+    assert!(
+        plan["rule_diff"]["changed"]
+            .as_array()
+            .expect("changed")
+            .contains(&json!("drop-ci-noise--ci-noise")),
+        "{plan}"
+    );
+    assert!(
+        plan["rule_diff"]["added"]
+            .as_array()
+            .expect("added")
+            .contains(&json!("drop-ci-noise--bot-reviews"))
+    );
     assert_eq!(plan["version_diff"]["from"], "1.0.0");
     assert_eq!(plan["version_diff"]["rules_added"], json!(["bot-reviews"]));
 }
@@ -446,17 +585,50 @@ async fn removal_is_replayed_too(db: TestDb) {
     let (scope, cred) = env.owner("alice", ALL).await;
     let w = env.webhook(&scope, None).await;
     history(&env, &w).await;
-    let plan = install(&env, &cred, plan_req(&w, "drop-ci-noise")).await.expect("plan");
-    install(&env, &cred, confirm_req(&w, "drop-ci-noise", &plan, false)).await.expect("confirm");
-    let version = env.store.get_webhook(&scope, &w.id).await.expect("webhook").config_version;
-    let removal = remove(&env, &cred, RemoveRulePackRequest { webhook_id: w.id.clone(), name: "drop-ci-noise".into(), ..Default::default() })
+    let plan = install(&env, &cred, plan_req(&w, "drop-ci-noise"))
         .await
-        .expect("plan removal");
+        .expect("plan");
+    install(&env, &cred, confirm_req(&w, "drop-ci-noise", &plan, false))
+        .await
+        .expect("confirm");
+    let version = env
+        .store
+        .get_webhook(&scope, &w.id)
+        .await
+        .expect("webhook")
+        .config_version;
+    let removal = remove(
+        &env,
+        &cred,
+        RemoveRulePackRequest {
+            webhook_id: w.id.clone(),
+            name: "drop-ci-noise".into(),
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("plan removal");
     assert_eq!(removal["kind"], "remove");
-    let back: u64 = removal["transitions"].as_array().expect("transitions").iter().filter(|t| t["from"] == "drop").map(|t| t["count"].as_u64().unwrap_or(0)).sum();
+    let back: u64 = removal["transitions"]
+        .as_array()
+        .expect("transitions")
+        .iter()
+        .filter(|t| t["from"] == "drop")
+        .map(|t| t["count"].as_u64().unwrap_or(0))
+        .sum();
     assert!(back >= 3, "{removal}");
-    assert!(removal["todos_per_day"]["after"].as_f64() > removal["todos_per_day"]["before"].as_f64());
-    assert_eq!(env.store.get_webhook(&scope, &w.id).await.expect("webhook").config_version, version, "nothing changed");
+    assert!(
+        removal["todos_per_day"]["after"].as_f64() > removal["todos_per_day"]["before"].as_f64()
+    );
+    assert_eq!(
+        env.store
+            .get_webhook(&scope, &w.id)
+            .await
+            .expect("webhook")
+            .config_version,
+        version,
+        "nothing changed"
+    );
     let done = remove(
         &env,
         &cred,
@@ -480,19 +652,34 @@ async fn a_token_does_not_cross_owners(db: TestDb) {
     let (_, cred_b) = env.owner("bob", ALL).await;
     let w = env.webhook(&scope_a, None).await;
     history(&env, &w).await;
-    let plan = install(&env, &cred_a, plan_req(&w, "drop-ci-noise")).await.expect("plan");
-    let err = install(&env, &cred_b, confirm_req(&w, "drop-ci-noise", &plan, true)).await.expect_err("cross owner");
+    let plan = install(&env, &cred_a, plan_req(&w, "drop-ci-noise"))
+        .await
+        .expect("plan");
+    let err = install(&env, &cred_b, confirm_req(&w, "drop-ci-noise", &plan, true))
+        .await
+        .expect_err("cross owner");
     assert_eq!(err.code(), tonic::Code::NotFound, "{err:?}");
-    let unknown = install(&env, &cred_b, plan_req(&w, "drop-ci-noise")).await.expect_err("other scope webhook");
+    let unknown = install(&env, &cred_b, plan_req(&w, "drop-ci-noise"))
+        .await
+        .expect_err("other scope webhook");
     assert_eq!(unknown.code(), tonic::Code::NotFound);
-    assert_eq!(env.store.get_webhook(&scope_a, &w.id).await.expect("webhook").config_version, w.config_version);
+    assert_eq!(
+        env.store
+            .get_webhook(&scope_a, &w.id)
+            .await
+            .expect("webhook")
+            .config_version,
+        w.config_version
+    );
 }
 
 async fn an_endpoint_without_the_verb(db: TestDb) {
     let env = Env::start(&db, Options::default()).await;
     let (scope, cred) = env.owner("alice", &["webhooks", "list_rule_packs"]).await;
     let w = env.webhook(&scope, None).await;
-    let err = install(&env, &cred, plan_req(&w, "drop-ci-noise")).await.expect_err("refused");
+    let err = install(&env, &cred, plan_req(&w, "drop-ci-noise"))
+        .await
+        .expect_err("refused");
     assert_eq!(err.code(), tonic::Code::PermissionDenied);
     listing(&env, &cred, Some(&w)).await;
 }
@@ -501,17 +688,28 @@ async fn another_tenants_deliveries_never_enter_a_replay(db: TestDb) {
     let env = Env::start(&db, Options::default()).await;
     let (scope_a, cred_a) = env.owner("alice", ALL).await;
     let (scope_b, _) = env.owner("bob", ALL).await;
-    let wa = env.webhook(&scope_a, Some(json!({"rules": [{"id": "all", "when": "true", "action": {"queue": "forge"}}]}))).await;
+    let wa = env
+        .webhook(
+            &scope_a,
+            Some(json!({"rules": [{"id": "all", "when": "true", "action": {"queue": "forge"}}]})),
+        )
+        .await;
     let wb = env.webhook(&scope_b, None).await;
     let a_ids = history(&env, &wa).await;
     for n in 0..12 {
-        env.deliver(&wb, "github", "check_run.completed.json", 100 + n).await;
+        env.deliver(&wb, "github", "check_run.completed.json", 100 + n)
+            .await;
     }
-    let plan = install(&env, &cred_a, plan_req(&wa, "drop-ci-noise")).await.expect("plan");
+    let plan = install(&env, &cred_a, plan_req(&wa, "drop-ci-noise"))
+        .await
+        .expect("plan");
     assert_eq!(plan["events_replayed"], a_ids.len() as u64);
     for t in plan["transitions"].as_array().expect("transitions") {
         for id in t["example_event_ids"].as_array().expect("ids") {
-            assert!(a_ids.contains(&id.as_str().unwrap_or_default().to_string()), "{id} is not alice's");
+            assert!(
+                a_ids.contains(&id.as_str().unwrap_or_default().to_string()),
+                "{id} is not alice's"
+            );
         }
     }
 }
@@ -521,7 +719,10 @@ async fn replay_report(env: &Env, cred: &str, w: &Webhook, candidate: Value) -> 
         .rules(cred)
         .test_webhook_rules(TestWebhookRulesRequest {
             webhook_id: w.id.clone(),
-            replay: Some(TestReplay { limit: 200, since_ms: 0 }),
+            replay: Some(TestReplay {
+                limit: 200,
+                since_ms: 0,
+            }),
             configuration_json: candidate.to_string(),
             ..Default::default()
         })
@@ -552,7 +753,8 @@ async fn id_less_candidates_replay(db: TestDb) {
     let (scope, cred) = env.owner("alice", ALL).await;
     let w = env.webhook(&scope, None).await;
     history(&env, &w).await;
-    let candidate = json!({"rules": [{"when": ".event == \"issues\"", "action": {"queue": "triage"}}]});
+    let candidate =
+        json!({"rules": [{"when": ".event == \"issues\"", "action": {"queue": "triage"}}]});
     let report = replay_report(&env, &cred, &w, candidate).await;
     assert_eq!(report["minted_rule_ids"], json!(["r-1"]));
     assert_eq!(report["rules"][0]["id"], "r-1");
@@ -575,10 +777,16 @@ async fn many_concurrent_confirms_of_one_token_exactly_one_succeeds(db: TestDb) 
     let (scope, cred) = env.owner("alice", ALL).await;
     let w = env.webhook(&scope, None).await;
     history(&env, &w).await;
-    let plan = install(&env, &cred, plan_req(&w, "drop-ci-noise")).await.expect("plan");
+    let plan = install(&env, &cred, plan_req(&w, "drop-ci-noise"))
+        .await
+        .expect("plan");
     let mut tasks = Vec::new();
     for _ in 0..12 {
-        let (env, cred, req) = (env.clone(), cred.clone(), confirm_req(&w, "drop-ci-noise", &plan, false));
+        let (env, cred, req) = (
+            env.clone(),
+            cred.clone(),
+            confirm_req(&w, "drop-ci-noise", &plan, false),
+        );
         tasks.push(tokio::spawn(async move { install(&env, &cred, req).await }));
     }
     let mut ok = 0;
@@ -589,7 +797,14 @@ async fn many_concurrent_confirms_of_one_token_exactly_one_succeeds(db: TestDb) 
         }
     }
     assert_eq!(ok, 1);
-    assert_eq!(env.store.get_webhook(&scope, &w.id).await.expect("webhook").config_version, w.config_version + 1);
+    assert_eq!(
+        env.store
+            .get_webhook(&scope, &w.id)
+            .await
+            .expect("webhook")
+            .config_version,
+        w.config_version + 1
+    );
 }
 
 async fn a_plan_carries_no_payload_text_or_header_values(db: TestDb) {
@@ -597,10 +812,23 @@ async fn a_plan_carries_no_payload_text_or_header_values(db: TestDb) {
     let (scope, cred) = env.owner("alice", ALL).await;
     let w = env.webhook(&scope, None).await;
     history(&env, &w).await;
-    let plan = install(&env, &cred, plan_req(&w, "drop-ci-noise")).await.expect("plan");
+    let plan = install(&env, &cred, plan_req(&w, "drop-ci-noise"))
+        .await
+        .expect("plan");
     let text = plan.to_string();
-    for forbidden in ["Codertocat", "Hello-World", "octocat", "GitHub-Hookshot", "application/json", "sha256=", "api.github.com"] {
-        assert!(!text.contains(forbidden), "the plan leaks {forbidden:?}: {text}");
+    for forbidden in [
+        "Codertocat",
+        "Hello-World",
+        "octocat",
+        "GitHub-Hookshot",
+        "application/json",
+        "sha256=",
+        "api.github.com",
+    ] {
+        assert!(
+            !text.contains(forbidden),
+            "the plan leaks {forbidden:?}: {text}"
+        );
     }
 }
 
@@ -618,14 +846,29 @@ async fn the_rebinding_trap_is_caught(db: TestDb) {
     }];
     trap.fixtures.clear();
     catalog.add_external(trap, "test").expect("add");
-    let env = Env::start(&db, Options { catalog, ..Default::default() }).await;
+    let env = Env::start(
+        &db,
+        Options {
+            catalog,
+            ..Default::default()
+        },
+    )
+    .await;
     let (scope, cred) = env.owner("alice", ALL).await;
     let w = env.webhook(&scope, None).await;
     let ids = history(&env, &w).await;
-    let err = install(&env, &cred, plan_req(&w, "rebinding-trap")).await.expect_err("refused");
+    let err = install(&env, &cred, plan_req(&w, "rebinding-trap"))
+        .await
+        .expect_err("refused");
     assert_eq!(reason(&err), "pack_rule_faults", "{err:?}");
-    assert!(err.message().contains("rebinding-trap--bot-words"), "{err:?}");
-    assert!(ids.iter().any(|id| err.message().contains(id.as_str())), "names example event ids: {err:?}");
+    assert!(
+        err.message().contains("rebinding-trap--bot-words"),
+        "{err:?}"
+    );
+    assert!(
+        ids.iter().any(|id| err.message().contains(id.as_str())),
+        "names example event ids: {err:?}"
+    );
 }
 
 async fn a_mistyped_allowlist_is_refused_before_replay(db: TestDb) {
@@ -633,8 +876,16 @@ async fn a_mistyped_allowlist_is_refused_before_replay(db: TestDb) {
     let (scope, cred) = env.owner("alice", ALL).await;
     let w = env.webhook(&scope, None).await;
     history(&env, &w).await;
-    let name = if Catalog::builtin().versions("trusted-actors").is_empty() { "drop-ci-noise" } else { "trusted-actors" };
-    let param = if name == "trusted-actors" { "trusted_humans" } else { "bot_actors" };
+    let name = if Catalog::builtin().versions("trusted-actors").is_empty() {
+        "drop-ci-noise"
+    } else {
+        "trusted-actors"
+    };
+    let param = if name == "trusted-actors" {
+        "trusted_humans"
+    } else {
+        "bot_actors"
+    };
     let mut req = plan_req(&w, name);
     req.params_json = Some(json!({ param: "alice" }).to_string());
     let err = install(&env, &cred, req).await.expect_err("mistyped");
@@ -642,6 +893,8 @@ async fn a_mistyped_allowlist_is_refused_before_replay(db: TestDb) {
     assert!(err.message().contains(param), "{err:?}");
     // No replay ran: the endpoint's 10 replays a minute are all still there.
     for _ in 0..10 {
-        install(&env, &cred, plan_req(&w, "drop-ci-noise")).await.expect("replay budget intact");
+        install(&env, &cred, plan_req(&w, "drop-ci-noise"))
+            .await
+            .expect("replay budget intact");
     }
 }

@@ -545,13 +545,20 @@ impl WebhookRules for WebhookRulesApi {
                 ));
             }
             if let Some(replay) = &req.replay {
-                let w = self.state.store.get_webhook(caller.scope(), &req.webhook_id).await?;
+                let w = self
+                    .state
+                    .store
+                    .get_webhook(caller.scope(), &req.webhook_id)
+                    .await?;
                 let candidate = if req.configuration_json.is_empty() {
                     saved_configuration(&w)?
                 } else {
                     parse_candidate("configuration_json", &req.configuration_json)?
                 };
-                let packs = crate::rule_packs::RulePacks::new(self.state.clone(), self.state.catalog.clone());
+                let packs = crate::rule_packs::RulePacks::new(
+                    self.state.clone(),
+                    self.state.catalog.clone(),
+                );
                 let who = crate::rule_packs::Caller {
                     endpoint_id: caller.endpoint.id.clone(),
                     human: caller.endpoint.human_login.clone(),

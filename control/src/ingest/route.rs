@@ -332,3 +332,129 @@ pub fn spawn_unrouted_retry(
         }
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::scope::OwnerScope;
+    use crate::store::SourceType;
+
+    fn hook() -> Webhook {
+        Webhook {
+            id: "wh_x".into(),
+            owner_scope: OwnerScope::human("alice"),
+            source_type: SourceType::Github,
+            secret: "s".repeat(16),
+            grant: vec!["forge".into(), "review".into()],
+            reject_unverified: false,
+            configuration: json!({"rules": []}),
+            config_version: 1,
+            config_digest: String::new(),
+            provenance: json!({}),
+            trusted_actors: Some(json!({"humans": ["octocat", 7], "bots": ["dependabot[bot]"]})),
+            created_at: 0,
+        }
+    }
+
+    fn decision(outcome: Outcome, queue: &str, rule: &str) -> Decision {
+        Decision {
+            outcome: outcome as i32,
+            queue: queue.into(),
+            rule_id: rule.into(),
+            ..Decision::default()
+        }
+    }
+
+    const FAIL_CLOSED: Capabilities = Capabilities {
+        trusted_actors: true,
+    };
+    const OPEN: Capabilities = Capabilities {
+        trusted_actors: false,
+    };
+
+    #[test]
+    fn queue_and_default_decisions_make_todos() {
+        let (label, r) = record_for(
+            &decision(Outcome::Queue, "review", "r-1"),
+            &hook(),
+            &FAIL_CLOSED,
+        );
+        assert_eq!(label, "queue:review");
+        assert_eq!(
+            r.todo,
+            Some(NewTodo {
+                queue: "review".into(),
+                rule_id: Some("r-1".into())
+            })
+        );
+        assert_eq!(r.decision["decision"], "queue:review");
+        assert!(r.fault.is_none());
+
+        let (label, r) = record_for(&decision(Outcome::Default, "", ""), &hook(), &FAIL_CLOSED);
+        assert_eq!(label, "default");
+        assert_eq!(r.todo.map(|t| t.queue), Some("forge".to_string()));
+    }
+
+    #[test]
+    fn drop_and_quarantine_make_none() {
+        for (outcome, label) in [(Outcome::Drop, "drop"), (Outcome::Quarantine, "quarantine")] {
+            let (l, r) = record_for(&decision(outcome, "", "r-2"), &hook(), &FAIL_CLOSED);
+            assert_eq!(l, label);
+            assert!(r.todo.is_none() && r.fault.is_none());
+            assert_eq!(r.decision["rule_id"], "r-2");
+        }
+    }
+
+    #[test]
+    fn faults_fail_closed_or_go_to_the_default_queue() {
+        let mut d = decision(Outcome::Fault, "", "r-3");
+        d.fault_code = "budget_exceeded".into();
+        d.reason = "over 50 ms".into();
+        let (label, r) = record_for(&d, &hook(), &FAIL_CLOSED);
+        assert_eq!(label, "fault");
+        assert!(r.todo.is_none());
+        let fault = r.fault.expect("fault");
+        assert_eq!(fault["disposition"], "quarantine");
+        assert_eq!(fault["code"], "budget_exceeded");
+
+        let (label, r) = record_for(&d, &hook(), &OPEN);
+        assert_eq!(label, "fault");
+        assert_eq!(
+            r.todo,
+            Some(NewTodo {
+                queue: "forge".into(),
+                rule_id: None
+            })
+        );
+        assert_eq!(r.decision["queue"], "forge");
+        assert_eq!(r.fault.expect("fault")["disposition"], "default");
+    }
+
+    #[test]
+    fn an_unusable_answer_is_a_fault() {
+        for d in [
+            decision(Outcome::Unspecified, "", ""),
+            decision(Outcome::Queue, "", "r-1"),
+            Decision {
+                outcome: 99,
+                ..Decision::default()
+            },
+        ] {
+            let (label, r) = record_for(&d, &hook(), &FAIL_CLOSED);
+            assert_eq!(label, "fault");
+            assert_eq!(r.fault.expect("fault")["code"], "invalid_decision");
+        }
+    }
+
+    #[test]
+    fn routing_context_carries_trusted_actors_only_with_the_capability() {
+        let ctx = routing_context(&hook(), &FAIL_CLOSED);
+        assert_eq!(ctx.grant, vec!["forge", "review"]);
+        let actors = ctx.trusted_actors.expect("actors");
+        assert_eq!(actors.humans, vec!["octocat"], "non-strings are skipped");
+        assert_eq!(actors.bots, vec!["dependabot[bot]"]);
+        assert!(actors.agents.is_empty());
+        let ctx = routing_context(&hook(), &OPEN);
+        assert!(!ctx.trusted_actors_capability && ctx.trusted_actors.is_none());
+    }
+}

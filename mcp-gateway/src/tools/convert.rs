@@ -40,7 +40,10 @@ pub fn installed_packs(text: &str) -> Result<Object, ToolError> {
         Some(Value::Array(list)) => {
             let mut by_name = Map::new();
             for entry in list {
-                let Some(name) = entry.get("name").and_then(Value::as_str).map(str::to_string)
+                let Some(name) = entry
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
                 else {
                     return Err(ToolError::internal(
                         "control sent installed_packs_json with an entry without a name",

@@ -451,10 +451,7 @@ impl HttpResponse {
 
 fn dechunk(mut body: &[u8]) -> Vec<u8> {
     let mut out = Vec::new();
-    loop {
-        let Some(end) = body.windows(2).position(|w| w == b"\r\n") else {
-            break;
-        };
+    while let Some(end) = body.windows(2).position(|w| w == b"\r\n") {
         let size_text = String::from_utf8_lossy(&body[..end]);
         let size = usize::from_str_radix(size_text.split(';').next().unwrap_or("").trim(), 16)
             .unwrap_or(0);
