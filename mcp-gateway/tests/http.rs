@@ -568,3 +568,30 @@ async fn health_needs_no_credential() {
     assert_eq!(r.status, 200);
     assert_eq!(r.body, "ok");
 }
+
+#[tokio::test]
+async fn a_session_id_never_carries_one_callers_identity_to_another() {
+    // Stateless: there are no sessions to hijack. The same Mcp-Session-Id sent with two
+    // credentials is served as two different callers, each as its own bearer says.
+    let (addr, _) = gateway(|_| {}).await;
+    let body = list(1).to_string();
+    let tools = |r: HttpResponse| tool_result(&r)["tools"].as_array().unwrap().len();
+    let mut counts = Vec::new();
+    for bearer in [ALL, FEW, ALL] {
+        let auth = format!("Bearer {bearer}");
+        let r = send(
+            addr,
+            mcp_request(
+                addr,
+                &[
+                    ("Authorization", &auth),
+                    ("Mcp-Session-Id", "shared-session"),
+                ],
+                body.as_bytes(),
+            ),
+        )
+        .await;
+        counts.push(tools(r));
+    }
+    assert_eq!(counts, [ALL_VERBS.len(), 4, ALL_VERBS.len()]);
+}

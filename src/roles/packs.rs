@@ -28,7 +28,10 @@ pub async fn run(args: PacksArgs) -> anyhow::Result<()> {
     let PacksCommand::Test { dir } = args.command;
     let packs = read_packs_tree(&dir);
     if packs.is_empty() {
-        anyhow::bail!("{}: no pack.json found (expected <dir>/pack.json or <dir>/<name>/<version>/pack.json)", dir.display());
+        anyhow::bail!(
+            "{}: no pack.json found (expected <dir>/pack.json or <dir>/<name>/<version>/pack.json)",
+            dir.display()
+        );
     }
     let mut config = SandboxConfig::new(std::env::current_exe()?);
     config.children = 1;
@@ -44,7 +47,12 @@ pub async fn run(args: PacksArgs) -> anyhow::Result<()> {
                     problems = switchboard_packs::runner::check_pack(&pack, &pool).await;
                 }
                 if problems.is_empty() {
-                    println!("ok   {} ({} rules, {} fixtures)", pack.label(), pack.rules.len(), pack.fixtures.len());
+                    println!(
+                        "ok   {} ({} rules, {} fixtures)",
+                        pack.label(),
+                        pack.rules.len(),
+                        pack.fixtures.len()
+                    );
                 } else {
                     println!("FAIL {}", pack.label());
                 }
@@ -54,7 +62,11 @@ pub async fn run(args: PacksArgs) -> anyhow::Result<()> {
         }
     }
     // External packs must agree with the built-ins on shared param types too.
-    let mut all: Vec<_> = switchboard_packs::Catalog::builtin().packs().iter().map(|p| p.pack.clone()).collect();
+    let mut all: Vec<_> = switchboard_packs::Catalog::builtin()
+        .packs()
+        .iter()
+        .map(|p| p.pack.clone())
+        .collect();
     all.extend(loaded);
     failures.extend(check_shared_param_types(&all));
     if failures.is_empty() {

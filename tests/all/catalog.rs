@@ -53,19 +53,32 @@ async fn a_pack_that_contradicts_its_fixtures_does_not_build() {
 #[test]
 fn packs_test_command_checks_an_external_pack_directory() {
     let good = std::process::Command::new(crate::support::binary())
-        .args(["packs", "test", concat!(env!("CARGO_MANIFEST_DIR"), "/packs/drop-ci-noise")])
+        .args([
+            "packs",
+            "test",
+            concat!(env!("CARGO_MANIFEST_DIR"), "/packs/drop-ci-noise"),
+        ])
         .output()
         .expect("runs");
-    assert!(good.status.success(), "{}", String::from_utf8_lossy(&good.stderr));
+    assert!(
+        good.status.success(),
+        "{}",
+        String::from_utf8_lossy(&good.stderr)
+    );
     assert!(String::from_utf8_lossy(&good.stdout).contains("ok   drop-ci-noise@1.0.0"));
     // A copy whose fixture expects the wrong decision fails, naming pack, version and fixture.
     let dir = tempfile::tempdir().expect("tempdir");
     let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("packs/drop-ci-noise/1.0.0");
     let dst = dir.path().join("ext-noise/1.0.0");
     std::fs::create_dir_all(dst.join("fixtures")).expect("mkdir");
-    let manifest = std::fs::read_to_string(src.join("pack.json")).expect("manifest").replace("\"drop-ci-noise\"", "\"ext-noise\"");
+    let manifest = std::fs::read_to_string(src.join("pack.json"))
+        .expect("manifest")
+        .replace("\"drop-ci-noise\"", "\"ext-noise\"");
     std::fs::write(dst.join("pack.json"), manifest).expect("write");
-    for entry in std::fs::read_dir(src.join("fixtures")).expect("fixtures").flatten() {
+    for entry in std::fs::read_dir(src.join("fixtures"))
+        .expect("fixtures")
+        .flatten()
+    {
         let mut text = std::fs::read_to_string(entry.path()).expect("fixture");
         if entry.file_name() == "deleted-comment-dropped.json" {
             text = text.replace("\"want\": \"drop\"", "\"want\": \"default\"");
@@ -79,5 +92,8 @@ fn packs_test_command_checks_an_external_pack_directory() {
         .expect("runs");
     assert!(!bad.status.success());
     let stderr = String::from_utf8_lossy(&bad.stderr);
-    assert!(stderr.contains("ext-noise@1.0.0 fixture deleted-comment-dropped"), "{stderr}");
+    assert!(
+        stderr.contains("ext-noise@1.0.0 fixture deleted-comment-dropped"),
+        "{stderr}"
+    );
 }
