@@ -91,7 +91,7 @@ fn order_is_enforced_requires_pack() {
         &vec![],
         &lanes,
         InstallRequest::default(),
-        &[lanes.clone()],
+        std::slice::from_ref(&lanes),
     )
     .unwrap_err();
     assert_eq!(err.code(), "requires_pack");
@@ -207,7 +207,7 @@ fn too_many_rules_names_the_packs_and_counts() {
         &vec![],
         &big,
         InstallRequest::default(),
-        &[big.clone()],
+        std::slice::from_ref(&big),
     )
     .unwrap_err();
     match err {
@@ -253,7 +253,7 @@ fn replaces_adopts_hand_written_rules_and_refuses_unknown_or_pack_rules() {
         &vec![],
         &q,
         InstallRequest::default(),
-        &[q.clone()],
+        std::slice::from_ref(&q),
     )
     .unwrap();
     let pack_rule = InstallRequest {
