@@ -118,7 +118,7 @@ impl Store {
             webhook_columns!(),
             " FROM webhooks WHERE id = $1 AND owner_scope = $2"
         ))
-        .bind(webhook_id)
+        .bind(super::lookup_id(webhook_id))
         .bind(scope.to_string())
         .fetch_optional(&mut *tx)
         .await?;
@@ -183,7 +183,7 @@ impl Store {
         .bind(digest_after.as_str())
         .bind(installed_packs.as_str())
         .bind(trusted_actors.as_deref())
-        .bind(webhook_id)
+        .bind(super::lookup_id(webhook_id))
         .execute(&mut *tx)
         .await?;
         sqlx::query(
@@ -191,7 +191,7 @@ impl Store {
              change, provenance, digest_before, digest_after, configuration, saved_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
         )
-        .bind(webhook_id)
+        .bind(super::lookup_id(webhook_id))
         .bind(version)
         .bind(scope.to_string())
         .bind(save.actor.endpoint_id.as_deref())
@@ -232,7 +232,7 @@ impl Store {
              configuration, saved_at FROM configuration_history \
              WHERE webhook_id = $1 AND owner_scope = $2 AND version < $3 ORDER BY version DESC LIMIT $4",
         )
-        .bind(webhook_id)
+        .bind(super::lookup_id(webhook_id))
         .bind(scope.to_string())
         .bind(below)
         .bind(size + 1)

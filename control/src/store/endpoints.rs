@@ -142,7 +142,7 @@ impl Store {
              RETURNING id, name, human_login, owner_scope, verbs, created_at, revoked_at",
         )
         .bind(self.now())
-        .bind(id)
+        .bind(super::lookup_id(id))
         .fetch_optional(&self.pool)
         .await?;
         row.as_ref()
@@ -152,7 +152,7 @@ impl Store {
 
     pub async fn get_endpoint(&self, id: &str) -> Result<Endpoint> {
         let row = sqlx::query("SELECT id, name, human_login, owner_scope, verbs, created_at, revoked_at FROM endpoints WHERE id = $1")
-            .bind(id)
+            .bind(super::lookup_id(id))
             .fetch_optional(&self.pool)
             .await?;
         row.as_ref()

@@ -177,7 +177,7 @@ impl Store {
         .bind(decision.as_str())
         .bind(fault.as_deref())
         .bind(now)
-        .bind(event_id)
+        .bind(super::lookup_id(event_id))
         .execute(&mut *tx)
         .await?;
         if done.rows_affected() == 0 {
@@ -207,7 +207,7 @@ impl Store {
             " FROM events WHERE webhook_id = $1 AND owner_scope = $2 AND (received_at, id) < ($3, $4) \
              ORDER BY received_at DESC, id DESC LIMIT $5"
         ))
-        .bind(webhook_id)
+        .bind(super::lookup_id(webhook_id))
         .bind(scope.to_string())
         .bind(before_ms)
         .bind(before_id.as_str())
@@ -225,7 +225,7 @@ impl Store {
             event_columns!(),
             " FROM events WHERE id = $1 AND owner_scope = $2"
         ))
-        .bind(event_id)
+        .bind(super::lookup_id(event_id))
         .bind(scope.to_string())
         .fetch_optional(&self.pool)
         .await?;
@@ -256,7 +256,7 @@ impl Store {
             " FROM events WHERE webhook_id = $1 AND owner_scope = $2 AND received_at >= $3 \
              ORDER BY received_at DESC, id DESC LIMIT $4"
         ))
-        .bind(webhook_id)
+        .bind(super::lookup_id(webhook_id))
         .bind(scope.to_string())
         .bind(since.unwrap_or(i64::MIN))
         .bind(i64::from(limit))
@@ -283,7 +283,7 @@ impl Store {
     /// another scope's.
     pub(crate) async fn require_webhook(&self, scope: &OwnerScope, webhook_id: &str) -> Result<()> {
         let found = sqlx::query("SELECT 1 FROM webhooks WHERE id = $1 AND owner_scope = $2")
-            .bind(webhook_id)
+            .bind(super::lookup_id(webhook_id))
             .bind(scope.to_string())
             .fetch_optional(&self.pool)
             .await?;

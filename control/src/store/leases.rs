@@ -26,7 +26,7 @@ impl Store {
              ON CONFLICT (webhook_id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at \
              WHERE replay_leases.expires_at <= $4 OR replay_leases.holder = excluded.holder",
         )
-        .bind(webhook_id)
+        .bind(super::lookup_id(webhook_id))
         .bind(holder)
         .bind(now.saturating_add(duration_ms(ttl)))
         .bind(now)
@@ -44,7 +44,7 @@ impl Store {
     /// Gives the lease back; only its holder can. Returns whether it was held.
     pub async fn release_replay_lease(&self, webhook_id: &str, holder: &str) -> Result<bool> {
         let done = sqlx::query("DELETE FROM replay_leases WHERE webhook_id = $1 AND holder = $2")
-            .bind(webhook_id)
+            .bind(super::lookup_id(webhook_id))
             .bind(holder)
             .execute(&self.pool)
             .await?;

@@ -293,3 +293,14 @@ where
     text.parse()
         .map_err(|e| Error::internal(format!("stored {column} {text:?}: {e}")))
 }
+
+/// An id as a lookup binds it: text PostgreSQL cannot hold (a NUL) or far longer than any
+/// id becomes the empty id, which matches nothing — so a malformed id costs the same query
+/// and answers the same `not_found` as an unknown one, on every backend.
+pub(crate) fn lookup_id(id: &str) -> &str {
+    if id.len() > 256 || id.contains('\0') {
+        ""
+    } else {
+        id
+    }
+}

@@ -98,7 +98,7 @@ pub(crate) async fn insert_todo_in(
     .bind(new.queue.as_str())
     .bind(new.rule_id.as_deref())
     .bind(now)
-    .bind(event_id)
+    .bind(super::lookup_id(event_id))
     .execute(&mut **tx)
     .await?;
     let row = sqlx::query(concat!(
@@ -107,7 +107,7 @@ pub(crate) async fn insert_todo_in(
         " FROM todos WHERE (webhook_id, delivery_id) IN \
          (SELECT webhook_id, delivery_id FROM events WHERE id = $1)"
     ))
-    .bind(event_id)
+    .bind(super::lookup_id(event_id))
     .fetch_optional(&mut **tx)
     .await?;
     let Some(row) = row else {
@@ -169,7 +169,7 @@ impl Store {
             todo_columns!(),
             " FROM todos WHERE id = $1 AND owner_scope = $2"
         ))
-        .bind(id)
+        .bind(super::lookup_id(id))
         .bind(scope.to_string())
         .fetch_optional(&self.pool)
         .await?;
@@ -193,7 +193,7 @@ impl Store {
         ))
         .bind(endpoint_id)
         .bind(self.now())
-        .bind(id)
+        .bind(super::lookup_id(id))
         .bind(scope.to_string())
         .fetch_optional(&self.pool)
         .await?;
@@ -226,7 +226,7 @@ impl Store {
         ))
         .bind(endpoint_id)
         .bind(self.now())
-        .bind(id)
+        .bind(super::lookup_id(id))
         .bind(scope.to_string())
         .fetch_optional(&self.pool)
         .await?;

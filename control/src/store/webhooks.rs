@@ -284,7 +284,7 @@ impl Store {
             webhook_columns!(),
             " FROM webhooks WHERE id = $1 AND owner_scope = $2"
         ))
-        .bind(id)
+        .bind(super::lookup_id(id))
         .bind(scope.to_string())
         .fetch_optional(&self.pool)
         .await?;
@@ -300,7 +300,7 @@ impl Store {
             webhook_columns!(),
             " FROM webhooks WHERE id = $1"
         ))
-        .bind(id)
+        .bind(super::lookup_id(id))
         .fetch_optional(&self.pool)
         .await?;
         row.as_ref()
@@ -324,7 +324,7 @@ impl Store {
     /// Deletes a webhook with its events, todos, history, plans and lease.
     pub async fn delete_webhook(&self, scope: &OwnerScope, id: &str) -> Result<()> {
         let done = sqlx::query("DELETE FROM webhooks WHERE id = $1 AND owner_scope = $2")
-            .bind(id)
+            .bind(super::lookup_id(id))
             .bind(scope.to_string())
             .execute(&self.pool)
             .await?;
@@ -347,7 +347,7 @@ impl Store {
             webhook_columns!()
         ))
         .bind(secret.as_str())
-        .bind(id)
+        .bind(super::lookup_id(id))
         .bind(scope.to_string())
         .fetch_optional(&self.pool)
         .await?;
@@ -369,7 +369,7 @@ impl Store {
             webhook_columns!()
         ))
         .bind(grant.as_str())
-        .bind(id)
+        .bind(super::lookup_id(id))
         .bind(scope.to_string())
         .fetch_optional(&self.pool)
         .await?;
@@ -390,7 +390,7 @@ impl Store {
             webhook_columns!()
         ))
         .bind(i32::from(reject))
-        .bind(id)
+        .bind(super::lookup_id(id))
         .bind(scope.to_string())
         .fetch_optional(&self.pool)
         .await?;
