@@ -3,10 +3,7 @@
 
 use serde_json::{Map, Value, json};
 use switchboard_proto::control::v1 as pb;
-use switchboard_proto::router::v1::{
-    Decision, Header as RouterHeader, Outcome, RoutingContext, StoredDelivery,
-    TrustedActors as RouterTrustedActors,
-};
+use switchboard_proto::router::v1::{Decision, Outcome, RoutingContext, StoredDelivery};
 
 use super::status::ApiError;
 use crate::secrets::canonical_json;
@@ -85,20 +82,10 @@ pub fn webhook(w: &Webhook) -> pb::Webhook {
     }
 }
 
-/// What the router needs to know about a webhook to validate or evaluate for it.
+/// What the router needs to know about a webhook to validate or evaluate for it: the one
+/// definition ingest uses too.
 pub fn routing_context(state: &ControlState, w: &Webhook) -> RoutingContext {
-    RoutingContext {
-        grant: w.grant.clone(),
-        trusted_actors_capability: state.capabilities.trusted_actors,
-        trusted_actors: w.trusted_actors.as_ref().map(|t| {
-            let (humans, agents, bots) = trusted_lists(t);
-            RouterTrustedActors {
-                humans,
-                agents,
-                bots,
-            }
-        }),
-    }
+    crate::ingest::route::routing_context(w, &state.capabilities)
 }
 
 fn json_text(v: &Option<Value>) -> String {
@@ -148,23 +135,7 @@ pub fn event(e: &Event) -> pb::GetWebhookEventResponse {
 
 /// A stored event as the router rebuilds its envelope from: the same parts ingest used.
 pub fn stored_delivery(e: &Event) -> StoredDelivery {
-    StoredDelivery {
-        event_id: e.id.clone(),
-        source: e.source.clone(),
-        kind: e.kind.clone(),
-        headers: e
-            .headers
-            .iter()
-            .map(|(name, value)| RouterHeader {
-                name: name.clone(),
-                value: value.clone(),
-            })
-            .collect(),
-        body: e.body.clone().into(),
-        verified: e.verified,
-        delivery_id: e.delivery_id.clone(),
-        received_at_ms: e.received_at,
-    }
+    crate::ingest::route::stored_delivery(e)
 }
 
 /// A router decision as the JSON every `*decision_json` field carries:
