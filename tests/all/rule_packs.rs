@@ -311,6 +311,8 @@ on_every_backend!(
     a_plan_carries_no_payload_text_or_header_values,
     the_rebinding_trap_is_caught,
     a_mistyped_allowlist_is_refused_before_replay,
+    a_cross_family_pair_map,
+    same_family_pairs_are_refused_at_install,
 );
 
 async fn no_external_packs_by_default(db: TestDb) {
@@ -897,4 +899,112 @@ async fn a_mistyped_allowlist_is_refused_before_replay(db: TestDb) {
             .await
             .expect("replay budget intact");
     }
+}
+
+/// Routes a made-up delivery through the saved configuration (a dry run; writes nothing).
+async fn dry_run(env: &Env, cred: &str, w: &Webhook, kind: &str, body: &Value) -> Value {
+    let r = env
+        .rules(cred)
+        .test_webhook_rules(TestWebhookRulesRequest {
+            webhook_id: w.id.clone(),
+            payload: Some(switchboard_proto::control::v1::TestPayload {
+                payload_json: body.to_string(),
+                kind: kind.into(),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await
+        .expect("dry run")
+        .into_inner();
+    serde_json::from_str(&r.saved_decision_json).expect("decision")
+}
+
+fn review_request(author: &str, reviewer: &str) -> Value {
+    let mut body: Value =
+        serde_json::from_slice(&payload("github", "pull_request.review_requested.json").body)
+            .expect("json");
+    body["pull_request"]["user"]["login"] = json!(author);
+    body["requested_reviewer"]["login"] = json!(reviewer);
+    body["sender"]["login"] = json!(author);
+    body
+}
+
+fn pair_params(same_family: bool) -> String {
+    json!({
+        "identity": "reviewer-b",
+        "pairs": [{"author": "author-a", "reviewer": "reviewer-b"}],
+        "families": {"author-a": "claude", "reviewer-b": if same_family { "claude" } else { "gpt" }},
+        "require_cross_family": true,
+    })
+    .to_string()
+}
+
+async fn a_cross_family_pair_map(db: TestDb) {
+    let env = Env::start(&db, Options::default()).await;
+    let (scope, cred) = env.owner("alice", ALL).await;
+    let w = env.webhook(&scope, None).await;
+    env.deliver(&w, "github", "pull_request.review_requested.json", 1)
+        .await;
+    let mut req = plan_req(&w, "no-self-review");
+    req.params_json = Some(pair_params(false));
+    let plan = install(&env, &cred, req).await.expect("plan");
+    install(&env, &cred, confirm_req(&w, "no-self-review", &plan, true))
+        .await
+        .expect("confirm");
+    let kind = "pull_request.review_requested";
+    let paired = dry_run(
+        &env,
+        &cred,
+        &w,
+        kind,
+        &review_request("author-a", "reviewer-b"),
+    )
+    .await;
+    assert_eq!(
+        paired["decision"], "default",
+        "author-a → reviewer-b reaches the pool: {paired}"
+    );
+    let human = dry_run(
+        &env,
+        &cred,
+        &w,
+        kind,
+        &review_request("some-human", "reviewer-b"),
+    )
+    .await;
+    assert_eq!(
+        human["decision"], "drop",
+        "a human author's PR is dropped: {human}"
+    );
+    let own = dry_run(
+        &env,
+        &cred,
+        &w,
+        kind,
+        &review_request("reviewer-b", "reviewer-b"),
+    )
+    .await;
+    assert_eq!(
+        own["decision"], "drop",
+        "reviewer-b's own PR is dropped: {own}"
+    );
+}
+
+async fn same_family_pairs_are_refused_at_install(db: TestDb) {
+    let env = Env::start(&db, Options::default()).await;
+    let (scope, cred) = env.owner("alice", ALL).await;
+    let w = env.webhook(&scope, None).await;
+    let mut req = plan_req(&w, "no-self-review");
+    req.params_json = Some(pair_params(true));
+    let err = install(&env, &cred, req).await.expect_err("same family");
+    assert_eq!(reason(&err), "invalid_params", "{err:?}");
+    assert!(
+        err.message().contains("cross-family-pairs"),
+        "names the param check: {err:?}"
+    );
+    assert!(
+        err.message().contains("author-a") && err.message().contains("reviewer-b"),
+        "names the pair: {err:?}"
+    );
 }
