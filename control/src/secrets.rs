@@ -37,47 +37,15 @@ pub fn hashes_match(a: &str, b: &str) -> bool {
 /// Written to agree with the router's `Configuration::digest` when given the serialized form
 /// of a router `Configuration`, so a digest means the same thing on both planes.
 pub fn configuration_digest(value: &serde_json::Value) -> String {
-    let mut out = String::new();
-    write_canonical(value, &mut out);
-    sha256_hex(&out)
+    sha256_hex(&canonical_json(value))
 }
 
-/// Compact JSON with object keys sorted, so equal values always serialize the same.
+/// Compact JSON with object keys sorted, so equal values always serialize the same — the
+/// model's canonical form, so control's digests agree with the router's.
 pub fn canonical_json(value: &serde_json::Value) -> String {
     let mut out = String::new();
-    write_canonical(value, &mut out);
+    switchboard_model::write_canonical(value, &mut out);
     out
-}
-
-fn write_canonical(value: &serde_json::Value, out: &mut String) {
-    use serde_json::Value;
-    match value {
-        Value::Object(m) => {
-            let mut keys: Vec<&String> = m.keys().collect();
-            keys.sort();
-            out.push('{');
-            for (i, k) in keys.into_iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                out.push_str(&Value::String(k.clone()).to_string());
-                out.push(':');
-                write_canonical(&m[k], out);
-            }
-            out.push('}');
-        }
-        Value::Array(a) => {
-            out.push('[');
-            for (i, v) in a.iter().enumerate() {
-                if i > 0 {
-                    out.push(',');
-                }
-                write_canonical(v, out);
-            }
-            out.push(']');
-        }
-        other => out.push_str(&other.to_string()),
-    }
 }
 
 #[cfg(test)]
