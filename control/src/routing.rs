@@ -18,6 +18,10 @@ use tonic::transport::{Channel, Endpoint};
 
 /// Largest message exchanged with a router (a chunk of stored deliveries).
 const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
+/// HTTP/2 windows sized for megabyte batches (the router's server uses the same), so a
+/// chunk of stored deliveries is not sent 64 KiB per round trip.
+const STREAM_WINDOW_BYTES: u32 = 8 * 1024 * 1024;
+const CONNECTION_WINDOW_BYTES: u32 = 16 * 1024 * 1024;
 
 /// Where the routers are.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -81,7 +85,9 @@ fn connect(addr: &str) -> Option<Instance> {
     let endpoint = Endpoint::from_shared(format!("http://{addr}"))
         .ok()?
         .connect_timeout(Duration::from_secs(1))
-        .tcp_nodelay(true);
+        .tcp_nodelay(true)
+        .initial_stream_window_size(Some(STREAM_WINDOW_BYTES))
+        .initial_connection_window_size(Some(CONNECTION_WINDOW_BYTES));
     let client = RouterClient::new(endpoint.connect_lazy())
         .max_decoding_message_size(MAX_MESSAGE_BYTES)
         .max_encoding_message_size(MAX_MESSAGE_BYTES);

@@ -1,24 +1,28 @@
 //! The proofs SPEC-0031 REQ-9 and REQ-6 demand of the built-in catalog, pure and in-process
 //! (issue 5, item 4): the packs, installed with `merge::install_candidate` as a confirm would
-//! install them, decide every case of the hand-written seeds as the seeds do.
+//! install them, route every case of the seeds to its `want`.
 //!
-//! - trusted-actors@1 then handoff-lanes@1, with fleet.json's params, on an empty
+//! - trusted-actors@1 then handoff-lanes@1, with the fleet cases' params, on an empty
 //!   configuration: every fleet case routes to its `want`.
 //! - no-self-review@1 (identity mode) plus drop-ci-noise@1 with `drop_deleted: false` and
 //!   `keep_ci_success: true`: every pool-review case routes to its `want`.
-//! - The adoption scenario: fleet.json's 27 rules pasted by hand, then trusted-actors@1 and
-//!   handoff-lanes@1 with `replaces`: within 32 rules at every step, params adopted, the
-//!   replaced rules listed, and a replay over the cases reports `changed: 0`.
+//! - The adoption scenario: the fleet's 27 hand-written rules (`hand-written.json` beside the
+//!   fleet cases) pasted by hand, then trusted-actors@1 and handoff-lanes@1 with `replaces`:
+//!   within 32 rules at every step, params adopted, the replaced rules listed, and a replay
+//!   over the cases reports `changed: 0`.
 //! - Shared params agree across the catalog, and a retyped one is named.
 //! - trusted-actors@2 supersedes version 1 exactly where the `trusted_actors` capability is on.
 //! - No pack rule faults on any delivery shape, nor with any param it reads malformed.
 //!
-//! Cases: `router/tests/data/routing/{fleet,pool-review}/cases.json` (see the README there);
-//! payloads: `shared/data/webhooks/`.
+//! The hand-written `fleet.json` and `pool-review.json` these cases were written against left
+//! `docs/routing/rule-packs/` once these proofs held (CHANGELOG.md); the cases' expectations
+//! are what the packs are held to. Cases: `router/tests/data/routing/{fleet,pool-review}/
+//! cases.json` (see the README there), read with `switchboard-testkit`; payloads:
+//! `shared/data/webhooks/`. The same fleet proof runs end to end, through the control API and
+//! ingest, in `tests/all/seed_packs.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::Deserialize;
 use serde_json::{Map, Value, json};
 use switchboard_model::{Action, Configuration};
 use switchboard_packs::merge::{Candidate, InstallRequest, install_candidate};
@@ -26,255 +30,33 @@ use switchboard_packs::plan::{Replayed, Routed, aggregate, pack_rule_faults};
 use switchboard_packs::provenance::Provenance;
 use switchboard_packs::{Catalog, Pack, ParamType, ResolveError};
 use switchboard_proto::router::v1::{
-    Decision, Header, Outcome, RoutingContext, StoredDelivery, TrustedActors,
+    Decision, Outcome, RoutingContext, StoredDelivery, TrustedActors,
 };
 use switchboard_router::engine::decision::label;
 use switchboard_router::engine::validate::validate;
 use switchboard_router::engine::{CompiledConfiguration, build_envelope};
-
-/// The repository root.
-const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
-/// The cases of the seeds.
-const CASES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../router/tests/data/routing");
-/// The shared data set of real forge payloads.
-const WEBHOOKS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/webhooks");
-/// The Cairn hand-off delivery shape, with examples.
-const CAIRN_DOC: &str = "docs/routing/cairn-handoffs.md";
-
-const RECEIVED_AT_MS: i64 = 1_795_996_750_123;
-const SIGNATURE_HEX: &str = "757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f4379c8b043e17";
+use switchboard_testkit::seed_cases::{self, Case, Seed, raw_delivery};
 
 /// Fleet rules 1, 3, 17 and 18 (1-based) are trusted-actors@1's; the rest handoff-lanes@1's.
 const FLEET_TRUSTED_ACTOR_RULES: [usize; 4] = [1, 3, 17, 18];
 
 // ------------------------------------------------------------------------------ cases
 
-#[derive(Deserialize)]
-struct CaseFile {
-    configuration: String,
-    grant: Vec<String>,
-    cases: Vec<Case>,
+fn load(name: &str) -> Seed {
+    Seed::load(name).unwrap_or_else(|e| panic!("{e}"))
 }
 
-#[derive(Clone, Debug, Deserialize)]
-struct Case {
-    name: String,
-    source: String,
-    event: String,
-    #[serde(default)]
-    headers: BTreeMap<String, String>,
-    #[serde(default)]
-    body_file: Option<String>,
-    #[serde(default)]
-    body: Option<Value>,
-    #[serde(default)]
-    edits: Vec<Edit>,
-    verified: bool,
-    #[serde(default)]
-    params_override: Option<Map<String, Value>>,
-    want: String,
-    rule: Option<String>,
+fn delivery(seed: &Seed, index: usize) -> StoredDelivery {
+    seed.delivery(index).unwrap_or_else(|e| panic!("{e}"))
 }
 
-#[derive(Clone, Debug, Deserialize)]
-struct Edit {
-    path: Vec<Value>,
-    value: Value,
-}
-
-struct Seed {
-    name: &'static str,
-    /// The hand-written configuration the cases were written for.
-    config: Configuration,
-    grant: Vec<String>,
-    cases: Vec<Case>,
-}
-
-fn read(path: &str) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"))
-}
-
-fn load(name: &'static str) -> Seed {
-    let path = format!("{CASES}/{name}/cases.json");
-    let file: CaseFile =
-        serde_json::from_str(&read(&path)).unwrap_or_else(|e| panic!("{path}: {e}"));
+/// The fleet's 27 hand-written rules with their params: what the adoption scenario pastes in.
+fn hand_written(fleet: &Seed) -> Configuration {
+    let (path, text) = fleet.hand_written().unwrap_or_else(|e| panic!("{e}"));
     let config: Configuration =
-        serde_json::from_str(&read(&format!("{ROOT}/{}", file.configuration)))
-            .unwrap_or_else(|e| panic!("{}: {e}", file.configuration));
-    Seed {
-        name,
-        config,
-        grant: file.grant,
-        cases: file.cases,
-    }
-}
-
-fn header(name: &str, value: &str) -> Header {
-    Header {
-        name: name.to_string(),
-        value: value.to_string(),
-    }
-}
-
-fn clean_name(raw: &str) -> String {
-    raw.trim()
-        .chars()
-        .take(64)
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect()
-}
-
-/// `<event>` or `<event>.<action>`, as ingest computes it.
-fn kind_of(event: &str, body: &[u8]) -> String {
-    let event = clean_name(event);
-    let action = serde_json::from_slice::<Value>(body)
-        .ok()
-        .and_then(|v| v.get("action").and_then(Value::as_str).map(clean_name))
-        .filter(|a| !a.is_empty());
-    match action {
-        Some(a) => format!("{event}.{a}"),
-        None => event,
-    }
-}
-
-/// Gitea's and Forgejo's fine-grained event type (headers.md, "Event header mapping").
-fn gitea_event_type(kind: &str, payload: &Value) -> String {
-    let (event, action) = kind.split_once('.').unwrap_or((kind, ""));
-    let fine = match (event, action) {
-        ("issues", "assigned" | "unassigned") => "issue_assign",
-        ("issues", "label_updated" | "label_cleared") => "issue_label",
-        ("issues", "milestoned" | "demilestoned") => "issue_milestone",
-        ("pull_request", "assigned" | "unassigned") => "pull_request_assign",
-        ("pull_request", "label_updated" | "label_cleared") => "pull_request_label",
-        ("pull_request", "milestoned" | "demilestoned") => "pull_request_milestone",
-        ("pull_request", "synchronized") => "pull_request_sync",
-        ("pull_request", "review_requested" | "review_request_removed") => {
-            "pull_request_review_request"
-        }
-        ("issue_comment", _) if payload["is_pull"] == true => "pull_request_comment",
-        ("pull_request_approved", _) => "pull_request_review_approved",
-        ("pull_request_rejected", _) => "pull_request_review_rejected",
-        ("pull_request_comment", _) => "pull_request_review_comment",
-        _ => event,
-    };
-    fine.to_string()
-}
-
-/// The headers each source sends (shared/data/webhooks/headers.md, docs/routing/cairn-handoffs.md).
-fn source_headers(source: &str, event: &str, kind: &str, payload: &Value, id: &str) -> Vec<Header> {
-    let sha256 = format!("sha256={SIGNATURE_HEX}");
-    let mut h = vec![header("Content-Type", "application/json")];
-    match source {
-        "github" => h.extend([
-            header("User-Agent", "GitHub-Hookshot/044aadd"),
-            header("X-GitHub-Event", event),
-            header("X-GitHub-Delivery", id),
-            header("X-GitHub-Hook-ID", "292430182"),
-            header("X-Hub-Signature-256", &sha256),
-        ]),
-        "gitea" | "forgejo" => {
-            let fine = gitea_event_type(kind, payload);
-            h.extend([
-                header("X-Gitea-Delivery", id),
-                header("X-GitHub-Delivery", id),
-                header("X-Gitea-Event", event),
-                header("X-GitHub-Event", event),
-                header("X-Gitea-Event-Type", &fine),
-                header("X-GitHub-Event-Type", &fine),
-                header("X-Gitea-Signature", SIGNATURE_HEX),
-                header("X-Hub-Signature-256", &sha256),
-            ]);
-            if source == "forgejo" {
-                h.extend([
-                    header("X-Forgejo-Delivery", id),
-                    header("X-Forgejo-Event", event),
-                    header("X-Forgejo-Event-Type", &fine),
-                    header("X-Forgejo-Signature", SIGNATURE_HEX),
-                ]);
-            }
-        }
-        _ => h.extend([
-            header("User-Agent", "Cairn-Handoff/2.3"),
-            header("X-Switchboard-Event", event),
-            header("X-Switchboard-Delivery", id),
-            header("X-Hub-Signature-256", &sha256),
-        ]),
-    }
-    h
-}
-
-fn apply_edit(doc: &mut Value, edit: &Edit) {
-    let mut at = doc;
-    for step in &edit.path {
-        at = match (step, at) {
-            (Value::String(k), Value::Object(m)) => m.get_mut(k).expect("the path exists"),
-            (Value::Number(n), Value::Array(a)) => a
-                .get_mut(n.as_u64().expect("an index") as usize)
-                .expect("the index exists"),
-            (step, _) => panic!("cannot step {step} in {:?}", edit.path),
-        };
-    }
-    *at = edit.value.clone();
-}
-
-fn raw_delivery(
-    source: &str,
-    event: &str,
-    body: Vec<u8>,
-    verified: bool,
-    id: String,
-) -> StoredDelivery {
-    let payload: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-    let kind = kind_of(event, &body);
-    let delivery_id = format!("{id}-0000-4000-8000-000000000000");
-    StoredDelivery {
-        event_id: format!("evt-{id}"),
-        source: source.to_string(),
-        headers: source_headers(source, event, &kind, &payload, &delivery_id),
-        kind,
-        body: body.into(),
-        verified,
-        delivery_id,
-        received_at_ms: RECEIVED_AT_MS,
-    }
-}
-
-/// The stored delivery a case describes, as ingest would store it.
-fn delivery(seed: &str, index: usize, case: &Case) -> StoredDelivery {
-    let body: Vec<u8> = match (&case.body_file, &case.body) {
-        (Some(file), None) => {
-            let raw = std::fs::read(format!("{WEBHOOKS}/{file}")).expect("payload");
-            if case.edits.is_empty() {
-                raw
-            } else {
-                let mut doc: Value = serde_json::from_slice(&raw).expect("JSON");
-                for edit in &case.edits {
-                    apply_edit(&mut doc, edit);
-                }
-                serde_json::to_vec_pretty(&doc).expect("JSON")
-            }
-        }
-        (None, Some(inline)) => serde_json::to_vec(inline).expect("JSON"),
-        _ => panic!("{seed}/{}: exactly one of body_file and body", case.name),
-    };
-    let mut d = raw_delivery(
-        &case.source,
-        &case.event,
-        body,
-        case.verified,
-        format!("{seed}-{index:04}"),
-    );
-    for (name, value) in &case.headers {
-        d.headers.retain(|h| !h.name.eq_ignore_ascii_case(name));
-        d.headers.push(header(name, value));
-    }
-    d
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"));
+    assert_eq!(config.params, fleet.params, "{path}: the cases' params");
+    config
 }
 
 // ------------------------------------------------------------------------------ packs
@@ -363,7 +145,7 @@ fn route(seed: &Seed, config: &Configuration) -> Vec<(Case, Decision)> {
     let mut out = Vec::new();
     let mut differ = Vec::new();
     for (i, case) in seed.cases.iter().enumerate() {
-        let d = delivery(seed.name, i, case);
+        let d = delivery(seed, i);
         let own;
         let compiled = match &case.params_override {
             Some(changes) => {
@@ -414,7 +196,7 @@ fn assert_validates(seed: &Seed, config: &Configuration) {
 
 // ------------------------------------------------------------------------------ (a) fleet
 
-/// trusted-actors@1 then handoff-lanes@1 with fleet.json's params, onto an empty
+/// trusted-actors@1 then handoff-lanes@1 with the fleet cases' params, onto an empty
 /// configuration.
 fn fleet_by_packs(catalog: &Catalog, fleet: &Seed) -> Configuration {
     let ta = pack(catalog, "trusted-actors", "1.0.0");
@@ -425,7 +207,7 @@ fn fleet_by_packs(catalog: &Catalog, fleet: &Seed) -> Configuration {
         &Vec::new(),
         &ta,
         InstallRequest {
-            params: declared(&ta, &fleet.config.params),
+            params: declared(&ta, &fleet.params),
             ..Default::default()
         },
     );
@@ -435,7 +217,7 @@ fn fleet_by_packs(catalog: &Catalog, fleet: &Seed) -> Configuration {
         &step1.provenance,
         &hl,
         InstallRequest {
-            params: declared(&hl, &fleet.config.params),
+            params: declared(&hl, &fleet.params),
             ..Default::default()
         },
     );
@@ -450,11 +232,10 @@ fn trusted_actors_and_handoff_lanes_route_every_fleet_case() {
     let config = fleet_by_packs(&catalog, &fleet);
     assert_validates(&fleet, &config);
 
-    // The installed configuration is fleet.json with its trusted-actor rules in front.
-    assert_eq!(
-        config.params, fleet.config.params,
-        "fleet.json's params, no more"
-    );
+    // The installed configuration is the hand-written fleet with its trusted-actor rules in
+    // front.
+    let hand_written = hand_written(&fleet);
+    assert_eq!(config.params, fleet.params, "the cases' params, no more");
     assert_eq!(config.default_action, Some(Action::Drop));
     let order: Vec<usize> = FLEET_TRUSTED_ACTOR_RULES
         .iter()
@@ -463,7 +244,7 @@ fn trusted_actors_and_handoff_lanes_route_every_fleet_case() {
         .collect();
     assert_eq!(config.rules.len(), 27);
     for (rule, i) in config.rules.iter().zip(order) {
-        let hand = &fleet.config.rules[i - 1];
+        let hand = &hand_written.rules[i - 1];
         let id = rule.id.as_deref().expect("id");
         let want_pack = if FLEET_TRUSTED_ACTOR_RULES.contains(&i) {
             "trusted-actors"
@@ -521,17 +302,15 @@ fn trusted_actors_and_handoff_lanes_route_every_fleet_case() {
 
 // ------------------------------------------------------------------------------ (b) pool
 
-#[test]
-fn no_self_review_and_drop_ci_noise_route_every_pool_review_case() {
-    let catalog = catalog();
-    let pool = load("pool-review");
-    assert!(pool.cases.len() >= 60);
-    let nsr = pack(&catalog, "no-self-review", "1.0.0");
-    let dcn = pack(&catalog, "drop-ci-noise", "1.0.0");
-    let identity = declared(&nsr, &pool.config.params);
+/// no-self-review@1 (identity mode) then drop-ci-noise@1 with the pool-review cases' params,
+/// onto an empty configuration.
+fn pool_by_packs(catalog: &Catalog, pool: &Seed) -> Configuration {
+    let nsr = pack(catalog, "no-self-review", "1.0.0");
+    let dcn = pack(catalog, "drop-ci-noise", "1.0.0");
+    let identity = declared(&nsr, &pool.params);
     assert_eq!(identity["identity"], json!("reviewer-b"), "identity mode");
     let step1 = install(
-        &catalog,
+        catalog,
         &Configuration::default(),
         &Vec::new(),
         &nsr,
@@ -540,15 +319,15 @@ fn no_self_review_and_drop_ci_noise_route_every_pool_review_case() {
             ..Default::default()
         },
     );
-    let mut ci = declared(&dcn, &pool.config.params);
+    let ci = declared(&dcn, &pool.params);
     assert_eq!(ci["drop_deleted"], json!(false));
     assert_eq!(ci["keep_ci_success"], json!(true));
-    ci.insert(
-        "bot_actors".into(),
-        pool.config.params["bot_actors"].clone(),
+    assert!(
+        ci["bot_actors"].as_array().is_some_and(|a| !a.is_empty()),
+        "bots to drop"
     );
     let step2 = install(
-        &catalog,
+        catalog,
         &step1.configuration,
         &step1.provenance,
         &dcn,
@@ -557,28 +336,33 @@ fn no_self_review_and_drop_ci_noise_route_every_pool_review_case() {
             ..Default::default()
         },
     );
-    let config = step2.configuration;
+    step2.configuration
+}
+
+#[test]
+fn no_self_review_and_drop_ci_noise_route_every_pool_review_case() {
+    let catalog = catalog();
+    let pool = load("pool-review");
+    assert!(pool.cases.len() >= 60, "at least 60 pool-review cases");
+    let forges: BTreeSet<&str> = pool.cases.iter().map(|c| c.source.as_str()).collect();
+    for source in ["github", "gitea", "forgejo"] {
+        assert!(forges.contains(source), "no pool-review case from {source}");
+    }
+    let config = pool_by_packs(&catalog, &pool);
     assert_validates(&pool, &config);
-    assert_eq!(
-        config.params, pool.config.params,
-        "pool-review.json's params"
-    );
+    assert_eq!(config.params, pool.params, "the cases' params, no more");
     assert_eq!(
         config.default_action, None,
         "the pool keeps what no rule drops"
     );
 
-    // The seed's three CI rules are drop-ci-noise's one.
-    let seed_rule = |r: &str| match r {
-        "ci-status" | "ci-checks" | "ci-workflows" => "ci-noise".to_string(),
-        other => other.to_string(),
-    };
     let mut failures = Vec::new();
     let mut decided = BTreeSet::new();
+    let mut defaults = 0;
     for (case, got) in route(&pool, &config) {
         let rule_ok = match &case.rule {
             None => got.rule_id.is_empty(),
-            Some(r) => local_id(&got.rule_id) == seed_rule(r),
+            Some(r) => local_id(&got.rule_id) == r && !got.by_default_action,
         };
         if is_fault(&got) || label(&got) != case.want || !rule_ok {
             failures.push(format!(
@@ -589,6 +373,9 @@ fn no_self_review_and_drop_ci_noise_route_every_pool_review_case() {
                 describe(&got)
             ));
         }
+        if got.rule_id.is_empty() {
+            defaults += 1;
+        }
         decided.insert(got.rule_id.clone());
     }
     for rule in &config.rules {
@@ -598,11 +385,46 @@ fn no_self_review_and_drop_ci_noise_route_every_pool_review_case() {
             failures.push(format!("{id} decides no pool-review case"));
         }
     }
+    if defaults == 0 {
+        failures.push("no pool-review case reaches the pool (the default)".into());
+    }
     assert!(
         failures.is_empty(),
         "no-self-review@1 + drop-ci-noise@1 disagree with the pool-review cases:\n  {}",
         failures.join("\n  ")
     );
+}
+
+/// A same-family pair does not count, even when a hand edit of the params brings it back
+/// after the install-time check (`cross-family-pairs`) refused it; without
+/// require_cross_family it counts again.
+#[test]
+fn no_self_review_ignores_same_family_pairs() {
+    let catalog = catalog();
+    let pool = load("pool-review");
+    let config = pool_by_packs(&catalog, &pool);
+    let at = pool
+        .position("gh-pr-opened-by-paired-author-kept")
+        .unwrap_or_else(|e| panic!("{e}"));
+    let d = delivery(&pool, at);
+    let context = ctx(&pool.grant, false);
+    let env = build_envelope(&d, &context);
+    let decide = |changes: Value| {
+        let m = changes.as_object().expect("object").clone();
+        compile(&with_params(&config, Some(&m))).evaluate(&context, &env)
+    };
+    assert_eq!(label(&decide(json!({}))), "default", "the case as written");
+    let same_family = json!({"families": {"Codertocat": "gpt", "reviewer-b": "gpt"}});
+    let got = decide(same_family.clone());
+    assert_eq!(
+        (label(&got).as_str(), got.rule_id.as_str()),
+        ("drop", "no-self-review--unpaired-author"),
+        "{}",
+        describe(&got)
+    );
+    let mut relaxed = same_family;
+    relaxed["require_cross_family"] = json!(false);
+    assert_eq!(label(&decide(relaxed)), "default");
 }
 
 // ------------------------------------------------------------------------------ (c) adoption
@@ -614,7 +436,7 @@ fn replay(fleet: &Seed, before: &Configuration, after: &Configuration) -> Vec<Re
         .cases
         .iter()
         .enumerate()
-        .map(|(i, c)| (delivery("fleet", i, c), c.params_override.clone()))
+        .map(|(i, c)| (delivery(fleet, i), c.params_override.clone()))
         .collect();
     deliveries.extend(real_deliveries().into_iter().map(|d| (d, None)));
     let (b, a) = (compile(before), compile(after));
@@ -676,7 +498,7 @@ fn assert_changed_zero(fleet: &Seed, before: &Configuration, step: &Candidate, w
 fn adopting_the_pasted_fleet_configuration_changes_nothing() {
     let catalog = catalog();
     let fleet = load("fleet");
-    let saved = fleet.config.clone();
+    let saved = hand_written(&fleet);
     assert_eq!(saved.rules.len(), 27);
     let ids: Vec<String> = saved
         .rules
@@ -978,27 +800,16 @@ fn listed(d: &StoredDelivery, context: &RoutingContext) -> bool {
 /// Every real payload, verified and not (154 deliveries).
 fn real_deliveries() -> Vec<StoredDelivery> {
     let mut out = Vec::new();
-    for forge in ["github", "gitea", "forgejo"] {
-        let dir = format!("{WEBHOOKS}/{forge}");
-        let mut names: Vec<String> = std::fs::read_dir(&dir)
-            .unwrap_or_else(|e| panic!("cannot list {dir}: {e}"))
-            .filter_map(|e| e.ok()?.file_name().into_string().ok())
-            .filter(|n| n.ends_with(".json"))
-            .collect();
-        names.sort();
-        for name in names {
-            let event = name.split('.').next().expect("event").to_string();
-            let body = std::fs::read(format!("{dir}/{name}")).expect("payload");
-            for verified in [true, false] {
-                let n = out.len();
-                out.push(raw_delivery(
-                    forge,
-                    &event,
-                    body.clone(),
-                    verified,
-                    format!("real-{n:04}"),
-                ));
-            }
+    for p in seed_cases::real_payloads().unwrap_or_else(|e| panic!("{e}")) {
+        for verified in [true, false] {
+            let id = format!("real-{:04}", out.len());
+            out.push(raw_delivery(
+                p.forge,
+                &p.event,
+                p.body.clone(),
+                verified,
+                &id,
+            ));
         }
     }
     assert_eq!(out.len(), 154, "the data set has 77 payloads");
@@ -1007,32 +818,20 @@ fn real_deliveries() -> Vec<StoredDelivery> {
 
 /// The documented Cairn hand-off examples (fenced ```json blocks of the hand-off page).
 fn cairn_deliveries() -> Vec<StoredDelivery> {
-    let text = read(&format!("{ROOT}/{CAIRN_DOC}"));
-    let mut out = Vec::new();
-    let mut block: Option<String> = None;
-    for line in text.lines() {
-        match (&mut block, line.trim_end()) {
-            (None, "```json") => block = Some(String::new()),
-            (Some(b), "```") => {
-                let n = out.len();
-                out.push(raw_delivery(
-                    "cairn",
-                    "handoff",
-                    b.clone().into_bytes(),
-                    true,
-                    format!("cairn-{n:04}"),
-                ));
-                block = None;
-            }
-            (Some(b), l) => {
-                b.push_str(l);
-                b.push('\n');
-            }
-            (None, _) => {}
-        }
-    }
-    assert!(out.len() >= 3, "{CAIRN_DOC} has examples");
-    out
+    let examples = seed_cases::cairn_doc_examples().unwrap_or_else(|e| panic!("{e}"));
+    assert!(
+        examples.len() >= 3,
+        "{} has examples",
+        seed_cases::CAIRN_DOC
+    );
+    examples
+        .iter()
+        .enumerate()
+        .map(|(n, e)| {
+            let body = serde_json::to_vec_pretty(e).expect("JSON");
+            raw_delivery("cairn", "handoff", body, true, &format!("cairn-{n:04}"))
+        })
+        .collect()
 }
 
 /// Bodies of the wrong shape: not JSON, and the wrong JSON types wherever an object, a
@@ -1124,7 +923,7 @@ fn hostile_deliveries() -> Vec<StoredDelivery> {
                 event,
                 body.clone(),
                 true,
-                format!("hostile-{n:05}"),
+                &format!("hostile-{n:05}"),
             ));
         }
     }
@@ -1145,12 +944,12 @@ fn malformed_values() -> Vec<Value> {
     ]
 }
 
-/// The params each pack is proven with: the seeds' (fleet.json for the fleet packs,
-/// pool-review.json for the review packs).
+/// The params each pack is proven with: the cases' (the fleet's for the fleet packs, the
+/// pool-review's for the review packs).
 fn proof_params(p: &Pack, fleet: &Seed, pool: &Seed) -> Map<String, Value> {
     let seed = match p.name.as_str() {
-        "trusted-actors" | "handoff-lanes" => &fleet.config.params,
-        _ => &pool.config.params,
+        "trusted-actors" | "handoff-lanes" => &fleet.params,
+        _ => &pool.params,
     };
     let mut params = p.default_params();
     params.extend(declared(p, seed));
@@ -1171,9 +970,7 @@ fn no_pack_rule_faults_on_any_shape_or_malformed_param() {
     let mut wellformed = real_deliveries();
     wellformed.extend(cairn_deliveries());
     for seed in [&fleet, &pool] {
-        for (i, c) in seed.cases.iter().enumerate() {
-            wellformed.push(delivery(seed.name, i, c));
-        }
+        wellformed.extend(seed.deliveries().unwrap_or_else(|e| panic!("{e}")));
     }
     let hostile = hostile_deliveries();
     let mut faults: BTreeMap<String, (usize, String)> = BTreeMap::new();
@@ -1296,7 +1093,7 @@ fn the_cross_family_check_refuses_same_family_pairs() {
                     "param_check",
                     serde_json::to_vec(pair).expect("JSON"),
                     true,
-                    "check".into(),
+                    "check",
                 );
                 let got = compiled.evaluate(&context, &build_envelope(&d, &context));
                 assert!(!is_fault(&got), "{}", describe(&got));
@@ -1331,7 +1128,7 @@ fn the_cross_family_check_refuses_same_family_pairs() {
     let mut unknown = scenario;
     unknown["families"] = json!({"reviewer-b": "gpt"});
     assert!(refused(unknown).is_empty());
-    // pool-review.json's params pass.
+    // The pool-review cases' params pass.
     let pool = load("pool-review");
-    assert!(refused(Value::Object(pool.config.params.clone())).is_empty());
+    assert!(refused(Value::Object(pool.params.clone())).is_empty());
 }

@@ -14,6 +14,9 @@ use crate::service::RouterService;
 
 /// Largest gRPC message a router takes or sends: a chunk of stored deliveries.
 pub const MAX_MESSAGE_BYTES: usize = 256 * 1024 * 1024;
+/// HTTP/2 flow-control windows for batch traffic, on the router's server and its clients.
+pub const STREAM_WINDOW_BYTES: u32 = 8 * 1024 * 1024;
+pub const CONNECTION_WINDOW_BYTES: u32 = 16 * 1024 * 1024;
 
 /// A router bound to its address, with its children started, ready to serve.
 pub struct BoundRouter {
@@ -65,6 +68,10 @@ impl BoundRouter {
             tracing::info!("router draining");
         };
         tonic::transport::Server::builder()
+            // Batches are megabytes: HTTP/2's default 64 KiB windows cost a round trip per
+            // 64 KiB (docs/benchmarks.md measured a 1,000-delivery call 20–35 % faster).
+            .initial_stream_window_size(Some(STREAM_WINDOW_BYTES))
+            .initial_connection_window_size(Some(CONNECTION_WINDOW_BYTES))
             .add_service(health)
             .add_service(reflection)
             .add_service(router)

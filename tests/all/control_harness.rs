@@ -330,6 +330,8 @@ pub async fn post(
 /// real router processes. Stopped when dropped.
 pub struct Control {
     pub http: SocketAddr,
+    /// The control gRPC API (with health and reflection).
+    pub grpc: SocketAddr,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -361,7 +363,7 @@ impl Control {
         let bound = BoundControl::bind(state.clone(), local, local)
             .await
             .expect("control binds");
-        let http = bound.http_addr;
+        let (http, grpc) = (bound.http_addr, bound.grpc_addr);
         let routes = switchboard_control::api::routes(state);
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let options = ServeOptions {
@@ -378,6 +380,7 @@ impl Control {
         });
         Control {
             http,
+            grpc,
             stop: Some(stop),
             task: Some(task),
         }

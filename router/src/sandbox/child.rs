@@ -1,20 +1,23 @@
 //! The sandbox child: a separate process of the router's own binary that parses, validates,
 //! compiles and evaluates tenant expressions. It confines itself before reading any input,
-//! answers one request at a time on its pipes, and streams one frame per evaluated unit so
-//! the parent can hold every envelope to its budget.
+//! answers one request at a time on its pipes, marks each unit on its progress board as it
+//! runs (so the parent can hold every envelope to its budget) and sends answers in batches.
 
 use std::collections::HashMap;
 use std::io::{self, BufReader, BufWriter, Write};
+use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use sha2::{Digest, Sha256};
 use switchboard_proto::router::v1::{
-    ChildCompiled, ChildDone, ChildEvaluate, ChildRequest, ChildResponse, ChildUnit, child_request,
-    child_response,
+    ChildCompiled, ChildDone, ChildEvaluate, ChildRequest, ChildResponse, ChildUnit, ChildUnits,
+    child_request, child_response,
 };
 
 use super::confine::{self, ChildLimits};
 use super::frame::{read_frame, write_frame};
+use super::progress::{PROGRESS_FD_ARG, ProgressBoard};
 use crate::engine::compile::CompiledConfiguration;
 use crate::engine::decision::{self, fault};
 use crate::engine::envelope::build_envelope;
@@ -27,10 +30,24 @@ pub const NO_CONFINEMENT_ARG: &str = "--no-confinement";
 /// Compiled configurations kept per child, by digest of their JSON text.
 const CACHE_ENTRIES: usize = 32;
 
+/// Answers are sent at least this often while a batch runs. The parent does not need them
+/// sooner (the progress board tells it what runs); they bound the work redone after a kill.
+const FLUSH_EVERY: Duration = Duration::from_millis(10);
+
+/// The child's own arguments.
+#[derive(Debug, Default)]
+pub struct ChildArgs {
+    pub limits: ChildLimits,
+    pub confine: bool,
+    /// The inherited descriptor of the progress board, when the parent gave one.
+    pub progress_fd: Option<i32>,
+}
+
 /// Parses the child's own arguments (`--key=value`); unknown ones are ignored.
-pub fn parse_args(args: &[String]) -> (ChildLimits, bool) {
+pub fn parse_args(args: &[String]) -> ChildArgs {
     let mut limits = ChildLimits::default();
     let mut confine = true;
+    let mut progress_fd = None;
     for a in args {
         let num = |prefix: &str| a.strip_prefix(prefix).and_then(|v| v.parse::<u64>().ok());
         if let Some(v) = num("--address-space-mb=") {
@@ -39,11 +56,17 @@ pub fn parse_args(args: &[String]) -> (ChildLimits, bool) {
             limits.cpu_seconds = v;
         } else if let Some(v) = num("--open-files=") {
             limits.open_files = v;
+        } else if let Some(v) = a.strip_prefix(PROGRESS_FD_ARG) {
+            progress_fd = v.parse::<i32>().ok().filter(|fd| *fd > 2);
         } else if a == NO_CONFINEMENT_ARG {
             confine = false;
         }
     }
-    (limits, confine)
+    ChildArgs {
+        limits,
+        confine,
+        progress_fd,
+    }
 }
 
 /// Stack of the thread that parses and evaluates. Reserved whole when the thread starts,
@@ -66,7 +89,19 @@ pub fn main(args: &[String]) -> i32 {
 }
 
 fn run(args: &[String]) -> i32 {
-    let (limits, confine) = parse_args(args);
+    let ChildArgs {
+        limits,
+        confine,
+        progress_fd,
+    } = parse_args(args);
+    // Mapped before confinement; without a board (a child started by hand) every answer
+    // is sent as soon as it is known instead.
+    let board = progress_fd.and_then(|fd| {
+        // SAFETY: the parent passes this descriptor open (and only to this child), and
+        // nothing else in this process owns it.
+        let fd = unsafe { OwnedFd::from_raw_fd(fd) };
+        ProgressBoard::open(fd).ok()
+    });
     let ready = if confine {
         confine::apply(&limits)
     } else {
@@ -76,7 +111,7 @@ fn run(args: &[String]) -> i32 {
             detail: "confinement turned off".into(),
         }
     };
-    match serve(ready) {
+    match serve(ready, board.as_ref()) {
         Ok(()) => 0,
         Err(_) => 2,
     }
@@ -87,7 +122,10 @@ fn respond(w: &mut impl Write, r: child_response::Response) -> io::Result<()> {
     w.flush()
 }
 
-fn serve(ready: switchboard_proto::router::v1::ChildReady) -> io::Result<()> {
+fn serve(
+    ready: switchboard_proto::router::v1::ChildReady,
+    board: Option<&ProgressBoard>,
+) -> io::Result<()> {
     let mut reader = BufReader::with_capacity(1 << 16, io::stdin().lock());
     let mut writer = BufWriter::with_capacity(1 << 16, io::stdout().lock());
     respond(&mut writer, child_response::Response::Ready(ready))?;
@@ -102,7 +140,9 @@ fn serve(ready: switchboard_proto::router::v1::ChildReady) -> io::Result<()> {
                     child_response::Response::Validated(validate(&json, &ctx)),
                 )?;
             }
-            Some(child_request::Request::Evaluate(e)) => evaluate(e, &mut cache, &mut writer)?,
+            Some(child_request::Request::Evaluate(e)) => {
+                evaluate(e, &mut cache, board, &mut writer)?
+            }
             None => respond(&mut writer, child_response::Response::Done(ChildDone {}))?,
         }
     }
@@ -133,6 +173,7 @@ fn compiled(
 fn evaluate(
     e: ChildEvaluate,
     cache: &mut HashMap<String, Arc<Result<CompiledConfiguration, String>>>,
+    board: Option<&ProgressBoard>,
     w: &mut impl Write,
 ) -> io::Result<()> {
     let ctx = e.context.unwrap_or_default();
@@ -151,31 +192,58 @@ fn evaluate(
     )?;
     let n = configs.len();
     let skip = e.skip_units as usize;
+    let omit: std::collections::HashSet<usize> = e.omit_units.iter().map(|u| *u as usize).collect();
+    let mut pending = Vec::new();
+    let mut flushed = Instant::now();
     for (i, delivery) in e.deliveries.iter().enumerate() {
         if (i + 1) * n <= skip {
             continue;
         }
-        // Parsed once, seen by every configuration.
-        let envelope = build_envelope(delivery, &ctx);
+        // Parsed once, seen by every configuration; the parse counts against the budget
+        // of the delivery's first unit.
+        let mut envelope = None;
         for (j, config) in configs.iter().enumerate() {
-            if i * n + j < skip {
+            let unit = i * n + j;
+            if unit < skip || omit.contains(&unit) {
                 continue;
             }
+            if let Some(b) = board {
+                b.begin(unit as u64);
+            }
+            let envelope = envelope.get_or_insert_with(|| build_envelope(delivery, &ctx));
             let decision = match config.as_ref() {
-                Ok(c) => c.evaluate(&ctx, &envelope),
+                Ok(c) => c.evaluate(&ctx, envelope),
                 Err(_) => decision::fault(
                     "",
                     fault::INVALID_CONFIGURATION,
                     "the configuration does not validate",
                 ),
             };
-            let unit = ChildUnit {
+            if let Some(b) = board {
+                b.end();
+            }
+            pending.push(ChildUnit {
                 delivery_index: i as u32,
                 configuration_index: j as u32,
                 decision: Some(decision),
-            };
-            respond(w, child_response::Response::Unit(unit))?;
+            });
+            if board.is_none() || flushed.elapsed() >= FLUSH_EVERY {
+                let units = std::mem::take(&mut pending);
+                respond(w, child_response::Response::Units(ChildUnits { units }))?;
+                flushed = Instant::now();
+            }
         }
+    }
+    if !pending.is_empty() {
+        // Written with Done in one flush: one wakeup for the parent.
+        write_frame(
+            w,
+            &ChildResponse {
+                response: Some(child_response::Response::Units(ChildUnits {
+                    units: pending,
+                })),
+            },
+        )?;
     }
     respond(w, child_response::Response::Done(ChildDone {}))
 }

@@ -4,6 +4,7 @@ pub mod child;
 pub mod confine;
 pub mod frame;
 pub mod pool;
+pub mod progress;
 
 pub use confine::ChildLimits;
 pub use pool::{SandboxConfig, SandboxError, SandboxPool};

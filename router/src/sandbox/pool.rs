@@ -1,15 +1,19 @@
 //! The parent side: a pool of sandbox children, each held to a per-envelope budget.
 //!
-//! A batch is split into chunks spread over the children. Each child streams one frame per
-//! (delivery, configuration) unit; the parent waits at most the budget for the next one. A
-//! child that overruns is killed and its unit faults `budget_exceeded`; a child that dies
-//! faults its unit `sandbox_crashed`. Either way a fresh child takes the rest of the chunk.
+//! A batch is split into chunks spread over the children. Each child marks the
+//! (delivery, configuration) unit it runs on its progress board and sends answers in
+//! batches; the parent's watchdog looks at the board once per budget. A child whose unit
+//! overruns is killed and that unit faults `budget_exceeded`; a child that dies faults the
+//! unit it was running `sandbox_crashed`. Either way a fresh child takes the units left.
 
+use std::os::fd::{AsRawFd, BorrowedFd};
 use std::path::PathBuf;
 use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+use rustix::io::{FdFlags, fcntl_setfd};
 
 use switchboard_proto::router::v1::{
     ChildEvaluate, ChildReady, ChildRequest, ChildResponse, Configuration, Decision,
@@ -19,10 +23,11 @@ use switchboard_proto::router::v1::{
 use tokio::io::BufReader;
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::{Mutex, Semaphore};
-use tokio::time::timeout;
+use tokio::time::{Instant, sleep_until, timeout};
 
 use super::confine::ChildLimits;
 use super::frame::{read_frame_async, write_frame_async};
+use super::progress::{PROGRESS_FD_ARG, Progress, ProgressBoard, now_ns};
 use crate::engine::config::{Action, Configuration as Config, Rule};
 use crate::engine::decision::{self, count_rules, fault};
 use crate::engine::validate::{check_structure, parse_configuration};
@@ -87,6 +92,7 @@ struct ChildProcess {
     child: Child,
     stdin: ChildStdin,
     stdout: BufReader<ChildStdout>,
+    board: ProgressBoard,
 }
 
 impl ChildProcess {
@@ -107,6 +113,22 @@ impl ChildProcess {
 enum Failure {
     Timeout,
     Died,
+}
+
+/// Why a child stopped answering in the middle of a batch, and which unit (relative to the
+/// request) is to blame, when the progress board says.
+struct Stopped {
+    failure: Failure,
+    unit: Option<usize>,
+}
+
+impl From<Failure> for Stopped {
+    fn from(failure: Failure) -> Self {
+        Self {
+            failure,
+            unit: None,
+        }
+    }
 }
 
 /// A pool of sandbox children.
@@ -166,9 +188,22 @@ impl SandboxPool {
     }
 
     async fn spawn(&self) -> Result<(ChildProcess, ChildReady), SandboxError> {
+        let board = ProgressBoard::create()
+            .map_err(|e| SandboxError::Spawn(format!("progress board: {e}")))?;
+        let board_fd = board.fd().as_raw_fd();
         let mut args = self.config.args.clone();
         args.extend(self.config.limits.to_args());
-        let mut child = Command::new(&self.config.program)
+        args.push(format!("{PROGRESS_FD_ARG}{board_fd}"));
+        let mut command = Command::new(&self.config.program);
+        // SAFETY: runs between fork and exec; it only clears FD_CLOEXEC on the board's
+        // descriptor (fcntl is async-signal-safe), so this child alone inherits it.
+        unsafe {
+            command.pre_exec(move || {
+                let fd = BorrowedFd::borrow_raw(board_fd);
+                fcntl_setfd(fd, FdFlags::empty()).map_err(std::io::Error::from)
+            });
+        }
+        let mut child = command
             .args(&args)
             // The router's environment (database URLs, secrets) never reaches a child.
             .env_clear()
@@ -187,6 +222,7 @@ impl SandboxPool {
             child,
             stdin,
             stdout: BufReader::with_capacity(1 << 16, stdout),
+            board,
         };
         self.stats.spawned.fetch_add(1, Ordering::Relaxed);
         if let Ok(mut live) = self.live.lock() {
@@ -396,24 +432,29 @@ impl SandboxPool {
             .acquire()
             .await
             .map_err(|e| SandboxError::Spawn(e.to_string()))?;
-        let mut next = 0usize;
-        while next < total {
+        // Each pass gives every unit still undecided to one child; a pass ends with all of
+        // them answered or with one more unit faulted, so this ends.
+        while let Some(start) = units.iter().position(Option::is_none) {
             let mut child = self.checkout().await?;
-            let first = next / n;
+            let first = start / n;
+            let base = first * n;
             let req = ChildEvaluate {
                 context: Some(ctx.clone()),
                 configurations: configurations.to_vec(),
                 deliveries: deliveries[first..].to_vec(),
-                skip_units: (next % n) as u32,
+                skip_units: (start - base) as u32,
+                omit_units: (start..total)
+                    .filter(|u| units[*u].is_some())
+                    .map(|u| (u - base) as u32)
+                    .collect(),
             };
-            let outcome = self
-                .run_units(&mut child, req, first, n, budget, &mut units, &mut next)
-                .await;
-            match outcome {
+            match self
+                .run_units(&mut child, req, base, budget, &mut units)
+                .await
+            {
                 Ok(()) => self.checkin(child).await,
-                Err(failure) => {
-                    // The unit in progress is the one to blame; the child is replaced.
-                    let (code, reason, counter) = match failure {
+                Err(stopped) => {
+                    let (code, reason, counter) = match stopped.failure {
                         Failure::Timeout => (
                             fault::BUDGET_EXCEEDED,
                             format!(
@@ -431,9 +472,14 @@ impl SandboxPool {
                     counter.fetch_add(1, Ordering::Relaxed);
                     let _ = child.child.start_kill();
                     self.forget(child.pid);
-                    if next < total {
-                        units[next] = Some(decision::fault("", code, reason));
-                        next += 1;
+                    // The unit the board names; failing that, the first one unanswered.
+                    let blamed = stopped
+                        .unit
+                        .map(|u| base + u)
+                        .filter(|u| *u < total && units[*u].is_none())
+                        .or_else(|| units.iter().position(Option::is_none));
+                    if let Some(u) = blamed {
+                        units[u] = Some(decision::fault("", code, reason));
                     }
                 }
             }
@@ -455,39 +501,107 @@ impl SandboxPool {
         Ok(out)
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Sends one request and takes its answers until the child says it is done, while a
+    /// watchdog holds the unit on the child's board to the budget.
     async fn run_units(
         &self,
         child: &mut ChildProcess,
         req: ChildEvaluate,
-        first: usize,
-        n: usize,
+        base: usize,
         budget: Duration,
         units: &mut [Option<Decision>],
-        next: &mut usize,
-    ) -> Result<(), Failure> {
+    ) -> Result<(), Stopped> {
+        let n = req.configurations.len().max(1);
         child
             .send(child_request::Request::Evaluate(req))
             .await
             .map_err(|_| Failure::Died)?;
         match child.recv(self.config.compile_budget).await? {
             child_response::Response::Compiled(_) => {}
-            _ => return Err(Failure::Died),
+            _ => return Err(Failure::Died.into()),
         }
-        loop {
-            match child.recv(budget).await? {
-                child_response::Response::Unit(u) => {
-                    let index =
-                        (first + u.delivery_index as usize) * n + u.configuration_index as usize;
-                    if index >= units.len() {
-                        return Err(Failure::Died);
+        let ChildProcess { stdout, board, .. } = child;
+        let board = &*board;
+        let reading = async {
+            loop {
+                match read_frame_async::<ChildResponse>(stdout).await {
+                    Ok(ChildResponse {
+                        response: Some(child_response::Response::Units(batch)),
+                    }) => {
+                        for u in batch.units {
+                            let c = u.configuration_index as usize;
+                            let index = base + u.delivery_index as usize * n + c;
+                            if c >= n || index >= units.len() {
+                                return Err(Failure::Died);
+                            }
+                            units[index] = u.decision;
+                        }
                     }
-                    units[index] = u.decision;
-                    *next = index + 1;
+                    Ok(ChildResponse {
+                        response: Some(child_response::Response::Done(_)),
+                    }) => return Ok(()),
+                    _ => return Err(Failure::Died),
                 }
-                child_response::Response::Done(_) => return Ok(()),
-                _ => return Err(Failure::Died),
             }
+        };
+        let watching = watch(board, budget, self.config.compile_budget);
+        let outcome = tokio::select! {
+            biased;
+            read = reading => read.map_err(|failure| (failure, None)),
+            stalled = watching => Err(stalled),
+        };
+        outcome.map_err(|(failure, unit)| {
+            // A child that died names the unit it was running on its board.
+            let unit = unit.or_else(|| {
+                let p = board.read();
+                p.in_unit().then_some(p.unit as usize)
+            });
+            Stopped { failure, unit }
+        })
+    }
+}
+
+/// Resolves when the child stalls: a unit running past the budget (blamed by its index),
+/// or no progress at all between units for `idle_limit` (nothing to blame but the child).
+async fn watch(
+    board: &ProgressBoard,
+    budget: Duration,
+    idle_limit: Duration,
+) -> (Failure, Option<usize>) {
+    let mut seen = board.read();
+    let mut seen_at = Instant::now();
+    let mut deadline = next_deadline(&seen, seen_at, budget, idle_limit);
+    loop {
+        sleep_until(deadline).await;
+        let now = board.read();
+        if now.seq != seen.seq {
+            seen = now;
+            seen_at = Instant::now();
+            deadline = next_deadline(&seen, seen_at, budget, idle_limit);
+            continue;
         }
+        if now.in_unit() {
+            return (Failure::Timeout, Some(now.unit as usize));
+        }
+        if seen_at.elapsed() >= idle_limit {
+            return (Failure::Timeout, None);
+        }
+        deadline = seen_at + idle_limit;
+    }
+}
+
+/// When to look at the board next: when the running unit's budget runs out, or (between
+/// units) after a budget, to see what runs then.
+fn next_deadline(
+    seen: &Progress,
+    seen_at: Instant,
+    budget: Duration,
+    idle_limit: Duration,
+) -> Instant {
+    if seen.in_unit() {
+        let elapsed = Duration::from_nanos(now_ns().saturating_sub(seen.started_ns));
+        seen_at + budget.saturating_sub(elapsed)
+    } else {
+        seen_at + budget.min(idle_limit)
     }
 }

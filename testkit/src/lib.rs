@@ -1,0 +1,13 @@
+//! Test support shared across the workspace's test suites. Only ever a dev-dependency.
+//!
+//! Why a crate: the seed cases (`router/tests/data/routing/<seed>/cases.json`) are read by
+//! three test suites in three packages: `router/tests/seeds.rs` (the hand-written fleet
+//! rules), `packs/tests/seeds_proof.rs` (the built-in packs, in-process) and
+//! `tests/all/seed_packs.rs` (the packs installed through the control API, the cases
+//! delivered through ingest). Each must build the same delivery from a case, byte for byte and
+//! header for header, or the three would prove different things; one loader makes that so.
+//!
+//! It depends on `switchboard-proto` only (for `StoredDelivery`), so every package can take it
+//! as a dev-dependency without a cycle.
+
+pub mod seed_cases;
