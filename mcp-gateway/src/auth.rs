@@ -38,11 +38,15 @@ pub struct Caller {
     pub verbs: Vec<String>,
     /// The verbs its human's role permits too.
     pub usable_verbs: Vec<String>,
+    /// Whether this request's `WhoAmI` took no unit of the budget: a tool call that then
+    /// never reaches control must pay it (see `Gateway::call`).
+    pub uncharged: bool,
 }
 
 impl Caller {
-    pub fn from_who_am_i(bearer: Bearer, w: pb::WhoAmIResponse) -> Caller {
+    pub fn from_who_am_i(bearer: Bearer, w: pb::WhoAmIResponse, uncharged: bool) -> Caller {
         Caller {
+            uncharged,
             bearer,
             endpoint_id: w.endpoint_id,
             endpoint_name: w.endpoint_name,
@@ -94,6 +98,7 @@ pub async fn gate(State(gate): State<Arc<Gate>>, request: Request, next: Next) -
         );
     };
     let (parts, body) = request.into_parts();
+    let mut calls_a_tool = false;
     let body = if parts.method == Method::POST {
         let bytes = match axum::body::to_bytes(body, gate.max_request_bytes).await {
             Ok(bytes) => bytes,
@@ -108,27 +113,24 @@ pub async fn gate(State(gate): State<Arc<Gate>>, request: Request, next: Next) -
                 );
             }
         };
-        if let Err(response) = check_jsonrpc(&bytes) {
-            return *response;
+        match check_jsonrpc(&bytes) {
+            Ok(calls) => calls_a_tool = calls,
+            Err(response) => return *response,
         }
         Body::from(bytes)
     } else {
         body
     };
-    let state = match gate.control.who_am_i(&bearer).await {
-        Ok(who) => CallerState::Known(Arc::new(Caller::from_who_am_i(bearer, who))),
+    // One MCP request, one unit of the endpoint's budget: a tool call pays with its verb.
+    let charged = !calls_a_tool;
+    let state = match gate.control.who_am_i(&bearer, charged).await {
+        Ok(who) => CallerState::Known(Arc::new(Caller::from_who_am_i(bearer, who, !charged))),
         Err(status) if status.code() == Code::Unauthenticated => {
             return unauthorized("the credential is unknown or revoked");
         }
-        Err(status) if status.code() == Code::ResourceExhausted => {
-            let error = ToolError::from_status("tools", &status);
-            let retry_after_ms = error
-                .details
-                .get("retry_after_ms")
-                .and_then(Value::as_u64)
-                .unwrap_or(1000);
-            CallerState::RateLimited { retry_after_ms }
-        }
+        Err(status) if status.code() == Code::ResourceExhausted => CallerState::RateLimited {
+            retry_after_ms: ToolError::retry_after_ms(&status),
+        },
         Err(status) => {
             tracing::warn!(code = ?status.code(), message = status.message(), "whoami failed");
             let mut response = (
@@ -191,7 +193,8 @@ fn boxed_jsonrpc_error(status: StatusCode, code: ErrorCode, message: String) -> 
 
 /// The body must be one JSON-RPC message: a parse error is -32700, anything else that is not a
 /// message MCP defines (a batch, a missing `jsonrpc`, bad params shape) is -32600.
-fn check_jsonrpc(body: &Bytes) -> Result<(), Box<Response>> {
+/// Whether the body is one MCP JSON-RPC message, and if so whether it is a `tools/call`.
+fn check_jsonrpc(body: &Bytes) -> Result<bool, Box<Response>> {
     let value: Value = serde_json::from_slice(body).map_err(|e| {
         boxed_jsonrpc_error(
             StatusCode::BAD_REQUEST,
@@ -207,6 +210,7 @@ fn check_jsonrpc(body: &Bytes) -> Result<(), Box<Response>> {
                 .into(),
         ));
     }
+    let calls_a_tool = value.get("method").and_then(Value::as_str) == Some("tools/call");
     serde_json::from_value::<ClientJsonRpcMessage>(value).map_err(|e| {
         boxed_jsonrpc_error(
             StatusCode::BAD_REQUEST,
@@ -214,7 +218,7 @@ fn check_jsonrpc(body: &Bytes) -> Result<(), Box<Response>> {
             format!("Invalid Request: not an MCP JSON-RPC message ({e})"),
         )
     })?;
-    Ok(())
+    Ok(calls_a_tool)
 }
 
 /// `host` or `host:port`, lower-case, without IPv6 brackets.

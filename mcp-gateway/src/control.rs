@@ -3,6 +3,8 @@
 //! caller could not do by calling control directly.
 
 use std::fmt;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use switchboard_proto::control::v1 as pb;
@@ -21,8 +23,20 @@ pub const MAX_GRPC_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 
 /// An endpoint credential as presented by the agent. Never logged: `Debug` shows only a
 /// short digest, enough to tell two callers apart in a trace.
-#[derive(Clone, PartialEq, Eq)]
-pub struct Bearer(String);
+///
+/// It also counts the control calls made with it: one `Bearer` is made per HTTP request, so
+/// the gateway knows whether a request reached control (and so paid its unit of the
+/// endpoint's budget).
+#[derive(Clone)]
+pub struct Bearer(String, Arc<AtomicUsize>);
+
+impl PartialEq for Bearer {
+    fn eq(&self, other: &Self) -> bool {
+        self.0 == other.0
+    }
+}
+
+impl Eq for Bearer {}
 
 impl Bearer {
     /// The credential from an `Authorization` header value, if it is `Bearer <credential>`.
@@ -32,11 +46,16 @@ impl Bearer {
         let well_formed = scheme.eq_ignore_ascii_case("bearer")
             && !credential.is_empty()
             && credential.bytes().all(|b| b.is_ascii_graphic());
-        well_formed.then(|| Bearer(credential.to_string()))
+        well_formed.then(|| Bearer::new(credential))
     }
 
     pub fn new(credential: impl Into<String>) -> Bearer {
-        Bearer(credential.into())
+        Bearer(credential.into(), Arc::default())
+    }
+
+    /// How many control calls were made with this bearer (this HTTP request).
+    pub fn control_calls(&self) -> usize {
+        self.1.load(Ordering::Relaxed)
     }
 
     /// sha256 of the credential (hex): what may appear in logs and keys, never the credential.
@@ -100,6 +119,7 @@ impl ControlClient {
         request
             .metadata_mut()
             .insert("authorization", bearer.metadata()?);
+        bearer.1.fetch_add(1, Ordering::Relaxed);
         request.set_timeout(timeout);
         Ok(request)
     }
@@ -121,8 +141,17 @@ impl ControlClient {
         RulePacksClient::new(self.channel.clone()).max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
     }
 
-    pub async fn who_am_i(&self, bearer: &Bearer) -> Result<pb::WhoAmIResponse, Status> {
-        let request = self.request(bearer, pb::WhoAmIRequest {}, self.timeout)?;
+    /// Who the bearer is. `charged: false` when the same MCP request goes on to call a verb
+    /// (which takes the request's unit of the endpoint's budget itself).
+    pub async fn who_am_i(
+        &self,
+        bearer: &Bearer,
+        charged: bool,
+    ) -> Result<pb::WhoAmIResponse, Status> {
+        let message = pb::WhoAmIRequest {
+            uncharged: !charged,
+        };
+        let request = self.request(bearer, message, self.timeout)?;
         Ok(IdentityClient::new(self.channel.clone())
             .who_am_i(request)
             .await?
@@ -174,6 +203,20 @@ impl ControlClient {
     ) -> Result<Streaming<pb::RulePackEvent>, Status> {
         let request = self.request(bearer, message, STREAM_TIMEOUT)?;
         Ok(self.packs().install_rule_pack(request).await?.into_inner())
+    }
+
+    /// `TestWebhookRulesStream`: with a replay, progress events, then the response.
+    pub async fn test_webhook_rules_stream(
+        &self,
+        bearer: &Bearer,
+        message: pb::TestWebhookRulesRequest,
+    ) -> Result<Streaming<pb::TestWebhookRulesEvent>, Status> {
+        let request = self.request(bearer, message, STREAM_TIMEOUT)?;
+        Ok(self
+            .rules()
+            .test_webhook_rules_stream(request)
+            .await?
+            .into_inner())
     }
 
     /// `RemoveRulePack`, streamed like an install.

@@ -64,6 +64,28 @@ impl ToolError {
         CallToolResult::error(vec![ContentBlock::text(self.to_json().to_string())])
     }
 
+    /// The endpoint's request budget is spent: wait, then call `tool` again.
+    pub fn rate_limited(tool: &str, retry_after_ms: u64) -> ToolError {
+        ToolError::new(
+            "rate_limited",
+            format!("this endpoint's request budget is spent; retry after {retry_after_ms} ms"),
+        )
+        .with("retry_after_ms", retry_after_ms)
+        .with(
+            "next",
+            format!("wait {retry_after_ms} ms, then call {tool} again"),
+        )
+    }
+
+    /// How long a `rate_limited` status from control asks the caller to wait (1 s if unsaid).
+    pub fn retry_after_ms(status: &Status) -> u64 {
+        ToolError::from_status("tools", status)
+            .details
+            .get("retry_after_ms")
+            .and_then(serde_json::Value::as_u64)
+            .unwrap_or(1000)
+    }
+
     /// A control status turned into what the agent can act on, for a call of `tool`.
     pub fn from_status(tool: &str, status: &Status) -> ToolError {
         let details = status.get_error_details();

@@ -116,18 +116,7 @@ impl Gateway {
         let caller = match self.caller(&context) {
             Some(CallerState::Known(caller)) => caller,
             Some(CallerState::RateLimited { retry_after_ms }) => {
-                return Ok(ToolError::new(
-                    "rate_limited",
-                    format!(
-                        "this endpoint's request budget is spent; retry after {retry_after_ms} ms"
-                    ),
-                )
-                .with("retry_after_ms", retry_after_ms)
-                .with(
-                    "next",
-                    format!("wait {retry_after_ms} ms, then call {name} again"),
-                )
-                .into_result());
+                return Ok(ToolError::rate_limited(name, retry_after_ms).into_result());
             }
             None => return Err(no_caller()),
         };
@@ -396,22 +385,30 @@ impl Gateway {
                         })
                     })
                     .transpose()?;
-                let r = c
-                    .test_webhook_rules(
-                        b,
-                        pb::TestWebhookRulesRequest {
-                            webhook_id: p.webhook_id,
-                            event_id: p.event_id.unwrap_or_default(),
-                            payload,
-                            replay: p.replay.map(|w| pb::TestReplay {
-                                limit: w.limit.unwrap_or(0),
-                                since_ms: w.since_ms.unwrap_or(0),
-                            }),
-                            configuration_json,
-                        },
-                    )
-                    .await
-                    .map_err(st)?;
+                let request = pb::TestWebhookRulesRequest {
+                    webhook_id: p.webhook_id,
+                    event_id: p.event_id.unwrap_or_default(),
+                    payload,
+                    replay: p.replay.map(|w| pb::TestReplay {
+                        limit: w.limit.unwrap_or(0),
+                        since_ms: w.since_ms.unwrap_or(0),
+                    }),
+                    configuration_json,
+                };
+                // A replay streams, so its progress reaches the agent; a dry run does not.
+                let r = if request.replay.is_some() {
+                    let stream = c.test_webhook_rules_stream(b, request).await.map_err(st)?;
+                    follow(name, stream, context, |e| match e.event {
+                        Some(pb::test_webhook_rules_event::Event::Progress(p)) => {
+                            Some(Step::Progress(p))
+                        }
+                        Some(pb::test_webhook_rules_event::Event::Result(r)) => Some(Step::Done(r)),
+                        None => None,
+                    })
+                    .await?
+                } else {
+                    c.test_webhook_rules(b, request).await.map_err(st)?
+                };
                 to_value(convert::test(r)?)
             }
             "list_webhook_history" => {
@@ -566,13 +563,21 @@ fn to_value<T: Serialize>(out: T) -> Result<Value, ToolError> {
     serde_json::to_value(out).map_err(ToolError::internal)
 }
 
-/// Follows a plan's stream: progress events become MCP progress notifications (when the
-/// request carried a progressToken), the final `result_json` is the tool's result.
-async fn follow_plan(
+/// One event of a streamed call: replay progress, or the call's result.
+enum Step<R> {
+    Progress(pb::ReplayProgress),
+    Done(R),
+}
+
+/// Follows a streamed call: progress events become MCP progress notifications (when the
+/// request carried a progressToken), the result ends it. `step` reads one event (`None` for
+/// an event that says nothing).
+async fn follow<M, R>(
     tool: &str,
-    mut stream: Streaming<pb::RulePackEvent>,
+    mut stream: Streaming<M>,
     context: &RequestContext<RoleServer>,
-) -> Result<Value, ToolError> {
+    step: impl Fn(M) -> Option<Step<R>>,
+) -> Result<R, ToolError> {
     let token = context.meta.get_progress_token();
     loop {
         let event = stream
@@ -584,8 +589,8 @@ async fn follow_plan(
                 "{tool}: control ended the stream without a result"
             )));
         };
-        match event.event {
-            Some(Event::Progress(p)) => {
+        match step(event) {
+            Some(Step::Progress(p)) => {
                 if let Some(token) = &token {
                     let note = ProgressNotificationParam::new(token.clone(), p.replayed as f64)
                         .with_total(p.total as f64)
@@ -595,13 +600,25 @@ async fn follow_plan(
                     }
                 }
             }
-            Some(Event::ResultJson(text)) => {
-                return Ok(Value::Object(convert::object_field("result_json", &text)?));
-            }
-            // An event without a body says nothing; wait for the next.
+            Some(Step::Done(result)) => return Ok(result),
             None => {}
         }
     }
+}
+
+/// Follows a plan's stream: the final `result_json` is the tool's result.
+async fn follow_plan(
+    tool: &str,
+    stream: Streaming<pb::RulePackEvent>,
+    context: &RequestContext<RoleServer>,
+) -> Result<Value, ToolError> {
+    let text = follow(tool, stream, context, |e| match e.event {
+        Some(Event::Progress(p)) => Some(Step::Progress(p)),
+        Some(Event::ResultJson(text)) => Some(Step::Done(text)),
+        None => None,
+    })
+    .await?;
+    Ok(Value::Object(convert::object_field("result_json", &text)?))
 }
 
 impl ServerHandler for Gateway {
@@ -643,9 +660,23 @@ impl ServerHandler for Gateway {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        self.call(request, context)
-            .await
-            .map(CallToolResponse::from)
+        let caller = self.caller(&context);
+        let name = request.name.to_string();
+        let result = self.call(request, context).await;
+        // A tool call whose WhoAmI was uncharged pays its unit with its verb; one refused
+        // before reaching control (unknown tool, not allowed, bad arguments) pays it here.
+        if let Some(CallerState::Known(caller)) = caller
+            && caller.uncharged
+            && caller.bearer.control_calls() <= 1
+            && let Err(status) = self.control.who_am_i(&caller.bearer, true).await
+            && status.code() == tonic::Code::ResourceExhausted
+        {
+            let retry_after_ms = ToolError::retry_after_ms(&status);
+            return Ok(CallToolResponse::from(
+                ToolError::rate_limited(&name, retry_after_ms).into_result(),
+            ));
+        }
+        result.map(CallToolResponse::from)
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {

@@ -51,6 +51,43 @@ async fn every_control_call_carries_the_callers_own_bearer() {
     assert_eq!(seen, vec![format!("Bearer {FEW}"), format!("Bearer {FEW}")]);
 }
 
+/// One MCP request takes one unit of the endpoint's budget: a tool call pays with its verb
+/// (its WhoAmI is uncharged), anything else with its WhoAmI, and a tool call refused before
+/// reaching control pays with a charged WhoAmI.
+#[tokio::test]
+async fn every_mcp_request_takes_exactly_one_unit_of_the_budget() {
+    let (addr, fake) = gateway(|_| {}).await;
+    let flags = |fake: &FakeControl| fake.seen.who_am_i_uncharged.lock().unwrap().clone();
+    let calls = |fake: &FakeControl| fake.seen.authorizations.lock().unwrap().len();
+
+    // tools/list: a charged WhoAmI and nothing else.
+    let r = post(addr, FEW, &list(1)).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(flags(&fake), vec![false]);
+    assert_eq!(calls(&fake), 1);
+
+    // A tool call that reaches control: an uncharged WhoAmI, then the verb (which pays).
+    let r = post(addr, FEW, &call(2, "list_webhooks", json!({}))).await;
+    assert_eq!(tool_result(&r)["isError"], false);
+    assert_eq!(flags(&fake), vec![false, true]);
+    assert_eq!(calls(&fake), 3);
+
+    // Refused by the gateway (not on the allowlist; bad arguments; unknown tool): the
+    // uncharged WhoAmI, then a charged one, so the refusal costs what a call costs.
+    let refused = [
+        call(3, "delete_webhook", json!({"webhook_id": "wh_1"})),
+        call(4, "get_webhook", json!({"webhook_id": 42})),
+        call(5, "no_such_tool", json!({})),
+    ];
+    for (i, message) in refused.iter().enumerate() {
+        let r = post(addr, FEW, message).await;
+        assert_eq!(r.status, 200, "{r:?}");
+        let f = flags(&fake);
+        assert_eq!(&f[f.len() - 2..], &[true, false], "refusal {i}: {f:?}");
+        assert_eq!(calls(&fake), 3 + 2 * (i + 1), "refusal {i}");
+    }
+}
+
 #[tokio::test]
 async fn tools_list_shows_the_allowlist_privately() {
     let (addr, _) = gateway(|_| {}).await;
@@ -101,8 +138,10 @@ async fn a_verb_off_the_allowlist_is_refused_when_called_directly() {
             .contains("install_rule_pack")
     );
     assert!(error["details"]["allowed"].as_array().unwrap().len() == 4);
-    // Only WhoAmI reached control: the call itself never left the gateway.
-    assert_eq!(fake.seen.authorizations.lock().unwrap().len(), before + 1);
+    // Only WhoAmI reached control (uncharged, then charged for the refusal): the call
+    // itself never left the gateway.
+    assert_eq!(fake.seen.authorizations.lock().unwrap().len(), before + 2);
+    assert_eq!(fake.seen.who_am_i_calls.load(Ordering::SeqCst), 2);
 }
 
 #[tokio::test]
@@ -391,6 +430,45 @@ async fn a_wrong_host_or_origin_is_refused_before_the_credential_is_checked() {
     )
     .await;
     assert_eq!(r.status, 200, "{r:?}");
+}
+
+/// test_webhook_rules with `replay` streams: the replay's progress reaches the agent; a
+/// dry run over one payload stays one unary call.
+#[tokio::test]
+async fn a_replay_of_hand_written_rules_forwards_progress() {
+    let (addr, _) = gateway(|_| {}).await;
+    let mut request = call(
+        1,
+        "test_webhook_rules",
+        json!({"webhook_id": "wh_1", "replay": {"limit": 2}}),
+    );
+    request["params"]["_meta"] = json!({"progressToken": "r-1"});
+    let r = post(addr, ALL, &request).await;
+    let messages = r.messages();
+    let progress: Vec<&Value> = messages
+        .iter()
+        .filter(|m| m["method"] == "notifications/progress")
+        .collect();
+    assert_eq!(progress.len(), 2, "{messages:?}");
+    assert_eq!(progress[0]["params"]["progressToken"], "r-1");
+    assert_eq!(progress[1]["params"]["progress"], 2.0);
+    assert_eq!(progress[1]["params"]["total"], 2.0);
+    let result = tool_result(&r);
+    assert_eq!(result["isError"], false, "{result}");
+    assert_eq!(result["structuredContent"]["kind"], "streamed", "{result}");
+
+    let r = post(
+        addr,
+        ALL,
+        &call(
+            2,
+            "test_webhook_rules",
+            json!({"webhook_id": "wh_1", "payload": {"body": {"action": "opened"}}}),
+        ),
+    )
+    .await;
+    let result = tool_result(&r);
+    assert_eq!(result["structuredContent"]["kind"], "unary", "{result}");
 }
 
 #[tokio::test]

@@ -25,6 +25,7 @@ fn caller(verbs: &[&str]) -> Caller {
         role: "admin".into(),
         verbs: verbs.iter().map(|v| v.to_string()).collect(),
         usable_verbs: verbs.iter().map(|v| v.to_string()).collect(),
+        uncharged: false,
     }
 }
 

@@ -568,7 +568,7 @@ async fn calls_need_a_valid_credential(api: Api) {
         "unauthenticated",
     );
     refused(
-        none.identity.who_am_i(pb::WhoAmIRequest {}).await,
+        none.identity.who_am_i(pb::WhoAmIRequest::default()).await,
         Code::Unauthenticated,
         "unauthenticated",
     );
@@ -618,7 +618,7 @@ async fn calls_need_a_valid_credential(api: Api) {
     refused(
         api.client(&credential)
             .identity
-            .who_am_i(pb::WhoAmIRequest {})
+            .who_am_i(pb::WhoAmIRequest::default())
             .await,
         Code::Unauthenticated,
         "unauthenticated",
@@ -678,7 +678,7 @@ async fn verbs_off_the_allowlist_are_refused(api: Api) {
         1
     );
 
-    let me = ok(c.identity.who_am_i(pb::WhoAmIRequest {}).await);
+    let me = ok(c.identity.who_am_i(pb::WhoAmIRequest::default()).await);
     assert_eq!(
         me.verbs,
         vec!["get_webhook", "list_todos", "claim_todo", "complete_todo"]
@@ -771,7 +771,7 @@ async fn roles_gate_every_verb(api: Api) {
         Code::PermissionDenied,
         "permission_denied",
     );
-    let me = ok(v.identity.who_am_i(pb::WhoAmIRequest {}).await);
+    let me = ok(v.identity.who_am_i(pb::WhoAmIRequest::default()).await);
     assert_eq!(me.role, "viewer");
     assert!(
         me.usable_verbs
@@ -841,7 +841,7 @@ async fn roles_gate_every_verb(api: Api) {
         "permission_denied",
     );
     assert!(denied.message().contains("no role"), "{}", denied.message());
-    let me = ok(e.identity.who_am_i(pb::WhoAmIRequest {}).await);
+    let me = ok(e.identity.who_am_i(pb::WhoAmIRequest::default()).await);
     assert_eq!((me.role.as_str(), me.usable_verbs.len()), ("", 0));
 }
 
@@ -1933,6 +1933,42 @@ async fn dry_runs_route_events_and_payloads_and_write_nothing(api: Api) {
         .expect("replay")
         .into_inner();
     assert!(replayed.replay_report_json.contains("events_replayed"));
+    // Streamed, the same replay reports progress up to the window's total, then the report.
+    let mut stream = c
+        .rules
+        .test_webhook_rules_stream(pb::TestWebhookRulesRequest {
+            webhook_id: w.id.clone(),
+            replay: Some(pb::TestReplay {
+                limit: 10,
+                since_ms: 0,
+            }),
+            ..Default::default()
+        })
+        .await
+        .expect("streamed replay")
+        .into_inner();
+    let mut progress = Vec::new();
+    let mut streamed = None;
+    while let Some(event) = stream.message().await.expect("an event") {
+        match event.event {
+            Some(pb::test_webhook_rules_event::Event::Progress(p)) => {
+                progress.push((p.replayed, p.total))
+            }
+            Some(pb::test_webhook_rules_event::Event::Result(r)) => streamed = Some(r),
+            None => {}
+        }
+    }
+    let streamed = streamed.expect("the stream ends with the response");
+    let report: serde_json::Value =
+        serde_json::from_str(&streamed.replay_report_json).expect("a JSON report");
+    let replayed_count = report["events_replayed"].as_u64().expect("events_replayed");
+    assert!(replayed_count > 0, "{report}");
+    let last = progress.last().copied().expect("progress was reported");
+    assert_eq!(last, (replayed_count, replayed_count), "{progress:?}");
+    assert!(
+        progress.windows(2).all(|w| w[0].0 <= w[1].0),
+        "{progress:?}"
+    );
     invalid(
         c.rules
             .test_webhook_rules(pb::TestWebhookRulesRequest {
@@ -2630,7 +2666,7 @@ async fn each_endpoint_is_rate_limited(api: Api) {
     let two = vend(&api.store, "alice", &alice, &EVERY_FAMILY).await;
     let mut a = api.client(&one);
     for _ in 0..3 {
-        ok(a.identity.who_am_i(pb::WhoAmIRequest {}).await);
+        ok(a.identity.who_am_i(pb::WhoAmIRequest::default()).await);
     }
     let limited = refused(
         a.webhooks.list_webhooks(pb::ListWebhooksRequest {}).await,
@@ -2652,7 +2688,7 @@ async fn each_endpoint_is_rate_limited(api: Api) {
     assert_eq!(Duration::from_millis(ms), delay);
     // Every call counts, refused ones too.
     refused(
-        a.identity.who_am_i(pb::WhoAmIRequest {}).await,
+        a.identity.who_am_i(pb::WhoAmIRequest::default()).await,
         Code::ResourceExhausted,
         "rate_limited",
     );
@@ -2661,7 +2697,7 @@ async fn each_endpoint_is_rate_limited(api: Api) {
     ok(api
         .client(&two)
         .identity
-        .who_am_i(pb::WhoAmIRequest {})
+        .who_am_i(pb::WhoAmIRequest::default())
         .await);
     // The next window brings the budget back.
     api.clock.advance(Duration::from_secs(60));

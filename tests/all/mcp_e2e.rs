@@ -77,6 +77,14 @@ async fn start_control(
     store: &Store,
     router: &str,
 ) -> (SocketAddr, SocketAddr, tokio::sync::oneshot::Sender<()>) {
+    start_control_with(store, router, Limits::default()).await
+}
+
+async fn start_control_with(
+    store: &Store,
+    router: &str,
+    limits: Limits,
+) -> (SocketAddr, SocketAddr, tokio::sync::oneshot::Sender<()>) {
     let routers = Routers::new(
         RouterSource::Static(vec![router.to_string()]),
         Duration::from_secs(10),
@@ -87,7 +95,7 @@ async fn start_control(
         store: store.clone(),
         routers,
         capabilities: Capabilities::default(),
-        limits: Limits::default(),
+        limits,
     };
     let local = SocketAddr::from(([127, 0, 0, 1], 0));
     let bound = BoundControl::bind(state.clone(), local, local)
@@ -360,4 +368,88 @@ async fn the_gateway_role_guards_mcp_even_without_control() {
     assert_eq!(r.json()["error"]["code"], "control_unavailable");
     let status = process.terminate().expect("the gateway stops on SIGTERM");
     assert!(status.success(), "{status}");
+}
+
+/// One JSON-RPC message to the gateway at `url` (no session), and the JSON-RPC answer.
+async fn mcp_post(url: &str, bearer: &str, message: serde_json::Value) -> serde_json::Value {
+    let addr: SocketAddr = url
+        .trim_start_matches("http://")
+        .trim_end_matches("/mcp")
+        .parse()
+        .expect("the gateway URL is http://addr/mcp");
+    let headers = [
+        ("Authorization".to_string(), format!("Bearer {bearer}")),
+        ("Content-Type".to_string(), "application/json".to_string()),
+        (
+            "Accept".to_string(),
+            "application/json, text/event-stream".to_string(),
+        ),
+    ];
+    let r = post(addr, "/mcp", &headers, message.to_string().as_bytes()).await;
+    let text = String::from_utf8_lossy(&r.body).to_string();
+    assert_eq!(r.status, 200, "{text}");
+    // A JSON body, or server-sent events whose data lines carry the messages.
+    std::iter::once(text.as_str())
+        .chain(text.lines().filter_map(|l| l.strip_prefix("data:")))
+        .filter_map(|t| serde_json::from_str::<serde_json::Value>(t.trim()).ok())
+        .find(|m| m.get("result").is_some() || m.get("error").is_some())
+        .unwrap_or_else(|| panic!("no JSON-RPC answer in {text}"))
+}
+
+/// Through the real control: one MCP request costs one unit of the endpoint's request
+/// budget, whether it calls a verb (which pays; its WhoAmI does not), lists tools, or is a
+/// tool call the gateway refuses itself.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_mcp_request_costs_one_unit_of_the_endpoint_budget() {
+    let router = RouterProcess::spawn(&["--children", "1"]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("c.db").display());
+    let store = Store::connect_with(&url, StoreOptions::default())
+        .await
+        .expect("open the store");
+    let alice = human(&store, "alice").await;
+    let token = vend(&store, "alice", &alice, "agent", &["list_webhooks"]).await;
+    let limits = Limits {
+        requests_per_endpoint_per_minute: 4,
+        ..Limits::default()
+    };
+    let (_http, grpc, _stop) = start_control_with(&store, &router.addr, limits).await;
+    let gateway = BoundGateway::bind(GatewayConfig::new(
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        grpc.to_string(),
+    ))
+    .await
+    .expect("gateway binds");
+    let mcp = gateway.url();
+    tokio::spawn(gateway.serve(std::future::pending::<()>()));
+
+    let call = |id: u64, tool: &str| {
+        serde_json::json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": tool, "arguments": {}}})
+    };
+    let is_error = |m: &serde_json::Value| m["result"]["isError"] == true;
+    // Four units: two tool calls, a listing, and a call the gateway refuses itself.
+    assert!(!is_error(
+        &mcp_post(&mcp, &token, call(1, "list_webhooks")).await
+    ));
+    assert!(!is_error(
+        &mcp_post(&mcp, &token, call(2, "list_webhooks")).await
+    ));
+    let listed = mcp_post(
+        &mcp,
+        &token,
+        serde_json::json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"}),
+    )
+    .await;
+    assert_eq!(listed["result"]["tools"].as_array().map(Vec::len), Some(1));
+    let refused = mcp_post(&mcp, &token, call(4, "delete_webhook")).await;
+    assert!(is_error(&refused), "{refused}");
+    assert!(
+        refused.to_string().contains("permission_denied"),
+        "{refused}"
+    );
+    // The fifth is over the budget.
+    let fifth = mcp_post(&mcp, &token, call(5, "list_webhooks")).await;
+    assert!(is_error(&fifth), "{fifth}");
+    assert!(fifth.to_string().contains("rate_limited"), "{fifth}");
 }

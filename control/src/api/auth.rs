@@ -76,16 +76,28 @@ pub async fn authenticate(
     state: &ControlState,
     metadata: &MetadataMap,
 ) -> Result<Endpoint, ApiError> {
+    let endpoint = identify(state, metadata).await?;
+    charge(state, &endpoint).await?;
+    Ok(endpoint)
+}
+
+/// The endpoint behind the call's credential, taking nothing from its budget (an uncharged
+/// `WhoAmI`, whose MCP request pays when it calls its verb).
+pub async fn identify(state: &ControlState, metadata: &MetadataMap) -> Result<Endpoint, ApiError> {
     let credential = bearer(metadata).ok_or(ApiError::Unauthenticated(
         "send the endpoint credential as `authorization: Bearer <credential>`",
     ))?;
-    let endpoint = state
+    state
         .store
         .authenticate(credential)
         .await?
         .ok_or(ApiError::Unauthenticated(
             "the credential is unknown or revoked",
-        ))?;
+        ))
+}
+
+/// Takes one unit of the endpoint's request budget (`rate_limited` when it is spent).
+async fn charge(state: &ControlState, endpoint: &Endpoint) -> Result<(), ApiError> {
     state
         .store
         .try_take(
@@ -95,7 +107,7 @@ pub async fn authenticate(
             API_WINDOW,
         )
         .await?;
-    Ok(endpoint)
+    Ok(())
 }
 
 /// Authenticates the call and checks that `verb` is on the endpoint's allowlist and that its

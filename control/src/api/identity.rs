@@ -5,7 +5,7 @@ use switchboard_proto::control::v1 as pb;
 use switchboard_proto::control::v1::identity_server::Identity;
 use tonic::{Request, Response, Status};
 
-use super::auth::{authenticate, required_role};
+use super::auth::{authenticate, identify, required_role};
 use super::respond;
 use crate::state::ControlState;
 
@@ -26,7 +26,11 @@ impl Identity for IdentityApi {
         request: Request<pb::WhoAmIRequest>,
     ) -> Result<Response<pb::WhoAmIResponse>, Status> {
         respond(async {
-            let endpoint = authenticate(&self.state, request.metadata()).await?;
+            let endpoint = if request.get_ref().uncharged {
+                identify(&self.state, request.metadata()).await?
+            } else {
+                authenticate(&self.state, request.metadata()).await?
+            };
             let role = self
                 .state
                 .store

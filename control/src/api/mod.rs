@@ -11,6 +11,7 @@ pub mod identity;
 pub mod rule_packs;
 pub mod rules;
 pub mod status;
+pub mod streaming;
 pub mod todos;
 pub mod webhooks;
 

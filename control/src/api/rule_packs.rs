@@ -2,25 +2,21 @@
 //! removals stream replay progress and then the plan or the applied result; a caller that
 //! goes away stops the replay.
 
-use std::pin::Pin;
-use std::sync::Arc;
-
 use serde_json::{Map, Value};
 use switchboard_proto::control::v1::rule_packs_server::RulePacks as RulePacksService;
 use switchboard_proto::control::v1::{
     InstallRulePackRequest, ListRulePacksRequest, RemoveRulePackRequest, ReplayProgress,
     ReplayWindow, RulePackEvent, RulePacksResult, rule_pack_event,
 };
-use tokio::sync::mpsc;
-use tokio_stream::wrappers::ReceiverStream;
 use tonic::{Request, Response, Status};
 
 use super::auth::{Caller, authorize};
 use super::status::ApiError;
+use super::streaming::{self, with_progress};
 use crate::rule_packs::{self, InstallArgs, PackError, Progress, RemoveArgs, RulePacks};
 use crate::state::ControlState;
 
-type EventStream = Pin<Box<dyn tokio_stream::Stream<Item = Result<RulePackEvent, Status>> + Send>>;
+type EventStream = streaming::EventStream<RulePackEvent>;
 
 pub struct RulePacksApi {
     state: ControlState,
@@ -62,39 +58,23 @@ fn params(json: Option<String>) -> Result<Option<Map<String, Value>>, ApiError> 
     }
 }
 
-/// Runs an install or removal in its own task, streaming progress and then the result. When
-/// the receiver is dropped (the caller went away), the work is dropped too.
+/// A pack call's stream: replay progress, then the plan or applied result as JSON.
 fn stream<F>(work: impl FnOnce(Progress) -> F + Send + 'static) -> EventStream
 where
     F: std::future::Future<Output = Result<Value, PackError>> + Send + 'static,
 {
-    let (tx, rx) = mpsc::channel::<Result<RulePackEvent, Status>>(32);
-    let progress_tx = tx.clone();
-    let progress: Progress = Arc::new(move |replayed, total| {
-        let event = RulePackEvent {
+    with_progress(
+        move |progress| async move { work(progress).await.map_err(ApiError::RulePack) },
+        |replayed, total| RulePackEvent {
             event: Some(rule_pack_event::Event::Progress(ReplayProgress {
                 replayed,
                 total,
             })),
-        };
-        let _ = progress_tx.try_send(Ok(event));
-    });
-    tokio::spawn(async move {
-        let run = work(progress);
-        tokio::select! {
-            result = run => {
-                let message = match result {
-                    Ok(v) => Ok(RulePackEvent { event: Some(rule_pack_event::Event::ResultJson(v.to_string())) }),
-                    Err(e) => Err(Status::from(ApiError::RulePack(e))),
-                };
-                let _ = tx.send(message).await;
-            }
-            _ = tx.closed() => {
-                tracing::info!("rule pack call cancelled by the caller; replay stopped");
-            }
-        }
-    });
-    Box::pin(ReceiverStream::new(rx))
+        },
+        |v: Value| RulePackEvent {
+            event: Some(rule_pack_event::Event::ResultJson(v.to_string())),
+        },
+    )
 }
 
 #[tonic::async_trait]

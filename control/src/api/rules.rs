@@ -19,7 +19,9 @@ use super::auth::{Caller, authorize};
 use super::convert;
 use super::respond;
 use super::status::ApiError;
+use super::streaming::{EventStream, with_progress};
 use crate::error::{Error, VERSION_MISMATCH};
+use crate::rule_packs::Progress;
 use crate::secrets::{canonical_json, random_hex};
 use crate::state::ControlState;
 use crate::store::{MAX_CONFIGURATION_BYTES, SaveConfiguration, Webhook};
@@ -39,6 +41,144 @@ pub struct WebhookRulesApi {
 impl WebhookRulesApi {
     pub fn new(state: ControlState) -> Self {
         Self { state }
+    }
+
+    /// `test_webhook_rules`: a dry run over one event or payload, or (with `replay`) the
+    /// REQ-5 report over the webhook's stored deliveries, reporting replay progress.
+    async fn test_rules(
+        &self,
+        caller: &Caller,
+        req: &pb::TestWebhookRulesRequest,
+        progress: Option<Progress>,
+    ) -> Result<pb::TestWebhookRulesResponse, ApiError> {
+        let sources = [
+            !req.event_id.is_empty(),
+            req.payload.is_some(),
+            req.replay.is_some(),
+        ];
+        if sources.iter().filter(|s| **s).count() != 1 {
+            return Err(ApiError::invalid(
+                "event_id",
+                "give exactly one of event_id, payload and replay",
+            ));
+        }
+        if let Some(replay) = &req.replay {
+            let w = self
+                .state
+                .store
+                .get_webhook(caller.scope(), &req.webhook_id)
+                .await?;
+            let candidate = if req.configuration_json.is_empty() {
+                saved_configuration(&w)?
+            } else {
+                parse_candidate("configuration_json", &req.configuration_json)?
+            };
+            let packs =
+                crate::rule_packs::RulePacks::new(self.state.clone(), self.state.catalog.clone());
+            let who = crate::rule_packs::Caller {
+                endpoint_id: caller.endpoint.id.clone(),
+                human: caller.endpoint.human_login.clone(),
+                scope: caller.scope().clone(),
+            };
+            let window = crate::rule_packs::ReplayWindow {
+                limit: (replay.limit > 0).then_some(replay.limit),
+                since: (replay.since_ms > 0).then_some(replay.since_ms),
+            };
+            let report = packs
+                .replay_candidate(&who, &w.id, candidate, &window, progress)
+                .await
+                .map_err(ApiError::RulePack)?;
+            let minted = report
+                .get("minted_rule_ids")
+                .and_then(|m| serde_json::from_value::<Vec<String>>(m.clone()).ok())
+                .unwrap_or_default();
+            return Ok(pb::TestWebhookRulesResponse {
+                webhook_id: w.id.clone(),
+                saved_version: w.config_version,
+                minted_rule_ids: minted,
+                replay_report_json: report.to_string(),
+                ..Default::default()
+            });
+        }
+        let mut candidate = if req.configuration_json.is_empty() {
+            None
+        } else {
+            Some(parse_candidate(
+                "configuration_json",
+                &req.configuration_json,
+            )?)
+        };
+        let store = &self.state.store;
+        let w = store.get_webhook(caller.scope(), &req.webhook_id).await?;
+        let delivery = match &req.payload {
+            Some(payload) => payload_delivery(&self.state, &w, payload)?,
+            None => {
+                let event = store.get_event(caller.scope(), &req.event_id).await?;
+                // After the one scoped read: another webhook's event costs what an unknown one does.
+                if event.webhook_id != w.id {
+                    return Err(Error::NotFound { resource: "event" }.into());
+                }
+                convert::stored_delivery(&event)
+            }
+        };
+        let saved = saved_configuration(&w)?;
+        let mut configurations = vec![RouterConfiguration {
+            json: canonical_json(&w.configuration),
+        }];
+        let mut minted = Vec::new();
+        if let Some(candidate) = candidate.as_mut() {
+            minted = prepare_candidate(&self.state, &w, &saved, candidate).await?;
+            configurations.push(RouterConfiguration {
+                json: candidate.canonical_json(),
+            });
+        }
+        let kind = delivery.kind.clone();
+        let results = self
+            .state
+            .routers
+            .evaluate(EvaluateRequest {
+                context: Some(convert::routing_context(&self.state, &w)),
+                configurations,
+                deliveries: vec![delivery],
+                budget_ms: u32::try_from(self.state.limits.evaluation_budget.as_millis())
+                    .unwrap_or(u32::MAX),
+            })
+            .await?;
+        let decisions = match results.as_slice() {
+            [one] if one.decisions.len() == 1 + usize::from(candidate.is_some()) => &one.decisions,
+            _ => {
+                return Err(ApiError::internal(format!(
+                    "a router answered a dry run with {} results",
+                    results.len()
+                )));
+            }
+        };
+        let saved_decision = convert::decision_json(&decisions[0]);
+        let candidate_decision = decisions.get(1).map(convert::decision_json);
+        Ok(pb::TestWebhookRulesResponse {
+            replay_report_json: String::new(),
+            webhook_id: w.id.clone(),
+            event_id: req.event_id.clone(),
+            kind,
+            saved_version: w.config_version,
+            saved_decision_json: canonical_json(&saved_decision),
+            changed: candidate_decision
+                .as_ref()
+                .is_some_and(|c| label(c) != label(&saved_decision)),
+            candidate_decision_json: candidate_decision
+                .as_ref()
+                .map(canonical_json)
+                .unwrap_or_default(),
+            candidate_configuration_json: candidate
+                .as_ref()
+                .map(Configuration::canonical_json)
+                .unwrap_or_default(),
+            candidate_digest: candidate
+                .as_ref()
+                .map(Configuration::digest)
+                .unwrap_or_default(),
+            minted_rule_ids: minted,
+        })
     }
 }
 
@@ -532,141 +672,33 @@ impl WebhookRules for WebhookRulesApi {
     ) -> Result<Response<pb::TestWebhookRulesResponse>, Status> {
         respond(async {
             let caller = authorize(&self.state, request.metadata(), "test_webhook_rules").await?;
-            let req = request.get_ref();
-            let sources = [
-                !req.event_id.is_empty(),
-                req.payload.is_some(),
-                req.replay.is_some(),
-            ];
-            if sources.iter().filter(|s| **s).count() != 1 {
-                return Err(ApiError::invalid(
-                    "event_id",
-                    "give exactly one of event_id, payload and replay",
-                ));
-            }
-            if let Some(replay) = &req.replay {
-                let w = self
-                    .state
-                    .store
-                    .get_webhook(caller.scope(), &req.webhook_id)
-                    .await?;
-                let candidate = if req.configuration_json.is_empty() {
-                    saved_configuration(&w)?
-                } else {
-                    parse_candidate("configuration_json", &req.configuration_json)?
-                };
-                let packs = crate::rule_packs::RulePacks::new(
-                    self.state.clone(),
-                    self.state.catalog.clone(),
-                );
-                let who = crate::rule_packs::Caller {
-                    endpoint_id: caller.endpoint.id.clone(),
-                    human: caller.endpoint.human_login.clone(),
-                    scope: caller.scope().clone(),
-                };
-                let window = crate::rule_packs::ReplayWindow {
-                    limit: (replay.limit > 0).then_some(replay.limit),
-                    since: (replay.since_ms > 0).then_some(replay.since_ms),
-                };
-                let report = packs
-                    .replay_candidate(&who, &w.id, candidate, &window, None)
-                    .await
-                    .map_err(ApiError::RulePack)?;
-                let minted = report
-                    .get("minted_rule_ids")
-                    .and_then(|m| serde_json::from_value::<Vec<String>>(m.clone()).ok())
-                    .unwrap_or_default();
-                return Ok(pb::TestWebhookRulesResponse {
-                    webhook_id: w.id.clone(),
-                    saved_version: w.config_version,
-                    minted_rule_ids: minted,
-                    replay_report_json: report.to_string(),
-                    ..Default::default()
-                });
-            }
-            let mut candidate = if req.configuration_json.is_empty() {
-                None
-            } else {
-                Some(parse_candidate(
-                    "configuration_json",
-                    &req.configuration_json,
-                )?)
-            };
-            let store = &self.state.store;
-            let w = store.get_webhook(caller.scope(), &req.webhook_id).await?;
-            let delivery = match &req.payload {
-                Some(payload) => payload_delivery(&self.state, &w, payload)?,
-                None => {
-                    let event = store.get_event(caller.scope(), &req.event_id).await?;
-                    // After the one scoped read: another webhook's event costs what an unknown one does.
-                    if event.webhook_id != w.id {
-                        return Err(Error::NotFound { resource: "event" }.into());
-                    }
-                    convert::stored_delivery(&event)
-                }
-            };
-            let saved = saved_configuration(&w)?;
-            let mut configurations = vec![RouterConfiguration {
-                json: canonical_json(&w.configuration),
-            }];
-            let mut minted = Vec::new();
-            if let Some(candidate) = candidate.as_mut() {
-                minted = prepare_candidate(&self.state, &w, &saved, candidate).await?;
-                configurations.push(RouterConfiguration {
-                    json: candidate.canonical_json(),
-                });
-            }
-            let kind = delivery.kind.clone();
-            let results = self
-                .state
-                .routers
-                .evaluate(EvaluateRequest {
-                    context: Some(convert::routing_context(&self.state, &w)),
-                    configurations,
-                    deliveries: vec![delivery],
-                    budget_ms: u32::try_from(self.state.limits.evaluation_budget.as_millis())
-                        .unwrap_or(u32::MAX),
-                })
-                .await?;
-            let decisions = match results.as_slice() {
-                [one] if one.decisions.len() == 1 + usize::from(candidate.is_some()) => {
-                    &one.decisions
-                }
-                _ => {
-                    return Err(ApiError::internal(format!(
-                        "a router answered a dry run with {} results",
-                        results.len()
-                    )));
-                }
-            };
-            let saved_decision = convert::decision_json(&decisions[0]);
-            let candidate_decision = decisions.get(1).map(convert::decision_json);
-            Ok(pb::TestWebhookRulesResponse {
-                replay_report_json: String::new(),
-                webhook_id: w.id.clone(),
-                event_id: req.event_id.clone(),
-                kind,
-                saved_version: w.config_version,
-                saved_decision_json: canonical_json(&saved_decision),
-                changed: candidate_decision
-                    .as_ref()
-                    .is_some_and(|c| label(c) != label(&saved_decision)),
-                candidate_decision_json: candidate_decision
-                    .as_ref()
-                    .map(canonical_json)
-                    .unwrap_or_default(),
-                candidate_configuration_json: candidate
-                    .as_ref()
-                    .map(Configuration::canonical_json)
-                    .unwrap_or_default(),
-                candidate_digest: candidate
-                    .as_ref()
-                    .map(Configuration::digest)
-                    .unwrap_or_default(),
-                minted_rule_ids: minted,
-            })
+            self.test_rules(&caller, request.get_ref(), None).await
         })
         .await
+    }
+
+    type TestWebhookRulesStreamStream = EventStream<pb::TestWebhookRulesEvent>;
+
+    async fn test_webhook_rules_stream(
+        &self,
+        request: Request<pb::TestWebhookRulesRequest>,
+    ) -> Result<Response<Self::TestWebhookRulesStreamStream>, Status> {
+        let caller = authorize(&self.state, request.metadata(), "test_webhook_rules")
+            .await
+            .map_err(Status::from)?;
+        let req = request.into_inner();
+        let api = WebhookRulesApi::new(self.state.clone());
+        Ok(Response::new(with_progress(
+            move |progress| async move { api.test_rules(&caller, &req, Some(progress)).await },
+            |replayed, total| pb::TestWebhookRulesEvent {
+                event: Some(pb::test_webhook_rules_event::Event::Progress(
+                    pb::ReplayProgress { replayed, total },
+                )),
+            },
+            |result| pb::TestWebhookRulesEvent {
+                event: Some(pb::test_webhook_rules_event::Event::Result(result)),
+            },
+        )))
     }
 
     async fn list_webhook_history(

@@ -17,6 +17,7 @@ use switchboard_mcp_gateway::{BoundGateway, GatewayConfig};
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::control::v1::identity_server::{Identity, IdentityServer};
 use switchboard_proto::control::v1::rule_packs_server::{RulePacks, RulePacksServer};
+use switchboard_proto::control::v1::webhook_rules_server::{WebhookRules, WebhookRulesServer};
 use switchboard_proto::control::v1::webhooks_server::{Webhooks, WebhooksServer};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
@@ -70,6 +71,8 @@ pub struct Seen {
     /// The `authorization` metadata of every call, in order.
     pub authorizations: Mutex<Vec<String>>,
     pub who_am_i_calls: AtomicUsize,
+    /// Each WhoAmI's `uncharged` flag, in order.
+    pub who_am_i_uncharged: Mutex<Vec<bool>>,
     /// Set when a slow install's stream was dropped by the gateway.
     pub slow_stream_dropped: AtomicBool,
     pub slow_events_sent: AtomicUsize,
@@ -127,6 +130,9 @@ impl Identity for FakeControl {
         request: Request<pb::WhoAmIRequest>,
     ) -> Result<Response<pb::WhoAmIResponse>, Status> {
         self.seen.who_am_i_calls.fetch_add(1, Ordering::SeqCst);
+        if let Ok(mut flags) = self.seen.who_am_i_uncharged.lock() {
+            flags.push(request.get_ref().uncharged);
+        }
         let bearer = self.bearer(&request)?;
         if bearer == SPENT {
             let mut details = ErrorDetails::with_retry_info(Some(Duration::from_millis(2500)));
@@ -278,6 +284,91 @@ fn result(value: Value) -> pb::RulePackEvent {
     }
 }
 
+/// Only `test_webhook_rules` (unary and streamed, each with a fixed answer) is faked.
+#[tonic::async_trait]
+impl WebhookRules for FakeControl {
+    async fn list_webhook_rules(
+        &self,
+        _: Request<pb::ListWebhookRulesRequest>,
+    ) -> Result<Response<pb::ListWebhookRulesResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn set_webhook_rules(
+        &self,
+        _: Request<pb::SetWebhookRulesRequest>,
+    ) -> Result<Response<pb::SaveRulesResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn update_webhook_rule(
+        &self,
+        _: Request<pb::UpdateWebhookRuleRequest>,
+    ) -> Result<Response<pb::SaveRulesResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn delete_webhook_rule(
+        &self,
+        _: Request<pb::DeleteWebhookRuleRequest>,
+    ) -> Result<Response<pb::SaveRulesResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn test_webhook_rules(
+        &self,
+        request: Request<pb::TestWebhookRulesRequest>,
+    ) -> Result<Response<pb::TestWebhookRulesResponse>, Status> {
+        self.bearer(&request)?;
+        Ok(Response::new(test_answer(request.get_ref(), "unary")))
+    }
+
+    type TestWebhookRulesStreamStream =
+        Pin<Box<dyn Stream<Item = Result<pb::TestWebhookRulesEvent, Status>> + Send>>;
+
+    async fn test_webhook_rules_stream(
+        &self,
+        request: Request<pb::TestWebhookRulesRequest>,
+    ) -> Result<Response<Self::TestWebhookRulesStreamStream>, Status> {
+        self.bearer(&request)?;
+        let progress = |replayed| pb::TestWebhookRulesEvent {
+            event: Some(pb::test_webhook_rules_event::Event::Progress(
+                pb::ReplayProgress { replayed, total: 2 },
+            )),
+        };
+        let result = pb::TestWebhookRulesEvent {
+            event: Some(pb::test_webhook_rules_event::Event::Result(test_answer(
+                request.get_ref(),
+                "streamed",
+            ))),
+        };
+        let events = vec![Ok(progress(1)), Ok(progress(2)), Ok(result)];
+        Ok(Response::new(Box::pin(futures::stream::iter(events))))
+    }
+
+    async fn list_webhook_history(
+        &self,
+        _: Request<pb::ListWebhookHistoryRequest>,
+    ) -> Result<Response<pb::ListWebhookHistoryResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+}
+
+/// A test_webhook_rules answer saying which RPC carried it (in `kind`).
+fn test_answer(r: &pb::TestWebhookRulesRequest, via: &str) -> pb::TestWebhookRulesResponse {
+    pb::TestWebhookRulesResponse {
+        webhook_id: r.webhook_id.clone(),
+        kind: via.into(),
+        saved_decision_json: r#"{"outcome":"default","action":{"drop":true}}"#.into(),
+        replay_report_json: if r.replay.is_some() {
+            r#"{"changed":0}"#.into()
+        } else {
+            String::new()
+        },
+        ..Default::default()
+    }
+}
+
 #[tonic::async_trait]
 impl RulePacks for FakeControl {
     async fn list_rule_packs(
@@ -378,7 +469,8 @@ pub async fn fake_control() -> (SocketAddr, FakeControl) {
     let server = tonic::transport::Server::builder()
         .add_service(IdentityServer::new(fake.clone()))
         .add_service(WebhooksServer::new(fake.clone()))
-        .add_service(RulePacksServer::new(fake.clone()));
+        .add_service(RulePacksServer::new(fake.clone()))
+        .add_service(WebhookRulesServer::new(fake.clone()));
     tokio::spawn(async move {
         let _ = server
             .serve_with_incoming(tokio_stream::wrappers::TcpListenerStream::new(listener))
