@@ -476,7 +476,10 @@ impl RulePacks {
                 caller,
                 &webhook.id,
                 &webhook.owner_scope,
-                &ctx,
+                ReplayContexts {
+                    saved: &ctx,
+                    candidate: &ctx,
+                },
                 &saved,
                 &candidate,
                 window,
@@ -638,7 +641,7 @@ impl RulePacks {
         caller: &Caller,
         webhook_id: &str,
         scope: &OwnerScope,
-        ctx: &RoutingContext,
+        contexts: ReplayContexts<'_>,
         saved: &Configuration,
         candidate: &Configuration,
         window: &ReplayWindow,
@@ -703,14 +706,47 @@ impl RulePacks {
             let deadline = tokio::time::Instant::now() + self.replay_budget;
             let mut calls = futures::stream::FuturesOrdered::new();
             for (i, part) in deliveries.chunks(chunk).enumerate() {
-                let req = switchboard_proto::router::v1::EvaluateRequest {
-                    context: Some(ctx.clone()),
-                    configurations: configs.to_vec(),
-                    deliveries: part.to_vec(),
-                    budget_ms,
+                let request = |ctx: &RoutingContext, configurations: &[WireConfiguration]| {
+                    switchboard_proto::router::v1::EvaluateRequest {
+                        context: Some(ctx.clone()),
+                        configurations: configurations.to_vec(),
+                        deliveries: part.to_vec(),
+                        budget_ms,
+                    }
+                };
+                // One call evaluates both configurations when they share a context; otherwise
+                // each gets its own call and the decisions are paired up again.
+                let (first, second) = if contexts.saved == contexts.candidate {
+                    (request(contexts.saved, &configs), None)
+                } else {
+                    (
+                        request(contexts.saved, &configs[..1]),
+                        Some(request(contexts.candidate, &configs[1..])),
+                    )
                 };
                 let routers = self.state.routers.clone();
-                calls.push_back(async move { (i, routers.evaluate(req).await) });
+                calls.push_back(async move {
+                    let result = match second {
+                        None => routers.evaluate(first).await,
+                        Some(second) => {
+                            let (before, after) =
+                                futures::join!(routers.evaluate(first), routers.evaluate(second));
+                            before.and_then(|before| {
+                                after.map(|after| {
+                                    before
+                                        .into_iter()
+                                        .zip(after)
+                                        .map(|(mut b, a)| {
+                                            b.decisions.extend(a.decisions.into_iter().take(1));
+                                            b
+                                        })
+                                        .collect::<Vec<_>>()
+                                })
+                            })
+                        }
+                    };
+                    (i, result)
+                });
             }
             let mut replayed = Vec::with_capacity(deliveries.len());
             let mut truncated = false;
@@ -773,46 +809,88 @@ impl RulePacks {
     ) -> Result<Value, PackError> {
         let saved: Configuration =
             serde_json::from_value(webhook.configuration.clone()).unwrap_or_default();
+        // The candidate is replayed with the trusted actors it would set (trusted-actors@2),
+        // the saved configuration with the webhook's current ones.
+        let candidate_ctx = match &candidate.trusted_actors {
+            Some(actors) => routing_context(
+                &Webhook {
+                    trusted_actors: Some(actors.clone()),
+                    ..webhook.clone()
+                },
+                &self.state.capabilities,
+            ),
+            None => ctx.clone(),
+        };
         let outcome = self
             .replay(
                 caller,
                 &webhook.id,
                 &webhook.owner_scope,
-                ctx,
+                ReplayContexts {
+                    saved: ctx,
+                    candidate: &candidate_ctx,
+                },
                 &saved,
                 &candidate.configuration,
                 window,
                 progress,
             )
             .await?;
-        // Fixtures through the candidate, with the production router.
+        // Fixtures through the candidate, with the production router. A fixture's `want`
+        // holds under its own params (over the schema defaults), so each is routed through the
+        // candidate with the pack's params as the fixture gives them — everything else (other
+        // packs' and hand-written rules, other params) as planned — and, for a pack that sets
+        // the webhook's trusted actors, with the trusted actors those params set.
         let mut fixtures = Vec::new();
         let mut fixture_faults: Vec<(String, String)> = Vec::new();
         if kind != "remove"
             && let Some(pack) = pack
             && !pack.fixtures.is_empty()
         {
-            let deliveries: Vec<StoredDelivery> = pack
-                .fixtures
-                .iter()
-                .enumerate()
-                .map(|(n, f)| switchboard_packs::fixtures::fixture_delivery(f, n))
-                .collect();
-            let wire = WireConfiguration {
-                json: serde_json::to_string(&candidate.configuration).unwrap_or_default(),
-            };
-            let results = self
-                .state
-                .routers
-                .evaluate(switchboard_proto::router::v1::EvaluateRequest {
-                    context: Some(ctx.clone()),
-                    configurations: vec![wire],
-                    deliveries,
-                    budget_ms: 0,
-                })
-                .await?;
-            for (f, r) in pack.fixtures.iter().zip(results.iter()) {
-                let got = r.decisions.first().map(routed).unwrap_or(Routed {
+            // Fixtures that share params share one Evaluate call (a call takes one context and
+            // at most two configurations).
+            let mut groups: Vec<(Configuration, Vec<usize>)> = Vec::new();
+            for (n, f) in pack.fixtures.iter().enumerate() {
+                let mut config = candidate.configuration.clone();
+                config
+                    .params
+                    .extend(pack.fixture_configuration(&f.params).params);
+                match groups.iter_mut().find(|(c, _)| *c == config) {
+                    Some((_, members)) => members.push(n),
+                    None => groups.push((config, vec![n])),
+                }
+            }
+            let calls = groups.iter().map(|(config, members)| {
+                let mut context = ctx.clone();
+                if pack.sets_trusted_actors.is_some() && context.trusted_actors_capability {
+                    context.trusted_actors =
+                        switchboard_packs::fixtures::fixture_context(pack, config).trusted_actors;
+                }
+                self.state
+                    .routers
+                    .evaluate(switchboard_proto::router::v1::EvaluateRequest {
+                        context: Some(context),
+                        configurations: vec![WireConfiguration {
+                            json: serde_json::to_string(config).unwrap_or_default(),
+                        }],
+                        deliveries: members
+                            .iter()
+                            .map(|&n| {
+                                switchboard_packs::fixtures::fixture_delivery(&pack.fixtures[n], n)
+                            })
+                            .collect(),
+                        budget_ms: 0,
+                    })
+            });
+            let answers = futures::future::try_join_all(calls).await?;
+            let mut decided: Vec<Option<Decision>> = vec![None; pack.fixtures.len()];
+            for ((_, members), results) in groups.iter().zip(answers) {
+                for (&n, r) in members.iter().zip(results) {
+                    decided[n] = r.decisions.into_iter().next();
+                }
+            }
+            for (f, d) in pack.fixtures.iter().zip(decided) {
+                let got = d.as_ref().map(routed).unwrap_or(Routed {
                     label: "fault".into(),
                     rule_id: None,
                 });
@@ -1160,6 +1238,14 @@ impl Drop for LeaseGuard {
             });
         }
     }
+}
+
+/// The routing contexts of a replay's two sides: they differ when the candidate sets the
+/// webhook's trusted actors.
+#[derive(Clone, Copy)]
+struct ReplayContexts<'a> {
+    saved: &'a RoutingContext,
+    candidate: &'a RoutingContext,
 }
 
 /// What a confirm must agree with.

@@ -11,5 +11,6 @@ mod pack_api;
 mod router_grpc;
 mod router_sandbox;
 mod rule_packs;
+mod rule_packs_golden;
 mod seed_packs;
 mod support;

@@ -7,7 +7,9 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use switchboard_control::routing::{RouterSource, Routers};
 use switchboard_control::state::{Capabilities, ControlState, Limits};
-use switchboard_control::store::{Actor, NewEndpoint, NewEvent, NewWebhook, SourceType, Webhook};
+use switchboard_control::store::{
+    Actor, Clock, NewEndpoint, NewEvent, NewWebhook, SourceType, Webhook,
+};
 use switchboard_control::{OwnerScope, Store};
 use switchboard_packs::Catalog;
 use switchboard_proto::control::v1::rule_packs_client::RulePacksClient;
@@ -25,7 +27,7 @@ use tonic::transport::Channel;
 use tonic::{Request, Status};
 
 use crate::control_harness::{TestDb, on_every_backend};
-use crate::support::{RouterProcess, payload};
+use crate::support::{Payload, RouterProcess, payload};
 
 #[derive(Clone)]
 struct Bearer(String);
@@ -42,17 +44,19 @@ impl Interceptor for Bearer {
 
 type Svc = InterceptedService<Channel, Bearer>;
 
-struct Env {
-    store: Store,
+pub(crate) struct Env {
+    pub(crate) store: Store,
     _router: RouterProcess,
     channel: Channel,
     _stop: tokio::sync::oneshot::Sender<()>,
 }
 
-struct Options {
-    capabilities: Capabilities,
-    limits: Limits,
-    catalog: Catalog,
+pub(crate) struct Options {
+    pub(crate) capabilities: Capabilities,
+    pub(crate) limits: Limits,
+    pub(crate) catalog: Catalog,
+    /// The store's clock (control's and the test's); the system clock when `None`.
+    pub(crate) clock: Option<Clock>,
 }
 
 impl Default for Options {
@@ -61,12 +65,26 @@ impl Default for Options {
             capabilities: Capabilities::default(),
             limits: Limits::default(),
             catalog: Catalog::builtin(),
+            clock: None,
+        }
+    }
+}
+
+impl Options {
+    /// An instance without SPEC-0026 (no `trusted_actors` capability): trusted-actors@1 is
+    /// the version to plan there.
+    fn without_trusted_actors() -> Self {
+        Self {
+            capabilities: Capabilities {
+                trusted_actors: false,
+            },
+            ..Self::default()
         }
     }
 }
 
 impl Env {
-    async fn start(db: &TestDb, options: Options) -> Env {
+    pub(crate) async fn start(db: &TestDb, options: Options) -> Env {
         let router = tokio::task::spawn_blocking(|| RouterProcess::spawn(&["--children", "2"]))
             .await
             .expect("router");
@@ -75,8 +93,12 @@ impl Env {
             Duration::from_secs(30),
         )
         .await;
+        let store = match options.clock {
+            Some(clock) => db.store.clone().with_clock(clock),
+            None => db.store.clone(),
+        };
         let state = ControlState {
-            store: db.store.clone(),
+            store: store.clone(),
             routers,
             capabilities: options.capabilities,
             limits: options.limits,
@@ -100,7 +122,7 @@ impl Env {
             .await
             .expect("connects");
         Env {
-            store: db.store.clone(),
+            store,
             _router: router,
             channel,
             _stop: stop,
@@ -116,7 +138,7 @@ impl Env {
     }
 
     /// A human, their own scope, and an endpoint with `verbs`.
-    async fn owner(&self, login: &str, verbs: &[&str]) -> (OwnerScope, String) {
+    pub(crate) async fn owner(&self, login: &str, verbs: &[&str]) -> (OwnerScope, String) {
         self.store.create_human(login, None).await.expect("human");
         let scope = OwnerScope::human(login);
         let vended = self
@@ -132,7 +154,11 @@ impl Env {
         (scope, vended.credential)
     }
 
-    async fn webhook(&self, scope: &OwnerScope, configuration: Option<Value>) -> Webhook {
+    pub(crate) async fn webhook(
+        &self,
+        scope: &OwnerScope,
+        configuration: Option<Value>,
+    ) -> Webhook {
         self.store
             .create_webhook(NewWebhook {
                 owner_scope: scope.clone(),
@@ -147,10 +173,58 @@ impl Env {
             .expect("webhook")
     }
 
+    /// Another endpoint of `login` (who already exists) in their own scope.
+    async fn endpoint(&self, login: &str, name: &str, verbs: &[&str]) -> String {
+        self.store
+            .vend_endpoint(NewEndpoint {
+                name: name.into(),
+                human_login: login.into(),
+                owner_scope: OwnerScope::human(login),
+                verbs: verbs.iter().map(|v| v.to_string()).collect(),
+            })
+            .await
+            .expect("vend")
+            .credential
+    }
+
+    /// A webhook of `source` that may route to `grant` (the first is the default queue).
+    async fn webhook_with(
+        &self,
+        scope: &OwnerScope,
+        source: SourceType,
+        grant: &[&str],
+        configuration: Option<Value>,
+    ) -> Webhook {
+        self.store
+            .create_webhook(NewWebhook {
+                owner_scope: scope.clone(),
+                source_type: source,
+                secret: None,
+                grant: grant.iter().map(|q| q.to_string()).collect(),
+                reject_unverified: false,
+                configuration,
+                actor: Actor::operator(),
+            })
+            .await
+            .expect("webhook")
+    }
+
     /// Stores a real payload as a delivery of `webhook`, as ingest would have.
-    async fn deliver(&self, webhook: &Webhook, forge: &str, file: &str, n: usize) -> String {
-        let p = payload(forge, file);
-        let d = crate::support::stored(&p, n);
+    pub(crate) async fn deliver(
+        &self,
+        webhook: &Webhook,
+        forge: &str,
+        file: &str,
+        n: usize,
+    ) -> String {
+        self.deliver_as(webhook, &payload(forge, file), true, n)
+            .await
+    }
+
+    /// Stores `p` (a real payload, perhaps edited) as delivery `n` of `webhook`, with the
+    /// headers its forge sends and the given verification result.
+    async fn deliver_as(&self, webhook: &Webhook, p: &Payload, verified: bool, n: usize) -> String {
+        let d = crate::support::stored(p, n);
         let event = self
             .store
             .insert_event(NewEvent {
@@ -158,12 +232,26 @@ impl Env {
                 delivery_id: format!("{}-{n}", webhook.id),
                 kind: d.kind,
                 headers: d.headers.into_iter().map(|h| (h.name, h.value)).collect(),
-                body: p.body,
-                verified: true,
+                body: p.body.clone(),
+                verified,
             })
             .await
             .expect("event");
         event.id
+    }
+
+    /// The saved configuration as `list_webhook_rules` answers it, and its version.
+    async fn configuration(&self, credential: &str, webhook: &Webhook) -> (Value, i64) {
+        let r = self
+            .rules(credential)
+            .list_webhook_rules(ListWebhookRulesRequest {
+                webhook_id: webhook.id.clone(),
+            })
+            .await
+            .expect("list rules")
+            .into_inner();
+        let config = serde_json::from_str(&r.configuration_json).expect("configuration json");
+        (config, r.version)
     }
 
     async fn saved(&self, credential: &str, webhook: &Webhook) -> Value {
@@ -179,10 +267,10 @@ impl Env {
     }
 }
 
-const ALL: &[&str] = &["webhooks", "webhook-rules", "todos"];
+pub(crate) const ALL: &[&str] = &["webhooks", "webhook-rules", "todos"];
 
 /// Runs an install (or its confirm) to the end, returning the result JSON or the status.
-async fn install(
+pub(crate) async fn install(
     env: &Env,
     credential: &str,
     req: InstallRulePackRequest,
@@ -204,7 +292,11 @@ async fn install(
     }
 }
 
-async fn remove(env: &Env, credential: &str, req: RemoveRulePackRequest) -> Result<Value, Status> {
+pub(crate) async fn remove(
+    env: &Env,
+    credential: &str,
+    req: RemoveRulePackRequest,
+) -> Result<Value, Status> {
     let mut stream = env
         .packs(credential)
         .remove_rule_pack(req)
@@ -218,7 +310,7 @@ async fn remove(env: &Env, credential: &str, req: RemoveRulePackRequest) -> Resu
     Err(Status::internal("stream ended without a result"))
 }
 
-fn plan_req(webhook: &Webhook, name: &str) -> InstallRulePackRequest {
+pub(crate) fn plan_req(webhook: &Webhook, name: &str) -> InstallRulePackRequest {
     InstallRulePackRequest {
         webhook_id: webhook.id.clone(),
         name: name.into(),
@@ -226,7 +318,7 @@ fn plan_req(webhook: &Webhook, name: &str) -> InstallRulePackRequest {
     }
 }
 
-fn confirm_req(
+pub(crate) fn confirm_req(
     webhook: &Webhook,
     name: &str,
     plan: &Value,
@@ -313,6 +405,14 @@ on_every_backend!(
     a_mistyped_allowlist_is_refused_before_replay,
     a_cross_family_pair_map,
     same_family_pairs_are_refused_at_install,
+    an_operator_adds_external_packs,
+    a_version_that_needs_a_missing_capability,
+    installing_a_second_pack_keeps_the_first,
+    order_is_enforced,
+    a_shared_param_changes_for_both_packs,
+    adopting_a_pasted_in_configuration,
+    a_confirm_racing_set_webhook_rules,
+    a_trusted_actors_plan_replays_with_the_actors_it_sets,
 );
 
 async fn no_external_packs_by_default(db: TestDb) {
@@ -1007,4 +1107,904 @@ async fn same_family_pairs_are_refused_at_install(db: TestDb) {
         err.message().contains("author-a") && err.message().contains("reviewer-b"),
         "names the pair: {err:?}"
     );
+}
+
+/// The rule ids of a configuration, in order.
+fn rule_ids(config: &Value) -> Vec<String> {
+    config["rules"]
+        .as_array()
+        .expect("rules")
+        .iter()
+        .map(|r| r["id"].as_str().expect("rule id").to_string())
+        .collect()
+}
+
+/// The structured details a rule-pack refusal carries (ErrorInfo metadata `details`).
+fn details(s: &Status) -> Value {
+    use tonic_types::StatusExt;
+    s.get_error_details()
+        .error_info()
+        .and_then(|i| i.metadata.get("details").cloned())
+        .map(|d| serde_json::from_str(&d).expect("details json"))
+        .unwrap_or(Value::Null)
+}
+
+/// Saves `config` with `set_webhook_rules`, as another session (or a person pasting) would.
+async fn set_rules(
+    env: &Env,
+    cred: &str,
+    w: &Webhook,
+    config: &Value,
+) -> Result<switchboard_proto::control::v1::SaveRulesResponse, Status> {
+    env.rules(cred)
+        .set_webhook_rules(SetWebhookRulesRequest {
+            webhook_id: w.id.clone(),
+            configuration_json: config.to_string(),
+            ..Default::default()
+        })
+        .await
+        .map(|r| r.into_inner())
+}
+
+/// The queues the fleet's webhook may route to (handoff-lanes names every one).
+const FLEET_GRANT: &[&str] = &[
+    "triage",
+    "hold",
+    "lane-router",
+    "lane-control",
+    "lane-gateway",
+    "lane-docs",
+    "lane-ops",
+];
+
+/// A `switchboard control` process on 127.0.0.1:0, with its stderr (JSON log lines) kept.
+/// Killed when dropped.
+struct ControlProcess {
+    child: std::process::Child,
+    grpc: String,
+    stderr: Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl ControlProcess {
+    fn spawn(database_url: &str, router: &str, env: &[(&str, &str)]) -> ControlProcess {
+        use std::io::{BufRead, BufReader};
+        let mut command = std::process::Command::new(crate::support::binary());
+        command
+            .args([
+                "control",
+                "--database-url",
+                database_url,
+                "--http-listen",
+                "127.0.0.1:0",
+                "--routers",
+                router,
+            ])
+            .env("SWITCHBOARD_GRPC_LISTEN", "127.0.0.1:0")
+            .env("SWITCHBOARD_LOG", "info")
+            .stdin(std::process::Stdio::null())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped());
+        for (k, v) in env {
+            command.env(k, v);
+        }
+        let mut child = command.spawn().expect("control starts");
+        let stderr = Arc::new(std::sync::Mutex::new(Vec::new()));
+        let err = child.stderr.take().expect("stderr");
+        let sink = stderr.clone();
+        std::thread::spawn(move || {
+            for line in BufReader::new(err).lines() {
+                let Ok(line) = line else { return };
+                sink.lock().expect("log lines").push(line);
+            }
+        });
+        let out = child.stdout.take().expect("stdout");
+        let (tx, rx) = std::sync::mpsc::channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(out).lines() {
+                let Ok(line) = line else { return };
+                if tx.send(line).is_err() {
+                    return;
+                }
+            }
+        });
+        let mut seen = Vec::new();
+        let grpc = loop {
+            match rx.recv_timeout(Duration::from_secs(60)) {
+                Ok(line) => match line.strip_prefix("control grpc listening on ") {
+                    Some(addr) => break addr.trim().to_string(),
+                    None => seen.push(line),
+                },
+                Err(e) => panic!(
+                    "control printed no grpc address ({e}); stdout {seen:?}; stderr {:?}",
+                    stderr.lock().expect("log lines")
+                ),
+            }
+        };
+        ControlProcess {
+            child,
+            grpc,
+            stderr,
+        }
+    }
+
+    /// The JSON log lines at `level` so far.
+    fn logged(&self, level: &str) -> Vec<Value> {
+        self.stderr
+            .lock()
+            .expect("log lines")
+            .iter()
+            .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+            .filter(|l| l["level"] == level)
+            .collect()
+    }
+}
+
+impl Drop for ControlProcess {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Writes `pack` as an operator's pack directory: `<root>/<name>/<version>/pack.json` and
+/// one `fixtures/<fixture name>.json` per fixture.
+fn write_pack_dir(root: &std::path::Path, pack: &switchboard_packs::Pack) {
+    let dir = root.join(&pack.name).join(&pack.version);
+    std::fs::create_dir_all(dir.join("fixtures")).expect("pack dir");
+    let mut manifest = pack.clone();
+    manifest.fixtures.clear();
+    std::fs::write(
+        dir.join("pack.json"),
+        serde_json::to_vec_pretty(&manifest).expect("manifest json"),
+    )
+    .expect("write pack.json");
+    for f in &pack.fixtures {
+        std::fs::write(
+            dir.join("fixtures").join(format!("{}.json", f.name)),
+            serde_json::to_vec_pretty(f).expect("fixture json"),
+        )
+        .expect("write fixture");
+    }
+}
+
+/// The log lines that say `pack` was skipped.
+fn skipped<'a>(errors: &'a [Value], pack: &str) -> Option<&'a Value> {
+    errors.iter().find(|l| {
+        l["fields"]["pack"] == pack
+            && l["fields"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains("skipped"))
+    })
+}
+
+async fn an_operator_adds_external_packs(db: TestDb) {
+    let builtin = Catalog::builtin();
+    let base = builtin
+        .find("drop-ci-noise", "1.0.0")
+        .expect("drop-ci-noise@1")
+        .pack
+        .clone();
+    assert!(!base.fixtures.is_empty());
+    let dir = tempfile::tempdir().expect("temp dir");
+    // A valid pack: drop-ci-noise's rules and fixtures under another name.
+    let mut good = base.clone();
+    good.name = "ext-noise".into();
+    write_pack_dir(dir.path(), &good);
+    // A pack that contradicts its fixtures: its CI rule never matches, so the fixtures that
+    // expect CI noise to be dropped route to the default instead.
+    let mut broken = base.clone();
+    broken.name = "ext-broken".into();
+    for r in &mut broken.rules {
+        if r.id.as_deref() == Some("ci-noise") {
+            r.when = "false".into();
+        }
+    }
+    write_pack_dir(dir.path(), &broken);
+    // A pack that would shadow a built-in.
+    let mut shadow = base.clone();
+    shadow.version = "9.0.0".into();
+    write_pack_dir(dir.path(), &shadow);
+
+    let router = tokio::task::spawn_blocking(|| RouterProcess::spawn(&["--children", "1"]))
+        .await
+        .expect("router");
+    let sources = format!("file://{}", dir.path().display());
+    let (url, router_addr) = (db.url.clone(), router.addr.clone());
+    let control = tokio::task::spawn_blocking(move || {
+        ControlProcess::spawn(
+            &url,
+            &router_addr,
+            &[("SWITCHBOARD_RULE_PACK_SOURCES", &sources)],
+        )
+    })
+    .await
+    .expect("control");
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", control.grpc))
+        .expect("url")
+        .connect()
+        .await
+        .expect("connects");
+    let (stop, _) = tokio::sync::oneshot::channel();
+    let env = Env {
+        store: db.store.clone(),
+        _router: router,
+        channel,
+        _stop: stop,
+    };
+    let (scope, cred) = env.owner("alice", ALL).await;
+
+    // The valid pack is listed with source: external; the others are not in the catalog.
+    let l = listing(&env, &cred, None).await;
+    let ext = pack(&l, "ext-noise");
+    assert_eq!(ext["source"], "external", "{ext}");
+    assert_eq!(ext["versions"][0]["version"], "1.0.0");
+    assert_eq!(ext["versions"][0]["available"], true);
+    let names: Vec<&str> = l["packs"]
+        .as_array()
+        .expect("packs")
+        .iter()
+        .filter_map(|p| p["name"].as_str())
+        .collect();
+    assert!(
+        !names.contains(&"ext-broken"),
+        "the failing pack is skipped: {names:?}"
+    );
+    for p in l["packs"].as_array().expect("packs") {
+        if p["name"] != "ext-noise" {
+            assert_eq!(p["source"], "builtin", "{p}");
+        }
+    }
+    // Never shadowing a built-in: drop-ci-noise is still only the built-in versions.
+    let versions: Vec<&str> = pack(&l, "drop-ci-noise")["versions"]
+        .as_array()
+        .expect("versions")
+        .iter()
+        .filter_map(|v| v["version"].as_str())
+        .collect();
+    let builtin_versions: Vec<&str> = builtin
+        .versions("drop-ci-noise")
+        .iter()
+        .map(|v| v.pack.version.as_str())
+        .collect();
+    assert_eq!(versions, builtin_versions);
+
+    // Skipped with a logged error naming each pack.
+    let errors = control.logged("ERROR");
+    let failing = skipped(&errors, "ext-broken@1.0.0")
+        .unwrap_or_else(|| panic!("no error names ext-broken: {errors:?}"));
+    assert!(
+        failing["fields"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("fixture")),
+        "the reason names the failing fixture: {failing}"
+    );
+    let shadowing = skipped(&errors, "drop-ci-noise@9.0.0")
+        .unwrap_or_else(|| panic!("no error names the shadowing pack: {errors:?}"));
+    assert!(
+        shadowing["fields"]["reason"]
+            .as_str()
+            .is_some_and(|r| r.contains("built-in")),
+        "{shadowing}"
+    );
+    assert!(skipped(&errors, "ext-noise@1.0.0").is_none(), "{errors:?}");
+
+    // It installs only through plan-then-confirm, like a built-in.
+    let w = env.webhook(&scope, None).await;
+    history(&env, &w).await;
+    let plan = install(&env, &cred, plan_req(&w, "ext-noise"))
+        .await
+        .expect("plan");
+    assert_eq!(plan["pack"]["name"], "ext-noise");
+    assert_eq!(plan["nothing_saved"], true);
+    assert_eq!(
+        env.store
+            .get_webhook(&scope, &w.id)
+            .await
+            .expect("webhook")
+            .config_version,
+        w.config_version
+    );
+    let done = install(&env, &cred, confirm_req(&w, "ext-noise", &plan, false))
+        .await
+        .expect("confirm");
+    assert_eq!(done["saved"], true);
+    let (config, _) = env.configuration(&cred, &w).await;
+    assert!(rule_ids(&config).contains(&"ext-noise--ci-noise".to_string()));
+    let l = listing(&env, &cred, Some(&w)).await;
+    assert_eq!(pack(&l, "ext-noise")["installed"]["version"], "1.0.0");
+}
+
+async fn a_version_that_needs_a_missing_capability(db: TestDb) {
+    let env = Env::start(&db, Options::without_trusted_actors()).await;
+    let (scope, cred) = env.owner("alice", ALL).await;
+    let l = listing(&env, &cred, None).await;
+    let versions = pack(&l, "trusted-actors")["versions"]
+        .as_array()
+        .expect("versions")
+        .clone();
+    let v2 = versions
+        .iter()
+        .find(|v| v["version"] == "2.0.0")
+        .expect("trusted-actors@2 listed");
+    assert_eq!(v2["available"], false, "{v2}");
+    assert_eq!(v2["missing_capabilities"], json!(["trusted_actors"]));
+    // Version 1 is not superseded where version 2 cannot run.
+    let v1 = versions
+        .iter()
+        .find(|v| v["version"] == "1.0.0")
+        .expect("trusted-actors@1 listed");
+    assert_eq!(v1["available"], true, "{v1}");
+    assert_eq!(v1["retired"], false);
+
+    let w = env.webhook(&scope, None).await;
+    history(&env, &w).await;
+    let mut req = plan_req(&w, "trusted-actors");
+    req.version = "2".into();
+    let err = install(&env, &cred, req).await.expect_err("unavailable");
+    assert_eq!(reason(&err), "unavailable_version", "{err:?}");
+    assert!(err.message().contains("trusted_actors"), "{err:?}");
+    assert_eq!(details(&err)["version"], "2.0.0");
+    assert_eq!(
+        env.store
+            .get_webhook(&scope, &w.id)
+            .await
+            .expect("webhook")
+            .config_version,
+        w.config_version,
+        "nothing saved"
+    );
+    // Without a version, the highest available one is planned.
+    let plan = install(&env, &cred, plan_req(&w, "trusted-actors"))
+        .await
+        .expect("plan v1");
+    assert_eq!(plan["pack"]["version"], "1.0.0");
+}
+
+async fn installing_a_second_pack_keeps_the_first(db: TestDb) {
+    let env = Env::start(&db, Options::default()).await;
+    let (scope, cred) = env.owner("alice", ALL).await;
+    let hand_written = json!({
+        "rules": [
+            {"id": "home-issues", "when": ".event == \"issues\" and .payload.repository.full_name == $params.home_repo", "action": {"queue": "triage"}},
+            {"id": "pushes", "when": ".event == \"push\"", "action": {"queue": "forge"}},
+        ],
+        "params": {"home_repo": "Codertocat/Hello-World"},
+    });
+    let w = env.webhook(&scope, Some(hand_written)).await;
+    history(&env, &w).await;
+    env.deliver(&w, "github", "pull_request.review_requested.json", 20)
+        .await;
+    let mut req = plan_req(&w, "no-self-review");
+    req.params_json = Some(json!({"identity": "reviewer-b"}).to_string());
+    let plan = install(&env, &cred, req)
+        .await
+        .expect("plan no-self-review");
+    install(&env, &cred, confirm_req(&w, "no-self-review", &plan, false))
+        .await
+        .expect("confirm no-self-review");
+    let (before, version) = env.configuration(&cred, &w).await;
+    let before_ids = rule_ids(&before);
+    assert!(
+        before_ids
+            .iter()
+            .any(|id| id.starts_with("no-self-review--"))
+    );
+    assert_eq!(before["params"]["identity"], "reviewer-b");
+
+    let plan = install(&env, &cred, plan_req(&w, "drop-ci-noise"))
+        .await
+        .expect("plan drop-ci-noise");
+    install(&env, &cred, confirm_req(&w, "drop-ci-noise", &plan, false))
+        .await
+        .expect("confirm drop-ci-noise");
+    let (after, after_version) = env.configuration(&cred, &w).await;
+    assert_eq!(after_version, version + 1);
+    // Every rule that was there is still there, unchanged and in its prior relative order.
+    let kept: Vec<&Value> = after["rules"]
+        .as_array()
+        .expect("rules")
+        .iter()
+        .filter(|r| {
+            !r["id"]
+                .as_str()
+                .unwrap_or_default()
+                .starts_with("drop-ci-noise--")
+        })
+        .collect();
+    let prior: Vec<&Value> = before["rules"].as_array().expect("rules").iter().collect();
+    assert_eq!(kept, prior, "{after}");
+    // And every param, with its value.
+    for (key, value) in before["params"].as_object().expect("params") {
+        assert_eq!(&after["params"][key], value, "param {key}");
+    }
+    // The new pack's rules are one block, before the hand-written rules (prepend).
+    let ids = rule_ids(&after);
+    let pos = |id: &str| ids.iter().position(|x| x == id).expect(id);
+    let added: Vec<usize> = ids
+        .iter()
+        .enumerate()
+        .filter(|(_, id)| id.starts_with("drop-ci-noise--"))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(added.len(), 4, "{ids:?}");
+    assert!(added.windows(2).all(|w| w[1] == w[0] + 1), "{ids:?}");
+    assert!(added[added.len() - 1] < pos("home-issues"), "{ids:?}");
+    let l = listing(&env, &cred, Some(&w)).await;
+    for name in ["no-self-review", "drop-ci-noise"] {
+        assert_eq!(pack(&l, name)["installed"]["drift"]["state"], "none", "{l}");
+    }
+}
+
+async fn order_is_enforced(db: TestDb) {
+    let env = Env::start(&db, Options::without_trusted_actors()).await;
+    let (scope, cred) = env.owner("alice", ALL).await;
+    let w = env
+        .webhook_with(&scope, SourceType::Github, FLEET_GRANT, None)
+        .await;
+    history(&env, &w).await;
+    let err = install(&env, &cred, plan_req(&w, "handoff-lanes"))
+        .await
+        .expect_err("requires trusted-actors");
+    assert_eq!(reason(&err), "requires_pack", "{err:?}");
+    assert!(err.message().contains("trusted-actors"), "{err:?}");
+    assert_eq!(
+        details(&err),
+        json!({"pack": "handoff-lanes", "requires": "trusted-actors"})
+    );
+    assert_eq!(
+        env.store
+            .get_webhook(&scope, &w.id)
+            .await
+            .expect("webhook")
+            .config_version,
+        w.config_version,
+        "nothing saved"
+    );
+    // With trusted-actors installed, handoff-lanes plans, and follows it.
+    let plan = install(&env, &cred, plan_req(&w, "trusted-actors"))
+        .await
+        .expect("plan trusted-actors");
+    install(&env, &cred, confirm_req(&w, "trusted-actors", &plan, false))
+        .await
+        .expect("confirm trusted-actors");
+    let plan = install(&env, &cred, plan_req(&w, "handoff-lanes"))
+        .await
+        .expect("plan handoff-lanes");
+    install(&env, &cred, confirm_req(&w, "handoff-lanes", &plan, false))
+        .await
+        .expect("confirm handoff-lanes");
+    let (config, _) = env.configuration(&cred, &w).await;
+    let ids = rule_ids(&config);
+    let last_required = ids
+        .iter()
+        .rposition(|id| id.starts_with("trusted-actors--"))
+        .expect("trusted-actors rules");
+    let first_dependent = ids
+        .iter()
+        .position(|id| id.starts_with("handoff-lanes--"))
+        .expect("handoff-lanes rules");
+    assert!(last_required < first_dependent, "{ids:?}");
+}
+
+async fn a_shared_param_changes_for_both_packs(db: TestDb) {
+    let env = Env::start(&db, Options::without_trusted_actors()).await;
+    let (scope, cred) = env.owner("alice", ALL).await;
+    let w = env
+        .webhook_with(&scope, SourceType::Github, FLEET_GRANT, None)
+        .await;
+    // Codertocat opened this issue; mallory opened the other.
+    let codertocat = env.deliver(&w, "github", "issues.opened.json", 1).await;
+    let mut p = payload("github", "issues.opened.json");
+    let mut body: Value = serde_json::from_slice(&p.body).expect("json");
+    body["issue"]["user"]["login"] = json!("mallory");
+    p.body = serde_json::to_vec(&body).expect("json");
+    let mallory = env.deliver_as(&w, &p, true, 2).await;
+    env.deliver(&w, "github", "push.json", 3).await;
+
+    let mut req = plan_req(&w, "trusted-actors");
+    req.params_json = Some(json!({"trusted_humans": ["mira"]}).to_string());
+    let plan = install(&env, &cred, req)
+        .await
+        .expect("plan trusted-actors");
+    install(&env, &cred, confirm_req(&w, "trusted-actors", &plan, false))
+        .await
+        .expect("confirm trusted-actors");
+
+    let mut req = plan_req(&w, "handoff-lanes");
+    req.params_json = Some(json!({"trusted_humans": ["mira", "Codertocat"]}).to_string());
+    let plan = install(&env, &cred, req).await.expect("plan handoff-lanes");
+    // The param diff names both packs.
+    assert_eq!(
+        plan["param_diff"]["changed"],
+        json!(["trusted_humans"]),
+        "{plan}"
+    );
+    assert_eq!(
+        plan["param_diff"]["owners"]["trusted_humans"],
+        json!(["trusted-actors", "handoff-lanes"]),
+        "{plan}"
+    );
+    // The combined effect: trusted-actors' gate now admits Codertocat's issue, and
+    // handoff-lanes routes it (no repo prefix: triage). Mallory's stays dropped.
+    let admitted = plan["transitions"]
+        .as_array()
+        .expect("transitions")
+        .iter()
+        .find(|t| t["from"] == "drop" && t["to"] == "queue:triage")
+        .unwrap_or_else(|| panic!("no drop → triage group: {plan}"));
+    assert_eq!(admitted["count"], 1);
+    assert_eq!(admitted["example_event_ids"], json!([codertocat]));
+    for t in plan["transitions"].as_array().expect("transitions") {
+        assert!(
+            !t["example_event_ids"]
+                .as_array()
+                .expect("ids")
+                .contains(&json!(mallory)),
+            "mallory's issue does not change: {t}"
+        );
+    }
+    let rule = |id: &str| {
+        plan["rules"]
+            .as_array()
+            .expect("rules")
+            .iter()
+            .find(|r| r["id"] == id)
+            .cloned()
+            .unwrap_or_else(|| panic!("no rule {id}: {plan}"))
+    };
+    assert_eq!(
+        rule("trusted-actors--issue-untrusted-author")["first_matches"],
+        1
+    );
+    assert_eq!(rule("handoff-lanes--issue-triage")["first_matches"], 1);
+    install(&env, &cred, confirm_req(&w, "handoff-lanes", &plan, false))
+        .await
+        .expect("confirm handoff-lanes");
+    let (config, _) = env.configuration(&cred, &w).await;
+    assert_eq!(
+        config["params"]["trusted_humans"],
+        json!(["mira", "Codertocat"])
+    );
+}
+
+/// The fleet's 27 hand-written rules and their params (the configuration pasted in by hand
+/// before packs existed), kept as test data beside the fleet cases.
+fn fleet_hand_written() -> Value {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/router/tests/data/routing/fleet/hand-written.json"
+    );
+    let text = std::fs::read_to_string(path).unwrap_or_else(|e| panic!("reading {path}: {e}"));
+    serde_json::from_str(&text).expect("hand-written.json")
+}
+
+async fn adopting_a_pasted_in_configuration(db: TestDb) {
+    let env = Env::start(&db, Options::without_trusted_actors()).await;
+    let (scope, cred) = env.owner("alice", ALL).await;
+    let w = env
+        .webhook_with(&scope, SourceType::Github, FLEET_GRANT, None)
+        .await;
+    let pasted = fleet_hand_written();
+    let saved = set_rules(&env, &cred, &w, &pasted).await.expect("paste");
+    assert!(saved.minted_rule_ids.is_empty());
+    let (config, _) = env.configuration(&cred, &w).await;
+    let hand_ids = rule_ids(&config);
+    assert_eq!(hand_ids.len(), 27);
+    // A stored history of every real GitHub delivery, some unverified, and a few edits
+    // that reach the fleet's other decisions.
+    let mut n = 0;
+    for p in crate::support::payloads()
+        .into_iter()
+        .filter(|p| p.forge == "github")
+    {
+        env.deliver_as(&w, &p, n % 4 != 0, n).await;
+        n += 1;
+    }
+    let edits: [(&str, &[&str], Value); 3] = [
+        (
+            "issues.opened.json",
+            &["issue", "user", "login"],
+            json!("mallory"),
+        ),
+        (
+            "issues.opened.json",
+            &["repository", "full_name"],
+            json!("example/tool"),
+        ),
+        (
+            "issues.labeled.json",
+            &["issue", "labels"],
+            json!([{"name": "hold"}]),
+        ),
+    ];
+    for (file, path, value) in edits {
+        let mut p = payload("github", file);
+        let mut body: Value = serde_json::from_slice(&p.body).expect("json");
+        let mut at = &mut body;
+        for key in path {
+            at = &mut at[*key];
+        }
+        *at = value;
+        p.body = serde_json::to_vec(&body).expect("json");
+        env.deliver_as(&w, &p, true, n).await;
+        n += 1;
+    }
+
+    // trusted-actors@1 takes over the four gate rules.
+    let gate: Vec<String> = [
+        "unverified",
+        "cairn-untrusted-actor",
+        "issue-untrusted-author",
+        "label-untrusted-sender",
+    ]
+    .map(String::from)
+    .to_vec();
+    let mut req = plan_req(&w, "trusted-actors");
+    req.replaces = gate.clone();
+    let plan = install(&env, &cred, req)
+        .await
+        .expect("plan trusted-actors");
+    check_adoption(&plan, &gate, n);
+    assert_eq!(
+        plan["param_diff"]["adopted"],
+        json!([
+            "cairn_actors",
+            "require_verified",
+            "trusted_agents",
+            "trusted_humans"
+        ]),
+        "{plan}"
+    );
+    install(&env, &cred, confirm_req(&w, "trusted-actors", &plan, false))
+        .await
+        .expect("confirm trusted-actors");
+    let (config, _) = env.configuration(&cred, &w).await;
+    assert_eq!(
+        config["params"], pasted["params"],
+        "params adopted, not reset"
+    );
+
+    // handoff-lanes@1 takes over the other 23.
+    let lanes: Vec<String> = hand_ids
+        .into_iter()
+        .filter(|id| !gate.contains(id))
+        .collect();
+    assert_eq!(lanes.len(), 23);
+    let mut req = plan_req(&w, "handoff-lanes");
+    req.replaces = lanes.clone();
+    let plan = install(&env, &cred, req).await.expect("plan handoff-lanes");
+    check_adoption(&plan, &lanes, n);
+    assert_eq!(
+        plan["param_diff"]["adopted"],
+        json!([
+            "cairn_actors",
+            "hold_labels",
+            "lane_queues",
+            "repo_prefixes",
+            "trusted_agents",
+            "trusted_humans"
+        ]),
+        "{plan}"
+    );
+    install(&env, &cred, confirm_req(&w, "handoff-lanes", &plan, false))
+        .await
+        .expect("confirm handoff-lanes");
+    let (config, _) = env.configuration(&cred, &w).await;
+    assert_eq!(
+        config["params"], pasted["params"],
+        "params adopted, not reset"
+    );
+    assert_eq!(config["default_action"], pasted["default_action"]);
+    let ids = rule_ids(&config);
+    assert_eq!(ids.len(), 27);
+    assert!(
+        ids.iter()
+            .all(|id| id.starts_with("trusted-actors--") || id.starts_with("handoff-lanes--")),
+        "{ids:?}"
+    );
+}
+
+/// What the spec says of each adoption plan: within 32 rules, the replaced rules listed as
+/// replaced (not removed) and absent from the candidate, params adopted rather than
+/// changed, and a replay over every stored delivery with `changed: 0`.
+fn check_adoption(plan: &Value, replaced: &[String], delivered: usize) {
+    let rules = plan["rules"].as_array().expect("rules");
+    assert!(rules.len() <= 32, "{} rules", rules.len());
+    assert_eq!(plan["rule_diff"]["replaced"], json!(replaced), "{plan}");
+    assert_eq!(plan["rule_diff"]["removed"], json!([]), "{plan}");
+    for r in rules {
+        assert!(
+            !replaced.contains(&r["id"].as_str().unwrap_or_default().to_string()),
+            "{r}"
+        );
+    }
+    assert_eq!(plan["param_diff"]["added"], json!([]), "{plan}");
+    assert_eq!(plan["param_diff"]["changed"], json!([]), "{plan}");
+    assert_eq!(plan["events_replayed"], delivered as u64);
+    assert_eq!(plan["changed"], 0, "{plan}");
+    assert_eq!(plan["totals"]["before"], plan["totals"]["after"]);
+    // The replay saw the fleet's decisions, not one kind of answer.
+    let before = plan["totals"]["before"].as_object().expect("totals");
+    assert!(before.contains_key("drop"), "{before:?}");
+    assert!(
+        before.keys().filter(|k| k.starts_with("queue:")).count() >= 2,
+        "{before:?}"
+    );
+    assert_eq!(plan["proven"], true);
+}
+
+async fn a_confirm_racing_set_webhook_rules(db: TestDb) {
+    let env = Arc::new(Env::start(&db, Options::default()).await);
+    let (scope, cred) = env.owner("alice", ALL).await;
+    // The candidate a drop-ci-noise plan saves on an empty webhook, from an unraced install.
+    let reference = env.webhook(&scope, None).await;
+    history(&env, &reference).await;
+    let plan = install(&env, &cred, plan_req(&reference, "drop-ci-noise"))
+        .await
+        .expect("plan");
+    install(
+        &env,
+        &cred,
+        confirm_req(&reference, "drop-ci-noise", &plan, false),
+    )
+    .await
+    .expect("confirm");
+    let (candidate, _) = env.configuration(&cred, &reference).await;
+    assert_eq!(rule_ids(&candidate).len(), 4);
+
+    let (mut confirmed, mut stale) = (0, 0);
+    for round in 0..20u64 {
+        // A fresh endpoint per round: each has its own 10 replays a minute.
+        let cred = env.endpoint("alice", &format!("racer-{round}"), ALL).await;
+        let w = env.webhook(&scope, None).await;
+        history(&env, &w).await;
+        let plan = install(&env, &cred, plan_req(&w, "drop-ci-noise"))
+            .await
+            .expect("plan");
+        let theirs = json!({
+            "rules": [{"id": format!("theirs-{round}"), "when": ".event == \"push\"", "action": {"queue": "triage"}}],
+            "params": {"round": round},
+        });
+        // Rounds 0, 4, …: the confirm starts first; 1, 5, …: the set; the rest together.
+        let (confirm_delay, set_delay) = match round % 4 {
+            0 => (0, 100),
+            1 => (100, 0),
+            _ => (0, 0),
+        };
+        let barrier = Arc::new(tokio::sync::Barrier::new(2));
+        let confirm = {
+            let (env, cred, barrier) = (env.clone(), cred.clone(), barrier.clone());
+            let req = confirm_req(&w, "drop-ci-noise", &plan, false);
+            tokio::spawn(async move {
+                barrier.wait().await;
+                tokio::time::sleep(Duration::from_millis(confirm_delay)).await;
+                install(&env, &cred, req).await
+            })
+        };
+        let set = {
+            let (env, cred, barrier, w, theirs) = (
+                env.clone(),
+                cred.clone(),
+                barrier,
+                w.clone(),
+                theirs.clone(),
+            );
+            tokio::spawn(async move {
+                barrier.wait().await;
+                tokio::time::sleep(Duration::from_millis(set_delay)).await;
+                set_rules(&env, &cred, &w, &theirs).await
+            })
+        };
+        let confirm = confirm.await.expect("join");
+        let set = set.await.expect("join").expect("the set always saves");
+        let set_config: Value = serde_json::from_str(&set.configuration_json).expect("json");
+        assert_eq!(rule_ids(&set_config), [format!("theirs-{round}")]);
+
+        // Whatever won, the configuration now saved is exactly the set's (it came last or
+        // alone), and every saved version is exactly one write's configuration.
+        let (now, version) = env.configuration(&cred, &w).await;
+        assert_eq!(now, set_config, "round {round}");
+        let history = env
+            .store
+            .list_history(&scope, &w.id, &switchboard_control::store::Page::first(10))
+            .await
+            .expect("history")
+            .items;
+        let written: Vec<(i64, String, Value)> = history
+            .iter()
+            .filter(|h| h.version > w.config_version)
+            .map(|h| {
+                (
+                    h.version,
+                    h.change["op"].as_str().unwrap_or_default().to_string(),
+                    h.configuration.clone(),
+                )
+            })
+            .rev()
+            .collect();
+        let stored = env.store.get_webhook(&scope, &w.id).await.expect("webhook");
+        let installed = switchboard_packs::provenance::from_json(&stored.provenance);
+        match confirm {
+            Ok(done) => {
+                confirmed += 1;
+                assert_eq!(done["version"], w.config_version + 1, "round {round}");
+                assert_eq!(version, w.config_version + 2, "round {round}");
+                assert_eq!(
+                    written,
+                    vec![
+                        (
+                            w.config_version + 1,
+                            "install_rule_pack".to_string(),
+                            candidate.clone()
+                        ),
+                        (
+                            w.config_version + 2,
+                            "set_webhook_rules".to_string(),
+                            set_config.clone()
+                        ),
+                    ],
+                    "round {round}"
+                );
+                assert_eq!(set.version, w.config_version + 2);
+                assert_eq!(installed.len(), 1, "round {round}");
+                // The set replaced the pack's rules: the provenance shows them removed.
+                let l = listing(&env, &cred, Some(&w)).await;
+                assert_eq!(
+                    pack(&l, "drop-ci-noise")["installed"]["drift"]["state"],
+                    "removed"
+                );
+            }
+            Err(e) => {
+                stale += 1;
+                assert_eq!(reason(&e), "plan_stale", "round {round}: {e:?}");
+                assert_eq!(version, w.config_version + 1, "round {round}");
+                assert_eq!(
+                    written,
+                    vec![(
+                        w.config_version + 1,
+                        "set_webhook_rules".to_string(),
+                        set_config.clone()
+                    )],
+                    "round {round}"
+                );
+                assert!(installed.is_empty(), "round {round}: {installed:?}");
+            }
+        }
+    }
+    eprintln!("confirm won {confirmed} rounds; plan_stale in {stale}");
+    assert_eq!(confirmed + stale, 20);
+    assert!(confirmed > 0 && stale > 0, "{confirmed} won, {stale} stale");
+}
+
+/// REQ-4 and REQ-9: trusted-actors@2's candidate includes the webhook's first-class trusted
+/// actors it sets from its params, so the replay evaluates the candidate with them (and the
+/// saved configuration with the webhook's current ones).
+async fn a_trusted_actors_plan_replays_with_the_actors_it_sets(db: TestDb) {
+    let env = Env::start(&db, Options::default()).await;
+    let (scope, cred) = env.owner("alice", ALL).await;
+    let w = env.webhook(&scope, None).await;
+    // Every delivery of the history is sent by Codertocat; one issue is by a stranger too.
+    let ids = history(&env, &w).await;
+    let mut p = payload("github", "issues.opened.json");
+    let mut body: Value = serde_json::from_slice(&p.body).expect("json");
+    body["sender"]["login"] = json!("mallory");
+    p.body = serde_json::to_vec(&body).expect("json");
+    let stranger = env.deliver_as(&w, &p, true, 50).await;
+    let mut req = plan_req(&w, "trusted-actors");
+    req.params_json = Some(json!({"trusted_humans": ["Codertocat"]}).to_string());
+    let plan = install(&env, &cred, req).await.expect("plan");
+    assert_eq!(plan["pack"]["version"], "2.0.0");
+    assert_eq!(plan["events_replayed"], ids.len() as u64 + 1);
+    assert_eq!(
+        plan["changed"], 1,
+        "only the stranger's delivery changes: {plan}"
+    );
+    assert_eq!(
+        plan["transitions"],
+        json!([{"from": "default", "to": "quarantine", "count": 1, "example_event_ids": [stranger]}])
+    );
+    // The fixtures pass with the trusted actors their own params set.
+    for f in plan["fixtures"].as_array().expect("fixtures") {
+        assert_eq!(f["passed"], true, "{f}");
+    }
 }
