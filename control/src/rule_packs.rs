@@ -1269,15 +1269,18 @@ fn report_json(r: &Report) -> Value {
 }
 
 /// The catalog this instance serves: the built-ins, plus the external packs named by
-/// `SWITCHBOARD_RULE_PACK_SOURCES` (unset by default) that validate and route every fixture
-/// to its expected decision through the routers. Read once at start, never refetched; a
-/// failing pack is skipped with a logged error naming it.
+/// `SWITCHBOARD_RULE_PACK_SOURCES` (unset by default: then nothing is read or fetched) that
+/// validate and route every fixture to its expected decision through the routers. `file://`
+/// directories and `https://` pack documents (`crate::pack_sources`) are read once, here, at
+/// start and never refetched; a failing source or pack is skipped with a logged error naming
+/// it, and control starts all the same.
 pub async fn load_catalog(sources: Option<&str>, routers: &crate::routing::Routers) -> Catalog {
     let mut catalog = Catalog::builtin();
     let Some(spec) = sources.map(str::trim).filter(|s| !s.is_empty()) else {
         return catalog;
     };
-    let (packs, skipped) = switchboard_packs::catalog::read_sources(spec);
+    let options = crate::pack_sources::FetchOptions::from_env();
+    let (packs, skipped) = crate::pack_sources::read_sources(spec, &options).await;
     for s in skipped {
         tracing::error!(origin = %s.origin, reason = %s.reason, "external rule pack skipped");
     }

@@ -3,6 +3,8 @@
 
 use std::path::{Path, PathBuf};
 
+use serde_json::Value;
+
 use crate::manifest::{Fixture, Pack, check_pack, check_shared_param_types};
 
 mod embedded {
@@ -13,7 +15,7 @@ mod embedded {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Source {
     Builtin,
-    /// An operator's source (`file:///…`), named for logs and listings.
+    /// An operator's source (`file:///…` directory or `https://…` document), named for logs.
     External {
         origin: String,
     },
@@ -342,36 +344,184 @@ pub fn read_packs_tree(root: &Path) -> Vec<(String, Result<Pack, String>)> {
     out
 }
 
-/// Reads `SWITCHBOARD_RULE_PACK_SOURCES` (comma-separated): `file://` directories are read
-/// now; anything else is reported as skipped. Structural checks only — the caller routes
-/// each pack's fixtures through a router before adding it.
-pub fn read_sources(spec: &str) -> (Vec<(String, Pack)>, Vec<SkippedPack>) {
-    let mut packs = Vec::new();
-    let mut skipped = Vec::new();
-    for source in spec.split(',').map(str::trim).filter(|s| !s.is_empty()) {
-        let Some(path) = source.strip_prefix("file://") else {
-            skipped.push(SkippedPack {
-                origin: source.to_string(),
-                reason: "only file:// sources are supported by this build".into(),
-            });
-            continue;
-        };
-        let root = Path::new(path);
-        if !root.is_dir() {
-            skipped.push(SkippedPack {
-                origin: source.to_string(),
-                reason: format!("{path} is not a directory"),
-            });
-            continue;
-        }
-        for (origin, result) in read_packs_tree(root) {
-            match result {
-                Ok(pack) => packs.push((origin, pack)),
-                Err(reason) => skipped.push(SkippedPack { origin, reason }),
-            }
+/// What one source offers: each pack, or why it could not be read, named by its origin.
+pub type SourceEntries = Vec<(String, Result<Pack, String>)>;
+
+/// One entry of `SWITCHBOARD_RULE_PACK_SOURCES`, sorted by what may be done with it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum PackSource {
+    /// `file:///<dir>`: a directory laid out as `<name>/<version>/` (or one pack directory),
+    /// read by [`read_file_source`].
+    File { origin: String, path: PathBuf },
+    /// `https://…`: one pack document (see [`parse_pack_document`]), fetched once at start by
+    /// control. `origin` is the URL as logs may show it (see [`redact_url`]).
+    Https { url: String, origin: String },
+    /// Anything else: plain `http://`, other schemes, bare paths. Never read.
+    Refused { origin: String, reason: String },
+}
+
+impl PackSource {
+    /// The name logs use for this source.
+    pub fn origin(&self) -> &str {
+        match self {
+            PackSource::File { origin, .. }
+            | PackSource::Https { origin, .. }
+            | PackSource::Refused { origin, .. } => origin,
         }
     }
-    (packs, skipped)
+}
+
+/// Splits `SWITCHBOARD_RULE_PACK_SOURCES` (comma-separated) into its sources, in order.
+/// Only `file://` and `https://` are accepted; plain `http://` is refused, since packs are
+/// code-like configuration and must not be open to tampering on the way.
+pub fn parse_sources(spec: &str) -> Vec<PackSource> {
+    spec.split(',')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(|source| {
+            let (scheme, rest) = source
+                .split_once("://")
+                .map(|(scheme, rest)| (scheme.to_ascii_lowercase(), rest))
+                .unwrap_or_default();
+            match scheme.as_str() {
+                "file" => PackSource::File {
+                    origin: source.to_string(),
+                    path: PathBuf::from(rest),
+                },
+                "https" => PackSource::Https {
+                    url: source.to_string(),
+                    origin: redact_url(source),
+                },
+                "http" => PackSource::Refused {
+                    origin: redact_url(source),
+                    reason: "plain http:// is refused: rule packs are code-like configuration; \
+                             serve them over https://"
+                        .into(),
+                },
+                _ => PackSource::Refused {
+                    origin: redact_url(source),
+                    reason: "unsupported source: use file:///<directory> or https://<url>".into(),
+                },
+            }
+        })
+        .collect()
+}
+
+/// `url` as logs may show it: without user info (`user:password@`) or fragment, and with
+/// the query's values replaced by `…`, since either may hold a credential.
+pub fn redact_url(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (Some(scheme), rest),
+        None => (None, url),
+    };
+    let rest = rest.split('#').next().unwrap_or_default();
+    let (before_query, query) = match rest.split_once('?') {
+        Some((b, q)) => (b, Some(q)),
+        None => (rest, None),
+    };
+    let (authority, path) = match before_query.find('/') {
+        Some(i) => before_query.split_at(i),
+        None => (before_query, ""),
+    };
+    let host = authority.rsplit('@').next().unwrap_or_default();
+    let mut out = match scheme {
+        Some(scheme) => format!("{scheme}://{host}{path}"),
+        None => format!("{host}{path}"),
+    };
+    if let Some(query) = query {
+        let keys: Vec<String> = query
+            .split('&')
+            .filter(|kv| !kv.is_empty())
+            .map(|kv| match kv.split_once('=') {
+                Some((k, _)) => format!("{k}=…"),
+                None => kv.to_string(),
+            })
+            .collect();
+        out.push('?');
+        out.push_str(&keys.join("&"));
+    }
+    out
+}
+
+/// Every pack of one `file://` source: `path` laid out as `<name>/<version>/pack.json` (or
+/// one pack directory). Each entry is the pack or why it could not be read, with its path;
+/// an `Err` says why the whole source could not be read.
+pub fn read_file_source(path: &Path) -> Result<SourceEntries, String> {
+    if !path.is_dir() {
+        return Err(format!("{} is not a directory", path.display()));
+    }
+    Ok(read_packs_tree(path))
+}
+
+/// Parses one `https://` source's document: the directory layout as one JSON object,
+///
+/// ```json
+/// {"packs": [{<pack.json's fields>, "fixtures": [<fixture>, …]}, …]}
+/// ```
+///
+/// Each entry is what a `<name>/<version>/pack.json` holds, with its `fixtures/*.json`
+/// files as the array `fixtures`, and is parsed by the same code as a directory's (so the
+/// same pack comes out of either). Each entry is named `<origin>#<name>/<version>` (or
+/// `<origin>#packs[<i>]` when it names neither). An `Err` says why the whole document was
+/// refused.
+pub fn parse_pack_document(origin: &str, body: &[u8]) -> Result<SourceEntries, String> {
+    const SHAPE: &str = r#"want {"packs": [<pack.json with its "fixtures" array>, …]}"#;
+    let doc: Value =
+        serde_json::from_slice(body).map_err(|e| format!("not a pack document: {e}"))?;
+    let Value::Object(mut top) = doc else {
+        return Err(format!("not a pack document: {SHAPE}"));
+    };
+    if let Some(unknown) = top.keys().find(|k| *k != "packs") {
+        return Err(format!(
+            "not a pack document: unknown field {unknown:?}; {SHAPE}"
+        ));
+    }
+    let Some(Value::Array(entries)) = top.remove("packs") else {
+        return Err(format!("not a pack document: {SHAPE}"));
+    };
+    Ok(entries
+        .into_iter()
+        .enumerate()
+        .map(|(i, entry)| {
+            let here = format!("{origin}#{}", entry_name(&entry, i));
+            (here, parse_document_entry(entry))
+        })
+        .collect())
+}
+
+/// `<name>/<version>` as the entry declares them, or `packs[<i>]`.
+fn entry_name(entry: &Value, i: usize) -> String {
+    let field = |k: &str| {
+        entry
+            .get(k)
+            .and_then(Value::as_str)
+            .filter(|s| !s.is_empty() && s.len() <= 64 && !s.contains(['/', '#']))
+    };
+    match (field("name"), field("version")) {
+        (Some(name), Some(version)) => format!("{name}/{version}"),
+        _ => format!("packs[{i}]"),
+    }
+}
+
+/// One document entry, through [`parse_pack`] exactly as a directory's `pack.json` and
+/// `fixtures/<name>.json` files are.
+fn parse_document_entry(entry: Value) -> Result<Pack, String> {
+    let Value::Object(mut manifest) = entry else {
+        return Err("want a pack.json object".into());
+    };
+    let fixtures = match manifest.remove("fixtures") {
+        None => Vec::new(),
+        Some(Value::Array(fixtures)) => fixtures,
+        Some(_) => return Err("fixtures: want an array of fixtures".into()),
+    };
+    let files = fixtures.iter().enumerate().map(|(i, f)| {
+        let file = match f.get("name").and_then(Value::as_str) {
+            Some(name) => format!("{name}.json"),
+            None => format!("[{i}]"),
+        };
+        (file, f.to_string())
+    });
+    parse_pack(&Value::Object(manifest).to_string(), files)
 }
 
 #[cfg(test)]
@@ -387,5 +537,146 @@ mod tests {
         assert!(!version_matches("2.1.0", "2.0"));
         assert!(!version_matches("12.0.0", "1"));
         assert!(!version_matches("2.1.0", "2.1.0.1"));
+    }
+
+    #[test]
+    fn sources_are_sorted_by_scheme() {
+        let sources = parse_sources(
+            " file:///etc/packs ,HTTPS://packs.example/all.json,http://packs.example/x,,s3://b/k",
+        );
+        assert_eq!(sources.len(), 4);
+        assert_eq!(
+            sources[0],
+            PackSource::File {
+                origin: "file:///etc/packs".into(),
+                path: PathBuf::from("/etc/packs"),
+            }
+        );
+        assert!(
+            matches!(&sources[1], PackSource::Https { url, .. } if url == "HTTPS://packs.example/all.json")
+        );
+        assert!(
+            matches!(&sources[2], PackSource::Refused { reason, .. } if reason.contains("http://"))
+        );
+        assert!(
+            matches!(&sources[3], PackSource::Refused { reason, .. } if reason.contains("unsupported"))
+        );
+        assert!(parse_sources(" , ").is_empty());
+    }
+
+    #[test]
+    fn urls_in_logs_hold_no_credentials() {
+        assert_eq!(
+            redact_url("https://ops:s3cret@packs.example:8443/p/all.json?token=abc&v#frag"),
+            "https://packs.example:8443/p/all.json?token=…&v"
+        );
+        assert_eq!(redact_url("https://packs.example"), "https://packs.example");
+        assert_eq!(redact_url("/etc/packs"), "/etc/packs");
+    }
+
+    /// A document holding `packs`, each as `pack.json` with its fixtures inline.
+    fn document(packs: &[&Pack]) -> Vec<u8> {
+        serde_json::to_vec(&serde_json::json!({ "packs": packs })).unwrap_or_default()
+    }
+
+    #[test]
+    fn a_document_gives_the_packs_a_directory_gives() {
+        let builtin = Catalog::builtin();
+        let packs: Vec<&Pack> = builtin.packs().iter().map(|p| &p.pack).collect();
+        assert!(packs.iter().all(|p| !p.fixtures.is_empty()));
+        let parsed = parse_pack_document("https://h/p.json", &document(&packs))
+            .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(parsed.len(), packs.len());
+        for ((origin, result), want) in parsed.iter().zip(&packs) {
+            assert_eq!(
+                origin,
+                &format!("https://h/p.json#{}/{}", want.name, want.version)
+            );
+            assert_eq!(result.as_ref().ok(), Some(*want), "{origin}");
+        }
+        // And a directory tree written from the same packs reads back the same.
+        let dir = std::env::temp_dir().join(format!("sb-doc-{}", std::process::id()));
+        for p in &packs {
+            let d = dir.join(&p.name).join(&p.version);
+            std::fs::create_dir_all(d.join("fixtures")).unwrap_or_default();
+            let mut manifest = (*p).clone();
+            manifest.fixtures.clear();
+            std::fs::write(
+                d.join("pack.json"),
+                serde_json::to_vec(&manifest).unwrap_or_default(),
+            )
+            .unwrap_or_default();
+            for (i, f) in p.fixtures.iter().enumerate() {
+                std::fs::write(
+                    d.join("fixtures").join(format!("{i:04}.json")),
+                    serde_json::to_vec(f).unwrap_or_default(),
+                )
+                .unwrap_or_default();
+            }
+        }
+        let from_dir = read_file_source(&dir).unwrap_or_default();
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut from_dir: Vec<Pack> = from_dir.into_iter().filter_map(|(_, r)| r.ok()).collect();
+        let mut from_doc: Vec<Pack> = parsed.into_iter().filter_map(|(_, r)| r.ok()).collect();
+        from_dir.sort_by_key(Pack::label);
+        from_doc.sort_by_key(Pack::label);
+        assert_eq!(from_dir.len(), packs.len());
+        assert_eq!(from_dir, from_doc);
+    }
+
+    #[test]
+    fn a_bad_entry_is_named_and_the_others_still_parse() {
+        let builtin = Catalog::builtin();
+        let good = &builtin.packs()[0].pack;
+        let mut doc: Value = serde_json::from_slice(&document(&[good])).unwrap_or_default();
+        let mut broken = serde_json::to_value(good).unwrap_or_default();
+        broken["name"] = "ext-broken".into();
+        broken["fixtures"][0]["wanted"] = "drop".into();
+        if let Some(a) = doc["packs"].as_array_mut() {
+            a.push(broken);
+            a.push(serde_json::json!(["not", "a", "pack"]));
+        }
+        let parsed = parse_pack_document(
+            "https://h/p.json",
+            &serde_json::to_vec(&doc).unwrap_or_default(),
+        )
+        .unwrap_or_else(|e| panic!("{e}"));
+        assert_eq!(parsed.len(), 3);
+        assert!(parsed[0].1.is_ok());
+        assert_eq!(
+            parsed[1].0,
+            format!("https://h/p.json#ext-broken/{}", good.version)
+        );
+        let reason = parsed[1].1.as_ref().err().cloned().unwrap_or_default();
+        assert!(
+            reason.contains("fixtures/") && reason.contains("wanted"),
+            "{reason}"
+        );
+        assert_eq!(parsed[2].0, "https://h/p.json#packs[2]");
+        assert!(parsed[2].1.is_err());
+    }
+
+    #[test]
+    fn a_document_of_another_shape_is_refused() {
+        for body in [
+            &b"<html>not json</html>"[..],
+            b"[]",
+            b"{}",
+            br#"{"packs": {}}"#,
+            br#"{"packs": [], "extra": 1}"#,
+        ] {
+            let err = parse_pack_document("https://h/p.json", body)
+                .err()
+                .unwrap_or_default();
+            assert!(
+                err.starts_with("not a pack document"),
+                "{}: {err}",
+                String::from_utf8_lossy(body)
+            );
+        }
+        assert_eq!(
+            parse_pack_document("https://h/p.json", br#"{"packs": []}"#).map(|v| v.len()),
+            Ok(0)
+        );
     }
 }

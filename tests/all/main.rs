@@ -8,6 +8,7 @@ mod hostile;
 mod ingest;
 mod mcp_e2e;
 mod pack_api;
+mod pack_sources;
 mod router_grpc;
 mod router_sandbox;
 mod rule_packs;
