@@ -14,9 +14,7 @@
 //! default `1,2,4`). SQLite on a temp file.
 
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -30,49 +28,13 @@ use switchboard_control::{OwnerScope, Store, StoreOptions};
 use switchboard_packs::Catalog;
 use switchboard_proto::router::v1::{Configuration as WireConfiguration, StoredDelivery};
 use switchboard_router::engine::{CompiledConfiguration, build_envelope};
+use switchboard_testkit::router_process::RouterProcess;
 use switchboard_testkit::seed_cases::{Seed, raw_delivery, real_payloads};
 
 const DELIVERIES: usize = 1_000;
 
 fn switchboard_exe() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_switchboard"))
-}
-
-/// A `switchboard router` process (its sandbox children die with it).
-struct RouterProcess {
-    child: Child,
-    addr: String,
-}
-
-impl RouterProcess {
-    fn start() -> Self {
-        let mut child = Command::new(switchboard_exe())
-            .args(["router", "--listen", "127.0.0.1:0"])
-            .env("SWITCHBOARD_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the router process starts");
-        let stdout = child.stdout.take().expect("piped stdout");
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("the router prints its address");
-        let addr = line
-            .trim()
-            .strip_prefix("router listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line from the router: {line:?}"))
-            .to_string();
-        Self { child, addr }
-    }
-}
-
-impl Drop for RouterProcess {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
 
 fn median(mut xs: Vec<f64>) -> f64 {
@@ -239,7 +201,7 @@ fn main() {
         let mut plan_no = 0usize;
         let mut configs: Option<(Value, Value)> = None;
         for &n in &router_counts {
-            let processes: Vec<RouterProcess> = (0..n).map(|_| RouterProcess::start()).collect();
+            let processes: Vec<RouterProcess> = (0..n).map(|_| RouterProcess::start(&switchboard_exe(), &[])).collect();
             let routers = Routers::new(
                 RouterSource::Static(processes.iter().map(|p| p.addr.clone()).collect()),
                 Duration::from_secs(60),

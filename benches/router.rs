@@ -16,9 +16,8 @@
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::hint::black_box;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
@@ -34,6 +33,7 @@ use switchboard_proto::router::v1::{
 use switchboard_router::engine::decision::label;
 use switchboard_router::engine::{CompiledConfiguration, Configuration, build_envelope};
 use switchboard_router::sandbox::{SandboxConfig, SandboxPool};
+use switchboard_testkit::router_process::RouterProcess;
 
 /// The same allocator as the `switchboard` binary, so (a) and the children compare like for like.
 #[global_allocator]
@@ -868,53 +868,6 @@ fn start_pool(
     (pool, kids)
 }
 
-struct RouterProcess {
-    child: Child,
-    addr: String,
-}
-
-impl RouterProcess {
-    fn start(children: usize) -> Self {
-        let mut child = Command::new(switchboard_exe())
-            .args([
-                "router",
-                "--listen",
-                "127.0.0.1:0",
-                "--children",
-                &children.to_string(),
-            ])
-            .env("SWITCHBOARD_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the router process starts");
-        let stdout = child.stdout.take().expect("the router's stdout is piped");
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("the router prints its address");
-        let addr = line
-            .trim()
-            .strip_prefix("router listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line from the router: {line:?}"))
-            .to_string();
-        Self { child, addr }
-    }
-
-    fn pid(&self) -> u32 {
-        self.child.id()
-    }
-}
-
-impl Drop for RouterProcess {
-    fn drop(&mut self) {
-        // Only the process this benchmark started; its children die with it (PDEATHSIG).
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
 type Client = RouterClient<tonic::transport::Channel>;
 
 /// The deliveries in `calls` Evaluate calls made at once; the results in request order.
@@ -1273,7 +1226,9 @@ fn main() {
     }
 
     // (c) gRPC to a router process with 2 children.
-    let router = wanted.contains('c').then(|| RouterProcess::start(2));
+    let router = wanted
+        .contains('c')
+        .then(|| RouterProcess::start(&switchboard_exe(), &["--children", "2"]));
     if let Some(router) = &router {
         let client: Client = rt.block_on(async {
             let channel = tonic::transport::Channel::from_shared(format!("http://{}", router.addr))

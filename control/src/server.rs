@@ -10,12 +10,12 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
+use tonic::transport::server::TcpIncoming;
 
 use axum::extract::State;
 use axum::http::StatusCode;
 use axum::routing::get;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
 use tonic_health::ServingStatus;
 use tonic_health::pb::health_server::HealthServer;
 use tonic_health::server::{HealthReporter, HealthService};
@@ -144,7 +144,11 @@ impl BoundControl {
                 self.health.clone(),
             )))
             .add_service(reflection)
-            .serve_with_incoming_shutdown(TcpListenerStream::new(self.grpc), drained(drain_rx));
+            .serve_with_incoming_shutdown(
+                // TCP_NODELAY: otherwise an answer's trailers wait for a delayed ACK (~40 ms a call).
+                TcpIncoming::from(self.grpc).with_nodelay(Some(true)),
+                drained(drain_rx),
+            );
 
         let (http_result, grpc_result) = tokio::join!(http, grpc);
         if let Some(task) = retry {

@@ -4,10 +4,10 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use tonic::transport::server::TcpIncoming;
 
 use switchboard_proto::router::v1::router_server::RouterServer;
 use tokio::net::TcpListener;
-use tokio_stream::wrappers::TcpListenerStream;
 
 use crate::sandbox::{SandboxConfig, SandboxPool};
 use crate::service::RouterService;
@@ -75,7 +75,11 @@ impl BoundRouter {
             .add_service(health)
             .add_service(reflection)
             .add_service(router)
-            .serve_with_incoming_shutdown(TcpListenerStream::new(self.listener), drain)
+            .serve_with_incoming_shutdown(
+                // TCP_NODELAY: otherwise an answer's trailers wait for a delayed ACK (~40 ms a call).
+                TcpIncoming::from(self.listener).with_nodelay(Some(true)),
+                drain,
+            )
             .await?;
         tracing::info!("router stopped");
         Ok(())

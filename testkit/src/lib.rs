@@ -10,4 +10,5 @@
 //! It depends on `switchboard-proto` only (for `StoredDelivery`), so every package can take it
 //! as a dev-dependency without a cycle.
 
+pub mod router_process;
 pub mod seed_cases;

@@ -108,8 +108,12 @@ impl Store {
         .bind(serde_json::to_string(&verbs)?)
         .bind(sha256_hex(&credential))
         .bind(self.now())
-        .fetch_one(&self.pool)
-        .await?;
+        // To the end of the statement: see `store` (writes that return rows).
+        .fetch_all(&self.pool)
+        .await?
+        .into_iter()
+        .next()
+        .ok_or(sqlx::Error::RowNotFound)?;
         Ok(VendedEndpoint {
             endpoint: endpoint(&row)?,
             credential,
@@ -143,8 +147,11 @@ impl Store {
         )
         .bind(self.now())
         .bind(super::lookup_id(id))
-        .fetch_optional(&self.pool)
-        .await?;
+        // To the end of the statement: see `store` (writes that return rows).
+        .fetch_all(&self.pool)
+        .await?
+        .into_iter()
+        .next();
         row.as_ref()
             .map(endpoint)
             .unwrap_or(Err(Error::not_found("endpoint")))

@@ -148,8 +148,11 @@ impl Store {
         .bind(i32::from(new.verified))
         .bind(self.now())
         .bind(new.webhook_id.as_str())
-        .fetch_optional(&self.pool)
-        .await?;
+        // To the end of the statement: see `store` (writes that return rows).
+        .fetch_all(&self.pool)
+        .await?
+        .into_iter()
+        .next();
         row.as_ref()
             .map(event)
             .unwrap_or(Err(Error::not_found("webhook")))

@@ -162,8 +162,11 @@ impl Store {
         .bind(new.expires_at)
         .bind(new.webhook_id.as_str())
         .bind(new.owner_scope.to_string())
-        .fetch_optional(&self.pool)
-        .await?;
+        // To the end of the statement: see `store` (writes that return rows).
+        .fetch_all(&self.pool)
+        .await?
+        .into_iter()
+        .next();
         row.as_ref()
             .map(plan)
             .unwrap_or(Err(Error::not_found("webhook")))

@@ -84,8 +84,10 @@ impl Store {
         .bind(login)
         .bind(display_name)
         .bind(self.now())
-        .fetch_one(&self.pool)
+        // To the end of the statement: see `store` (writes that return rows).
+        .fetch_all(&self.pool)
         .await
+        .and_then(|rows| rows.into_iter().next().ok_or(sqlx::Error::RowNotFound))
         .map_err(|e| {
             if is_unique_violation(&e) {
                 Error::conflict("a human with this login exists")
@@ -128,8 +130,10 @@ impl Store {
         .bind(slug)
         .bind(name)
         .bind(self.now())
-        .fetch_one(&self.pool)
+        // To the end of the statement: see `store` (writes that return rows).
+        .fetch_all(&self.pool)
         .await
+        .and_then(|rows| rows.into_iter().next().ok_or(sqlx::Error::RowNotFound))
         .map_err(|e| if is_unique_violation(&e) { Error::conflict("a team with this slug exists") } else { e.into() })?;
         team(&row)
     }

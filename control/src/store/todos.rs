@@ -195,8 +195,11 @@ impl Store {
         .bind(self.now())
         .bind(super::lookup_id(id))
         .bind(scope.to_string())
-        .fetch_optional(&self.pool)
-        .await?;
+        // To the end of the statement: see `store` (writes that return rows).
+        .fetch_all(&self.pool)
+        .await?
+        .into_iter()
+        .next();
         if let Some(row) = row {
             return todo(&row);
         }
@@ -228,8 +231,11 @@ impl Store {
         .bind(self.now())
         .bind(super::lookup_id(id))
         .bind(scope.to_string())
-        .fetch_optional(&self.pool)
-        .await?;
+        // To the end of the statement: see `store` (writes that return rows).
+        .fetch_all(&self.pool)
+        .await?
+        .into_iter()
+        .next();
         if let Some(row) = row {
             return todo(&row);
         }

@@ -349,8 +349,11 @@ impl Store {
         .bind(secret.as_str())
         .bind(super::lookup_id(id))
         .bind(scope.to_string())
-        .fetch_optional(&self.pool)
-        .await?;
+        // To the end of the statement: see `store` (writes that return rows).
+        .fetch_all(&self.pool)
+        .await?
+        .into_iter()
+        .next();
         row.as_ref()
             .map(webhook)
             .unwrap_or(Err(Error::not_found("webhook")))
@@ -371,8 +374,11 @@ impl Store {
         .bind(grant.as_str())
         .bind(super::lookup_id(id))
         .bind(scope.to_string())
-        .fetch_optional(&self.pool)
-        .await?;
+        // To the end of the statement: see `store` (writes that return rows).
+        .fetch_all(&self.pool)
+        .await?
+        .into_iter()
+        .next();
         row.as_ref()
             .map(webhook)
             .unwrap_or(Err(Error::not_found("webhook")))
@@ -392,8 +398,11 @@ impl Store {
         .bind(i32::from(reject))
         .bind(super::lookup_id(id))
         .bind(scope.to_string())
-        .fetch_optional(&self.pool)
-        .await?;
+        // To the end of the statement: see `store` (writes that return rows).
+        .fetch_all(&self.pool)
+        .await?
+        .into_iter()
+        .next();
         row.as_ref()
             .map(webhook)
             .unwrap_or(Err(Error::not_found("webhook")))

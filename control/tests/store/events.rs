@@ -313,3 +313,46 @@ pub async fn recording_a_decision_on_an_unknown_event_writes_nothing(db: TestDb)
         "event",
     );
 }
+
+/// A stored event is visible to every other connection the moment `insert_event` returns:
+/// ingest routes it (and answers 202) right after, from wherever the pool hands out. On
+/// PostgreSQL a row taken before the statement's end came before the commit (found by
+/// benches/ingest.rs); each insert here is read at once through a second pool.
+pub async fn a_stored_event_is_visible_to_other_connections_at_once(db: TestDb) {
+    let alice = human(&db, "alice").await;
+    let wh = webhook(&db, &alice).await;
+    let other = switchboard_control::Store::connect(&db.url)
+        .await
+        .expect("a second pool on the same database");
+    let body = std::fs::read(PAYLOAD).expect("the shared github payload");
+    // Eight writers at once, as ingest's clients are: each read goes to the other pool.
+    let writers = (0..8).map(|w| {
+        let (store, other, alice, wh, body) = (
+            db.store.clone(),
+            other.clone(),
+            alice.clone(),
+            wh.id.clone(),
+            body.clone(),
+        );
+        tokio::spawn(async move {
+            let mut missing = Vec::new();
+            for i in 0..60 {
+                let mut new = event(&wh, &format!("visible-{w}-{i}"));
+                new.body = body.clone();
+                let stored = store.insert_event(new).await.expect("insert");
+                if other.get_event(&alice, &stored.id).await.is_err() {
+                    missing.push(format!("{w}-{i}"));
+                }
+            }
+            missing
+        })
+    });
+    let mut missing = Vec::new();
+    for writer in futures::future::join_all(writers).await {
+        missing.extend(writer.expect("a writer"));
+    }
+    assert!(
+        missing.is_empty(),
+        "not yet visible after insert_event: {missing:?}"
+    );
+}

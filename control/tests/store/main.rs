@@ -63,6 +63,7 @@ store_test_suite! {
         replay_window_reads_recent_events_of_one_webhook,
         unrouted_events_are_found_until_routed,
         recording_a_decision_on_an_unknown_event_writes_nothing,
+        a_stored_event_is_visible_to_other_connections_at_once,
     ],
     todos: [
         redelivery_creates_no_second_todo,

@@ -470,6 +470,12 @@ impl SandboxPool {
                         ),
                     };
                     counter.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(
+                        pid = child.pid,
+                        fault = code,
+                        unit = ?stopped.unit,
+                        "sandbox child replaced"
+                    );
                     let _ = child.child.start_kill();
                     self.forget(child.pid);
                     // The unit the board names; failing that, the first one unanswered.

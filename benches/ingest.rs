@@ -1,0 +1,1715 @@
+//! The control-plane ingest benchmark (issue 3; results and how to read them in
+//! docs/benchmarks.md, "Control plane: ingest").
+//!
+//! Sustained ingest — verify, store, route, todo — in deliveries/s, against the raw insert
+//! rate of the same rows through the same store and pool, on SQLite (a temp file, always) and
+//! on PostgreSQL (a fresh schema, when `INGEST_BENCH_DATABASE_URL` or
+//! `SWITCHBOARD_TEST_DATABASE_URL` is set). Everything is the real thing: control served
+//! in-process exactly as `switchboard control` serves it (`BoundControl`, axum ingest, the
+//! store with `switchboard control`'s default pool of 8 connections), a real
+//! `switchboard router` process with its sandbox children, and deliveries built from the real
+//! payloads in `shared/data/webhooks`, signed as each forge signs them, each with its own
+//! delivery id, POSTed over HTTP/1.1 keep-alive connections by N concurrent clients.
+//!
+//! Six rows per backend and client count, each run on a fresh database:
+//! - **raw rows**: `Store::insert_event` then `Store::record_decision` (the decision and the
+//!   todo ingest records for that delivery, in one transaction), per delivery — exactly the
+//!   rows ingest writes, with nothing else: the storage limit, and the target's baseline;
+//! - **ingest's statements**: every statement ingest runs, in its order — `webhook_for_ingest`,
+//!   `try_take` (the rate limit), `insert_event`, `record_decision` — without HTTP, signature
+//!   or router;
+//! - **route only**: the router call ingest makes per delivery (`Routers::evaluate_chunked` of
+//!   one stored delivery), no database;
+//! - **ingest**: `POST /hooks/<id>` end to end;
+//! - route only and ingest again, diagnostic, against the router's own service served from
+//!   this process on sockets with TCP_NODELAY, which `switchboard router` does not set (its
+//!   answers' trailers wait ~40 ms for a delayed ACK when the connection is otherwise idle).
+//!
+//! Raw and statements rows retry a `record_decision` that finds no event: on PostgreSQL an
+//! `insert_event` through sqlx's `Any` driver returns before its commit (docs/benchmarks.md).
+//!
+//! Rows run in interleaved rounds, each round in a new shuffled order. No criterion: `Instant`,
+//! medians over rounds, latency percentiles over every timed delivery. Nothing here asserts
+//! on time; the bench stops with a message only when ingest answers or stores something other
+//! than what the same delivery must give (a status, a decision, a row count).
+//!
+//! Run: `cargo bench --bench ingest`. Environment: `INGEST_BENCH_DELIVERIES` (timed deliveries
+//! per run, default 2,000), `INGEST_BENCH_CLIENTS` (default `8,32`), `INGEST_BENCH_ROUNDS`
+//! (default 3), `INGEST_BENCH_BACKENDS` (default `sqlite,postgres`), `INGEST_BENCH_MODES`
+//! (any of `raw,statements,route,route-nodelay,ingest,ingest-nodelay`), `INGEST_BENCH_DATABASE_URL` (PostgreSQL; else
+//! `SWITCHBOARD_TEST_DATABASE_URL`), `INGEST_BENCH_ROUTER_CHILDREN` (default: the router's own,
+//! one per core), `SWITCHBOARD_WEBHOOK_DATA` (the payloads).
+
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+use std::io::{BufRead, BufReader};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use http::{HeaderMap, HeaderName, HeaderValue};
+use serde_json::{Value, json};
+use sqlx::AssertSqlSafe;
+use switchboard_control::ingest::route::{record_for, routing_context, stored_delivery};
+use switchboard_control::ingest::signature::sign;
+use switchboard_control::ingest::{RATE_LIMIT_KIND, RetryOptions, delivery};
+use switchboard_control::routing::{RouterSource, Routers};
+use switchboard_control::server::{BoundControl, ServeOptions};
+use switchboard_control::state::{Capabilities, ControlState, Limits};
+use switchboard_control::store::{
+    Actor, Event, NewEvent, NewWebhook, RecordDecision, SourceType, Webhook,
+};
+use switchboard_control::{OwnerScope, Store, StoreOptions};
+use switchboard_proto::router::v1::{Configuration, Decision};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// The same allocator as the `switchboard` binary: control here runs as it runs there.
+#[global_allocator]
+static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
+const DEFAULT_DATA_DIR: &str = "/work/shared/data/webhooks";
+const FORGES: [&str; 3] = ["github", "gitea", "forgejo"];
+/// Untimed deliveries before each timed run, through the same path: opens the pool's
+/// connections and the router channel, warms caches.
+const WARMUP: usize = 96;
+/// Every webhook's signing secret (a fixed one, so signatures are computed once per payload).
+const SECRET: &str = "ingest-bench-secret-0123456789abcdef";
+/// The rate limit, raised so that it never refuses a delivery here (it is still taken, one
+/// upsert per delivery, as in production).
+const INGEST_PER_MINUTE: u32 = 1_000_000_000;
+
+/// The webhook's queues; the first is the default queue.
+const GRANT: [&str; 5] = ["triage", "forge", "review", "ops", "ci"];
+
+/// A handful of rules in the style of the built-in packs: drop noise, route the rest to work
+/// queues. No `default_action`, so an unmatched delivery becomes a todo in `triage`.
+fn configuration() -> Value {
+    let rules = [
+        ("unverified", json!({"drop": true}), ".verified != true"),
+        ("deleted", json!({"drop": true}), r#".action == "deleted""#),
+        (
+            "bots",
+            json!({"drop": true}),
+            r#".payload.sender.type == "Bot" or ((.payload.sender.login // "") | test("\\[bot\\]$"))"#,
+        ),
+        (
+            "ci-failures",
+            json!({"queue": "ci"}),
+            r#"(.event | startswith("check_") or startswith("workflow_")) and .action == "completed" and ([.payload.check_run.conclusion, .payload.check_suite.conclusion, .payload.workflow_run.conclusion, .payload.workflow_job.conclusion] | index("failure") != null)"#,
+        ),
+        (
+            "ci-noise",
+            json!({"drop": true}),
+            r#".event as $e | any($params.ci_events[]; . == $e)"#,
+        ),
+        (
+            "security",
+            json!({"queue": "ops"}),
+            r#"(.payload.issue.labels // .payload.pull_request.labels // []) | map(.name // "") | any(.[]; test("^(security|cve)"; "i"))"#,
+        ),
+        (
+            "release-push",
+            json!({"queue": "forge"}),
+            r#".event == "push" and ((.payload.ref // "") | test("^refs/(heads/release/|tags/v)"))"#,
+        ),
+        (
+            "merged",
+            json!({"queue": "forge"}),
+            r#".event == "pull_request" and .action == "closed" and .payload.pull_request.merged == true"#,
+        ),
+        (
+            "pull-requests",
+            json!({"queue": "review"}),
+            r#".event | startswith("pull_request")"#,
+        ),
+        (
+            "issues",
+            json!({"queue": "triage"}),
+            r#".event == "issues" or .event == "issue_comment""#,
+        ),
+    ];
+    let rules: Vec<Value> = rules
+        .iter()
+        .map(|(id, action, when)| json!({"id": id, "when": when, "action": action}))
+        .collect();
+    json!({
+        "rules": rules,
+        "params": {"ci_events": ["check_run", "check_suite", "workflow_run", "workflow_job", "status"]}
+    })
+}
+
+// ---------------------------------------------------------------------------------------------
+// Deliveries.
+
+/// One real payload, with what is computed once for it.
+struct Sample {
+    forge: &'static str,
+    file: String,
+    event: String,
+    body: Arc<Vec<u8>>,
+    /// HMAC-SHA256 of the body with [`SECRET`], lower-case hex.
+    digest: String,
+}
+
+fn load_samples() -> Result<Vec<Sample>, String> {
+    let dir = std::env::var_os("SWITCHBOARD_WEBHOOK_DATA")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| DEFAULT_DATA_DIR.into());
+    if !dir.join("github").is_dir() {
+        return Err(format!(
+            "no payloads at {} (set SWITCHBOARD_WEBHOOK_DATA)",
+            dir.display()
+        ));
+    }
+    let mut out = Vec::new();
+    for forge in FORGES {
+        let mut files: Vec<PathBuf> = std::fs::read_dir(dir.join(forge))
+            .map_err(|e| format!("cannot read {}: {e}", dir.join(forge).display()))?
+            .filter_map(|e| e.ok().map(|e| e.path()))
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
+            .collect();
+        files.sort();
+        for path in files {
+            let file = path
+                .file_name()
+                .and_then(|s| s.to_str())
+                .unwrap_or_default()
+                .to_string();
+            let event = file.split('.').next().unwrap_or_default().to_string();
+            let body =
+                std::fs::read(&path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            let digest = sign(SECRET, &body);
+            out.push(Sample {
+                forge,
+                file,
+                event,
+                body: Arc::new(body),
+                digest,
+            });
+        }
+    }
+    Ok(out)
+}
+
+/// The headers `forge` sends with a delivery (shared/data/webhooks/headers.md), signed the way
+/// that forge signs: GitHub in `X-Hub-Signature-256`; Gitea in `X-Gitea-Signature` (with the
+/// Gogs and Hub copies); Forgejo in `X-Forgejo-Signature` and every Gitea header too.
+fn forge_headers(
+    forge: &str,
+    event: &str,
+    delivery_id: &str,
+    digest: &str,
+) -> Vec<(String, String)> {
+    let mut h: Vec<(String, String)> = vec![("Content-Type".into(), "application/json".into())];
+    let mut add = |name: &str, value: &str| h.push((name.to_string(), value.to_string()));
+    match forge {
+        "github" => {
+            add("User-Agent", "GitHub-Hookshot/044aadd");
+            add("X-GitHub-Hook-ID", "292430182");
+            add("X-GitHub-Event", event);
+            add("X-GitHub-Delivery", delivery_id);
+            add("X-Hub-Signature-256", &format!("sha256={digest}"));
+        }
+        _ => {
+            if forge == "forgejo" {
+                add("X-Forgejo-Delivery", delivery_id);
+                add("X-Forgejo-Event", event);
+                add("X-Forgejo-Event-Type", event);
+                add("X-Forgejo-Signature", digest);
+            }
+            add("X-Gitea-Delivery", delivery_id);
+            add("X-Gitea-Event", event);
+            add("X-Gitea-Event-Type", event);
+            add("X-Gitea-Signature", digest);
+            add("X-Gogs-Delivery", delivery_id);
+            add("X-Gogs-Event", event);
+            add("X-Gogs-Event-Type", event);
+            add("X-Gogs-Signature", digest);
+            add("X-GitHub-Delivery", delivery_id);
+            add("X-GitHub-Event", event);
+            add("X-GitHub-Event-Type", event);
+            add("X-Hub-Signature-256", &format!("sha256={digest}"));
+        }
+    }
+    h
+}
+
+fn source_type(forge: &str) -> SourceType {
+    match forge {
+        "github" => SourceType::Github,
+        "gitea" => SourceType::Gitea,
+        _ => SourceType::Forgejo,
+    }
+}
+
+/// splitmix64: deterministic delivery ids that look real and never repeat.
+fn mix(mut x: u64) -> u64 {
+    x = x.wrapping_add(0x9e37_79b9_7f4a_7c15);
+    x = (x ^ (x >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x = (x ^ (x >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+fn guid(i: u64) -> String {
+    let (a, b) = (mix(i), mix(i ^ 0xdead_beef));
+    format!(
+        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xfff,
+        0x8000 | (b >> 48) & 0x3fff,
+        b & 0xffff_ffff_ffff
+    )
+}
+
+/// One delivery of a run: which payload, its delivery id, and its headers as sent.
+struct Delivery {
+    sample: usize,
+    delivery_id: String,
+    headers: Vec<(String, String)>,
+}
+
+/// `count` deliveries cycling through the payloads with a stride coprime to their number (so
+/// the forges interleave), delivery ids from `first_seq` on.
+fn deliveries(samples: &[Sample], first_seq: u64, count: usize) -> Vec<Delivery> {
+    let n = samples.len();
+    let stride = (5..).find(|s| gcd(*s, n) == 1).unwrap_or(1);
+    (0..count)
+        .map(|i| {
+            let seq = first_seq + i as u64;
+            let sample = (i * stride) % n;
+            let s = &samples[sample];
+            let delivery_id = guid(seq);
+            let headers = forge_headers(s.forge, &s.event, &delivery_id, &s.digest);
+            Delivery {
+                sample,
+                delivery_id,
+                headers,
+            }
+        })
+        .collect()
+}
+
+fn gcd(a: usize, b: usize) -> usize {
+    if b == 0 { a } else { gcd(b, a % b) }
+}
+
+/// The request bytes of one delivery to `path` on `addr` (HTTP/1.1, keep-alive).
+fn request_bytes(addr: SocketAddr, path: &str, d: &Delivery, body: &[u8]) -> Vec<u8> {
+    let mut head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in &d.headers {
+        let _ = write!(head, "{name}: {value}\r\n");
+    }
+    head.push_str("\r\n");
+    let mut bytes = head.into_bytes();
+    bytes.extend_from_slice(body);
+    bytes
+}
+
+/// The headers as control's HTTP server hands them to ingest: `host` and `content-length`
+/// first, then the delivery's, in order (names lower-cased by the parser).
+fn header_map(addr: SocketAddr, d: &Delivery, body_len: usize) -> HeaderMap {
+    let mut map = HeaderMap::new();
+    let mut add = |name: &str, value: &str| {
+        let name = HeaderName::from_bytes(name.to_ascii_lowercase().as_bytes()).expect("name");
+        map.append(name, HeaderValue::from_str(value).expect("value"));
+    };
+    add("host", &addr.to_string());
+    add("content-length", &body_len.to_string());
+    for (n, v) in &d.headers {
+        add(n, v);
+    }
+    map
+}
+
+// ---------------------------------------------------------------------------------------------
+// A minimal HTTP/1.1 keep-alive client: one connection per simulated forge client.
+
+struct Conn {
+    stream: TcpStream,
+    buf: Vec<u8>,
+}
+
+impl Conn {
+    async fn open(addr: SocketAddr) -> Conn {
+        let stream = TcpStream::connect(addr).await.expect("connect to ingest");
+        stream.set_nodelay(true).expect("nodelay");
+        Conn {
+            stream,
+            buf: Vec::with_capacity(4096),
+        }
+    }
+
+    /// Sends one request and reads its answer: (status, body).
+    async fn round_trip(&mut self, request: &[u8]) -> (u16, Vec<u8>) {
+        self.stream.write_all(request).await.expect("send");
+        self.buf.clear();
+        let mut chunk = [0u8; 4096];
+        let head_end = loop {
+            if let Some(p) = self.buf.windows(4).position(|w| w == b"\r\n\r\n") {
+                break p;
+            }
+            let n = self.stream.read(&mut chunk).await.expect("read");
+            assert!(n > 0, "ingest closed the connection mid-answer");
+            self.buf.extend_from_slice(&chunk[..n]);
+        };
+        let head = String::from_utf8_lossy(&self.buf[..head_end]).into_owned();
+        let status: u16 = head
+            .split(' ')
+            .nth(1)
+            .and_then(|s| s.parse().ok())
+            .unwrap_or_else(|| panic!("bad status line in {head:?}"));
+        let length: usize = head
+            .split("\r\n")
+            .filter_map(|l| l.split_once(':'))
+            .find(|(n, _)| n.trim().eq_ignore_ascii_case("content-length"))
+            .and_then(|(_, v)| v.trim().parse().ok())
+            .unwrap_or_else(|| panic!("no content-length in {head:?}"));
+        let body_start = head_end + 4;
+        while self.buf.len() < body_start + length {
+            let n = self.stream.read(&mut chunk).await.expect("read");
+            assert!(n > 0, "ingest closed the connection mid-answer");
+            self.buf.extend_from_slice(&chunk[..n]);
+        }
+        (status, self.buf[body_start..body_start + length].to_vec())
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Databases: a fresh one per run.
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Backend {
+    Sqlite,
+    Postgres,
+}
+
+impl Backend {
+    fn name(self) -> &'static str {
+        match self {
+            Backend::Sqlite => "SQLite",
+            Backend::Postgres => "PostgreSQL",
+        }
+    }
+}
+
+enum Cleanup {
+    Sqlite(tempfile::TempDir),
+    Postgres(String),
+}
+
+/// A fresh database with one human and one webhook per forge, all with [`configuration`].
+struct Db {
+    store: Store,
+    /// github, gitea, forgejo.
+    webhooks: Vec<Webhook>,
+    cleanup: Cleanup,
+}
+
+async fn fresh_db(backend: Backend, pg_base: Option<&str>, admin: Option<&sqlx::AnyPool>) -> Db {
+    let (url, cleanup) = match backend {
+        Backend::Sqlite => {
+            let dir = tempfile::tempdir().expect("temp dir");
+            let url = format!(
+                "sqlite://{}?mode=rwc",
+                dir.path().join("control.db").display()
+            );
+            (url, Cleanup::Sqlite(dir))
+        }
+        Backend::Postgres => {
+            let base = pg_base.expect("a PostgreSQL URL");
+            let admin = admin.expect("an admin pool");
+            let schema = format!(
+                "bench_{}",
+                switchboard_control::secrets::random_hex(8).expect("random")
+            );
+            sqlx::query(AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+                .execute(admin)
+                .await
+                .expect("create the bench schema");
+            let sep = if base.contains('?') { '&' } else { '?' };
+            let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
+            (url, Cleanup::Postgres(schema))
+        }
+    };
+    // `switchboard control`'s default pool (--database-max-connections 8).
+    let store = Store::connect_with(&url, StoreOptions::default())
+        .await
+        .expect("open the store");
+    store
+        .create_human("bench", None)
+        .await
+        .expect("create human");
+    let mut webhooks = Vec::new();
+    for forge in FORGES {
+        let w = store
+            .create_webhook(NewWebhook {
+                owner_scope: OwnerScope::human("bench"),
+                source_type: source_type(forge),
+                secret: Some(SECRET.into()),
+                grant: GRANT.iter().map(|g| g.to_string()).collect(),
+                reject_unverified: false,
+                configuration: Some(configuration()),
+                actor: Actor::operator(),
+            })
+            .await
+            .expect("create webhook");
+        webhooks.push(w);
+    }
+    Db {
+        store,
+        webhooks,
+        cleanup,
+    }
+}
+
+impl Db {
+    async fn drop_all(self, admin: Option<&sqlx::AnyPool>) {
+        self.store.close().await;
+        match self.cleanup {
+            Cleanup::Sqlite(dir) => drop(dir),
+            Cleanup::Postgres(schema) => {
+                if let Some(admin) = admin {
+                    sqlx::query(AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+                        .execute(admin)
+                        .await
+                        .expect("drop the bench schema");
+                }
+            }
+        }
+    }
+
+    fn webhook_for(&self, forge: &str) -> &Webhook {
+        let i = FORGES.iter().position(|f| *f == forge).expect("a forge");
+        &self.webhooks[i]
+    }
+
+    async fn count(&self, sql: &'static str) -> i64 {
+        use sqlx::Row;
+        sqlx::query(sql)
+            .fetch_one(self.store.pool())
+            .await
+            .expect("count")
+            .try_get::<i64, _>(0)
+            .expect("a count")
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// The router process and control.
+
+struct RouterProcess {
+    child: Child,
+    addr: String,
+}
+
+impl RouterProcess {
+    fn start(children: Option<usize>) -> RouterProcess {
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_switchboard"));
+        cmd.args(["router", "--listen", "127.0.0.1:0"]);
+        if let Some(n) = children {
+            cmd.args(["--children", &n.to_string()]);
+        }
+        let mut child = cmd
+            .env("SWITCHBOARD_LOG", "warn")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .spawn()
+            .expect("the router process starts");
+        let stdout = child.stdout.take().expect("the router's stdout is piped");
+        let mut line = String::new();
+        BufReader::new(stdout)
+            .read_line(&mut line)
+            .expect("the router prints its address");
+        let addr = line
+            .trim()
+            .strip_prefix("router listening on ")
+            .unwrap_or_else(|| panic!("unexpected first line from the router: {line:?}"))
+            .to_string();
+        RouterProcess { child, addr }
+    }
+}
+
+impl Drop for RouterProcess {
+    fn drop(&mut self) {
+        // Only the process this bench started; its children die with it (PDEATHSIG).
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The diagnostic router: the router's own service (`RouterService`) over a `SandboxPool` of
+/// sandbox children of the real binary, configured as `switchboard router`'s defaults, served
+/// from this process — on accepted sockets with TCP_NODELAY, which `switchboard router` does
+/// not set (tonic ignores `Server::tcp_nodelay` under `serve_with_incoming*`). Returns its
+/// address; it serves until the runtime stops.
+async fn start_nodelay_router(children: Option<usize>) -> String {
+    use futures::StreamExt as _;
+    use switchboard_proto::router::v1::router_server::RouterServer;
+    use switchboard_router::sandbox::{SandboxConfig, SandboxPool};
+    use switchboard_router::server::{
+        CONNECTION_WINDOW_BYTES, MAX_MESSAGE_BYTES, STREAM_WINDOW_BYTES,
+    };
+    use switchboard_router::service::RouterService;
+
+    let mut config = SandboxConfig::new(PathBuf::from(env!("CARGO_BIN_EXE_switchboard")));
+    if let Some(n) = children {
+        config.children = n.max(1);
+    }
+    let pool = SandboxPool::start(config)
+        .await
+        .expect("the diagnostic router's sandbox pool starts (confined)");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind the diagnostic router");
+    let addr = listener.local_addr().expect("an address").to_string();
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener).map(|conn| {
+        if let Ok(stream) = &conn {
+            let _ = stream.set_nodelay(true);
+        }
+        conn
+    });
+    let service = RouterServer::new(RouterService::new(pool))
+        .max_decoding_message_size(MAX_MESSAGE_BYTES)
+        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .initial_stream_window_size(Some(STREAM_WINDOW_BYTES))
+            .initial_connection_window_size(Some(CONNECTION_WINDOW_BYTES))
+            .add_service(service)
+            .serve_with_incoming(incoming)
+            .await
+            .expect("the diagnostic router serves");
+    });
+    addr
+}
+
+fn limits() -> Limits {
+    Limits {
+        ingest_per_webhook_per_minute: INGEST_PER_MINUTE,
+        ..Limits::default()
+    }
+}
+
+/// Control's state as `switchboard control` builds it (the default capabilities and limits,
+/// the rate limit raised), routing through `router`.
+async fn control_state(store: &Store, router: &str) -> ControlState {
+    let routers = Routers::new(
+        RouterSource::Static(vec![router.to_string()]),
+        Duration::from_secs(10),
+    )
+    .await;
+    ControlState {
+        catalog: Arc::new(switchboard_packs::Catalog::builtin()),
+        store: store.clone(),
+        routers,
+        capabilities: Capabilities::default(),
+        limits: limits(),
+    }
+}
+
+/// Control served in-process on 127.0.0.1:0, as `switchboard control` serves it (with the
+/// unrouted-event retry task), until the sender is used.
+async fn start_control(
+    state: ControlState,
+) -> (
+    SocketAddr,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<()>,
+) {
+    let local = SocketAddr::from(([127, 0, 0, 1], 0));
+    let bound = BoundControl::bind(state.clone(), local, local)
+        .await
+        .expect("control binds");
+    let http = bound.http_addr;
+    let routes = switchboard_control::api::routes(state);
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let options = ServeOptions {
+        readiness_grace: Duration::ZERO,
+        retry: Some(RetryOptions::default()),
+    };
+    let task = tokio::spawn(async move {
+        bound
+            .serve(routes, options, async move {
+                let _ = stopped.await;
+            })
+            .await
+            .expect("control serves");
+    });
+    (http, stop, task)
+}
+
+/// A stored event as ingest would have it, for the route-only row (no database).
+fn event_for(
+    webhook: &Webhook,
+    d: &Delivery,
+    s: &Sample,
+    kind: &str,
+    headers: &HeaderMap,
+) -> Event {
+    Event {
+        id: format!("ev_{}", d.delivery_id.replace('-', "")),
+        webhook_id: webhook.id.clone(),
+        owner_scope: webhook.owner_scope.clone(),
+        delivery_id: d.delivery_id.clone(),
+        source: webhook.source_type.to_string(),
+        kind: kind.to_string(),
+        headers: delivery::stored_headers(headers),
+        body: s.body.as_ref().clone(),
+        verified: true,
+        received_at: 1_795_996_750_123,
+        decision: None,
+        fault: None,
+        routed: false,
+        routed_at: None,
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Modes and runs.
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+enum Mode {
+    Raw,
+    Statements,
+    Route,
+    RouteNodelay,
+    Ingest,
+    IngestNodelay,
+}
+
+impl Mode {
+    const ALL: [Mode; 6] = [
+        Mode::Raw,
+        Mode::Statements,
+        Mode::Route,
+        Mode::RouteNodelay,
+        Mode::Ingest,
+        Mode::IngestNodelay,
+    ];
+
+    fn key(self) -> &'static str {
+        match self {
+            Mode::Raw => "raw",
+            Mode::Statements => "statements",
+            Mode::Route => "route",
+            Mode::RouteNodelay => "route-nodelay",
+            Mode::Ingest => "ingest",
+            Mode::IngestNodelay => "ingest-nodelay",
+        }
+    }
+
+    fn label(self) -> &'static str {
+        match self {
+            Mode::Raw => "**raw rows** (insert_event + record_decision)",
+            Mode::Statements => "ingest's statements, no HTTP, no router",
+            Mode::Route => "route only (router process, no database)",
+            Mode::RouteNodelay => "route only, router with TCP_NODELAY",
+            Mode::Ingest => "**ingest** (HTTP: verify, store, route, todo)",
+            Mode::IngestNodelay => "ingest, router with TCP_NODELAY",
+        }
+    }
+
+    /// Rows that write the database.
+    fn stores(self) -> bool {
+        !matches!(self, Mode::Route | Mode::RouteNodelay)
+    }
+
+    fn http(self) -> bool {
+        matches!(self, Mode::Ingest | Mode::IngestNodelay)
+    }
+
+    /// Rows that use the in-process router whose sockets set TCP_NODELAY.
+    fn nodelay(self) -> bool {
+        matches!(self, Mode::RouteNodelay | Mode::IngestNodelay)
+    }
+}
+
+/// What each payload decides, computed once through the router.
+struct Expected {
+    decisions: Vec<Decision>,
+}
+
+/// The decision label and the record ingest writes for payload `sample` on `webhook`.
+fn expected_record(
+    expected: &Expected,
+    sample: usize,
+    webhook: &Webhook,
+) -> (String, RecordDecision) {
+    record_for(
+        &expected.decisions[sample],
+        webhook,
+        &Capabilities::default(),
+    )
+}
+
+/// CPU time in ns of every thread of `pid` (/proc/<pid>/task/*/schedstat: exact).
+fn sched_ns(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
+    };
+    tasks
+        .filter_map(Result::ok)
+        .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
+        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Fields of /proc/<pid>/stat after the command name: state [0], ppid [1].
+fn stat_fields(pid: u32) -> Option<Vec<String>> {
+    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let rest = &text[text.rfind(')')? + 2..];
+    Some(rest.split_whitespace().map(str::to_string).collect())
+}
+
+/// Every live process: (pid, command name, ppid).
+fn processes() -> Vec<(u32, String, u32)> {
+    std::fs::read_dir("/proc")
+        .map(|d| {
+            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
+                .filter_map(|pid| {
+                    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
+                    let f = stat_fields(pid)?;
+                    (f.first()? != "Z").then_some(())?;
+                    Some((pid, comm.trim().to_string(), f.get(1)?.parse().ok()?))
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// (busy, iowait, total) jiffies of the whole machine (/proc/stat's first line).
+fn machine_ticks() -> (u64, u64, u64) {
+    let line = std::fs::read_to_string("/proc/stat")
+        .ok()
+        .and_then(|s| s.lines().next().map(str::to_string))
+        .unwrap_or_default();
+    let f: Vec<u64> = line
+        .split_whitespace()
+        .skip(1)
+        .take(8)
+        .map(|v| v.parse().unwrap_or(0))
+        .collect();
+    if f.len() < 8 {
+        return (0, 0, 0);
+    }
+    let total: u64 = f.iter().sum();
+    let idle = f[3];
+    let iowait = f[4];
+    (total - idle - iowait, iowait, total)
+}
+
+fn clock_ticks() -> f64 {
+    Command::new("getconf")
+        .arg("CLK_TCK")
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8(o.stdout).ok())
+        .and_then(|s| s.trim().parse().ok())
+        .unwrap_or(100.0)
+}
+
+fn load_average() -> String {
+    std::fs::read_to_string("/proc/loadavg")
+        .ok()
+        .map(|l| l.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
+        .unwrap_or_else(|| "?".into())
+}
+
+/// CPU used so far (ns): this process (control and the clients), the router and its
+/// children, every `postgres` process, and the machine as a whole (busy, iowait jiffies).
+#[derive(Clone, Copy, Default)]
+struct Cpu {
+    bench: u64,
+    router: u64,
+    postgres: u64,
+    machine_busy: u64,
+    machine_iowait: u64,
+}
+
+/// The router's CPU is the router process's and its sandbox children's, plus the children of
+/// the diagnostic in-process router's pool (children of this process); that router's gRPC
+/// handling runs in this process and counts as the bench's.
+fn cpu_now(router_pid: u32) -> Cpu {
+    let procs = processes();
+    let me = std::process::id();
+    let router: u64 = sched_ns(router_pid)
+        + procs
+            .iter()
+            .filter(|(pid, _, ppid)| *ppid == router_pid || (*ppid == me && *pid != router_pid))
+            .map(|(pid, _, _)| sched_ns(*pid))
+            .sum::<u64>();
+    let postgres = procs
+        .iter()
+        .filter(|(_, comm, _)| comm == "postgres")
+        .map(|(pid, _, _)| sched_ns(*pid))
+        .sum();
+    let (busy, iowait, _) = machine_ticks();
+    Cpu {
+        bench: sched_ns(std::process::id()),
+        router,
+        postgres,
+        machine_busy: busy,
+        machine_iowait: iowait,
+    }
+}
+
+/// One timed run.
+struct Run {
+    mode: Mode,
+    clients: usize,
+    /// Deliveries ingest answered `unrouted` for (warm-up included).
+    unrouted: usize,
+    /// Deliveries whose `record_decision` had to be retried (raw and statements rows).
+    retried: usize,
+    wall: Duration,
+    latencies: Vec<Duration>,
+    /// CPU µs per delivery: bench process, router tree, postgres; machine busy and iowait cores.
+    cpu_us: [f64; 3],
+    busy_cores: f64,
+    iowait_cores: f64,
+}
+
+impl Run {
+    fn rate(&self) -> f64 {
+        self.latencies.len() as f64 / self.wall.as_secs_f64()
+    }
+
+    /// CPU µs per delivery of this bench, the router and PostgreSQL together.
+    fn cpu_total(&self) -> f64 {
+        self.cpu_us.iter().sum()
+    }
+
+    /// Cores busy with something else than this bench, its router and PostgreSQL: other
+    /// sessions on the machine (and the kernel's own work).
+    fn others_cores(&self) -> f64 {
+        (self.busy_cores - self.cpu_total() * self.rate() / 1e6).max(0.0)
+    }
+}
+
+/// A worker's results: (delivery index, status, answer body), latencies, and how many of its
+/// deliveries had to retry `record_decision` (see [`record`]).
+type WorkerOut = (Vec<(usize, u16, Vec<u8>)>, Vec<Duration>, usize);
+
+/// What one delivery came to: an HTTP answer to check, and whether `record_decision` had to
+/// be retried.
+struct Done {
+    answer: Option<(u16, Vec<u8>)>,
+    retried: bool,
+}
+
+/// What a run needs besides the database.
+struct Bench<'a> {
+    samples: &'a [Sample],
+    expected: &'a Expected,
+    router: &'a RouterProcess,
+    router_pid: u32,
+    /// The diagnostic router: the same service and sandbox children, served from this process
+    /// on sockets with TCP_NODELAY.
+    nodelay_router: &'a str,
+    ticks: f64,
+    next_seq: AtomicUsize,
+}
+
+impl Bench<'_> {
+    /// Fresh delivery ids for `count` deliveries.
+    fn take(&self, count: usize) -> Vec<Delivery> {
+        let first = self.next_seq.fetch_add(count, Ordering::Relaxed) as u64;
+        deliveries(self.samples, first, count)
+    }
+
+    /// Runs `deliveries` through `work` with `clients` concurrent workers pulling the next
+    /// delivery from a shared counter; returns the wall time and every worker's output.
+    async fn drive<F, Fut>(
+        &self,
+        clients: usize,
+        count: usize,
+        work: F,
+    ) -> (Duration, Vec<WorkerOut>)
+    where
+        F: Fn(usize, usize) -> Fut + Send + Sync + 'static,
+        Fut: std::future::Future<Output = Done> + Send,
+    {
+        let next = Arc::new(AtomicUsize::new(0));
+        let work = Arc::new(work);
+        let start = Instant::now();
+        let handles: Vec<_> = (0..clients)
+            .map(|worker| {
+                let next = next.clone();
+                let work = work.clone();
+                tokio::spawn(async move {
+                    let mut answers = Vec::new();
+                    let mut latencies = Vec::new();
+                    let mut retried = 0;
+                    loop {
+                        let i = next.fetch_add(1, Ordering::Relaxed);
+                        if i >= count {
+                            break;
+                        }
+                        let t = Instant::now();
+                        let done = work(worker, i).await;
+                        latencies.push(t.elapsed());
+                        retried += usize::from(done.retried);
+                        if let Some((status, body)) = done.answer {
+                            answers.push((i, status, body));
+                        }
+                    }
+                    (answers, latencies, retried)
+                })
+            })
+            .collect();
+        let mut out = Vec::new();
+        for h in handles {
+            out.push(h.await.expect("a worker completes"));
+        }
+        (start.elapsed(), out)
+    }
+
+    /// One run of `mode` with `clients` on a fresh database: warm-up, then `count` timed.
+    async fn run(
+        &self,
+        backend: Backend,
+        mode: Mode,
+        clients: usize,
+        count: usize,
+        pg: (Option<&str>, Option<&sqlx::AnyPool>),
+    ) -> Run {
+        let db = fresh_db(backend, pg.0, pg.1).await;
+        let router = if mode.nodelay() {
+            self.nodelay_router
+        } else {
+            &self.router.addr
+        };
+        let state = control_state(&db.store, router).await;
+        let (control, conns) = if mode.http() {
+            let (addr, stop, task) = start_control(state.clone()).await;
+            let mut conns = Vec::new();
+            for _ in 0..clients {
+                conns.push(tokio::sync::Mutex::new(Conn::open(addr).await));
+            }
+            (Some((addr, stop, task)), Arc::new(conns))
+        } else {
+            (None, Arc::new(Vec::new()))
+        };
+        let addr = control
+            .as_ref()
+            .map(|c| c.0)
+            .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 7000)));
+
+        let mut cpu_before = Cpu::default();
+        let mut cpu_after = Cpu::default();
+        let mut unrouted = 0usize;
+        let mut unrouted_todos = 0usize;
+        let mut retried = 0usize;
+        let mut wall = Duration::ZERO;
+        let mut latencies = Vec::new();
+        let mut stored_expected = 0usize;
+        let mut todos_expected = 0usize;
+        for (phase, n) in [("warm-up", WARMUP), ("timed", count)] {
+            // Everything a delivery needs, prepared before the clock starts.
+            let batch: Vec<Prepared> = self
+                .take(n)
+                .into_iter()
+                .map(|d| {
+                    let s = &self.samples[d.sample];
+                    let webhook = db.webhook_for(s.forge).clone();
+                    let headers = header_map(addr, &d, s.body.len());
+                    let kind = delivery::kind(webhook.source_type, &headers, &s.body);
+                    let (label, record) = expected_record(self.expected, d.sample, &webhook);
+                    let request =
+                        request_bytes(addr, &format!("/hooks/{}", webhook.id), &d, &s.body);
+                    let event = event_for(&webhook, &d, s, &kind, &headers);
+                    Prepared {
+                        new_event: NewEvent {
+                            webhook_id: webhook.id.clone(),
+                            delivery_id: d.delivery_id.clone(),
+                            kind,
+                            headers: delivery::stored_headers(&headers),
+                            body: s.body.as_ref().clone(),
+                            verified: true,
+                        },
+                        webhook,
+                        label,
+                        record,
+                        request,
+                        event,
+                    }
+                })
+                .collect();
+            if mode.stores() {
+                stored_expected += batch.len();
+                todos_expected += batch.iter().filter(|p| p.record.todo.is_some()).count();
+            }
+            let batch = Arc::new(batch);
+            let work = {
+                let batch = batch.clone();
+                let state = state.clone();
+                let conns = conns.clone();
+                move |worker: usize, i: usize| {
+                    let batch = batch.clone();
+                    let state = state.clone();
+                    let conns = conns.clone();
+                    async move { one(mode, &state, &conns, worker, &batch[i]).await }
+                }
+            };
+            if phase == "timed" {
+                cpu_before = cpu_now(self.router_pid);
+            }
+            let (w, outs) = self.drive(clients, n, work).await;
+            if phase == "timed" {
+                cpu_after = cpu_now(self.router_pid);
+                wall = w;
+            }
+            for (answers, lat, r) in outs {
+                retried += r;
+                for (i, status, body) in answers {
+                    if !check_answer(mode, &batch[i], status, &body) {
+                        unrouted += 1;
+                        unrouted_todos += usize::from(batch[i].record.todo.is_some());
+                    }
+                }
+                if phase == "timed" {
+                    latencies.extend(lat);
+                }
+            }
+        }
+
+        if let Some((_, stop, task)) = control {
+            let _ = stop.send(());
+            task.await.expect("control stops");
+        }
+        drop(conns);
+        if mode.stores() {
+            let events = db.count("SELECT COUNT(*) FROM events").await;
+            let routed = db
+                .count("SELECT COUNT(*) FROM events WHERE routed = 1")
+                .await;
+            let todos = db.count("SELECT COUNT(*) FROM todos").await;
+            let want = i64::try_from(stored_expected).expect("count");
+            let want_todos = i64::try_from(todos_expected).expect("count");
+            let left = i64::try_from(unrouted).expect("count");
+            let left_todos = i64::try_from(unrouted_todos).expect("count");
+            // An event ingest answered `unrouted` for stays unrouted until the retry task
+            // (10 s minimum age) routes it; every other event is routed with its todo.
+            if events != want
+                || routed < want - left
+                || todos < want_todos - left_todos
+                || todos > want_todos
+            {
+                panic!(
+                    "{} {}: stored {events} events ({routed} routed) and {todos} todos; expected {want} events, {} routed and {want_todos} todos ({left} answered unrouted)",
+                    backend.name(),
+                    mode.key(),
+                    want - left
+                );
+            }
+        }
+        db.drop_all(pg.1).await;
+
+        let n = latencies.len() as f64;
+        let per = |a: u64, b: u64| a.saturating_sub(b) as f64 / 1e3 / n;
+        let secs = wall.as_secs_f64();
+        let cores = |a: u64, b: u64| a.saturating_sub(b) as f64 / self.ticks / secs;
+        Run {
+            mode,
+            clients,
+            unrouted,
+            retried,
+            wall,
+            latencies,
+            cpu_us: [
+                per(cpu_after.bench, cpu_before.bench),
+                per(cpu_after.router, cpu_before.router),
+                per(cpu_after.postgres, cpu_before.postgres),
+            ],
+            busy_cores: cores(cpu_after.machine_busy, cpu_before.machine_busy),
+            iowait_cores: cores(cpu_after.machine_iowait, cpu_before.machine_iowait),
+        }
+    }
+}
+
+/// One delivery, prepared: the rows, the record, the request, the event as routed.
+struct Prepared {
+    webhook: Webhook,
+    new_event: NewEvent,
+    label: String,
+    record: RecordDecision,
+    request: Vec<u8>,
+    event: Event,
+}
+
+/// One delivery through `mode`; `Some((status, body))` for an HTTP answer to check.
+async fn one(
+    mode: Mode,
+    state: &ControlState,
+    conns: &[tokio::sync::Mutex<Conn>],
+    worker: usize,
+    p: &Prepared,
+) -> Done {
+    let store = &state.store;
+    match mode {
+        Mode::Raw => {
+            let event = store
+                .insert_event(p.new_event.clone())
+                .await
+                .expect("insert_event");
+            record(store, &event.id, &p.record).await
+        }
+        Mode::Statements => {
+            let webhook = store
+                .webhook_for_ingest(&p.webhook.id)
+                .await
+                .expect("webhook_for_ingest");
+            store
+                .try_take(
+                    &webhook.id,
+                    RATE_LIMIT_KIND,
+                    INGEST_PER_MINUTE,
+                    Duration::from_secs(60),
+                )
+                .await
+                .expect("try_take");
+            let event = store
+                .insert_event(p.new_event.clone())
+                .await
+                .expect("insert_event");
+            record(store, &event.id, &p.record).await
+        }
+        Mode::Route | Mode::RouteNodelay => {
+            // What `route::route_events` sends for one freshly stored event.
+            let context = routing_context(&p.webhook, &state.capabilities);
+            let configuration = Configuration {
+                json: p.webhook.configuration.to_string(),
+            };
+            let budget = u32::try_from(state.limits.evaluation_budget.as_millis()).unwrap_or(50);
+            let results = state
+                .routers
+                .evaluate_chunked(
+                    &context,
+                    &[configuration],
+                    vec![stored_delivery(&p.event)],
+                    state.limits.replay_chunk,
+                    budget,
+                )
+                .await
+                .expect("the router answers");
+            let decision = results
+                .first()
+                .and_then(|r| r.decisions.first())
+                .expect("a decision");
+            let (label, _) = record_for(decision, &p.webhook, &state.capabilities);
+            assert_eq!(label, p.label, "route only: {}", p.event.kind);
+            Done {
+                answer: None,
+                retried: false,
+            }
+        }
+        Mode::Ingest | Mode::IngestNodelay => {
+            let mut conn = conns[worker].lock().await;
+            Done {
+                answer: Some(conn.round_trip(&p.request).await),
+                retried: false,
+            }
+        }
+    }
+}
+
+/// `record_decision` right after `insert_event`, as ingest calls them. On PostgreSQL the
+/// event may not be visible yet to another connection of the pool: through sqlx's `Any`
+/// driver, an autocommit `INSERT … RETURNING` read with `fetch_optional` returns its row before
+/// the commit (docs/benchmarks.md). Ingest then leaves the event unrouted; this row retries
+/// (every 1 ms) until the event is visible, so it writes exactly the rows ingest writes.
+async fn record(store: &Store, event_id: &str, record: &RecordDecision) -> Done {
+    let mut retried = false;
+    for _ in 0..10_000 {
+        match store.record_decision(event_id, record.clone()).await {
+            Ok(_) => {
+                return Done {
+                    answer: None,
+                    retried,
+                };
+            }
+            Err(switchboard_control::Error::NotFound { .. }) => {
+                retried = true;
+                tokio::time::sleep(Duration::from_millis(1)).await;
+            }
+            Err(e) => panic!("record_decision: {e:?}"),
+        }
+    }
+    panic!("event {event_id} never became visible to record_decision");
+}
+
+/// Checks an ingest answer; `false` when it is `unrouted` (the event stored, its decision left
+/// to the retry task), which is counted rather than fatal.
+fn check_answer(mode: Mode, p: &Prepared, status: u16, body: &[u8]) -> bool {
+    let answer: Value = serde_json::from_slice(body).unwrap_or(Value::Null);
+    if status == 202 && answer["decision"] == "unrouted" && answer["verified"] == true {
+        return false;
+    }
+    if status != 202
+        || answer["decision"] != p.label.as_str()
+        || answer["verified"] != true
+        || answer["kind"] != p.new_event.kind.as_str()
+    {
+        panic!(
+            "{}: delivery {} ({}) answered {status} {answer}; expected 202, verified, kind {}, decision {}",
+            mode.key(),
+            p.new_event.delivery_id,
+            p.event.kind,
+            p.new_event.kind,
+            p.label
+        );
+    }
+    true
+}
+
+// ---------------------------------------------------------------------------------------------
+// Reporting.
+
+fn percentile(sorted: &[Duration], q: f64) -> Duration {
+    if sorted.is_empty() {
+        return Duration::ZERO;
+    }
+    let rank = ((q * sorted.len() as f64).ceil() as usize).clamp(1, sorted.len());
+    sorted[rank - 1]
+}
+
+fn median(mut xs: Vec<f64>) -> f64 {
+    xs.sort_by(f64::total_cmp);
+    if xs.is_empty() {
+        0.0
+    } else if xs.len() % 2 == 1 {
+        xs[xs.len() / 2]
+    } else {
+        (xs[xs.len() / 2 - 1] + xs[xs.len() / 2]) / 2.0
+    }
+}
+
+fn ms(d: Duration) -> String {
+    format!("{:.1}", d.as_secs_f64() * 1e3)
+}
+
+fn thousands(x: f64) -> String {
+    let n = x.round() as i64;
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// The markdown table of one backend's runs, and the target lines.
+fn report(backend: Backend, runs: &[Run], client_counts: &[usize]) -> String {
+    let mut out = String::new();
+    let _ = writeln!(out, "\n### {}\n", backend.name());
+    let _ = writeln!(
+        out,
+        "| row | clients | deliveries/s (median) | range over rounds | p50 ms | p99 ms | max ms | CPU µs/delivery: bench / router / postgres | machine busy cores (others) | unrouted / retried |"
+    );
+    let _ = writeln!(out, "|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+    let mut by: BTreeMap<(usize, Mode), Vec<&Run>> = BTreeMap::new();
+    for r in runs {
+        by.entry((r.clients, r.mode)).or_default().push(r);
+    }
+    let mut medians: BTreeMap<(usize, Mode), f64> = BTreeMap::new();
+    let mut cpu_medians: BTreeMap<(usize, Mode), f64> = BTreeMap::new();
+    for ((clients, mode), rs) in &by {
+        let rates: Vec<f64> = rs.iter().map(|r| r.rate()).collect();
+        let lo = rates.iter().copied().fold(f64::INFINITY, f64::min);
+        let hi = rates.iter().copied().fold(0.0, f64::max);
+        let med = median(rates);
+        medians.insert((*clients, *mode), med);
+        let mut lat: Vec<Duration> = rs.iter().flat_map(|r| r.latencies.clone()).collect();
+        lat.sort();
+        let cpu = |k: usize| median(rs.iter().map(|r| r.cpu_us[k]).collect());
+        let busy = median(rs.iter().map(|r| r.busy_cores).collect());
+        let others = median(rs.iter().map(|r| r.others_cores()).collect());
+        cpu_medians.insert(
+            (*clients, *mode),
+            median(rs.iter().map(|r| r.cpu_total()).collect()),
+        );
+        let pg = if backend == Backend::Postgres {
+            format!("{:.0}", cpu(2))
+        } else {
+            "–".into()
+        };
+        let unrouted: usize = rs.iter().map(|r| r.unrouted).sum();
+        let retried: usize = rs.iter().map(|r| r.retried).sum();
+        let _ = writeln!(
+            out,
+            "| {} | {clients} | {} | {}–{} | {} | {} | {} | {:.0} / {:.0} / {pg} | {busy:.2} ({others:.2}) | {unrouted} / {retried} |",
+            mode.label(),
+            thousands(med),
+            thousands(lo),
+            thousands(hi),
+            ms(percentile(&lat, 0.50)),
+            ms(percentile(&lat, 0.99)),
+            ms(lat.last().copied().unwrap_or_default()),
+            cpu(0),
+            cpu(1),
+        );
+    }
+    let _ = writeln!(out);
+    for clients in client_counts {
+        let (Some(raw), Some(ingest)) = (
+            medians.get(&(*clients, Mode::Raw)),
+            medians.get(&(*clients, Mode::Ingest)),
+        ) else {
+            continue;
+        };
+        let ratio = ingest / raw;
+        let _ = write!(
+            out,
+            "- {} clients: ingest {} / raw {} deliveries/s = **{:.0} %** of the raw insert rate: target (≥ 50 %) {}",
+            clients,
+            thousands(*ingest),
+            thousands(*raw),
+            ratio * 100.0,
+            if ratio >= 0.5 {
+                "**met**"
+            } else {
+                "**not met**"
+            }
+        );
+        if let Some(nodelay) = medians.get(&(*clients, Mode::IngestNodelay)) {
+            let _ = write!(
+                out,
+                "; with a TCP_NODELAY router {} deliveries/s = {:.0} %",
+                thousands(*nodelay),
+                nodelay / raw * 100.0
+            );
+        }
+        if let (Some(raw_cpu), Some(ingest_cpu)) = (
+            cpu_medians.get(&(*clients, Mode::Raw)),
+            cpu_medians.get(&(*clients, Mode::Ingest)),
+        ) {
+            let _ = write!(
+                out,
+                "; CPU per delivery, every process: ingest {ingest_cpu:.0} µs, raw {raw_cpu:.0} µs (raw/ingest {:.0} %)",
+                raw_cpu / ingest_cpu * 100.0
+            );
+        }
+        let _ = writeln!(out);
+    }
+    out
+}
+
+// ---------------------------------------------------------------------------------------------
+
+fn env_usize(name: &str, default: usize) -> usize {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.trim().parse().ok())
+        .filter(|n| *n > 0)
+        .unwrap_or(default)
+}
+
+fn env_list(name: &str, default: &str) -> Vec<String> {
+    std::env::var(name)
+        .unwrap_or_else(|_| default.into())
+        .split(',')
+        .map(|s| s.trim().to_ascii_lowercase())
+        .filter(|s| !s.is_empty())
+        .collect()
+}
+
+/// Shuffles `xs` deterministically for `round` (Fisher–Yates over splitmix64).
+fn shuffle<T>(xs: &mut [T], round: u64) {
+    for i in (1..xs.len()).rev() {
+        let j = (mix(round.wrapping_mul(1000) + i as u64) % (i as u64 + 1)) as usize;
+        xs.swap(i, j);
+    }
+}
+
+/// Each payload's decision, through the router, as ingest would get it.
+async fn expected_decisions(samples: &[Sample], router: &str) -> Expected {
+    let probe = tempfile::tempdir().expect("temp dir");
+    let store = Store::connect(&format!(
+        "sqlite://{}?mode=rwc",
+        probe.path().join("probe.db").display()
+    ))
+    .await
+    .expect("open the probe store");
+    let state = control_state(&store, router).await;
+    let addr = SocketAddr::from(([127, 0, 0, 1], 7000));
+    let mut decisions = Vec::new();
+    for (i, s) in samples.iter().enumerate() {
+        let d = Delivery {
+            sample: i,
+            delivery_id: guid(u64::MAX - i as u64),
+            headers: forge_headers(s.forge, &s.event, "probe", &s.digest),
+        };
+        let webhook = Webhook {
+            id: "wh_probe".into(),
+            owner_scope: OwnerScope::human("bench"),
+            source_type: source_type(s.forge),
+            secret: SECRET.into(),
+            grant: GRANT.iter().map(|g| g.to_string()).collect(),
+            reject_unverified: false,
+            configuration: configuration(),
+            config_version: 1,
+            config_digest: String::new(),
+            provenance: json!({}),
+            trusted_actors: None,
+            created_at: 0,
+        };
+        let headers = header_map(addr, &d, s.body.len());
+        let kind = delivery::kind(webhook.source_type, &headers, &s.body);
+        let event = event_for(&webhook, &d, s, &kind, &headers);
+        let results = state
+            .routers
+            .evaluate_chunked(
+                &routing_context(&webhook, &state.capabilities),
+                &[Configuration {
+                    json: webhook.configuration.to_string(),
+                }],
+                vec![stored_delivery(&event)],
+                1,
+                50,
+            )
+            .await
+            .expect("the router answers");
+        let decision = results
+            .first()
+            .and_then(|r| r.decisions.first())
+            .cloned()
+            .expect("a decision");
+        decisions.push(decision);
+    }
+    store.close().await;
+    Expected { decisions }
+}
+
+fn main() {
+    // `cargo bench` passes `--bench`; libtest's filters and `--list` mean nothing here.
+    if std::env::args().any(|a| a == "--list") {
+        println!("ingest: bench");
+        return;
+    }
+    let samples = match load_samples() {
+        Ok(s) => s,
+        Err(e) => {
+            println!("ingest bench skipped: {e}");
+            return;
+        }
+    };
+    // Control logs every delivery at info, as JSON, like `switchboard control` off a terminal;
+    // here into a sink, so formatting costs what it costs and nothing floods the output.
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
+        .with_writer(std::io::sink)
+        .json()
+        .init();
+
+    let count = env_usize("INGEST_BENCH_DELIVERIES", 2_000);
+    let rounds = env_usize("INGEST_BENCH_ROUNDS", 3);
+    let client_counts: Vec<usize> = env_list("INGEST_BENCH_CLIENTS", "8,32")
+        .iter()
+        .filter_map(|c| c.parse().ok())
+        .filter(|c| *c > 0)
+        .collect();
+    let modes: Vec<Mode> = {
+        let wanted = env_list(
+            "INGEST_BENCH_MODES",
+            "raw,statements,route,route-nodelay,ingest,ingest-nodelay",
+        );
+        Mode::ALL
+            .into_iter()
+            .filter(|m| wanted.iter().any(|w| w == m.key()))
+            .collect()
+    };
+    let backends_wanted = env_list("INGEST_BENCH_BACKENDS", "sqlite,postgres");
+    let pg_base = std::env::var("INGEST_BENCH_DATABASE_URL")
+        .or_else(|_| std::env::var("SWITCHBOARD_TEST_DATABASE_URL"))
+        .ok();
+    let router_children = std::env::var("INGEST_BENCH_ROUTER_CHILDREN")
+        .ok()
+        .and_then(|v| v.parse().ok());
+    let cores = std::thread::available_parallelism()
+        .map(|n| n.get())
+        .unwrap_or(1);
+
+    let body_bytes: usize = samples.iter().map(|s| s.body.len()).sum();
+    println!(
+        "ingest bench: {count} timed deliveries per run (+{WARMUP} warm-up) from {} payload files ({:.1} KiB average body), {} rules, clients {client_counts:?}, {rounds} interleaved rounds, {cores} cores",
+        samples.len(),
+        body_bytes as f64 / samples.len() as f64 / 1024.0,
+        configuration()["rules"].as_array().map_or(0, Vec::len),
+    );
+    println!("load average at start: {}", load_average());
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let router = RouterProcess::start(router_children);
+    let router_pid = router.child.id();
+    println!("router: {} (pid {router_pid})", router.addr);
+
+    rt.block_on(async {
+        let nodelay_router = if modes.iter().any(|m| m.nodelay()) {
+            let addr = start_nodelay_router(router_children).await;
+            println!("diagnostic router with TCP_NODELAY, in this process: {addr}");
+            addr
+        } else {
+            String::new()
+        };
+        let expected = expected_decisions(&samples, &router.addr).await;
+        let mut by_label: BTreeMap<String, usize> = BTreeMap::new();
+        let probe_hook = |forge: &str| Webhook {
+            id: "wh_probe".into(),
+            owner_scope: OwnerScope::human("bench"),
+            source_type: source_type(forge),
+            secret: SECRET.into(),
+            grant: GRANT.iter().map(|g| g.to_string()).collect(),
+            reject_unverified: false,
+            configuration: configuration(),
+            config_version: 1,
+            config_digest: String::new(),
+            provenance: json!({}),
+            trusted_actors: None,
+            created_at: 0,
+        };
+        let mut faults = Vec::new();
+        for (i, s) in samples.iter().enumerate() {
+            let (label, _) = expected_record(&expected, i, &probe_hook(s.forge));
+            if label == "fault" {
+                faults.push(format!("{}/{}: {:?}", s.forge, s.file, expected.decisions[i]));
+            }
+            *by_label.entry(label).or_default() += 1;
+        }
+        if !faults.is_empty() {
+            panic!("rules fault on real payloads: {faults:#?}");
+        }
+        let todo_share = by_label
+            .iter()
+            .filter(|(l, _)| l.starts_with("queue:") || *l == "default")
+            .map(|(_, n)| n)
+            .sum::<usize>();
+        println!(
+            "decisions over the {} payloads: {} ({todo_share} make a todo)",
+            samples.len(),
+            by_label
+                .iter()
+                .map(|(l, n)| format!("{l} {n}"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        );
+
+        let admin = match &pg_base {
+            Some(base) if backends_wanted.iter().any(|b| b == "postgres") => {
+                sqlx::any::install_default_drivers();
+                match sqlx::AnyPool::connect(base).await {
+                    Ok(pool) => Some(pool),
+                    Err(e) => {
+                        println!("PostgreSQL at {base} is unreachable ({e}): its rows are skipped");
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+        let mut backends = Vec::new();
+        if backends_wanted.iter().any(|b| b == "sqlite") {
+            backends.push(Backend::Sqlite);
+        }
+        if backends_wanted.iter().any(|b| b == "postgres") {
+            if let Some(admin) = &admin {
+                use sqlx::Row;
+                let row = sqlx::query(
+                    "SELECT current_setting('server_version'), current_setting('synchronous_commit'), current_setting('fsync')",
+                )
+                .fetch_one(admin)
+                .await
+                .expect("PostgreSQL settings");
+                let v: String = row.try_get(0).unwrap_or_default();
+                let sc: String = row.try_get(1).unwrap_or_default();
+                let fs: String = row.try_get(2).unwrap_or_default();
+                println!("PostgreSQL {v}: synchronous_commit={sc}, fsync={fs}");
+                backends.push(Backend::Postgres);
+            } else {
+                println!(
+                    "PostgreSQL rows skipped: set INGEST_BENCH_DATABASE_URL or SWITCHBOARD_TEST_DATABASE_URL"
+                );
+            }
+        }
+
+        let bench = Bench {
+            samples: &samples,
+            expected: &expected,
+            router: &router,
+            router_pid,
+            nodelay_router: &nodelay_router,
+            ticks: clock_ticks(),
+            next_seq: AtomicUsize::new(1),
+        };
+        let mut tables = String::new();
+        for backend in backends {
+            println!("\n{}:", backend.name());
+            let mut runs = Vec::new();
+            for round in 0..rounds {
+                let mut order: Vec<(usize, Mode)> = client_counts
+                    .iter()
+                    .flat_map(|c| modes.iter().map(move |m| (*c, *m)))
+                    .collect();
+                shuffle(&mut order, round as u64 + 1);
+                for (clients, mode) in order {
+                    let r = bench
+                        .run(
+                            backend,
+                            mode,
+                            clients,
+                            count,
+                            (pg_base.as_deref(), admin.as_ref()),
+                        )
+                        .await;
+                    let mut lat = r.latencies.clone();
+                    lat.sort();
+                    println!(
+                        "  round {} {:>10} {clients:>3} clients: {:>7.0} deliveries/s, p50 {} ms, p99 {} ms; CPU µs/delivery bench {:.0}, router {:.0}, postgres {:.0}; machine {:.2} cores busy ({:.2} by others), {:.2} iowait; {} answered unrouted, {} record_decision retried; load {}",
+                        round + 1,
+                        mode.key(),
+                        r.rate(),
+                        ms(percentile(&lat, 0.5)),
+                        ms(percentile(&lat, 0.99)),
+                        r.cpu_us[0],
+                        r.cpu_us[1],
+                        r.cpu_us[2],
+                        r.busy_cores,
+                        r.others_cores(),
+                        r.iowait_cores,
+                        r.unrouted,
+                        r.retried,
+                        load_average()
+                    );
+                    runs.push(r);
+                }
+            }
+            tables.push_str(&report(backend, &runs, &client_counts));
+        }
+        if let Some(admin) = admin {
+            admin.close().await;
+        }
+        println!("{tables}");
+    });
+    println!(
+        "router sandbox children at end: {}; load average at end: {}",
+        processes()
+            .iter()
+            .filter(|(_, _, ppid)| *ppid == router_pid)
+            .count(),
+        load_average()
+    );
+}
