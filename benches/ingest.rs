@@ -42,10 +42,9 @@
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
-use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
-use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::path::{Path, PathBuf};
+use std::process::Command;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
@@ -64,6 +63,7 @@ use switchboard_control::store::{
 };
 use switchboard_control::{OwnerScope, Store, StoreOptions};
 use switchboard_proto::router::v1::{Configuration, Decision};
+use switchboard_testkit::router_process::RouterProcess;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -505,45 +505,14 @@ impl Db {
 // ---------------------------------------------------------------------------------------------
 // The router process and control.
 
-struct RouterProcess {
-    child: Child,
-    addr: String,
-}
-
-impl RouterProcess {
-    fn start(children: Option<usize>) -> RouterProcess {
-        let mut cmd = Command::new(env!("CARGO_BIN_EXE_switchboard"));
-        cmd.args(["router", "--listen", "127.0.0.1:0"]);
-        if let Some(n) = children {
-            cmd.args(["--children", &n.to_string()]);
-        }
-        let mut child = cmd
-            .env("SWITCHBOARD_LOG", "warn")
-            .stdin(Stdio::null())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .spawn()
-            .expect("the router process starts");
-        let stdout = child.stdout.take().expect("the router's stdout is piped");
-        let mut line = String::new();
-        BufReader::new(stdout)
-            .read_line(&mut line)
-            .expect("the router prints its address");
-        let addr = line
-            .trim()
-            .strip_prefix("router listening on ")
-            .unwrap_or_else(|| panic!("unexpected first line from the router: {line:?}"))
-            .to_string();
-        RouterProcess { child, addr }
-    }
-}
-
-impl Drop for RouterProcess {
-    fn drop(&mut self) {
-        // Only the process this bench started; its children die with it (PDEATHSIG).
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
+/// A `switchboard router` with `children` sandbox children (its default when `None`).
+fn start_router(children: Option<usize>) -> RouterProcess {
+    let n = children.map(|n| n.to_string());
+    let extra: Vec<&str> = match &n {
+        Some(n) => vec!["--children", n],
+        None => vec![],
+    };
+    RouterProcess::start(Path::new(env!("CARGO_BIN_EXE_switchboard")), &extra)
 }
 
 /// The diagnostic router: the router's own service (`RouterService`) over a `SandboxPool` of
@@ -1554,7 +1523,7 @@ fn main() {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    let router = RouterProcess::start(router_children);
+    let router = start_router(router_children);
     let router_pid = router.child.id();
     println!("router: {} (pid {router_pid})", router.addr);
 

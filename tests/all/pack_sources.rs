@@ -26,12 +26,11 @@ use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
 use tokio_rustls::rustls::ServerConfig;
 use tokio_rustls::rustls::pki_types::{PrivateKeyDer, PrivatePkcs8KeyDer};
-use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
-use tonic::{Request, Status};
 
 use crate::control_harness::{Backend, TestDb, run, webhook};
+use crate::pack_api::Bearer;
 use crate::support::{RouterProcess, binary};
 
 /// A CA made for one test, and a server certificate it signed for 127.0.0.1 and localhost.
@@ -407,18 +406,6 @@ async fn a_source_that_never_answers_times_out() {
         "{:?}",
         started.elapsed()
     );
-}
-
-struct Bearer(String);
-
-impl Interceptor for Bearer {
-    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
-        let value = format!("Bearer {}", self.0)
-            .parse()
-            .map_err(|_| Status::internal("header"))?;
-        request.metadata_mut().insert("authorization", value);
-        Ok(request)
-    }
 }
 
 /// A `switchboard control` process with its JSON log lines (stderr) kept; killed when

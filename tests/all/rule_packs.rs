@@ -21,28 +21,12 @@ use switchboard_proto::control::v1::{
 };
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
-use tonic::service::Interceptor;
-use tonic::service::interceptor::InterceptedService;
+use tonic::Status;
 use tonic::transport::Channel;
-use tonic::{Request, Status};
 
 use crate::control_harness::{TestDb, on_every_backend};
+use crate::pack_api::{Bearer, Svc};
 use crate::support::{Payload, RouterProcess, payload};
-
-#[derive(Clone)]
-struct Bearer(String);
-
-impl Interceptor for Bearer {
-    fn call(&mut self, mut request: Request<()>) -> Result<Request<()>, Status> {
-        let value = format!("Bearer {}", self.0)
-            .parse()
-            .map_err(|_| Status::internal("header"))?;
-        request.metadata_mut().insert("authorization", value);
-        Ok(request)
-    }
-}
-
-type Svc = InterceptedService<Channel, Bearer>;
 
 pub(crate) struct Env {
     pub(crate) store: Store,
