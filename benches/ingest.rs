@@ -63,6 +63,7 @@ use switchboard_control::store::{
 };
 use switchboard_control::{OwnerScope, Store, StoreOptions};
 use switchboard_proto::router::v1::{Configuration, Decision};
+use switchboard_testkit::forge_headers::forge_headers;
 use switchboard_testkit::router_process::RouterProcess;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -193,49 +194,6 @@ fn load_samples() -> Result<Vec<Sample>, String> {
         }
     }
     Ok(out)
-}
-
-/// The headers `forge` sends with a delivery (shared/data/webhooks/headers.md), signed the way
-/// that forge signs: GitHub in `X-Hub-Signature-256`; Gitea in `X-Gitea-Signature` (with the
-/// Gogs and Hub copies); Forgejo in `X-Forgejo-Signature` and every Gitea header too.
-fn forge_headers(
-    forge: &str,
-    event: &str,
-    delivery_id: &str,
-    digest: &str,
-) -> Vec<(String, String)> {
-    let mut h: Vec<(String, String)> = vec![("Content-Type".into(), "application/json".into())];
-    let mut add = |name: &str, value: &str| h.push((name.to_string(), value.to_string()));
-    match forge {
-        "github" => {
-            add("User-Agent", "GitHub-Hookshot/044aadd");
-            add("X-GitHub-Hook-ID", "292430182");
-            add("X-GitHub-Event", event);
-            add("X-GitHub-Delivery", delivery_id);
-            add("X-Hub-Signature-256", &format!("sha256={digest}"));
-        }
-        _ => {
-            if forge == "forgejo" {
-                add("X-Forgejo-Delivery", delivery_id);
-                add("X-Forgejo-Event", event);
-                add("X-Forgejo-Event-Type", event);
-                add("X-Forgejo-Signature", digest);
-            }
-            add("X-Gitea-Delivery", delivery_id);
-            add("X-Gitea-Event", event);
-            add("X-Gitea-Event-Type", event);
-            add("X-Gitea-Signature", digest);
-            add("X-Gogs-Delivery", delivery_id);
-            add("X-Gogs-Event", event);
-            add("X-Gogs-Event-Type", event);
-            add("X-Gogs-Signature", digest);
-            add("X-GitHub-Delivery", delivery_id);
-            add("X-GitHub-Event", event);
-            add("X-GitHub-Event-Type", event);
-            add("X-Hub-Signature-256", &format!("sha256={digest}"));
-        }
-    }
-    h
 }
 
 fn source_type(forge: &str) -> SourceType {

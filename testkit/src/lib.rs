@@ -10,5 +10,6 @@
 //! It depends on `switchboard-proto` only (for `StoredDelivery`), so every package can take it
 //! as a dev-dependency without a cycle.
 
+pub mod forge_headers;
 pub mod router_process;
 pub mod seed_cases;

@@ -1919,16 +1919,17 @@ async fn dry_runs_route_events_and_payloads_and_write_nothing(api: Api) {
         "event_id",
     );
     // A replay answers the REQ-5 report (the rule-pack tests cover it) and writes nothing.
+    let replay = pb::TestWebhookRulesRequest {
+        webhook_id: w.id.clone(),
+        replay: Some(pb::TestReplay {
+            limit: 10,
+            since_ms: 0,
+        }),
+        ..Default::default()
+    };
     let replayed = c
         .rules
-        .test_webhook_rules(pb::TestWebhookRulesRequest {
-            webhook_id: w.id.clone(),
-            replay: Some(pb::TestReplay {
-                limit: 10,
-                since_ms: 0,
-            }),
-            ..Default::default()
-        })
+        .test_webhook_rules(replay.clone())
         .await
         .expect("replay")
         .into_inner();
@@ -1936,14 +1937,7 @@ async fn dry_runs_route_events_and_payloads_and_write_nothing(api: Api) {
     // Streamed, the same replay reports progress up to the window's total, then the report.
     let mut stream = c
         .rules
-        .test_webhook_rules_stream(pb::TestWebhookRulesRequest {
-            webhook_id: w.id.clone(),
-            replay: Some(pb::TestReplay {
-                limit: 10,
-                since_ms: 0,
-            }),
-            ..Default::default()
-        })
+        .test_webhook_rules_stream(replay)
         .await
         .expect("streamed replay")
         .into_inner();
