@@ -1,12 +1,13 @@
 //! Command-line roles. Each role's flags live beside it in `roles/`; every flag can also come
-//! from a `SWITCHBOARD_*` environment variable, and flags win over the environment, which wins
-//! over the defaults.
+//! from a `SWITCHBOARD_*` environment variable or a config file (`config.rs`): flags win over
+//! the environment, which wins over the file, which wins over the defaults.
 
+use std::ffi::OsString;
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
+use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use crate::roles;
+use crate::{config, roles};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -17,6 +18,14 @@ use crate::roles;
 struct Cli {
     #[command(subcommand)]
     role: Role,
+    /// A TOML config file: one table per role (`[control]`, `[router]`, …) keyed by flag
+    /// names with `_` for `-`. Below the `SWITCHBOARD_*` environment and flags.
+    #[arg(long, global = true, env = config::CONFIG_ENV, value_name = "FILE")]
+    config: Option<std::path::PathBuf>,
+    /// Print the role's effective configuration (secrets redacted, each value's source) and
+    /// exit without starting anything.
+    #[arg(long, global = true)]
+    print_config: bool,
 }
 
 #[derive(Subcommand, Debug)]
@@ -36,17 +45,17 @@ enum Role {
     Packs(roles::packs::PacksArgs),
 }
 
-fn init_logging() {
-    use std::io::IsTerminal;
-    let filter = tracing_subscriber::EnvFilter::try_from_env("SWITCHBOARD_LOG")
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr);
-    if std::io::stderr().is_terminal() {
-        builder.init();
-    } else {
-        builder.json().init();
+impl Role {
+    /// The service name traces and metrics carry.
+    fn service_name(&self) -> &'static str {
+        match self {
+            Role::Up(_) => "switchboard",
+            Role::Control(_) => "switchboard-control",
+            Role::Router(_) => "switchboard-router",
+            Role::Gateway(_) => "switchboard-gateway",
+            Role::Admin(_) => "switchboard-admin",
+            Role::Packs(_) => "switchboard-packs",
+        }
     }
 }
 
@@ -86,8 +95,28 @@ pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'stat
 }
 
 pub fn main() -> ExitCode {
-    let cli = Cli::parse();
-    init_logging();
+    let argv: Vec<OsString> = std::env::args_os().collect();
+    let command = Cli::command();
+    let layer = match config::apply_file(&command, &argv) {
+        Ok(layer) => layer,
+        Err(e) => {
+            eprintln!("switchboard: {e:#}");
+            return ExitCode::from(2);
+        }
+    };
+    // A fresh command: clap reads each flag's variable when the command is built, and the
+    // file has just set some.
+    let command = Cli::command();
+    let matches = command.clone().get_matches_from(&argv);
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => e.exit(),
+    };
+    if cli.print_config {
+        print!("{}", config::print_config(&command, &matches, &layer));
+        return ExitCode::SUCCESS;
+    }
+    let telemetry = switchboard_telemetry::init(cli.role.service_name(), "SWITCHBOARD_LOG");
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -108,6 +137,9 @@ pub fn main() -> ExitCode {
             Role::Packs(args) => roles::packs::run(args).await,
         }
     });
+    // The runtime first (its tasks end), then the last spans and metrics go out.
+    drop(runtime);
+    telemetry.shutdown();
     match result {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {

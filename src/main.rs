@@ -4,6 +4,7 @@
 use mimalloc::MiMalloc;
 
 mod cli;
+mod config;
 mod roles;
 
 /// mimalloc: the allocator alone is worth 1.4–1.6× on envelope parsing (STACK.md).

@@ -44,12 +44,10 @@ impl Default for FetchOptions {
 }
 
 impl FetchOptions {
-    /// The defaults, with `SWITCHBOARD_RULE_PACK_CA_FILE` when it is set.
-    pub fn from_env() -> Self {
+    /// The defaults, trusting `ca_file` too when one is given (empty means none).
+    pub fn with_ca_file(ca_file: Option<PathBuf>) -> Self {
         Self {
-            ca_file: std::env::var_os(CA_FILE_ENV)
-                .filter(|v| !v.is_empty())
-                .map(PathBuf::from),
+            ca_file: ca_file.filter(|p| !p.as_os_str().is_empty()),
             ..Self::default()
         }
     }

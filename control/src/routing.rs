@@ -215,6 +215,7 @@ impl Routers {
         for mut instance in self.rotation() {
             let mut request = tonic::Request::new(req.clone());
             request.set_timeout(self.call_timeout);
+            switchboard_telemetry::propagation::inject(request.metadata_mut());
             match instance.client.validate(request).await {
                 Ok(resp) => return Ok(resp.into_inner()),
                 Err(status) if retryable(&status) => {
@@ -235,6 +236,7 @@ impl Routers {
         for mut instance in self.rotation() {
             let mut request = tonic::Request::new(req.clone());
             request.set_timeout(self.call_timeout);
+            switchboard_telemetry::propagation::inject(request.metadata_mut());
             match instance.client.evaluate(request).await {
                 Ok(resp) => return Ok(resp.into_inner().results),
                 Err(status) if retryable(&status) => {

@@ -676,6 +676,7 @@ impl RulePacks {
             holder,
             armed: true,
         };
+        let started = std::time::Instant::now();
         let result = async {
             self.state
                 .store
@@ -790,6 +791,9 @@ impl RulePacks {
         }
         .await;
         lease.release().await;
+        if let Ok(outcome) = &result {
+            switchboard_telemetry::metrics().replay("replay", started.elapsed(), outcome.truncated);
+        }
         result
     }
 
@@ -1046,8 +1050,25 @@ impl RulePacks {
     }
 
     /// Applies exactly the candidate a plan described, in one transaction under the
-    /// webhook's row lock; the store consumes the token in the same transaction.
+    /// webhook's row lock; the store consumes the token in the same transaction. Counted by
+    /// outcome (`applied` or the refusal's code).
     async fn confirm(
+        &self,
+        caller: &Caller,
+        webhook_id: &str,
+        token: &str,
+        check: ConfirmCheck<'_>,
+        allow_unproven: bool,
+    ) -> Result<Value, PackError> {
+        let result = self
+            .apply_plan(caller, webhook_id, token, check, allow_unproven)
+            .await;
+        let outcome = result.as_ref().map_or_else(|e| e.code, |_| "applied");
+        switchboard_telemetry::metrics().plan_confirm(outcome);
+        result
+    }
+
+    async fn apply_plan(
         &self,
         caller: &Caller,
         webhook_id: &str,
@@ -1274,13 +1295,16 @@ fn report_json(r: &Report) -> Value {
 /// directories and `https://` pack documents (`crate::pack_sources`) are read once, here, at
 /// start and never refetched; a failing source or pack is skipped with a logged error naming
 /// it, and control starts all the same.
-pub async fn load_catalog(sources: Option<&str>, routers: &crate::routing::Routers) -> Catalog {
+pub async fn load_catalog(
+    sources: Option<&str>,
+    options: &crate::pack_sources::FetchOptions,
+    routers: &crate::routing::Routers,
+) -> Catalog {
     let mut catalog = Catalog::builtin();
     let Some(spec) = sources.map(str::trim).filter(|s| !s.is_empty()) else {
         return catalog;
     };
-    let options = crate::pack_sources::FetchOptions::from_env();
-    let (packs, skipped) = crate::pack_sources::read_sources(spec, &options).await;
+    let (packs, skipped) = crate::pack_sources::read_sources(spec, options).await;
     for s in skipped {
         tracing::error!(origin = %s.origin, reason = %s.reason, "external rule pack skipped");
     }

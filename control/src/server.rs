@@ -139,6 +139,8 @@ impl BoundControl {
             .build_v1()
             .map_err(|e| ServeError::Grpc(format!("reflection: {e}")))?;
         let grpc = tonic::transport::Server::builder()
+            // One span per call, continuing the caller's trace (health checks get none).
+            .trace_fn(switchboard_telemetry::propagation::grpc_request_span)
             .add_routes(grpc_routes)
             .add_service(HealthServer::new(HealthService::from_health_reporter(
                 self.health.clone(),

@@ -119,6 +119,7 @@ impl ControlClient {
         request
             .metadata_mut()
             .insert("authorization", bearer.metadata()?);
+        switchboard_telemetry::propagation::inject(request.metadata_mut());
         bearer.1.fetch_add(1, Ordering::Relaxed);
         request.set_timeout(timeout);
         Ok(request)

@@ -18,7 +18,9 @@ use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::control::v1::rule_pack_event::Event;
+use switchboard_telemetry::propagation;
 use tonic::{Status, Streaming};
+use tracing::Instrument;
 
 use crate::auth::{Caller, CallerState};
 use crate::control::ControlClient;
@@ -662,7 +664,8 @@ impl ServerHandler for Gateway {
     ) -> Result<CallToolResponse, ErrorData> {
         let caller = self.caller(&context);
         let name = request.name.to_string();
-        let result = self.call(request, context).await;
+        let span = tool_call_span(&name, &context);
+        let result = self.call(request, context).instrument(span).await;
         // A tool call whose WhoAmI was uncharged pays its unit with its verb; one refused
         // before reaching control (unknown tool, not allowed, bad arguments) pays it here.
         if let Some(CallerState::Known(caller)) = caller
@@ -682,4 +685,24 @@ impl ServerHandler for Gateway {
     fn get_tool(&self, name: &str) -> Option<Tool> {
         tools::find(name).map(ToolSpec::tool)
     }
+}
+
+/// The span of one tool call. It continues the agent's trace: from `traceparent` in the
+/// request's `_meta` when given, else from the HTTP request's `traceparent` header.
+fn tool_call_span(name: &str, context: &RequestContext<RoleServer>) -> tracing::Span {
+    let span = tracing::info_span!(
+        "mcp tools/call",
+        otel.name = format!("tools/call {name}"),
+        mcp.tool = name,
+        trace_id = tracing::field::Empty
+    );
+    let meta = &context.meta.0.0;
+    if meta.contains_key("traceparent") {
+        propagation::continue_from_meta(&span, meta);
+    } else if let Some(parts) = context.extensions.get::<http::request::Parts>() {
+        propagation::continue_from_headers(&span, &parts.headers);
+    } else {
+        propagation::record_trace_id(&span);
+    }
+    span
 }

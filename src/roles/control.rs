@@ -7,7 +7,9 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Args;
 use switchboard_control::ingest::RetryOptions;
+use switchboard_control::pack_sources::FetchOptions;
 use switchboard_control::routing::{RouterSource, Routers};
+use switchboard_control::rule_packs::load_catalog;
 use switchboard_control::server::{BoundControl, ServeOptions};
 use switchboard_control::state::{Capabilities, ControlState, Limits};
 use switchboard_control::{Store, StoreOptions};
@@ -91,6 +93,13 @@ pub struct ControlTuning {
         default_value_t = 8
     )]
     pub database_max_connections: u32,
+    /// External rule packs, read once at start: `file://<dir>` and `https://<url>` sources,
+    /// comma-separated (docs/rule-packs/authoring.md).
+    #[arg(long, env = "SWITCHBOARD_RULE_PACK_SOURCES")]
+    pub rule_pack_sources: Option<String>,
+    /// Extra trusted roots (PEM) for `https://` rule-pack sources.
+    #[arg(long, env = switchboard_control::pack_sources::CA_FILE_ENV)]
+    pub rule_pack_ca_file: Option<std::path::PathBuf>,
 }
 
 impl ControlTuning {
@@ -123,9 +132,9 @@ impl ControlTuning {
         .await;
         routers.spawn_refresh(Duration::from_secs(30));
         // External packs load once, now, and are checked through the routers.
-        let sources = std::env::var("SWITCHBOARD_RULE_PACK_SOURCES").ok();
+        let fetch = FetchOptions::with_ca_file(self.rule_pack_ca_file.clone());
         let catalog = std::sync::Arc::new(
-            switchboard_control::rule_packs::load_catalog(sources.as_deref(), &routers).await,
+            load_catalog(self.rule_pack_sources.as_deref(), &fetch, &routers).await,
         );
         ControlState {
             store,

@@ -25,21 +25,26 @@ on_every_backend! {
 }
 
 /// A `switchboard` process whose stdout lines are read as they come. Killed when dropped.
-struct Process {
+pub(crate) struct Process {
     child: Child,
     lines: mpsc::Receiver<String>,
     seen: Vec<String>,
 }
 
 impl Process {
-    fn spawn(args: &[&str], env: &[(&str, &str)]) -> Process {
+    pub(crate) fn spawn(args: &[&str], env: &[(&str, &str)]) -> Process {
+        Process::spawn_logging(args, env, Stdio::inherit())
+    }
+
+    /// Like [`Process::spawn`], with the process's log (stderr) going to `log`.
+    pub(crate) fn spawn_logging(args: &[&str], env: &[(&str, &str)], log: Stdio) -> Process {
         let mut command = Command::new(binary());
         command
             .args(args)
             .env("SWITCHBOARD_LOG", "warn")
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
-            .stderr(Stdio::inherit());
+            .stderr(log);
         for (k, v) in env {
             command.env(k, v);
         }
@@ -62,7 +67,7 @@ impl Process {
     }
 
     /// The rest of the first line that starts with `prefix`, waiting for it if needed.
-    fn line(&mut self, prefix: &str) -> String {
+    pub(crate) fn line(&mut self, prefix: &str) -> String {
         if let Some(l) = self.seen.iter().find(|l| l.starts_with(prefix)) {
             return l[prefix.len()..].to_string();
         }
@@ -79,14 +84,14 @@ impl Process {
         }
     }
 
-    fn terminate(&self) {
+    pub(crate) fn terminate(&self) {
         let status = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])
             .status();
         assert!(status.is_ok_and(|s| s.success()), "kill -TERM");
     }
 
-    fn wait_exit(&mut self, within: Duration) -> std::process::ExitStatus {
+    pub(crate) fn wait_exit(&mut self, within: Duration) -> std::process::ExitStatus {
         let deadline = std::time::Instant::now() + within;
         loop {
             if let Ok(Some(status)) = self.child.try_wait() {
@@ -101,7 +106,7 @@ impl Process {
     }
 
     /// Child processes of this process (its sandbox children).
-    fn children(&self) -> Vec<u32> {
+    pub(crate) fn children(&self) -> Vec<u32> {
         let mut out = Vec::new();
         let dir = format!("/proc/{}/task", self.child.id());
         let Ok(tasks) = std::fs::read_dir(dir) else {
@@ -449,17 +454,17 @@ pub async fn admin_cli_manages_tenancy_webhooks_and_endpoints(db: TestDb) {
 }
 
 /// Reads every line of `switchboard up` this test needs.
-struct UpLines {
-    ingest_url: String,
-    secret: String,
-    grpc: String,
-    token: String,
-    database: String,
-    webhook: String,
-    mcp_url: String,
+pub(crate) struct UpLines {
+    pub ingest_url: String,
+    pub secret: String,
+    pub grpc: String,
+    pub token: String,
+    pub database: String,
+    pub webhook: String,
+    pub mcp_url: String,
 }
 
-fn up_lines(up: &mut Process) -> UpLines {
+pub(crate) fn up_lines(up: &mut Process) -> UpLines {
     let router = up.line("router listening on ");
     assert!(router.starts_with("127.0.0.1:"), "{router}");
     let lines = UpLines {

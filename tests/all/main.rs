@@ -2,6 +2,7 @@
 
 mod catalog;
 mod cli;
+mod config;
 mod control_api;
 mod control_harness;
 mod hostile;
@@ -15,3 +16,4 @@ mod rule_packs;
 mod rule_packs_golden;
 mod seed_packs;
 mod support;
+mod telemetry;

@@ -371,7 +371,11 @@ async fn the_gateway_role_guards_mcp_even_without_control() {
 }
 
 /// One JSON-RPC message to the gateway at `url` (no session), and the JSON-RPC answer.
-async fn mcp_post(url: &str, bearer: &str, message: serde_json::Value) -> serde_json::Value {
+pub(crate) async fn mcp_post(
+    url: &str,
+    bearer: &str,
+    message: serde_json::Value,
+) -> serde_json::Value {
     let addr: SocketAddr = url
         .trim_start_matches("http://")
         .trim_end_matches("/mcp")

@@ -25,6 +25,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::json;
 use tower::limit::GlobalConcurrencyLimitLayer;
+use tracing::Instrument;
 
 pub use route::{RetryOptions, Routed, route_unrouted, spawn_unrouted_retry};
 
@@ -107,6 +108,22 @@ fn unreadable(rejection: &BytesRejection) -> Response {
     }
 }
 
+/// A decision label's family, for metrics: `queue` (a rule's queue), `default`, `drop`,
+/// `quarantine`, `fault` or `unrouted`.
+fn decision_family(label: &str) -> &'static str {
+    [
+        "queue",
+        "default",
+        "drop",
+        "quarantine",
+        "fault",
+        "unrouted",
+    ]
+    .into_iter()
+    .find(|family| label.starts_with(family))
+    .unwrap_or("other")
+}
+
 /// Ids are `wh_` and hex; anything longer than an id or outside `[A-Za-z0-9_-]` is none.
 fn could_be_id(id: &str) -> bool {
     id.len() <= 64
@@ -115,12 +132,31 @@ fn could_be_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
+/// One delivery, in a span that continues the sender's trace if it sent one.
 async fn receive(
     State(state): State<ControlState>,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
+    let span = tracing::info_span!(
+        "ingest",
+        otel.name = "POST /hooks/{webhook_id}",
+        trace_id = tracing::field::Empty
+    );
+    switchboard_telemetry::propagation::continue_from_headers(&span, &headers);
+    receive_delivery(state, path, headers, body)
+        .instrument(span)
+        .await
+}
+
+async fn receive_delivery(
+    state: ControlState,
+    path: Result<Path<String>, PathRejection>,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    let started = std::time::Instant::now();
     let body = match body {
         Ok(b) => b,
         Err(rejection) => return unreadable(&rejection),
@@ -194,6 +230,11 @@ async fn receive(
         Routed::Decided { label, todo } => (label.as_str(), todo.as_deref()),
         Routed::Unrouted => ("unrouted", None),
     };
+    switchboard_telemetry::metrics().delivery(
+        decision_family(decision),
+        verified,
+        started.elapsed(),
+    );
     tracing::info!(
         webhook = %webhook.id,
         event = %event.id,

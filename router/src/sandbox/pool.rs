@@ -470,6 +470,11 @@ impl SandboxPool {
                         ),
                     };
                     counter.fetch_add(1, Ordering::Relaxed);
+                    let metrics = switchboard_telemetry::metrics();
+                    metrics.child_restart(code);
+                    if code == fault::BUDGET_EXCEEDED {
+                        metrics.budget_fault();
+                    }
                     tracing::warn!(
                         pid = child.pid,
                         fault = code,

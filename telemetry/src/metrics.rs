@@ -1,0 +1,100 @@
+//! The metrics every role reports, by name. Instruments come from the global meter provider,
+//! which is a no-op unless OTLP export is on ([`crate::init`]), so recording costs next to
+//! nothing when nobody collects.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use opentelemetry::KeyValue;
+use opentelemetry::metrics::{Counter, Histogram};
+
+/// All instruments, created once (after [`crate::init`] has installed the provider).
+pub struct Metrics {
+    deliveries: Counter<u64>,
+    ingest_duration: Histogram<f64>,
+    replay_duration: Histogram<f64>,
+    replay_truncations: Counter<u64>,
+    child_restarts: Counter<u64>,
+    budget_faults: Counter<u64>,
+    plan_confirms: Counter<u64>,
+}
+
+/// The process's instruments.
+pub fn metrics() -> &'static Metrics {
+    static METRICS: OnceLock<Metrics> = OnceLock::new();
+    METRICS.get_or_init(|| {
+        let meter = opentelemetry::global::meter("switchboard");
+        Metrics {
+            deliveries: meter
+                .u64_counter("switchboard.ingest.deliveries")
+                .with_description("Deliveries ingested, by decision (queue, default, drop, quarantine, fault, unrouted) and verification")
+                .build(),
+            ingest_duration: meter
+                .f64_histogram("switchboard.ingest.duration")
+                .with_unit("s")
+                .with_description("Time from a delivery's arrival to its answer (stored and, when a router answered, routed)")
+                .build(),
+            replay_duration: meter
+                .f64_histogram("switchboard.replay.duration")
+                .with_unit("s")
+                .with_description("Time a replay (plan or dry run) took over a webhook's stored deliveries")
+                .build(),
+            replay_truncations: meter
+                .u64_counter("switchboard.replay.truncations")
+                .with_description("Replays cut short by their time budget")
+                .build(),
+            child_restarts: meter
+                .u64_counter("switchboard.sandbox.child_restarts")
+                .with_description("Sandbox children replaced, by reason (budget_exceeded, sandbox_crashed, …)")
+                .build(),
+            budget_faults: meter
+                .u64_counter("switchboard.sandbox.budget_faults")
+                .with_description("Envelopes faulted because their evaluation exceeded the budget")
+                .build(),
+            plan_confirms: meter
+                .u64_counter("switchboard.plan.confirms")
+                .with_description("Plan confirms, by outcome (applied, or the refusal's code such as plan_stale)")
+                .build(),
+        }
+    })
+}
+
+impl Metrics {
+    /// One ingested delivery: `decision` is `queue`, `default`, `drop`, `quarantine`,
+    /// `fault` or `unrouted`.
+    pub fn delivery(&self, decision: &'static str, verified: bool, took: Duration) {
+        let attributes = [
+            KeyValue::new("decision", decision),
+            KeyValue::new("verified", verified),
+        ];
+        self.deliveries.add(1, &attributes);
+        self.ingest_duration
+            .record(took.as_secs_f64(), &attributes[..1]);
+    }
+
+    /// One replay, and whether its budget cut it short.
+    pub fn replay(&self, kind: &'static str, took: Duration, truncated: bool) {
+        let attributes = [KeyValue::new("kind", kind)];
+        self.replay_duration.record(took.as_secs_f64(), &attributes);
+        if truncated {
+            self.replay_truncations.add(1, &attributes);
+        }
+    }
+
+    /// A sandbox child replaced; `reason` says why.
+    pub fn child_restart(&self, reason: &'static str) {
+        self.child_restarts
+            .add(1, &[KeyValue::new("reason", reason)]);
+    }
+
+    /// An envelope faulted with `budget_exceeded`.
+    pub fn budget_fault(&self) {
+        self.budget_faults.add(1, &[]);
+    }
+
+    /// A plan confirm: `applied`, or the refusal's code.
+    pub fn plan_confirm(&self, outcome: &str) {
+        self.plan_confirms
+            .add(1, &[KeyValue::new("outcome", outcome.to_string())]);
+    }
+}
