@@ -38,7 +38,7 @@
 //! (default 3), `INGEST_BENCH_BACKENDS` (default `sqlite,postgres`), `INGEST_BENCH_MODES`
 //! (any of `raw,statements,route,route-nodelay,ingest,ingest-nodelay`), `INGEST_BENCH_DATABASE_URL` (PostgreSQL; else
 //! `SWITCHBOARD_TEST_DATABASE_URL`), `INGEST_BENCH_ROUTER_CHILDREN` (default: the router's own,
-//! one per core), `SWITCHBOARD_WEBHOOK_DATA` (the payloads).
+//! one per core), `INGEST_BENCH_ROUTERS` (router processes control balances over, default 1), `SWITCHBOARD_WEBHOOK_DATA` (the payloads).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -527,10 +527,10 @@ fn limits() -> Limits {
 }
 
 /// Control's state as `switchboard control` builds it (the default capabilities and limits,
-/// the rate limit raised), routing through `router`.
+/// the rate limit raised), routing through `router` (`addr` or `addr,addr,…`).
 async fn control_state(store: &Store, router: &str) -> ControlState {
     let routers = Routers::new(
-        RouterSource::Static(vec![router.to_string()]),
+        RouterSource::Static(router.split(',').map(str::to_string).collect()),
         Duration::from_secs(10),
     )
     .await;
@@ -765,13 +765,15 @@ struct Cpu {
 /// The router's CPU is the router process's and its sandbox children's, plus the children of
 /// the diagnostic in-process router's pool (children of this process); that router's gRPC
 /// handling runs in this process and counts as the bench's.
-fn cpu_now(router_pid: u32) -> Cpu {
+fn cpu_now(router_pids: &[u32]) -> Cpu {
     let procs = processes();
     let me = std::process::id();
-    let router: u64 = sched_ns(router_pid)
+    let router: u64 = router_pids.iter().map(|p| sched_ns(*p)).sum::<u64>()
         + procs
             .iter()
-            .filter(|(pid, _, ppid)| *ppid == router_pid || (*ppid == me && *pid != router_pid))
+            .filter(|(pid, _, ppid)| {
+                router_pids.contains(ppid) || (*ppid == me && !router_pids.contains(pid))
+            })
             .map(|(pid, _, _)| sched_ns(*pid))
             .sum::<u64>();
     let postgres = procs
@@ -837,8 +839,9 @@ struct Done {
 struct Bench<'a> {
     samples: &'a [Sample],
     expected: &'a Expected,
-    router: &'a RouterProcess,
-    router_pid: u32,
+    /// Every `switchboard router` process ingest balances over, as control's `--routers`.
+    routers: &'a str,
+    router_pids: &'a [u32],
     /// The diagnostic router: the same service and sandbox children, served from this process
     /// on sockets with TCP_NODELAY.
     nodelay_router: &'a str,
@@ -913,7 +916,7 @@ impl Bench<'_> {
         let router = if mode.nodelay() {
             self.nodelay_router
         } else {
-            &self.router.addr
+            self.routers
         };
         let state = control_state(&db.store, router).await;
         let (control, conns) = if mode.http() {
@@ -988,11 +991,11 @@ impl Bench<'_> {
                 }
             };
             if phase == "timed" {
-                cpu_before = cpu_now(self.router_pid);
+                cpu_before = cpu_now(self.router_pids);
             }
             let (w, outs) = self.drive(clients, n, work).await;
             if phase == "timed" {
-                cpu_after = cpu_now(self.router_pid);
+                cpu_after = cpu_now(self.router_pids);
                 wall = w;
             }
             for (answers, lat, r) in outs {
@@ -1481,9 +1484,17 @@ fn main() {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    let router = start_router(router_children);
-    let router_pid = router.child.id();
-    println!("router: {} (pid {router_pid})", router.addr);
+    let router_count = env_usize("INGEST_BENCH_ROUTERS", 1).max(1);
+    let routers: Vec<RouterProcess> = (0..router_count)
+        .map(|_| start_router(router_children))
+        .collect();
+    let router_pids: Vec<u32> = routers.iter().map(|r| r.child.id()).collect();
+    let router_list = routers
+        .iter()
+        .map(|r| r.addr.as_str())
+        .collect::<Vec<_>>()
+        .join(",");
+    println!("routers: {router_list} (pids {router_pids:?})");
 
     rt.block_on(async {
         let nodelay_router = if modes.iter().any(|m| m.nodelay()) {
@@ -1493,7 +1504,7 @@ fn main() {
         } else {
             String::new()
         };
-        let expected = expected_decisions(&samples, &router.addr).await;
+        let expected = expected_decisions(&samples, &routers[0].addr).await;
         let mut by_label: BTreeMap<String, usize> = BTreeMap::new();
         let probe_hook = |forge: &str| Webhook {
             id: "wh_probe".into(),
@@ -1576,8 +1587,8 @@ fn main() {
         let bench = Bench {
             samples: &samples,
             expected: &expected,
-            router: &router,
-            router_pid,
+            routers: &router_list,
+            router_pids: &router_pids,
             nodelay_router: &nodelay_router,
             ticks: clock_ticks(),
             next_seq: AtomicUsize::new(1),
@@ -1635,7 +1646,7 @@ fn main() {
         "router sandbox children at end: {}; load average at end: {}",
         processes()
             .iter()
-            .filter(|(_, _, ppid)| *ppid == router_pid)
+            .filter(|(_, _, ppid)| router_pids.contains(ppid))
             .count(),
         load_average()
     );

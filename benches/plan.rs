@@ -11,7 +11,7 @@
 //! What is left of the plan (fixtures, aggregation, the plan's own writes) is the rest.
 //!
 //! Run: `cargo bench --bench plan` (`PLAN_BENCH_ROUNDS`, default 9; `PLAN_BENCH_ROUTERS`,
-//! default `1,2,4`). SQLite on a temp file.
+//! default `1,2,3`). SQLite on a temp file.
 
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -124,7 +124,7 @@ fn main() {
         .unwrap_or(9)
         .max(1);
     let router_counts: Vec<usize> = std::env::var("PLAN_BENCH_ROUTERS")
-        .unwrap_or_else(|_| "1,2,4".into())
+        .unwrap_or_else(|_| "1,2,3".into())
         .split(',')
         .filter_map(|n| n.trim().parse().ok())
         .collect();

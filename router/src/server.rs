@@ -23,6 +23,9 @@ pub struct BoundRouter {
     listener: TcpListener,
     pool: Arc<SandboxPool>,
     pub local_addr: SocketAddr,
+    /// Time between reporting NOT_SERVING and closing the listener at shutdown, so balancers
+    /// (control's DNS refresh, Kubernetes endpoints) stop sending first.
+    pub readiness_grace: std::time::Duration,
 }
 
 impl BoundRouter {
@@ -36,6 +39,7 @@ impl BoundRouter {
             listener,
             pool,
             local_addr,
+            readiness_grace: std::time::Duration::ZERO,
         })
     }
 
@@ -56,6 +60,7 @@ impl BoundRouter {
         let router = RouterServer::new(RouterService::new(self.pool.clone()))
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
+        let grace = self.readiness_grace;
         let drain = async move {
             shutdown.await;
             // Readiness goes first, so balancers stop sending before in-flight work ends.
@@ -65,7 +70,8 @@ impl BoundRouter {
             reporter
                 .set_service_status("", tonic_health::ServingStatus::NotServing)
                 .await;
-            tracing::info!("router draining");
+            tracing::info!(grace_ms = grace.as_millis() as u64, "router draining");
+            tokio::time::sleep(grace).await;
         };
         tonic::transport::Server::builder()
             // One span per call, continuing the caller's trace (health checks get none).

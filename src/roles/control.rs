@@ -80,6 +80,9 @@ pub struct ControlTuning {
         action = clap::ArgAction::Set
     )]
     pub trusted_actors: bool,
+    /// Time between re-reading the router list (re-resolving a `dns:///` name), milliseconds.
+    #[arg(long, env = "SWITCHBOARD_ROUTERS_REFRESH_MS", default_value_t = 5_000)]
+    pub routers_refresh_ms: u64,
     /// Time between passes that route events stored while no router answered, milliseconds.
     #[arg(long, env = "SWITCHBOARD_UNROUTED_RETRY_MS", default_value_t = 5_000)]
     pub unrouted_retry_ms: u64,
@@ -130,7 +133,7 @@ impl ControlTuning {
             Duration::from_millis(self.router_timeout_ms.max(1)),
         )
         .await;
-        routers.spawn_refresh(Duration::from_secs(30));
+        routers.spawn_refresh(Duration::from_millis(self.routers_refresh_ms.max(100)));
         // External packs load once, now, and are checked through the routers.
         let fetch = FetchOptions::with_ca_file(self.rule_pack_ca_file.clone());
         let catalog = std::sync::Arc::new(

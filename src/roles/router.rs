@@ -19,6 +19,14 @@ pub struct RouterArgs {
         default_value = "127.0.0.1:7701"
     )]
     pub listen: SocketAddr,
+    /// Time between reporting not-ready (gRPC health NOT_SERVING) and closing the listener at
+    /// shutdown, milliseconds: long enough for control's router refresh to drop this router.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_ROUTER_READINESS_GRACE_MS",
+        default_value_t = 0
+    )]
+    pub readiness_grace_ms: u64,
     #[command(flatten)]
     pub sandbox: SandboxArgs,
 }
@@ -71,7 +79,8 @@ impl SandboxArgs {
 }
 
 pub async fn run(args: RouterArgs) -> anyhow::Result<()> {
-    let router = BoundRouter::bind(args.listen, args.sandbox.sandbox_config()?).await?;
+    let mut router = BoundRouter::bind(args.listen, args.sandbox.sandbox_config()?).await?;
+    router.readiness_grace = Duration::from_millis(args.readiness_grace_ms);
     let stop = shutdown_signal();
     // Tests and operators read the bound address from this line.
     println!("router listening on {}", router.local_addr);

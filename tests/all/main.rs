@@ -5,6 +5,7 @@ mod cli;
 mod config;
 mod control_api;
 mod control_harness;
+mod deploy;
 mod hostile;
 mod ingest;
 mod mcp_e2e;
