@@ -485,25 +485,44 @@ pub(crate) fn up_lines(up: &mut Process) -> UpLines {
     lines
 }
 
+/// The arguments of the README's run command (`cargo run --release -- <args>`): the first
+/// command of the first `sh` block under "The two commands".
+fn readme_run_args() -> Vec<String> {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("read README.md");
+    let section = readme
+        .split("## The two commands")
+        .nth(1)
+        .expect("README has \"The two commands\"");
+    let block = section
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|b| b.lines().next())
+        .expect("a sh block with the run command");
+    let args = block
+        .strip_prefix("cargo run --release -- ")
+        .unwrap_or_else(|| panic!("the run command is `cargo run --release -- …`: {block}"));
+    args.split_whitespace().map(str::to_string).collect()
+}
+
+/// The README's run command, as a newcomer types it, on a fresh data directory; only the
+/// ports (free ones) and the number of sandbox children differ, through the environment.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn up_runs_every_role_and_restarts_with_the_same_webhook() {
     let dir = tempfile::tempdir().expect("temp dir");
     let data_dir = dir.path().join("data");
     let data = data_dir.to_str().expect("utf-8 path");
-    let args = [
-        "up",
-        "--data-dir",
-        data,
-        "--http-listen",
-        "127.0.0.1:0",
-        "--grpc-listen",
-        "127.0.0.1:0",
-        "--mcp-listen",
-        "127.0.0.1:0",
-        "--children",
-        "1",
+    let readme_args = readme_run_args();
+    assert_eq!(readme_args, ["up"], "the README runs `switchboard up`");
+    let args: Vec<&str> = readme_args.iter().map(String::as_str).collect();
+    let env = [
+        ("SWITCHBOARD_DATA_DIR", data),
+        ("SWITCHBOARD_HTTP_LISTEN", "127.0.0.1:0"),
+        ("SWITCHBOARD_GRPC_LISTEN", "127.0.0.1:0"),
+        ("SWITCHBOARD_MCP_LISTEN", "127.0.0.1:0"),
+        ("SWITCHBOARD_ROUTER_CHILDREN", "1"),
     ];
-    let mut up = Process::spawn(&args, &[]);
+    let mut up = Process::spawn(&args, &env);
     let first = up_lines(&mut up);
     assert!(first.ingest_url.starts_with("http://127.0.0.1:"));
     assert!(
@@ -596,7 +615,7 @@ async fn up_runs_every_role_and_restarts_with_the_same_webhook() {
     assert!(status.success(), "clean exit: {status:?}");
 
     // Again on the same data directory: the same webhook and secret, a new token.
-    let mut again = Process::spawn(&args, &[]);
+    let mut again = Process::spawn(&args, &env);
     let second = up_lines(&mut again);
     assert_eq!(second.webhook, first.webhook);
     assert_eq!(second.secret, first.secret);

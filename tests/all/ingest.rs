@@ -33,11 +33,11 @@ on_every_backend! {
     cairn_and_generic_kinds,
 }
 
-fn router() -> RouterProcess {
+pub(crate) fn router() -> RouterProcess {
     RouterProcess::spawn(&["--children", "1"])
 }
 
-async fn todos(store: &Store, scope: &OwnerScope, queue: &str) -> Vec<Todo> {
+pub(crate) async fn todos(store: &Store, scope: &OwnerScope, queue: &str) -> Vec<Todo> {
     store
         .list_todos(scope, queue, TodoFilter::All, &Page::first(200))
         .await
@@ -45,7 +45,7 @@ async fn todos(store: &Store, scope: &OwnerScope, queue: &str) -> Vec<Todo> {
         .items
 }
 
-async fn events_of(store: &Store, scope: &OwnerScope, webhook_id: &str) -> usize {
+pub(crate) async fn events_of(store: &Store, scope: &OwnerScope, webhook_id: &str) -> usize {
     store
         .list_events(scope, webhook_id, &Page::first(200))
         .await
@@ -54,7 +54,7 @@ async fn events_of(store: &Store, scope: &OwnerScope, webhook_id: &str) -> usize
         .len()
 }
 
-fn routing_config() -> serde_json::Value {
+pub(crate) fn routing_config() -> serde_json::Value {
     json!({"rules": [
         {"id": "prs", "when": ".event == \"pull_request\"", "action": {"queue": "review"}},
         {"id": "pings", "when": ".event == \"ping\"", "action": {"drop": true}}

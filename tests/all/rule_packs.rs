@@ -1143,14 +1143,14 @@ const FLEET_GRANT: &[&str] = &[
 
 /// A `switchboard control` process on 127.0.0.1:0, with its stderr (JSON log lines) kept.
 /// Killed when dropped.
-struct ControlProcess {
+pub(crate) struct ControlProcess {
     child: std::process::Child,
-    grpc: String,
+    pub(crate) grpc: String,
     stderr: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 impl ControlProcess {
-    fn spawn(database_url: &str, router: &str, env: &[(&str, &str)]) -> ControlProcess {
+    pub(crate) fn spawn(database_url: &str, router: &str, env: &[(&str, &str)]) -> ControlProcess {
         use std::io::{BufRead, BufReader};
         let mut command = std::process::Command::new(crate::support::binary());
         command
@@ -1212,7 +1212,7 @@ impl ControlProcess {
     }
 
     /// The JSON log lines at `level` so far.
-    fn logged(&self, level: &str) -> Vec<Value> {
+    pub(crate) fn logged(&self, level: &str) -> Vec<Value> {
         self.stderr
             .lock()
             .expect("log lines")
