@@ -16,7 +16,7 @@
 //!   todo ingest records for that delivery, in one transaction), per delivery — exactly the
 //!   rows ingest writes, with nothing else: the storage limit, and the target's baseline;
 //! - **ingest's statements**: every statement ingest runs, in its order — `webhook_for_ingest`,
-//!   `try_take` (the rate limit), `insert_event`, `record_decision` — without HTTP, signature
+//!   `try_take_held` (the rate limit, taken from the database a block at a time), `insert_event`, `record_decision` — without HTTP, signature
 //!   or router;
 //! - **route only**: the router call ingest makes per delivery (`Routers::evaluate_chunked` of
 //!   one stored delivery), no database;
@@ -1099,14 +1099,14 @@ async fn one(
                 .await
                 .expect("webhook_for_ingest");
             store
-                .try_take(
+                .try_take_held(
                     &webhook.id,
                     RATE_LIMIT_KIND,
                     INGEST_PER_MINUTE,
                     Duration::from_secs(60),
                 )
                 .await
-                .expect("try_take");
+                .expect("try_take_held");
             let event = store
                 .insert_event(p.new_event.clone())
                 .await

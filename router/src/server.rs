@@ -19,6 +19,9 @@ pub const STREAM_WINDOW_BYTES: u32 = 8 * 1024 * 1024;
 pub const CONNECTION_WINDOW_BYTES: u32 = 16 * 1024 * 1024;
 
 /// A router bound to its address, with its children started, ready to serve.
+/// How long a drain may take by default: the 30 s replay budget and a margin.
+pub const DEFAULT_DRAIN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(35);
+
 pub struct BoundRouter {
     listener: TcpListener,
     pool: Arc<SandboxPool>,
@@ -26,6 +29,9 @@ pub struct BoundRouter {
     /// Time between reporting NOT_SERVING and closing the listener at shutdown, so balancers
     /// (control's DNS refresh, Kubernetes endpoints) stop sending first.
     pub readiness_grace: std::time::Duration,
+    /// The longest the drain may take once the listener is closed: a client that never closes
+    /// its connection must not keep a stopping router alive.
+    pub drain_timeout: std::time::Duration,
 }
 
 impl BoundRouter {
@@ -40,6 +46,7 @@ impl BoundRouter {
             pool,
             local_addr,
             readiness_grace: std::time::Duration::ZERO,
+            drain_timeout: DEFAULT_DRAIN_TIMEOUT,
         })
     }
 
@@ -61,6 +68,7 @@ impl BoundRouter {
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
         let grace = self.readiness_grace;
+        let (draining, drain_started) = tokio::sync::oneshot::channel::<()>();
         let drain = async move {
             shutdown.await;
             // Readiness goes first, so balancers stop sending before in-flight work ends.
@@ -72,8 +80,17 @@ impl BoundRouter {
                 .await;
             tracing::info!(grace_ms = grace.as_millis() as u64, "router draining");
             tokio::time::sleep(grace).await;
+            let _ = draining.send(());
         };
-        tonic::transport::Server::builder()
+        let drain_timeout = self.drain_timeout;
+        let deadline = async move {
+            if drain_started.await.is_ok() {
+                tokio::time::sleep(drain_timeout).await;
+            } else {
+                std::future::pending::<()>().await;
+            }
+        };
+        let serving = tonic::transport::Server::builder()
             // One span per call, continuing the caller's trace (health checks get none).
             .trace_fn(switchboard_telemetry::propagation::grpc_request_span)
             // Batches are megabytes: HTTP/2's default 64 KiB windows cost a round trip per
@@ -87,8 +104,14 @@ impl BoundRouter {
                 // TCP_NODELAY: otherwise an answer's trailers wait for a delayed ACK (~40 ms a call).
                 TcpIncoming::from(self.listener).with_nodelay(Some(true)),
                 drain,
-            )
-            .await?;
+            );
+        tokio::select! {
+            served = serving => served?,
+            () = deadline => tracing::warn!(
+                timeout_ms = drain_timeout.as_millis() as u64,
+                "router drain timed out; closing the connections still open"
+            ),
+        }
         tracing::info!("router stopped");
         Ok(())
     }

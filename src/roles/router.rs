@@ -27,6 +27,14 @@ pub struct RouterArgs {
         default_value_t = 0
     )]
     pub readiness_grace_ms: u64,
+    /// The longest the drain may take after the listener closes, milliseconds; connections
+    /// still open then are closed.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_ROUTER_DRAIN_TIMEOUT_MS",
+        default_value_t = 35_000
+    )]
+    pub drain_timeout_ms: u64,
     #[command(flatten)]
     pub sandbox: SandboxArgs,
 }
@@ -81,6 +89,7 @@ impl SandboxArgs {
 pub async fn run(args: RouterArgs) -> anyhow::Result<()> {
     let mut router = BoundRouter::bind(args.listen, args.sandbox.sandbox_config()?).await?;
     router.readiness_grace = Duration::from_millis(args.readiness_grace_ms);
+    router.drain_timeout = Duration::from_millis(args.drain_timeout_ms.max(1));
     let stop = shutdown_signal();
     // Tests and operators read the bound address from this line.
     println!("router listening on {}", router.local_addr);

@@ -288,6 +288,8 @@ pub struct Control {
     pub http: SocketAddr,
     /// The control gRPC API (with health and reflection).
     pub grpc: SocketAddr,
+    /// Control's router client, to count its calls.
+    pub routers: std::sync::Arc<Routers>,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -311,7 +313,7 @@ impl Control {
         let state = ControlState {
             catalog: std::sync::Arc::new(switchboard_packs::Catalog::builtin()),
             store: store.clone(),
-            routers,
+            routers: routers.clone(),
             capabilities: setup.capabilities,
             limits: setup.limits,
         };
@@ -337,6 +339,7 @@ impl Control {
         Control {
             http,
             grpc,
+            routers,
             stop: Some(stop),
             task: Some(task),
         }

@@ -19,6 +19,7 @@ use crate::support::{RouterProcess, kind_of, payload, payloads};
 
 on_every_backend! {
     real_payloads_of_every_forge_route_to_todos,
+    deliveries_arriving_together_share_router_calls,
     each_forge_is_verified_by_its_own_header,
     a_bad_signature_is_stored_unverified_and_routed,
     malformed_signature_headers_are_never_a_server_error,
@@ -59,6 +60,62 @@ pub(crate) fn routing_config() -> serde_json::Value {
         {"id": "prs", "when": ".event == \"pull_request\"", "action": {"queue": "review"}},
         {"id": "pings", "when": ".event == \"ping\"", "action": {"drop": true}}
     ], "params": {}})
+}
+
+/// Deliveries that arrive together share router calls (control/src/routing/coalesce.rs), and
+/// each still gets its own decision, event and todo.
+pub async fn deliveries_arriving_together_share_router_calls(db: TestDb) {
+    let router = router();
+    let control = Control::start(&db.store, &[&router.addr], ControlSetup::default()).await;
+    let scope = human(&db.store, "alice").await;
+    let hook = webhook(
+        &db.store,
+        &scope,
+        SourceType::Github,
+        Some(routing_config()),
+    )
+    .await;
+    let github: Vec<_> = payloads()
+        .into_iter()
+        .filter(|p| p.forge == "github")
+        .collect();
+    let before = control.routers.evaluate_calls();
+    let posts = github.iter().enumerate().map(|(n, p)| {
+        let headers = signed(
+            "github",
+            &p.event,
+            &format!("together-{n}"),
+            &hook.secret,
+            &p.body,
+        );
+        let control = &control;
+        let hook = &hook;
+        async move { (p, control.deliver(&hook.id, &headers, &p.body).await) }
+    });
+    let answers = futures::future::join_all(posts).await;
+    let mut event_ids = std::collections::BTreeSet::new();
+    for (p, resp) in &answers {
+        assert_eq!(resp.status, 202, "{}: {resp:?}", p.file);
+        let answer = resp.json();
+        let want = match p.event.as_str() {
+            "pull_request" => "queue:review",
+            "ping" => "drop",
+            _ => "default",
+        };
+        assert_eq!(answer["decision"], want, "{}", p.file);
+        let id = answer["event_id"].as_str().expect("event id").to_string();
+        let event = db.store.get_event(&scope, &id).await.expect("stored");
+        assert_eq!(event.body, p.body, "{}", p.file);
+        assert_eq!(event.decision.as_ref().expect("decision")["decision"], want);
+        event_ids.insert(id);
+    }
+    assert_eq!(event_ids.len(), github.len(), "one event per delivery");
+    let calls = control.routers.evaluate_calls() - before;
+    assert!(
+        calls < github.len() as u64,
+        "{calls} router calls for {} deliveries arriving together",
+        github.len()
+    );
 }
 
 pub async fn real_payloads_of_every_forge_route_to_todos(db: TestDb) {

@@ -175,7 +175,7 @@ async fn receive_delivery(
     };
     match state
         .store
-        .try_take(
+        .try_take_held(
             &webhook.id,
             RATE_LIMIT_KIND,
             state.limits.ingest_per_webhook_per_minute.max(1),

@@ -196,17 +196,30 @@ pub async fn route_events(
     let configuration = Configuration {
         json: webhook.configuration.to_string(),
     };
-    let deliveries: Vec<StoredDelivery> = events.iter().map(stored_delivery).collect();
-    let results = state
-        .routers
-        .evaluate_chunked(
-            &context,
-            &[configuration],
-            deliveries,
-            state.limits.replay_chunk,
-            budget_ms(state),
-        )
-        .await?;
+    let mut deliveries: Vec<StoredDelivery> = events.iter().map(stored_delivery).collect();
+    let results = match deliveries.pop() {
+        // One fresh delivery (ingest): it may share a call with others arriving now.
+        Some(one) if deliveries.is_empty() => vec![
+            state
+                .routers
+                .evaluate_one(&context, &[configuration], one, budget_ms(state))
+                .await?,
+        ],
+        Some(last) => {
+            deliveries.push(last);
+            state
+                .routers
+                .evaluate_chunked(
+                    &context,
+                    &[configuration],
+                    deliveries,
+                    state.limits.replay_chunk,
+                    budget_ms(state),
+                )
+                .await?
+        }
+        None => Vec::new(),
+    };
     let mut out = Vec::with_capacity(events.len());
     for event in events {
         let decision = results

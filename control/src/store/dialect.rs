@@ -52,16 +52,30 @@ pub(crate) const SQLITE_CONNECTION_PRAGMAS: &[&str] = &[
 /// One migrations tree per backend, embedded at build time (no database needed to build).
 /// Versions and descriptions follow sqlx's `<version>_<description>.sql` file names, so the
 /// checksums are the ones `sqlx::migrate!` or sqlx-cli would compute over the same trees.
-const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "control",
-    include_str!("../../migrations/sqlite/0001_control.sql"),
-)];
-const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[(
-    1,
-    "control",
-    include_str!("../../migrations/postgres/0001_control.sql"),
-)];
+const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "control",
+        include_str!("../../migrations/sqlite/0001_control.sql"),
+    ),
+    (
+        2,
+        "rate_limit_grants",
+        include_str!("../../migrations/sqlite/0002_rate_limit_grants.sql"),
+    ),
+];
+const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
+    (
+        1,
+        "control",
+        include_str!("../../migrations/postgres/0001_control.sql"),
+    ),
+    (
+        2,
+        "rate_limit_grants",
+        include_str!("../../migrations/postgres/0002_rate_limit_grants.sql"),
+    ),
+];
 
 pub(crate) fn migrator(backend: Backend) -> Migrator {
     let tree = match backend {

@@ -37,17 +37,19 @@ pub use dialect::Backend;
 pub use endpoints::{CREDENTIAL_PREFIX, Endpoint, NewEndpoint, VendedEndpoint};
 pub use events::{Event, EventSummary, MAX_REPLAY_EVENTS, NewEvent, RecordDecision};
 pub use plans::{NewPlan, PLAN_TOKEN_PREFIX, Plan, new_plan_token};
-pub use rate_limits::REPLAYS_PER_MINUTE;
+pub use rate_limits::{REPLAYS_PER_MINUTE, block_size};
 pub use tenancy::{Human, Membership, Team};
 pub use todos::{NewTodo, Todo, TodoFilter, TodoInsert};
 pub use webhooks::{MAX_CONFIGURATION_BYTES, NewWebhook, SourceType, Webhook, is_queue_name};
 
-/// The handle every control component shares. Cheap to clone: a pool, a backend tag, a clock.
+/// The handle every control component shares. Cheap to clone: a pool, a backend tag, a clock,
+/// and the rate-limit hits this process holds (`rate_limits.rs`).
 #[derive(Clone, Debug)]
 pub struct Store {
     pool: AnyPool,
     backend: Backend,
     clock: Clock,
+    held_hits: std::sync::Arc<rate_limits::HeldHits>,
 }
 
 /// Pool settings. SQLite serializes writers anyway, so its pool stays small.
@@ -98,6 +100,7 @@ impl Store {
             pool,
             backend,
             clock: Clock::system(),
+            held_hits: Default::default(),
         })
     }
 

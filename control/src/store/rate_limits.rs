@@ -3,7 +3,17 @@
 //!
 //! A fixed window can let up to twice the limit through around a window boundary; in exchange
 //! a take is one atomic statement on both backends, with no lock held across round trips.
+//!
+//! Ingest's per-webhook budget is taken in blocks ([`Store::try_take_held`]): one statement
+//! grants up to a block of hits, which this process then spends from memory. So a delivery
+//! costs a database write for its rate limit once per block instead of every time, and every
+//! replica still counts against the one budget in the database. The price: hits a replica
+//! holds when its window ends are not spent, so with several replicas near a webhook's limit,
+//! up to one block per replica per window is refused early. Never more than the limit is let
+//! through.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use super::{Store, duration_ms};
@@ -12,7 +22,116 @@ use crate::error::{Error, Result};
 /// The replay limit of SPEC-0031: each endpoint may start at most 10 replays per minute.
 pub const REPLAYS_PER_MINUTE: u32 = 10;
 
+/// Hits granted by the database and not yet spent, per (subject, kind), for one window.
+#[derive(Debug, Default)]
+pub struct HeldHits(Mutex<HashMap<(String, String), Held>>);
+
+#[derive(Debug)]
+struct Held {
+    window_start: i64,
+    left: u64,
+}
+
+/// How many hits one grant asks for: a twentieth of the limit, 1 to 32.
+pub fn block_size(limit: u32) -> u32 {
+    (limit / 20).clamp(1, 32)
+}
+
+impl HeldHits {
+    /// Spends one held hit of this window, if any is left.
+    fn spend(&self, key: &(String, String), window_start: i64) -> bool {
+        let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        match held.get_mut(key) {
+            Some(h) if h.window_start == window_start && h.left > 0 => {
+                h.left -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Keeps `granted` new hits of this window (adding to any a concurrent grant left).
+    fn keep(&self, key: (String, String), window_start: i64, granted: u64) {
+        let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        // Other windows' leftovers are dead weight: drop them while the lock is held anyway.
+        held.retain(|_, h| h.window_start >= window_start);
+        let h = held.entry(key).or_insert(Held {
+            window_start,
+            left: 0,
+        });
+        if h.window_start != window_start {
+            *h = Held {
+                window_start,
+                left: 0,
+            };
+        }
+        h.left += granted;
+    }
+}
+
 impl Store {
+    /// Like [`Store::try_take`], spending hits this process already holds when it can, and
+    /// otherwise taking a block of them from the database in one statement (module docs).
+    pub async fn try_take_held(
+        &self,
+        subject: &str,
+        kind: &str,
+        limit: u32,
+        window: Duration,
+    ) -> Result<()> {
+        if limit == 0 {
+            return Err(Error::invalid("limit", "must be positive"));
+        }
+        let window_ms = duration_ms(window);
+        if window_ms <= 0 {
+            return Err(Error::invalid("window", "must be at least a millisecond"));
+        }
+        let now = self.now();
+        let window_start = now - now.rem_euclid(window_ms);
+        let key = (subject.to_string(), kind.to_string());
+        if self.held_hits.spend(&key, window_start) {
+            return Ok(());
+        }
+        let block = i64::from(block_size(limit));
+        // Same window: add up to a block, never past the limit; a newer window restarts at one
+        // block. `last_grant` is how many this statement granted (SET reads the old row).
+        let rows = sqlx::query(
+            "INSERT INTO rate_limits (subject, kind, window_start, hits, last_grant) \
+             VALUES ($1, $2, $3, $4, $4) \
+             ON CONFLICT (subject, kind) DO UPDATE SET \
+             hits = CASE WHEN rate_limits.window_start < excluded.window_start THEN $4 \
+               WHEN rate_limits.hits + $4 > $5 THEN $5 ELSE rate_limits.hits + $4 END, \
+             last_grant = CASE WHEN rate_limits.window_start < excluded.window_start THEN $4 \
+               WHEN rate_limits.hits + $4 > $5 THEN $5 - rate_limits.hits ELSE $4 END, \
+             window_start = CASE WHEN rate_limits.window_start < excluded.window_start \
+               THEN excluded.window_start ELSE rate_limits.window_start END \
+             WHERE rate_limits.window_start < excluded.window_start OR rate_limits.hits < $5 \
+             RETURNING last_grant",
+        )
+        .bind(subject)
+        .bind(kind)
+        .bind(window_start)
+        .bind(block)
+        .bind(i64::from(limit))
+        // Read to the end: the grant is committed before it is spent (store/mod.rs).
+        .fetch_all(&self.pool)
+        .await?;
+        let granted: i64 = match rows.first() {
+            Some(row) => sqlx::Row::try_get(row, 0)?,
+            None => 0,
+        };
+        if granted <= 0 {
+            let left = (window_start + window_ms - now).max(1);
+            return Err(Error::ResourceExhausted {
+                retry_after: Duration::from_millis(u64::try_from(left).unwrap_or(1)),
+            });
+        }
+        // One for this take; the rest are held for the next ones.
+        self.held_hits
+            .keep(key, window_start, u64::try_from(granted - 1).unwrap_or(0));
+        Ok(())
+    }
+
     /// Takes one unit of `subject`'s `kind` budget (`limit` per `window`), or answers
     /// `ResourceExhausted` with the time until the window ends. `subject` is usually an
     /// endpoint id (or a webhook id, for ingest); `kind` names the budget, e.g. `"replay"`.

@@ -97,6 +97,7 @@ store_test_suite! {
     rate_limits: [
         limit_per_window_then_retry_after,
         concurrent_takes_never_exceed_the_limit,
+        held_hits_across_replicas_let_exactly_the_limit_through,
         bad_limits_are_refused,
     ],
 }

@@ -1,7 +1,7 @@
 use std::time::Duration;
 
-use switchboard_control::store::REPLAYS_PER_MINUTE;
-use switchboard_control::{Clock, Error};
+use switchboard_control::store::{REPLAYS_PER_MINUTE, block_size};
+use switchboard_control::{Clock, Error, Store};
 
 use crate::harness::{TestDb, invalid};
 
@@ -93,4 +93,79 @@ pub async fn bad_limits_are_refused(db: TestDb) {
         db.try_take("ep_a", "replay", 1, Duration::ZERO).await,
         "window",
     );
+}
+
+/// Ingest's held hits (`try_take_held`) on two replicas of one database: every hit the
+/// database grants is spent by someone, none beyond the limit, and the next window restarts.
+pub async fn held_hits_across_replicas_let_exactly_the_limit_through(db: TestDb) {
+    const LIMIT: u32 = 45;
+    assert_eq!(
+        block_size(LIMIT),
+        2,
+        "the test wants blocks of more than one hit"
+    );
+    let start = 1_800_000_000_000 + 20_000;
+    let clock = Clock::manual(start);
+    let a = db.store.clone().with_clock(clock.clone());
+    let b = Store::connect(&db.url)
+        .await
+        .unwrap()
+        .with_clock(clock.clone());
+    let replicas = [&a, &b];
+    let mut allowed = 0;
+    let mut refused = [false, false];
+    for _ in 0..200 {
+        if refused == [true, true] {
+            break;
+        }
+        for (i, replica) in replicas.iter().enumerate() {
+            match replica.try_take_held("wh_1", "ingest", LIMIT, MINUTE).await {
+                Ok(()) => allowed += 1,
+                Err(Error::ResourceExhausted { retry_after }) => {
+                    assert_eq!(retry_after, Duration::from_secs(40));
+                    refused[i] = true;
+                }
+                Err(other) => panic!("unexpected {other:?}"),
+            }
+        }
+    }
+    assert_eq!(refused, [true, true]);
+    assert_eq!(allowed, LIMIT);
+    // Ingest's budget and the exact per-call budget of the same subject are apart.
+    a.try_take("wh_1", "other", 1, MINUTE).await.unwrap();
+
+    clock.advance(Duration::from_secs(40));
+    a.try_take_held("wh_1", "ingest", LIMIT, MINUTE)
+        .await
+        .unwrap();
+    b.try_take_held("wh_1", "ingest", LIMIT, MINUTE)
+        .await
+        .unwrap();
+
+    // Concurrent takes on both replicas: never more than the limit; at most one block per
+    // replica is left held (refused early) when the budget runs out.
+    let tasks: Vec<_> = (0..60)
+        .map(|i| {
+            let store = replicas[i % 2].clone();
+            tokio::spawn(async move {
+                store
+                    .try_take_held("wh_2", "ingest", 25, Duration::from_secs(3600))
+                    .await
+            })
+        })
+        .collect();
+    let mut allowed = 0;
+    for t in tasks {
+        match t.await.unwrap() {
+            Ok(()) => allowed += 1,
+            Err(Error::ResourceExhausted { .. }) => {}
+            Err(other) => panic!("unexpected {other:?}"),
+        }
+    }
+    let early = 2 * block_size(25);
+    assert!(
+        (25 - early..=25).contains(&allowed),
+        "{allowed} of a limit of 25 let through"
+    );
+    b.close().await;
 }

@@ -58,8 +58,12 @@ impl RouterSource {
     }
 }
 
+mod coalesce;
+
+pub use coalesce::{Coalescer, MAX_SHARED_CALL};
+
 /// Why no router could answer.
-#[derive(Debug, thiserror::Error)]
+#[derive(Clone, Debug, thiserror::Error)]
 pub enum RoutingError {
     #[error("no router answered: {0}")]
     Unavailable(String),
@@ -79,6 +83,10 @@ pub struct Routers {
     instances: RwLock<Vec<Instance>>,
     next: AtomicUsize,
     call_timeout: Duration,
+    /// Deliveries waiting to share a call ([`Routers::evaluate_one`]).
+    coalescer: Coalescer,
+    /// Evaluate calls made, successful or not: how well calls are shared.
+    calls: std::sync::atomic::AtomicU64,
 }
 
 fn connect(addr: &str) -> Option<Instance> {
@@ -119,6 +127,8 @@ impl Routers {
             instances: RwLock::new(Vec::new()),
             next: AtomicUsize::new(0),
             call_timeout,
+            coalescer: Coalescer::default(),
+            calls: std::sync::atomic::AtomicU64::new(0),
         });
         routers.refresh().await;
         routers
@@ -227,11 +237,17 @@ impl Routers {
         Err(RoutingError::Unavailable(last))
     }
 
+    /// Evaluate calls made so far (each try on each router counts once per request).
+    pub fn evaluate_calls(&self) -> u64 {
+        self.calls.load(Ordering::Relaxed)
+    }
+
     /// Evaluates one request on one router, retrying on the others when it fails.
     pub async fn evaluate(
         &self,
         req: EvaluateRequest,
     ) -> Result<Vec<DeliveryDecisions>, RoutingError> {
+        self.calls.fetch_add(1, Ordering::Relaxed);
         let mut last = String::from("no router is configured");
         for mut instance in self.rotation() {
             let mut request = tonic::Request::new(req.clone());

@@ -1,0 +1,147 @@
+//! Sharing router calls between deliveries that arrive together ("natural batching").
+//!
+//! Ingest routes each delivery right after storing it. One gRPC call per delivery costs the
+//! router more per delivery than the evaluation itself (docs/benchmarks.md). So deliveries for
+//! the same routing context and configuration queue behind the call in flight and go together
+//! in the next one: no added wait when control is idle, fewer and larger calls when it is
+//! busy. Each queue is drained by a task of its own, so a caller that goes away (a sender that
+//! hangs up) never strands the others.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use prost::Message;
+use switchboard_proto::router::v1::{
+    Configuration, DeliveryDecisions, EvaluateRequest, RoutingContext, StoredDelivery,
+};
+use tokio::sync::oneshot;
+use tracing::Instrument;
+
+use super::{Routers, RoutingError};
+
+/// The most deliveries one shared call carries.
+pub const MAX_SHARED_CALL: usize = 64;
+
+/// What must be equal for deliveries to share a call.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct Key {
+    context: Vec<u8>,
+    configurations: Vec<String>,
+    budget_ms: u32,
+}
+
+struct Waiter {
+    delivery: StoredDelivery,
+    answer: oneshot::Sender<Result<DeliveryDecisions, RoutingError>>,
+    /// The caller's span: a shared call is traced under the first waiter's.
+    span: tracing::Span,
+}
+
+#[derive(Default)]
+struct Queue {
+    waiting: Vec<Waiter>,
+}
+
+/// The queues of deliveries waiting for a call, one per [`Key`] with a call in flight.
+#[derive(Default)]
+pub struct Coalescer(Mutex<HashMap<Key, Queue>>);
+
+impl Routers {
+    /// Evaluates one delivery, in a call it may share with others of the same context and
+    /// configurations (module docs).
+    pub async fn evaluate_one(
+        self: &Arc<Self>,
+        ctx: &RoutingContext,
+        configurations: &[Configuration],
+        delivery: StoredDelivery,
+        budget_ms: u32,
+    ) -> Result<DeliveryDecisions, RoutingError> {
+        let key = Key {
+            context: ctx.encode_to_vec(),
+            configurations: configurations.iter().map(|c| c.json.clone()).collect(),
+            budget_ms,
+        };
+        let (answer, answered) = oneshot::channel();
+        let waiter = Waiter {
+            delivery,
+            answer,
+            span: tracing::Span::current(),
+        };
+        let lead = {
+            let mut queues = self.coalescer.0.lock().unwrap_or_else(|e| e.into_inner());
+            match queues.get_mut(&key) {
+                Some(queue) => {
+                    queue.waiting.push(waiter);
+                    false
+                }
+                None => {
+                    queues.insert(
+                        key.clone(),
+                        Queue {
+                            waiting: vec![waiter],
+                        },
+                    );
+                    true
+                }
+            }
+        };
+        if lead {
+            let routers = Arc::clone(self);
+            let ctx = ctx.clone();
+            let configurations = configurations.to_vec();
+            tokio::spawn(async move { routers.drain(key, ctx, configurations).await });
+        }
+        answered.await.unwrap_or_else(|_| {
+            Err(RoutingError::Unavailable(
+                "the shared call was dropped".into(),
+            ))
+        })
+    }
+
+    /// Calls for the queue of `key` until it is empty, then removes it.
+    async fn drain(&self, key: Key, ctx: RoutingContext, configurations: Vec<Configuration>) {
+        loop {
+            let batch: Vec<Waiter> = {
+                let mut queues = self.coalescer.0.lock().unwrap_or_else(|e| e.into_inner());
+                let Some(queue) = queues.get_mut(&key) else {
+                    return;
+                };
+                if queue.waiting.is_empty() {
+                    queues.remove(&key);
+                    return;
+                }
+                let n = queue.waiting.len().min(MAX_SHARED_CALL);
+                queue.waiting.drain(..n).collect()
+            };
+            let span = batch[0].span.clone();
+            let request = EvaluateRequest {
+                context: Some(ctx.clone()),
+                configurations: configurations.clone(),
+                deliveries: batch.iter().map(|w| w.delivery.clone()).collect(),
+                budget_ms: key.budget_ms,
+            };
+            match self.evaluate(request).instrument(span).await {
+                Ok(results) => {
+                    let mut by_event: HashMap<String, DeliveryDecisions> = results
+                        .into_iter()
+                        .map(|r| (r.event_id.clone(), r))
+                        .collect();
+                    for w in batch {
+                        let answer = by_event.remove(&w.delivery.event_id).ok_or_else(|| {
+                            RoutingError::Refused(format!(
+                                "the router answered no decision for {}",
+                                w.delivery.event_id
+                            ))
+                        });
+                        let _ = w.answer.send(answer);
+                    }
+                }
+                Err(e) => {
+                    for w in batch {
+                        let _ = w.answer.send(Err(e.clone()));
+                    }
+                }
+            }
+        }
+    }
+}
