@@ -8,7 +8,7 @@ use serde_json::json;
 use switchboard_control::ingest::RetryOptions;
 use switchboard_control::ingest::signature::sign;
 use switchboard_control::state::{Capabilities, Limits};
-use switchboard_control::store::{Page, SourceType, Todo, TodoFilter};
+use switchboard_control::store::{Page, SourceType, Todo, TodoFilter, Webhook};
 use switchboard_control::{Clock, OwnerScope, Store};
 
 use crate::control_harness::{
@@ -55,6 +55,22 @@ pub(crate) async fn events_of(store: &Store, scope: &OwnerScope, webhook_id: &st
         .len()
 }
 
+/// The decision [`routing_config`] gives a delivery of `event` (the forge's event header).
+pub(crate) fn decision_for(event: &str) -> &'static str {
+    match event {
+        "pull_request" => "queue:review",
+        "ping" => "drop",
+        _ => "default",
+    }
+}
+
+/// A human `alice` and a GitHub webhook of hers routed by [`routing_config`].
+pub(crate) async fn alices_routed_github_webhook(store: &Store) -> (OwnerScope, Webhook) {
+    let scope = human(store, "alice").await;
+    let hook = webhook(store, &scope, SourceType::Github, Some(routing_config())).await;
+    (scope, hook)
+}
+
 pub(crate) fn routing_config() -> serde_json::Value {
     json!({"rules": [
         {"id": "prs", "when": ".event == \"pull_request\"", "action": {"queue": "review"}},
@@ -67,14 +83,7 @@ pub(crate) fn routing_config() -> serde_json::Value {
 pub async fn deliveries_arriving_together_share_router_calls(db: TestDb) {
     let router = router();
     let control = Control::start(&db.store, &[&router.addr], ControlSetup::default()).await;
-    let scope = human(&db.store, "alice").await;
-    let hook = webhook(
-        &db.store,
-        &scope,
-        SourceType::Github,
-        Some(routing_config()),
-    )
-    .await;
+    let (scope, hook) = alices_routed_github_webhook(&db.store).await;
     let github: Vec<_> = payloads()
         .into_iter()
         .filter(|p| p.forge == "github")
@@ -97,11 +106,7 @@ pub async fn deliveries_arriving_together_share_router_calls(db: TestDb) {
     for (p, resp) in &answers {
         assert_eq!(resp.status, 202, "{}: {resp:?}", p.file);
         let answer = resp.json();
-        let want = match p.event.as_str() {
-            "pull_request" => "queue:review",
-            "ping" => "drop",
-            _ => "default",
-        };
+        let want = decision_for(&p.event);
         assert_eq!(answer["decision"], want, "{}", p.file);
         let id = answer["event_id"].as_str().expect("event id").to_string();
         let event = db.store.get_event(&scope, &id).await.expect("stored");
@@ -133,11 +138,7 @@ pub async fn real_payloads_of_every_forge_route_to_todos(db: TestDb) {
             let resp = control.deliver(&hook.id, &headers, &p.body).await;
             assert_eq!(resp.status, 202, "{}/{}: {:?}", forge, p.file, resp);
             let answer = resp.json();
-            let want = match p.event.as_str() {
-                "pull_request" => "queue:review",
-                "ping" => "drop",
-                _ => "default",
-            };
+            let want = decision_for(&p.event);
             assert_eq!(answer["decision"], want, "{}/{}", forge, p.file);
             assert_eq!(answer["verified"], true, "{}/{}", forge, p.file);
             assert_eq!(
@@ -639,14 +640,7 @@ pub async fn a_router_stopped_mid_ingest_loses_nothing(db: TestDb) {
         ..ControlSetup::default()
     };
     let control = Control::start(&db.store, &[&addr], setup).await;
-    let scope = human(&db.store, "alice").await;
-    let hook = webhook(
-        &db.store,
-        &scope,
-        SourceType::Github,
-        Some(routing_config()),
-    )
-    .await;
+    let (scope, hook) = alices_routed_github_webhook(&db.store).await;
     let prs: Vec<_> = payloads()
         .into_iter()
         .filter(|p| p.forge == "github" && p.event == "pull_request")

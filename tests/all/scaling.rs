@@ -21,9 +21,9 @@ use tonic::{Code, Status};
 use tonic_types::StatusExt;
 
 use crate::control_harness::{
-    Control, ControlSetup, TestDb, eventually, human, on_every_backend, router_on, signed, webhook,
+    Control, ControlSetup, TestDb, eventually, on_every_backend, router_on, signed, webhook,
 };
-use crate::ingest::{events_of, router, routing_config, todos};
+use crate::ingest::{alices_routed_github_webhook, decision_for, events_of, router, todos};
 use crate::pack_api::{Api, owner};
 use crate::rule_packs::{ALL, ControlProcess, confirm_req, plan_req};
 use crate::support::{RouterProcess, payloads};
@@ -438,14 +438,7 @@ async fn with_every_router_stopped_ingest_stores_then_routes_when_one_returns(db
         ..ControlSetup::default()
     };
     let control = Control::start(&db.store, &list, setup).await;
-    let scope = human(&db.store, "alice").await;
-    let hook = webhook(
-        &db.store,
-        &scope,
-        SourceType::Github,
-        Some(routing_config()),
-    )
-    .await;
+    let (scope, hook) = alices_routed_github_webhook(&db.store).await;
     let github: Vec<_> = payloads()
         .into_iter()
         .filter(|p| p.forge == "github")
@@ -545,11 +538,7 @@ async fn with_every_router_stopped_ingest_stores_then_routes_when_one_returns(db
         let event = db.store.get_event(&scope, &e.id).await.expect("stored");
         assert!(event.routed, "{}", e.id);
         let decision = event.decision.expect("a decision")["decision"].clone();
-        let want = match e.kind.split('.').next().unwrap_or_default() {
-            "pull_request" => "queue:review",
-            "ping" => "drop",
-            _ => "default",
-        };
+        let want = decision_for(e.kind.split('.').next().unwrap_or_default());
         assert_eq!(decision, want, "{} ({})", e.id, e.kind);
     }
     control.stop().await;

@@ -24,12 +24,35 @@ pub const REPLAYS_PER_MINUTE: u32 = 10;
 
 /// Hits granted by the database and not yet spent, per (subject, kind), for one window.
 #[derive(Debug, Default)]
-pub struct HeldHits(Mutex<HashMap<(String, String), Held>>);
+pub struct HeldHits {
+    held: Mutex<HashMap<(String, String), Held>>,
+    /// One grant at a time: takers that find nothing held wait for the grant in flight and
+    /// spend from it, instead of each asking for a block of their own (which would take the
+    /// whole budget out of the database while most of it sat unspent here).
+    granting: tokio::sync::Mutex<()>,
+}
 
 #[derive(Debug)]
 struct Held {
     window_start: i64,
     left: u64,
+}
+
+/// A fixed window, and where in it a take happens (all in epoch milliseconds).
+struct WindowAt {
+    now: i64,
+    start: i64,
+    length: i64,
+}
+
+impl WindowAt {
+    /// The refusal: the budget is spent until this window ends.
+    fn exhausted(&self) -> Error {
+        let left = (self.start + self.length - self.now).max(1);
+        Error::ResourceExhausted {
+            retry_after: Duration::from_millis(u64::try_from(left).unwrap_or(1)),
+        }
+    }
 }
 
 /// How many hits one grant asks for: a twentieth of the limit, 1 to 32.
@@ -40,7 +63,7 @@ pub fn block_size(limit: u32) -> u32 {
 impl HeldHits {
     /// Spends one held hit of this window, if any is left.
     fn spend(&self, key: &(String, String), window_start: i64) -> bool {
-        let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         match held.get_mut(key) {
             Some(h) if h.window_start == window_start && h.left > 0 => {
                 h.left -= 1;
@@ -52,7 +75,7 @@ impl HeldHits {
 
     /// Keeps `granted` new hits of this window (adding to any a concurrent grant left).
     fn keep(&self, key: (String, String), window_start: i64, granted: u64) {
-        let mut held = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
         // Other windows' leftovers are dead weight: drop them while the lock is held anyway.
         held.retain(|_, h| h.window_start >= window_start);
         let h = held.entry(key).or_insert(Held {
@@ -79,16 +102,14 @@ impl Store {
         limit: u32,
         window: Duration,
     ) -> Result<()> {
-        if limit == 0 {
-            return Err(Error::invalid("limit", "must be positive"));
-        }
-        let window_ms = duration_ms(window);
-        if window_ms <= 0 {
-            return Err(Error::invalid("window", "must be at least a millisecond"));
-        }
-        let now = self.now();
-        let window_start = now - now.rem_euclid(window_ms);
+        let at = self.window_at(limit, window)?;
+        let window_start = at.start;
         let key = (subject.to_string(), kind.to_string());
+        if self.held_hits.spend(&key, window_start) {
+            return Ok(());
+        }
+        let _granting = self.held_hits.granting.lock().await;
+        // A grant that finished while this one waited may have left hits to spend.
         if self.held_hits.spend(&key, window_start) {
             return Ok(());
         }
@@ -121,10 +142,7 @@ impl Store {
             None => 0,
         };
         if granted <= 0 {
-            let left = (window_start + window_ms - now).max(1);
-            return Err(Error::ResourceExhausted {
-                retry_after: Duration::from_millis(u64::try_from(left).unwrap_or(1)),
-            });
+            return Err(at.exhausted());
         }
         // One for this take; the rest are held for the next ones.
         self.held_hits
@@ -142,15 +160,8 @@ impl Store {
         limit: u32,
         window: Duration,
     ) -> Result<()> {
-        if limit == 0 {
-            return Err(Error::invalid("limit", "must be positive"));
-        }
-        let window_ms = duration_ms(window);
-        if window_ms <= 0 {
-            return Err(Error::invalid("window", "must be at least a millisecond"));
-        }
-        let now = self.now();
-        let window_start = now - now.rem_euclid(window_ms);
+        let at = self.window_at(limit, window)?;
+        let window_start = at.start;
         // A row from an earlier window restarts at 1; a replica whose clock lags counts into
         // the newer window it finds instead of resetting it.
         let done = sqlx::query(
@@ -170,10 +181,24 @@ impl Store {
         if done.rows_affected() == 1 {
             Ok(())
         } else {
-            let left = (window_start + window_ms - now).max(1);
-            Err(Error::ResourceExhausted {
-                retry_after: Duration::from_millis(u64::try_from(left).unwrap_or(1)),
-            })
+            Err(at.exhausted())
         }
+    }
+
+    /// The window `now` falls in, after checking the budget's shape.
+    fn window_at(&self, limit: u32, window: Duration) -> Result<WindowAt> {
+        if limit == 0 {
+            return Err(Error::invalid("limit", "must be positive"));
+        }
+        let length = duration_ms(window);
+        if length <= 0 {
+            return Err(Error::invalid("window", "must be at least a millisecond"));
+        }
+        let now = self.now();
+        Ok(WindowAt {
+            now,
+            start: now - now.rem_euclid(length),
+            length,
+        })
     }
 }
