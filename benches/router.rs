@@ -597,8 +597,10 @@ fn sched_ns(pid: u32) -> (u64, u64) {
 
 impl Accounting {
     /// So far: holder CPU ns, children CPU ns, holder minor faults, children minor faults,
-    /// and ns all of them spent runnable but waiting for a CPU.
-    fn sample(&self, ticks: f64) -> [u64; 5] {
+    /// ns all of them spent runnable but waiting for a CPU, and — when the holder is another
+    /// process (the router of (c)) — this bench process's CPU ns: the load generator's share
+    /// of the same cores.
+    fn sample(&self, ticks: f64) -> [u64; 6] {
         match self {
             Accounting::Processes { parent, children } => {
                 let holder = sched_ns(*parent);
@@ -609,6 +611,11 @@ impl Accounting {
                     stat_sum(*parent, &[7]),
                     children.iter().map(|c| stat_sum(*c, &[7])).sum(),
                     holder.1 + kids.iter().map(|k| k.1).sum::<u64>(),
+                    if *parent == std::process::id() {
+                        0
+                    } else {
+                        sched_ns(std::process::id()).0
+                    },
                 ]
             }
             Accounting::MainThread => {
@@ -619,12 +626,12 @@ impl Accounting {
                     .split_whitespace()
                     .map(|v| v.parse::<u64>().unwrap_or(0));
                 let (cpu, wait) = (f.next().unwrap_or(0), f.next().unwrap_or(0));
-                [cpu, 0, stat_sum(me, &[7]), 0, wait]
+                [cpu, 0, stat_sum(me, &[7]), 0, wait, 0]
             }
             Accounting::Reaped => {
                 let me = std::process::id();
                 let cpu = stat_sum(me, &[13, 14]) as f64 / ticks * 1e9;
-                [0, cpu as u64, 0, stat_sum(me, &[8]), 0]
+                [0, cpu as u64, 0, stat_sum(me, &[8]), 0, 0]
             }
         }
     }
@@ -643,7 +650,7 @@ struct Timed<'a> {
     run: Box<dyn FnMut() + 'a>,
     times: Vec<Duration>,
     /// Per timed run, what `Accounting::sample` counts.
-    samples: Vec<[u64; 5]>,
+    samples: Vec<[u64; 6]>,
     /// Steal ticks over every timed run.
     steal: u64,
 }
@@ -681,7 +688,7 @@ impl<'a> Timed<'a> {
     }
 
     /// The median over the timed runs of `f(sample)`, per envelope.
-    fn median_per_envelope(&self, f: impl Fn(&[u64; 5]) -> u64) -> f64 {
+    fn median_per_envelope(&self, f: impl Fn(&[u64; 6]) -> u64) -> f64 {
         let mut xs: Vec<u64> = self.samples.iter().map(f).collect();
         xs.sort_unstable();
         xs.get(xs.len() / 2).copied().unwrap_or(0) as f64 / ENVELOPES as f64
@@ -712,6 +719,12 @@ impl<'a> Timed<'a> {
     /// µs per envelope the hypervisor took the machine's CPUs away (mean, 10 ms ticks).
     fn steal_us(&self, ticks: f64) -> f64 {
         self.steal as f64 / ticks * 1e6 / (self.times.len() * ENVELOPES) as f64
+    }
+
+    /// CPU µs per envelope of the bench process itself while it drove a router process
+    /// (the load generator of (c)); 0 for the other paths.
+    fn load_generator_us(&self) -> f64 {
+        self.median_per_envelope(|s| s[5]) / 1e3
     }
 
     /// µs per envelope the path's processes were runnable but had no CPU (median).
@@ -776,15 +789,16 @@ fn print_table(paths: &[Timed], ticks: f64) {
     }
     println!();
     println!(
-        "| path | CPU µs/envelope: bench process or router | CPU µs/envelope: sandbox children or jq | waiting for a CPU µs/envelope | stolen by the hypervisor µs/envelope | minor faults/envelope: holder, children |"
+        "| path | CPU µs/envelope: bench process or router | CPU µs/envelope: sandbox children or jq | CPU µs/envelope: load generator (the bench, driving (c)) | waiting for a CPU µs/envelope | stolen by the hypervisor µs/envelope | minor faults/envelope: holder, children |"
     );
-    println!("|---|---:|---:|---:|---:|---:|");
+    println!("|---|---:|---:|---:|---:|---:|---:|");
     for p in paths {
         let (holder, children) = p.cpu_split();
         let (holder_faults, children_faults) = p.faults();
         println!(
-            "| {} | {holder:.1} | {children:.1} | {:.1} | {:.1} | {holder_faults:.1}, {children_faults:.1} |",
+            "| {} | {holder:.1} | {children:.1} | {:.1} | {:.1} | {:.1} | {holder_faults:.1}, {children_faults:.1} |",
             p.name,
+            p.load_generator_us(),
             p.waited_us(),
             p.steal_us(ticks)
         );

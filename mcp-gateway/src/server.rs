@@ -1,5 +1,5 @@
 //! Serving the gateway: one axum app with `/mcp` (rmcp's streamable HTTP service behind the
-//! gate) and `/healthz`. Stateless: every request carries its bearer, is checked with
+//! gate), `/healthz` (liveness) and `/readyz` (readiness: 503 from the start of shutdown). Stateless: every request carries its bearer, is checked with
 //! control and served on its own, so any instance answers any request. Clients speaking the
 //! session-based protocol versions get their `initialize` answered without a session id,
 //! and clients of the newest (2026-07-28) stateless protocol are served directly.
@@ -7,9 +7,11 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
+use axum::http::StatusCode;
 use axum::routing::get;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -60,6 +62,9 @@ pub struct GatewayConfig {
     pub read_only: bool,
     /// The largest serialized `arguments` of one tool call.
     pub max_argument_bytes: usize,
+    /// Time between reporting not-ready (`/readyz` 503) and closing the listener at
+    /// shutdown, so load balancers stop sending first.
+    pub readiness_grace: Duration,
 }
 
 impl GatewayConfig {
@@ -72,6 +77,7 @@ impl GatewayConfig {
             allowed_origins: loopback_origins(),
             read_only: false,
             max_argument_bytes: ToolPolicy::default().max_argument_bytes,
+            readiness_grace: Duration::ZERO,
         }
     }
 
@@ -137,6 +143,8 @@ pub struct BoundGateway {
     listener: TcpListener,
     app: Router,
     cancel: CancellationToken,
+    ready: Arc<AtomicBool>,
+    readiness_grace: Duration,
     pub local_addr: SocketAddr,
 }
 
@@ -146,11 +154,26 @@ impl BoundGateway {
         let listener = TcpListener::bind(config.listen).await?;
         let local_addr = listener.local_addr()?;
         let cancel = CancellationToken::new();
-        let app = app(&config, control, cancel.child_token());
+        let ready = Arc::new(AtomicBool::new(true));
+        let app = app(&config, control, cancel.child_token()).route(
+            "/readyz",
+            get({
+                let ready = ready.clone();
+                move || async move {
+                    if ready.load(Ordering::SeqCst) {
+                        (StatusCode::OK, "ready")
+                    } else {
+                        (StatusCode::SERVICE_UNAVAILABLE, "shutting down")
+                    }
+                }
+            }),
+        );
         Ok(BoundGateway {
             listener,
             app,
             cancel,
+            ready,
+            readiness_grace: config.readiness_grace,
             local_addr,
         })
     }
@@ -160,15 +183,21 @@ impl BoundGateway {
         format!("http://{}/mcp", self.local_addr)
     }
 
-    /// Serves until `shutdown` resolves, then ends open response streams and drains.
+    /// Serves until `shutdown` resolves; then reports not-ready, waits the readiness grace
+    /// (still serving), ends open response streams and drains.
     pub async fn serve(
         self,
         shutdown: impl Future<Output = ()> + Send + 'static,
     ) -> Result<(), GatewayError> {
         let cancel = self.cancel.clone();
+        let ready = self.ready.clone();
+        let grace = self.readiness_grace;
         axum::serve(self.listener, self.app)
             .with_graceful_shutdown(async move {
                 shutdown.await;
+                ready.store(false, Ordering::SeqCst);
+                tracing::info!(grace_ms = grace.as_millis() as u64, "gateway draining");
+                tokio::time::sleep(grace).await;
                 cancel.cancel();
             })
             .await?;

@@ -2,11 +2,13 @@
 //! allowlist, bad input of every kind (each a clear error, the gateway still serving),
 //! business errors as `isError` results, progress and cancellation, and both protocol eras.
 
+use std::net::SocketAddr;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::*;
+use switchboard_mcp_gateway::{BoundGateway, GatewayConfig};
 
 mod support;
 
@@ -672,4 +674,49 @@ async fn a_session_id_never_carries_one_callers_identity_to_another() {
         counts.push(tools(r));
     }
     assert_eq!(counts, [ALL_VERBS.len(), 4, ALL_VERBS.len()]);
+}
+
+/// At shutdown readiness goes first: `/readyz` answers 503 while the gateway still serves
+/// (`/healthz`, tool calls) for the readiness grace, then it stops.
+#[tokio::test]
+async fn shutdown_reports_not_ready_first_and_serves_through_the_grace() {
+    let (control, _fake) = fake_control().await;
+    let mut config = GatewayConfig::new(SocketAddr::from(([127, 0, 0, 1], 0)), control.to_string());
+    config.readiness_grace = Duration::from_millis(700);
+    let bound = BoundGateway::bind(config).await.expect("gateway binds");
+    let addr = bound.local_addr;
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let served = tokio::spawn(bound.serve(async move {
+        let _ = stopped.await;
+    }));
+    let get = |path: &str| {
+        send(
+            addr,
+            format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n")
+                .into_bytes(),
+        )
+    };
+    assert_eq!(get("/readyz").await.status, 200);
+
+    let _ = stop.send(());
+    let mut not_ready = None;
+    for _ in 0..50 {
+        let r = get("/readyz").await;
+        if r.status == 503 {
+            not_ready = Some(r);
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(not_ready.is_some(), "/readyz never answered 503");
+    assert_eq!(
+        get("/healthz").await.status,
+        200,
+        "still serving in the grace"
+    );
+    tokio::time::timeout(Duration::from_secs(10), served)
+        .await
+        .expect("the gateway stops after the grace")
+        .expect("the serve task")
+        .expect("serves cleanly");
 }

@@ -49,6 +49,14 @@ pub struct GatewayArgs {
         default_value_t = 1024 * 1024
     )]
     pub max_argument_bytes: usize,
+    /// Time between reporting not-ready (`/readyz` 503) and closing the listener at shutdown,
+    /// milliseconds; calls keep being served meanwhile.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_GATEWAY_READINESS_GRACE_MS",
+        default_value_t = 0
+    )]
+    pub readiness_grace_ms: u64,
 }
 
 impl GatewayArgs {
@@ -65,6 +73,7 @@ impl GatewayArgs {
             .extend(self.allowed_origins.iter().map(|o| o.trim().to_string()));
         config.read_only = self.read_only;
         config.max_argument_bytes = self.max_argument_bytes.max(1024);
+        config.readiness_grace = std::time::Duration::from_millis(self.readiness_grace_ms);
         config
     }
 }
