@@ -185,6 +185,30 @@ fn check_plan(plan: &Value) {
     assert!(plan["plan_token"].as_str().is_some_and(|t| !t.is_empty()));
 }
 
+/// `--routers` for these routers.
+fn router_list(routers: &[RouterProcess]) -> String {
+    routers
+        .iter()
+        .map(|r| r.addr.as_str())
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// The replay plan made by a control process of its own routing through `router` alone:
+/// the reference report.
+async fn plan_through_one_router(
+    url: &str,
+    router: &RouterProcess,
+    credential: &str,
+    hook: &Webhook,
+) -> Value {
+    let control = ControlProcess::spawn(url, &router.addr, REPLAY_CONTROL_ENV);
+    let api = Api::connect(control.grpc.parse().expect("addr"), credential).await;
+    api.install(replay_plan_req(hook))
+        .await
+        .expect("the plan with one router")
+}
+
 /// CPU time (clock ticks) used so far by process `pid` and its live children: a router and
 /// its sandbox children. Zero once the process is gone.
 fn tree_cpu_ticks(pid: u32) -> u64 {
@@ -229,22 +253,11 @@ async fn a_replay_over_three_routers_reports_what_one_router_reports(db: TestDb)
     let (_, credential, hook) = seeded(&db.store, REPLAYED).await;
 
     let started = Instant::now();
-    let one = {
-        let control = ControlProcess::spawn(&db.url, &routers[0].addr, REPLAY_CONTROL_ENV);
-        let api = Api::connect(control.grpc.parse().expect("addr"), &credential).await;
-        api.install(replay_plan_req(&hook))
-            .await
-            .expect("the plan with one router")
-    };
+    let one = { plan_through_one_router(&db.url, &routers[0], &credential, &hook).await };
     let one_router = started.elapsed();
     check_plan(&one);
 
-    let list = routers
-        .iter()
-        .map(|r| r.addr.as_str())
-        .collect::<Vec<_>>()
-        .join(",");
-    let control = ControlProcess::spawn(&db.url, &list, REPLAY_CONTROL_ENV);
+    let control = ControlProcess::spawn(&db.url, &router_list(&routers), REPLAY_CONTROL_ENV);
     let api = Api::connect(control.grpc.parse().expect("addr"), &credential).await;
     let before: Vec<u64> = routers
         .iter()
@@ -320,21 +333,10 @@ async fn a_router_killed_mid_replay_still_completes_the_same_report(db: TestDb) 
     let mut routers = [replay_router(), replay_router(), replay_router()];
 
     // The reference: the same plan through one router.
-    let reference = {
-        let control = ControlProcess::spawn(&db.url, &routers[0].addr, REPLAY_CONTROL_ENV);
-        let api = Api::connect(control.grpc.parse().expect("addr"), &credential).await;
-        api.install(replay_plan_req(&hook))
-            .await
-            .expect("the plan with one router")
-    };
+    let reference = { plan_through_one_router(&db.url, &routers[0], &credential, &hook).await };
     check_plan(&reference);
 
-    let list = routers
-        .iter()
-        .map(|r| r.addr.as_str())
-        .collect::<Vec<_>>()
-        .join(",");
-    let control = ControlProcess::spawn(&db.url, &list, REPLAY_CONTROL_ENV);
+    let control = ControlProcess::spawn(&db.url, &router_list(&routers), REPLAY_CONTROL_ENV);
     let api = Api::connect(control.grpc.parse().expect("addr"), &credential).await;
     let victim = 1;
     let victim_addr = routers[victim].addr.clone();
