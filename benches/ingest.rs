@@ -38,7 +38,9 @@
 //! (default 3), `INGEST_BENCH_BACKENDS` (default `sqlite,postgres`), `INGEST_BENCH_MODES`
 //! (any of `raw,statements,route,route-nodelay,ingest,ingest-nodelay`), `INGEST_BENCH_DATABASE_URL` (PostgreSQL; else
 //! `SWITCHBOARD_TEST_DATABASE_URL`), `INGEST_BENCH_ROUTER_CHILDREN` (default: the router's own,
-//! one per core), `INGEST_BENCH_ROUTERS` (router processes control balances over, default 1), `SWITCHBOARD_WEBHOOK_DATA` (the payloads).
+//! one per core), `INGEST_BENCH_ROUTERS` (router processes control balances over, default 1),
+//! `INGEST_BENCH_DB_CONNECTIONS` (the store's pool, default 8 as `switchboard control`'s),
+//! `SWITCHBOARD_WEBHOOK_DATA` (the payloads).
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
@@ -397,8 +399,13 @@ async fn fresh_db(backend: Backend, pg_base: Option<&str>, admin: Option<&sqlx::
             (url, Cleanup::Postgres(schema))
         }
     };
-    // `switchboard control`'s default pool (--database-max-connections 8).
-    let store = Store::connect_with(&url, StoreOptions::default())
+    // `switchboard control`'s default pool (--database-max-connections 8), unless
+    // INGEST_BENCH_DB_CONNECTIONS says otherwise.
+    let options = StoreOptions {
+        max_connections: env_usize("INGEST_BENCH_DB_CONNECTIONS", 8).max(1) as u32,
+        ..StoreOptions::default()
+    };
+    let store = Store::connect_with(&url, options)
         .await
         .expect("open the store");
     store
