@@ -1388,20 +1388,7 @@ async fn expected_decisions(samples: &[Sample], router: &str) -> Expected {
             delivery_id: guid(u64::MAX - i as u64),
             headers: forge_headers(s.forge, &s.event, "probe", &s.digest),
         };
-        let webhook = Webhook {
-            id: "wh_probe".into(),
-            owner_scope: OwnerScope::human("bench"),
-            source_type: source_type(s.forge),
-            secret: SECRET.into(),
-            grant: GRANT.iter().map(|g| g.to_string()).collect(),
-            reject_unverified: false,
-            configuration: configuration(),
-            config_version: 1,
-            config_digest: String::new(),
-            provenance: json!({}),
-            trusted_actors: None,
-            created_at: 0,
-        };
+        let webhook = probe_webhook(s.forge);
         let headers = header_map(addr, &d, s.body.len());
         let kind = delivery::kind(webhook.source_type, &headers, &s.body);
         let event = event_for(&webhook, &d, s, &kind, &headers);
@@ -1427,6 +1414,25 @@ async fn expected_decisions(samples: &[Sample], router: &str) -> Expected {
     }
     store.close().await;
     Expected { decisions }
+}
+
+/// The webhook the expected decisions are computed for: the bench's grant and
+/// configuration, as ingest's webhook has them.
+fn probe_webhook(forge: &str) -> Webhook {
+    Webhook {
+        id: "wh_probe".into(),
+        owner_scope: OwnerScope::human("bench"),
+        source_type: source_type(forge),
+        secret: SECRET.into(),
+        grant: GRANT.iter().map(|g| g.to_string()).collect(),
+        reject_unverified: false,
+        configuration: configuration(),
+        config_version: 1,
+        config_digest: String::new(),
+        provenance: json!({}),
+        trusted_actors: None,
+        created_at: 0,
+    }
 }
 
 fn main() {
@@ -1513,23 +1519,9 @@ fn main() {
         };
         let expected = expected_decisions(&samples, &routers[0].addr).await;
         let mut by_label: BTreeMap<String, usize> = BTreeMap::new();
-        let probe_hook = |forge: &str| Webhook {
-            id: "wh_probe".into(),
-            owner_scope: OwnerScope::human("bench"),
-            source_type: source_type(forge),
-            secret: SECRET.into(),
-            grant: GRANT.iter().map(|g| g.to_string()).collect(),
-            reject_unverified: false,
-            configuration: configuration(),
-            config_version: 1,
-            config_digest: String::new(),
-            provenance: json!({}),
-            trusted_actors: None,
-            created_at: 0,
-        };
         let mut faults = Vec::new();
         for (i, s) in samples.iter().enumerate() {
-            let (label, _) = expected_record(&expected, i, &probe_hook(s.forge));
+            let (label, _) = expected_record(&expected, i, &probe_webhook(s.forge));
             if label == "fault" {
                 faults.push(format!("{}/{}: {:?}", s.forge, s.file, expected.decisions[i]));
             }

@@ -64,16 +64,15 @@ pub async fn limit_per_window_then_retry_after(db: TestDb) {
     ));
 }
 
-pub async fn concurrent_takes_never_exceed_the_limit(db: TestDb) {
-    let tasks: Vec<_> = (0..30)
-        .map(|_| {
-            let store = db.store.clone();
-            tokio::spawn(async move {
-                store
-                    .try_take("ep_a", "replay", 10, Duration::from_secs(3600))
-                    .await
-            })
-        })
+/// Runs `takes` at once, the i-th on `stores[i % stores.len()]`; how many were let through
+/// (anything but a let-through or `resource_exhausted` fails the test).
+async fn allowed_at_once<F, Fut>(stores: &[Store], takes: usize, take: F) -> usize
+where
+    F: Fn(Store) -> Fut,
+    Fut: std::future::Future<Output = Result<(), Error>> + Send + 'static,
+{
+    let tasks: Vec<_> = (0..takes)
+        .map(|i| tokio::spawn(take(stores[i % stores.len()].clone())))
         .collect();
     let mut allowed = 0;
     for t in tasks {
@@ -83,6 +82,16 @@ pub async fn concurrent_takes_never_exceed_the_limit(db: TestDb) {
             Err(other) => panic!("unexpected {other:?}"),
         }
     }
+    allowed
+}
+
+pub async fn concurrent_takes_never_exceed_the_limit(db: TestDb) {
+    let allowed = allowed_at_once(std::slice::from_ref(&db.store), 30, |store| async move {
+        store
+            .try_take("ep_a", "replay", 10, Duration::from_secs(3600))
+            .await
+    })
+    .await;
     // An hour window: the test cannot straddle a boundary unless it runs across the hour.
     assert!(allowed == 10 || allowed == 20, "{allowed}");
 }
@@ -144,44 +153,27 @@ pub async fn held_hits_across_replicas_let_exactly_the_limit_through(db: TestDb)
 
     // Concurrent takes on both replicas: never more than the limit; at most one block per
     // replica is left held (refused early) when the budget runs out.
-    let tasks: Vec<_> = (0..60)
-        .map(|i| {
-            let store = replicas[i % 2].clone();
-            tokio::spawn(async move {
-                store
-                    .try_take_held("wh_2", "ingest", 25, Duration::from_secs(3600))
-                    .await
-            })
-        })
-        .collect();
-    let mut allowed = 0;
-    for t in tasks {
-        match t.await.unwrap() {
-            Ok(()) => allowed += 1,
-            Err(Error::ResourceExhausted { .. }) => {}
-            Err(other) => panic!("unexpected {other:?}"),
-        }
-    }
-    let early = 2 * block_size(25);
+    let both = [a.clone(), b.clone()];
+    let allowed = allowed_at_once(&both, 60, |store| async move {
+        store
+            .try_take_held("wh_2", "ingest", 25, Duration::from_secs(3600))
+            .await
+    })
+    .await;
+    let early = 2 * block_size(25) as usize;
     assert!(
         (25 - early..=25).contains(&allowed),
         "{allowed} of a limit of 25 let through"
     );
     // Many takers at once on one replica, far under a limit with big blocks: every one gets
     // through (they wait for one grant instead of each taking a block of the budget).
-    let tasks: Vec<_> = (0..60)
-        .map(|_| {
-            let store = a.clone();
-            tokio::spawn(async move {
-                store
-                    .try_take_held("wh_3", "ingest", 600, Duration::from_secs(3600))
-                    .await
-            })
-        })
-        .collect();
-    for t in tasks {
-        t.await.unwrap().expect("60 of 600 are let through");
-    }
+    let allowed = allowed_at_once(std::slice::from_ref(&a), 60, |store| async move {
+        store
+            .try_take_held("wh_3", "ingest", 600, Duration::from_secs(3600))
+            .await
+    })
+    .await;
+    assert_eq!(allowed, 60, "60 of 600 are let through");
 
     b.close().await;
 }
