@@ -40,6 +40,7 @@
 //! `SWITCHBOARD_TEST_DATABASE_URL`), `INGEST_BENCH_ROUTER_CHILDREN` (default: the router's own,
 //! one per core), `INGEST_BENCH_ROUTERS` (router processes control balances over, default 1),
 //! `INGEST_BENCH_DB_CONNECTIONS` (the store's pool, default 8 as `switchboard control`'s),
+//! `INGEST_BENCH_WRITE_TURNS` (`0`: SQLite writers wait in SQLite's busy handler instead),
 //! `SWITCHBOARD_WEBHOOK_DATA` (the payloads).
 
 use std::collections::BTreeMap;
@@ -399,10 +400,13 @@ async fn fresh_db(backend: Backend, pg_base: Option<&str>, admin: Option<&sqlx::
             (url, Cleanup::Postgres(schema))
         }
     };
-    // `switchboard control`'s default pool (--database-max-connections 8), unless
-    // INGEST_BENCH_DB_CONNECTIONS says otherwise.
+    // `switchboard control`'s default pool (--database-max-connections 8) and SQLite write
+    // turns, unless INGEST_BENCH_DB_CONNECTIONS / INGEST_BENCH_WRITE_TURNS=0 say otherwise.
     let options = StoreOptions {
         max_connections: env_usize("INGEST_BENCH_DB_CONNECTIONS", 8).max(1) as u32,
+        // (Not env_usize: that reads 0 as "unset".)
+        queue_sqlite_writers: std::env::var("INGEST_BENCH_WRITE_TURNS")
+            .map_or(true, |v| v.trim() != "0"),
         ..StoreOptions::default()
     };
     let store = Store::connect_with(&url, options)

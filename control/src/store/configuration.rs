@@ -111,7 +111,7 @@ impl Store {
         let change = canonical_json(&save.change);
         let now = self.now();
 
-        let mut tx = dialect::begin_write(&self.pool, self.backend).await?;
+        let mut tx = self.begin_write().await?;
         let row = sqlx::query(dialect::for_update!(
             self.backend,
             "SELECT ",

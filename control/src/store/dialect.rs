@@ -10,10 +10,13 @@
 //! the write lock from the statement's start.
 
 use std::borrow::Cow;
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
 
-use sqlx::AnyPool;
 use sqlx::migrate::{Migration, MigrationType, Migrator};
-use sqlx::{Any, SqlSafeStr, Transaction};
+use sqlx::{Any, AnyConnection, SqlSafeStr, Transaction};
+use sqlx::{AnyPool, any::AnyPoolOptions};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 
 use crate::error::{Error, Result};
 
@@ -97,16 +100,87 @@ pub(crate) fn migrator(backend: Backend) -> Migrator {
     )
 }
 
-/// Starts a transaction that will write: `BEGIN IMMEDIATE` on SQLite, plain `BEGIN` on
-/// PostgreSQL (where rows are locked with [`for_update!`]).
+/// Pool settings per backend. SQLite's connections are in-process: a ping before each use
+/// (sqlx's default) is a round trip to the connection's thread that can find nothing wrong.
+pub(crate) fn pool_options(backend: Backend) -> AnyPoolOptions {
+    let options = AnyPoolOptions::new();
+    match backend {
+        Backend::Sqlite => options.test_before_acquire(false),
+        Backend::Postgres => options,
+    }
+}
+
+/// Turns at SQLite's one write lock, taken in this process before writing.
+///
+/// Why: a SQLite writer that finds the lock taken waits in SQLite's busy handler, which
+/// *sleeps* 1, 2, 5, 10 … 100 ms between tries, so the lock sits idle while writers sleep and
+/// an unlucky one waits 100 ms and more (ingest's p99 at 8 senders was ~90 ms,
+/// docs/benchmarks.md). Writers of this process queue here instead, in arrival order, and find
+/// the lock free when their turn comes. `busy_timeout` still covers other processes writing the
+/// same file (an operator's CLI). PostgreSQL locks rows, not the database: no turns there.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct WriteTurns(Option<Arc<Semaphore>>);
+
+impl WriteTurns {
+    pub(crate) fn new(backend: Backend, queue_writers: bool) -> WriteTurns {
+        WriteTurns(
+            (backend == Backend::Sqlite && queue_writers).then(|| Arc::new(Semaphore::new(1))),
+        )
+    }
+
+    /// Waits for this process's turn to write; the turn ends when the returned value drops.
+    pub(crate) async fn take(&self) -> Result<Option<OwnedSemaphorePermit>> {
+        match &self.0 {
+            None => Ok(None),
+            Some(turns) => Arc::clone(turns)
+                .acquire_owned()
+                .await
+                .map(Some)
+                .map_err(|e| Error::internal(format!("write turns closed: {e}"))),
+        }
+    }
+}
+
+/// A transaction that will write, holding its write turn until it commits or drops.
+pub(crate) struct WriteTx {
+    // Declared first: the transaction ends (or its rollback is queued) before the turn passes.
+    tx: Transaction<'static, Any>,
+    _turn: Option<OwnedSemaphorePermit>,
+}
+
+impl WriteTx {
+    pub(crate) async fn commit(self) -> Result<()> {
+        self.tx.commit().await?;
+        Ok(())
+    }
+}
+
+impl Deref for WriteTx {
+    type Target = AnyConnection;
+    fn deref(&self) -> &AnyConnection {
+        &self.tx
+    }
+}
+
+impl DerefMut for WriteTx {
+    fn deref_mut(&mut self) -> &mut AnyConnection {
+        &mut self.tx
+    }
+}
+
+/// Starts a transaction that will write, in its write turn: `BEGIN IMMEDIATE` on SQLite,
+/// plain `BEGIN` on PostgreSQL (where rows are locked with [`for_update!`]).
 pub(crate) async fn begin_write(
     pool: &AnyPool,
     backend: Backend,
-) -> Result<Transaction<'static, Any>> {
-    Ok(match backend {
+    turns: &WriteTurns,
+) -> Result<WriteTx> {
+    let turn = turns.take().await?;
+    let tx = match backend {
         Backend::Sqlite => pool.begin_with("BEGIN IMMEDIATE").await?,
         Backend::Postgres => pool.begin().await?,
-    })
+    };
+    Ok(WriteTx { tx, _turn: turn })
 }
 
 /// A `SELECT` that locks the rows it reads until the transaction ends: `FOR UPDATE` on

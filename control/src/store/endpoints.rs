@@ -96,6 +96,7 @@ impl Store {
         }
         let id = new_id("ep_")?;
         let credential = new_token(CREDENTIAL_PREFIX)?;
+        let _turn = self.write_turn().await?;
         let row = sqlx::query(
             "INSERT INTO endpoints (id, name, human_login, owner_scope, verbs, credential_hash, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7) \
@@ -141,6 +142,7 @@ impl Store {
 
     /// Revokes an endpoint; revoking twice keeps the first revocation time.
     pub async fn revoke_endpoint(&self, id: &str) -> Result<Endpoint> {
+        let _turn = self.write_turn().await?;
         let row = sqlx::query(
             "UPDATE endpoints SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2 \
              RETURNING id, name, human_login, owner_scope, verbs, created_at, revoked_at",

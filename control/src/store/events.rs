@@ -6,7 +6,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::todos::{NewTodo, TodoInsert, insert_todo_in};
-use super::{Page, Paged, Store, cursor_for, dialect, flag, into_page, json_opt};
+use super::{Page, Paged, Store, cursor_for, flag, into_page, json_opt};
 use crate::error::{Error, Result};
 use crate::scope::OwnerScope;
 use crate::secrets::new_id;
@@ -133,6 +133,7 @@ impl Store {
         }
         let id = new_id("ev_")?;
         let headers = serde_json::to_string(&new.headers)?;
+        let _turn = self.write_turn().await?;
         let row = sqlx::query(concat!(
             "INSERT INTO events (id, webhook_id, owner_scope, delivery_id, source, kind, headers, body, verified, \
              received_at, routed) \
@@ -173,7 +174,7 @@ impl Store {
             .map(serde_json::to_string)
             .transpose()?;
         let now = self.now();
-        let mut tx = dialect::begin_write(&self.pool, self.backend).await?;
+        let mut tx = self.begin_write().await?;
         let done = sqlx::query(
             "UPDATE events SET decision = $1, fault = $2, routed = 1, routed_at = $3 WHERE id = $4",
         )

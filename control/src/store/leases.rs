@@ -21,6 +21,7 @@ impl Store {
             return Err(Error::invalid("ttl", "must be positive"));
         }
         let now = self.now();
+        let _turn = self.write_turn().await?;
         let done = sqlx::query(
             "INSERT INTO replay_leases (webhook_id, holder, expires_at) VALUES ($1, $2, $3) \
              ON CONFLICT (webhook_id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at \
@@ -43,6 +44,7 @@ impl Store {
 
     /// Gives the lease back; only its holder can. Returns whether it was held.
     pub async fn release_replay_lease(&self, webhook_id: &str, holder: &str) -> Result<bool> {
+        let _turn = self.write_turn().await?;
         let done = sqlx::query("DELETE FROM replay_leases WHERE webhook_id = $1 AND holder = $2")
             .bind(super::lookup_id(webhook_id))
             .bind(holder)

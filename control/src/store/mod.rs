@@ -27,7 +27,7 @@ use std::sync::atomic::{AtomicI64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use sqlx::AnyPool;
-use sqlx::any::{AnyPoolOptions, AnyRow};
+use sqlx::any::AnyRow;
 use sqlx::{Executor, Row};
 
 use crate::error::{Error, Result};
@@ -50,6 +50,7 @@ pub struct Store {
     backend: Backend,
     clock: Clock,
     held_hits: std::sync::Arc<rate_limits::HeldHits>,
+    write_turns: dialect::WriteTurns,
 }
 
 /// Pool settings. SQLite serializes writers anyway, so its pool stays small.
@@ -57,6 +58,9 @@ pub struct Store {
 pub struct StoreOptions {
     pub max_connections: u32,
     pub acquire_timeout: Duration,
+    /// SQLite: this process's writers take turns in arrival order instead of sleeping in
+    /// SQLite's busy handler (`dialect::WriteTurns`). On by default; off only to measure.
+    pub queue_sqlite_writers: bool,
 }
 
 impl Default for StoreOptions {
@@ -64,6 +68,7 @@ impl Default for StoreOptions {
         StoreOptions {
             max_connections: 8,
             acquire_timeout: Duration::from_secs(30),
+            queue_sqlite_writers: true,
         }
     }
 }
@@ -78,7 +83,7 @@ impl Store {
     pub async fn connect_with(database_url: &str, options: StoreOptions) -> Result<Store> {
         sqlx::any::install_default_drivers();
         let backend = Backend::from_url(database_url)?;
-        let mut pool = AnyPoolOptions::new()
+        let mut pool = dialect::pool_options(backend)
             .max_connections(options.max_connections.max(1))
             .acquire_timeout(options.acquire_timeout);
         if backend == Backend::Sqlite {
@@ -101,6 +106,7 @@ impl Store {
             backend,
             clock: Clock::system(),
             held_hits: Default::default(),
+            write_turns: dialect::WriteTurns::new(backend, options.queue_sqlite_writers),
         })
     }
 
@@ -131,6 +137,16 @@ impl Store {
 
     fn now(&self) -> i64 {
         self.clock.now_ms()
+    }
+
+    /// A transaction that will write, in this process's write turn (`dialect::WriteTurns`).
+    async fn begin_write(&self) -> Result<dialect::WriteTx> {
+        dialect::begin_write(&self.pool, self.backend, &self.write_turns).await
+    }
+
+    /// The write turn for a single-statement write; hold it until the statement is done.
+    async fn write_turn(&self) -> Result<Option<tokio::sync::OwnedSemaphorePermit>> {
+        self.write_turns.take().await
     }
 }
 

@@ -2,9 +2,10 @@
 //! SHA-256 hex, bound to one webhook and owner scope, expires, and is consumed exactly once.
 
 use serde_json::Value;
+use sqlx::Row;
 use sqlx::any::AnyRow;
-use sqlx::{Any, Row, Transaction};
 
+use super::dialect::WriteTx;
 use super::webhooks::configuration_text;
 use super::{Backend, Store, dialect, json_col, parse_col};
 use crate::error::{Error, PLAN_STALE, Result};
@@ -98,7 +99,7 @@ fn owned_plan(row: Option<AnyRow>, token_hash: &str, scope: &OwnerScope) -> Resu
 /// Marks the plan used inside `tx`, after locking its row: of any number of concurrent
 /// consumers exactly one gets the plan; the others see it used and get `plan_stale`.
 pub(crate) async fn consume_plan_in(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut WriteTx,
     backend: Backend,
     token_hash: &str,
     scope: &OwnerScope,
@@ -142,6 +143,7 @@ impl Store {
         let candidate_digest = configuration_digest(&new.candidate);
         let plan_text = serde_json::to_string(&new.plan)?;
         let id = new_id("pl_")?;
+        let _turn = self.write_turn().await?;
         let row = sqlx::query(concat!(
             "INSERT INTO plans (id, token_hash, webhook_id, owner_scope, pack_name, pack_version, params_digest, \
              candidate, candidate_digest, base_config_version, plan, created_at, expires_at) \
@@ -189,7 +191,7 @@ impl Store {
     /// Consumes a plan: `not_found` for an unknown or other-scope token, `plan_stale` for a used
     /// or expired one. To consume and save together, pass the token to `save_configuration`.
     pub async fn consume_plan(&self, token_hash: &str, scope: &OwnerScope) -> Result<Plan> {
-        let mut tx = dialect::begin_write(&self.pool, self.backend).await?;
+        let mut tx = self.begin_write().await?;
         let consumed =
             consume_plan_in(&mut tx, self.backend, token_hash, scope, self.now()).await?;
         tx.commit().await?;
@@ -198,6 +200,7 @@ impl Store {
 
     /// Deletes plans that expired before `before` (ms); returns how many.
     pub async fn purge_expired_plans(&self, before: i64) -> Result<u64> {
+        let _turn = self.write_turn().await?;
         let done = sqlx::query("DELETE FROM plans WHERE expires_at < $1")
             .bind(before)
             .execute(&self.pool)

@@ -116,6 +116,7 @@ impl Store {
         let block = i64::from(block_size(limit));
         // Same window: add up to a block, never past the limit; a newer window restarts at one
         // block. `last_grant` is how many this statement granted (SET reads the old row).
+        let _turn = self.write_turn().await?;
         let rows = sqlx::query(
             "INSERT INTO rate_limits (subject, kind, window_start, hits, last_grant) \
              VALUES ($1, $2, $3, $4, $4) \
@@ -164,6 +165,7 @@ impl Store {
         let window_start = at.start;
         // A row from an earlier window restarts at 1; a replica whose clock lags counts into
         // the newer window it finds instead of resetting it.
+        let _turn = self.write_turn().await?;
         let done = sqlx::query(
             "INSERT INTO rate_limits (subject, kind, window_start, hits) VALUES ($1, $2, $3, 1) \
              ON CONFLICT (subject, kind) DO UPDATE SET \

@@ -4,7 +4,7 @@
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use super::{Store, dialect, parse_col};
+use super::{Store, parse_col};
 use crate::error::{Error, Result, is_unique_violation};
 use crate::scope::{OwnerScope, Role, is_login, is_slug};
 
@@ -77,6 +77,7 @@ impl Store {
         if let Some(name) = display_name {
             check_name("display_name", name)?;
         }
+        let _turn = self.write_turn().await?;
         let row = sqlx::query(
             "INSERT INTO humans (login, display_name, created_at) VALUES ($1, $2, $3) \
              RETURNING login, display_name, created_at",
@@ -124,6 +125,7 @@ impl Store {
             ));
         }
         check_name("name", name)?;
+        let _turn = self.write_turn().await?;
         let row = sqlx::query(
             "INSERT INTO teams (slug, name, created_at) VALUES ($1, $2, $3) RETURNING slug, name, created_at",
         )
@@ -162,7 +164,7 @@ impl Store {
         login: &str,
         role: Role,
     ) -> Result<Membership> {
-        let mut tx = dialect::begin_write(&self.pool, self.backend).await?;
+        let mut tx = self.begin_write().await?;
         let team_exists = sqlx::query("SELECT 1 FROM teams WHERE slug = $1")
             .bind(team_slug)
             .fetch_optional(&mut *tx)
@@ -194,6 +196,7 @@ impl Store {
     }
 
     pub async fn remove_membership(&self, team_slug: &str, login: &str) -> Result<()> {
+        let _turn = self.write_turn().await?;
         let done = sqlx::query("DELETE FROM memberships WHERE team_slug = $1 AND human_login = $2")
             .bind(team_slug)
             .bind(login)

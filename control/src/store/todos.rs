@@ -1,9 +1,10 @@
 //! Todos: the work a queue decision produces. The once-key `(webhook_id, delivery_id)` makes
 //! a redelivery of the same delivery create no second todo.
 
+use sqlx::Row;
 use sqlx::any::AnyRow;
-use sqlx::{Any, Row, Transaction};
 
+use super::dialect::WriteTx;
 use super::{Page, Paged, Store, cursor_for, into_page, parse_col};
 use crate::error::{Error, Result};
 use crate::scope::OwnerScope;
@@ -79,7 +80,7 @@ fn todo(row: &AnyRow) -> Result<Todo> {
 
 /// Inserts the todo for `event_id` unless its once-key already has one; both ways returns it.
 pub(crate) async fn insert_todo_in(
-    tx: &mut Transaction<'static, Any>,
+    tx: &mut WriteTx,
     event_id: &str,
     new: &NewTodo,
     now: i64,
@@ -122,7 +123,7 @@ pub(crate) async fn insert_todo_in(
 impl Store {
     /// Creates the todo for an event unless its delivery already has one (the once-key).
     pub async fn insert_todo(&self, event_id: &str, new: NewTodo) -> Result<TodoInsert> {
-        let mut tx = super::dialect::begin_write(&self.pool, self.backend).await?;
+        let mut tx = self.begin_write().await?;
         let inserted = insert_todo_in(&mut tx, event_id, &new, self.now()).await?;
         tx.commit().await?;
         Ok(inserted)
@@ -186,6 +187,7 @@ impl Store {
         id: &str,
         endpoint_id: &str,
     ) -> Result<Todo> {
+        let _turn = self.write_turn().await?;
         let row = sqlx::query(concat!(
             "UPDATE todos SET claimed_by = $1, claimed_at = $2 \
              WHERE id = $3 AND owner_scope = $4 AND claimed_by IS NULL AND completed_at IS NULL RETURNING ",
@@ -221,6 +223,7 @@ impl Store {
         id: &str,
         endpoint_id: &str,
     ) -> Result<Todo> {
+        let _turn = self.write_turn().await?;
         let row = sqlx::query(concat!(
             "UPDATE todos SET completed_by = $1, completed_at = $2 \
              WHERE id = $3 AND owner_scope = $4 AND completed_at IS NULL \

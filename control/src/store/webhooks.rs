@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use super::{Actor, Store, dialect, flag, json_col, json_opt, parse_col};
+use super::{Actor, Store, flag, json_col, json_opt, parse_col};
 use crate::error::{Error, Result};
 use crate::scope::OwnerScope;
 use crate::secrets::{canonical_json, configuration_digest, new_id, random_hex};
@@ -226,7 +226,7 @@ impl Store {
         let now = self.now();
         let scope = new.owner_scope.to_string();
 
-        let mut tx = dialect::begin_write(&self.pool, self.backend).await?;
+        let mut tx = self.begin_write().await?;
         let owner_exists = match &new.owner_scope {
             OwnerScope::Human(login) => {
                 sqlx::query("SELECT 1 FROM humans WHERE login = $1").bind(login.as_str())
@@ -323,6 +323,7 @@ impl Store {
 
     /// Deletes a webhook with its events, todos, history, plans and lease.
     pub async fn delete_webhook(&self, scope: &OwnerScope, id: &str) -> Result<()> {
+        let _turn = self.write_turn().await?;
         let done = sqlx::query("DELETE FROM webhooks WHERE id = $1 AND owner_scope = $2")
             .bind(super::lookup_id(id))
             .bind(scope.to_string())
@@ -342,6 +343,7 @@ impl Store {
         secret: Option<String>,
     ) -> Result<Webhook> {
         let secret = secret_or_new(secret)?;
+        let _turn = self.write_turn().await?;
         let row = sqlx::query(concat!(
             "UPDATE webhooks SET secret = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
             webhook_columns!()
@@ -367,6 +369,7 @@ impl Store {
         grant: &[String],
     ) -> Result<Webhook> {
         let grant = grant_text(grant)?;
+        let _turn = self.write_turn().await?;
         let row = sqlx::query(concat!(
             "UPDATE webhooks SET grant_queues = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
             webhook_columns!()
@@ -391,6 +394,7 @@ impl Store {
         id: &str,
         reject: bool,
     ) -> Result<Webhook> {
+        let _turn = self.write_turn().await?;
         let row = sqlx::query(concat!(
             "UPDATE webhooks SET reject_unverified = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
             webhook_columns!()

@@ -356,3 +356,60 @@ pub async fn a_stored_event_is_visible_to_other_connections_at_once(db: TestDb) 
         "not yet visible after insert_event: {missing:?}"
     );
 }
+
+/// Writers that fail mid-transaction (the transaction is dropped, not committed) and writers
+/// that succeed, 16 at once: every write finishes and nothing is left holding the write lock
+/// or the write turn (SQLite's writers take turns in-process: `dialect::WriteTurns`).
+pub async fn failed_writes_leave_the_next_writer_free(db: TestDb) {
+    let alice = human(&db, "alice").await;
+    let wh = webhook(&db, &alice).await;
+    let writers = (0..16).map(|w| {
+        let (store, wh) = (db.store.clone(), wh.id.clone());
+        tokio::spawn(async move {
+            for i in 0..10 {
+                let stored = store
+                    .insert_event(event(&wh, &format!("turns-{w}-{i}")))
+                    .await
+                    .expect("insert");
+                // Refused after its UPDATE ran: the transaction is dropped, not committed.
+                let bad = RecordDecision {
+                    decision: json!("queue:"),
+                    fault: None,
+                    todo: Some(NewTodo {
+                        queue: String::new(),
+                        rule_id: None,
+                    }),
+                };
+                assert!(store.record_decision(&stored.id, bad).await.is_err());
+                let good = RecordDecision {
+                    decision: json!("queue:triage"),
+                    fault: None,
+                    todo: Some(NewTodo {
+                        queue: "triage".into(),
+                        rule_id: None,
+                    }),
+                };
+                let todo = store.record_decision(&stored.id, good).await;
+                assert!(todo.expect("record").is_some_and(|t| t.inserted));
+            }
+        })
+    });
+    let all = futures::future::join_all(writers);
+    // A turn or a lock left behind would stall the writers behind it, not fail them.
+    let finished = tokio::time::timeout(Duration::from_secs(120), all)
+        .await
+        .expect("every writer finishes");
+    for writer in finished {
+        writer.expect("a writer");
+    }
+    assert!(db.unrouted_events(10).await.unwrap().is_empty());
+    let n: i64 = sqlx::Row::try_get(
+        &sqlx::query("SELECT COUNT(*) AS n FROM todos")
+            .fetch_one(db.pool())
+            .await
+            .unwrap(),
+        "n",
+    )
+    .unwrap();
+    assert_eq!(n, 160, "one todo per delivery");
+}

@@ -64,6 +64,7 @@ store_test_suite! {
         unrouted_events_are_found_until_routed,
         recording_a_decision_on_an_unknown_event_writes_nothing,
         a_stored_event_is_visible_to_other_connections_at_once,
+        failed_writes_leave_the_next_writer_free,
     ],
     todos: [
         redelivery_creates_no_second_todo,
