@@ -2,12 +2,12 @@ use serde_json::json;
 use sqlx::Row;
 use switchboard_control::error::VERSION_MISMATCH;
 use switchboard_control::secrets::configuration_digest;
-use switchboard_control::store::{
-    Actor, NewEvent, NewTodo, Page, RecordDecision, SaveConfiguration,
-};
+use switchboard_control::store::{Actor, NewEvent, Page, SaveConfiguration};
 use switchboard_control::{Error, OwnerScope};
 
-use crate::harness::{TestDb, config_routing_to, endpoint, human, invalid, webhook};
+use crate::harness::{
+    TestDb, config_routing_to, decision_refused_mid_transaction, endpoint, human, invalid, webhook,
+};
 
 fn save(configuration: serde_json::Value, actor: &Actor) -> SaveConfiguration {
     SaveConfiguration {
@@ -255,15 +255,11 @@ pub async fn failed_decision_leaves_the_event_unrouted(db: TestDb) {
         .await
         .unwrap();
     // The todo is refused after the decision was written: neither may remain.
-    let bad = RecordDecision {
-        decision: json!("queue:"),
-        fault: None,
-        todo: Some(NewTodo {
-            queue: String::new(),
-            rule_id: None,
-        }),
-    };
-    invalid(db.record_decision(&event.id, bad).await, "queue");
+    invalid(
+        db.record_decision(&event.id, decision_refused_mid_transaction())
+            .await,
+        "queue",
+    );
     let after = db.get_event(&alice, &event.id).await.unwrap();
     assert!(!after.routed && after.decision.is_none());
     assert_eq!(db.unrouted_events(10).await.unwrap().len(), 1);

@@ -5,7 +5,9 @@ use serde_json::json;
 use switchboard_control::Clock;
 use switchboard_control::store::{NewEvent, NewTodo, Page, RecordDecision};
 
-use crate::harness::{TestDb, human, invalid, not_found, webhook};
+use crate::harness::{
+    TestDb, decision_refused_mid_transaction, human, invalid, not_found, webhook,
+};
 
 const PAYLOAD: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
@@ -371,16 +373,8 @@ pub async fn failed_writes_leave_the_next_writer_free(db: TestDb) {
                     .insert_event(event(&wh, &format!("turns-{w}-{i}")))
                     .await
                     .expect("insert");
-                // Refused after its UPDATE ran: the transaction is dropped, not committed.
-                let bad = RecordDecision {
-                    decision: json!("queue:"),
-                    fault: None,
-                    todo: Some(NewTodo {
-                        queue: String::new(),
-                        rule_id: None,
-                    }),
-                };
-                assert!(store.record_decision(&stored.id, bad).await.is_err());
+                let refused = decision_refused_mid_transaction();
+                assert!(store.record_decision(&stored.id, refused).await.is_err());
                 let good = RecordDecision {
                     decision: json!("queue:triage"),
                     fault: None,

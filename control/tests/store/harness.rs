@@ -160,3 +160,16 @@ pub async fn endpoint(store: &Store, login: &str) -> switchboard_control::store:
 pub fn config_routing_to(queue: &str) -> serde_json::Value {
     json!({"rules": [{"id": "r-1", "when": ".kind == \"pull_request.opened\"", "action": {"queue": queue}}], "params": {}})
 }
+
+/// A decision whose todo is refused (an empty queue) after its UPDATE of the event ran, so
+/// the transaction is dropped, not committed.
+pub fn decision_refused_mid_transaction() -> switchboard_control::store::RecordDecision {
+    switchboard_control::store::RecordDecision {
+        decision: json!("queue:"),
+        fault: None,
+        todo: Some(switchboard_control::store::NewTodo {
+            queue: String::new(),
+            rule_id: None,
+        }),
+    }
+}
