@@ -15,6 +15,7 @@ mod router_grpc;
 mod router_sandbox;
 mod rule_packs;
 mod rule_packs_golden;
+mod sandbox_pipeline;
 mod scaling;
 mod seed_packs;
 mod support;

@@ -1,6 +1,7 @@
 //! The sandbox child: a separate process of the router's own binary that parses, validates,
 //! compiles and evaluates tenant expressions. It confines itself before reading any input,
-//! answers one request at a time on its pipes, marks each unit on its progress board as it
+//! answers requests one at a time, in order, on its pipes (the parent may write the next
+//! one before this one is answered), marks each unit on its progress board as it
 //! runs (so the parent can hold every envelope to its budget) and sends answers in batches.
 
 use std::collections::HashMap;
@@ -130,6 +131,10 @@ fn serve(
     let mut writer = BufWriter::with_capacity(1 << 16, io::stdout().lock());
     respond(&mut writer, child_response::Response::Ready(ready))?;
     let mut cache: HashMap<String, Arc<Result<CompiledConfiguration, String>>> = HashMap::new();
+    // Evaluate requests read so far: the parent counts the ones it sends the same way, and
+    // may have written the next one before this one ends, so the board names the request
+    // its unit belongs to.
+    let mut requests: u64 = 0;
     while let Some(req) = read_frame::<ChildRequest>(&mut reader)? {
         match req.request {
             Some(child_request::Request::Validate(v)) => {
@@ -141,6 +146,10 @@ fn serve(
                 )?;
             }
             Some(child_request::Request::Evaluate(e)) => {
+                requests += 1;
+                if let Some(b) = board {
+                    b.request(requests);
+                }
                 evaluate(e, &mut cache, board, &mut writer)?
             }
             None => respond(&mut writer, child_response::Response::Done(ChildDone {}))?,

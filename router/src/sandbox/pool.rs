@@ -1,36 +1,57 @@
 //! The parent side: a pool of sandbox children, each held to a per-envelope budget.
 //!
-//! A batch is split into chunks spread over the children. Each child marks the
-//! (delivery, configuration) unit it runs on its progress board and sends answers in
-//! batches; the parent's watchdog looks at the board once per budget. A child whose unit
-//! overruns is killed and that unit faults `budget_exceeded`; a child that dies faults the
-//! unit it was running `sandbox_crashed`. Either way a fresh child takes the units left.
+//! A batch is split into chunks, and every chunk becomes a job on the pool's queue, shared
+//! by every call. A **lane** (at most one per child slot) owns one child and keeps it busy:
+//! it writes a job's request, and while the child evaluates it writes the next one, so the
+//! next request is already in the child's pipe when the current one ends (at most
+//! [`DEPTH`] requests per child). Answers are read strictly in order.
+//!
+//! Each child marks the (delivery, configuration) unit it runs, and the ordinal of the
+//! request that unit belongs to, on its progress board, and sends answers in batches; the
+//! parent's watchdog looks at the board once per budget. A child whose unit overruns is
+//! killed and that unit faults `budget_exceeded`; a child that dies faults the unit it was
+//! running `sandbox_crashed`. Either way what the child answered before is kept, and the
+//! units left (of the request it ran and of the one queued behind it) go back to the queue
+//! for a fresh child.
 
+use std::collections::VecDeque;
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
+use bytes::{BufMut, Bytes};
+use prost::Message;
 use rustix::io::{FdFlags, fcntl_setfd};
 
 use switchboard_proto::router::v1::{
-    ChildEvaluate, ChildReady, ChildRequest, ChildResponse, Configuration, Decision,
-    DeliveryDecisions, EvaluateResponse, Problem, RoutingContext, StoredDelivery, ValidateRequest,
-    ValidateResponse, child_request, child_response,
+    ChildReady, ChildRequest, ChildResponse, Configuration, Decision, DeliveryDecisions,
+    EvaluateResponse, Problem, RoutingContext, StoredDelivery, ValidateRequest, ValidateResponse,
+    child_request, child_response,
 };
-use tokio::io::BufReader;
+use tokio::io::AsyncWriteExt;
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
-use tokio::sync::{Mutex, Semaphore};
+use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, oneshot};
 use tokio::time::{Instant, sleep_until, timeout};
 
 use super::confine::ChildLimits;
-use super::frame::{read_frame_async, write_frame_async};
+use super::frame::{FrameReader, write_frame_async};
 use super::progress::{PROGRESS_FD_ARG, Progress, ProgressBoard, now_ns};
 use crate::engine::config::{Action, Configuration as Config, Rule};
 use crate::engine::decision::{self, count_rules, fault};
 use crate::engine::validate::{check_structure, parse_configuration};
+
+/// Evaluate requests a child holds at once: the one it runs and the next, already in its
+/// pipe, so it never waits for the parent between two chunks.
+pub const DEPTH: usize = 2;
+
+/// Capacity asked for the pipe to a child's stdin (the default is 64 KiB; 1 MiB is what an
+/// unprivileged process may ask for), so most of a chunk's request (1–2 MB) is in the pipe
+/// before the child gets to it and it reads it in a few reads rather than ~27, each of which
+/// had to wait for the parent to be scheduled and write more.
+const STDIN_PIPE_BYTES: usize = 1 << 20;
 
 /// How sandbox children are started and held to account.
 #[derive(Clone, Debug)]
@@ -91,8 +112,11 @@ struct ChildProcess {
     pid: u32,
     child: Child,
     stdin: ChildStdin,
-    stdout: BufReader<ChildStdout>,
+    stdout: FrameReader<ChildStdout>,
     board: ProgressBoard,
+    /// Evaluate requests written to this child. The child counts the ones it reads the same
+    /// way and shows the ordinal of the one it runs on its board.
+    sent: u64,
 }
 
 impl ChildProcess {
@@ -101,58 +125,185 @@ impl ChildProcess {
     }
 
     async fn recv(&mut self, within: Duration) -> Result<child_response::Response, Failure> {
-        match timeout(within, read_frame_async::<ChildResponse>(&mut self.stdout)).await {
+        match timeout(within, self.stdout.next::<ChildResponse>()).await {
             Err(_) => Err(Failure::Timeout),
             Ok(Err(_)) => Err(Failure::Died),
             Ok(Ok(ChildResponse { response: Some(r) })) => Ok(r),
             Ok(Ok(ChildResponse { response: None })) => Err(Failure::Died),
         }
     }
+
+    fn alive(&mut self) -> bool {
+        matches!(self.child.try_wait(), Ok(None))
+    }
 }
 
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Failure {
     Timeout,
     Died,
 }
 
-/// Why a child stopped answering in the middle of a batch, and which unit (relative to the
-/// request) is to blame, when the progress board says.
+/// Why a child stopped answering, and which unit of which request is to blame, when the
+/// progress board says.
 struct Stopped {
     failure: Failure,
-    unit: Option<usize>,
+    /// (request ordinal, unit relative to that request).
+    at: Option<(u64, usize)>,
+    /// Whether what the child wrote may still be read (it was killed by the parent, or
+    /// went away while the parent wrote to it), rather than its output having ended or gone
+    /// wrong already.
+    drain: bool,
 }
 
-impl From<Failure> for Stopped {
-    fn from(failure: Failure) -> Self {
-        Self {
-            failure,
-            unit: None,
+type Answers = Result<Vec<Option<Decision>>, SandboxError>;
+
+/// One chunk of one call: its request, the answers so far, and where they go.
+struct Job {
+    /// The request for the whole chunk, framed, as first sent.
+    request: Bytes,
+    /// Configurations per delivery.
+    configurations: usize,
+    units: Vec<Option<Decision>>,
+    budget: Duration,
+    reply: oneshot::Sender<Answers>,
+}
+
+impl Job {
+    /// The request that gives a child every unit still undecided, and the unit its first
+    /// delivery starts at; `None` when every unit is decided.
+    fn next_request(&self) -> Option<(Bytes, usize)> {
+        let start = self.units.iter().position(Option::is_none)?;
+        if self.units.iter().all(Option::is_none) {
+            return Some((self.request.clone(), 0));
         }
+        // A retry after a failure (rare): the first request, cut to what is left.
+        let n = self.configurations.max(1);
+        let first = start / n;
+        let base = first * n;
+        let mut req = ChildRequest::decode(self.request.slice(4..)).ok()?;
+        let Some(child_request::Request::Evaluate(e)) = req.request.as_mut() else {
+            return None;
+        };
+        e.deliveries.drain(..first.min(e.deliveries.len()));
+        e.skip_units = (start - base) as u32;
+        e.omit_units = (start..self.units.len())
+            .filter(|u| self.units[*u].is_some())
+            .map(|u| (u - base) as u32)
+            .collect();
+        let len = req.encoded_len();
+        let mut buf = Vec::with_capacity(4 + len);
+        buf.extend_from_slice(&(len as u32).to_le_bytes());
+        req.encode(&mut buf).ok()?;
+        Some((buf.into(), base))
     }
+
+    fn finish(self, stats: &SandboxStats) {
+        stats
+            .units
+            .fetch_add(self.units.len() as u64, Ordering::Relaxed);
+        let _ = self.reply.send(Ok(self.units));
+    }
+}
+
+/// The framed `ChildRequest` evaluating `configurations` over `deliveries`, encoded from
+/// borrowed parts (the same bytes as encoding the message, without cloning the deliveries).
+fn encode_evaluate(
+    ctx: &RoutingContext,
+    configurations: &[Configuration],
+    deliveries: &[StoredDelivery],
+) -> Bytes {
+    use prost::encoding::{
+        WireType, encode_key, encode_varint, encoded_len_varint, key_len, message,
+    };
+    let inner = message::encoded_len(1, ctx)
+        + message::encoded_len_repeated(2, configurations)
+        + message::encoded_len_repeated(3, deliveries);
+    let outer = key_len(2) + encoded_len_varint(inner as u64) + inner;
+    let mut buf = Vec::with_capacity(4 + outer);
+    buf.put_u32_le(outer as u32);
+    encode_key(2, WireType::LengthDelimited, &mut buf);
+    encode_varint(inner as u64, &mut buf);
+    message::encode(1, ctx, &mut buf);
+    message::encode_repeated(2, configurations, &mut buf);
+    message::encode_repeated(3, deliveries, &mut buf);
+    buf.into()
+}
+
+/// A request written to a child and not yet answered in full.
+struct InFlight {
+    job: Job,
+    ordinal: u64,
+    /// The chunk's unit the request's first delivery starts at.
+    base: usize,
+    compiled: bool,
+    /// When it became the oldest request in flight (its compile budget runs from there).
+    since: Instant,
+}
+
+/// What the pool shares with its lanes.
+struct Inner {
+    config: SandboxConfig,
+    idle: Mutex<Vec<ChildProcess>>,
+    /// One per child slot: held by a lane, or by a validation.
+    permits: Arc<Semaphore>,
+    stats: SandboxStats,
+    /// Process ids of live children, for operators (and tests) to find them.
+    live: Mutex<Vec<u32>>,
+    queue: Mutex<Queue>,
+    /// Woken when a job is queued.
+    queued: Notify,
+    /// Validations waiting for a child slot: lanes take no new jobs meanwhile, finish what
+    /// they have and give their slot up, so a validation waits at most two chunks.
+    validations_waiting: AtomicUsize,
+}
+
+/// Chunks waiting for a lane, oldest first, and lanes started for them that have not taken
+/// one yet.
+#[derive(Default)]
+struct Queue {
+    jobs: VecDeque<Job>,
+    /// Lanes started and not yet at work: a busy lane leaves them the jobs they were started
+    /// for instead of queueing them behind its own (children in parallel before pipelining).
+    hungry: usize,
+}
+
+impl Queue {
+    /// The oldest job whose caller still waits for it.
+    fn take(&mut self) -> Option<Job> {
+        while let Some(job) = self.jobs.pop_front() {
+            if !job.reply.is_closed() {
+                return Some(job);
+            }
+        }
+        None
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
 
 /// A pool of sandbox children.
 pub struct SandboxPool {
-    config: SandboxConfig,
-    idle: Mutex<Vec<ChildProcess>>,
-    permits: Semaphore,
-    stats: SandboxStats,
-    /// Process ids of live children, for operators (and tests) to find them.
-    live: std::sync::Mutex<Vec<u32>>,
+    inner: Arc<Inner>,
 }
 
 impl SandboxPool {
     /// Starts the pool and one child to check that children start and are confined.
     pub async fn start(config: SandboxConfig) -> Result<Arc<Self>, SandboxError> {
-        let pool = Arc::new(Self {
-            permits: Semaphore::new(config.children.max(1)),
+        let inner = Arc::new(Inner {
+            permits: Arc::new(Semaphore::new(config.children.max(1))),
             config,
             idle: Mutex::new(Vec::new()),
             stats: SandboxStats::default(),
-            live: std::sync::Mutex::new(Vec::new()),
+            live: Mutex::new(Vec::new()),
+            queue: Mutex::new(Queue::default()),
+            queued: Notify::new(),
+            validations_waiting: AtomicUsize::new(0),
         });
-        let (first, ready) = pool.spawn().await?;
-        if pool.config.require_confinement && (!ready.seccomp || ready.landlock == "none") {
+        let (first, ready) = inner.spawn().await?;
+        if inner.config.require_confinement && (!ready.seccomp || ready.landlock == "none") {
             return Err(SandboxError::Unconfined(format!(
                 "seccomp: {}, landlock: {}{}",
                 if ready.seccomp { "on" } else { "off" },
@@ -164,90 +315,21 @@ impl SandboxPool {
                 }
             )));
         }
-        pool.idle.lock().await.push(first);
-        Ok(pool)
+        lock(&inner.idle).push(first);
+        Ok(Arc::new(Self { inner }))
     }
 
     pub fn config(&self) -> &SandboxConfig {
-        &self.config
+        &self.inner.config
     }
 
     pub fn stats(&self) -> &SandboxStats {
-        &self.stats
+        &self.inner.stats
     }
 
     /// Process ids of the children alive now.
     pub fn child_pids(&self) -> Vec<u32> {
-        self.live.lock().map(|l| l.clone()).unwrap_or_default()
-    }
-
-    fn forget(&self, pid: u32) {
-        if let Ok(mut live) = self.live.lock() {
-            live.retain(|p| *p != pid);
-        }
-    }
-
-    async fn spawn(&self) -> Result<(ChildProcess, ChildReady), SandboxError> {
-        let board = ProgressBoard::create()
-            .map_err(|e| SandboxError::Spawn(format!("progress board: {e}")))?;
-        let board_fd = board.fd().as_raw_fd();
-        let mut args = self.config.args.clone();
-        args.extend(self.config.limits.to_args());
-        args.push(format!("{PROGRESS_FD_ARG}{board_fd}"));
-        let mut command = Command::new(&self.config.program);
-        // SAFETY: runs between fork and exec; it only clears FD_CLOEXEC on the board's
-        // descriptor (fcntl is async-signal-safe), so this child alone inherits it.
-        unsafe {
-            command.pre_exec(move || {
-                let fd = BorrowedFd::borrow_raw(board_fd);
-                fcntl_setfd(fd, FdFlags::empty()).map_err(std::io::Error::from)
-            });
-        }
-        let mut child = command
-            .args(&args)
-            // The router's environment (database URLs, secrets) never reaches a child.
-            .env_clear()
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .kill_on_drop(true)
-            .spawn()
-            .map_err(|e| SandboxError::Spawn(format!("{}: {e}", self.config.program.display())))?;
-        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
-            return Err(SandboxError::Spawn("child pipes missing".into()));
-        };
-        let pid = child.id().unwrap_or_default();
-        let mut proc = ChildProcess {
-            pid,
-            child,
-            stdin,
-            stdout: BufReader::with_capacity(1 << 16, stdout),
-            board,
-        };
-        self.stats.spawned.fetch_add(1, Ordering::Relaxed);
-        if let Ok(mut live) = self.live.lock() {
-            live.push(pid);
-        }
-        match proc.recv(self.config.compile_budget).await {
-            Ok(child_response::Response::Ready(ready)) => Ok((proc, ready)),
-            _ => Err(SandboxError::Spawn("the child did not report ready".into())),
-        }
-    }
-
-    async fn checkout(&self) -> Result<ChildProcess, SandboxError> {
-        if let Some(c) = self.idle.lock().await.pop() {
-            return Ok(c);
-        }
-        self.spawn().await.map(|(c, _)| c)
-    }
-
-    async fn checkin(&self, mut child: ChildProcess) {
-        // A child that exited on its own is not worth keeping.
-        if matches!(child.child.try_wait(), Ok(None)) {
-            self.idle.lock().await.push(child);
-        } else {
-            self.forget(child.pid);
-        }
+        lock(&self.inner.live).clone()
     }
 
     /// Validates a configuration in a child. If the child dies on it, the rules are
@@ -268,12 +350,24 @@ impl SandboxPool {
         json: &str,
         ctx: &RoutingContext,
     ) -> Result<Option<ValidateResponse>, SandboxError> {
-        let _permit = self
-            .permits
-            .acquire()
-            .await
-            .map_err(|e| SandboxError::Spawn(e.to_string()))?;
-        let mut child = self.checkout().await?;
+        let pool = &self.inner;
+        let _slot = {
+            let waiting = Waiting::new(pool);
+            let permit = pool
+                .permits
+                .clone()
+                .acquire_owned()
+                .await
+                .map_err(|e| SandboxError::Spawn(e.to_string()))?;
+            drop(waiting);
+            // Lanes that gave their slot up for this one may have left jobs behind.
+            pool.kick();
+            Slot {
+                pool: pool.clone(),
+                permit: Some(permit),
+            }
+        };
+        let mut child = pool.checkout().await?;
         let req = ValidateRequest {
             configuration: Some(Configuration {
                 json: json.to_string(),
@@ -285,18 +379,18 @@ impl SandboxPool {
             .await
             .is_err()
         {
-            self.stats.crashed.fetch_add(1, Ordering::Relaxed);
-            self.forget(child.pid);
+            pool.stats.crashed.fetch_add(1, Ordering::Relaxed);
+            pool.forget(child.pid);
             return Ok(None);
         }
-        match child.recv(self.config.compile_budget).await {
+        match child.recv(pool.config.compile_budget).await {
             Ok(child_response::Response::Validated(resp)) => {
-                self.checkin(child).await;
+                pool.checkin(child);
                 Ok(Some(resp))
             }
             _ => {
-                self.stats.crashed.fetch_add(1, Ordering::Relaxed);
-                self.forget(child.pid);
+                pool.stats.crashed.fetch_add(1, Ordering::Relaxed);
+                pool.forget(child.pid);
                 Ok(None)
             }
         }
@@ -372,25 +466,52 @@ impl SandboxPool {
         deliveries: &[StoredDelivery],
         budget: Option<Duration>,
     ) -> Result<EvaluateResponse, SandboxError> {
-        let budget = budget.unwrap_or(self.config.budget);
-        let children = self.config.children.max(1);
+        let pool = &self.inner;
+        let budget = budget.unwrap_or(pool.config.budget);
+        let children = pool.config.children.max(1);
         let chunk = deliveries
             .len()
             .div_ceil(children)
-            .clamp(1, self.config.max_chunk.max(1));
-        let chunks = deliveries
-            .chunks(chunk)
-            .map(|c| self.evaluate_chunk(ctx, configurations, c, budget));
-        let mut per_delivery: Vec<Vec<Decision>> = Vec::with_capacity(deliveries.len());
-        for result in futures::future::join_all(chunks).await {
-            per_delivery.extend(result?);
+            .clamp(1, pool.config.max_chunk.max(1));
+        let n = configurations.len();
+        if n > 0 && !deliveries.is_empty() && tokio::runtime::Handle::try_current().is_err() {
+            return Err(SandboxError::Spawn(
+                "no tokio runtime to run lanes on".into(),
+            ));
         }
+        let mut answers = Vec::new();
+        for c in deliveries.chunks(chunk) {
+            if n == 0 {
+                continue;
+            }
+            let (reply, answer) = oneshot::channel();
+            pool.submit(Job {
+                request: encode_evaluate(ctx, configurations, c),
+                configurations: n,
+                units: vec![None; c.len() * n],
+                budget,
+                reply,
+            });
+            answers.push(answer);
+        }
+        let mut units = Vec::with_capacity(deliveries.len() * n);
+        for answer in answers {
+            units.extend(answer.await.map_err(|_| {
+                SandboxError::Spawn("the sandbox pool stopped before answering".into())
+            })??);
+        }
+        let mut it = units.into_iter();
         let results = deliveries
             .iter()
-            .zip(per_delivery)
-            .map(|(d, decisions)| DeliveryDecisions {
+            .map(|d| DeliveryDecisions {
                 event_id: d.event_id.clone(),
-                decisions,
+                decisions: (0..n)
+                    .map(|_| {
+                        it.next().flatten().unwrap_or_else(|| {
+                            decision::fault("", fault::SANDBOX_CRASHED, "no answer")
+                        })
+                    })
+                    .collect(),
             })
             .collect::<Vec<_>>();
         let counters = configurations
@@ -416,189 +537,547 @@ impl SandboxPool {
             .collect();
         Ok(EvaluateResponse { results, counters })
     }
+}
 
-    async fn evaluate_chunk(
-        &self,
-        ctx: &RoutingContext,
-        configurations: &[Configuration],
-        deliveries: &[StoredDelivery],
-        budget: Duration,
-    ) -> Result<Vec<Vec<Decision>>, SandboxError> {
-        let n = configurations.len();
-        let total = deliveries.len() * n;
-        let mut units: Vec<Option<Decision>> = vec![None; total];
-        let _permit = self
-            .permits
-            .acquire()
-            .await
-            .map_err(|e| SandboxError::Spawn(e.to_string()))?;
-        // Each pass gives every unit still undecided to one child; a pass ends with all of
-        // them answered or with one more unit faulted, so this ends.
-        while let Some(start) = units.iter().position(Option::is_none) {
-            let mut child = self.checkout().await?;
-            let first = start / n;
-            let base = first * n;
-            let req = ChildEvaluate {
-                context: Some(ctx.clone()),
-                configurations: configurations.to_vec(),
-                deliveries: deliveries[first..].to_vec(),
-                skip_units: (start - base) as u32,
-                omit_units: (start..total)
-                    .filter(|u| units[*u].is_some())
-                    .map(|u| (u - base) as u32)
-                    .collect(),
-            };
-            match self
-                .run_units(&mut child, req, base, budget, &mut units)
-                .await
-            {
-                Ok(()) => self.checkin(child).await,
-                Err(stopped) => {
-                    let (code, reason, counter) = match stopped.failure {
-                        Failure::Timeout => (
-                            fault::BUDGET_EXCEEDED,
-                            format!(
-                                "evaluation exceeded its budget of {} ms",
-                                budget.as_millis()
-                            ),
-                            &self.stats.budget_exceeded,
-                        ),
-                        Failure::Died => (
-                            fault::SANDBOX_CRASHED,
-                            "the sandbox child died during evaluation".to_string(),
-                            &self.stats.crashed,
-                        ),
-                    };
-                    counter.fetch_add(1, Ordering::Relaxed);
-                    let metrics = switchboard_telemetry::metrics();
-                    metrics.child_restart(code);
-                    if code == fault::BUDGET_EXCEEDED {
-                        metrics.budget_fault();
-                    }
-                    tracing::warn!(
-                        pid = child.pid,
-                        fault = code,
-                        unit = ?stopped.unit,
-                        "sandbox child replaced"
-                    );
-                    let _ = child.child.start_kill();
-                    self.forget(child.pid);
-                    // The unit the board names; failing that, the first one unanswered.
-                    let blamed = stopped
-                        .unit
-                        .map(|u| base + u)
-                        .filter(|u| *u < total && units[*u].is_none())
-                        .or_else(|| units.iter().position(Option::is_none));
-                    if let Some(u) = blamed {
-                        units[u] = Some(decision::fault("", code, reason));
-                    }
-                }
-            }
-        }
-        self.stats.units.fetch_add(total as u64, Ordering::Relaxed);
-        let mut out = Vec::with_capacity(deliveries.len());
-        let mut it = units.into_iter();
-        for _ in 0..deliveries.len() {
-            out.push(
-                (0..n)
-                    .map(|_| {
-                        it.next().flatten().unwrap_or_else(|| {
-                            decision::fault("", fault::SANDBOX_CRASHED, "no answer")
-                        })
-                    })
-                    .collect(),
-            );
-        }
-        Ok(out)
-    }
+/// Counts a validation waiting for a child slot while it waits.
+struct Waiting<'a>(&'a Inner);
 
-    /// Sends one request and takes its answers until the child says it is done, while a
-    /// watchdog holds the unit on the child's board to the budget.
-    async fn run_units(
-        &self,
-        child: &mut ChildProcess,
-        req: ChildEvaluate,
-        base: usize,
-        budget: Duration,
-        units: &mut [Option<Decision>],
-    ) -> Result<(), Stopped> {
-        let n = req.configurations.len().max(1);
-        child
-            .send(child_request::Request::Evaluate(req))
-            .await
-            .map_err(|_| Failure::Died)?;
-        match child.recv(self.config.compile_budget).await? {
-            child_response::Response::Compiled(_) => {}
-            _ => return Err(Failure::Died.into()),
-        }
-        let ChildProcess { stdout, board, .. } = child;
-        let board = &*board;
-        let reading = async {
-            loop {
-                match read_frame_async::<ChildResponse>(stdout).await {
-                    Ok(ChildResponse {
-                        response: Some(child_response::Response::Units(batch)),
-                    }) => {
-                        for u in batch.units {
-                            let c = u.configuration_index as usize;
-                            let index = base + u.delivery_index as usize * n + c;
-                            if c >= n || index >= units.len() {
-                                return Err(Failure::Died);
-                            }
-                            units[index] = u.decision;
-                        }
-                    }
-                    Ok(ChildResponse {
-                        response: Some(child_response::Response::Done(_)),
-                    }) => return Ok(()),
-                    _ => return Err(Failure::Died),
-                }
-            }
-        };
-        let watching = watch(board, budget, self.config.compile_budget);
-        let outcome = tokio::select! {
-            biased;
-            read = reading => read.map_err(|failure| (failure, None)),
-            stalled = watching => Err(stalled),
-        };
-        outcome.map_err(|(failure, unit)| {
-            // A child that died names the unit it was running on its board.
-            let unit = unit.or_else(|| {
-                let p = board.read();
-                p.in_unit().then_some(p.unit as usize)
-            });
-            Stopped { failure, unit }
-        })
+impl<'a> Waiting<'a> {
+    fn new(pool: &'a Inner) -> Self {
+        pool.validations_waiting.fetch_add(1, Ordering::SeqCst);
+        Self(pool)
     }
 }
 
-/// Resolves when the child stalls: a unit running past the budget (blamed by its index),
-/// or no progress at all between units for `idle_limit` (nothing to blame but the child).
-async fn watch(
-    board: &ProgressBoard,
-    budget: Duration,
-    idle_limit: Duration,
-) -> (Failure, Option<usize>) {
-    let mut seen = board.read();
-    let mut seen_at = Instant::now();
-    let mut deadline = next_deadline(&seen, seen_at, budget, idle_limit);
+impl Drop for Waiting<'_> {
+    fn drop(&mut self) {
+        self.0.validations_waiting.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A validation's child slot: given back, then lanes started for any queued jobs.
+struct Slot {
+    pool: Arc<Inner>,
+    permit: Option<OwnedSemaphorePermit>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        drop(self.permit.take());
+        self.pool.kick();
+    }
+}
+
+impl Inner {
+    fn forget(&self, pid: u32) {
+        lock(&self.live).retain(|p| *p != pid);
+    }
+
+    async fn spawn(&self) -> Result<(ChildProcess, ChildReady), SandboxError> {
+        let board = ProgressBoard::create()
+            .map_err(|e| SandboxError::Spawn(format!("progress board: {e}")))?;
+        let board_fd = board.fd().as_raw_fd();
+        let mut args = self.config.args.clone();
+        args.extend(self.config.limits.to_args());
+        args.push(format!("{PROGRESS_FD_ARG}{board_fd}"));
+        let mut command = Command::new(&self.config.program);
+        // SAFETY: runs between fork and exec; it only clears FD_CLOEXEC on the board's
+        // descriptor (fcntl is async-signal-safe), so this child alone inherits it.
+        unsafe {
+            command.pre_exec(move || {
+                let fd = BorrowedFd::borrow_raw(board_fd);
+                fcntl_setfd(fd, FdFlags::empty()).map_err(std::io::Error::from)
+            });
+        }
+        let mut child = command
+            .args(&args)
+            // The router's environment (database URLs, secrets) never reaches a child.
+            .env_clear()
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .map_err(|e| SandboxError::Spawn(format!("{}: {e}", self.config.program.display())))?;
+        let (Some(stdin), Some(stdout)) = (child.stdin.take(), child.stdout.take()) else {
+            return Err(SandboxError::Spawn("child pipes missing".into()));
+        };
+        // Best effort: a smaller pipe only costs more reads.
+        let _ = rustix::pipe::fcntl_setpipe_size(&stdin, STDIN_PIPE_BYTES);
+        let pid = child.id().unwrap_or_default();
+        let mut proc = ChildProcess {
+            pid,
+            child,
+            stdin,
+            stdout: FrameReader::new(stdout, 1 << 16),
+            board,
+            sent: 0,
+        };
+        self.stats.spawned.fetch_add(1, Ordering::Relaxed);
+        lock(&self.live).push(pid);
+        match proc.recv(self.config.compile_budget).await {
+            Ok(child_response::Response::Ready(ready)) => Ok((proc, ready)),
+            _ => {
+                self.forget(pid);
+                Err(SandboxError::Spawn("the child did not report ready".into()))
+            }
+        }
+    }
+
+    /// An idle child that is still alive, or a new one.
+    async fn checkout(&self) -> Result<ChildProcess, SandboxError> {
+        loop {
+            let Some(mut c) = lock(&self.idle).pop() else {
+                break;
+            };
+            if c.alive() {
+                return Ok(c);
+            }
+            self.forget(c.pid);
+        }
+        self.spawn().await.map(|(c, _)| c)
+    }
+
+    fn checkin(&self, mut child: ChildProcess) {
+        // A child that exited on its own is not worth keeping.
+        if child.alive() {
+            lock(&self.idle).push(child);
+        } else {
+            self.forget(child.pid);
+        }
+    }
+
+    /// Queues a job and makes sure a lane will take it.
+    fn submit(self: &Arc<Self>, job: Job) {
+        lock(&self.queue).jobs.push_back(job);
+        self.queued.notify_waiters();
+        self.kick();
+    }
+
+    /// Puts jobs a failed child did not finish back at the head of the queue, in order.
+    fn requeue(self: &Arc<Self>, jobs: Vec<Job>) {
+        if jobs.is_empty() {
+            return;
+        }
+        {
+            let mut queue = lock(&self.queue);
+            for job in jobs.into_iter().rev() {
+                queue.jobs.push_front(job);
+            }
+        }
+        self.queued.notify_waiters();
+        self.kick();
+    }
+
+    /// Starts a lane for each queued job while child slots are free. Under the queue's lock,
+    /// so a lane that leaves (under the same lock, when it finds the queue empty) is either
+    /// seen leaving here or sees the job.
+    fn kick(self: &Arc<Self>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let mut queue = lock(&self.queue);
+        while queue.jobs.len() > queue.hungry {
+            let Ok(permit) = self.permits.clone().try_acquire_owned() else {
+                break;
+            };
+            queue.hungry += 1;
+            runtime.spawn(lane(self.clone(), permit));
+        }
+    }
+
+    /// Lanes give their slot up while a validation waits.
+    fn yielding(&self) -> bool {
+        self.validations_waiting.load(Ordering::SeqCst) > 0
+    }
+
+    /// The next job for a lane that runs `in_flight` requests already: none while a
+    /// validation waits, and none to queue behind its own while a lane started for it has
+    /// not taken it yet.
+    fn next_job(&self, in_flight: usize) -> Option<Job> {
+        if self.yielding() {
+            return None;
+        }
+        let mut queue = lock(&self.queue);
+        if in_flight > 0 && queue.jobs.len() <= queue.hungry {
+            return None;
+        }
+        queue.take()
+    }
+}
+
+/// One child slot at work: takes jobs off the queue and runs them on its child until none
+/// is left, then checks the child in and gives the slot up.
+async fn lane(pool: Arc<Inner>, permit: OwnedSemaphorePermit) {
+    let mut child: Option<ChildProcess> = None;
+    let mut started = true;
     loop {
-        sleep_until(deadline).await;
+        let job = {
+            let mut queue = lock(&pool.queue);
+            if std::mem::take(&mut started) {
+                queue.hungry = queue.hungry.saturating_sub(1);
+            }
+            match (!pool.yielding()).then(|| queue.take()).flatten() {
+                Some(job) => job,
+                None => {
+                    // The child goes back before the slot does, so no lane starts another.
+                    if let Some(c) = child.take() {
+                        pool.checkin(c);
+                    }
+                    drop(permit);
+                    return;
+                }
+            }
+        };
+        let kept = child.take().and_then(|mut c| {
+            if c.alive() {
+                Some(c)
+            } else {
+                pool.forget(c.pid);
+                None
+            }
+        });
+        let c = match kept {
+            Some(c) => c,
+            None => match pool.checkout().await {
+                Ok(c) => c,
+                Err(e) => {
+                    let _ = job.reply.send(Err(e));
+                    continue;
+                }
+            },
+        };
+        child = run(&pool, c, job).await;
+    }
+}
+
+/// What a lane waits for.
+enum Event {
+    Frame(std::io::Result<ChildResponse>),
+    Wrote(std::io::Result<usize>),
+    Deadline,
+    Queued,
+}
+
+/// Writes some of a pending request; never resolves when there is none.
+async fn write_some(
+    stdin: &mut ChildStdin,
+    pending: Option<&(Bytes, usize)>,
+) -> std::io::Result<usize> {
+    match pending {
+        Some((bytes, at)) => stdin.write(&bytes[*at..]).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Applies one frame to the oldest request in flight; returns that request's job once the
+/// child says it is done.
+fn on_frame(
+    inflight: &mut VecDeque<InFlight>,
+    frame: ChildResponse,
+) -> Result<Option<Job>, Failure> {
+    let Some(front) = inflight.front_mut() else {
+        return Err(Failure::Died);
+    };
+    match frame.response {
+        Some(child_response::Response::Compiled(_)) if !front.compiled => {
+            front.compiled = true;
+            Ok(None)
+        }
+        Some(child_response::Response::Units(batch)) if front.compiled => {
+            let n = front.job.configurations.max(1);
+            for u in batch.units {
+                let c = u.configuration_index as usize;
+                let index = front.base + u.delivery_index as usize * n + c;
+                if c >= n || index >= front.job.units.len() {
+                    return Err(Failure::Died);
+                }
+                front.job.units[index] = u.decision;
+            }
+            Ok(None)
+        }
+        Some(child_response::Response::Done(_)) if front.compiled => {
+            let done = inflight.pop_front().map(|f| f.job);
+            if let Some(next) = inflight.front_mut() {
+                next.since = Instant::now();
+            }
+            Ok(done)
+        }
+        _ => Err(Failure::Died),
+    }
+}
+
+/// Holds the unit on a child's board to its budget.
+struct Watch {
+    seen: Progress,
+    seen_at: Instant,
+    deadline: Instant,
+}
+
+impl Watch {
+    fn start(board: &ProgressBoard, inflight: &VecDeque<InFlight>, idle: Duration) -> Self {
+        let seen = board.read();
+        let seen_at = Instant::now();
+        let deadline = next_deadline(&seen, seen_at, budget_of(inflight, seen.request), idle);
+        Self {
+            seen,
+            seen_at,
+            deadline,
+        }
+    }
+
+    /// At the deadline: `None` while the child makes progress; else a unit running past its
+    /// budget (blamed by request and index), or no progress at all between units for
+    /// `idle` (nothing to blame but the child).
+    fn check(
+        &mut self,
+        board: &ProgressBoard,
+        inflight: &VecDeque<InFlight>,
+        idle: Duration,
+    ) -> Option<Option<(u64, usize)>> {
         let now = board.read();
-        if now.seq != seen.seq {
-            seen = now;
-            seen_at = Instant::now();
-            deadline = next_deadline(&seen, seen_at, budget, idle_limit);
-            continue;
+        if now.seq != self.seen.seq {
+            self.seen = now;
+            self.seen_at = Instant::now();
+            self.deadline = next_deadline(
+                &self.seen,
+                self.seen_at,
+                budget_of(inflight, now.request),
+                idle,
+            );
+            return None;
         }
         if now.in_unit() {
-            return (Failure::Timeout, Some(now.unit as usize));
+            return Some(Some((now.request, now.unit as usize)));
         }
-        if seen_at.elapsed() >= idle_limit {
-            return (Failure::Timeout, None);
+        if self.seen_at.elapsed() >= idle {
+            return Some(None);
         }
-        deadline = seen_at + idle_limit;
+        self.deadline = self.seen_at + idle;
+        None
     }
+}
+
+/// The budget of the request with this ordinal (the oldest one's if it is not in flight).
+fn budget_of(inflight: &VecDeque<InFlight>, ordinal: u64) -> Duration {
+    inflight
+        .iter()
+        .find(|f| f.ordinal == ordinal)
+        .or(inflight.front())
+        .map(|f| f.job.budget)
+        .unwrap_or_default()
+}
+
+/// Runs `first` and every job it can take after it on `child`, keeping up to [`DEPTH`]
+/// requests in the child's pipe. Returns the child when no job is left for it, or `None`
+/// when it failed (after keeping its answers and queueing what it left undone).
+async fn run(pool: &Arc<Inner>, mut child: ChildProcess, first: Job) -> Option<ChildProcess> {
+    let idle = pool.config.compile_budget;
+    let mut inflight: VecDeque<InFlight> = VecDeque::with_capacity(DEPTH);
+    let mut writing: Option<(Bytes, usize)> = None;
+    let mut watch: Option<Watch> = None;
+    let mut first = Some(first);
+    let stopped = loop {
+        let queued = pool.queued.notified();
+        tokio::pin!(queued);
+        queued.as_mut().enable();
+        if writing.is_none()
+            && inflight.len() < DEPTH
+            && let Some(job) = first.take().or_else(|| pool.next_job(inflight.len()))
+        {
+            if inflight.is_empty() && child.sent > 0 && !child.alive() {
+                // Exited on its own between jobs: nothing to blame, a new child runs it.
+                // (A child that never ran a job is held to it instead, so a child that
+                // cannot start is blamed rather than replaced forever.)
+                pool.forget(child.pid);
+                pool.requeue(vec![job]);
+                return None;
+            }
+            match job.next_request() {
+                Some((request, base)) => {
+                    child.sent += 1;
+                    inflight.push_back(InFlight {
+                        job,
+                        ordinal: child.sent,
+                        base,
+                        compiled: false,
+                        since: Instant::now(),
+                    });
+                    writing = Some((request, 0));
+                }
+                None => job.finish(&pool.stats),
+            }
+            continue;
+        }
+        let Some(front) = inflight.front() else {
+            return Some(child);
+        };
+        let deadline = match (&watch, front.compiled) {
+            (Some(w), true) => w.deadline,
+            _ => front.since + pool.config.compile_budget,
+        };
+        let can_take = writing.is_none() && inflight.len() < DEPTH;
+        let event = tokio::select! {
+            biased;
+            frame = child.stdout.next::<ChildResponse>() => Event::Frame(frame),
+            wrote = write_some(&mut child.stdin, writing.as_ref()) => Event::Wrote(wrote),
+            _ = sleep_until(deadline) => Event::Deadline,
+            _ = &mut queued, if can_take => Event::Queued,
+        };
+        match event {
+            Event::Frame(Ok(frame)) => match on_frame(&mut inflight, frame) {
+                Ok(Some(done)) => {
+                    watch = None;
+                    done.finish(&pool.stats);
+                }
+                Ok(None) => {
+                    if watch.is_none() && inflight.front().is_some_and(|f| f.compiled) {
+                        watch = Some(Watch::start(&child.board, &inflight, idle));
+                    }
+                }
+                Err(failure) => {
+                    break Stopped {
+                        failure,
+                        at: None,
+                        drain: false,
+                    };
+                }
+            },
+            Event::Frame(Err(_)) => {
+                break Stopped {
+                    failure: Failure::Died,
+                    at: None,
+                    drain: false,
+                };
+            }
+            Event::Wrote(Ok(n)) if n > 0 => {
+                if let Some((bytes, at)) = writing.as_mut() {
+                    *at += n;
+                    if *at >= bytes.len() {
+                        writing = None;
+                    }
+                }
+            }
+            Event::Wrote(_) => {
+                break Stopped {
+                    failure: Failure::Died,
+                    at: None,
+                    drain: true,
+                };
+            }
+            Event::Deadline => match watch.as_mut() {
+                Some(w) if front_compiled(&inflight) => {
+                    if let Some(at) = w.check(&child.board, &inflight, idle) {
+                        break Stopped {
+                            failure: Failure::Timeout,
+                            at,
+                            drain: true,
+                        };
+                    }
+                }
+                _ => {
+                    break Stopped {
+                        failure: Failure::Timeout,
+                        at: None,
+                        drain: true,
+                    };
+                }
+            },
+            Event::Queued => {}
+        }
+    };
+    fail(pool, child, inflight, stopped).await;
+    None
+}
+
+fn front_compiled(inflight: &VecDeque<InFlight>) -> bool {
+    inflight.front().is_some_and(|f| f.compiled)
+}
+
+/// A child stopped: kill it, keep every answer it wrote, fault the unit to blame, and queue
+/// the rest of its requests (the one it ran and any behind it) for another child.
+async fn fail(
+    pool: &Arc<Inner>,
+    mut child: ChildProcess,
+    mut inflight: VecDeque<InFlight>,
+    stopped: Stopped,
+) {
+    let _ = child.child.start_kill();
+    pool.forget(child.pid);
+    if stopped.drain {
+        // What it wrote before it went is still in the pipe, up to the end of its output.
+        let _ = timeout(pool.config.compile_budget, async {
+            while !inflight.is_empty() {
+                let Ok(frame) = child.stdout.next::<ChildResponse>().await else {
+                    break;
+                };
+                match on_frame(&mut inflight, frame) {
+                    Ok(Some(done)) => done.finish(&pool.stats),
+                    Ok(None) => {}
+                    Err(_) => break,
+                }
+            }
+        })
+        .await;
+    }
+    // A child that died names the unit it was running on its board.
+    let at = stopped.at.or_else(|| {
+        let p = child.board.read();
+        (stopped.failure == Failure::Died && p.in_unit()).then_some((p.request, p.unit as usize))
+    });
+    // The unit the board names; failing that, the first one unanswered.
+    let named = at.and_then(|(ordinal, unit)| {
+        let i = inflight.iter().position(|f| f.ordinal == ordinal)?;
+        let u = inflight[i].base + unit;
+        inflight[i]
+            .job
+            .units
+            .get(u)
+            .is_some_and(Option::is_none)
+            .then_some((i, u))
+    });
+    let blamed = named.or_else(|| {
+        inflight
+            .iter()
+            .enumerate()
+            .find_map(|(i, f)| f.job.units.iter().position(Option::is_none).map(|u| (i, u)))
+    });
+    let (code, counter) = match stopped.failure {
+        Failure::Timeout => (fault::BUDGET_EXCEEDED, &pool.stats.budget_exceeded),
+        Failure::Died => (fault::SANDBOX_CRASHED, &pool.stats.crashed),
+    };
+    counter.fetch_add(1, Ordering::Relaxed);
+    let metrics = switchboard_telemetry::metrics();
+    metrics.child_restart(code);
+    if code == fault::BUDGET_EXCEEDED {
+        metrics.budget_fault();
+    }
+    tracing::warn!(
+        pid = child.pid,
+        fault = code,
+        request = ?at.map(|(r, _)| r),
+        unit = ?at.map(|(_, u)| u),
+        "sandbox child replaced"
+    );
+    if let Some((i, u)) = blamed {
+        let reason = match stopped.failure {
+            Failure::Timeout => format!(
+                "evaluation exceeded its budget of {} ms",
+                inflight[i].job.budget.as_millis()
+            ),
+            Failure::Died => "the sandbox child died during evaluation".to_string(),
+        };
+        inflight[i].job.units[u] = Some(decision::fault("", code, reason));
+    }
+    let mut undone = Vec::new();
+    for f in inflight {
+        if f.job.units.iter().all(Option::is_some) {
+            f.job.finish(&pool.stats);
+        } else {
+            undone.push(f.job);
+        }
+    }
+    pool.requeue(undone);
 }
 
 /// When to look at the board next: when the running unit's budget runs out, or (between
@@ -614,5 +1093,92 @@ fn next_deadline(
         seen_at + budget.saturating_sub(elapsed)
     } else {
         seen_at + budget.min(idle_limit)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use switchboard_proto::router::v1::{ChildEvaluate, Header};
+
+    #[test]
+    fn a_request_encoded_from_borrowed_parts_is_the_message() {
+        let ctx = RoutingContext {
+            trusted_actors_capability: true,
+            ..Default::default()
+        };
+        let configurations = vec![
+            Configuration {
+                json: "{\"rules\":[]}".into(),
+            },
+            Configuration { json: "{}".into() },
+        ];
+        let deliveries: Vec<StoredDelivery> = (0..3)
+            .map(|i| StoredDelivery {
+                event_id: format!("ev-{i}"),
+                kind: "push".into(),
+                headers: vec![Header {
+                    name: "X-GitHub-Event".into(),
+                    value: "push".into(),
+                }],
+                body: Bytes::from(vec![b'x'; 300 * i]),
+                verified: i % 2 == 0,
+                ..Default::default()
+            })
+            .collect();
+        let want = ChildRequest {
+            request: Some(child_request::Request::Evaluate(ChildEvaluate {
+                context: Some(ctx.clone()),
+                configurations: configurations.clone(),
+                deliveries: deliveries.clone(),
+                skip_units: 0,
+                omit_units: vec![],
+            })),
+        };
+        let mut framed = (want.encoded_len() as u32).to_le_bytes().to_vec();
+        framed.extend(want.encode_to_vec());
+        assert_eq!(
+            encode_evaluate(&ctx, &configurations, &deliveries).as_ref(),
+            &framed[..]
+        );
+    }
+
+    #[test]
+    fn a_retry_asks_only_for_what_is_left() {
+        let deliveries: Vec<StoredDelivery> = (0..4)
+            .map(|i| StoredDelivery {
+                event_id: format!("ev-{i}"),
+                ..Default::default()
+            })
+            .collect();
+        let configurations = vec![Configuration::default(), Configuration::default()];
+        let (reply, _answer) = oneshot::channel();
+        let mut job = Job {
+            request: encode_evaluate(&RoutingContext::default(), &configurations, &deliveries),
+            configurations: 2,
+            units: vec![None; 8],
+            budget: Duration::from_millis(50),
+            reply,
+        };
+        assert_eq!(job.next_request(), Some((job.request.clone(), 0)));
+        // Units 0–2 answered, 4 faulted: ask from delivery 1 (unit 2), skipping one unit
+        // and omitting the faulted one.
+        for u in [0, 1, 2, 4] {
+            job.units[u] = Some(Decision::default());
+        }
+        let (request, base) = job.next_request().expect("units are left");
+        assert_eq!(base, 2);
+        let req = ChildRequest::decode(request.slice(4..)).expect("decodes");
+        let Some(child_request::Request::Evaluate(e)) = req.request else {
+            panic!("an evaluate request");
+        };
+        let ids: Vec<&str> = e.deliveries.iter().map(|d| d.event_id.as_str()).collect();
+        assert_eq!(ids, ["ev-1", "ev-2", "ev-3"]);
+        assert_eq!(e.skip_units, 1);
+        assert_eq!(e.omit_units, [2]);
+        for u in [3, 5, 6, 7] {
+            job.units[u] = Some(Decision::default());
+        }
+        assert!(job.next_request().is_none());
     }
 }

@@ -22,8 +22,9 @@ use rustix::time::{ClockId, clock_gettime};
 pub const PROGRESS_FD_ARG: &str = "--progress-fd=";
 
 const BYTES: usize = 4096;
-/// Words: 0 = sequence (odd while a unit runs), 1 = the unit, 2 = its start (monotonic ns).
-const WORDS: usize = 3;
+/// Words: 0 = sequence (odd while a unit runs), 1 = the unit, 2 = its start (monotonic ns),
+/// 3 = the ordinal of the evaluate request the child runs (1 for its first).
+const WORDS: usize = 4;
 
 /// What the board said at one moment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -34,6 +35,10 @@ pub struct Progress {
     pub unit: u64,
     /// When it started, on the system-wide monotonic clock.
     pub started_ns: u64,
+    /// The evaluate request the child runs (or last ran), counted from 1 in the order the
+    /// child read them; 0 before the first. The parent may have written the next request
+    /// already, so `unit` is only meaningful together with this.
+    pub request: u64,
 }
 
 impl Progress {
@@ -94,6 +99,11 @@ impl ProgressBoard {
         unsafe { &*self.words.as_ptr().add(i) }
     }
 
+    /// Child: an evaluate request starts (between units, before its first one).
+    pub fn request(&self, ordinal: u64) {
+        self.word(3).store(ordinal, Ordering::Release);
+    }
+
     /// Child: a unit starts (its data is written while `seq` is even, then `seq` goes odd).
     pub fn begin(&self, unit: u64) {
         self.word(1).store(unit, Ordering::Relaxed);
@@ -112,12 +122,14 @@ impl ProgressBoard {
             let seq = self.word(0).load(Ordering::Acquire);
             let unit = self.word(1).load(Ordering::Relaxed);
             let started_ns = self.word(2).load(Ordering::Relaxed);
+            let request = self.word(3).load(Ordering::Acquire);
             std::sync::atomic::fence(Ordering::Acquire);
             if self.word(0).load(Ordering::Relaxed) == seq {
                 return Progress {
                     seq,
                     unit,
                     started_ns,
+                    request,
                 };
             }
         }
@@ -147,11 +159,14 @@ mod tests {
     fn a_unit_is_seen_while_it_runs_and_not_after() {
         let board = ProgressBoard::create().expect("memfd");
         assert!(!board.read().in_unit());
+        assert_eq!(board.read().request, 0);
         let before = now_ns();
+        board.request(2);
         board.begin(7);
         let p = board.read();
         assert!(p.in_unit());
         assert_eq!(p.unit, 7);
+        assert_eq!(p.request, 2);
         assert!(p.started_ns >= before);
         board.end();
         let q = board.read();

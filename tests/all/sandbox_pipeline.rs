@@ -1,0 +1,328 @@
+//! Pipelining in the sandbox pool: a child holds the next request in its pipe while it runs
+//! the current one, and the pool's children are shared by every call. Blame still lands on
+//! the exact unit of the exact request, the answers a failed child gave are kept, what it
+//! left undone (of its own call or another) runs elsewhere, and every call gets exactly its
+//! own decisions.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use switchboard_proto::router::v1::{
+    Configuration, Decision, Outcome, RoutingContext, StoredDelivery,
+};
+use switchboard_router::engine::decision::fault;
+use switchboard_router::engine::{CompiledConfiguration, Configuration as Config, build_envelope};
+use switchboard_router::sandbox::{SandboxConfig, SandboxPool};
+
+use crate::router_sandbox::realistic;
+use crate::support::{binary, context, deliveries, own_children};
+
+/// Grows without bound: runs past any budget, or dies on the address-space limit.
+const SLOW: &str = r#"((. as $p | [$p,$p,$p,$p,$p,$p,$p,$p] | [.,.,.,.,.,.,.,.] | [.,.,.,.,.,.,.,.] | [.,.,.,.,.,.,.,.] | [.,.,.,.,.,.,.,.] | [.,.,.,.,.,.,.,.] | [.,.,.,.,.,.,.,.] | tojson | length) > 0)"#;
+/// Asks for a gigabyte at once: the child dies on its address-space limit (or overruns
+/// filling it).
+const CRASH: &str = r#"(("x" * 1000000000) | length > 0)"#;
+
+async fn pool_with(children: usize, budget: Duration, max_chunk: usize) -> Arc<SandboxPool> {
+    let mut config = SandboxConfig::new(binary());
+    config.children = children;
+    config.budget = budget;
+    config.max_chunk = max_chunk;
+    SandboxPool::start(config)
+        .await
+        .expect("sandbox pool starts")
+}
+
+fn in_process(json: &str, ctx: &RoutingContext, ds: &[StoredDelivery]) -> Vec<Decision> {
+    let config = Config::from_json(json).expect("configuration parses");
+    let compiled = CompiledConfiguration::compile(&config).expect("configuration compiles");
+    ds.iter()
+        .map(|d| compiled.evaluate(ctx, &build_envelope(d, ctx)))
+        .collect()
+}
+
+/// The realistic configuration with `bad` (on the delivery numbered `victim` only) as its
+/// first rule, and every rule id marked with `tag` so decisions tell calls apart.
+fn with_bad_rule(tag: &str, bad: Option<(&str, usize)>) -> String {
+    let mut config: serde_json::Value =
+        serde_json::from_str(&realistic()).expect("realistic configuration is JSON");
+    if let Some(rules) = config["rules"].as_array_mut() {
+        for rule in rules.iter_mut() {
+            let id = rule["id"].as_str().unwrap_or_default().to_string();
+            rule["id"] = format!("{id}-{tag}").into();
+        }
+        if let Some((expr, victim)) = bad {
+            rules.insert(
+                0,
+                serde_json::json!({
+                    "id": format!("bad-{tag}"),
+                    "when": format!("(.delivery_id | endswith(\"{victim:012}\")) and {expr}"),
+                    "action": {"drop": true}
+                }),
+            );
+        }
+    }
+    config.to_string()
+}
+
+fn replaced(pool: &SandboxPool) -> u64 {
+    pool.stats().budget_exceeded.load(Ordering::Relaxed)
+        + pool.stats().crashed.load(Ordering::Relaxed)
+}
+
+fn is_fault(d: &Decision) -> bool {
+    d.outcome == Outcome::Fault as i32
+}
+
+/// Two requests in one child's pipe (one child, chunks of 20, 40 deliveries, two
+/// configurations): a unit that overruns or crashes the child in the first or the second
+/// request faults exactly that unit; every other unit of both requests is decided as
+/// in-process.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failure_in_either_pipelined_request_blames_exactly_its_unit() {
+    let ctx = context();
+    let ds = deliveries(40);
+    let other = r#"{"rules":[{"id":"issues","when":".event == \"issues\"","action":{"queue":"forge"}}],"default_action":{"drop":true}}"#;
+    let want_other = in_process(other, &ctx, &ds);
+    for (name, expr, victim) in [
+        ("overrun in the second request", SLOW, 27),
+        ("crash in the second request", CRASH, 33),
+        ("overrun in the first request", SLOW, 7),
+        ("crash in the first request", CRASH, 12),
+    ] {
+        let pool = pool_with(1, Duration::from_millis(200), 20).await;
+        let json = with_bad_rule("p", Some((expr, victim)));
+        // The bad rule matches nothing but the victim, and never answers there.
+        let want = in_process(&with_bad_rule("p", None), &ctx, &ds);
+        let resp = pool
+            .evaluate(
+                &ctx,
+                &[
+                    Configuration { json: json.clone() },
+                    Configuration { json: other.into() },
+                ],
+                &ds,
+                None,
+            )
+            .await
+            .expect("evaluates");
+        assert_eq!(resp.results.len(), ds.len(), "{name}");
+        for (i, r) in resp.results.iter().enumerate() {
+            assert_eq!(r.event_id, ds[i].event_id, "{name}");
+            assert_eq!(
+                r.decisions[1], want_other[i],
+                "{name}: delivery {i}, second configuration"
+            );
+            let d = &r.decisions[0];
+            if i == victim {
+                assert!(is_fault(d), "{name}: delivery {i}: {d:?}");
+                assert!(
+                    d.fault_code == fault::BUDGET_EXCEEDED
+                        || d.fault_code == fault::SANDBOX_CRASHED,
+                    "{name}: {d:?}"
+                );
+            } else {
+                assert!(!is_fault(d), "{name}: delivery {i}: {d:?}");
+                assert_eq!(d.queue, want[i].queue, "{name}: delivery {i}");
+                assert_eq!(d.outcome, want[i].outcome, "{name}: delivery {i}");
+                assert_eq!(d.rule_id, want[i].rule_id, "{name}: delivery {i}");
+            }
+        }
+        assert_eq!(replaced(&pool), 1, "{name}: one child replaced");
+        assert_eq!(
+            pool.child_pids().len(),
+            1,
+            "{name}: {:?}",
+            pool.child_pids()
+        );
+    }
+}
+
+/// Many calls at once over two children, chunks of 8: each call gets exactly its own
+/// decisions (its own rule ids, its own deliveries, in its own order), validations running
+/// in between get their child too, and no more children run than the pool has slots.
+#[tokio::test(flavor = "multi_thread")]
+async fn concurrent_calls_over_two_children_each_get_their_own_decisions() {
+    let ctx = context();
+    let pool = pool_with(2, Duration::from_secs(2), 8).await;
+    let all = deliveries(120);
+    let mut calls = Vec::new();
+    for call in 0..12usize {
+        let json = with_bad_rule(&format!("c{call}"), None);
+        let ds: Vec<StoredDelivery> = all[call * 5..call * 5 + 9 + call * 4].to_vec();
+        let want = in_process(&json, &ctx, &ds);
+        let (p, c) = (pool.clone(), ctx.clone());
+        calls.push(tokio::spawn(async move {
+            let got = p
+                .evaluate(&c, &[Configuration { json }], &ds, None)
+                .await
+                .expect("evaluates");
+            (call, ds, got, want)
+        }));
+        if call % 4 == 1 {
+            let (p, c) = (pool.clone(), ctx.clone());
+            calls.push(tokio::spawn(async move {
+                let v = p.validate(&realistic(), &c).await.expect("validates");
+                assert!(v.valid, "{:?}", v.problems);
+                (usize::MAX, Vec::new(), Default::default(), Vec::new())
+            }));
+        }
+    }
+    let mut seen = BTreeMap::new();
+    for call in calls {
+        let (call, ds, got, want) = call.await.expect("joins");
+        if call == usize::MAX {
+            continue;
+        }
+        assert_eq!(got.results.len(), ds.len(), "call {call}");
+        for ((d, r), w) in ds.iter().zip(&got.results).zip(&want) {
+            assert_eq!(r.event_id, d.event_id, "call {call}");
+            assert_eq!(&r.decisions[0], w, "call {call}, {}", d.event_id);
+            assert!(
+                r.decisions[0].rule_id.is_empty()
+                    || r.decisions[0].rule_id.ends_with(&format!("-c{call}")),
+                "call {call}: {:?}",
+                r.decisions[0]
+            );
+        }
+        seen.insert(call, got.results.len());
+    }
+    assert_eq!(seen.len(), 12);
+    assert_eq!(replaced(&pool), 0);
+    assert!(pool.child_pids().len() <= 2, "{:?}", pool.child_pids());
+}
+
+/// A call whose unit overruns while other calls share the children: the failed child's
+/// request queued behind the bad one (perhaps another call's) runs on another child, and
+/// only the bad unit faults.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_failing_child_hands_other_calls_requests_on_untouched() {
+    let ctx = context();
+    let pool = pool_with(2, Duration::from_millis(300), 8).await;
+    let all = deliveries(90);
+    let mut calls = Vec::new();
+    for call in 0..6usize {
+        let ds: Vec<StoredDelivery> = all[call * 15..call * 15 + 15].to_vec();
+        // Call 2's third delivery (numbered 32) overruns.
+        let bad = (call == 2).then_some((SLOW, 32));
+        let json = with_bad_rule(&format!("c{call}"), bad);
+        let want = in_process(&with_bad_rule(&format!("c{call}"), None), &ctx, &ds);
+        let (p, c) = (pool.clone(), ctx.clone());
+        calls.push(tokio::spawn(async move {
+            let got = p
+                .evaluate(&c, &[Configuration { json }], &ds, None)
+                .await
+                .expect("evaluates");
+            (call, ds, got, want)
+        }));
+    }
+    for call in calls {
+        let (call, ds, got, want) = call.await.expect("joins");
+        for ((d, r), w) in ds.iter().zip(&got.results).zip(&want) {
+            let got = &r.decisions[0];
+            if d.event_id == "ev-32" {
+                assert!(is_fault(got), "{got:?}");
+                assert!(
+                    got.fault_code == fault::BUDGET_EXCEEDED
+                        || got.fault_code == fault::SANDBOX_CRASHED,
+                    "{got:?}"
+                );
+            } else {
+                assert!(!is_fault(got), "call {call}, {}: {got:?}", d.event_id);
+                assert_eq!(got.rule_id, w.rule_id, "call {call}, {}", d.event_id);
+                assert_eq!(got.queue, w.queue, "call {call}, {}", d.event_id);
+            }
+        }
+    }
+    assert_eq!(replaced(&pool), 1);
+    // The pool goes on serving.
+    let again = pool
+        .evaluate(
+            &ctx,
+            &[Configuration { json: realistic() }],
+            &all[..20],
+            None,
+        )
+        .await
+        .expect("evaluates");
+    assert!(again.results.iter().all(|r| !is_fault(&r.decisions[0])));
+}
+
+/// A child that exits on its own while idle is replaced, not blamed.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_child_that_exits_between_jobs_is_replaced_without_blame() {
+    let ctx = context();
+    let pool = pool_with(1, Duration::from_secs(2), 16).await;
+    let ds = deliveries(30);
+    let json = realistic();
+    pool.evaluate(&ctx, &[Configuration { json: json.clone() }], &ds, None)
+        .await
+        .expect("evaluates");
+    let pids = pool.child_pids();
+    assert_eq!(pids.len(), 1);
+    let killed = std::process::Command::new("kill")
+        .args(["-KILL", &pids[0].to_string()])
+        .status();
+    assert!(killed.is_ok_and(|s| s.success()));
+    // Give the kernel a moment to make it a zombie.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let resp = pool
+        .evaluate(&ctx, &[Configuration { json: json.clone() }], &ds, None)
+        .await
+        .expect("evaluates");
+    let want = in_process(&json, &ctx, &ds);
+    for (r, w) in resp.results.iter().zip(&want) {
+        assert_eq!(&r.decisions[0], w);
+    }
+    assert_eq!(replaced(&pool), 0);
+    let now = pool.child_pids();
+    assert_eq!(now.len(), 1);
+    assert_ne!(now[0], pids[0]);
+}
+
+fn gone(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        // A zombie ("Z") has exited; the runtime reaps it in its own time.
+        Ok(stat) => stat
+            .rsplit_once(')')
+            .is_some_and(|(_, rest)| rest.trim_start().starts_with('Z')),
+        Err(_) => true,
+    }
+}
+
+/// Dropping the pool (the router's graceful shutdown) hangs nothing and stops its children.
+#[tokio::test(flavor = "multi_thread")]
+async fn dropping_the_pool_stops_its_children() {
+    let ctx = context();
+    let pool = pool_with(2, Duration::from_secs(2), 16).await;
+    let ds = deliveries(64);
+    pool.evaluate(&ctx, &[Configuration { json: realistic() }], &ds, None)
+        .await
+        .expect("evaluates");
+    let pids = pool.child_pids();
+    assert_eq!(pids.len(), 2, "{pids:?}");
+    assert!(pids.iter().all(|p| own_children().contains(p)));
+    // A call still running when the pool goes: its caller gives up, and nothing waits on it.
+    let running = {
+        let pool = pool.clone();
+        let (ctx, ds) = (ctx.clone(), ds.clone());
+        tokio::spawn(async move {
+            pool.evaluate(&ctx, &[Configuration { json: realistic() }], &ds, None)
+                .await
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(5)).await;
+    running.abort();
+    let _ = running.await;
+    drop(pool);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !pids.iter().all(|p| gone(*p)) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "children still running: {pids:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
