@@ -35,7 +35,7 @@ pub fn realistic() -> String {
 }
 
 /// Decisions made in this process, for comparison with the sandbox's.
-fn in_process(json: &str, ctx: &RoutingContext, ds: &[StoredDelivery]) -> Vec<Decision> {
+pub fn in_process(json: &str, ctx: &RoutingContext, ds: &[StoredDelivery]) -> Vec<Decision> {
     let config = Config::from_json(json).expect("configuration parses");
     let compiled = CompiledConfiguration::compile(&config).expect("configuration compiles");
     ds.iter()

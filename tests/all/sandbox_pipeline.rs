@@ -9,14 +9,11 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use switchboard_proto::router::v1::{
-    Configuration, Decision, Outcome, RoutingContext, StoredDelivery,
-};
+use switchboard_proto::router::v1::{Configuration, Decision, Outcome, StoredDelivery};
 use switchboard_router::engine::decision::fault;
-use switchboard_router::engine::{CompiledConfiguration, Configuration as Config, build_envelope};
 use switchboard_router::sandbox::{SandboxConfig, SandboxPool};
 
-use crate::router_sandbox::realistic;
+use crate::router_sandbox::{in_process, realistic};
 use crate::support::{binary, context, deliveries, own_children};
 
 /// Grows without bound: runs past any budget, or dies on the address-space limit.
@@ -35,12 +32,13 @@ async fn pool_with(children: usize, budget: Duration, max_chunk: usize) -> Arc<S
         .expect("sandbox pool starts")
 }
 
-fn in_process(json: &str, ctx: &RoutingContext, ds: &[StoredDelivery]) -> Vec<Decision> {
-    let config = Config::from_json(json).expect("configuration parses");
-    let compiled = CompiledConfiguration::compile(&config).expect("configuration compiles");
-    ds.iter()
-        .map(|d| compiled.evaluate(ctx, &build_envelope(d, ctx)))
-        .collect()
+/// The victim's decision: faulted by the sandbox (overrun or crash), not by its rule.
+fn assert_sandbox_fault(d: &Decision, what: &str) {
+    assert!(is_fault(d), "{what}: {d:?}");
+    assert!(
+        d.fault_code == fault::BUDGET_EXCEEDED || d.fault_code == fault::SANDBOX_CRASHED,
+        "{what}: {d:?}"
+    );
 }
 
 /// The realistic configuration with `bad` (on the delivery numbered `victim` only) as its
@@ -117,12 +115,7 @@ async fn a_failure_in_either_pipelined_request_blames_exactly_its_unit() {
             );
             let d = &r.decisions[0];
             if i == victim {
-                assert!(is_fault(d), "{name}: delivery {i}: {d:?}");
-                assert!(
-                    d.fault_code == fault::BUDGET_EXCEEDED
-                        || d.fault_code == fault::SANDBOX_CRASHED,
-                    "{name}: {d:?}"
-                );
+                assert_sandbox_fault(d, &format!("{name}: delivery {i}"));
             } else {
                 assert!(!is_fault(d), "{name}: delivery {i}: {d:?}");
                 assert_eq!(d.queue, want[i].queue, "{name}: delivery {i}");
@@ -223,12 +216,7 @@ async fn a_failing_child_hands_other_calls_requests_on_untouched() {
         for ((d, r), w) in ds.iter().zip(&got.results).zip(&want) {
             let got = &r.decisions[0];
             if d.event_id == "ev-32" {
-                assert!(is_fault(got), "{got:?}");
-                assert!(
-                    got.fault_code == fault::BUDGET_EXCEEDED
-                        || got.fault_code == fault::SANDBOX_CRASHED,
-                    "{got:?}"
-                );
+                assert_sandbox_fault(got, &format!("call {call}, {}", d.event_id));
             } else {
                 assert!(!is_fault(got), "call {call}, {}: {got:?}", d.event_id);
                 assert_eq!(got.rule_id, w.rule_id, "call {call}, {}", d.event_id);
