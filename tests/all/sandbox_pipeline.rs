@@ -9,7 +9,9 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use switchboard_proto::router::v1::{Configuration, Decision, Outcome, StoredDelivery};
+use switchboard_proto::router::v1::{
+    Configuration, Decision, EvaluateResponse, Outcome, RoutingContext, StoredDelivery,
+};
 use switchboard_router::engine::decision::fault;
 use switchboard_router::sandbox::{SandboxConfig, SandboxPool};
 
@@ -30,6 +32,23 @@ async fn pool_with(children: usize, budget: Duration, max_chunk: usize) -> Arc<S
     SandboxPool::start(config)
         .await
         .expect("sandbox pool starts")
+}
+
+/// One call of its own on the shared pool: the deliveries it sent and what it got back.
+fn spawn_call(
+    pool: &Arc<SandboxPool>,
+    ctx: &RoutingContext,
+    json: String,
+    ds: Vec<StoredDelivery>,
+) -> tokio::task::JoinHandle<(Vec<StoredDelivery>, EvaluateResponse)> {
+    let (pool, ctx) = (pool.clone(), ctx.clone());
+    tokio::spawn(async move {
+        let got = pool
+            .evaluate(&ctx, &[Configuration { json }], &ds, None)
+            .await
+            .expect("evaluates");
+        (ds, got)
+    })
 }
 
 /// The victim's decision: faulted by the sandbox (overrun or crash), not by its rule.
@@ -141,34 +160,26 @@ async fn concurrent_calls_over_two_children_each_get_their_own_decisions() {
     let ctx = context();
     let pool = pool_with(2, Duration::from_secs(2), 8).await;
     let all = deliveries(120);
-    let mut calls = Vec::new();
+    let (mut calls, mut validations) = (Vec::new(), Vec::new());
     for call in 0..12usize {
         let json = with_bad_rule(&format!("c{call}"), None);
         let ds: Vec<StoredDelivery> = all[call * 5..call * 5 + 9 + call * 4].to_vec();
         let want = in_process(&json, &ctx, &ds);
-        let (p, c) = (pool.clone(), ctx.clone());
-        calls.push(tokio::spawn(async move {
-            let got = p
-                .evaluate(&c, &[Configuration { json }], &ds, None)
-                .await
-                .expect("evaluates");
-            (call, ds, got, want)
-        }));
+        calls.push((call, want, spawn_call(&pool, &ctx, json, ds)));
         if call % 4 == 1 {
             let (p, c) = (pool.clone(), ctx.clone());
-            calls.push(tokio::spawn(async move {
+            validations.push(tokio::spawn(async move {
                 let v = p.validate(&realistic(), &c).await.expect("validates");
                 assert!(v.valid, "{:?}", v.problems);
-                (usize::MAX, Vec::new(), Default::default(), Vec::new())
             }));
         }
     }
+    for v in validations {
+        v.await.expect("a validation");
+    }
     let mut seen = BTreeMap::new();
-    for call in calls {
-        let (call, ds, got, want) = call.await.expect("joins");
-        if call == usize::MAX {
-            continue;
-        }
+    for (call, want, handle) in calls {
+        let (ds, got) = handle.await.expect("joins");
         assert_eq!(got.results.len(), ds.len(), "call {call}");
         for ((d, r), w) in ds.iter().zip(&got.results).zip(&want) {
             assert_eq!(r.event_id, d.event_id, "call {call}");
@@ -202,17 +213,10 @@ async fn a_failing_child_hands_other_calls_requests_on_untouched() {
         let bad = (call == 2).then_some((SLOW, 32));
         let json = with_bad_rule(&format!("c{call}"), bad);
         let want = in_process(&with_bad_rule(&format!("c{call}"), None), &ctx, &ds);
-        let (p, c) = (pool.clone(), ctx.clone());
-        calls.push(tokio::spawn(async move {
-            let got = p
-                .evaluate(&c, &[Configuration { json }], &ds, None)
-                .await
-                .expect("evaluates");
-            (call, ds, got, want)
-        }));
+        calls.push((call, want, spawn_call(&pool, &ctx, json, ds)));
     }
-    for call in calls {
-        let (call, ds, got, want) = call.await.expect("joins");
+    for (call, want, handle) in calls {
+        let (ds, got) = handle.await.expect("joins");
         for ((d, r), w) in ds.iter().zip(&got.results).zip(&want) {
             let got = &r.decisions[0];
             if d.event_id == "ev-32" {

@@ -114,7 +114,7 @@ pub(crate) fn pool_options(backend: Backend) -> AnyPoolOptions {
 ///
 /// Why: a SQLite writer that finds the lock taken waits in SQLite's busy handler, which
 /// *sleeps* 1, 2, 5, 10 … 100 ms between tries, so the lock sits idle while writers sleep and
-/// an unlucky one waits 100 ms and more (ingest's p99 at 8 senders was ~90 ms,
+/// an unlucky one waits 100 ms and more (ingest's p99 at 8 senders was 108–113 ms,
 /// docs/benchmarks.md). Writers of this process queue here instead, in arrival order, and find
 /// the lock free when their turn comes. `busy_timeout` still covers other processes writing the
 /// same file (an operator's CLI). PostgreSQL locks rows, not the database: no turns there.
