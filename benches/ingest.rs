@@ -8,7 +8,7 @@
 //! in-process exactly as `switchboard control` serves it (`BoundControl`, axum ingest, the
 //! store with `switchboard control`'s default pool of 8 connections), a real
 //! `switchboard router` process with its sandbox children, and deliveries built from the real
-//! payloads in `shared/data/webhooks`, signed as each forge signs them, each with its own
+//! payloads in `testkit/data/webhooks`, signed as each forge signs them, each with its own
 //! delivery id, POSTed over HTTP/1.1 keep-alive connections by N concurrent clients.
 //!
 //! Six rows per backend and client count, each run on a fresh database:
@@ -41,6 +41,8 @@
 //! one per core), `INGEST_BENCH_ROUTERS` (router processes control balances over, default 1),
 //! `INGEST_BENCH_DB_CONNECTIONS` (the store's pool, default 8 as `switchboard control`'s),
 //! `INGEST_BENCH_WRITE_TURNS` (`0`: SQLite writers wait in SQLite's busy handler instead),
+//! `INGEST_BENCH_HUNG` (`1`: the first of the routers is SIGSTOPped for every run: the
+//! hung-router rows of issue 15),
 //! `SWITCHBOARD_WEBHOOK_DATA` (the payloads).
 
 use std::collections::BTreeMap;
@@ -75,7 +77,6 @@ use tokio::net::TcpStream;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-const DEFAULT_DATA_DIR: &str = "/work/shared/data/webhooks";
 const FORGES: [&str; 3] = ["github", "gitea", "forgejo"];
 /// Untimed deliveries before each timed run, through the same path: opens the pool's
 /// connections and the router channel, warms caches.
@@ -160,9 +161,7 @@ struct Sample {
 }
 
 fn load_samples() -> Result<Vec<Sample>, String> {
-    let dir = std::env::var_os("SWITCHBOARD_WEBHOOK_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| DEFAULT_DATA_DIR.into());
+    let dir = switchboard_testkit::payloads_dir::webhooks_dir();
     if !dir.join("github").is_dir() {
         return Err(format!(
             "no payloads at {} (set SWITCHBOARD_WEBHOOK_DATA)",
@@ -407,6 +406,7 @@ async fn fresh_db(backend: Backend, pg_base: Option<&str>, admin: Option<&sqlx::
         // (Not env_usize: that reads 0 as "unset".)
         queue_sqlite_writers: std::env::var("INGEST_BENCH_WRITE_TURNS")
             .map_or(true, |v| v.trim() != "0"),
+        sealing_key: Some(switchboard_control::SealingKey::generate().expect("a key")),
         ..StoreOptions::default()
     };
     let store = Store::connect_with(&url, options)
@@ -573,6 +573,7 @@ async fn start_control(
     let options = ServeOptions {
         readiness_grace: Duration::ZERO,
         retry: Some(RetryOptions::default()),
+        ..ServeOptions::default()
     };
     let task = tokio::spawn(async move {
         bound
@@ -1377,10 +1378,13 @@ fn shuffle<T>(xs: &mut [T], round: u64) {
 /// Each payload's decision, through the router, as ingest would get it.
 async fn expected_decisions(samples: &[Sample], router: &str) -> Expected {
     let probe = tempfile::tempdir().expect("temp dir");
-    let store = Store::connect(&format!(
-        "sqlite://{}?mode=rwc",
-        probe.path().join("probe.db").display()
-    ))
+    let store = Store::connect(
+        &format!(
+            "sqlite://{}?mode=rwc",
+            probe.path().join("probe.db").display()
+        ),
+        &switchboard_control::SealingKey::generate().expect("a key"),
+    )
     .await
     .expect("open the probe store");
     let state = control_state(&store, router).await;
@@ -1522,6 +1526,21 @@ fn main() {
             String::new()
         };
         let expected = expected_decisions(&samples, &routers[0].addr).await;
+        // INGEST_BENCH_HUNG=1: the first router is stopped (SIGSTOP: its connections stay
+        // open and nothing answers, as a hung node) for every timed run, so the rows measure
+        // what the balancer's ejection and hedging make of one hung router.
+        if std::env::var("INGEST_BENCH_HUNG").is_ok_and(|v| v == "1") {
+            assert!(
+                routers.len() >= 2,
+                "INGEST_BENCH_HUNG needs INGEST_BENCH_ROUTERS of 2 or more"
+            );
+            let stopped = Command::new("kill")
+                .args(["-STOP", &routers[0].child.id().to_string()])
+                .status()
+                .is_ok_and(|s| s.success());
+            assert!(stopped, "SIGSTOP the first router");
+            println!("router {} is hung (SIGSTOP) for every run", routers[0].addr);
+        }
         let mut by_label: BTreeMap<String, usize> = BTreeMap::new();
         let mut faults = Vec::new();
         for (i, s) in samples.iter().enumerate() {

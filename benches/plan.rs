@@ -24,7 +24,7 @@ use switchboard_control::routing::{RouterSource, Routers};
 use switchboard_control::rule_packs::{Caller, InstallArgs, ReplayWindow, RulePacks};
 use switchboard_control::state::{Capabilities, ControlState, Limits};
 use switchboard_control::store::{Actor, NewEvent, NewWebhook, SourceType};
-use switchboard_control::{OwnerScope, Store, StoreOptions};
+use switchboard_control::{OwnerScope, Store};
 use switchboard_packs::Catalog;
 use switchboard_proto::router::v1::{Configuration as WireConfiguration, StoredDelivery};
 use switchboard_router::engine::{CompiledConfiguration, build_envelope};
@@ -154,7 +154,10 @@ fn main() {
     let url = format!("sqlite://{}?mode=rwc", dir.path().join("plan.db").display());
 
     rt.block_on(async {
-        let store = Store::connect_with(&url, StoreOptions::default())
+        let store = Store::connect(
+            &url,
+            &switchboard_control::SealingKey::generate().expect("a key"),
+        )
             .await
             .expect("open the store");
         store.create_human("bench", None).await.expect("a human");

@@ -40,7 +40,6 @@ use switchboard_testkit::router_process::RouterProcess;
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 const ENVELOPES: usize = 1_000;
-const DEFAULT_DATA_DIR: &str = "/work/shared/data/webhooks";
 const FORGES: [&str; 3] = ["github", "gitea", "forgejo"];
 const BASE_RECEIVED_AT_MS: i64 = 1_795_996_750_123;
 
@@ -1013,9 +1012,7 @@ fn main() {
         println!("router: bench");
         return;
     }
-    let data = std::env::var_os("SWITCHBOARD_WEBHOOK_DATA")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| DEFAULT_DATA_DIR.into());
+    let data = switchboard_testkit::payloads_dir::webhooks_dir();
     if !data.join("github").is_dir() {
         println!(
             "router bench skipped: no payloads at {} (set SWITCHBOARD_WEBHOOK_DATA)",

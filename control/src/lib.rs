@@ -11,6 +11,7 @@ pub mod pack_sources;
 pub mod routing;
 pub mod rule_packs;
 pub mod scope;
+pub mod sealing;
 pub mod secrets;
 pub mod server;
 pub mod state;
@@ -19,4 +20,5 @@ pub mod verbs;
 
 pub use error::{Error, Result};
 pub use scope::{OwnerScope, Role};
+pub use sealing::SealingKey;
 pub use store::{Clock, Store, StoreOptions};

@@ -88,6 +88,8 @@ impl From<Error> for PackError {
 
 impl From<RoutingError> for PackError {
     fn from(e: RoutingError) -> Self {
+        // The detail names routers' addresses: it goes to the log, never to the caller.
+        tracing::warn!(error = %e.log_text(), "a rule-pack call found no router");
         PackError::new(
             "router_unavailable",
             format!("{e}; nothing was changed, retry shortly"),

@@ -20,7 +20,7 @@ use tonic_health::ServingStatus;
 use tonic_health::pb::health_server::HealthServer;
 use tonic_health::server::{HealthReporter, HealthService};
 
-use crate::ingest::{self, RetryOptions};
+use crate::ingest::{self, HttpLimits, RetryOptions};
 use crate::state::ControlState;
 
 /// Largest gRPC message control takes or sends.
@@ -33,6 +33,8 @@ pub struct ServeOptions {
     pub readiness_grace: Duration,
     /// The unrouted-event retry; `None` runs none (another replica may).
     pub retry: Option<RetryOptions>,
+    /// The HTTP listener's bounds: open connections, header and body pace.
+    pub http: HttpLimits,
 }
 
 impl Default for ServeOptions {
@@ -40,6 +42,7 @@ impl Default for ServeOptions {
         Self {
             readiness_grace: Duration::ZERO,
             retry: Some(RetryOptions::default()),
+            http: HttpLimits::default(),
         }
     }
 }
@@ -123,15 +126,14 @@ impl BoundControl {
             .retry
             .map(|o| ingest::spawn_unrouted_retry(self.state.clone(), o));
 
-        let http_app = ingest::router(self.state.clone()).merge(
+        let http_app = ingest::router_with(self.state.clone(), options.http.body).merge(
             axum::Router::new()
                 .route("/healthz", get(|| async { "ok" }))
                 .route("/readyz", get(readyz))
                 .with_state(ready),
         );
-        let http = axum::serve(self.http, http_app)
-            .with_graceful_shutdown(drained(drain_rx.clone()))
-            .into_future();
+        let http =
+            ingest::serve::serve(self.http, http_app, options.http, drained(drain_rx.clone()));
 
         let reflection = tonic_reflection::server::Builder::configure()
             .register_encoded_file_descriptor_set(switchboard_proto::FILE_DESCRIPTOR_SET)

@@ -29,8 +29,16 @@ pub struct Limits {
     pub evaluation_budget: Duration,
     /// Deliveries per Evaluate call when a replay is split over routers.
     pub replay_chunk: usize,
-    /// Ingest requests per webhook per minute.
+    /// Verified deliveries per webhook per minute routed at once; more are deferred.
     pub ingest_per_webhook_per_minute: u32,
+    /// Unverified deliveries per webhook per minute; more answer 429. Their own budget, so a
+    /// flood of unsigned junk never spends what signed deliveries need.
+    pub ingest_unverified_per_webhook_per_minute: u32,
+    /// Deferred and unrouted events a webhook may have waiting; past it a signed delivery
+    /// over the rate answers 429.
+    pub ingest_backlog_per_webhook: u32,
+    /// A delivery is answered within this of its body being read: routed, or `pending`.
+    pub ingest_deadline: Duration,
     /// Requests per endpoint per minute on the vended surface.
     pub requests_per_endpoint_per_minute: u32,
     /// The total time budget of one replay (SPEC-0031 REQ-4); past it a plan is truncated.
@@ -43,6 +51,9 @@ impl Default for Limits {
             evaluation_budget: Duration::from_millis(50),
             replay_chunk: 100,
             ingest_per_webhook_per_minute: 600,
+            ingest_unverified_per_webhook_per_minute: 60,
+            ingest_backlog_per_webhook: 10_000,
+            ingest_deadline: Duration::from_secs(2),
             requests_per_endpoint_per_minute: 600,
             replay_budget: Duration::from_secs(30),
         }

@@ -18,7 +18,7 @@
 //! `docs/routing/rule-packs/` once these proofs held (CHANGELOG.md); the cases' expectations
 //! are what the packs are held to. Cases: `router/tests/data/routing/{fleet,pool-review}/
 //! cases.json` (see the README there), read with `switchboard-testkit`; payloads:
-//! `shared/data/webhooks/`. The same fleet proof runs end to end, through the control API and
+//! `testkit/data/webhooks/`. The same fleet proof runs end to end, through the control API and
 //! ingest, in `tests/all/seed_packs.rs`.
 
 use std::collections::{BTreeMap, BTreeSet};

@@ -10,7 +10,7 @@
 //!
 //! The cases (`router/tests/data/routing/<seed>/cases.json`, see the README there) are read
 //! with `switchboard-testkit`, which builds each delivery from a real forge payload in
-//! `shared/data/webhooks/` (with the few edits the case needs) or an inline Cairn hand-off.
+//! `testkit/data/webhooks/` (with the few edits the case needs) or an inline Cairn hand-off.
 //! Besides the decisions, this file checks that the hand-written rules validate against the
 //! grant the cases document, that their params are the cases' params, that every rule decides
 //! at least one case and the default is reached, that no rule faults on any delivery shape or

@@ -9,8 +9,7 @@ use switchboard_proto::router::v1::{
 use switchboard_router::engine::decision::{self, fault};
 use switchboard_router::engine::{CompiledConfiguration, Configuration, build_envelope};
 
-/// The shared data set: `/work/main/router/../../shared/data/webhooks`.
-const WEBHOOKS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/webhooks");
+use switchboard_testkit::payloads_dir::webhooks_dir;
 
 /// 2026-11-29T23:59:10.123Z
 const RECEIVED_AT_MS: i64 = 1_795_996_750_123;
@@ -18,7 +17,7 @@ const SIGNATURE_HEX: &str = "757107ea0eb2509fc211221cce984b8a37570b6d7586c22c46f
 const DELIVERY_ID: &str = "72d3162e-cc78-11e3-81ab-4c9367dc0958";
 
 fn read_payload(file: &str) -> Vec<u8> {
-    let path = format!("{WEBHOOKS}/{file}");
+    let path = format!("{}/{file}", webhooks_dir().display());
     std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"))
 }
 
@@ -36,7 +35,7 @@ fn header(name: &str, value: &str) -> Header {
     }
 }
 
-/// The headers each forge sends with a delivery (shared/data/webhooks/headers.md), in the
+/// The headers each forge sends with a delivery (testkit/data/webhooks/headers.md), in the
 /// forge's own casing, signatures and an `Authorization` header included.
 fn forge_headers(forge: &str, event: &str) -> Vec<Header> {
     let sha256 = format!("sha256={SIGNATURE_HEX}");
@@ -615,7 +614,7 @@ fn envelope_headers_never_carry_credentials_for_any_forge() {
 fn every_real_payload_builds_an_envelope() {
     let mut seen = 0;
     for forge in ["github", "gitea", "forgejo"] {
-        let dir = format!("{WEBHOOKS}/{forge}");
+        let dir = format!("{}/{forge}", webhooks_dir().display());
         let mut names: Vec<String> = std::fs::read_dir(&dir)
             .unwrap_or_else(|e| panic!("cannot list {dir}: {e}"))
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
@@ -830,7 +829,7 @@ fn per_rule_counters() {
             rule("labels", ".event == \"label\"", json!({"queue": "elsewhere"})),
         ],
     }));
-    let dir = format!("{WEBHOOKS}/github");
+    let dir = format!("{}/github", webhooks_dir().display());
     let mut files: Vec<String> = std::fs::read_dir(&dir)
         .unwrap_or_else(|e| panic!("cannot list {dir}: {e}"))
         .filter_map(|e| e.ok()?.file_name().into_string().ok())
@@ -922,4 +921,105 @@ fn per_rule_counters() {
         (counters.rules[0].first_matches, counters.rules[0].faults),
         (0, 0)
     );
+}
+
+/// `payload=` and `json` form-encoded as Go's `url.Values.Encode` does (Gitea, Forgejo):
+/// unreserved bytes kept, space as `+`, every other byte `%XX`. Written here, apart from the
+/// decoder under test.
+fn form_body(json: &[u8]) -> Vec<u8> {
+    let mut out = b"payload=".to_vec();
+    for &b in json {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b),
+            b' ' => out.push(b'+'),
+            _ => out.extend_from_slice(format!("%{b:02X}").as_bytes()),
+        }
+    }
+    out
+}
+
+/// `delivery` as its forge sends it form-encoded: the same JSON in a `payload=` body, under a
+/// form `Content-Type` (in the forge's casing, or another).
+fn form_twin(delivery: &StoredDelivery, content_type: &str) -> StoredDelivery {
+    let mut twin = delivery.clone();
+    twin.body = form_body(&delivery.body).into();
+    for h in &mut twin.headers {
+        if h.name.eq_ignore_ascii_case("content-type") {
+            h.value = content_type.to_string();
+        }
+    }
+    twin
+}
+
+/// The envelope without `.headers["content-type"]`, the one thing a form twin differs in.
+fn without_content_type(v: &Val) -> Value {
+    let mut v = as_json(v);
+    if let Some(headers) = v["headers"].as_object_mut() {
+        headers.remove("content-type");
+    }
+    v
+}
+
+/// A form-encoded delivery's envelope is its JSON twin's: same `.payload`, `.actor` and
+/// everything else but the `Content-Type` it was sent with, so every rule decides the same.
+#[test]
+fn a_form_delivery_has_the_envelope_of_its_json_twin() {
+    let mut files = Vec::new();
+    for forge in ["github", "gitea", "forgejo"] {
+        let dir = webhooks_dir().join(forge);
+        let mut names: Vec<String> = std::fs::read_dir(&dir)
+            .unwrap_or_else(|e| panic!("reading {}: {e}", dir.display()))
+            .filter_map(|e| e.ok())
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .filter(|n| n.ends_with(".json"))
+            .collect();
+        names.sort();
+        files.extend(names.into_iter().map(|n| format!("{forge}/{n}")));
+    }
+    assert!(files.len() > 50, "{} payloads", files.len());
+    let rules = compile(&json!({"rules": [
+        rule("prs", ".payload.pull_request.number > 0", json!({"queue": "triage"})),
+        rule("acted", ".payload.action == .action and .action != null", json!({"drop": true})),
+        rule("repo", ".payload.repository.full_name | type == \"string\"", json!({"quarantine": true})),
+    ]}));
+    for file in &files {
+        let json_twin = delivery(file);
+        let json_env = build_envelope(&json_twin, &ctx());
+        let want = without_content_type(&json_env);
+        assert!(want["payload"].is_object(), "{file}");
+        for content_type in [
+            "application/x-www-form-urlencoded",
+            "application/x-www-form-urlencoded; charset=utf-8",
+            "Application/X-WWW-Form-Urlencoded",
+        ] {
+            let form = form_twin(&json_twin, content_type);
+            assert_ne!(form.body, json_twin.body);
+            let form_env = build_envelope(&form, &ctx());
+            assert_eq!(
+                without_content_type(&form_env),
+                want,
+                "{file} as {content_type}"
+            );
+            // The headers are shown as received.
+            assert_eq!(as_json(&form_env)["headers"]["content-type"], content_type);
+            for context in [ctx(), without_capability()] {
+                assert_eq!(
+                    rules.evaluate(&context, &build_envelope(&form, &context)),
+                    rules.evaluate(&context, &build_envelope(&json_twin, &context)),
+                    "{file}"
+                );
+            }
+        }
+    }
+
+    // The form body sent as JSON is text: the content type is what makes it a form.
+    let mut mislabelled = form_twin(&delivery(PR_OPENED), "application/json");
+    mislabelled.kind = "pull_request".into();
+    let v = as_json(&build_envelope(&mislabelled, &ctx()));
+    assert!(v["payload"].is_string());
+    // A form without a `payload` field is its body, as text.
+    let mut no_field = form_twin(&delivery(PR_OPENED), "application/x-www-form-urlencoded");
+    no_field.body = b"other=%7B%7D".to_vec().into();
+    let v = as_json(&build_envelope(&no_field, &ctx()));
+    assert_eq!(v["payload"], "other=%7B%7D");
 }

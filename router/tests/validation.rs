@@ -13,7 +13,7 @@ use switchboard_router::engine::prescan::{MAX_BODY_DEPTH, MAX_EXPRESSION_DEPTH};
 use switchboard_router::engine::validate::validate;
 use switchboard_router::engine::{CompiledConfiguration, Configuration, build_envelope};
 
-const WEBHOOKS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/webhooks");
+use switchboard_testkit::payloads_dir::webhooks_dir;
 const DIALECT_DOC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/routing/dialect.md");
 
 fn ctx() -> RoutingContext {
@@ -797,7 +797,7 @@ fn realistic_pack_rules_validate() {
 }
 
 fn delivery(file: &str) -> StoredDelivery {
-    let path = format!("{WEBHOOKS}/{file}");
+    let path = format!("{}/{file}", webhooks_dir().display());
     let body = std::fs::read(&path).unwrap_or_else(|e| panic!("cannot read {path}: {e}"));
     let name = file.rsplit('/').next().unwrap_or(file);
     let kind = name
@@ -827,7 +827,7 @@ fn realistic_pack_rules_never_fault_on_real_payloads() {
     .expect("compiles");
     let mut decided = Vec::new();
     for forge in ["github", "gitea", "forgejo"] {
-        let dir = format!("{WEBHOOKS}/{forge}");
+        let dir = format!("{}/{forge}", webhooks_dir().display());
         let mut names: Vec<String> = std::fs::read_dir(&dir)
             .unwrap_or_else(|e| panic!("cannot list {dir}: {e}"))
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
@@ -1045,7 +1045,7 @@ fn jaq_differences_documented_in_dialect_md() {
 fn all_payload_files() -> Vec<String> {
     let mut files = Vec::new();
     for forge in ["github", "gitea", "forgejo"] {
-        let dir = format!("{WEBHOOKS}/{forge}");
+        let dir = format!("{}/{forge}", webhooks_dir().display());
         let mut names: Vec<String> = std::fs::read_dir(&dir)
             .unwrap_or_else(|e| panic!("cannot list {dir}: {e}"))
             .filter_map(|e| e.ok()?.file_name().into_string().ok())

@@ -7,13 +7,17 @@ use std::io::{BufRead, Write};
 use anyhow::Context;
 use clap::{Args, Subcommand};
 use switchboard_control::store::{Actor, NewEndpoint, NewWebhook, SourceType, Webhook};
-use switchboard_control::{Error, OwnerScope, Role, Store, verbs};
+use switchboard_control::{Error, OwnerScope, Role, SealingKey, Store, verbs};
 
 #[derive(Args, Debug, Clone)]
 pub struct AdminArgs {
-    /// The store: `sqlite://<path>?mode=rwc` or `postgres://…`.
+    /// The store: `sqlite://<path>?mode=rwc` or `postgres://…` (every command but
+    /// `secret-key generate` needs it).
     #[arg(long, env = "SWITCHBOARD_DATABASE_URL")]
-    pub database_url: String,
+    pub database_url: Option<String>,
+    /// The key the store's webhook secrets are sealed with, as control has it.
+    #[command(flatten)]
+    pub secret_key: super::control::SecretKeyArgs,
     #[command(subcommand)]
     pub command: AdminCommand,
 }
@@ -32,6 +36,21 @@ pub enum AdminCommand {
     /// Endpoints: credentials vended to agents.
     #[command(subcommand)]
     Endpoint(EndpointCommand),
+    /// The key webhook signing secrets are sealed with at rest.
+    #[command(subcommand)]
+    SecretKey(SecretKeyCommand),
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum SecretKeyCommand {
+    /// Writes a fresh key to a new file (mode 0600); prints only its id.
+    Generate { file: std::path::PathBuf },
+    /// Seals every webhook secret again with the key in `--new-key-file`, in one
+    /// transaction; then restart control with that key. The current key opens them first.
+    Rotate {
+        #[arg(long)]
+        new_key_file: std::path::PathBuf,
+    },
 }
 
 #[derive(Subcommand, Debug, Clone)]
@@ -135,7 +154,22 @@ fn op(e: Error) -> anyhow::Error {
 }
 
 pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
-    let store = Store::connect(&args.database_url)
+    if let AdminCommand::SecretKey(SecretKeyCommand::Generate { file }) = &args.command {
+        let text = SealingKey::generate_hex().map_err(op)?;
+        switchboard_control::sealing::write_private(file, &format!("{text}\n")).map_err(op)?;
+        let key = SealingKey::from_hex(&text).map_err(op)?;
+        println!(
+            "secret key {} written to {} (mode 0600)",
+            key.id(),
+            file.display()
+        );
+        return Ok(());
+    }
+    let Some(database_url) = &args.database_url else {
+        anyhow::bail!("--database-url (or SWITCHBOARD_DATABASE_URL) is required");
+    };
+    let key = args.secret_key.key(None)?;
+    let store = Store::connect(database_url, &key)
         .await
         .map_err(op)
         .context("opening the store")?;
@@ -146,6 +180,16 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
 
 async fn command(store: &Store, command: AdminCommand) -> anyhow::Result<()> {
     match command {
+        AdminCommand::SecretKey(SecretKeyCommand::Generate { .. }) => {}
+        AdminCommand::SecretKey(SecretKeyCommand::Rotate { new_key_file }) => {
+            let new = SealingKey::load(&new_key_file).map_err(op)?;
+            let n = store.reseal_secrets(&new).await.map_err(op)?;
+            println!(
+                "{n} webhook secrets sealed again with key {} (was {}); restart control with the new key",
+                new.id(),
+                store.sealing_key().id()
+            );
+        }
         AdminCommand::Human(HumanCommand::Create {
             login,
             display_name,

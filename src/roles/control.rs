@@ -6,13 +6,13 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
-use switchboard_control::ingest::RetryOptions;
+use switchboard_control::ingest::{BodyPace, HttpLimits, RetryOptions};
 use switchboard_control::pack_sources::FetchOptions;
 use switchboard_control::routing::{RouterSource, Routers};
 use switchboard_control::rule_packs::load_catalog;
 use switchboard_control::server::{BoundControl, ServeOptions};
 use switchboard_control::state::{Capabilities, ControlState, Limits};
-use switchboard_control::{Store, StoreOptions};
+use switchboard_control::{SealingKey, Store, StoreOptions};
 
 use crate::cli::shutdown_signal;
 
@@ -49,16 +49,95 @@ pub struct ListenArgs {
     pub grpc_listen: SocketAddr,
 }
 
+/// The key webhook signing secrets are sealed with at rest (`control/src/sealing.rs`).
+#[derive(Args, Debug, Clone, Default)]
+pub struct SecretKeyArgs {
+    /// The sealing key itself, 64 hex digits; prefer the environment variable or a file, so
+    /// it never shows in a process listing.
+    #[arg(long, env = "SWITCHBOARD_SECRET_KEY", hide_env_values = true)]
+    pub secret_key: Option<String>,
+    /// A file holding the sealing key (64 hex digits), readable by control only.
+    #[arg(long, env = "SWITCHBOARD_SECRET_KEY_FILE")]
+    pub secret_key_file: Option<std::path::PathBuf>,
+}
+
+impl SecretKeyArgs {
+    /// The key given, or (for `switchboard up`) the one in `default_file`, made there (mode
+    /// 0600) on the first start. With neither, a clear start-up error.
+    pub fn key(&self, default_file: Option<&std::path::Path>) -> anyhow::Result<SealingKey> {
+        let key = match (&self.secret_key, &self.secret_key_file, default_file) {
+            (Some(hex), _, _) => SealingKey::from_hex(hex),
+            (None, Some(file), _) => SealingKey::load(file),
+            (None, None, Some(file)) => SealingKey::load_or_create(file),
+            (None, None, None) => {
+                anyhow::bail!(
+                    "no secret key: webhook secrets are sealed at rest; set SWITCHBOARD_SECRET_KEY \
+                     (64 hex digits) or --secret-key-file (`switchboard admin secret-key generate <file>` makes one)"
+                )
+            }
+        };
+        key.map_err(|e| anyhow::anyhow!("the secret key: {}", e.log_text()))
+    }
+}
+
 /// What an operator may tune about control.
 #[derive(Args, Debug, Clone)]
 pub struct ControlTuning {
-    /// Deliveries each webhook may send per minute; more answer 429.
+    #[command(flatten)]
+    pub secret_key: SecretKeyArgs,
+    /// Signed deliveries each webhook may have routed per minute; more are stored and
+    /// deferred (routed later, in order) up to `--ingest-backlog-per-webhook`.
     #[arg(
         long,
         env = "SWITCHBOARD_INGEST_PER_WEBHOOK_PER_MINUTE",
         default_value_t = 600
     )]
     pub ingest_per_minute: u32,
+    /// Unverified deliveries each webhook may send per minute (a budget of their own); more
+    /// answer 429.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_INGEST_UNVERIFIED_PER_WEBHOOK_PER_MINUTE",
+        default_value_t = 60
+    )]
+    pub ingest_unverified_per_minute: u32,
+    /// Deferred and unrouted events a webhook may have waiting before a signed delivery over
+    /// its rate answers 429.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_INGEST_BACKLOG_PER_WEBHOOK",
+        default_value_t = 10_000
+    )]
+    pub ingest_backlog_per_webhook: u32,
+    /// A delivery is answered within this many milliseconds of its body being read: routed,
+    /// or `pending` (stored, routed in the background).
+    #[arg(long, env = "SWITCHBOARD_INGEST_DEADLINE_MS", default_value_t = 2_000)]
+    pub ingest_deadline_ms: u64,
+    /// Open HTTP connections at most; one more is answered 503 at once.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_HTTP_MAX_CONNECTIONS",
+        default_value_t = 1_024
+    )]
+    pub http_max_connections: usize,
+    /// A request's headers must arrive within this many milliseconds.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_HTTP_HEADER_TIMEOUT_MS",
+        default_value_t = 5_000
+    )]
+    pub http_header_timeout_ms: u64,
+    /// A body must arrive within this many milliseconds, plus one second per
+    /// `--http-body-min-bytes-per-sec` bytes; slower answers 408.
+    #[arg(long, env = "SWITCHBOARD_HTTP_BODY_GRACE_MS", default_value_t = 5_000)]
+    pub http_body_grace_ms: u64,
+    /// The slowest body rate accepted past the grace, bytes per second.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_HTTP_BODY_MIN_BYTES_PER_SEC",
+        default_value_t = 65_536
+    )]
+    pub http_body_min_bytes_per_sec: u64,
     /// Requests each endpoint may make per minute.
     #[arg(
         long,
@@ -106,8 +185,9 @@ pub struct ControlTuning {
 }
 
 impl ControlTuning {
-    pub fn store_options(&self) -> StoreOptions {
+    pub fn store_options(&self, key: SealingKey) -> StoreOptions {
         StoreOptions {
+            sealing_key: Some(key),
             max_connections: self.database_max_connections.max(1),
             ..StoreOptions::default()
         }
@@ -116,6 +196,15 @@ impl ControlTuning {
     pub fn serve_options(&self) -> ServeOptions {
         let interval = Duration::from_millis(self.unrouted_retry_ms.max(10));
         ServeOptions {
+            http: HttpLimits {
+                max_connections: self.http_max_connections.max(1),
+                header_timeout: Duration::from_millis(self.http_header_timeout_ms.max(1)),
+                body: BodyPace {
+                    grace: Duration::from_millis(self.http_body_grace_ms),
+                    min_bytes_per_sec: self.http_body_min_bytes_per_sec.max(1),
+                },
+                ..HttpLimits::default()
+            },
             readiness_grace: Duration::from_millis(self.readiness_grace_ms),
             retry: Some(RetryOptions {
                 interval,
@@ -149,6 +238,9 @@ impl ControlTuning {
             limits: Limits {
                 evaluation_budget: Duration::from_millis(self.evaluation_budget_ms.max(1)),
                 ingest_per_webhook_per_minute: self.ingest_per_minute.max(1),
+                ingest_unverified_per_webhook_per_minute: self.ingest_unverified_per_minute.max(1),
+                ingest_backlog_per_webhook: self.ingest_backlog_per_webhook,
+                ingest_deadline: Duration::from_millis(self.ingest_deadline_ms.max(1)),
                 requests_per_endpoint_per_minute: self.requests_per_endpoint_per_minute.max(1),
                 ..Limits::default()
             },
@@ -177,7 +269,8 @@ pub async fn bind_and_announce(
 pub async fn run(args: ControlArgs) -> anyhow::Result<()> {
     let source =
         RouterSource::parse(&args.routers).map_err(|e| anyhow::anyhow!("--routers: {e}"))?;
-    let store = Store::connect_with(&args.database_url, args.tuning.store_options())
+    let key = args.tuning.secret_key.key(None)?;
+    let store = Store::connect_with(&args.database_url, args.tuning.store_options(key))
         .await
         .map_err(|e| anyhow::anyhow!("opening the store: {}", e.log_text()))?;
     let state = args.tuning.state(store.clone(), source).await;

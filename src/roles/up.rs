@@ -122,7 +122,12 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     let router_addr = router.local_addr;
     println!("router listening on {router_addr}");
 
-    let store = Store::connect_with(&database_url, args.tuning.store_options())
+    // The sealing key lives beside the database, mode 0600, made on the first start.
+    let key = args
+        .tuning
+        .secret_key
+        .key(Some(&data_dir.join("secret.key")))?;
+    let store = Store::connect_with(&database_url, args.tuning.store_options(key))
         .await
         .map_err(internal)
         .context("opening the store")?;

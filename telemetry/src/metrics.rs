@@ -17,6 +17,8 @@ pub struct Metrics {
     child_restarts: Counter<u64>,
     budget_faults: Counter<u64>,
     plan_confirms: Counter<u64>,
+    ingest_refusals: Counter<u64>,
+    router_ejections: Counter<u64>,
 }
 
 /// The process's instruments.
@@ -55,13 +57,21 @@ pub fn metrics() -> &'static Metrics {
                 .u64_counter("switchboard.plan.confirms")
                 .with_description("Plan confirms, by outcome (applied, or the refusal's code such as plan_stale)")
                 .build(),
+            ingest_refusals: meter
+                .u64_counter("switchboard.ingest.refusals")
+                .with_description("Ingest requests refused before a delivery was stored, by reason (connections, slow_body, rate_limited, backlog_full)")
+                .build(),
+            router_ejections: meter
+                .u64_counter("switchboard.routing.ejections")
+                .with_description("Routers ejected from the balancer for a while, late or failing")
+                .build(),
         }
     })
 }
 
 impl Metrics {
     /// One ingested delivery: `decision` is `queue`, `default`, `drop`, `quarantine`,
-    /// `fault` or `unrouted`.
+    /// `fault`, `unrouted`, `pending` (past the ingest deadline) or `deferred` (over the rate).
     pub fn delivery(&self, decision: &'static str, verified: bool, took: Duration) {
         let attributes = [
             KeyValue::new("decision", decision),
@@ -90,6 +100,17 @@ impl Metrics {
     /// An envelope faulted with `budget_exceeded`.
     pub fn budget_fault(&self) {
         self.budget_faults.add(1, &[]);
+    }
+
+    /// An ingest request refused before anything was stored; `reason` says why.
+    pub fn ingest_refusal(&self, reason: &'static str) {
+        self.ingest_refusals
+            .add(1, &[KeyValue::new("reason", reason)]);
+    }
+
+    /// A router ejected from the balancer.
+    pub fn router_ejection(&self) {
+        self.router_ejections.add(1, &[]);
     }
 
     /// A plan confirm: `applied`, or the refusal's code.

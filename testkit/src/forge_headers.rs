@@ -1,5 +1,5 @@
 //! The headers each forge sends with a delivery, for tests and benchmarks that POST real
-//! payloads to ingest (shared/data/webhooks/headers.md).
+//! payloads to ingest (testkit/data/webhooks/headers.md).
 
 /// The headers `forge` sends with a delivery, signed with `digest` (lower-case hex HMAC-SHA256
 /// of the body) the way that forge signs: GitHub in `X-Hub-Signature-256: sha256=<hex>`;

@@ -11,5 +11,6 @@
 //! as a dev-dependency without a cycle.
 
 pub mod forge_headers;
+pub mod payloads_dir;
 pub mod router_process;
 pub mod seed_cases;

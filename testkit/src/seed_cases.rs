@@ -2,13 +2,13 @@
 //!
 //! A cases file, `router/tests/data/routing/<seed>/cases.json` (its README says every field),
 //! holds the grant and params of the webhook the cases run on and the cases: each a delivery
-//! built from a real forge payload in `shared/data/webhooks/` (edited only where the case
+//! built from a real forge payload in `testkit/data/webhooks/` (edited only where the case
 //! needs it) or an inline Cairn hand-off, with the decision it must reach, `want`. The fleet
 //! file also names `hand_written`: the 27 rules the team wrote by hand before packs, which the
 //! adoption scenario (REQ-6) pastes in.
 //!
 //! [`Seed::load`] reads a file and checks its form; [`Seed::delivery`] builds a case's
-//! delivery as ingest stores it: the source's headers (`shared/data/webhooks/headers.md`,
+//! delivery as ingest stores it: the source's headers (`testkit/data/webhooks/headers.md`,
 //! `docs/routing/cairn-handoffs.md`), the body byte for byte (re-serialized only when edited),
 //! the kind `<event>.<action>`, and the case's `verified`. Signature headers carry a fixed
 //! digest ([`SIGNATURE_HEX`]): no rule reads them, and a test that delivers through ingest
@@ -23,12 +23,12 @@ use serde::Deserialize;
 use serde_json::{Map, Value};
 use switchboard_proto::router::v1::{Header, StoredDelivery};
 
+use crate::payloads_dir::webhooks_dir;
+
 /// The repository root.
 pub const ROOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
 /// The folder of the cases files: `router/tests/data/routing`.
 pub const CASES: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../router/tests/data/routing");
-/// The shared data set of real forge payloads, beside the repository.
-pub const WEBHOOKS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../../shared/data/webhooks");
 /// The Cairn hand-off delivery shape, with examples (relative to [`ROOT`]).
 pub const CAIRN_DOC: &str = "docs/routing/cairn-handoffs.md";
 
@@ -282,7 +282,7 @@ impl Case {
     pub fn body(&self) -> Result<Vec<u8>, Error> {
         match (&self.body_file, &self.body) {
             (Some(file), None) => {
-                let path = format!("{WEBHOOKS}/{file}");
+                let path = format!("{}/{file}", webhooks_dir().display());
                 let raw =
                     std::fs::read(&path).map_err(|e| err(format!("cannot read {path}: {e}")))?;
                 if self.edits.is_empty() {
@@ -384,7 +384,7 @@ fn gitea_event_type(kind: &str, payload: &Value) -> String {
     fine.to_string()
 }
 
-/// The headers each source sends (shared/data/webhooks/headers.md,
+/// The headers each source sends (testkit/data/webhooks/headers.md,
 /// docs/routing/cairn-handoffs.md); `cairn`, `generic` and anything else send Switchboard's.
 fn source_headers(source: &str, event: &str, kind: &str, payload: &Value, id: &str) -> Vec<Header> {
     let sha256 = format!("sha256={SIGNATURE_HEX}");
@@ -466,7 +466,7 @@ pub struct Payload {
 pub fn real_payloads() -> Result<Vec<Payload>, Error> {
     let mut out = Vec::new();
     for forge in ["github", "gitea", "forgejo"] {
-        let dir = format!("{WEBHOOKS}/{forge}");
+        let dir = format!("{}/{forge}", webhooks_dir().display());
         let mut names: Vec<String> = std::fs::read_dir(&dir)
             .map_err(|e| err(format!("cannot list {dir}: {e}")))?
             .filter_map(|e| e.ok()?.file_name().into_string().ok())
@@ -533,7 +533,7 @@ mod tests {
         let case = &seed.cases[0];
         let d = seed.delivery(0).unwrap_or_else(|e| panic!("{e}"));
         let file = case.body_file.as_deref().unwrap_or_default();
-        let raw = std::fs::read(format!("{WEBHOOKS}/{file}")).unwrap_or_default();
+        let raw = std::fs::read(format!("{}/{file}", webhooks_dir().display())).unwrap_or_default();
         assert!(
             case.edits.is_empty(),
             "the first fleet case is an unedited payload"

@@ -22,6 +22,98 @@ use crate::support::{RouterProcess, binary, payload};
 on_every_backend! {
     control_role_serves_ingest_and_grpc_then_stops_cleanly,
     admin_cli_manages_tenancy_webhooks_and_endpoints,
+    control_refuses_to_start_without_the_key_that_sealed_its_secrets,
+    admin_rotates_the_secret_key_and_only_the_new_one_opens_the_store,
+}
+
+/// `switchboard control` on `url` with `key_env` as its key (`None`: no key given), expected
+/// to exit at once: its stderr.
+fn control_exits_with(url: &str, key_env: Option<&str>) -> String {
+    let mut command = Command::new(binary());
+    command
+        .args([
+            "control",
+            "--database-url",
+            url,
+            "--http-listen",
+            "127.0.0.1:0",
+        ])
+        .env("SWITCHBOARD_GRPC_LISTEN", "127.0.0.1:0")
+        .env("SWITCHBOARD_LOG", "warn")
+        .env_remove(crate::support::SECRET_KEY_ENV)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    if let Some(key) = key_env {
+        command.env(crate::support::SECRET_KEY_ENV, key);
+    }
+    let out = command.output().expect("control runs");
+    assert!(!out.status.success(), "control started without its key");
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+/// A wrong or missing sealing key is a clear start-up error, never unverified deliveries.
+pub async fn control_refuses_to_start_without_the_key_that_sealed_its_secrets(db: TestDb) {
+    let scope = human(&db.store, "alice").await;
+    webhook(&db.store, &scope, SourceType::Github, None).await;
+    let missing = control_exits_with(&db.url, None);
+    assert!(missing.contains("no secret key"), "{missing}");
+    let other = switchboard_control::SealingKey::generate_hex().expect("a key");
+    let wrong = control_exits_with(&db.url, Some(&other));
+    assert!(
+        wrong.contains(db.store.sealing_key().id()) && wrong.contains("sealed with key"),
+        "{wrong}"
+    );
+    let malformed = control_exits_with(&db.url, Some("not-a-key"));
+    assert!(malformed.contains("64 hex digits"), "{malformed}");
+}
+
+/// `admin secret-key generate` makes a key file (0600); `admin secret-key rotate` seals every
+/// secret with it; afterwards the old key is refused and the new one opens every webhook.
+pub async fn admin_rotates_the_secret_key_and_only_the_new_one_opens_the_store(db: TestDb) {
+    let scope = human(&db.store, "alice").await;
+    let hook = webhook(&db.store, &scope, SourceType::Github, None).await;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let file = dir.path().join("new.key");
+    let file_arg = file.to_str().expect("utf-8 path");
+    let (done, out, err) = admin(&db.url, &["secret-key", "generate", file_arg], "");
+    assert!(done, "{err}");
+    assert!(out.contains("written to"), "{out}");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&file)
+            .expect("the key file")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+    let (done, out, err) = admin(
+        &db.url,
+        &["secret-key", "rotate", "--new-key-file", file_arg],
+        "",
+    );
+    assert!(done, "{err}");
+    assert!(out.contains("1 webhook secrets sealed again"), "{out}");
+    let new = switchboard_control::SealingKey::load(&file).expect("the new key");
+    assert!(
+        Store::connect(&db.url, db.store.sealing_key())
+            .await
+            .is_err(),
+        "the old key is refused"
+    );
+    let reopened = Store::connect(&db.url, &new)
+        .await
+        .expect("the new key opens it");
+    assert_eq!(
+        reopened
+            .webhook_for_ingest(&hook.id)
+            .await
+            .expect("read")
+            .secret,
+        hook.secret
+    );
+    reopened.close().await;
 }
 
 /// A `switchboard` process whose stdout lines are read as they come. Killed when dropped.
@@ -152,6 +244,14 @@ pub async fn control_role_serves_ingest_and_grpc_then_stops_cleanly(db: TestDb) 
     let router = RouterProcess::spawn(&["--children", "1"]);
     let scope = human(&db.store, "alice").await;
     let hook = webhook(&db.store, &scope, SourceType::Github, None).await;
+    // The secret as the landing before sealing stored it, in the clear: control seals it at
+    // start and the webhook's deliveries still verify (asserted below).
+    sqlx::query("UPDATE webhooks SET secret = $1 WHERE id = $2")
+        .bind(hook.secret.as_str())
+        .bind(hook.id.as_str())
+        .execute(db.store.pool())
+        .await
+        .expect("a secret in the clear");
     // Flags win over the environment, which wins over the defaults: the environment names a
     // router that does not exist (the flag's is used) and the gRPC address (no flag for it).
     let mut control = Process::spawn(
@@ -167,6 +267,10 @@ pub async fn control_role_serves_ingest_and_grpc_then_stops_cleanly(db: TestDb) 
             "2000",
         ],
         &[
+            (
+                crate::support::SECRET_KEY_ENV,
+                crate::support::secret_key_hex(),
+            ),
             ("SWITCHBOARD_ROUTERS", "127.0.0.1:1"),
             ("SWITCHBOARD_GRPC_LISTEN", "127.0.0.1:0"),
         ],
@@ -185,7 +289,19 @@ pub async fn control_role_serves_ingest_and_grpc_then_stops_cleanly(db: TestDb) 
     assert_eq!(resp.status, 202, "{resp:?}");
     let answer = resp.json();
     assert_eq!(answer["decision"], "default", "routed by the flag's router");
-    assert_eq!(answer["verified"], true);
+    assert_eq!(
+        answer["verified"], true,
+        "the secret sealed at start still verifies"
+    );
+    let stored: String = sqlx::query_scalar("SELECT secret FROM webhooks WHERE id = $1")
+        .bind(hook.id.as_str())
+        .fetch_one(db.store.pool())
+        .await
+        .expect("the stored secret");
+    assert!(
+        stored.starts_with("sealed:v1:") && !stored.contains(&hook.secret),
+        "sealed at rest"
+    );
     let todos = db
         .store
         .list_todos(&scope, "forge", TodoFilter::All, &Page::first(10))
@@ -227,6 +343,10 @@ fn admin(url: &str, args: &[&str], stdin: &str) -> (bool, String, String) {
         .args(["admin", "--database-url", url])
         .args(args)
         .env("SWITCHBOARD_LOG", "warn")
+        .env(
+            crate::support::SECRET_KEY_ENV,
+            crate::support::secret_key_hex(),
+        )
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -505,6 +625,75 @@ fn readme_run_args() -> Vec<String> {
     args.split_whitespace().map(str::to_string).collect()
 }
 
+/// The shell block of the README's "Five minutes with it", dedented to run as typed.
+fn readme_walk_block() -> String {
+    let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/README.md"))
+        .expect("read README.md");
+    let section = readme
+        .split("## Five minutes with it")
+        .nth(1)
+        .expect("README has \"Five minutes with it\"");
+    let block = section
+        .split("```sh\n")
+        .nth(1)
+        .and_then(|b| b.split("```").next())
+        .expect("a sh block in the walk");
+    block
+        .lines()
+        .map(str::trim_start)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+/// The README's walk as a newcomer follows it after the run command: its shell block, run by
+/// bash from the repository root with only `INGEST_URL` and `SECRET` set from what `up`
+/// printed, posts a vendored payload that ingest verifies and routes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_readme_walk_works_as_written() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data_dir = dir.path().join("data");
+    let data = data_dir.to_str().expect("utf-8 path");
+    let readme_args = readme_run_args();
+    let args: Vec<&str> = readme_args.iter().map(String::as_str).collect();
+    let env = [
+        ("SWITCHBOARD_DATA_DIR", data),
+        ("SWITCHBOARD_HTTP_LISTEN", "127.0.0.1:0"),
+        ("SWITCHBOARD_GRPC_LISTEN", "127.0.0.1:0"),
+        ("SWITCHBOARD_MCP_LISTEN", "127.0.0.1:0"),
+        ("SWITCHBOARD_ROUTER_CHILDREN", "1"),
+    ];
+    let mut up = Process::spawn(&args, &env);
+    let lines = up_lines(&mut up);
+    let block = readme_walk_block();
+    assert!(
+        block.contains("testkit/data/webhooks/"),
+        "the walk posts a vendored payload: {block}"
+    );
+    let out = Command::new("bash")
+        .args(["-euo", "pipefail", "-c", &block])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .env("INGEST_URL", &lines.ingest_url)
+        .env("SECRET", &lines.secret)
+        .output()
+        .expect("bash runs the walk (it needs curl and openssl)");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "the walk failed: {stdout}{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let answer: serde_json::Value =
+        serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(answer["verified"], true, "{answer}");
+    assert_eq!(answer["decision"], "default", "{answer}");
+    assert!(
+        answer["todo_id"].is_string(),
+        "a queue decision is a todo: {answer}"
+    );
+    up.terminate();
+    assert!(up.wait_exit(Duration::from_secs(30)).success());
+}
+
 /// The README's run command, as a newcomer types it, on a fresh data directory; only the
 /// ports (free ones) and the number of sandbox children differ, through the environment.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -594,7 +783,19 @@ async fn up_runs_every_role_and_restarts_with_the_same_webhook() {
     assert_eq!(listed.todos[0].id, todo_id);
 
     // … and in the printed SQLite file.
-    let store = Store::connect(&first.database)
+    // `up` made its sealing key in its data directory, mode 0600.
+    let key_file = data_dir.join("secret.key");
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt as _;
+        let mode = std::fs::metadata(&key_file)
+            .expect("up's key file")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600, "only its owner reads the key");
+    }
+    let key = switchboard_control::SealingKey::load(&key_file).expect("up's key file");
+    let store = Store::connect(&first.database, &key)
         .await
         .expect("open the file");
     let stored = store

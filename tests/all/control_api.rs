@@ -58,6 +58,7 @@ enum Db {
 async fn open(backend: Backend) -> Option<(Store, Db)> {
     let options = StoreOptions {
         max_connections: 4,
+        sealing_key: Some(crate::support::secret_key()),
         ..StoreOptions::default()
     };
     match backend {

@@ -73,6 +73,7 @@ where
 {
     let options = StoreOptions {
         max_connections: 4,
+        sealing_key: Some(crate::support::secret_key()),
         ..StoreOptions::default()
     };
     let (url, cleanup) = match backend {
@@ -290,6 +291,7 @@ pub struct Control {
     pub grpc: SocketAddr,
     /// Control's router client, to count its calls.
     pub routers: std::sync::Arc<Routers>,
+    state: ControlState,
     stop: Option<tokio::sync::oneshot::Sender<()>>,
     task: Option<tokio::task::JoinHandle<()>>,
 }
@@ -301,6 +303,8 @@ pub struct ControlSetup {
     pub capabilities: Capabilities,
     /// `None`: no retry task.
     pub retry: Option<RetryOptions>,
+    /// The HTTP listener's bounds.
+    pub http: switchboard_control::ingest::HttpLimits,
 }
 
 impl Control {
@@ -322,11 +326,12 @@ impl Control {
             .await
             .expect("control binds");
         let (http, grpc) = (bound.http_addr, bound.grpc_addr);
-        let routes = switchboard_control::api::routes(state);
+        let routes = switchboard_control::api::routes(state.clone());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         let options = ServeOptions {
             readiness_grace: Duration::ZERO,
             retry: setup.retry,
+            http: setup.http,
         };
         let task = tokio::spawn(async move {
             bound
@@ -340,9 +345,15 @@ impl Control {
             http,
             grpc,
             routers,
+            state,
             stop: Some(stop),
             task: Some(task),
         }
+    }
+
+    /// The state control serves with (to run a retry pass by hand).
+    pub fn state(&self) -> ControlState {
+        self.state.clone()
     }
 
     /// Delivers `body` with `headers` to `/hooks/<webhook_id>`.

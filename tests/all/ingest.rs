@@ -579,6 +579,9 @@ pub async fn ingest_is_rate_limited_per_webhook(db: TestDb) {
     let setup = ControlSetup {
         limits: Limits {
             ingest_per_webhook_per_minute: 3,
+            // No backlog: a signed delivery over the rate is refused, not deferred
+            // (tests/all/forge_safe.rs has the deferral).
+            ingest_backlog_per_webhook: 0,
             ..Limits::default()
         },
         ..ControlSetup::default()

@@ -108,6 +108,7 @@ async fn start_control_with(
         let options = ServeOptions {
             readiness_grace: Duration::ZERO,
             retry: None,
+            ..ServeOptions::default()
         };
         let _ = bound
             .serve(routes, options, async move {
@@ -216,6 +217,7 @@ async fn a_real_mcp_client_plans_and_confirms_a_rule_pack_through_the_gateway() 
         &url,
         StoreOptions {
             max_connections: 4,
+            sealing_key: Some(crate::support::secret_key()),
             ..StoreOptions::default()
         },
     )
@@ -408,7 +410,7 @@ async fn an_mcp_request_costs_one_unit_of_the_endpoint_budget() {
     let router = RouterProcess::spawn(&["--children", "1"]);
     let dir = tempfile::tempdir().expect("temp dir");
     let url = format!("sqlite://{}?mode=rwc", dir.path().join("c.db").display());
-    let store = Store::connect_with(&url, StoreOptions::default())
+    let store = Store::connect(&url, &crate::support::secret_key())
         .await
         .expect("open the store");
     let alice = human(&store, "alice").await;

@@ -422,6 +422,10 @@ impl Control {
         command
             .args(["control", "--database-url", database_url])
             .args(["--http-listen", "127.0.0.1:0", "--routers", router])
+            .env(
+                crate::support::SECRET_KEY_ENV,
+                crate::support::secret_key_hex(),
+            )
             .env("SWITCHBOARD_GRPC_LISTEN", "127.0.0.1:0")
             .env("SWITCHBOARD_LOG", "info")
             .stdin(std::process::Stdio::null())

@@ -1163,6 +1163,10 @@ impl ControlProcess {
                 "--routers",
                 router,
             ])
+            .env(
+                crate::support::SECRET_KEY_ENV,
+                crate::support::secret_key_hex(),
+            )
             .env("SWITCHBOARD_GRPC_LISTEN", "127.0.0.1:0")
             .env("SWITCHBOARD_LOG", "info")
             .stdin(std::process::Stdio::null())

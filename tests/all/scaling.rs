@@ -393,7 +393,7 @@ async fn a_router_killed_mid_replay_still_completes_the_same_report(db: TestDb) 
     if let Some(&(replayed, total)) = finished.progress.last() {
         assert_eq!((replayed, total), (REPLAYED as u64, REPLAYED as u64));
     }
-    // Control saw the dead router fail a call and took the call elsewhere.
+    // Control saw the dead router fail a call, ejected it and took the call elsewhere.
     let retried: Vec<Value> = control
         .logged("WARN")
         .into_iter()
@@ -401,7 +401,7 @@ async fn a_router_killed_mid_replay_still_completes_the_same_report(db: TestDb) 
             l["fields"]["router"] == victim_addr.as_str()
                 && l["fields"]["message"]
                     .as_str()
-                    .is_some_and(|m| m.contains("trying the next"))
+                    .is_some_and(|m| m.contains("router ejected"))
         })
         .collect();
     assert!(

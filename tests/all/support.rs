@@ -11,9 +11,22 @@ use bytes::Bytes;
 use switchboard_proto::router::v1::{Header, RoutingContext, StoredDelivery};
 use switchboard_router::sandbox::{SandboxConfig, SandboxPool};
 
-/// The real payloads shipped in `shared/data/webhooks`, beside the repository.
-pub fn webhooks_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../shared/data/webhooks")
+pub use switchboard_testkit::payloads_dir::webhooks_dir;
+
+/// The environment variable a control or admin process reads its sealing key from.
+pub const SECRET_KEY_ENV: &str = "SWITCHBOARD_SECRET_KEY";
+
+/// The key this test process seals webhook secrets with, as text: every in-process store
+/// uses it, and every `switchboard control` or `admin` a test starts gets it in
+/// [`SECRET_KEY_ENV`], so both sides open the same secrets.
+pub fn secret_key_hex() -> &'static str {
+    static KEY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    KEY.get_or_init(|| switchboard_control::SealingKey::generate_hex().expect("a fresh key"))
+}
+
+/// [`secret_key_hex`] as a key.
+pub fn secret_key() -> switchboard_control::SealingKey {
+    switchboard_control::SealingKey::from_hex(secret_key_hex()).expect("the test key")
 }
 
 /// One real payload file.

@@ -2,7 +2,9 @@
 //! and the headers to store. Pure and total: hostile headers and bodies give a fallback value,
 //! never an error or a panic.
 
-use axum::http::HeaderMap;
+use std::borrow::Cow;
+
+use axum::http::{HeaderMap, HeaderValue};
 
 use crate::store::SourceType;
 
@@ -81,20 +83,33 @@ pub fn event_name(source: SourceType, headers: &HeaderMap) -> String {
         .unwrap_or_else(|| default_event(source).to_string())
 }
 
-/// The body's top-level `action` when the body is a JSON object whose `action` is a string.
+/// The request's first `Content-Type`, as text exactly as it is stored (see
+/// [`stored_headers`]): the router reads it back from the stored headers, so both must see
+/// the same text, whatever bytes a sender put in it.
+pub fn content_type(headers: &HeaderMap) -> Option<Cow<'_, str>> {
+    headers
+        .get(axum::http::header::CONTENT_TYPE)
+        .map(value_text)
+}
+
+/// The payload's top-level `action` when the payload is a JSON object whose `action` is a
+/// string. The payload is what [`switchboard_model::payload_json`] makes of the body: a form
+/// delivery's `payload` field, else the body; the router's envelope reads the same.
 ///
-/// The whole body is parsed as a value so serde_json's recursion limit (128 levels) applies:
-/// a body nested deeper is "no action", as the router's envelope sees such a body as text. A
-/// body that is not JSON (a form delivery, plain text) has no action either.
-pub fn action(body: &[u8]) -> Option<String> {
-    let value: serde_json::Value = serde_json::from_slice(body).ok()?;
+/// The whole payload is parsed as a value so serde_json's recursion limit (128 levels)
+/// applies: one nested deeper is "no action", as the router's envelope sees such a payload as
+/// text. A payload that is not JSON (plain text, a form without a `payload` field) has no
+/// action either.
+pub fn action(content_type: Option<&str>, body: &[u8]) -> Option<String> {
+    let payload = switchboard_model::payload_json(content_type, body);
+    let value: serde_json::Value = serde_json::from_slice(&payload).ok()?;
     value.get("action")?.as_str().and_then(clean_name)
 }
 
 /// `<event>` or `<event>.<action>`.
 pub fn kind(source: SourceType, headers: &HeaderMap, body: &[u8]) -> String {
     let event = event_name(source, headers);
-    match action(body) {
+    match action(content_type(headers).as_deref(), body) {
         Some(a) => format!("{event}.{a}"),
         None => event,
     }
@@ -116,17 +131,16 @@ pub fn delivery_id(source: SourceType, headers: &HeaderMap) -> Option<String> {
 pub fn stored_headers(headers: &HeaderMap) -> Vec<(String, String)> {
     headers
         .iter()
-        .map(|(name, value)| {
-            let text = match value.to_str() {
-                Ok(t) => t.to_string(),
-                Err(_) => match std::str::from_utf8(value.as_bytes()) {
-                    Ok(t) => t.to_string(),
-                    Err(_) => value.as_bytes().iter().map(|&b| char::from(b)).collect(),
-                },
-            };
-            (name.as_str().to_string(), text)
-        })
+        .map(|(name, value)| (name.as_str().to_string(), value_text(value).into_owned()))
         .collect()
+}
+
+/// A header value as text: UTF-8 as it is, anything else one ISO-8859-1 character per byte.
+fn value_text(value: &HeaderValue) -> Cow<'_, str> {
+    match std::str::from_utf8(value.as_bytes()) {
+        Ok(t) => Cow::Borrowed(t),
+        Err(_) => Cow::Owned(value.as_bytes().iter().map(|&b| char::from(b)).collect()),
+    }
 }
 
 #[cfg(test)]
@@ -205,6 +219,45 @@ mod tests {
     }
 
     #[test]
+    fn a_form_delivery_takes_its_action_from_the_payload_field() {
+        let form = "application/x-www-form-urlencoded; charset=utf-8";
+        let body = b"payload=%7B%22action%22%3A%22opened%22%2C%22number%22%3A1%7D";
+        let h = headers(&[("X-GitHub-Event", "pull_request"), ("Content-Type", form)]);
+        assert_eq!(kind(SourceType::Github, &h, body), "pull_request.opened");
+        let h = headers(&[("X-Gitea-Event", "issues"), ("Content-Type", form)]);
+        assert_eq!(kind(SourceType::Gitea, &h, body), "issues.opened");
+        // The same body sent as JSON, or a form with no JSON in it, has no action.
+        let h = headers(&[
+            ("X-GitHub-Event", "issues"),
+            ("Content-Type", "application/json"),
+        ]);
+        assert_eq!(kind(SourceType::Github, &h, body), "issues");
+        let h = headers(&[("X-GitHub-Event", "issues"), ("Content-Type", form)]);
+        assert_eq!(kind(SourceType::Github, &h, b"other=1"), "issues");
+        assert_eq!(kind(SourceType::Github, &h, b"payload=%FF"), "issues");
+        // A Content-Type that is not visible ASCII is read as it is stored, so ingest and
+        // the router (which reads the stored headers) agree on it.
+        let mut odd = HeaderMap::new();
+        odd.append("x-github-event", HeaderValue::from_static("issues"));
+        odd.append(
+            "content-type",
+            HeaderValue::from_bytes(b"application/x-www-form-urlencoded; charset=\xe9").unwrap(),
+        );
+        assert_eq!(kind(SourceType::Github, &odd, body), "issues.opened");
+        let stored = stored_headers(&odd);
+        let stored = stored.iter().find(|(name, _)| name == "content-type");
+        assert_eq!(
+            content_type(&odd).as_deref(),
+            stored.map(|(_, value)| value.as_str())
+        );
+        // A "form" with no `payload` field is its body, whatever that is.
+        assert_eq!(
+            kind(SourceType::Github, &h, br#"{"action":"opened"}"#),
+            "issues.opened"
+        );
+    }
+
+    #[test]
     fn hostile_names_are_cleaned_and_cut() {
         let h = headers(&[("X-GitHub-Event", "a.b c")]);
         assert_eq!(
@@ -223,7 +276,7 @@ mod tests {
             "[".repeat(100_000),
             "]".repeat(100_000)
         );
-        assert_eq!(action(deep.as_bytes()), None);
+        assert_eq!(action(None, deep.as_bytes()), None);
         let h = headers(&[("X-GitHub-Event", "issues")]);
         assert_eq!(kind(SourceType::Github, &h, deep.as_bytes()), "issues");
     }

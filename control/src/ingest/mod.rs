@@ -1,60 +1,87 @@
 //! Ingest (SPEC-0006): `POST /hooks/<webhook_id>` receives a forge's delivery.
 //!
-//! In order: the body is read (at most 1 MiB, else 413); the webhook is looked up (unknown and
-//! malformed ids answer one identical 404); the per-webhook rate limit is taken (429 with
-//! `Retry-After`); the signature is checked (a missing, malformed or wrong one makes the
-//! delivery unverified, or a 401 with nothing stored when the webhook rejects unverified
-//! deliveries); the event is stored, durably, before anything routes it; then a router decides,
-//! the decision is recorded with its todo, and the answer is 202 `{event_id, decision, …}`.
-//! When no router answers the answer is still 202, with `decision: "unrouted"`, and
-//! [`spawn_unrouted_retry`] routes the event later.
+//! Forges do not redeliver on their own (GitHub marks a delivery failed after 10 s, Gitea's
+//! default timeout is 5 s), so every late answer, 429 or 503 is a delivery the user loses.
+//! In order: the body is read at a pace (413 past the limit, 408 when it stalls), and only
+//! then a work slot is taken; the webhook is looked up (unknown and malformed ids answer one
+//! identical 404); the signature is checked (a webhook that rejects unverified deliveries
+//! answers 401 and stores nothing); the rate limit is taken from the verified or the
+//! unverified budget, so unsigned junk never spends a signed delivery's share; a signed
+//! delivery over its rate is stored and *deferred* (routed later, in order) up to a backlog
+//! bound; the event is stored, durably, before anything routes it; then a router decides
+//! within what is left of the ingest deadline. Past the deadline the answer is 202
+//! `decision: "pending"` and routing finishes in the background; when no router answers it
+//! is `unrouted`, and [`spawn_unrouted_retry`] routes the event later.
 
+pub mod body;
 pub mod delivery;
 pub mod route;
+pub mod serve;
 pub mod signature;
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Json;
 use axum::Router;
-use axum::body::Bytes;
-use axum::extract::rejection::{BytesRejection, PathRejection};
-use axum::extract::{DefaultBodyLimit, Path, State};
+use axum::extract::rejection::PathRejection;
+use axum::extract::{Path, Request, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::json;
-use tower::limit::GlobalConcurrencyLimitLayer;
+use tokio::sync::Semaphore;
 use tracing::Instrument;
 
+pub use body::BodyPace;
 pub use route::{RetryOptions, Routed, route_unrouted, spawn_unrouted_retry};
+pub use serve::HttpLimits;
 
 use crate::error::Error;
 use crate::secrets::new_id;
 use crate::state::ControlState;
-use crate::store::NewEvent;
+use crate::store::{Event, NewEvent, Webhook};
 
 /// A delivery body is at most 1 MiB; the router holds the same line.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
-/// Deliveries handled at once; more wait for a slot. Bodies are read inside the slot, so this
-/// bounds the memory buffered bodies take (at most this many MiB).
+/// Deliveries worked on at once (looked up, verified, stored, routed); more wait for a slot.
+/// Taken after the body is read, so a stalled sender never holds one.
 pub const MAX_IN_FLIGHT: usize = 256;
 
-/// The rate-limit budget ingest takes from, per webhook.
+/// The rate-limit budget verified deliveries take from, per webhook.
 pub const RATE_LIMIT_KIND: &str = "ingest";
+/// The smaller budget of unverified deliveries, per webhook.
+pub const UNVERIFIED_RATE_LIMIT_KIND: &str = "ingest_unverified";
+
+/// What the ingest handler shares: control's state, the work slots and the body pace.
+#[derive(Clone)]
+struct Ingest {
+    state: ControlState,
+    work: Arc<Semaphore>,
+    pace: BodyPace,
+}
 
 /// The ingest routes, with their state. Any other path answers the same 404 as an unknown
 /// webhook, so the shape of a URL tells a caller nothing.
 pub fn router(state: ControlState) -> Router {
+    router_with(state, BodyPace::default())
+}
+
+/// [`router`] with the body pace of [`HttpLimits`].
+pub fn router_with(state: ControlState, pace: BodyPace) -> Router {
+    let ingest = Ingest {
+        state,
+        work: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
+        pace,
+    };
     Router::new()
-        .route("/hooks/{webhook_id}", post(receive))
+        .route(
+            "/hooks/{webhook_id}",
+            post(receive).fallback(method_not_allowed),
+        )
         .fallback(not_found)
-        // Bodies over 1 MiB are refused while being read (413), before anything is stored.
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        // One semaphore for every route: at most MAX_IN_FLIGHT bodies buffered at a time.
-        .layer(GlobalConcurrencyLimitLayer::new(MAX_IN_FLIGHT))
-        .with_state(state)
+        .with_state(ingest)
 }
 
 /// A JSON error `{error, message}` with a status.
@@ -79,37 +106,40 @@ fn unavailable(e: &Error) -> Response {
     resp
 }
 
-fn too_many(retry_after: Duration) -> Response {
+fn too_many(retry_after: Duration, message: &str) -> Response {
     let secs = retry_after.as_millis().div_ceil(1000).max(1);
-    let mut resp = error(
-        StatusCode::TOO_MANY_REQUESTS,
-        "resource_exhausted",
-        "this webhook's delivery rate limit is reached; retry later",
-    );
+    let mut resp = error(StatusCode::TOO_MANY_REQUESTS, "resource_exhausted", message);
     if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
         resp.headers_mut().insert(header::RETRY_AFTER, v);
     }
     resp
 }
 
-fn unreadable(rejection: &BytesRejection) -> Response {
-    if rejection.status() == StatusCode::PAYLOAD_TOO_LARGE {
-        error(
+fn unreadable(e: &body::BodyError) -> Response {
+    match e {
+        body::BodyError::TooLarge => error(
             StatusCode::PAYLOAD_TOO_LARGE,
             "payload_too_large",
             "a delivery body is at most 1 MiB",
-        )
-    } else {
-        error(
+        ),
+        body::BodyError::TooSlow => {
+            switchboard_telemetry::metrics().ingest_refusal("slow_body");
+            error(
+                StatusCode::REQUEST_TIMEOUT,
+                "deadline_exceeded",
+                "the body arrived too slowly",
+            )
+        }
+        body::BodyError::Unreadable => error(
             StatusCode::BAD_REQUEST,
             "invalid_argument",
             "the body could not be read",
-        )
+        ),
     }
 }
 
 /// A decision label's family, for metrics: `queue` (a rule's queue), `default`, `drop`,
-/// `quarantine`, `fault` or `unrouted`.
+/// `quarantine`, `fault`, `unrouted`, `pending` or `deferred`.
 fn decision_family(label: &str) -> &'static str {
     [
         "queue",
@@ -118,6 +148,8 @@ fn decision_family(label: &str) -> &'static str {
         "quarantine",
         "fault",
         "unrouted",
+        "pending",
+        "deferred",
     ]
     .into_iter()
     .find(|family| label.starts_with(family))
@@ -132,35 +164,79 @@ fn could_be_id(id: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'-')
 }
 
+/// Where a stored delivery stands when it is answered.
+enum Answer {
+    /// Routed (or found unroutable) within the deadline.
+    Routed(Routed),
+    /// Still being routed when the deadline came: it finishes in the background.
+    Pending,
+    /// Over the webhook's rate: stored, routed later in arrival order by the retry task.
+    Deferred,
+}
+
 /// One delivery, in a span that continues the sender's trace if it sent one.
 async fn receive(
-    State(state): State<ControlState>,
+    State(ingest): State<Ingest>,
     path: Result<Path<String>, PathRejection>,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    request: Request,
 ) -> Response {
+    let (parts, body) = request.into_parts();
     let span = tracing::info_span!(
         "ingest",
         otel.name = "POST /hooks/{webhook_id}",
         trace_id = tracing::field::Empty
     );
-    switchboard_telemetry::propagation::continue_from_headers(&span, &headers);
-    receive_delivery(state, path, headers, body)
-        .instrument(span)
+    switchboard_telemetry::propagation::continue_from_headers(&span, &parts.headers);
+    let declared = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    async move {
+        let body = match body::read(body, MAX_BODY_BYTES, declared, ingest.pace).await {
+            Ok(b) => b,
+            Err(e) => return unreadable(&e),
+        };
+        // The deadline counts from the body read; the work slot is taken only now.
+        let read_at = tokio::time::Instant::now();
+        let Ok(_slot) = ingest.work.acquire().await else {
+            return unavailable(&Error::internal("the work slots are closed"));
+        };
+        receive_delivery(&ingest.state, path, parts.headers, body, read_at).await
+    }
+    .instrument(span)
+    .await
+}
+
+/// Takes a unit of the webhook's budget: the verified one, or the smaller unverified one.
+async fn take_budget(state: &ControlState, webhook: &Webhook, verified: bool) -> crate::Result<()> {
+    let (kind, per_minute) = if verified {
+        (RATE_LIMIT_KIND, state.limits.ingest_per_webhook_per_minute)
+    } else {
+        (
+            UNVERIFIED_RATE_LIMIT_KIND,
+            state.limits.ingest_unverified_per_webhook_per_minute,
+        )
+    };
+    state
+        .store
+        .try_take_held(
+            &webhook.id,
+            kind,
+            per_minute.max(1),
+            Duration::from_secs(60),
+        )
         .await
 }
 
 async fn receive_delivery(
-    state: ControlState,
+    state: &ControlState,
     path: Result<Path<String>, PathRejection>,
     headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
+    body: axum::body::Bytes,
+    read_at: tokio::time::Instant,
 ) -> Response {
     let started = std::time::Instant::now();
-    let body = match body {
-        Ok(b) => b,
-        Err(rejection) => return unreadable(&rejection),
-    };
     // A path that does not decode, or an id no webhook could have (PostgreSQL refuses a NUL
     // in text), takes the same single lookup as an unknown id: with an id that matches nothing.
     let id = path
@@ -173,21 +249,8 @@ async fn receive_delivery(
         Err(Error::NotFound { .. }) => return not_found().await,
         Err(e) => return unavailable(&e),
     };
-    match state
-        .store
-        .try_take_held(
-            &webhook.id,
-            RATE_LIMIT_KIND,
-            state.limits.ingest_per_webhook_per_minute.max(1),
-            Duration::from_secs(60),
-        )
-        .await
-    {
-        Ok(()) => {}
-        Err(Error::ResourceExhausted { retry_after }) => return too_many(retry_after),
-        Err(e) => return unavailable(&e),
-    }
 
+    // The signature first: what it proves decides whose budget the delivery spends.
     let verified = signature::verify(webhook.source_type, &webhook.secret, &headers, &body);
     if !verified && webhook.reject_unverified {
         tracing::info!(webhook = %webhook.id, "unverified delivery rejected at the door");
@@ -197,6 +260,33 @@ async fn receive_delivery(
             "the delivery's signature is missing or wrong",
         );
     }
+    let mut deferred = false;
+    match take_budget(state, &webhook, verified).await {
+        Ok(()) => {}
+        // A signed delivery over its rate is kept and routed later, up to the backlog bound.
+        Err(Error::ResourceExhausted { retry_after }) if verified => {
+            match state.store.unrouted_count(&webhook.id).await {
+                Ok(n) if n < u64::from(state.limits.ingest_backlog_per_webhook) => deferred = true,
+                Ok(_) => {
+                    switchboard_telemetry::metrics().ingest_refusal("backlog_full");
+                    return too_many(
+                        retry_after,
+                        "this webhook's delivery rate is reached and its backlog is full; retry later",
+                    );
+                }
+                Err(e) => return unavailable(&e),
+            }
+        }
+        Err(Error::ResourceExhausted { retry_after }) => {
+            switchboard_telemetry::metrics().ingest_refusal("rate_limited");
+            return too_many(
+                retry_after,
+                "this webhook's rate limit for unverified deliveries is reached; retry later",
+            );
+        }
+        Err(e) => return unavailable(&e),
+    }
+
     let kind = delivery::kind(webhook.source_type, &headers, &body);
     let delivery_id = match delivery::delivery_id(webhook.source_type, &headers) {
         Some(id) => id,
@@ -225,10 +315,22 @@ async fn receive_delivery(
         Err(e) => return unavailable(&e),
     };
 
-    let routed = route::route_one(&state, &webhook, &event).await;
-    let (decision, todo) = match &routed {
-        Routed::Decided { label, todo } => (label.as_str(), todo.as_deref()),
-        Routed::Unrouted => ("unrouted", None),
+    let answer = if deferred {
+        Answer::Deferred
+    } else {
+        route_within(
+            state,
+            webhook.clone(),
+            event.clone(),
+            read_at + state.limits.ingest_deadline,
+        )
+        .await
+    };
+    let (decision, todo) = match &answer {
+        Answer::Routed(Routed::Decided { label, todo }) => (label.as_str(), todo.as_deref()),
+        Answer::Routed(Routed::Unrouted) => ("unrouted", None),
+        Answer::Pending => ("pending", None),
+        Answer::Deferred => ("deferred", None),
     };
     switchboard_telemetry::metrics().delivery(
         decision_family(decision),
@@ -255,4 +357,38 @@ async fn receive_delivery(
         answer["redelivery"] = json!(!t.inserted);
     }
     (StatusCode::ACCEPTED, Json(answer)).into_response()
+}
+
+/// Routes a stored event in a task of its own and waits for it until `deadline`. Past it the
+/// task goes on (a sender that hangs up or a late router never strands the event), and
+/// whatever it cannot finish the retry task routes.
+async fn route_within(
+    state: &ControlState,
+    webhook: Webhook,
+    event: Event,
+    deadline: tokio::time::Instant,
+) -> Answer {
+    let state = state.clone();
+    let task = tokio::spawn(
+        async move { route::route_one(&state, &webhook, &event).await }.in_current_span(),
+    );
+    match tokio::time::timeout_at(deadline, task).await {
+        Ok(Ok(routed)) => Answer::Routed(routed),
+        Ok(Err(_)) => Answer::Routed(Routed::Unrouted),
+        Err(_) => Answer::Pending,
+    }
+}
+
+/// Any method but POST on `/hooks/<id>`, Gitea's and Forgejo's GET deliveries
+/// (`?payload=<JSON>`) among them: one `405` that tells the operator what to change. It reads
+/// nothing and looks nothing up, so it is the same for every id, known or not.
+async fn method_not_allowed() -> Response {
+    let mut resp = error(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "deliveries are POSTed; set the forge's HTTP method to POST",
+    );
+    resp.headers_mut()
+        .insert(header::ALLOW, HeaderValue::from_static("POST"));
+    resp
 }

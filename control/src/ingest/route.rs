@@ -257,7 +257,7 @@ pub async fn route_one(state: &ControlState, webhook: &Webhook, event: &Event) -
     match route_events(state, webhook, std::slice::from_ref(event)).await {
         Ok(mut routed) => routed.pop().map(|(_, r)| r).unwrap_or(Routed::Unrouted),
         Err(e) => {
-            tracing::warn!(event = %event.id, webhook = %webhook.id, error = %e, "event stored unrouted");
+            tracing::warn!(event = %event.id, webhook = %webhook.id, error = %e.log_text(), "event stored unrouted");
             Routed::Unrouted
         }
     }

@@ -1,7 +1,12 @@
-//! Signature verification as each forge signs (`shared/data/webhooks/headers.md`): HMAC-SHA256
-//! of the raw body, keyed with the webhook's secret, in the forge's own header.
+//! Signature verification as each forge signs (`testkit/data/webhooks/headers.md`): HMAC-SHA256
+//! keyed with the webhook's secret, in the forge's own header, over what that forge signs.
+//! GitHub (and cairn and generic senders) sign the body as delivered, form-encoded or not.
+//! Gitea and Forgejo sign the JSON text: for a form-encoded delivery (`payload=<JSON>`) that
+//! is the decoded `payload` field ([`switchboard_model::payload_json`]), not the form body.
 //!
 //! Pure and total: every header value, however malformed, answers `false`, never an error.
+
+use std::borrow::Cow;
 
 use axum::http::HeaderMap;
 use hmac::{Hmac, Mac};
@@ -39,15 +44,27 @@ fn accepted_headers(source: SourceType) -> &'static [(&'static str, Scheme)] {
     }
 }
 
+/// The bytes a forge of this source type signs: Gitea and Forgejo sign the payload's JSON
+/// text (a form delivery's `payload` field), everyone else the body as delivered.
+fn signed_bytes<'a>(source: SourceType, headers: &HeaderMap, body: &'a [u8]) -> Cow<'a, [u8]> {
+    match source {
+        SourceType::Gitea | SourceType::Forgejo => {
+            switchboard_model::payload_json(super::delivery::content_type(headers).as_deref(), body)
+        }
+        SourceType::Github | SourceType::Cairn | SourceType::Generic => Cow::Borrowed(body),
+    }
+}
+
 /// Is the delivery signed with `secret`? True when any accepted header carries the right
 /// HMAC: each is a proof of the secret on its own, so a wrong or empty one beside a right one
 /// (Gitea sends empty digests when it has no secret) does not matter.
 pub fn verify(source: SourceType, secret: &str, headers: &HeaderMap, body: &[u8]) -> bool {
+    let signed = signed_bytes(source, headers, body);
     accepted_headers(source).iter().any(|(name, scheme)| {
         headers.get_all(*name).iter().any(|value| {
             value
                 .to_str()
-                .is_ok_and(|v| matches(*scheme, v, secret, body))
+                .is_ok_and(|v| matches(*scheme, v, secret, &signed))
         })
     })
 }
@@ -76,7 +93,8 @@ fn matches(scheme: Scheme, value: &str, secret: &str, body: &[u8]) -> bool {
 }
 
 /// HMAC-SHA256 of `body` keyed with `secret`, lower-case hex: what a forge puts in its header.
-/// For operators' tools and tests that sign deliveries.
+/// For operators' tools and tests that sign deliveries (a Gitea or Forgejo form delivery
+/// signs its JSON, not the form body).
 pub fn sign(secret: &str, body: &[u8]) -> String {
     match HmacSha256::new_from_slice(secret.as_bytes()) {
         Ok(mut mac) => {
@@ -178,11 +196,69 @@ mod tests {
         assert!(verify(SourceType::Gitea, secret, &h, body));
     }
 
+    /// Form-encoded (`payload=<JSON>`): GitHub signs the body as delivered, Gitea and Forgejo
+    /// the JSON inside it, in every header they sign with.
+    #[test]
+    fn form_deliveries_are_verified_as_each_forge_signs_them() {
+        let secret = "a secret of some length";
+        let json = br#"{"action":"opened","n":1}"#;
+        let form = b"payload=%7B%22action%22%3A%22opened%22%2C%22n%22%3A1%7D";
+        let form_type = (
+            "Content-Type",
+            "application/x-www-form-urlencoded; charset=utf-8",
+        );
+        let over_json = sign(secret, json);
+        let over_form = sign(secret, form);
+
+        let github = |digest: &str| {
+            headers(&[
+                form_type,
+                ("X-Hub-Signature-256", &format!("sha256={digest}")),
+            ])
+        };
+        assert!(verify(
+            SourceType::Github,
+            secret,
+            &github(&over_form),
+            form
+        ));
+        assert!(!verify(
+            SourceType::Github,
+            secret,
+            &github(&over_json),
+            form
+        ));
+        for source in [SourceType::Cairn, SourceType::Generic] {
+            assert!(verify(source, secret, &github(&over_form), form));
+            assert!(!verify(source, secret, &github(&over_json), form));
+        }
+
+        for (source, header) in [
+            (SourceType::Gitea, "X-Gitea-Signature"),
+            (SourceType::Forgejo, "X-Forgejo-Signature"),
+            (SourceType::Forgejo, "X-Gitea-Signature"),
+        ] {
+            let bare = |digest: &str| headers(&[form_type, (header, digest)]);
+            assert!(verify(source, secret, &bare(&over_json), form), "{header}");
+            assert!(!verify(source, secret, &bare(&over_form), form), "{header}");
+            assert!(verify(source, secret, &github(&over_json), form));
+            assert!(!verify(source, secret, &github(&over_form), form));
+            // Without the form content type the body is what is signed, as for JSON.
+            let plain = headers(&[(header, &over_form)]);
+            assert!(verify(source, secret, &plain, form), "{header}");
+            let plain = headers(&[(header, &over_json)]);
+            assert!(!verify(source, secret, &plain, form), "{header}");
+            // A form with no usable `payload` field is signed as its body.
+            let junk = b"payload=%FF";
+            let h = headers(&[form_type, (header, &sign(secret, junk))]);
+            assert!(verify(source, secret, &h, junk), "{header}");
+        }
+    }
+
     /// The vectors go-playground/webhooks uses over the real Gitea payloads (headers.md §4).
     #[test]
     fn gitea_vectors_over_real_payloads() {
-        let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-            .join("../../shared/data/webhooks/gitea");
+        let dir = switchboard_testkit::payloads_dir::webhooks_dir().join("gitea");
         let secret = "IsWishesWereHorsesWedAllBeEatingSteak!";
         for (file, digest) in [
             (

@@ -120,7 +120,7 @@ impl Routers {
                 deliveries: batch.iter().map(|w| w.delivery.clone()).collect(),
                 budget_ms: key.budget_ms,
             };
-            match self.evaluate(request).instrument(span).await {
+            match self.evaluate_hedged(request).instrument(span).await {
                 Ok(results) => {
                     let mut by_event: HashMap<String, DeliveryDecisions> = results
                         .into_iter()

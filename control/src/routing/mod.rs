@@ -1,12 +1,16 @@
 //! Control's view of the router plane: every decision comes from a router instance over
-//! gRPC. Calls are balanced round-robin over the instances (a static list or a DNS name
-//! resolved periodically, e.g. a Kubernetes headless Service); a call that fails on one
-//! instance is retried on the next, so a router dying mid-replay costs a retry, not a plan.
+//! gRPC. Instances (a static list or a DNS name resolved periodically, e.g. a Kubernetes
+//! headless Service) are chosen by health, not by turn ([`balance`]): a late or failing one
+//! is ejected for a while, a small call a sender waits on is hedged on another router when
+//! its first is late, and a call that fails on one instance is retried on another, so a
+//! router dying mid-replay costs a retry, not a plan, and a hung one costs a few deliveries
+//! a hedge delay each, not every delivery a call timeout.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::sync::RwLock;
-use std::sync::atomic::{AtomicUsize, Ordering};
-use std::time::Duration;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
 
 use switchboard_proto::router::v1::router_client::RouterClient;
 use switchboard_proto::router::v1::{
@@ -58,35 +62,62 @@ impl RouterSource {
     }
 }
 
+pub mod balance;
 mod coalesce;
 
 pub use coalesce::{Coalescer, MAX_SHARED_CALL};
 
-/// Why no router could answer.
+use balance::Health;
+
+/// Why no router could answer. What a caller sees is the variant's text; the detail (which
+/// router, what it said) is for the log only, never sent (`log_text`).
 #[derive(Clone, Debug, thiserror::Error)]
 pub enum RoutingError {
-    #[error("no router answered: {0}")]
+    #[error("no router answered")]
     Unavailable(String),
-    #[error("the router refused the request: {0}")]
+    #[error("the router refused the request")]
     Refused(String),
+}
+
+impl RoutingError {
+    /// The text with its detail, for the log.
+    pub fn log_text(&self) -> String {
+        match self {
+            Self::Unavailable(d) | Self::Refused(d) => format!("{self}: {d}"),
+        }
+    }
 }
 
 #[derive(Clone)]
 struct Instance {
     addr: String,
     client: RouterClient<Channel>,
+    health: Arc<Health>,
 }
 
-/// A balanced set of router instances.
+/// How one call is attempted across instances.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Attempts {
+    /// Small calls a sender waits on (ingest, validation): if the chosen instance has not
+    /// answered after its hedge delay, the same request goes to another one as well, and the
+    /// first answer wins; all within the call timeout.
+    Hedged,
+    /// Large calls (replay chunks), whose time says nothing about health: one instance at a
+    /// time, each given the whole call timeout, the next tried on failure.
+    OneByOne,
+}
+
+/// A balanced set of router instances ([`balance`]).
 pub struct Routers {
     source: RouterSource,
     instances: RwLock<Vec<Instance>>,
-    next: AtomicUsize,
     call_timeout: Duration,
     /// Deliveries waiting to share a call ([`Routers::evaluate_one`]).
     coalescer: Coalescer,
     /// Evaluate calls made, successful or not: how well calls are shared.
     calls: std::sync::atomic::AtomicU64,
+    /// Attempts started on a second instance because the first was late.
+    hedges: std::sync::atomic::AtomicU64,
 }
 
 fn connect(addr: &str) -> Option<Instance> {
@@ -102,6 +133,7 @@ fn connect(addr: &str) -> Option<Instance> {
     Some(Instance {
         addr: addr.to_string(),
         client,
+        health: Arc::new(Health::new(Instant::now())),
     })
 }
 
@@ -118,6 +150,9 @@ fn retryable(status: &tonic::Status) -> bool {
     )
 }
 
+/// One attempt's end: which instance, when it began, and what it came to.
+type AttemptEnd<T> = (usize, Instant, Result<T, tonic::Status>);
+
 impl Routers {
     /// Builds the set; DNS sources are resolved now and then every `refresh` by
     /// [`Routers::spawn_refresh`].
@@ -125,16 +160,16 @@ impl Routers {
         let routers = Arc::new(Self {
             source,
             instances: RwLock::new(Vec::new()),
-            next: AtomicUsize::new(0),
             call_timeout,
             coalescer: Coalescer::default(),
             calls: std::sync::atomic::AtomicU64::new(0),
+            hedges: std::sync::atomic::AtomicU64::new(0),
         });
         routers.refresh().await;
         routers
     }
 
-    /// Re-reads the source, keeping connections to instances that are still listed.
+    /// Re-reads the source, keeping connections (and health) of instances still listed.
     pub async fn refresh(&self) {
         let addrs = match &self.source {
             RouterSource::Static(a) => a.clone(),
@@ -193,20 +228,133 @@ impl Routers {
             .unwrap_or_default()
     }
 
-    /// The instances to try for one call: all of them, starting at the next in turn.
-    fn rotation(&self) -> Vec<Instance> {
-        let instances = self.instances.read().map(|i| i.clone()).unwrap_or_default();
+    /// The addresses of instances ejected now (for tests and the log).
+    pub fn ejected(&self) -> Vec<String> {
+        let now = Instant::now();
+        self.instances
+            .read()
+            .map(|i| {
+                i.iter()
+                    .filter(|x| x.health.ejected_until(now).is_some())
+                    .map(|x| x.addr.clone())
+                    .collect()
+            })
+            .unwrap_or_default()
+    }
+
+    fn snapshot(&self) -> Vec<Instance> {
+        self.instances.read().map(|i| i.clone()).unwrap_or_default()
+    }
+
+    /// Makes one call: on an instance chosen by [`balance::choose`], then, as `attempts`
+    /// says, on others. Late and failing instances are ejected; answers in time feed the
+    /// estimate.
+    async fn call<T, F, Fut>(&self, attempts: Attempts, mut run: F) -> Result<T, RoutingError>
+    where
+        F: FnMut(RouterClient<Channel>, Duration) -> Fut,
+        Fut: Future<Output = Result<T, tonic::Status>>,
+    {
+        let instances = self.snapshot();
         if instances.is_empty() {
-            return instances;
+            return Err(RoutingError::Unavailable("no router is configured".into()));
         }
-        let start = self.next.fetch_add(1, Ordering::Relaxed) % instances.len();
-        instances
-            .iter()
-            .cycle()
-            .skip(start)
-            .take(instances.len())
-            .cloned()
-            .collect()
+        let healths: Vec<&Health> = instances.iter().map(|i| &*i.health).collect();
+        let deadline = tokio::time::Instant::now() + self.call_timeout;
+        let mut tried: Vec<usize> = Vec::new();
+        let mut running: Vec<(usize, Instant)> = Vec::new();
+        let mut pending = futures::stream::FuturesUnordered::new();
+        let mut hedge_at = deadline;
+        let mut last = String::from("no router answered");
+        let mut launch = |tried: &mut Vec<usize>,
+                          running: &mut Vec<(usize, Instant)>,
+                          pending: &mut futures::stream::FuturesUnordered<_>|
+         -> Option<tokio::time::Instant> {
+            let i = balance::choose(&healths, tried, Instant::now(), |n| fastrand::usize(..n))?;
+            tried.push(i);
+            let instance = &instances[i];
+            let timeout = match attempts {
+                Attempts::Hedged => deadline.saturating_duration_since(tokio::time::Instant::now()),
+                Attempts::OneByOne => self.call_timeout,
+            };
+            let began = Instant::now();
+            running.push((i, began));
+            let flight = instance.health.start();
+            let call = run(instance.client.clone(), timeout);
+            pending.push(async move {
+                let result = match tokio::time::timeout(timeout, call).await {
+                    Ok(r) => r,
+                    Err(_) => Err(tonic::Status::deadline_exceeded("no answer in time")),
+                };
+                drop(flight);
+                (i, began, result)
+            });
+            Some(tokio::time::Instant::now() + instance.health.hedge_after())
+        };
+        loop {
+            if pending.is_empty() {
+                match launch(&mut tried, &mut running, &mut pending) {
+                    Some(at) => hedge_at = at,
+                    None => return Err(RoutingError::Unavailable(last)),
+                }
+            }
+            let may_hedge = attempts == Attempts::Hedged && tried.len() < instances.len();
+            let wait_until = match attempts {
+                Attempts::Hedged => deadline,
+                Attempts::OneByOne => tokio::time::Instant::now() + self.call_timeout * 2,
+            };
+            tokio::select! {
+                Some(end) = futures::StreamExt::next(&mut pending) => {
+                    let (i, began, result): AttemptEnd<T> = end;
+                    running.retain(|(j, _)| *j != i);
+                    match result {
+                        Ok(value) => {
+                            let now = Instant::now();
+                            instances[i].health.observe(now - began, now);
+                            // Those asked before the winner and still silent are late.
+                            for (j, asked) in &running {
+                                if *asked <= began {
+                                    self.eject(&instances[*j], "answered later than another router");
+                                }
+                            }
+                            return Ok(value);
+                        }
+                        Err(status) if retryable(&status) => {
+                            self.eject(&instances[i], status.message());
+                            last = format!("{}: {}", instances[i].addr, status.message());
+                        }
+                        Err(status) => {
+                            return Err(RoutingError::Refused(format!(
+                                "{}: {}",
+                                instances[i].addr,
+                                status.message()
+                            )));
+                        }
+                    }
+                }
+                () = tokio::time::sleep_until(hedge_at), if may_hedge => {
+                    if let Some(at) = launch(&mut tried, &mut running, &mut pending) {
+                        self.hedges.fetch_add(1, Ordering::Relaxed);
+                        hedge_at = at;
+                    }
+                }
+                () = tokio::time::sleep_until(wait_until) => {
+                    for (j, _) in &running {
+                        self.eject(&instances[*j], "no answer within the call timeout");
+                    }
+                    return Err(RoutingError::Unavailable(last));
+                }
+            }
+        }
+    }
+
+    fn eject(&self, instance: &Instance, why: &str) {
+        let now = Instant::now();
+        let was = instance.health.ejected_until(now).is_some();
+        instance.health.eject(now);
+        if !was {
+            switchboard_telemetry::metrics().router_ejection();
+            tracing::warn!(router = %instance.addr, reason = %why, "router ejected for a while");
+        }
     }
 
     /// Validates a configuration as a save would, on whichever router answers.
@@ -221,48 +369,61 @@ impl Routers {
             }),
             context: Some(ctx.clone()),
         };
-        let mut last = String::from("no router is configured");
-        for mut instance in self.rotation() {
+        self.call(Attempts::Hedged, |mut client, timeout| {
             let mut request = tonic::Request::new(req.clone());
-            request.set_timeout(self.call_timeout);
+            request.set_timeout(timeout);
             switchboard_telemetry::propagation::inject(request.metadata_mut());
-            match instance.client.validate(request).await {
-                Ok(resp) => return Ok(resp.into_inner()),
-                Err(status) if retryable(&status) => {
-                    last = format!("{}: {}", instance.addr, status.message())
-                }
-                Err(status) => return Err(RoutingError::Refused(status.message().to_string())),
-            }
-        }
-        Err(RoutingError::Unavailable(last))
+            async move { client.validate(request).await.map(|r| r.into_inner()) }
+        })
+        .await
     }
 
-    /// Evaluate calls made so far (each try on each router counts once per request).
+    /// Evaluate calls made so far (each request counts once, however many attempts).
     pub fn evaluate_calls(&self) -> u64 {
         self.calls.load(Ordering::Relaxed)
     }
 
-    /// Evaluates one request on one router, retrying on the others when it fails.
+    /// Attempts started on a second router because the first was late.
+    pub fn hedged_attempts(&self) -> u64 {
+        self.hedges.load(Ordering::Relaxed)
+    }
+
+    /// Evaluates one request on one router, retrying on the others when it fails. For
+    /// large requests (replays): no hedging.
     pub async fn evaluate(
         &self,
         req: EvaluateRequest,
     ) -> Result<Vec<DeliveryDecisions>, RoutingError> {
+        self.evaluate_with(Attempts::OneByOne, req).await
+    }
+
+    /// Evaluates a small request a sender waits on: hedged on another router when the
+    /// chosen one is late ([`Attempts::Hedged`]).
+    pub async fn evaluate_hedged(
+        &self,
+        req: EvaluateRequest,
+    ) -> Result<Vec<DeliveryDecisions>, RoutingError> {
+        self.evaluate_with(Attempts::Hedged, req).await
+    }
+
+    async fn evaluate_with(
+        &self,
+        attempts: Attempts,
+        req: EvaluateRequest,
+    ) -> Result<Vec<DeliveryDecisions>, RoutingError> {
         self.calls.fetch_add(1, Ordering::Relaxed);
-        let mut last = String::from("no router is configured");
-        for mut instance in self.rotation() {
+        self.call(attempts, |mut client, timeout| {
             let mut request = tonic::Request::new(req.clone());
-            request.set_timeout(self.call_timeout);
+            request.set_timeout(timeout);
             switchboard_telemetry::propagation::inject(request.metadata_mut());
-            match instance.client.evaluate(request).await {
-                Ok(resp) => return Ok(resp.into_inner().results),
-                Err(status) if retryable(&status) => {
-                    tracing::warn!(router = %instance.addr, error = %status.message(), "router call failed; trying the next");
-                    last = format!("{}: {}", instance.addr, status.message());
-                }
-                Err(status) => return Err(RoutingError::Refused(status.message().to_string())),
+            async move {
+                client
+                    .evaluate(request)
+                    .await
+                    .map(|r| r.into_inner().results)
             }
-        }
-        Err(RoutingError::Unavailable(last))
+        })
+        .await
     }
 
     /// Evaluates many deliveries in chunks spread over every instance at once, each chunk
@@ -295,6 +456,21 @@ impl Routers {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn what_a_caller_sees_names_no_router() {
+        let e = RoutingError::Unavailable("10.0.0.7:7701: connection refused".into());
+        assert_eq!(e.to_string(), "no router answered");
+        assert!(e.log_text().contains("10.0.0.7:7701"), "the log keeps it");
+        let e = RoutingError::Refused("10.0.0.7:7701: decode error".into());
+        assert!(!e.to_string().contains("10.0.0.7"));
+        let pack = crate::rule_packs::PackError::from(RoutingError::Unavailable(
+            "10.0.0.7:7701: timeout expired".into(),
+        ));
+        assert_eq!(pack.code, "router_unavailable");
+        assert!(!pack.message.contains("10.0.0.7"), "{}", pack.message);
+        assert!(!pack.message.contains("7701"), "{}", pack.message);
+    }
 
     #[test]
     fn sources_parse() {

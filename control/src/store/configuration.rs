@@ -125,7 +125,7 @@ impl Store {
         let Some(row) = row else {
             return Err(Error::not_found("webhook"));
         };
-        let current = webhook(&row)?;
+        let current = webhook(&row, &self.sealing)?;
 
         if let Some(token_hash) = &save.plan_token_hash {
             let plan = consume_plan_in(&mut tx, self.backend, token_hash, scope, now).await?;

@@ -66,6 +66,11 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "rate_limit_grants",
         include_str!("../../migrations/sqlite/0002_rate_limit_grants.sql"),
     ),
+    (
+        3,
+        "once_key_by_verified",
+        include_str!("../../migrations/sqlite/0003_once_key_by_verified.sql"),
+    ),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -78,15 +83,22 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         "rate_limit_grants",
         include_str!("../../migrations/postgres/0002_rate_limit_grants.sql"),
     ),
+    (
+        3,
+        "once_key_by_verified",
+        include_str!("../../migrations/postgres/0003_once_key_by_verified.sql"),
+    ),
 ];
 
-pub(crate) fn migrator(backend: Backend) -> Migrator {
+/// The migrator of `backend`'s tree, up to `up_to` when given (upgrade tests).
+pub(crate) fn migrator(backend: Backend, up_to: Option<i64>) -> Migrator {
     let tree = match backend {
         Backend::Sqlite => SQLITE_MIGRATIONS,
         Backend::Postgres => POSTGRES_MIGRATIONS,
     };
     Migrator::with_migrations(
         tree.iter()
+            .filter(|(version, _, _)| up_to.is_none_or(|last| *version <= last))
             .map(|(version, description, sql)| {
                 Migration::new(
                     *version,

@@ -283,6 +283,18 @@ impl Store {
         rows.iter().map(event).collect()
     }
 
+    /// How many of a webhook's events wait for a decision (deferred over its rate, or stored
+    /// while no router answered): the backlog ingest bounds.
+    pub async fn unrouted_count(&self, webhook_id: &str) -> Result<u64> {
+        let row =
+            sqlx::query("SELECT COUNT(*) AS n FROM events WHERE webhook_id = $1 AND routed = 0")
+                .bind(super::lookup_id(webhook_id))
+                .fetch_one(&self.pool)
+                .await?;
+        let n: i64 = row.try_get("n")?;
+        Ok(u64::try_from(n).unwrap_or(0))
+    }
+
     /// `not_found` unless the scope owns the webhook: one query, the same for an unknown id and
     /// another scope's.
     pub(crate) async fn require_webhook(&self, scope: &OwnerScope, webhook_id: &str) -> Result<()> {

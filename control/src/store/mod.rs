@@ -42,6 +42,8 @@ pub use tenancy::{Human, Membership, Team};
 pub use todos::{NewTodo, Todo, TodoFilter, TodoInsert};
 pub use webhooks::{MAX_CONFIGURATION_BYTES, NewWebhook, SourceType, Webhook, is_queue_name};
 
+use crate::sealing::SealingKey;
+
 /// The handle every control component shares. Cheap to clone: a pool, a backend tag, a clock,
 /// and the rate-limit hits this process holds (`rate_limits.rs`).
 #[derive(Clone, Debug)]
@@ -51,6 +53,8 @@ pub struct Store {
     clock: Clock,
     held_hits: std::sync::Arc<rate_limits::HeldHits>,
     write_turns: dialect::WriteTurns,
+    /// Seals webhook secrets on write and opens them on read (`crate::sealing`).
+    sealing: std::sync::Arc<SealingKey>,
 }
 
 /// Pool settings. SQLite serializes writers anyway, so its pool stays small.
@@ -61,6 +65,11 @@ pub struct StoreOptions {
     /// SQLite: this process's writers take turns in arrival order instead of sleeping in
     /// SQLite's busy handler (`dialect::WriteTurns`). On by default; off only to measure.
     pub queue_sqlite_writers: bool,
+    /// The key webhook secrets are sealed with. Required: a store without one refuses to open.
+    pub sealing_key: Option<SealingKey>,
+    /// Apply the embedded migrations only up to this version. `None` (always, in a running
+    /// Switchboard) applies all; upgrade tests open a database at an earlier schema with it.
+    pub migrations_up_to: Option<i64>,
 }
 
 impl Default for StoreOptions {
@@ -69,6 +78,8 @@ impl Default for StoreOptions {
             max_connections: 8,
             acquire_timeout: Duration::from_secs(30),
             queue_sqlite_writers: true,
+            migrations_up_to: None,
+            sealing_key: None,
         }
     }
 }
@@ -76,11 +87,28 @@ impl Default for StoreOptions {
 impl Store {
     /// Connects to `database_url` (`sqlite://path?mode=rwc` or `postgres://…`) and applies
     /// the migrations embedded in the binary.
-    pub async fn connect(database_url: &str) -> Result<Store> {
-        Store::connect_with(database_url, StoreOptions::default()).await
+    pub async fn connect(database_url: &str, key: &SealingKey) -> Result<Store> {
+        Store::connect_with(
+            database_url,
+            StoreOptions {
+                sealing_key: Some(key.clone()),
+                ..StoreOptions::default()
+            },
+        )
+        .await
     }
 
+    /// Connects with `options`, applies the migrations, then seals any webhook secret still in
+    /// the clear (a database written before sealing) and checks that every sealed one is this
+    /// key's: a wrong or missing key is an error here, at start, never a silent
+    /// `verified: false` later.
     pub async fn connect_with(database_url: &str, options: StoreOptions) -> Result<Store> {
+        let Some(key) = options.sealing_key.clone() else {
+            return Err(Error::invalid(
+                "secret_key",
+                "no secret key: webhook secrets are sealed at rest (set SWITCHBOARD_SECRET_KEY or --secret-key-file)",
+            ));
+        };
         sqlx::any::install_default_drivers();
         let backend = Backend::from_url(database_url)?;
         let mut pool = dialect::pool_options(backend)
@@ -100,14 +128,22 @@ impl Store {
             .connect(database_url)
             .await
             .map_err(|e| Error::internal(format!("connect to the database: {e}")))?;
-        dialect::migrator(backend).run(&pool).await?;
-        Ok(Store {
+        dialect::migrator(backend, options.migrations_up_to)
+            .run(&pool)
+            .await?;
+        let store = Store {
             pool,
             backend,
             clock: Clock::system(),
             held_hits: Default::default(),
             write_turns: dialect::WriteTurns::new(backend, options.queue_sqlite_writers),
-        })
+            sealing: std::sync::Arc::new(key),
+        };
+        if options.migrations_up_to.is_none() {
+            store.seal_plaintext_secrets().await?;
+            store.check_sealing_key().await?;
+        }
+        Ok(store)
     }
 
     /// The same store reading time from `clock`; tests use a manual clock to move through

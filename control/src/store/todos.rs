@@ -1,5 +1,7 @@
-//! Todos: the work a queue decision produces. The once-key `(webhook_id, delivery_id)` makes
-//! a redelivery of the same delivery create no second todo.
+//! Todos: the work a queue decision produces. The once-key `(webhook_id, delivery_id,
+//! verified)` makes a redelivery of the same delivery create no second todo, while an
+//! unverified delivery that names a real delivery id first (a forgery) cannot make the genuine,
+//! verified one a redelivery of itself (migration 0003, docs/ingest.md).
 
 use sqlx::Row;
 use sqlx::any::AnyRow;
@@ -91,9 +93,9 @@ pub(crate) async fn insert_todo_in(
     let id = new_id("td_")?;
     // The WHERE clause is needed: it keeps SQLite from reading ON CONFLICT as a join constraint.
     let done = sqlx::query(
-        "INSERT INTO todos (id, owner_scope, webhook_id, event_id, delivery_id, queue, rule_id, created_at) \
-         SELECT $1, owner_scope, webhook_id, id, delivery_id, $2, $3, $4 FROM events WHERE id = $5 \
-         ON CONFLICT (webhook_id, delivery_id) DO NOTHING",
+        "INSERT INTO todos (id, owner_scope, webhook_id, event_id, delivery_id, verified, queue, rule_id, created_at) \
+         SELECT $1, owner_scope, webhook_id, id, delivery_id, verified, $2, $3, $4 FROM events WHERE id = $5 \
+         ON CONFLICT (webhook_id, delivery_id, verified) DO NOTHING",
     )
     .bind(id.as_str())
     .bind(new.queue.as_str())
@@ -105,8 +107,8 @@ pub(crate) async fn insert_todo_in(
     let row = sqlx::query(concat!(
         "SELECT ",
         todo_columns!(),
-        " FROM todos WHERE (webhook_id, delivery_id) IN \
-         (SELECT webhook_id, delivery_id FROM events WHERE id = $1)"
+        " FROM todos WHERE (webhook_id, delivery_id, verified) IN \
+         (SELECT webhook_id, delivery_id, verified FROM events WHERE id = $1)"
     ))
     .bind(super::lookup_id(event_id))
     .fetch_optional(&mut **tx)

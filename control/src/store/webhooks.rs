@@ -12,6 +12,7 @@ use sqlx::any::AnyRow;
 use super::{Actor, Store, flag, json_col, json_opt, parse_col};
 use crate::error::{Error, Result};
 use crate::scope::OwnerScope;
+use crate::sealing::{SealingKey, sealed_by};
 use crate::secrets::{canonical_json, configuration_digest, new_id, random_hex};
 
 /// The forge (or internal system) a webhook receives deliveries from; decides how signatures
@@ -70,7 +71,8 @@ pub struct Webhook {
     pub id: String,
     pub owner_scope: OwnerScope,
     pub source_type: SourceType,
-    /// The HMAC signing secret, kept in the clear because verifying a signature needs it.
+    /// The HMAC signing secret, opened from its sealed form (`crate::sealing`): in memory in
+    /// the clear because verifying a signature needs it, never at rest.
     pub secret: String,
     /// The queues this webhook may route to; the first is the default queue.
     pub grant: Vec<String>,
@@ -130,13 +132,16 @@ macro_rules! webhook_columns {
 }
 pub(crate) use webhook_columns;
 
-pub(crate) fn webhook(row: &AnyRow) -> Result<Webhook> {
+/// A webhook row, its sealed secret opened with `key` (the row's id is the associated data).
+pub(crate) fn webhook(row: &AnyRow, key: &SealingKey) -> Result<Webhook> {
     let grant: String = row.try_get("grant_queues")?;
+    let id: String = row.try_get("id")?;
+    let sealed: String = row.try_get("secret")?;
     Ok(Webhook {
-        id: row.try_get("id")?,
+        secret: key.open(&id, &sealed)?,
+        id,
         owner_scope: parse_col(row, "owner_scope")?,
         source_type: parse_col(row, "source_type")?,
-        secret: row.try_get("secret")?,
         grant: serde_json::from_str(&grant)?,
         reject_unverified: flag(row, "reject_unverified")?,
         configuration: json_col(row, "configuration")?,
@@ -249,7 +254,7 @@ impl Store {
         .bind(id.as_str())
         .bind(scope.as_str())
         .bind(new.source_type.as_str())
-        .bind(secret.as_str())
+        .bind(self.sealing.seal(&id, &secret)?.as_str())
         .bind(grant.as_str())
         .bind(i32::from(new.reject_unverified))
         .bind(config_text.as_str())
@@ -257,7 +262,7 @@ impl Store {
         .bind(now)
         .fetch_one(&mut *tx)
         .await?;
-        let created = webhook(&row)?;
+        let created = webhook(&row, &self.sealing)?;
         sqlx::query(
             "INSERT INTO configuration_history (webhook_id, version, owner_scope, actor_endpoint, actor_human, \
              change, provenance, digest_before, digest_after, configuration, saved_at) \
@@ -289,7 +294,7 @@ impl Store {
         .fetch_optional(&self.pool)
         .await?;
         row.as_ref()
-            .map(webhook)
+            .map(|r| webhook(r, &self.sealing))
             .unwrap_or(Err(Error::not_found("webhook")))
     }
 
@@ -304,7 +309,7 @@ impl Store {
         .fetch_optional(&self.pool)
         .await?;
         row.as_ref()
-            .map(webhook)
+            .map(|r| webhook(r, &self.sealing))
             .unwrap_or(Err(Error::not_found("webhook")))
     }
 
@@ -318,7 +323,7 @@ impl Store {
         .bind(scope.to_string())
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(webhook).collect()
+        rows.iter().map(|r| webhook(r, &self.sealing)).collect()
     }
 
     /// Deletes a webhook with its events, todos, history, plans and lease.
@@ -342,7 +347,7 @@ impl Store {
         id: &str,
         secret: Option<String>,
     ) -> Result<Webhook> {
-        let secret = secret_or_new(secret)?;
+        let secret = self.sealing.seal(id, &secret_or_new(secret)?)?;
         let _turn = self.write_turn().await?;
         let row = sqlx::query(concat!(
             "UPDATE webhooks SET secret = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
@@ -357,7 +362,7 @@ impl Store {
         .into_iter()
         .next();
         row.as_ref()
-            .map(webhook)
+            .map(|r| webhook(r, &self.sealing))
             .unwrap_or(Err(Error::not_found("webhook")))
     }
 
@@ -383,7 +388,7 @@ impl Store {
         .into_iter()
         .next();
         row.as_ref()
-            .map(webhook)
+            .map(|r| webhook(r, &self.sealing))
             .unwrap_or(Err(Error::not_found("webhook")))
     }
 
@@ -408,8 +413,81 @@ impl Store {
         .into_iter()
         .next();
         row.as_ref()
-            .map(webhook)
+            .map(|r| webhook(r, &self.sealing))
             .unwrap_or(Err(Error::not_found("webhook")))
+    }
+}
+
+impl Store {
+    /// The key this store seals webhook secrets with.
+    pub fn sealing_key(&self) -> &SealingKey {
+        &self.sealing
+    }
+
+    /// Seals, in place and in one transaction, every webhook secret still in the clear: a
+    /// database written before secrets were sealed keeps verifying its webhooks' deliveries.
+    /// Returns how many were sealed (none after the first start).
+    pub(crate) async fn seal_plaintext_secrets(&self) -> Result<usize> {
+        let mut tx = self.begin_write().await?;
+        let rows = sqlx::query("SELECT id, secret FROM webhooks WHERE secret NOT LIKE 'sealed:%'")
+            .fetch_all(&mut *tx)
+            .await?;
+        for row in &rows {
+            let id: String = row.try_get("id")?;
+            let plain: String = row.try_get("secret")?;
+            sqlx::query("UPDATE webhooks SET secret = $1 WHERE id = $2")
+                .bind(self.sealing.seal(&id, &plain)?.as_str())
+                .bind(id.as_str())
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        if !rows.is_empty() {
+            tracing::info!(sealed = rows.len(), "webhook secrets sealed at rest");
+        }
+        Ok(rows.len())
+    }
+
+    /// Refuses to start with a key that did not seal the stored secrets, naming the key that
+    /// did (by id), so a wrong key is found at start, not as unverified deliveries.
+    pub(crate) async fn check_sealing_key(&self) -> Result<()> {
+        let rows = sqlx::query("SELECT secret FROM webhooks WHERE secret NOT LIKE $1 LIMIT 1")
+            .bind(format!("sealed:v1:{}:%", self.sealing.id()))
+            .fetch_all(&self.pool)
+            .await?;
+        if let Some(row) = rows.first() {
+            let other: String = row.try_get("secret")?;
+            return Err(Error::invalid(
+                "secret_key",
+                format!(
+                    "the webhook secrets in this database were sealed with key {}, not with the key given ({}); start with the key that sealed them",
+                    sealed_by(&other).unwrap_or("unknown"),
+                    self.sealing.id()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Seals every webhook secret again with `new` in one transaction (key rotation: the
+    /// store's own key opens them). Afterwards only `new` opens this database's secrets.
+    pub async fn reseal_secrets(&self, new: &SealingKey) -> Result<usize> {
+        let mut tx = self.begin_write().await?;
+        let rows = sqlx::query("SELECT id, secret FROM webhooks")
+            .fetch_all(&mut *tx)
+            .await?;
+        for row in &rows {
+            let id: String = row.try_get("id")?;
+            let sealed: String = row.try_get("secret")?;
+            let plain = self.sealing.open(&id, &sealed)?;
+            sqlx::query("UPDATE webhooks SET secret = $1 WHERE id = $2")
+                .bind(new.seal(&id, &plain)?.as_str())
+                .bind(id.as_str())
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(rows.len())
     }
 }
 

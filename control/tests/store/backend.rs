@@ -7,7 +7,9 @@ use crate::harness::TestDb;
 pub async fn migrations_apply_once_and_reconnect(db: TestDb) {
     crate::harness::human(&db, "alice").await;
     // A second process (or replica) opening the same database runs the migrator again: a no-op.
-    let again = Store::connect(&db.url).await.expect("reconnect");
+    let again = Store::connect(&db.url, db.store.sealing_key())
+        .await
+        .expect("reconnect");
     assert_eq!(
         again.get_human("alice").await.expect("data kept").login,
         "alice"
@@ -18,8 +20,8 @@ pub async fn migrations_apply_once_and_reconnect(db: TestDb) {
         .expect("count migrations")
         .try_get("n")
         .expect("n");
-    // Every migration once: 0001 (the schema) and 0002 (rate-limit grants).
-    assert_eq!(applied, 2);
+    // Every migration once: 0001 (the schema), 0002 (rate-limit grants), 0003 (the once-key).
+    assert_eq!(applied, 3);
     again.close().await;
 }
 
@@ -50,12 +52,138 @@ pub async fn sqlite_runs_in_wal_mode(db: TestDb) {
     assert!(busy >= 5000);
 }
 
-pub async fn unknown_database_url_is_refused(_db: TestDb) {
-    match Store::connect("mysql://localhost/x").await {
+pub async fn unknown_database_url_is_refused(db: TestDb) {
+    match Store::connect("mysql://localhost/x", db.store.sealing_key()).await {
         Err(Error::InvalidArgument {
             field: "database_url",
             ..
         }) => {}
         other => panic!("expected invalid database_url, got {other:?}"),
     }
+}
+
+/// Issue 15's migration (0003), from a database written at 0002 with data in it: todos, their
+/// claims and the webhook's secret are kept; the once-key now tells verified deliveries from
+/// unverified ones, so a forgery that came first leaves the genuine delivery its own todo.
+pub async fn upgrading_from_0002_keeps_todos_and_a_forgery_no_longer_takes_the_once_key(
+    db: TestDb,
+) {
+    use switchboard_control::store::{NewEvent, NewTodo, RecordDecision, StoreOptions};
+
+    let url = crate::harness::second_database(&db).await;
+    let old = Store::connect_with(
+        &url,
+        StoreOptions {
+            migrations_up_to: Some(2),
+            max_connections: 2,
+            sealing_key: Some(db.store.sealing_key().clone()),
+            ..StoreOptions::default()
+        },
+    )
+    .await
+    .expect("open at 0002");
+    let alice = crate::harness::human(&old, "alice").await;
+    let hook = crate::harness::webhook(&old, &alice).await;
+    let event = |delivery_id: &str, verified: bool| NewEvent {
+        webhook_id: hook.id.clone(),
+        delivery_id: delivery_id.into(),
+        kind: "pull_request.opened".into(),
+        headers: vec![("x-github-event".into(), "pull_request".into())],
+        body: b"{\"action\":\"opened\"}".to_vec(),
+        verified,
+    };
+    let forged = old.insert_event(event("d-1", false)).await.expect("event");
+    let genuine_before = old.insert_event(event("d-2", true)).await.expect("event");
+    // Todos as 0002 wrote them: no verified column; one of them claimed.
+    for (todo, ev, delivery, claimed) in [
+        ("td_old_forged", &forged, "d-1", None),
+        ("td_old_genuine", &genuine_before, "d-2", Some("ep_1")),
+    ] {
+        sqlx::query(
+            "INSERT INTO todos (id, owner_scope, webhook_id, event_id, delivery_id, queue, rule_id, \
+             created_at, claimed_by, claimed_at) VALUES ($1, $2, $3, $4, $5, 'forge', NULL, 1, $6, $7)",
+        )
+        .bind(todo)
+        .bind(alice.to_string())
+        .bind(hook.id.as_str())
+        .bind(ev.id.as_str())
+        .bind(delivery)
+        .bind(claimed)
+        .bind(claimed.map(|_| 2_i64))
+        .execute(old.pool())
+        .await
+        .expect("a todo in the 0002 shape");
+    }
+    old.close().await;
+
+    let new = Store::connect(&url, db.store.sealing_key())
+        .await
+        .expect("upgrade to the current schema");
+    let applied: i64 = sqlx::query("SELECT COUNT(*) AS n FROM _sqlx_migrations")
+        .fetch_one(new.pool())
+        .await
+        .expect("count")
+        .try_get("n")
+        .expect("n");
+    assert_eq!(applied, 3);
+    assert_eq!(
+        new.webhook_for_ingest(&hook.id).await.expect("kept").secret,
+        hook.secret,
+        "the signing secret still verifies"
+    );
+    let kept = new
+        .list_todos(
+            &alice,
+            "forge",
+            switchboard_control::store::TodoFilter::All,
+            &switchboard_control::store::Page::first(10),
+        )
+        .await
+        .expect("todos")
+        .items;
+    let mut ids: Vec<&str> = kept.iter().map(|t| t.id.as_str()).collect();
+    ids.sort();
+    assert_eq!(ids, ["td_old_forged", "td_old_genuine"]);
+    let claimed = kept
+        .iter()
+        .find(|t| t.id == "td_old_genuine")
+        .expect("kept");
+    assert_eq!(claimed.claimed_by.as_deref(), Some("ep_1"));
+
+    let decide = || RecordDecision {
+        decision: serde_json::json!({"decision": "default"}),
+        fault: None,
+        todo: Some(NewTodo {
+            queue: "forge".into(),
+            rule_id: None,
+        }),
+    };
+    // The genuine d-1, signed, after the forgery took d-1 before the upgrade: its own todo.
+    let genuine = new.insert_event(event("d-1", true)).await.expect("event");
+    let todo = new
+        .record_decision(&genuine.id, decide())
+        .await
+        .expect("decided")
+        .expect("a todo");
+    assert!(todo.inserted, "the verified delivery gets its own todo");
+    assert_eq!(todo.todo.event_id, genuine.id);
+    // A signed redelivery of d-2 still finds the todo written before the upgrade …
+    let again = new.insert_event(event("d-2", true)).await.expect("event");
+    let todo = new
+        .record_decision(&again.id, decide())
+        .await
+        .expect("decided")
+        .expect("a todo");
+    assert!(!todo.inserted);
+    assert_eq!(todo.todo.id, "td_old_genuine");
+    // … and an unsigned one of d-1 the forgery's.
+    let forged_again = new.insert_event(event("d-1", false)).await.expect("event");
+    let todo = new
+        .record_decision(&forged_again.id, decide())
+        .await
+        .expect("decided")
+        .expect("a todo");
+    assert_eq!(todo.todo.id, "td_old_forged");
+    new.close().await;
+    crate::harness::drop_second_database(&db, &url).await;
 }

@@ -9,10 +9,9 @@ use crate::harness::{
     TestDb, decision_refused_mid_transaction, human, invalid, not_found, webhook,
 };
 
-const PAYLOAD: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/../../shared/data/webhooks/github/pull_request.opened.json"
-);
+fn payload() -> std::path::PathBuf {
+    switchboard_testkit::payloads_dir::webhooks_dir().join("github/pull_request.opened.json")
+}
 
 fn event(webhook_id: &str, delivery_id: &str) -> NewEvent {
     NewEvent {
@@ -28,7 +27,7 @@ fn event(webhook_id: &str, delivery_id: &str) -> NewEvent {
 pub async fn body_and_headers_round_trip_byte_exact(db: TestDb) {
     let alice = human(&db, "alice").await;
     let wh = webhook(&db, &alice).await;
-    let body = std::fs::read(PAYLOAD).expect("the shared github payload");
+    let body = std::fs::read(payload()).expect("the vendored github payload");
     assert!(body.len() > 10_000, "a real payload, not a stub");
     // Names as the forge spelled them, in order, with a repeated header and odd values.
     let headers: Vec<(String, String)> = [
@@ -323,10 +322,10 @@ pub async fn recording_a_decision_on_an_unknown_event_writes_nothing(db: TestDb)
 pub async fn a_stored_event_is_visible_to_other_connections_at_once(db: TestDb) {
     let alice = human(&db, "alice").await;
     let wh = webhook(&db, &alice).await;
-    let other = switchboard_control::Store::connect(&db.url)
+    let other = switchboard_control::Store::connect(&db.url, db.store.sealing_key())
         .await
         .expect("a second pool on the same database");
-    let body = std::fs::read(PAYLOAD).expect("the shared github payload");
+    let body = std::fs::read(payload()).expect("the vendored github payload");
     // Eight writers at once, as ingest's clients are: each read goes to the other pool.
     let writers = (0..8).map(|w| {
         let (store, other, alice, wh, body) = (

@@ -38,7 +38,10 @@ where
         "sqlite://{}?mode=rwc",
         dir.path().join("control.db").display()
     );
-    let store = Store::connect(&url).await.expect("open the sqlite store");
+    let key = switchboard_control::SealingKey::generate().expect("a key");
+    let store = Store::connect(&url, &key)
+        .await
+        .expect("open the sqlite store");
     let outcome = tokio::spawn(test(TestDb {
         store: store.clone(),
         url,
@@ -81,6 +84,7 @@ where
         &url,
         StoreOptions {
             max_connections: 8,
+            sealing_key: Some(switchboard_control::SealingKey::generate().expect("a key")),
             ..StoreOptions::default()
         },
     )
@@ -129,17 +133,22 @@ pub async fn human(store: &Store, login: &str) -> OwnerScope {
 /// A github webhook in `scope` routing to `forge` (default) and `triage`.
 pub async fn webhook(store: &Store, scope: &OwnerScope) -> Webhook {
     store
-        .create_webhook(NewWebhook {
-            owner_scope: scope.clone(),
-            source_type: SourceType::Github,
-            secret: None,
-            grant: vec!["forge".into(), "triage".into()],
-            reject_unverified: false,
-            configuration: None,
-            actor: Actor::operator(),
-        })
+        .create_webhook(new_webhook(scope))
         .await
         .expect("create webhook")
+}
+
+/// What [`webhook`] creates.
+pub fn new_webhook(scope: &OwnerScope) -> NewWebhook {
+    NewWebhook {
+        owner_scope: scope.clone(),
+        source_type: SourceType::Github,
+        secret: None,
+        grant: vec!["forge".into(), "triage".into()],
+        reject_unverified: false,
+        configuration: None,
+        actor: Actor::operator(),
+    }
 }
 
 /// An endpoint for `login` in its own scope with every verb.
@@ -171,5 +180,39 @@ pub fn decision_refused_mid_transaction() -> switchboard_control::store::RecordD
             queue: String::new(),
             rule_id: None,
         }),
+    }
+}
+
+/// Another empty database beside the test's (a second SQLite file in the same temp dir, or a
+/// second PostgreSQL schema), for opening a database at an earlier schema. The SQLite file
+/// goes with the temp dir; call [`drop_second_database`] for the schema.
+pub async fn second_database(db: &TestDb) -> String {
+    match db.store.backend() {
+        switchboard_control::store::Backend::Sqlite => db.url.replace("control.db", "upgrade.db"),
+        switchboard_control::store::Backend::Postgres => {
+            let (base, _) = db
+                .url
+                .split_once("search_path%3D")
+                .expect("a schema-scoped url");
+            let schema = format!(
+                "u_{}",
+                switchboard_control::secrets::random_hex(8).expect("random")
+            );
+            sqlx::query(AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
+                .execute(db.store.pool())
+                .await
+                .expect("create the second schema");
+            format!("{base}search_path%3D{schema}")
+        }
+    }
+}
+
+/// Drops what [`second_database`] made on PostgreSQL.
+pub async fn drop_second_database(db: &TestDb, url: &str) {
+    if let Some((_, schema)) = url.split_once("search_path%3D") {
+        sqlx::query(AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
+            .execute(db.store.pool())
+            .await
+            .expect("drop the second schema");
     }
 }

@@ -10,6 +10,7 @@ mod events;
 mod leases;
 mod plans;
 mod rate_limits;
+mod sealing;
 mod tenancy;
 mod todos;
 mod webhooks;
@@ -38,7 +39,18 @@ macro_rules! store_test_suite {
 }
 
 store_test_suite! {
-    backend: [migrations_apply_once_and_reconnect, sqlite_runs_in_wal_mode, unknown_database_url_is_refused],
+    backend: [
+        migrations_apply_once_and_reconnect,
+        sqlite_runs_in_wal_mode,
+        unknown_database_url_is_refused,
+        upgrading_from_0002_keeps_todos_and_a_forgery_no_longer_takes_the_once_key,
+    ],
+    sealing: [
+        a_database_dump_holds_no_webhook_secret,
+        secrets_written_in_the_clear_are_sealed_at_start_and_still_verify,
+        a_wrong_or_missing_key_is_refused_at_start,
+        rotation_seals_every_secret_with_the_new_key,
+    ],
     tenancy: [
         a_human_is_admin_of_its_own_scope_only,
         team_roles_are_set_replaced_and_removed,

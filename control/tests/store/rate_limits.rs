@@ -116,7 +116,7 @@ pub async fn held_hits_across_replicas_let_exactly_the_limit_through(db: TestDb)
     let start = 1_800_000_000_000 + 20_000;
     let clock = Clock::manual(start);
     let a = db.store.clone().with_clock(clock.clone());
-    let b = Store::connect(&db.url)
+    let b = Store::connect(&db.url, db.store.sealing_key())
         .await
         .unwrap()
         .with_clock(clock.clone());

@@ -4,6 +4,10 @@
 //! Pure data with no jaq in it, so control can hold, merge and digest configurations
 //! without linking anything that parses tenant expressions.
 
+pub mod form;
+
+pub use form::payload_json;
+
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
 use sha2::{Digest, Sha256};

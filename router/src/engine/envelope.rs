@@ -102,10 +102,25 @@ fn actor(delivery: &StoredDelivery, payload: &Val, ctx: &RoutingContext) -> Val 
     Val::obj(m)
 }
 
+/// The delivery's `Content-Type` as stored (the first one, as ingest reads it).
+fn content_type(delivery: &StoredDelivery) -> Option<&str> {
+    delivery
+        .headers
+        .iter()
+        .find(|h| h.name.eq_ignore_ascii_case("content-type"))
+        .map(|h| h.value.as_str())
+}
+
 /// Builds the envelope `{source, kind, event, action, delivery_id, received_at, verified,
 /// headers, payload}` (+ `actor` with the trusted-actors capability) from a stored delivery.
+///
+/// `.payload` is the JSON the body carries ([`switchboard_model::payload_json`]): a
+/// form-encoded delivery's `payload` field, so it reaches rules exactly as its JSON twin.
 pub fn build_envelope(delivery: &StoredDelivery, ctx: &RoutingContext) -> Val {
-    let payload = parse_payload(&delivery.body);
+    let payload = parse_payload(&switchboard_model::payload_json(
+        content_type(delivery),
+        &delivery.body,
+    ));
     let (event, action) = split_kind(&delivery.kind);
     let mut headers = Map::default();
     for h in &delivery.headers {
@@ -162,6 +177,37 @@ mod tests {
             ("pull_request", Some("opened"))
         );
         assert_eq!(split_kind("status"), ("status", None));
+    }
+
+    #[test]
+    fn a_form_body_reaches_rules_as_its_payload_field() {
+        use switchboard_proto::router::v1::Header;
+        let header = |name: &str, value: &str| Header {
+            name: name.into(),
+            value: value.into(),
+        };
+        let mut delivery = StoredDelivery {
+            kind: "issues.opened".into(),
+            headers: vec![header("content-type", "application/x-www-form-urlencoded")],
+            body: b"payload=%7B%22action%22%3A%22opened%22%7D".to_vec().into(),
+            ..StoredDelivery::default()
+        };
+        let payload = |d: &StoredDelivery| {
+            get(&build_envelope(d, &RoutingContext::default()), "payload").cloned()
+        };
+        let want = parse_payload(br#"{"action":"opened"}"#);
+        assert_eq!(payload(&delivery), Some(want.clone()));
+        // Stored headers in any casing; the first Content-Type is the one.
+        delivery.headers = vec![
+            header(
+                "Content-Type",
+                "application/x-www-form-urlencoded; charset=utf-8",
+            ),
+            header("content-type", "application/json"),
+        ];
+        assert_eq!(payload(&delivery), Some(want));
+        delivery.headers.reverse();
+        assert!(matches!(payload(&delivery), Some(Val::TStr(_))));
     }
 
     #[test]
