@@ -121,6 +121,14 @@ impl Health {
         s.backoff = FIRST_BACKOFF;
     }
 
+    /// An answer from a call whose time says nothing about health (a replay chunk): the
+    /// instance is well again, and the estimate is left to the small calls.
+    pub fn answered(&self) {
+        let mut s = self.lock();
+        s.ejected_until = None;
+        s.backoff = FIRST_BACKOFF;
+    }
+
     /// An error or a late answer: skipped until the back-off ends; the next one is longer.
     pub fn eject(&self, now: Instant) {
         let mut s = self.lock();
@@ -144,15 +152,30 @@ impl Health {
     }
 }
 
+/// What "cheaper" means for a call.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Measure {
+    /// Latency estimate × (calls in flight + 1): small calls a sender waits on.
+    Latency,
+    /// Calls in flight only: large calls (replay chunks) whose time is their size, spread
+    /// evenly over the instances.
+    InFlight,
+}
+
 /// Power of two choices: of the instances not in `tried` and not ejected, two at random
-/// (`random` gives an index below its argument), the cheaper one. When every untried one is
-/// ejected, the one back soonest. `None` when all were tried.
+/// (`random` gives an index below its argument), the cheaper one by `measure`. When every
+/// untried one is ejected, the one back soonest. `None` when all were tried.
 pub fn choose(
     healths: &[&Health],
     tried: &[usize],
     now: Instant,
+    measure: Measure,
     mut random: impl FnMut(usize) -> usize,
 ) -> Option<usize> {
+    let cost = |i: usize| match measure {
+        Measure::Latency => healths[i].cost(now),
+        Measure::InFlight => healths[i].in_flight() as f64,
+    };
     let untried: Vec<usize> = (0..healths.len()).filter(|i| !tried.contains(i)).collect();
     let ready: Vec<usize> = untried
         .iter()
@@ -171,11 +194,7 @@ pub fn choose(
                 j += 1;
             }
             let (a, b) = (ready[i], ready[j]);
-            Some(if healths[b].cost(now) < healths[a].cost(now) {
-                b
-            } else {
-                a
-            })
+            Some(if cost(b) < cost(a) { b } else { a })
         }
     }
 }
@@ -237,6 +256,11 @@ mod tests {
         assert_eq!(h.ejected_until(t), None);
         h.eject(t);
         assert_eq!(h.ejected_until(t), Some(t + FIRST_BACKOFF));
+        // A large call's answer ends the ejection too, without moving the estimate.
+        let before = h.estimate(t);
+        h.answered();
+        assert_eq!(h.ejected_until(t), None);
+        assert_eq!(h.estimate(t), before);
     }
 
     #[test]
@@ -260,19 +284,23 @@ mod tests {
         let all = [&a, &b, &c];
         // Whichever pair is drawn, a (the slow one) loses to the other.
         for draw in 0..3 {
-            let picked = choose(&all, &[], t0, |n| draw % n).expect("a choice");
+            let picked = choose(&all, &[], t0, Measure::Latency, |n| draw % n).expect("a choice");
             let pair_has_fast = picked != 0;
             assert!(pair_has_fast, "draw {draw} picked the slow instance");
         }
         b.eject(t0);
         c.eject(t0);
-        assert_eq!(choose(&all, &[], t0, |_| 0), Some(0), "only a is ready");
         assert_eq!(
-            choose(&all, &[0], t0, |_| 0),
+            choose(&all, &[], t0, Measure::Latency, |_| 0),
+            Some(0),
+            "only a is ready"
+        );
+        assert_eq!(
+            choose(&all, &[0], t0, Measure::Latency, |_| 0),
             Some(1),
             "all untried are ejected: the one back soonest (b, ejected first)"
         );
-        assert_eq!(choose(&all, &[0, 1, 2], t0, |_| 0), None);
+        assert_eq!(choose(&all, &[0, 1, 2], t0, Measure::Latency, |_| 0), None);
     }
 
     #[test]
@@ -280,7 +308,31 @@ mod tests {
         let t0 = Instant::now();
         let (a, b) = (Arc::new(Health::new(t0)), Health::new(t0));
         let _busy: Vec<_> = (0..5).map(|_| a.start()).collect();
-        assert_eq!(choose(&[&*a, &b], &[], t0, |_| 0), Some(1));
-        assert_eq!(choose(&[&*a, &b], &[], t0, |n| n - 1), Some(1));
+        assert_eq!(
+            choose(&[&*a, &b], &[], t0, Measure::Latency, |_| 0),
+            Some(1)
+        );
+        assert_eq!(
+            choose(&[&*a, &b], &[], t0, Measure::Latency, |n| n - 1),
+            Some(1)
+        );
+    }
+
+    #[test]
+    fn large_calls_go_by_calls_in_flight_not_latency() {
+        let t0 = Instant::now();
+        let (slow, fast) = (Arc::new(Health::new(t0)), Arc::new(Health::new(t0)));
+        slow.observe(ms(2_000), t0);
+        fast.observe(ms(1), t0);
+        let _busy = fast.start();
+        // By latency the fast one wins even busy; by calls in flight the idle slow one does.
+        assert_eq!(
+            choose(&[&*slow, &*fast], &[], t0, Measure::Latency, |_| 0),
+            Some(1)
+        );
+        assert_eq!(
+            choose(&[&*slow, &*fast], &[], t0, Measure::InFlight, |_| 0),
+            Some(0)
+        );
     }
 }

@@ -269,7 +269,13 @@ impl Routers {
                           running: &mut Vec<(usize, Instant)>,
                           pending: &mut futures::stream::FuturesUnordered<_>|
          -> Option<tokio::time::Instant> {
-            let i = balance::choose(&healths, tried, Instant::now(), |n| fastrand::usize(..n))?;
+            let measure = match attempts {
+                Attempts::Hedged => balance::Measure::Latency,
+                Attempts::OneByOne => balance::Measure::InFlight,
+            };
+            let i = balance::choose(&healths, tried, Instant::now(), measure, |n| {
+                fastrand::usize(..n)
+            })?;
             tried.push(i);
             let instance = &instances[i];
             let timeout = match attempts {
@@ -309,7 +315,12 @@ impl Routers {
                     match result {
                         Ok(value) => {
                             let now = Instant::now();
-                            instances[i].health.observe(now - began, now);
+                            // Only small calls' times are comparable: a replay chunk's
+                            // seconds would make its router look slow for the next ingest.
+                            match attempts {
+                                Attempts::Hedged => instances[i].health.observe(now - began, now),
+                                Attempts::OneByOne => instances[i].health.answered(),
+                            }
                             // Those asked before the winner and still silent are late.
                             for (j, asked) in &running {
                                 if *asked <= began {
