@@ -9,6 +9,7 @@ use switchboard_proto::router::v1::{
 use switchboard_router::engine::decision::{self, fault};
 use switchboard_router::engine::{CompiledConfiguration, Configuration, build_envelope};
 
+use switchboard_testkit::forge_headers::form_body;
 use switchboard_testkit::payloads_dir::webhooks_dir;
 
 /// 2026-11-29T23:59:10.123Z
@@ -921,21 +922,6 @@ fn per_rule_counters() {
         (counters.rules[0].first_matches, counters.rules[0].faults),
         (0, 0)
     );
-}
-
-/// `payload=` and `json` form-encoded as Go's `url.Values.Encode` does (Gitea, Forgejo):
-/// unreserved bytes kept, space as `+`, every other byte `%XX`. Written here, apart from the
-/// decoder under test.
-fn form_body(json: &[u8]) -> Vec<u8> {
-    let mut out = b"payload=".to_vec();
-    for &b in json {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b),
-            b' ' => out.push(b'+'),
-            _ => out.extend_from_slice(format!("%{b:02X}").as_bytes()),
-        }
-    }
-    out
 }
 
 /// `delivery` as its forge sends it form-encoded: the same JSON in a `payload=` body, under a

@@ -46,3 +46,18 @@ pub fn forge_headers(
     }
     h
 }
+
+/// A form-encoded delivery's body: `payload=` and `json` encoded as Go's `url.Values.Encode`
+/// does (Gitea, Forgejo): unreserved bytes kept, space as `+`, every other byte `%XX`.
+/// Written apart from the decoder the tests check (`switchboard_model::payload_json`).
+pub fn form_body(json: &[u8]) -> Vec<u8> {
+    let mut out = b"payload=".to_vec();
+    for &b in json {
+        match b {
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b),
+            b' ' => out.push(b'+'),
+            _ => out.extend_from_slice(format!("%{b:02X}").as_bytes()),
+        }
+    }
+    out
+}

@@ -18,6 +18,7 @@ use crate::control_harness::{
 };
 use crate::ingest::{decision_for, events_of, router, routing_config, todos};
 use crate::support::{Payload, kind_of, payload, payloads};
+use switchboard_testkit::forge_headers::form_body;
 
 on_every_backend! {
     form_deliveries_are_routed_as_their_json_twins,
@@ -29,21 +30,6 @@ on_every_backend! {
 
 const FORM: &str = "application/x-www-form-urlencoded";
 const FORM_UTF8: &str = "application/x-www-form-urlencoded; charset=utf-8";
-
-/// `payload=` and `json` form-encoded as Go's `url.Values.Encode` does (Gitea, Forgejo):
-/// unreserved bytes kept, space as `+`, every other byte `%XX`. Written here, apart from the
-/// decoder under test.
-fn form_body(json: &[u8]) -> Vec<u8> {
-    let mut out = b"payload=".to_vec();
-    for &b in json {
-        match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => out.push(b),
-            b' ' => out.push(b'+'),
-            _ => out.extend_from_slice(format!("%{b:02X}").as_bytes()),
-        }
-    }
-    out
-}
 
 /// `headers` with their `Content-Type` replaced by `content_type`.
 fn with_content_type(headers: Vec<(String, String)>, content_type: &str) -> Vec<(String, String)> {

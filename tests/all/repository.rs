@@ -1,5 +1,5 @@
 //! The repository stands alone: a clone needs nothing beside it. Every tracked file is
-//! read, and none may refer to a sibling folder (`../shared`) or hard-code an absolute path
+//! read, and none may refer to the shared folder beside the checkout or hard-code an absolute path
 //! of one machine's checkout or data folder.
 
 use std::path::Path;
