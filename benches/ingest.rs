@@ -69,6 +69,7 @@ use switchboard_control::store::{
 use switchboard_control::{OwnerScope, Store, StoreOptions};
 use switchboard_proto::router::v1::{Configuration, Decision};
 use switchboard_testkit::forge_headers::forge_headers;
+use switchboard_testkit::procfs::processes;
 use switchboard_testkit::router_process::RouterProcess;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -602,7 +603,7 @@ fn event_for(
         source: webhook.source_type.to_string(),
         kind: kind.to_string(),
         headers: delivery::stored_headers(headers),
-        body: s.body.as_ref().clone(),
+        body: s.body.as_ref().clone().into(),
         verified: true,
         received_at: 1_795_996_750_123,
         decision: None,
@@ -700,29 +701,6 @@ fn sched_ns(pid: u32) -> u64 {
         .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
         .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
         .sum()
-}
-
-/// Fields of /proc/<pid>/stat after the command name: state [0], ppid [1].
-fn stat_fields(pid: u32) -> Option<Vec<String>> {
-    let text = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    let rest = &text[text.rfind(')')? + 2..];
-    Some(rest.split_whitespace().map(str::to_string).collect())
-}
-
-/// Every live process: (pid, command name, ppid).
-fn processes() -> Vec<(u32, String, u32)> {
-    std::fs::read_dir("/proc")
-        .map(|d| {
-            d.filter_map(|e| e.ok()?.file_name().to_str()?.parse::<u32>().ok())
-                .filter_map(|pid| {
-                    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).ok()?;
-                    let f = stat_fields(pid)?;
-                    (f.first()? != "Z").then_some(())?;
-                    Some((pid, comm.trim().to_string(), f.get(1)?.parse().ok()?))
-                })
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// (busy, iowait, total) jiffies of the whole machine (/proc/stat's first line).
@@ -975,7 +953,7 @@ impl Bench<'_> {
                             delivery_id: d.delivery_id.clone(),
                             kind,
                             headers: delivery::stored_headers(&headers),
-                            body: s.body.as_ref().clone(),
+                            body: s.body.as_ref().clone().into(),
                             verified: true,
                         },
                         webhook,

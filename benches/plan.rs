@@ -188,7 +188,7 @@ fn main() {
                     delivery_id: id,
                     kind: d.kind.clone(),
                     headers: d.headers.iter().map(|h| (h.name.clone(), h.value.clone())).collect(),
-                    body: p.body.clone(),
+                    body: p.body.clone().into(),
                     verified: d.verified,
                 })
                 .await

@@ -8,6 +8,7 @@ pub mod api;
 pub mod error;
 pub mod ingest;
 pub mod pack_sources;
+pub mod retention;
 pub mod routing;
 pub mod rule_packs;
 pub mod scope;

@@ -507,6 +507,12 @@ impl RulePacks {
             &rfc3339,
         );
         let mut out = report_json(&report);
+        let window = self
+            .state
+            .store
+            .retention_window(self.state.limits.retention, &webhook.id)
+            .await?;
+        out["retention"] = retention_json(&window);
         out["minted_rule_ids"] = json!(minted);
         out["rule_diff"] =
             serde_json::to_value(switchboard_packs::merge::rule_diff(&saved, &candidate, &[]))
@@ -689,11 +695,20 @@ impl RulePacks {
                     Duration::from_secs(60),
                 )
                 .await?;
-            let events = self
+            // Bounded in bytes as well as in count: a window of big bodies is cut short, and
+            // the plan says so (truncated, so unproven).
+            let loaded = self
                 .state
                 .store
-                .recent_events(scope, webhook_id, limit, window.since)
+                .recent_events_within(
+                    scope,
+                    webhook_id,
+                    limit,
+                    window.since,
+                    crate::store::LOAD_BYTES,
+                )
                 .await?;
+            let events = loaded.events;
             let deliveries: Vec<StoredDelivery> = events.iter().map(stored_delivery).collect();
             let configs = [
                 WireConfiguration {
@@ -708,7 +723,14 @@ impl RulePacks {
             let budget_ms = self.state.limits.evaluation_budget.as_millis() as u32;
             let deadline = tokio::time::Instant::now() + self.replay_budget;
             let mut calls = futures::stream::FuturesOrdered::new();
-            for (i, part) in deliveries.chunks(chunk).enumerate() {
+            let chunks = switchboard_model::body::chunk_ranges(
+                deliveries.iter().map(|d| d.body.len()),
+                chunk,
+                switchboard_model::body::CHUNK_BYTES,
+            );
+            for range in chunks {
+                let start = range.start;
+                let part = &deliveries[range];
                 let request = |ctx: &RoutingContext, configurations: &[WireConfiguration]| {
                     switchboard_proto::router::v1::EvaluateRequest {
                         context: Some(ctx.clone()),
@@ -748,11 +770,11 @@ impl RulePacks {
                             })
                         }
                     };
-                    (i, result)
+                    (start, result)
                 });
             }
             let mut replayed = Vec::with_capacity(deliveries.len());
-            let mut truncated = false;
+            let mut truncated = loaded.capped;
             let mut done = 0u64;
             use futures::StreamExt;
             loop {
@@ -762,10 +784,10 @@ impl RulePacks {
                         break;
                     }
                     Ok(None) => break,
-                    Ok(Some((i, result))) => {
+                    Ok(Some((start, result))) => {
                         let results = result?;
                         for (k, r) in results.iter().enumerate() {
-                            let e = &events[i * chunk + k];
+                            let e = &events[start + k];
                             let (Some(before), Some(after)) =
                                 (r.decisions.first(), r.decisions.get(1))
                             else {
@@ -995,6 +1017,12 @@ impl RulePacks {
             .find(|p| p.name == name)
             .map(|p| p.version.clone());
         let mut plan = report_json(&report);
+        let window = self
+            .state
+            .store
+            .retention_window(self.state.limits.retention, &webhook.id)
+            .await?;
+        plan["retention"] = retention_json(&window);
         plan["kind"] = json!(kind);
         plan["webhook_id"] = json!(webhook.id);
         plan["pack"] = json!({"name": name, "version": version, "from_version": from_version});
@@ -1289,6 +1317,17 @@ fn uuid_like() -> String {
 
 fn report_json(r: &Report) -> Value {
     serde_json::to_value(r).unwrap_or_default()
+}
+
+/// The window retention leaves a webhook, as replays and plans say it: which deliveries a
+/// replay could still see.
+fn retention_json(w: &crate::store::RetentionWindow) -> Value {
+    json!({
+        "max_age_days": w.retention.max_age.as_secs() / 86_400,
+        "max_events_per_webhook": w.retention.max_events_per_webhook,
+        "kept_since": rfc3339(w.kept_since_ms),
+        "oldest_stored": w.oldest_event_at_ms.map(rfc3339),
+    })
 }
 
 /// The catalog this instance serves: the built-ins, plus the external packs named by

@@ -21,6 +21,7 @@ use tonic_health::pb::health_server::HealthServer;
 use tonic_health::server::{HealthReporter, HealthService};
 
 use crate::ingest::{self, HttpLimits, RetryOptions};
+use crate::retention::RetentionOptions;
 use crate::state::ControlState;
 
 /// Largest gRPC message control takes or sends.
@@ -33,6 +34,8 @@ pub struct ServeOptions {
     pub readiness_grace: Duration,
     /// The unrouted-event retry; `None` runs none (another replica may).
     pub retry: Option<RetryOptions>,
+    /// The retention task; `None` runs none.
+    pub retention: Option<RetentionOptions>,
     /// The HTTP listener's bounds: open connections, header and body pace.
     pub http: HttpLimits,
 }
@@ -42,6 +45,7 @@ impl Default for ServeOptions {
         Self {
             readiness_grace: Duration::ZERO,
             retry: Some(RetryOptions::default()),
+            retention: Some(RetentionOptions::default()),
             http: HttpLimits::default(),
         }
     }
@@ -125,8 +129,11 @@ impl BoundControl {
         let retry = options
             .retry
             .map(|o| ingest::spawn_unrouted_retry(self.state.clone(), o));
+        let retention = options
+            .retention
+            .map(|o| crate::retention::spawn_retention(self.state.clone(), o));
 
-        let http_app = ingest::router_with(self.state.clone(), options.http.body).merge(
+        let http_app = ingest::router_with(self.state.clone(), &options.http).merge(
             axum::Router::new()
                 .route("/healthz", get(|| async { "ok" }))
                 .route("/readyz", get(readyz))
@@ -155,7 +162,7 @@ impl BoundControl {
             );
 
         let (http_result, grpc_result) = tokio::join!(http, grpc);
-        if let Some(task) = retry {
+        for task in [retry, retention].into_iter().flatten() {
             task.abort();
         }
         http_result?;

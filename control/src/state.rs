@@ -5,7 +5,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::routing::Routers;
-use crate::store::Store;
+use crate::store::{Retention, Store};
 
 /// What this instance can do (BASE.md: capabilities are operator switches).
 #[derive(Clone, Debug)]
@@ -43,6 +43,8 @@ pub struct Limits {
     pub requests_per_endpoint_per_minute: u32,
     /// The total time budget of one replay (SPEC-0031 REQ-4); past it a plan is truncated.
     pub replay_budget: Duration,
+    /// How long and how many events each webhook keeps (`retention.rs`).
+    pub retention: Retention,
 }
 
 impl Default for Limits {
@@ -56,6 +58,7 @@ impl Default for Limits {
             ingest_deadline: Duration::from_secs(2),
             requests_per_endpoint_per_minute: 600,
             replay_budget: Duration::from_secs(30),
+            retention: Retention::default(),
         }
     }
 }

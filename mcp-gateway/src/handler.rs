@@ -286,6 +286,7 @@ impl Gateway {
                         .map(convert::event_summary)
                         .collect::<Result<_, _>>()?,
                     next_cursor: (!r.next_cursor.is_empty()).then_some(r.next_cursor),
+                    retention: r.retention.map(convert::retention),
                 })
             }
             "get_webhook_event" => {

@@ -15,8 +15,8 @@ use crate::sandbox::{SandboxError, SandboxPool};
 
 /// Most deliveries in one Evaluate call; control sends replays in chunks well below this.
 pub const MAX_DELIVERIES_PER_CALL: usize = 5_000;
-/// A delivery body is at most 1 MiB at ingest; the router holds the same line.
-pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// The biggest body a router evaluates: the most any deployment's ingest may accept.
+pub const MAX_BODY_BYTES: usize = switchboard_model::body::MAX_BODY_BYTES_CEILING;
 /// Largest budget a caller may ask for, per envelope and configuration.
 pub const MAX_BUDGET_MS: u32 = 10_000;
 

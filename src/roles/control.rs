@@ -8,10 +8,12 @@ use anyhow::Context;
 use clap::Args;
 use switchboard_control::ingest::{BodyPace, HttpLimits, RetryOptions};
 use switchboard_control::pack_sources::FetchOptions;
+use switchboard_control::retention::RetentionOptions;
 use switchboard_control::routing::{RouterSource, Routers};
 use switchboard_control::rule_packs::load_catalog;
 use switchboard_control::server::{BoundControl, ServeOptions};
 use switchboard_control::state::{Capabilities, ControlState, Limits};
+use switchboard_control::store::Retention;
 use switchboard_control::{SealingKey, Store, StoreOptions};
 
 use crate::cli::shutdown_signal;
@@ -113,6 +115,30 @@ pub struct ControlTuning {
     /// or `pending` (stored, routed in the background).
     #[arg(long, env = "SWITCHBOARD_INGEST_DEADLINE_MS", default_value_t = 2_000)]
     pub ingest_deadline_ms: u64,
+    /// The biggest delivery body taken, in MiB (GitHub sends up to 25 MB); bigger answers 413.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_MAX_BODY_MB",
+        default_value_t = switchboard_model::body::DEFAULT_MAX_BODY_MB as u64,
+        value_parser = clap::value_parser!(u64).range(1..=switchboard_model::body::MAX_BODY_MB_CEILING as u64),
+    )]
+    pub max_body_mb: u64,
+    /// Stored events are kept this many days, then purged (never one not yet routed, nor one
+    /// an open todo needs).
+    #[arg(long, env = "SWITCHBOARD_RETENTION_DAYS", default_value_t = 30,
+          value_parser = clap::value_parser!(u64).range(1..=36_500))]
+    pub retention_days: u64,
+    /// Past this many stored events, a webhook's oldest are purged (with the same exceptions).
+    #[arg(long, env = "SWITCHBOARD_RETENTION_EVENTS_PER_WEBHOOK", default_value_t = 100_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub retention_events_per_webhook: u64,
+    /// Time between retention passes, milliseconds.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_RETENTION_INTERVAL_MS",
+        default_value_t = 60_000
+    )]
+    pub retention_interval_ms: u64,
     /// Open HTTP connections at most; one more is answered 503 at once.
     #[arg(
         long,
@@ -203,6 +229,9 @@ impl ControlTuning {
                     grace: Duration::from_millis(self.http_body_grace_ms),
                     min_bytes_per_sec: self.http_body_min_bytes_per_sec.max(1),
                 },
+                max_body_bytes: usize::try_from(self.max_body_mb)
+                    .unwrap_or(usize::MAX)
+                    .saturating_mul(1024 * 1024),
                 ..HttpLimits::default()
             },
             readiness_grace: Duration::from_millis(self.readiness_grace_ms),
@@ -211,6 +240,10 @@ impl ControlTuning {
                 // Leave an event to the ingest call that stored it for a little while.
                 min_age: interval.min(Duration::from_secs(10)),
                 ..RetryOptions::default()
+            }),
+            retention: Some(RetentionOptions {
+                interval: Duration::from_millis(self.retention_interval_ms.max(10)),
+                ..RetentionOptions::default()
             }),
         }
     }
@@ -242,6 +275,10 @@ impl ControlTuning {
                 ingest_backlog_per_webhook: self.ingest_backlog_per_webhook,
                 ingest_deadline: Duration::from_millis(self.ingest_deadline_ms.max(1)),
                 requests_per_endpoint_per_minute: self.requests_per_endpoint_per_minute.max(1),
+                retention: Retention {
+                    max_age: Duration::from_secs(self.retention_days.saturating_mul(24 * 3600)),
+                    max_events_per_webhook: self.retention_events_per_webhook,
+                },
                 ..Limits::default()
             },
         }

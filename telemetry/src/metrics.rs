@@ -19,6 +19,7 @@ pub struct Metrics {
     plan_confirms: Counter<u64>,
     ingest_refusals: Counter<u64>,
     router_ejections: Counter<u64>,
+    retention_purged: Counter<u64>,
 }
 
 /// The process's instruments.
@@ -64,6 +65,10 @@ pub fn metrics() -> &'static Metrics {
             router_ejections: meter
                 .u64_counter("switchboard.routing.ejections")
                 .with_description("Routers ejected from the balancer for a while, late or failing")
+                .build(),
+            retention_purged: meter
+                .u64_counter("switchboard.retention.purged")
+                .with_description("Rows purged by retention, by what (event, plan)")
                 .build(),
         }
     })
@@ -111,6 +116,13 @@ impl Metrics {
     /// A router ejected from the balancer.
     pub fn router_ejection(&self) {
         self.router_ejections.add(1, &[]);
+    }
+
+    /// Rows retention purged: `what` is `event` or `plan`.
+    pub fn retention_purged(&self, what: &'static str, n: u64) {
+        if n > 0 {
+            self.retention_purged.add(n, &[KeyValue::new("what", what)]);
+        }
     }
 
     /// A plan confirm: `applied`, or the refusal's code.

@@ -10,7 +10,9 @@
 //! It depends on `switchboard-proto` only (for `StoredDelivery`), so every package can take it
 //! as a dev-dependency without a cycle.
 
+pub mod big_payloads;
 pub mod forge_headers;
 pub mod payloads_dir;
+pub mod procfs;
 pub mod router_process;
 pub mod seed_cases;

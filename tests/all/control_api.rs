@@ -263,6 +263,7 @@ api_suite! {
     dry_runs_route_events_and_payloads_and_write_nothing,
     webhooks_are_created_read_rotated_and_deleted,
     events_list_newest_first_and_read_exactly,
+    retention_purges_in_batches_and_listings_say_what_window_remains,
     todos_are_listed_claimed_and_completed,
     each_endpoint_is_rate_limited = 3,
     a_stopped_router_changes_nothing,
@@ -347,7 +348,7 @@ async fn github_event(api: &Api, w: &Webhook, file: &str, n: usize) -> Event {
                 .iter()
                 .map(|h| (h.name.clone(), h.value.clone()))
                 .collect(),
-            body: p.body.clone(),
+            body: p.body.clone().into(),
             verified: true,
         })
         .await
@@ -2278,6 +2279,122 @@ async fn webhooks_are_created_read_rotated_and_deleted(api: Api) {
     );
 }
 
+/// Issue 16: the retention pass purges what is past the age in batches (never an event whose
+/// todo is open), and `list_webhook_events` says which window remains.
+async fn retention_purges_in_batches_and_listings_say_what_window_remains(api: Api) {
+    use switchboard_control::retention::{RetentionOptions, purge_once};
+    use switchboard_control::store::Retention;
+
+    let alice = human(&api.store, "alice").await;
+    let credential = vend(&api.store, "alice", &alice, &EVERY_FAMILY).await;
+    let w = webhook(&api.store, &alice).await;
+    let files = [
+        "pull_request.opened.json",
+        "issues.opened.json",
+        "push.json",
+        "status.json",
+    ];
+    let mut events = vec![];
+    for (n, file) in files.iter().enumerate() {
+        let e = github_event(&api, &w, file, n + 1).await;
+        // The first has an open todo; the others were dropped.
+        let todo = (n == 0).then(|| NewTodo {
+            queue: "forge".into(),
+            rule_id: None,
+        });
+        let decision = if todo.is_some() {
+            "queue:forge"
+        } else {
+            "drop"
+        };
+        api.store
+            .record_decision(
+                &e.id,
+                RecordDecision {
+                    decision: json!({ "decision": decision }),
+                    fault: None,
+                    todo,
+                },
+            )
+            .await
+            .expect("decided");
+        events.push(e);
+        api.clock.advance(Duration::from_secs(60));
+    }
+    let mut c = api.client(&credential);
+    let listed = |c: &mut Clients| {
+        let mut webhooks = c.webhooks.clone();
+        let id = w.id.clone();
+        async move {
+            ok(webhooks
+                .list_webhook_events(pb::ListWebhookEventsRequest {
+                    webhook_id: id,
+                    ..Default::default()
+                })
+                .await)
+        }
+    };
+    let before = listed(&mut c).await;
+    let window = before.retention.expect("the window is told");
+    assert_eq!(window.max_age_ms, 30 * 86_400_000, "the documented default");
+    assert_eq!(window.max_events_per_webhook, 100_000);
+    assert_eq!(window.kept_since_ms, api.clock.now_ms() - 30 * 86_400_000);
+    assert_eq!(window.oldest_event_at_ms, events[0].received_at);
+
+    // A pass with a 150 s age and batches of one: the oldest dropped event goes.
+    let state = ControlState {
+        catalog: std::sync::Arc::new(switchboard_packs::Catalog::builtin()),
+        store: api.store.clone(),
+        routers: Routers::new(RouterSource::Static(vec![]), Duration::from_secs(1)).await,
+        capabilities: Capabilities::default(),
+        limits: Limits {
+            retention: Retention {
+                max_age: Duration::from_secs(150),
+                max_events_per_webhook: 100_000,
+            },
+            ..Limits::default()
+        },
+    };
+    let options = RetentionOptions {
+        batch: 1,
+        pause: Duration::ZERO,
+        ..RetentionOptions::default()
+    };
+    let purged = purge_once(&state, &options).await.expect("a pass");
+    assert_eq!((purged.by_age, purged.by_count), (1, 0), "{purged:?}");
+    let after = listed(&mut c).await;
+    let ids: Vec<&str> = after.events.iter().map(|e| e.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        [&events[3].id, &events[2].id, &events[0].id].map(String::as_str),
+        "the todo's event stays past the age"
+    );
+    assert_eq!(
+        after.retention.expect("told").oldest_event_at_ms,
+        events[0].received_at
+    );
+    // The count bound: one per webhook leaves the newest and the open todo's event.
+    let state = ControlState {
+        limits: Limits {
+            retention: Retention {
+                max_age: Duration::from_secs(86_400),
+                max_events_per_webhook: 1,
+            },
+            ..Limits::default()
+        },
+        ..state
+    };
+    let purged = purge_once(&state, &options).await.expect("a pass");
+    assert_eq!((purged.by_age, purged.by_count), (0, 1), "{purged:?}");
+    let ids: Vec<String> = listed(&mut c)
+        .await
+        .events
+        .into_iter()
+        .map(|e| e.id)
+        .collect();
+    assert_eq!(ids, [events[3].id.clone(), events[0].id.clone()]);
+}
+
 async fn events_list_newest_first_and_read_exactly(api: Api) {
     let alice = human(&api.store, "alice").await;
     let credential = vend(&api.store, "alice", &alice, &EVERY_FAMILY).await;
@@ -2305,7 +2422,7 @@ async fn events_list_newest_first_and_read_exactly(api: Api) {
                 ("Content-Type".into(), "application/octet-stream".into()),
                 ("X-Odd".into(), "  spaced  ".into()),
             ],
-            body: vec![0xff, 0x00, 0xfe, b'{', 0x80],
+            body: vec![0xff, 0x00, 0xfe, b'{', 0x80].into(),
             verified: false,
         })
         .await
@@ -2391,7 +2508,7 @@ async fn events_list_newest_first_and_read_exactly(api: Api) {
                 webhook_id: w.id.clone(),
             })
             .await);
-        assert_eq!(got.body.as_ref(), e.body.as_slice(), "{}", e.id);
+        assert_eq!(got.body.as_ref(), e.body.as_ref(), "{}", e.id);
         assert_eq!(
             got.headers
                 .iter()

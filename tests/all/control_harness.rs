@@ -303,6 +303,8 @@ pub struct ControlSetup {
     pub capabilities: Capabilities,
     /// `None`: no retry task.
     pub retry: Option<RetryOptions>,
+    /// `None`: no retention task (tests call `retention::purge_once` when they mean to).
+    pub retention: Option<switchboard_control::retention::RetentionOptions>,
     /// The HTTP listener's bounds.
     pub http: switchboard_control::ingest::HttpLimits,
 }
@@ -331,6 +333,7 @@ impl Control {
         let options = ServeOptions {
             readiness_grace: Duration::ZERO,
             retry: setup.retry,
+            retention: setup.retention,
             http: setup.http,
         };
         let task = tokio::spawn(async move {

@@ -117,7 +117,7 @@ async fn outcome(store: &Store, scope: &OwnerScope, resp: &HttpResponse, what: &
         kind: answer["kind"].clone(),
         decision: answer["decision"].clone(),
         queue,
-        stored_body: event.body,
+        stored_body: event.body.to_vec(),
         stored_headers: event.headers,
     }
 }

@@ -9,6 +9,7 @@ mod deploy;
 mod forge_safe;
 mod hostile;
 mod ingest;
+mod ingest_big_bodies;
 mod ingest_forms;
 mod mcp_e2e;
 mod pack_api;

@@ -19,8 +19,8 @@ async fn client(router: &RouterProcess) -> RouterClient<tonic::transport::Channe
     RouterClient::connect(router.url())
         .await
         .expect("connects")
-        .max_decoding_message_size(64 << 20)
-        .max_encoding_message_size(64 << 20)
+        .max_decoding_message_size(128 << 20)
+        .max_encoding_message_size(128 << 20)
 }
 
 fn evaluate_request(configs: &[&str], n: usize) -> EvaluateRequest {
@@ -115,7 +115,11 @@ async fn bad_requests_are_invalid_argument_and_the_router_keeps_serving() {
         .expect_err("three");
     assert_eq!(three.code(), Code::InvalidArgument);
     let mut big = evaluate_request(&["{}"], 1);
-    big.deliveries[0].body = bytes::Bytes::from(vec![b' '; 1024 * 1024 + 1]);
+    big.deliveries[0].body = bytes::Bytes::from(vec![
+        b' ';
+        switchboard_model::body::MAX_BODY_BYTES_CEILING
+            + 1
+    ]);
     assert_eq!(
         c.evaluate(big).await.expect_err("big body").code(),
         Code::InvalidArgument

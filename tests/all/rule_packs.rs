@@ -216,7 +216,7 @@ impl Env {
                 delivery_id: format!("{}-{n}", webhook.id),
                 kind: d.kind,
                 headers: d.headers.into_iter().map(|h| (h.name, h.value)).collect(),
-                body: p.body.clone(),
+                body: p.body.clone().into(),
                 verified,
             })
             .await

@@ -129,7 +129,7 @@ pub fn event(e: &Event) -> pb::GetWebhookEventResponse {
                 value: value.clone(),
             })
             .collect(),
-        body: e.body.clone().into(),
+        body: e.body.clone(),
     }
 }
 
@@ -211,6 +211,16 @@ pub fn page(cursor: &str, limit: u32) -> Page {
     Page {
         cursor: (!cursor.is_empty()).then(|| cursor.to_string()),
         limit: (limit != 0).then_some(limit),
+    }
+}
+
+/// A retention window as the API carries it.
+pub fn retention_window(w: &crate::store::RetentionWindow) -> pb::RetentionWindow {
+    pb::RetentionWindow {
+        max_age_ms: i64::try_from(w.retention.max_age.as_millis()).unwrap_or(i64::MAX),
+        max_events_per_webhook: w.retention.max_events_per_webhook,
+        kept_since_ms: w.kept_since_ms,
+        oldest_event_at_ms: w.oldest_event_at_ms.unwrap_or(0),
     }
 }
 

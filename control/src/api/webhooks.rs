@@ -140,9 +140,16 @@ impl Webhooks for WebhooksApi {
                     &convert::page(&req.cursor, req.limit),
                 )
                 .await?;
+            // Listed first, so the webhook is known to be the caller's.
+            let window = self
+                .state
+                .store
+                .retention_window(self.state.limits.retention, &req.webhook_id)
+                .await?;
             Ok(pb::ListWebhookEventsResponse {
                 events: page.items.iter().map(convert::event_summary).collect(),
                 next_cursor: page.next_cursor.unwrap_or_default(),
+                retention: Some(convert::retention_window(&window)),
             })
         })
         .await

@@ -95,21 +95,92 @@ pub fn content_type(headers: &HeaderMap) -> Option<Cow<'_, str>> {
 /// The payload's top-level `action` when the payload is a JSON object whose `action` is a
 /// string. The payload is what [`switchboard_model::payload_json`] makes of the body: a form
 /// delivery's `payload` field, else the body; the router's envelope reads the same.
-///
-/// The whole payload is parsed as a value so serde_json's recursion limit (128 levels)
-/// applies: one nested deeper is "no action", as the router's envelope sees such a payload as
-/// text. A payload that is not JSON (plain text, a form without a `payload` field) has no
-/// action either.
 pub fn action(content_type: Option<&str>, body: &[u8]) -> Option<String> {
-    let payload = switchboard_model::payload_json(content_type, body);
-    let value: serde_json::Value = serde_json::from_slice(&payload).ok()?;
-    value.get("action")?.as_str().and_then(clean_name)
+    action_of_payload(&switchboard_model::payload_json(content_type, body))
 }
 
-/// `<event>` or `<event>.<action>`.
+/// The top-level `action` of a payload's JSON text. A payload nested deeper than the router
+/// parses ([`MAX_BODY_DEPTH`](switchboard_model::body::MAX_BODY_DEPTH)) has none, as the
+/// router's envelope sees it as text; so has one that is not JSON (plain text, a form without
+/// a `payload` field). Only `action` is kept while reading: everything else is skipped, so a
+/// 25 MiB push costs no parsed copy.
+pub fn action_of_payload(payload: &[u8]) -> Option<String> {
+    if switchboard_model::body::json_depth(payload) > switchboard_model::body::MAX_BODY_DEPTH {
+        return None;
+    }
+    let TopAction(action) = serde_json::from_slice(payload).ok()?;
+    action.as_deref().and_then(clean_name)
+}
+
+/// A JSON object's top-level `action` when it is a string; any other JSON has none.
+struct TopAction(Option<String>);
+
+impl<'de> serde::Deserialize<'de> for TopAction {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = TopAction;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str("JSON")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                mut map: A,
+            ) -> Result<TopAction, A::Error> {
+                let mut action = None;
+                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                    if key == "action" {
+                        // The last one wins, as in a parsed value.
+                        action = map
+                            .next_value::<serde_json::Value>()?
+                            .as_str()
+                            .map(str::to_string);
+                    } else {
+                        map.next_value::<serde::de::IgnoredAny>()?;
+                    }
+                }
+                Ok(TopAction(action))
+            }
+            fn visit_seq<A: serde::de::SeqAccess<'de>>(
+                self,
+                mut seq: A,
+            ) -> Result<TopAction, A::Error> {
+                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
+                Ok(TopAction(None))
+            }
+            fn visit_bool<E>(self, _: bool) -> Result<TopAction, E> {
+                Ok(TopAction(None))
+            }
+            fn visit_i64<E>(self, _: i64) -> Result<TopAction, E> {
+                Ok(TopAction(None))
+            }
+            fn visit_u64<E>(self, _: u64) -> Result<TopAction, E> {
+                Ok(TopAction(None))
+            }
+            fn visit_f64<E>(self, _: f64) -> Result<TopAction, E> {
+                Ok(TopAction(None))
+            }
+            fn visit_str<E>(self, _: &str) -> Result<TopAction, E> {
+                Ok(TopAction(None))
+            }
+            fn visit_unit<E>(self) -> Result<TopAction, E> {
+                Ok(TopAction(None))
+            }
+        }
+        d.deserialize_any(Visit)
+    }
+}
+
+/// `<event>` or `<event>.<action>`, the payload decoded from `body` here.
 pub fn kind(source: SourceType, headers: &HeaderMap, body: &[u8]) -> String {
+    let payload = switchboard_model::payload_json(content_type(headers).as_deref(), body);
+    kind_of_payload(source, headers, &payload)
+}
+
+/// `<event>` or `<event>.<action>`, given the payload's JSON text.
+pub fn kind_of_payload(source: SourceType, headers: &HeaderMap, payload: &[u8]) -> String {
     let event = event_name(source, headers);
-    match action(content_type(headers).as_deref(), body) {
+    match action_of_payload(payload) {
         Some(a) => format!("{event}.{a}"),
         None => event,
     }

@@ -42,9 +42,6 @@ use crate::secrets::new_id;
 use crate::state::ControlState;
 use crate::store::{Event, NewEvent, Webhook};
 
-/// A delivery body is at most 1 MiB; the router holds the same line.
-pub const MAX_BODY_BYTES: usize = 1024 * 1024;
-
 /// Deliveries worked on at once (looked up, verified, stored, routed); more wait for a slot.
 /// Taken after the body is read, so a stalled sender never holds one.
 pub const MAX_IN_FLIGHT: usize = 256;
@@ -54,26 +51,30 @@ pub const RATE_LIMIT_KIND: &str = "ingest";
 /// The smaller budget of unverified deliveries, per webhook.
 pub const UNVERIFIED_RATE_LIMIT_KIND: &str = "ingest_unverified";
 
-/// What the ingest handler shares: control's state, the work slots and the body pace.
+/// What the ingest handler shares: control's state, the work slots, the body pace and limit.
 #[derive(Clone)]
 struct Ingest {
     state: ControlState,
     work: Arc<Semaphore>,
     pace: BodyPace,
+    max_body_bytes: usize,
 }
 
 /// The ingest routes, with their state. Any other path answers the same 404 as an unknown
 /// webhook, so the shape of a URL tells a caller nothing.
 pub fn router(state: ControlState) -> Router {
-    router_with(state, BodyPace::default())
+    router_with(state, &HttpLimits::default())
 }
 
-/// [`router`] with the body pace of [`HttpLimits`].
-pub fn router_with(state: ControlState, pace: BodyPace) -> Router {
+/// [`router`] with the body pace and limit of `http`.
+pub fn router_with(state: ControlState, http: &HttpLimits) -> Router {
     let ingest = Ingest {
         state,
         work: Arc::new(Semaphore::new(MAX_IN_FLIGHT)),
-        pace,
+        pace: http.body,
+        max_body_bytes: http
+            .max_body_bytes
+            .clamp(1, switchboard_model::body::MAX_BODY_BYTES_CEILING),
     };
     Router::new()
         .route(
@@ -115,13 +116,20 @@ fn too_many(retry_after: Duration, message: &str) -> Response {
     resp
 }
 
-fn unreadable(e: &body::BodyError) -> Response {
+fn unreadable(e: &body::BodyError, max_body_bytes: usize) -> Response {
     match e {
-        body::BodyError::TooLarge => error(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
-            "a delivery body is at most 1 MiB",
-        ),
+        body::BodyError::TooLarge => {
+            switchboard_telemetry::metrics().ingest_refusal("body_too_large");
+            error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                &format!(
+                    "a delivery body is at most {} bytes ({}); this control's --max-body-mb",
+                    max_body_bytes,
+                    size_text(max_body_bytes)
+                ),
+            )
+        }
         body::BodyError::TooSlow => {
             switchboard_telemetry::metrics().ingest_refusal("slow_body");
             error(
@@ -135,6 +143,17 @@ fn unreadable(e: &body::BodyError) -> Response {
             "invalid_argument",
             "the body could not be read",
         ),
+    }
+}
+
+/// `25 MiB`, `512 KiB` or `100 bytes`: a limit as an operator set it.
+fn size_text(bytes: usize) -> String {
+    const KIB: usize = 1024;
+    const MIB: usize = 1024 * KIB;
+    match bytes {
+        b if b >= MIB && b % MIB == 0 => format!("{} MiB", b / MIB),
+        b if b >= KIB && b % KIB == 0 => format!("{} KiB", b / KIB),
+        b => format!("{b} bytes"),
     }
 }
 
@@ -193,9 +212,9 @@ async fn receive(
         .and_then(|v| v.to_str().ok())
         .and_then(|v| v.parse::<u64>().ok());
     async move {
-        let body = match body::read(body, MAX_BODY_BYTES, declared, ingest.pace).await {
+        let body = match body::read(body, ingest.max_body_bytes, declared, ingest.pace).await {
             Ok(b) => b,
-            Err(e) => return unreadable(&e),
+            Err(e) => return unreadable(&e, ingest.max_body_bytes),
         };
         // The deadline counts from the body read; the work slot is taken only now.
         let read_at = tokio::time::Instant::now();
@@ -250,8 +269,18 @@ async fn receive_delivery(
         Err(e) => return unavailable(&e),
     };
 
+    // The payload's JSON text, decoded once (a form delivery's `payload` field, else the body
+    // itself, borrowed): the signature and the kind read the same bytes.
+    let payload =
+        switchboard_model::payload_json(delivery::content_type(&headers).as_deref(), &body);
     // The signature first: what it proves decides whose budget the delivery spends.
-    let verified = signature::verify(webhook.source_type, &webhook.secret, &headers, &body);
+    let verified = signature::verify_payload(
+        webhook.source_type,
+        &webhook.secret,
+        &headers,
+        &body,
+        &payload,
+    );
     if !verified && webhook.reject_unverified {
         tracing::info!(webhook = %webhook.id, "unverified delivery rejected at the door");
         return error(
@@ -287,7 +316,8 @@ async fn receive_delivery(
         Err(e) => return unavailable(&e),
     }
 
-    let kind = delivery::kind(webhook.source_type, &headers, &body);
+    let kind = delivery::kind_of_payload(webhook.source_type, &headers, &payload);
+    drop(payload);
     let delivery_id = match delivery::delivery_id(webhook.source_type, &headers) {
         Some(id) => id,
         None => match new_id("sb-") {
@@ -304,7 +334,7 @@ async fn receive_delivery(
             delivery_id,
             kind,
             headers: delivery::stored_headers(&headers),
-            body: body.to_vec(),
+            body,
             verified,
         })
         .await

@@ -6,7 +6,6 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use bytes::Bytes;
 use serde_json::{Value, json};
 use switchboard_proto::router::v1::{
     Configuration, Decision, Header, Outcome, RoutingContext, StoredDelivery, TrustedActors,
@@ -83,7 +82,7 @@ pub fn stored_delivery(event: &Event) -> StoredDelivery {
                 value: value.clone(),
             })
             .collect(),
-        body: Bytes::from(event.body.clone()),
+        body: event.body.clone(),
         verified: event.verified,
         delivery_id: event.delivery_id.clone(),
         received_at_ms: event.received_at,

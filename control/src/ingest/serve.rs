@@ -28,6 +28,9 @@ pub struct HttpLimits {
     pub header_timeout: Duration,
     /// How fast a body must arrive ([`BodyPace`]).
     pub body: BodyPace,
+    /// The biggest body taken (413 past it), at most
+    /// [`switchboard_model::body::MAX_BODY_BYTES_CEILING`].
+    pub max_body_bytes: usize,
     /// Longest wait for open requests at shutdown.
     pub drain_timeout: Duration,
 }
@@ -38,6 +41,7 @@ impl Default for HttpLimits {
             max_connections: 1024,
             header_timeout: Duration::from_secs(5),
             body: BodyPace::default(),
+            max_body_bytes: switchboard_model::body::DEFAULT_MAX_BODY_MB * 1024 * 1024,
             drain_timeout: Duration::from_secs(30),
         }
     }

@@ -6,8 +6,6 @@
 //!
 //! Pure and total: every header value, however malformed, answers `false`, never an error.
 
-use std::borrow::Cow;
-
 use axum::http::HeaderMap;
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
@@ -46,25 +44,37 @@ fn accepted_headers(source: SourceType) -> &'static [(&'static str, Scheme)] {
 
 /// The bytes a forge of this source type signs: Gitea and Forgejo sign the payload's JSON
 /// text (a form delivery's `payload` field), everyone else the body as delivered.
-fn signed_bytes<'a>(source: SourceType, headers: &HeaderMap, body: &'a [u8]) -> Cow<'a, [u8]> {
+fn signed_bytes<'a>(source: SourceType, body: &'a [u8], payload: &'a [u8]) -> &'a [u8] {
     match source {
-        SourceType::Gitea | SourceType::Forgejo => {
-            switchboard_model::payload_json(super::delivery::content_type(headers).as_deref(), body)
-        }
-        SourceType::Github | SourceType::Cairn | SourceType::Generic => Cow::Borrowed(body),
+        SourceType::Gitea | SourceType::Forgejo => payload,
+        SourceType::Github | SourceType::Cairn | SourceType::Generic => body,
     }
 }
 
-/// Is the delivery signed with `secret`? True when any accepted header carries the right
-/// HMAC: each is a proof of the secret on its own, so a wrong or empty one beside a right one
-/// (Gitea sends empty digests when it has no secret) does not matter.
+/// Is the delivery signed with `secret`? [`verify_payload`] with the payload decoded here.
 pub fn verify(source: SourceType, secret: &str, headers: &HeaderMap, body: &[u8]) -> bool {
-    let signed = signed_bytes(source, headers, body);
+    let payload =
+        switchboard_model::payload_json(super::delivery::content_type(headers).as_deref(), body);
+    verify_payload(source, secret, headers, body, &payload)
+}
+
+/// Is the delivery signed with `secret`, given its `payload` as
+/// [`switchboard_model::payload_json`] makes it? True when any accepted header carries the
+/// right HMAC: each is a proof of the secret on its own, so a wrong or empty one beside a
+/// right one (Gitea sends empty digests when it has no secret) does not matter.
+pub fn verify_payload(
+    source: SourceType,
+    secret: &str,
+    headers: &HeaderMap,
+    body: &[u8],
+    payload: &[u8],
+) -> bool {
+    let signed = signed_bytes(source, body, payload);
     accepted_headers(source).iter().any(|(name, scheme)| {
         headers.get_all(*name).iter().any(|value| {
             value
                 .to_str()
-                .is_ok_and(|v| matches(*scheme, v, secret, &signed))
+                .is_ok_and(|v| matches(*scheme, v, secret, signed))
         })
     })
 }

@@ -110,7 +110,14 @@ impl Routers {
                     queues.remove(&key);
                     return;
                 }
-                let n = queue.waiting.len().min(MAX_SHARED_CALL);
+                // At most MAX_SHARED_CALL deliveries and, past the first, CHUNK_BYTES of bodies.
+                let n = switchboard_model::body::chunk_ranges(
+                    queue.waiting.iter().map(|w| w.delivery.body.len()),
+                    MAX_SHARED_CALL,
+                    switchboard_model::body::CHUNK_BYTES,
+                )
+                .first()
+                .map_or(1, |first| first.end);
                 queue.waiting.drain(..n).collect()
             };
             let span = batch[0].span.clone();

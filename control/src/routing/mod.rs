@@ -437,8 +437,9 @@ impl Routers {
         .await
     }
 
-    /// Evaluates many deliveries in chunks spread over every instance at once, each chunk
-    /// retried elsewhere on failure. Results come back in delivery order.
+    /// Evaluates many deliveries in chunks (at most `chunk` deliveries, and about
+    /// [`CHUNK_BYTES`](switchboard_model::body::CHUNK_BYTES) of bodies) spread over every
+    /// instance at once, each chunk retried elsewhere on failure. Results come back in delivery order.
     pub async fn evaluate_chunked(
         &self,
         ctx: &RoutingContext,
@@ -447,12 +448,16 @@ impl Routers {
         chunk: usize,
         budget_ms: u32,
     ) -> Result<Vec<DeliveryDecisions>, RoutingError> {
-        let chunk = chunk.max(1);
-        let calls = deliveries.chunks(chunk).map(|part| {
+        let chunks = switchboard_model::body::chunk_ranges(
+            deliveries.iter().map(|d| d.body.len()),
+            chunk,
+            switchboard_model::body::CHUNK_BYTES,
+        );
+        let calls = chunks.into_iter().map(|range| {
             self.evaluate(EvaluateRequest {
                 context: Some(ctx.clone()),
                 configurations: configurations.to_vec(),
-                deliveries: part.to_vec(),
+                deliveries: deliveries[range].to_vec(),
                 budget_ms,
             })
         });

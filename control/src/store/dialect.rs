@@ -71,6 +71,11 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "once_key_by_verified",
         include_str!("../../migrations/sqlite/0003_once_key_by_verified.sql"),
     ),
+    (
+        4,
+        "events_by_age",
+        include_str!("../../migrations/sqlite/0004_events_by_age.sql"),
+    ),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -87,6 +92,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         3,
         "once_key_by_verified",
         include_str!("../../migrations/postgres/0003_once_key_by_verified.sql"),
+    ),
+    (
+        4,
+        "events_by_age",
+        include_str!("../../migrations/postgres/0004_events_by_age.sql"),
     ),
 ];
 

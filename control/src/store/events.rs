@@ -1,6 +1,7 @@
 //! Events: deliveries exactly as received (headers and raw body), stored before routing so
 //! nothing is lost when no router answers, and the decision recorded on them afterwards.
 
+use bytes::Bytes;
 use serde_json::Value;
 use sqlx::Row;
 use sqlx::any::AnyRow;
@@ -26,8 +27,9 @@ pub struct NewEvent {
     /// Headers in the order received, names as received, stored as JSON `[[name, value], …]`.
     /// JSON holds text only: ingest decides what to do with a value that is not UTF-8.
     pub headers: Vec<(String, String)>,
-    /// The body byte for byte: signatures are over these bytes.
-    pub body: Vec<u8>,
+    /// The body byte for byte: signatures are over these bytes. Shared, not copied: the same
+    /// bytes are stored, hashed and sent to a router.
+    pub body: Bytes,
     pub verified: bool,
 }
 
@@ -40,7 +42,7 @@ pub struct Event {
     pub source: String,
     pub kind: String,
     pub headers: Vec<(String, String)>,
-    pub body: Vec<u8>,
+    pub body: Bytes,
     pub verified: bool,
     pub received_at: i64,
     pub decision: Option<Value>,
@@ -76,7 +78,14 @@ pub struct RecordDecision {
 
 macro_rules! event_columns {
     () => {
-        "id, webhook_id, owner_scope, delivery_id, source, kind, headers, body, verified, received_at, \
+        concat!(event_columns_but_body!(), ", body")
+    };
+}
+
+/// What `insert_event` reads back: the body it has already, it does not read again.
+macro_rules! event_columns_but_body {
+    () => {
+        "id, webhook_id, owner_scope, delivery_id, source, kind, headers, verified, received_at, \
          decision, fault, routed, routed_at"
     };
 }
@@ -87,7 +96,66 @@ macro_rules! summary_columns {
     };
 }
 
+/// The most body bytes one read of many events holds (a replay window, an unrouted batch):
+/// 1,000 deliveries of 25 MiB would be 25 GB in one process.
+pub const LOAD_BYTES: usize = 256 * 1024 * 1024;
+
+/// Events read under a byte bound.
+#[derive(Clone, Debug)]
+pub struct Loaded {
+    pub events: Vec<Event>,
+    /// The bound left out events that the count and the filter would have read.
+    pub capped: bool,
+}
+
+/// `SELECT` of event columns `FROM <from> ORDER BY <order> LIMIT <limit>`, keeping the body of
+/// each row only while the running total of bodies before it is under `<max_bytes>`; later
+/// rows come back with a NULL body and [`loaded`] leaves them out. The first row always
+/// keeps its body.
+macro_rules! within_bytes {
+    ($from:literal, $order:literal, $limit:literal, $max_bytes:literal) => {
+        concat!(
+            "SELECT ",
+            event_columns_but_body!(),
+            ", CASE WHEN upto - LENGTH(body) < ",
+            $max_bytes,
+            " THEN body END AS body FROM (SELECT ",
+            event_columns!(),
+            ", SUM(LENGTH(body)) OVER (ORDER BY ",
+            $order,
+            " ROWS UNBOUNDED PRECEDING) AS upto FROM (SELECT ",
+            event_columns!(),
+            " FROM ",
+            $from,
+            " ORDER BY ",
+            $order,
+            " LIMIT ",
+            $limit,
+            ") AS picked) AS counted ORDER BY ",
+            $order
+        )
+    };
+}
+
+/// The rows of a [`within_bytes!`] query.
+fn loaded(rows: &[AnyRow]) -> Result<Loaded> {
+    let mut events = Vec::with_capacity(rows.len());
+    let mut capped = false;
+    for row in rows {
+        match row.try_get::<Option<Vec<u8>>, _>("body")? {
+            Some(body) => events.push(event_with(row, Bytes::from(body))?),
+            None => capped = true,
+        }
+    }
+    Ok(Loaded { events, capped })
+}
+
 fn event(row: &AnyRow) -> Result<Event> {
+    let body: Vec<u8> = row.try_get("body")?;
+    event_with(row, Bytes::from(body))
+}
+
+fn event_with(row: &AnyRow, body: Bytes) -> Result<Event> {
     let headers: String = row.try_get("headers")?;
     Ok(Event {
         id: row.try_get("id")?,
@@ -97,7 +165,7 @@ fn event(row: &AnyRow) -> Result<Event> {
         source: row.try_get("source")?,
         kind: row.try_get("kind")?,
         headers: serde_json::from_str(&headers)?,
-        body: row.try_get("body")?,
+        body,
         verified: flag(row, "verified")?,
         received_at: row.try_get("received_at")?,
         decision: json_opt(row, "decision")?,
@@ -139,13 +207,13 @@ impl Store {
              received_at, routed) \
              SELECT $1, id, owner_scope, $2, source_type, $3, $4, $5, $6, $7, 0 FROM webhooks WHERE id = $8 \
              RETURNING ",
-            event_columns!()
+            event_columns_but_body!()
         ))
         .bind(id.as_str())
         .bind(new.delivery_id.as_str())
         .bind(new.kind.as_str())
         .bind(headers.as_str())
-        .bind(new.body)
+        .bind(new.body.as_ref())
         .bind(i32::from(new.verified))
         .bind(self.now())
         .bind(new.webhook_id.as_str())
@@ -155,7 +223,7 @@ impl Store {
         .into_iter()
         .next();
         row.as_ref()
-            .map(event)
+            .map(|row| event_with(row, new.body.clone()))
             .unwrap_or(Err(Error::not_found("webhook")))
     }
 
@@ -239,7 +307,8 @@ impl Store {
     }
 
     /// The replay window: the webhook's most recent `limit` events (at most 1,000), newest
-    /// first, received at or after `since` when given. Reads only this webhook's events.
+    /// first, received at or after `since` when given, holding at most [`LOAD_BYTES`] of
+    /// bodies. Reads only this webhook's events.
     pub async fn recent_events(
         &self,
         scope: &OwnerScope,
@@ -247,6 +316,22 @@ impl Store {
         limit: u32,
         since: Option<i64>,
     ) -> Result<Vec<Event>> {
+        Ok(self
+            .recent_events_within(scope, webhook_id, limit, since, LOAD_BYTES)
+            .await?
+            .events)
+    }
+
+    /// [`Store::recent_events`] holding at most `max_bytes` of bodies (always the newest
+    /// event, whatever its size), and whether that bound left events out.
+    pub async fn recent_events_within(
+        &self,
+        scope: &OwnerScope,
+        webhook_id: &str,
+        limit: u32,
+        since: Option<i64>,
+        max_bytes: usize,
+    ) -> Result<Loaded> {
         if !(1..=MAX_REPLAY_EVENTS).contains(&limit) {
             return Err(Error::invalid(
                 "limit",
@@ -254,33 +339,36 @@ impl Store {
             ));
         }
         self.require_webhook(scope, webhook_id).await?;
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            event_columns!(),
-            " FROM events WHERE webhook_id = $1 AND owner_scope = $2 AND received_at >= $3 \
-             ORDER BY received_at DESC, id DESC LIMIT $4"
+        let rows = sqlx::query(within_bytes!(
+            "events WHERE webhook_id = $1 AND owner_scope = $2 AND received_at >= $3",
+            "received_at DESC, id DESC",
+            "$4",
+            "$5"
         ))
         .bind(super::lookup_id(webhook_id))
         .bind(scope.to_string())
         .bind(since.unwrap_or(i64::MIN))
         .bind(i64::from(limit))
+        .bind(i64::try_from(max_bytes).unwrap_or(i64::MAX))
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(event).collect()
+        loaded(&rows)
     }
 
-    /// Events stored without a recorded decision, oldest first: the backlog to route when a
-    /// router answers again.
+    /// Events stored without a recorded decision, oldest first, holding at most
+    /// [`LOAD_BYTES`] of bodies: the backlog to route when a router answers again.
     pub async fn unrouted_events(&self, limit: u32) -> Result<Vec<Event>> {
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            event_columns!(),
-            " FROM events WHERE routed = 0 ORDER BY received_at, id LIMIT $1"
+        let rows = sqlx::query(within_bytes!(
+            "events WHERE routed = 0",
+            "received_at, id",
+            "$1",
+            "$2"
         ))
         .bind(i64::from(limit.clamp(1, MAX_REPLAY_EVENTS)))
+        .bind(i64::try_from(LOAD_BYTES).unwrap_or(i64::MAX))
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(event).collect()
+        Ok(loaded(&rows)?.events)
     }
 
     /// How many of a webhook's events wait for a decision (deferred over its rate, or stored

@@ -18,6 +18,7 @@ mod events;
 mod leases;
 mod plans;
 mod rate_limits;
+mod retention;
 mod tenancy;
 mod todos;
 mod webhooks;
@@ -35,9 +36,12 @@ use crate::error::{Error, Result};
 pub use configuration::{HistoryRecord, MAX_PROVENANCE_BYTES, SaveConfiguration, Saved};
 pub use dialect::Backend;
 pub use endpoints::{CREDENTIAL_PREFIX, Endpoint, NewEndpoint, VendedEndpoint};
-pub use events::{Event, EventSummary, MAX_REPLAY_EVENTS, NewEvent, RecordDecision};
+pub use events::{
+    Event, EventSummary, LOAD_BYTES, Loaded, MAX_REPLAY_EVENTS, NewEvent, RecordDecision,
+};
 pub use plans::{NewPlan, PLAN_TOKEN_PREFIX, Plan, new_plan_token};
 pub use rate_limits::{REPLAYS_PER_MINUTE, block_size};
+pub use retention::{Retention, Window as RetentionWindow};
 pub use tenancy::{Human, Membership, Team};
 pub use todos::{NewTodo, Todo, TodoFilter, TodoInsert};
 pub use webhooks::{MAX_CONFIGURATION_BYTES, NewWebhook, SourceType, Webhook, is_queue_name};

@@ -198,13 +198,23 @@ impl Store {
         Ok(consumed)
     }
 
-    /// Deletes plans that expired before `before` (ms); returns how many.
+    /// Deletes plans that expired before `before` (ms), used or not; returns how many.
     pub async fn purge_expired_plans(&self, before: i64) -> Result<u64> {
+        self.purge_plans_expired_before(before, u32::MAX).await
+    }
+
+    /// Deletes up to `batch` of the plans that expired before `before` (ms), used or not (a
+    /// used plan expires like any other); returns how many.
+    pub async fn purge_plans_expired_before(&self, before: i64, batch: u32) -> Result<u64> {
         let _turn = self.write_turn().await?;
-        let done = sqlx::query("DELETE FROM plans WHERE expires_at < $1")
-            .bind(before)
-            .execute(&self.pool)
-            .await?;
+        let done = sqlx::query(
+            "DELETE FROM plans WHERE id IN \
+             (SELECT id FROM plans WHERE expires_at < $1 ORDER BY expires_at, id LIMIT $2)",
+        )
+        .bind(before)
+        .bind(i64::from(batch.max(1)))
+        .execute(&self.pool)
+        .await?;
         Ok(done.rows_affected())
     }
 }

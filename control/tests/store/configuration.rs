@@ -249,7 +249,7 @@ pub async fn failed_decision_leaves_the_event_unrouted(db: TestDb) {
             delivery_id: "d-1".into(),
             kind: "ping".into(),
             headers: vec![],
-            body: vec![],
+            body: vec![].into(),
             verified: true,
         })
         .await

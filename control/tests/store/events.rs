@@ -19,7 +19,7 @@ fn event(webhook_id: &str, delivery_id: &str) -> NewEvent {
         delivery_id: delivery_id.into(),
         kind: "pull_request.opened".into(),
         headers: vec![("X-GitHub-Event".into(), "pull_request".into())],
-        body: b"{\"action\":\"opened\"}".to_vec(),
+        body: b"{\"action\":\"opened\"}".to_vec().into(),
         verified: true,
     }
 }
@@ -53,7 +53,7 @@ pub async fn body_and_headers_round_trip_byte_exact(db: TestDb) {
             delivery_id: "72d3162e-cc78-11e3-81ab-4c9367dc0958".into(),
             kind: "pull_request.opened".into(),
             headers: headers.clone(),
-            body: body.clone(),
+            body: body.clone().into(),
             verified: true,
         })
         .await
@@ -75,12 +75,15 @@ pub async fn body_and_headers_round_trip_byte_exact(db: TestDb) {
     for odd in [vec![0xff, 0x00, 0xfe, b'{', 0x00], vec![]] {
         let e = db
             .insert_event(NewEvent {
-                body: odd.clone(),
+                body: odd.clone().into(),
                 ..event(&wh.id, "odd")
             })
             .await
             .unwrap();
-        assert_eq!(db.get_event(&alice, &e.id).await.unwrap().body, odd);
+        assert_eq!(
+            db.get_event(&alice, &e.id).await.unwrap().body.as_ref(),
+            odd.as_slice()
+        );
     }
     not_found(db.insert_event(event("wh_unknown", "d")).await, "webhook");
     invalid(db.insert_event(event(&wh.id, "")).await, "delivery_id");
@@ -215,6 +218,51 @@ pub async fn replay_window_reads_recent_events_of_one_webhook(db: TestDb) {
     invalid(store.recent_events(&alice, &wh.id, 0, None).await, "limit");
 }
 
+pub async fn a_window_of_big_bodies_is_cut_at_its_byte_bound_and_says_so(db: TestDb) {
+    let clock = Clock::manual(1_800_000_000_000);
+    let store = db.store.clone().with_clock(clock.clone());
+    let alice = human(&store, "alice").await;
+    let wh = webhook(&store, &alice).await;
+    // Five events, newest last, of 100, 200, 300, 400 and 500 bytes.
+    let mut ids = Vec::new();
+    for i in 1..=5usize {
+        clock.advance(Duration::from_secs(1));
+        let mut new = event(&wh.id, &format!("big-{i}"));
+        new.body = vec![b' '; i * 100].into();
+        ids.push(store.insert_event(new).await.unwrap().id);
+    }
+    let within = |max_bytes: usize| {
+        let store = store.clone();
+        let (alice, wh) = (alice.clone(), wh.id.clone());
+        async move {
+            let loaded = store
+                .recent_events_within(&alice, &wh, 1000, None, max_bytes)
+                .await
+                .unwrap();
+            let sizes: Vec<usize> = loaded.events.iter().map(|e| e.body.len()).collect();
+            (sizes, loaded.capped)
+        }
+    };
+    // Newest first. A body is kept when the bodies before it hold less than the bound, so
+    // the 300 (after 900 bytes) is kept under 901, not under 900.
+    assert_eq!(within(901).await, (vec![500, 400, 300], true));
+    assert_eq!(within(900).await, (vec![500, 400], true));
+    assert_eq!(within(501).await, (vec![500, 400], true));
+    assert_eq!(within(500).await, (vec![500], true));
+    // The newest event is read whatever its size, so a replay is never empty.
+    assert_eq!(within(1).await, (vec![500], true));
+    assert_eq!(within(1500).await, (vec![500, 400, 300, 200, 100], false));
+    // The count limit is no byte cap.
+    let two = store
+        .recent_events_within(&alice, &wh.id, 2, None, 1500)
+        .await
+        .unwrap();
+    assert_eq!((two.events.len(), two.capped), (2, false));
+    assert_eq!(two.events[0].id, ids[4]);
+    // The bodies come back byte for byte.
+    assert!(two.events.iter().all(|e| e.body.iter().all(|b| *b == b' ')));
+}
+
 pub async fn unrouted_events_are_found_until_routed(db: TestDb) {
     let clock = Clock::manual(1_800_000_000_000);
     let store = db.store.clone().with_clock(clock.clone());
@@ -339,7 +387,7 @@ pub async fn a_stored_event_is_visible_to_other_connections_at_once(db: TestDb) 
             let mut missing = Vec::new();
             for i in 0..60 {
                 let mut new = event(&wh, &format!("visible-{w}-{i}"));
-                new.body = body.clone();
+                new.body = body.clone().into();
                 let stored = store.insert_event(new).await.expect("insert");
                 if other.get_event(&alice, &stored.id).await.is_err() {
                     missing.push(format!("{w}-{i}"));

@@ -10,6 +10,7 @@ mod events;
 mod leases;
 mod plans;
 mod rate_limits;
+mod retention;
 mod sealing;
 mod tenancy;
 mod todos;
@@ -73,6 +74,7 @@ store_test_suite! {
         body_and_headers_round_trip_byte_exact,
         events_list_newest_first_in_pages,
         replay_window_reads_recent_events_of_one_webhook,
+        a_window_of_big_bodies_is_cut_at_its_byte_bound_and_says_so,
         unrouted_events_are_found_until_routed,
         recording_a_decision_on_an_unknown_event_writes_nothing,
         a_stored_event_is_visible_to_other_connections_at_once,
@@ -106,6 +108,11 @@ store_test_suite! {
         one_replay_lease_holder_at_a_time,
         an_expired_lease_can_be_taken_over,
         two_concurrent_acquisitions_one_wins,
+    ],
+    retention: [
+        purges_exactly_what_is_past_the_bound_and_nothing_a_todo_still_needs,
+        a_webhook_keeps_its_newest_events_up_to_the_count,
+        upgrading_from_0003_keeps_every_event_and_retention_purges_only_past_the_bound,
     ],
     rate_limits: [
         limit_per_window_then_retry_after,

@@ -13,7 +13,7 @@ fn delivery(webhook_id: &str, delivery_id: &str) -> NewEvent {
         delivery_id: delivery_id.into(),
         kind: "issues.opened".into(),
         headers: vec![],
-        body: b"{}".to_vec(),
+        body: b"{}".to_vec().into(),
         verified: true,
     }
 }

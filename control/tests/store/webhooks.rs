@@ -64,7 +64,7 @@ pub async fn another_scopes_id_is_not_found_like_an_unknown_or_malformed_one(db:
             delivery_id: "d-1".into(),
             kind: "ping".into(),
             headers: vec![],
-            body: b"{}".to_vec(),
+            body: b"{}".to_vec().into(),
             verified: true,
         })
         .await
@@ -182,7 +182,7 @@ pub async fn delete_takes_events_todos_and_history_along(db: TestDb) {
                 delivery_id: "d-1".into(),
                 kind: "ping".into(),
                 headers: vec![],
-                body: vec![],
+                body: vec![].into(),
                 verified: false,
             })
             .await

@@ -138,6 +138,16 @@ pub fn event_summary(e: pb::EventSummary) -> Result<EventSummaryOut, ToolError> 
     })
 }
 
+/// A retention window as an agent reads it.
+pub fn retention(r: pb::RetentionWindow) -> RetentionOut {
+    RetentionOut {
+        max_age_days: r.max_age_ms / 86_400_000,
+        max_events_per_webhook: r.max_events_per_webhook,
+        kept_since_ms: r.kept_since_ms,
+        oldest_event_at_ms: (r.oldest_event_at_ms != 0).then_some(r.oldest_event_at_ms),
+    }
+}
+
 /// A body as an agent reads it: parsed JSON when it is JSON, else text, else base64.
 pub fn body(bytes: &[u8]) -> (Option<Value>, Option<String>, Option<String>) {
     if let Ok(value) = serde_json::from_slice::<Value>(bytes) {

@@ -108,6 +108,22 @@ pub struct ListWebhookEventsOut {
     pub events: Vec<EventSummaryOut>,
     /// Pass as `cursor` for the next (older) page; null on the last page.
     pub next_cursor: Option<String>,
+    /// How long and how many of this webhook's events are kept: the window that remains.
+    pub retention: Option<RetentionOut>,
+}
+
+/// What a webhook's stored events cover. Events past the age or the count are purged in the
+/// background, except one not yet routed and one an open todo still needs.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RetentionOut {
+    /// Events received longer ago than this are purged.
+    pub max_age_days: i64,
+    /// Past this many stored events, the webhook's oldest are purged.
+    pub max_events_per_webhook: u64,
+    /// Events received before this instant (ms since the epoch) are past the age bound.
+    pub kept_since_ms: i64,
+    /// The webhook's oldest stored event (ms since the epoch); null when it has none.
+    pub oldest_event_at_ms: Option<i64>,
 }
 
 /// One HTTP header of a delivery, name as received.

@@ -4,6 +4,7 @@
 //! Pure data with no jaq in it, so control can hold, merge and digest configurations
 //! without linking anything that parses tenant expressions.
 
+pub mod body;
 pub mod form;
 
 pub use form::payload_json;

@@ -6,8 +6,8 @@
 
 /// Deepest bracket nesting accepted in an expression (`(`, `[`, `{`, `\(` and `if … end`).
 pub const MAX_EXPRESSION_DEPTH: usize = 32;
-/// Deepest nesting accepted in a delivery body before it is parsed as JSON.
-pub const MAX_BODY_DEPTH: usize = 128;
+
+pub use switchboard_model::body::{MAX_BODY_DEPTH, json_depth};
 
 /// Nesting depth of a jq expression: brackets, string interpolations and `if … end`,
 /// skipping string contents. Unbalanced text gets whatever depth it reached; the parser
@@ -83,37 +83,6 @@ pub fn expression_depth(text: &str) -> usize {
             _ => {}
         }
         max = max.max(stack.len());
-        i += 1;
-    }
-    max
-}
-
-/// Nesting depth of a JSON text, skipping strings. Not a validator: it only bounds what
-/// the JSON reader would recurse into.
-pub fn json_depth(bytes: &[u8]) -> usize {
-    let mut depth = 0usize;
-    let mut max = 0usize;
-    let mut in_string = false;
-    let mut i = 0usize;
-    while i < bytes.len() {
-        let b = bytes[i];
-        if in_string {
-            match b {
-                b'\\' => i += 1,
-                b'"' => in_string = false,
-                _ => {}
-            }
-        } else {
-            match b {
-                b'"' => in_string = true,
-                b'[' | b'{' => {
-                    depth += 1;
-                    max = max.max(depth);
-                }
-                b']' | b'}' => depth = depth.saturating_sub(1),
-                _ => {}
-            }
-        }
         i += 1;
     }
     max

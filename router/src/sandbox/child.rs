@@ -208,18 +208,19 @@ fn evaluate(
         if (i + 1) * n <= skip {
             continue;
         }
-        // Parsed once, seen by every configuration; the parse counts against the budget
-        // of the delivery's first unit.
+        // Parsed once, seen by every configuration, before any unit's budget starts: the
+        // budget holds the tenant's rules, and the parse costs what the body's size (bounded
+        // by the body limit) makes it, linear and depth-checked, whatever the rules are.
         let mut envelope = None;
         for (j, config) in configs.iter().enumerate() {
             let unit = i * n + j;
             if unit < skip || omit.contains(&unit) {
                 continue;
             }
+            let envelope = envelope.get_or_insert_with(|| build_envelope(delivery, &ctx));
             if let Some(b) = board {
                 b.begin(unit as u64);
             }
-            let envelope = envelope.get_or_insert_with(|| build_envelope(delivery, &ctx));
             let decision = match config.as_ref() {
                 Ok(c) => c.evaluate(&ctx, envelope),
                 Err(_) => decision::fault(

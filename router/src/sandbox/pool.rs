@@ -473,6 +473,12 @@ impl SandboxPool {
             .len()
             .div_ceil(children)
             .clamp(1, pool.config.max_chunk.max(1));
+        // Big bodies make smaller messages: a child's frame stays near CHUNK_BYTES.
+        let chunks = switchboard_model::body::chunk_ranges(
+            deliveries.iter().map(|d| d.body.len()),
+            chunk,
+            switchboard_model::body::CHUNK_BYTES,
+        );
         let n = configurations.len();
         if n > 0 && !deliveries.is_empty() && tokio::runtime::Handle::try_current().is_err() {
             return Err(SandboxError::Spawn(
@@ -480,7 +486,7 @@ impl SandboxPool {
             ));
         }
         let mut answers = Vec::new();
-        for c in deliveries.chunks(chunk) {
+        for c in chunks.into_iter().map(|r| &deliveries[r]) {
             if n == 0 {
                 continue;
             }
