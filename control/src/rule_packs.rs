@@ -688,7 +688,7 @@ impl RulePacks {
         let result = async {
             self.state
                 .store
-                .try_take(
+                .try_take_sliding(
                     &caller.endpoint_id,
                     "replay",
                     REPLAYS_PER_MINUTE,
@@ -1055,6 +1055,8 @@ impl RulePacks {
             "truncated": outcome.truncated,
             "kind": kind,
             "binding_digest": sha256_hex(&canonical(binding)),
+            // Each confirm argument is checked against its own planned value (REQ-3).
+            "binding": binding,
         });
         self.state
             .store
@@ -1147,28 +1149,7 @@ impl RulePacks {
                 {
                     return Err(mismatch("version"));
                 }
-                let planned = plan.plan["apply"]
-                    .get("binding_digest")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default()
-                    .to_string();
-                let planned_binding: Value =
-                    plan.plan.get("param_diff").cloned().unwrap_or_default();
-                let _ = planned_binding;
-                if args.params.is_some() || args.replaces.is_some() {
-                    let given = json!({
-                        "params": args.params.clone().unwrap_or_default(),
-                        "replaces": args.replaces.clone().unwrap_or_default(),
-                        "overwrite_local_edits": args.overwrite_local_edits,
-                    });
-                    if sha256_hex(&canonical(&given)) != planned {
-                        return Err(mismatch(if args.params.is_some() {
-                            "params"
-                        } else {
-                            "replaces"
-                        }));
-                    }
-                }
+                confirm_arguments_match(&plan.plan["apply"], args).map_err(mismatch)?;
             }
             ConfirmCheck::Remove(name) => {
                 if kind != "remove" || plan.pack_name != name {
@@ -1315,6 +1296,48 @@ fn uuid_like() -> String {
     hex::encode(b)
 }
 
+/// REQ-3: each confirm argument must match the plan's or be omitted, on its own: an omitted
+/// `params` or `replaces` is the plan's, whatever the others are, and `overwrite_local_edits`
+/// given (true) must have been planned. Names the first argument that differs. Plans stored
+/// before the binding was kept whole carry only its digest; they are checked as they were.
+fn confirm_arguments_match(apply: &Value, args: &InstallArgs) -> Result<(), &'static str> {
+    let Some(binding) = apply.get("binding") else {
+        let planned = apply
+            .get("binding_digest")
+            .and_then(Value::as_str)
+            .unwrap_or_default();
+        if args.params.is_none() && args.replaces.is_none() {
+            return Ok(());
+        }
+        let given = json!({
+            "params": args.params.clone().unwrap_or_default(),
+            "replaces": args.replaces.clone().unwrap_or_default(),
+            "overwrite_local_edits": args.overwrite_local_edits,
+        });
+        return if sha256_hex(&canonical(&given)) == planned {
+            Ok(())
+        } else if args.params.is_some() {
+            Err("params")
+        } else {
+            Err("replaces")
+        };
+    };
+    if let Some(params) = &args.params
+        && canonical(&Value::Object(params.clone())) != canonical(&binding["params"])
+    {
+        return Err("params");
+    }
+    if let Some(replaces) = &args.replaces
+        && json!(replaces) != binding["replaces"]
+    {
+        return Err("replaces");
+    }
+    if args.overwrite_local_edits && binding["overwrite_local_edits"] != json!(true) {
+        return Err("overwrite_local_edits");
+    }
+    Ok(())
+}
+
 fn report_json(r: &Report) -> Value {
     serde_json::to_value(r).unwrap_or_default()
 }
@@ -1424,4 +1447,55 @@ async fn check_external(pack: &Pack, routers: &crate::routing::Routers) -> Resul
         }
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(params: Option<Value>, replaces: Option<&[&str]>, overwrite: bool) -> InstallArgs {
+        InstallArgs {
+            params: params.and_then(|p| p.as_object().cloned()),
+            replaces: replaces.map(|r| r.iter().map(|s| s.to_string()).collect()),
+            overwrite_local_edits: overwrite,
+            ..InstallArgs::default()
+        }
+    }
+
+    #[test]
+    fn each_confirm_argument_is_checked_against_its_own_planned_value() {
+        let binding = json!({"params": {"a": 1, "b": [2]}, "replaces": ["x", "y"], "overwrite_local_edits": false});
+        let apply = json!({"binding": binding, "binding_digest": sha256_hex(&canonical(&binding))});
+        let check = |a: InstallArgs| confirm_arguments_match(&apply, &a);
+        assert_eq!(check(args(None, None, false)), Ok(()));
+        // Key order does not matter; omitted replaces is the plan's.
+        assert_eq!(
+            check(args(Some(json!({"b": [2], "a": 1})), None, false)),
+            Ok(())
+        );
+        assert_eq!(check(args(None, Some(&["x", "y"]), false)), Ok(()));
+        assert_eq!(
+            check(args(Some(json!({"a": 2, "b": [2]})), None, false)),
+            Err("params")
+        );
+        assert_eq!(check(args(None, Some(&["y", "x"]), false)), Err("replaces"));
+        assert_eq!(check(args(None, None, true)), Err("overwrite_local_edits"));
+    }
+
+    #[test]
+    fn a_plan_stored_with_only_the_digest_is_checked_as_before() {
+        let binding =
+            json!({"params": {"a": 1}, "replaces": ["x"], "overwrite_local_edits": false});
+        let apply = json!({"binding_digest": sha256_hex(&canonical(&binding))});
+        let check = |a: InstallArgs| confirm_arguments_match(&apply, &a);
+        assert_eq!(check(args(None, None, false)), Ok(()));
+        assert_eq!(
+            check(args(Some(json!({"a": 1})), Some(&["x"]), false)),
+            Ok(())
+        );
+        assert_eq!(
+            check(args(Some(json!({"a": 2})), Some(&["x"]), false)),
+            Err("params")
+        );
+    }
 }

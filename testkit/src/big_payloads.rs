@@ -28,7 +28,11 @@ pub fn github_push_of(len: usize) -> Vec<u8> {
         })
     };
     let one = serde_json::to_vec(&commit(0)).expect("a commit").len() + 1;
-    let commits: Vec<Value> = (0..(len * 9 / 10) / one).map(commit).collect();
+    // The payload without commits, and a head commit, come first; commits fill most of the rest.
+    let bare = serde_json::to_vec(&value).expect("serializes").len() + 2 * one;
+    let commits: Vec<Value> = (0..(len.saturating_sub(bare) * 9 / 10) / one)
+        .map(commit)
+        .collect();
     value["head_commit"] = commits.last().cloned().unwrap_or(Value::Null);
     value["commits"] = Value::Array(commits);
     value["switchboard_pad"] = json!("");

@@ -1537,14 +1537,14 @@ async fn expected_version_guards_every_write(api: Api) {
             .map(|i| i.metadata["current_version"].clone()),
         Some("2".to_string())
     );
-    // Even a change that would be a duplicate is refused when its base is stale.
-    refused(
-        c.rules
-            .set_webhook_rules(set(&w.id, routes_prs_to_review(), Some(1)))
-            .await,
-        Code::FailedPrecondition,
-        "version_mismatch",
-    );
+    // RFC-0003: duplicates are checked before expected_version, so the retry of the save
+    // that succeeded (same configuration, the version it started from) is a duplicate.
+    let retried = ok(c
+        .rules
+        .set_webhook_rules(set(&w.id, routes_prs_to_review(), Some(1)))
+        .await);
+    assert!(retried.duplicate, "{retried:?}");
+    assert_eq!(retried.version, 2);
     refused(
         c.rules
             .update_webhook_rule(update(&w.id, "prs", json!({"when": "false"}), Some(1)))

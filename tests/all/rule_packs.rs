@@ -379,6 +379,7 @@ on_every_backend!(
     upgrade_over_a_hand_edit,
     removal_is_replayed_too,
     a_token_does_not_cross_owners,
+    empty_unknown_and_other_owners_webhook_ids_are_one_not_found_for_pack_verbs,
     an_endpoint_without_the_verb,
     another_tenants_deliveries_never_enter_a_replay,
     a_hand_written_rule_gets_the_same_evidence,
@@ -395,6 +396,7 @@ on_every_backend!(
     order_is_enforced,
     a_shared_param_changes_for_both_packs,
     adopting_a_pasted_in_configuration,
+    each_confirm_argument_is_checked_on_its_own,
     a_confirm_racing_set_webhook_rules,
     a_trusted_actors_plan_replays_with_the_actors_it_sets,
 );
@@ -730,6 +732,46 @@ async fn removal_is_replayed_too(db: TestDb) {
     assert_eq!(done["saved"], true);
     let after = env.store.get_webhook(&scope, &w.id).await.expect("webhook");
     assert!(!after.configuration.to_string().contains("drop-ci-noise--"));
+}
+
+/// Issue 18: the pack verbs answer an empty webhook id as every verb does: the one
+/// `not_found` of an unknown id or another owner's, with the same message.
+async fn empty_unknown_and_other_owners_webhook_ids_are_one_not_found_for_pack_verbs(db: TestDb) {
+    let env = Env::start(&db, Options::default()).await;
+    let (_, cred) = env.owner("alice", ALL).await;
+    let (bob, _) = env.owner("bob", ALL).await;
+    let bobs = env.webhook(&bob, None).await;
+    let mut answers = Vec::new();
+    for id in ["", "wh_00000000000000000000000000000000", bobs.id.as_str()] {
+        let install_err = install(
+            &env,
+            &cred,
+            InstallRulePackRequest {
+                webhook_id: id.into(),
+                name: "drop-ci-noise".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect_err("install");
+        let remove_err = remove(
+            &env,
+            &cred,
+            RemoveRulePackRequest {
+                webhook_id: id.into(),
+                name: "drop-ci-noise".into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect_err("remove");
+        for err in [install_err, remove_err] {
+            assert_eq!(err.code(), tonic::Code::NotFound, "{id:?}: {err:?}");
+            answers.push(err.message().to_string());
+        }
+    }
+    answers.dedup();
+    assert_eq!(answers.len(), 1, "{answers:?}");
 }
 
 async fn a_token_does_not_cross_owners(db: TestDb) {
@@ -1790,6 +1832,78 @@ async fn adopting_a_pasted_in_configuration(db: TestDb) {
             .all(|id| id.starts_with("trusted-actors--") || id.starts_with("handoff-lanes--")),
         "{ids:?}"
     );
+}
+
+/// Issue 18 (REQ-3: "must match the plan's, or be omitted"): after an adoption plan with
+/// `params` and `replaces`, a confirm that repeats the params and omits `replaces` applies the
+/// plan; a differing `params`, `replaces` or `overwrite_local_edits`, each given alone, is
+/// refused naming it, and leaves the token usable.
+async fn each_confirm_argument_is_checked_on_its_own(db: TestDb) {
+    let env = Env::start(&db, Options::without_trusted_actors()).await;
+    let (scope, cred) = env.owner("alice", ALL).await;
+    let w = env
+        .webhook_with(&scope, SourceType::Github, FLEET_GRANT, None)
+        .await;
+    set_rules(&env, &cred, &w, &fleet_hand_written())
+        .await
+        .expect("paste");
+    let gate: Vec<String> = [
+        "unverified",
+        "cairn-untrusted-actor",
+        "issue-untrusted-author",
+        "label-untrusted-sender",
+    ]
+    .map(String::from)
+    .to_vec();
+    let params = json!({"require_verified": true}).to_string();
+    let mut req = plan_req(&w, "trusted-actors");
+    req.replaces = gate.clone();
+    req.params_json = Some(params.clone());
+    let plan = install(&env, &cred, req)
+        .await
+        .expect("plan trusted-actors");
+    assert_eq!(plan["rule_diff"]["replaced"], json!(gate), "{plan}");
+
+    let refused = |field: &'static str, req: InstallRulePackRequest| {
+        let env = &env;
+        let cred = cred.clone();
+        async move {
+            let err = install(env, &cred, req).await.expect_err(field);
+            assert_eq!(err.code(), tonic::Code::InvalidArgument, "{field}: {err:?}");
+            assert!(
+                err.message()
+                    .contains(&format!("{field} does not match the plan's")),
+                "{field}: {err:?}"
+            );
+        }
+    };
+    let mut other_params = confirm_req(&w, "trusted-actors", &plan, true);
+    other_params.params_json = Some(json!({"require_verified": false}).to_string());
+    refused("params", other_params).await;
+    let mut fewer = confirm_req(&w, "trusted-actors", &plan, true);
+    fewer.replaces = gate[..1].to_vec();
+    refused("replaces", fewer).await;
+    let mut overwrite = confirm_req(&w, "trusted-actors", &plan, true);
+    overwrite.overwrite_local_edits = true;
+    refused("overwrite_local_edits", overwrite).await;
+
+    // The same params, replaces omitted: the plan's.
+    let mut confirm = confirm_req(&w, "trusted-actors", &plan, true);
+    confirm.params_json = Some(params);
+    install(&env, &cred, confirm)
+        .await
+        .expect("params repeated, replaces omitted: applied");
+    let (config, _) = env.configuration(&cred, &w).await;
+    let ids = rule_ids(&config);
+    assert!(
+        gate.iter().all(|g| !ids.contains(g)),
+        "the replaced rules are gone: {ids:?}"
+    );
+    assert!(
+        ids.iter().any(|id| id.starts_with("trusted-actors--")),
+        "{ids:?}"
+    );
+    assert_eq!(config["params"]["require_verified"], true);
 }
 
 /// What the spec says of each adoption plan: within 32 rules, the replaced rules listed as

@@ -108,8 +108,9 @@ impl RulePacksService for RulePacksApi {
             .await
             .map_err(Status::from)?;
         let r = request.into_inner();
-        if r.webhook_id.trim().is_empty() || r.name.trim().is_empty() {
-            return Err(ApiError::invalid("name", "webhook_id and name are required").into());
+        // An empty webhook id goes on to the one `not_found` of an unknown id, as every verb's.
+        if r.name.trim().is_empty() {
+            return Err(ApiError::invalid("name", "required").into());
         }
         let args = InstallArgs {
             webhook_id: r.webhook_id,
@@ -139,8 +140,9 @@ impl RulePacksService for RulePacksApi {
             .await
             .map_err(Status::from)?;
         let r = request.into_inner();
-        if r.webhook_id.trim().is_empty() || r.name.trim().is_empty() {
-            return Err(ApiError::invalid("name", "webhook_id and name are required").into());
+        // An empty webhook id goes on to the one `not_found` of an unknown id, as every verb's.
+        if r.name.trim().is_empty() {
+            return Err(ApiError::invalid("name", "required").into());
         }
         let args = RemoveArgs {
             webhook_id: r.webhook_id,

@@ -405,18 +405,29 @@ impl WebhookRulesApi {
         let store = &self.state.store;
         for attempt in 1..=SAVE_ATTEMPTS {
             let w = store.get_webhook(caller.scope(), webhook_id).await?;
-            if let Some(expected) = expected_version
-                && expected != w.config_version
-            {
-                return Err(Error::FailedPrecondition {
+            // A caller's stale expected_version is still built and handed to the store, which
+            // answers a result equal to the saved configuration `duplicate: true` before it
+            // checks the version (RFC-0003: the retry of a change that succeeded); an edit
+            // that does not even apply to the newer configuration is the mismatch it is.
+            let stale = expected_version.filter(|e| *e != w.config_version);
+            let mismatch = || -> ApiError {
+                Error::FailedPrecondition {
                     reason: VERSION_MISMATCH,
                     current_version: Some(w.config_version),
                 }
-                .into());
-            }
+                .into()
+            };
             let saved = saved_configuration(&w)?;
-            let (mut candidate, mut change) = edit.apply(&saved)?;
-            let minted = prepare_candidate(&self.state, &w, &saved, &mut candidate).await?;
+            let (mut candidate, mut change) = match edit.apply(&saved) {
+                Ok(applied) => applied,
+                Err(_) if stale.is_some() => return Err(mismatch()),
+                Err(e) => return Err(e),
+            };
+            let minted = match prepare_candidate(&self.state, &w, &saved, &mut candidate).await {
+                Ok(minted) => minted,
+                Err(_) if stale.is_some() => return Err(mismatch()),
+                Err(e) => return Err(e),
+            };
             if !minted.is_empty() {
                 change["minted_rule_ids"] = json!(minted);
             }
@@ -427,7 +438,7 @@ impl WebhookRulesApi {
                     caller.scope(),
                     webhook_id,
                     SaveConfiguration {
-                        expected_version: Some(w.config_version),
+                        expected_version: Some(stale.unwrap_or(w.config_version)),
                         configuration,
                         actor: caller.actor(),
                         change,

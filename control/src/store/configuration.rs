@@ -141,14 +141,6 @@ impl Store {
                 });
             }
         }
-        if let Some(expected) = save.expected_version
-            && expected != current.config_version
-        {
-            return Err(Error::FailedPrecondition {
-                reason: VERSION_MISMATCH,
-                current_version: Some(current.config_version),
-            });
-        }
         let same_packs = save
             .installed_packs
             .as_ref()
@@ -163,6 +155,16 @@ impl Store {
                 duplicate: true,
                 version: current.config_version,
                 digest: current.config_digest,
+            });
+        }
+        // After the duplicate check (RFC-0003): a retried write that is already applied
+        // answers `duplicate: true`, not a mismatch with the version it itself created.
+        if let Some(expected) = save.expected_version
+            && expected != current.config_version
+        {
+            return Err(Error::FailedPrecondition {
+                reason: VERSION_MISMATCH,
+                current_version: Some(current.config_version),
             });
         }
 

@@ -76,6 +76,11 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "events_by_age",
         include_str!("../../migrations/sqlite/0004_events_by_age.sql"),
     ),
+    (
+        5,
+        "rate_limit_log",
+        include_str!("../../migrations/sqlite/0005_rate_limit_log.sql"),
+    ),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -97,6 +102,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         4,
         "events_by_age",
         include_str!("../../migrations/postgres/0004_events_by_age.sql"),
+    ),
+    (
+        5,
+        "rate_limit_log",
+        include_str!("../../migrations/postgres/0005_rate_limit_log.sql"),
     ),
 ];
 

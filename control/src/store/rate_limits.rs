@@ -187,6 +187,72 @@ impl Store {
         }
     }
 
+    /// Takes one hit of `limit` per sliding `window`: refused while `limit` hits were taken
+    /// within the last `window`, whenever they were (a fixed window lets twice the limit
+    /// through around its boundary). Every replica counts against the same log: the take
+    /// runs in one write transaction that locks the subject's `rate_limits` row first.
+    pub async fn try_take_sliding(
+        &self,
+        subject: &str,
+        kind: &str,
+        limit: u32,
+        window: Duration,
+    ) -> Result<()> {
+        let at = self.window_at(limit, window)?;
+        let (now, length) = (at.now, at.length);
+        let mut tx = self.begin_write().await?;
+        // The lock anchor: one row per (subject, kind), locked until the commit.
+        sqlx::query(
+            "INSERT INTO rate_limits (subject, kind, window_start, hits) VALUES ($1, $2, 0, 0) \
+             ON CONFLICT (subject, kind) DO NOTHING",
+        )
+        .bind(subject)
+        .bind(kind)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(super::dialect::for_update!(
+            self.backend,
+            "SELECT hits FROM rate_limits WHERE subject = $1 AND kind = $2"
+        ))
+        .bind(subject)
+        .bind(kind)
+        .fetch_one(&mut *tx)
+        .await?;
+        sqlx::query("DELETE FROM rate_limit_log WHERE subject = $1 AND kind = $2 AND at <= $3")
+            .bind(subject)
+            .bind(kind)
+            .bind(now - length)
+            .execute(&mut *tx)
+            .await?;
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS n, MIN(at) AS oldest FROM rate_limit_log \
+             WHERE subject = $1 AND kind = $2",
+        )
+        .bind(subject)
+        .bind(kind)
+        .fetch_one(&mut *tx)
+        .await?;
+        let taken: i64 = sqlx::Row::try_get(&row, "n")?;
+        if taken >= i64::from(limit) {
+            let oldest: Option<i64> = sqlx::Row::try_get(&row, "oldest")?;
+            tx.commit().await?;
+            let free_at = oldest.unwrap_or(now) + length;
+            return Err(Error::ResourceExhausted {
+                retry_after: Duration::from_millis(
+                    u64::try_from((free_at - now).max(1)).unwrap_or(1),
+                ),
+            });
+        }
+        sqlx::query("INSERT INTO rate_limit_log (subject, kind, at) VALUES ($1, $2, $3)")
+            .bind(subject)
+            .bind(kind)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
     /// The window `now` falls in, after checking the budget's shape.
     fn window_at(&self, limit: u32, window: Duration) -> Result<WindowAt> {
         if limit == 0 {

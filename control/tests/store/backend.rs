@@ -21,7 +21,7 @@ pub async fn migrations_apply_once_and_reconnect(db: TestDb) {
         .try_get("n")
         .expect("n");
     // Every migration once: 0001 (the schema), 0002 (rate-limit grants), 0003 (the once-key).
-    assert_eq!(applied, 4);
+    assert_eq!(applied, 5);
     again.close().await;
 }
 
@@ -125,7 +125,7 @@ pub async fn upgrading_from_0002_keeps_todos_and_a_forgery_no_longer_takes_the_o
         .expect("count")
         .try_get("n")
         .expect("n");
-    assert_eq!(applied, 4);
+    assert_eq!(applied, 5);
     assert_eq!(
         new.webhook_for_ingest(&hook.id).await.expect("kept").secret,
         hook.secret,

@@ -167,10 +167,22 @@ pub async fn duplicate_save_writes_nothing(db: TestDb) {
             .len(),
         2
     );
-    // A stale expected_version is still refused, even for a duplicate.
-    let stale = SaveConfiguration {
+    // RFC-0003: duplicates are checked before expected_version, so the retry of a save that
+    // succeeded (its expected_version now one behind) is a duplicate, not a conflict …
+    let retried = SaveConfiguration {
         expected_version: Some(1),
         ..save(json!({"rules": [], "params": {"a": 1, "b": 2}}), &actor)
+    };
+    let retried = db
+        .save_configuration(&alice, &wh.id, retried)
+        .await
+        .unwrap();
+    assert!(retried.duplicate);
+    assert_eq!(retried.version, 2);
+    // … while a change on a stale version is still refused.
+    let stale = SaveConfiguration {
+        expected_version: Some(1),
+        ..save(json!({"rules": [], "params": {"a": 2}}), &actor)
     };
     assert!(matches!(
         db.save_configuration(&alice, &wh.id, stale).await,

@@ -117,6 +117,8 @@ store_test_suite! {
     rate_limits: [
         limit_per_window_then_retry_after,
         concurrent_takes_never_exceed_the_limit,
+        the_11th_replay_inside_any_60_s_is_refused,
+        concurrent_sliding_takes_on_two_replicas_never_exceed_the_limit,
         held_hits_across_replicas_let_exactly_the_limit_through,
         bad_limits_are_refused,
     ],

@@ -96,6 +96,58 @@ pub async fn concurrent_takes_never_exceed_the_limit(db: TestDb) {
     assert!(allowed == 10 || allowed == 20, "{allowed}");
 }
 
+/// Issue 18: the replay limit is a sliding window. Ten replays started at 59.5 s into a
+/// minute leave none at 60.5 s (a fixed window would let ten more through), and the 11th
+/// inside any 60 s is refused until the oldest of the ten is a minute old.
+pub async fn the_11th_replay_inside_any_60_s_is_refused(db: TestDb) {
+    let start = 1_800_000_000_000 + 59_500;
+    let clock = Clock::manual(start);
+    let store = db.store.clone().with_clock(clock.clone());
+    let take = || store.try_take_sliding("ep_a", "replay", REPLAYS_PER_MINUTE, MINUTE);
+    for i in 0..REPLAYS_PER_MINUTE {
+        take().await.unwrap_or_else(|e| panic!("take {i}: {e:?}"));
+        clock.advance(Duration::from_millis(100));
+    }
+    // 1.5 s later, across the epoch-aligned minute: still ten in the last 60 s.
+    clock.advance(Duration::from_millis(500));
+    match take().await {
+        Err(Error::ResourceExhausted { retry_after }) => {
+            // The oldest (at `start`) is a minute old 58.5 s from now.
+            assert_eq!(retry_after, Duration::from_millis(58_500));
+        }
+        other => panic!("the 11th inside 60 s: {other:?}"),
+    }
+    // Exactly a minute after the first, the first no longer counts: one more, not ten.
+    clock.advance(Duration::from_millis(58_500));
+    assert_eq!(clock.now_ms(), start + 60_000);
+    take().await.expect("the first aged out");
+    assert!(matches!(take().await, Err(Error::ResourceExhausted { .. })));
+    clock.advance(Duration::from_millis(100));
+    take().await.expect("the second aged out");
+    // Other endpoints count apart.
+    store
+        .try_take_sliding("ep_b", "replay", REPLAYS_PER_MINUTE, MINUTE)
+        .await
+        .expect("another endpoint");
+}
+
+pub async fn concurrent_sliding_takes_on_two_replicas_never_exceed_the_limit(db: TestDb) {
+    let clock = Clock::manual(1_800_000_000_000);
+    let stores = [
+        db.store.clone().with_clock(clock.clone()),
+        db.store.clone().with_clock(clock.clone()),
+    ];
+    let allowed = allowed_at_once(&stores, 30, |store| async move {
+        store.try_take_sliding("ep_a", "replay", 10, MINUTE).await
+    })
+    .await;
+    assert_eq!(allowed, 10);
+    invalid(
+        db.try_take_sliding("ep_a", "replay", 0, MINUTE).await,
+        "limit",
+    );
+}
+
 pub async fn bad_limits_are_refused(db: TestDb) {
     invalid(db.try_take("ep_a", "replay", 0, MINUTE).await, "limit");
     invalid(
