@@ -121,6 +121,9 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     .context("starting the router")?;
     let router_addr = router.local_addr;
     println!("router listening on {router_addr}");
+    // Served before control's state is built: external rule packs are checked through it.
+    let (router_stop, rx) = watch::channel(false);
+    let router_task = tokio::spawn(router.serve(stopped(rx)));
 
     // The sealing key lives beside the database, mode 0600, made on the first start.
     let key = args
@@ -197,11 +200,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
                 .map_err(anyhow::Error::from)
         }),
     });
-    let (tx, rx) = watch::channel(false);
     roles.push(Role {
         name: "router",
-        stop: tx,
-        task: tokio::spawn(router.serve(stopped(rx))),
+        stop: router_stop,
+        task: router_task,
     });
 
     let names: Vec<&'static str> = roles.iter().map(|r| r.name).collect();

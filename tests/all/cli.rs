@@ -696,6 +696,71 @@ async fn the_readme_walk_works_as_written() {
 
 /// The README's run command, as a newcomer types it, on a fresh data directory; only the
 /// ports (free ones) and the number of sandbox children differ, through the environment.
+/// Issue 18: "An operator adds external packs" under `switchboard up`: the external pack is
+/// checked through up's own router (served before control's catalog is loaded) and listed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn up_loads_external_packs_through_its_own_router() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let packs = dir.path().join("packs");
+    let mut ext = switchboard_packs::Catalog::builtin()
+        .find("drop-ci-noise", "1.0.0")
+        .expect("drop-ci-noise@1")
+        .pack
+        .clone();
+    ext.name = "ext-noise".into();
+    crate::rule_packs::write_pack_dir(&packs, &ext);
+    let data_dir = dir.path().join("data");
+    let sources = format!("file://{}", packs.display());
+    let env = [
+        (
+            "SWITCHBOARD_DATA_DIR",
+            data_dir.to_str().expect("utf-8 path"),
+        ),
+        ("SWITCHBOARD_HTTP_LISTEN", "127.0.0.1:0"),
+        ("SWITCHBOARD_GRPC_LISTEN", "127.0.0.1:0"),
+        ("SWITCHBOARD_MCP_LISTEN", "127.0.0.1:0"),
+        ("SWITCHBOARD_ROUTER_CHILDREN", "1"),
+        ("SWITCHBOARD_RULE_PACK_SOURCES", sources.as_str()),
+    ];
+    let started = std::time::Instant::now();
+    let mut up = Process::spawn(&["up"], &env);
+    let lines = up_lines(&mut up);
+    let ready_in = started.elapsed();
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", lines.grpc))
+        .expect("url")
+        .connect()
+        .await
+        .expect("connects");
+    let mut packs =
+        switchboard_proto::control::v1::rule_packs_client::RulePacksClient::with_interceptor(
+            channel,
+            crate::pack_api::Bearer(lines.token.clone()),
+        );
+    let listed = packs
+        .list_rule_packs(pb::ListRulePacksRequest::default())
+        .await
+        .expect("list packs")
+        .into_inner();
+    let listing: serde_json::Value = serde_json::from_str(&listed.result_json).expect("json");
+    let ext = listing["packs"]
+        .as_array()
+        .expect("packs")
+        .iter()
+        .find(|p| p["name"] == "ext-noise")
+        .unwrap_or_else(|| {
+            let names: Vec<&serde_json::Value> = listing["packs"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|p| &p["name"])
+                .collect();
+            panic!("ext-noise not listed (up ready in {ready_in:?}): {names:?}")
+        });
+    assert_eq!(ext["source"], "external", "{ext}");
+    up.terminate();
+    assert!(up.wait_exit(Duration::from_secs(30)).success());
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn up_runs_every_role_and_restarts_with_the_same_webhook() {
     let dir = tempfile::tempdir().expect("temp dir");

@@ -1278,7 +1278,7 @@ impl Drop for ControlProcess {
 
 /// Writes `pack` as an operator's pack directory: `<root>/<name>/<version>/pack.json` and
 /// one `fixtures/<fixture name>.json` per fixture.
-fn write_pack_dir(root: &std::path::Path, pack: &switchboard_packs::Pack) {
+pub(crate) fn write_pack_dir(root: &std::path::Path, pack: &switchboard_packs::Pack) {
     let dir = root.join(&pack.name).join(&pack.version);
     std::fs::create_dir_all(dir.join("fixtures")).expect("pack dir");
     let mut manifest = pack.clone();
