@@ -104,6 +104,9 @@ impl From<MergeError> for PackError {
             MergeError::RequiresPack { pack, missing } => {
                 json!({"pack": pack, "requires": missing})
             }
+            MergeError::RequiredByPack { pack, dependents } => {
+                json!({"pack": pack, "required_by": dependents})
+            }
             MergeError::DefaultConflict { holder } => json!({"holder": holder}),
             MergeError::TooManyRules {
                 total,
@@ -431,7 +434,7 @@ impl RulePacks {
         let saved: Configuration =
             serde_json::from_value(webhook.configuration.clone()).unwrap_or_default();
         let prov = provenance::from_json(&webhook.provenance);
-        let candidate = removal_candidate(&saved, &prov, &args.name)?;
+        let candidate = removal_candidate(&saved, &prov, &args.name, &|n, v| self.manifest(n, v))?;
         let ctx = routing_context(&webhook, &self.state.capabilities);
         self.validate_candidate(&candidate.configuration, &ctx)
             .await?;
@@ -571,7 +574,7 @@ impl RulePacks {
                 rules: vec![switchboard_model::Rule {
                     id: Some(check.id.clone()),
                     description: None,
-                    when: format!(".payload | ({}) | not", check.expr),
+                    when: switchboard_packs::admission::param_check_expression(&check.expr),
                     action: switchboard_model::Action::Drop,
                 }],
                 default_action: None,
@@ -1392,28 +1395,34 @@ pub async fn load_catalog(
 
 /// The built-in validation and fixture routing, through the production routers.
 async fn check_external(pack: &Pack, routers: &crate::routing::Routers) -> Result<(), String> {
+    use switchboard_packs::admission;
     use switchboard_packs::fixtures::{fixture_context, fixture_delivery};
     let problems = switchboard_packs::manifest::check_pack(pack, None);
     if !problems.is_empty() {
         return Err(problems.join("; "));
     }
+    // The same admission as the repository's own catalog test (`packs/src/admission.rs`):
+    // rules and param checks validate, every fixture routes to its decision by its rule, and
+    // every rule decides some fixture.
+    let mut failures = Vec::new();
     let base = pack.fixture_configuration(&Map::new());
     let ctx = fixture_context(pack, &base);
-    let resp = routers
-        .validate(&serde_json::to_string(&base).unwrap_or_default(), &ctx)
-        .await
-        .map_err(|e| e.to_string())?;
-    if !resp.valid {
-        let p: Vec<String> = resp
-            .problems
-            .iter()
-            .map(|p| format!("{} {}: {}", p.rule_id, p.code, p.message))
-            .collect();
-        return Err(format!("does not validate: {}", p.join("; ")));
+    for v in admission::to_validate(pack) {
+        let resp = routers
+            .validate(
+                &serde_json::to_string(&v.configuration).unwrap_or_default(),
+                &ctx,
+            )
+            .await
+            .map_err(|e| e.to_string())?;
+        failures.extend(resp.problems.iter().map(|p| {
+            format!(
+                "{} {} does not validate: {} ({})",
+                v.what, p.rule_id, p.message, p.code
+            )
+        }));
     }
-    if pack.fixtures.is_empty() {
-        return Err("ships no fixtures".into());
-    }
+    let mut covered = std::collections::BTreeSet::new();
     for (n, f) in pack.fixtures.iter().enumerate() {
         let config = pack.fixture_configuration(&f.params);
         let ctx = fixture_context(pack, &config);
@@ -1428,25 +1437,19 @@ async fn check_external(pack: &Pack, routers: &crate::routing::Routers) -> Resul
             })
             .await
             .map_err(|e| e.to_string())?;
-        let got = results
-            .first()
-            .and_then(|r| r.decisions.first())
-            .map(routed)
-            .map(|r| r.label)
-            .unwrap_or_default();
-        let got = if got == "queue:default" {
-            "default".to_string()
-        } else {
-            got
-        };
-        if got != f.want {
-            return Err(format!(
-                "fixture {} routes to {got}, not {}",
-                f.name, f.want
-            ));
-        }
+        let decision = results.first().and_then(|r| r.decisions.first());
+        let label = decision.map(|d| routed(d).label).unwrap_or_default();
+        let rule_id = decision.map(|d| d.rule_id.as_str()).unwrap_or_default();
+        let (judged, local) = admission::judge_fixture(pack, f, &label, rule_id);
+        failures.extend(judged);
+        covered.extend(local);
     }
-    Ok(())
+    failures.extend(admission::uncovered(pack, &covered));
+    if failures.is_empty() {
+        Ok(())
+    } else {
+        Err(failures.join("; "))
+    }
 }
 
 #[cfg(test)]

@@ -256,6 +256,10 @@ fn next_call(tool: &str, error: &ToolError) -> Option<String> {
         "requires_pack" => {
             "install the required pack first (install_rule_pack), then plan this one again".into()
         }
+        "required_by_pack" => {
+            "remove the packs named in details.required_by first (remove_rule_pack), then plan this removal again"
+                .into()
+        }
         "too_many_rules" => {
             "remove rules (delete_webhook_rule) or packs (remove_rule_pack) to make room, or adopt hand-written rules with replaces"
                 .into()

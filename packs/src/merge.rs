@@ -16,6 +16,12 @@ use crate::provenance::{InstalledPack, Provenance, drift, installed_digest, rule
 pub enum MergeError {
     #[error("{pack} requires {missing}, which is not installed on this webhook; install it first")]
     RequiresPack { pack: String, missing: String },
+    /// The mirror of `RequiresPack`: removing a pack that installed packs require.
+    #[error("{pack} is required by {}, installed on this webhook; remove {} first", dependents.join(", "), if dependents.len() == 1 { "it" } else { "them" })]
+    RequiredByPack {
+        pack: String,
+        dependents: Vec<String>,
+    },
     #[error("{holder} already sets this webhook's default_action; at most one installed pack may")]
     DefaultConflict { holder: String },
     #[error("the candidate has {total} rules; a configuration holds at most {max}")]
@@ -40,6 +46,7 @@ impl MergeError {
     pub fn code(&self) -> &'static str {
         match self {
             MergeError::RequiresPack { .. } => "requires_pack",
+            MergeError::RequiredByPack { .. } => "required_by_pack",
             MergeError::DefaultConflict { .. } => "default_conflict",
             MergeError::TooManyRules { .. } => "too_many_rules",
             MergeError::InvalidParams { .. } => "invalid_params",
@@ -411,11 +418,29 @@ pub fn removal_candidate(
     saved: &Configuration,
     provenance: &Provenance,
     name: &str,
+    manifest: &dyn Fn(&str, &str) -> Option<Pack>,
 ) -> Result<Candidate, MergeError> {
     let installed = provenance
         .iter()
         .find(|p| p.name == name)
         .ok_or_else(|| MergeError::NotInstalled(name.to_string()))?;
+    // An installed pack that requires this one would be left without it (its rules assume
+    // what this one decides first): refused, naming them.
+    let dependents: Vec<String> = provenance
+        .iter()
+        .filter(|p| p.name != name)
+        .filter(|p| {
+            manifest(&p.name, &p.version)
+                .is_some_and(|m| m.requires.packs.iter().any(|r| r == name))
+        })
+        .map(|p| p.name.clone())
+        .collect();
+    if !dependents.is_empty() {
+        return Err(MergeError::RequiredByPack {
+            pack: name.to_string(),
+            dependents,
+        });
+    }
     let rules: Vec<Rule> = saved
         .rules
         .iter()

@@ -5,23 +5,14 @@
 
 use std::collections::BTreeSet;
 
-use switchboard_model::{Action, Configuration};
 use switchboard_proto::router::v1::Configuration as WireConfiguration;
 use switchboard_router::engine::decision::label;
 use switchboard_router::engine::{CompiledConfiguration, build_envelope};
 use switchboard_router::sandbox::SandboxPool;
 
+use crate::admission;
 use crate::fixtures::{fixture_context, fixture_delivery};
 use crate::manifest::Pack;
-
-/// The label a fixture expects: a `queue:default` decision is written `default`.
-fn normalized(label: &str) -> String {
-    if label == "queue:default" {
-        "default".into()
-    } else {
-        label.to_string()
-    }
-}
 
 /// Every way the pack disagrees with its fixtures or fails validation, each naming pack,
 /// version and fixture. Empty means the pack is good.
@@ -29,42 +20,21 @@ pub async fn check_pack(pack: &Pack, pool: &SandboxPool) -> Vec<String> {
     let mut failures = Vec::new();
     let base = pack.fixture_configuration(&Default::default());
     let ctx = fixture_context(pack, &base);
-    // Rules validate as a save would.
-    let json = serde_json::to_string(&base).unwrap_or_default();
-    match pool.validate(&json, &ctx).await {
-        Ok(resp) => failures.extend(resp.problems.iter().map(|p| {
-            format!(
-                "{}: rule {}: {} ({})",
-                pack.label(),
-                p.rule_id,
-                p.message,
-                p.code
-            )
-        })),
-        Err(e) => failures.push(format!("{}: cannot validate: {e}", pack.label())),
-    }
-    // Param checks are held to the same restrictions.
-    for check in &pack.param_checks {
-        let probe = Configuration {
-            rules: vec![switchboard_model::Rule {
-                id: Some(check.id.clone()),
-                description: None,
-                when: param_check_expression(&check.expr),
-                action: Action::Drop,
-            }],
-            ..Default::default()
-        };
-        let json = serde_json::to_string(&probe).unwrap_or_default();
-        if let Ok(resp) = pool.validate(&json, &ctx).await {
-            failures.extend(resp.problems.iter().map(|p| {
+    // Rules and param checks validate as a save would (`admission::to_validate`).
+    for v in admission::to_validate(pack) {
+        let json = serde_json::to_string(&v.configuration).unwrap_or_default();
+        match pool.validate(&json, &ctx).await {
+            Ok(resp) => failures.extend(resp.problems.iter().map(|p| {
                 format!(
-                    "{}: param_check {}: {} ({})",
+                    "{}: {} {}: {} ({})",
                     pack.label(),
-                    check.id,
+                    v.what,
+                    p.rule_id,
                     p.message,
                     p.code
                 )
-            }));
+            })),
+            Err(e) => failures.push(format!("{}: cannot validate: {e}", pack.label())),
         }
     }
     let mut covered = BTreeSet::new();
@@ -97,14 +67,13 @@ pub async fn check_pack(pack: &Pack, pool: &SandboxPool) -> Vec<String> {
                 continue;
             }
         };
-        let got = normalized(&label(&in_process));
-        if got != fixture.want {
-            failures.push(format!(
-                "{name}: want {}, got {got} in-process ({})",
-                fixture.want,
-                describe(&in_process)
-            ));
-        }
+        let (judged, local) =
+            admission::judge_fixture(pack, fixture, &label(&in_process), &in_process.rule_id);
+        failures.extend(
+            judged
+                .into_iter()
+                .map(|f| format!("{f} in-process ({})", describe(&in_process))),
+        );
         match &sandboxed {
             Some(d) if d == &in_process => {}
             Some(d) => failures.push(format!(
@@ -114,31 +83,9 @@ pub async fn check_pack(pack: &Pack, pool: &SandboxPool) -> Vec<String> {
             )),
             None => failures.push(format!("{name}: no decision from the sandbox child")),
         }
-        let local = in_process
-            .rule_id
-            .strip_prefix(&format!("{}--", pack.name))
-            .map(str::to_string);
-        if let Some(want_rule) = &fixture.rule
-            && local.as_deref() != Some(want_rule.as_str())
-        {
-            failures.push(format!(
-                "{name}: want rule {want_rule} to decide, got {}",
-                local.clone().unwrap_or_else(|| "no rule".into())
-            ));
-        }
-        if let Some(l) = local {
-            covered.insert(l);
-        }
+        covered.extend(local);
     }
-    for rule in &pack.rules {
-        let id = rule.id.clone().unwrap_or_default();
-        if !covered.contains(&id) {
-            failures.push(format!(
-                "{}: no fixture is decided by rule {id}",
-                pack.label()
-            ));
-        }
-    }
+    failures.extend(admission::uncovered(pack, &covered));
     failures
 }
 
@@ -151,10 +98,4 @@ fn describe(d: &switchboard_proto::router::v1::Decision) -> String {
         s.push_str(&format!(" ({}: {})", d.fault_code, d.reason));
     }
     s
-}
-
-/// A param check as a rule that matches when the check fails: `.payload` is the checked
-/// value (the element, with `each`; else null).
-pub fn param_check_expression(expr: &str) -> String {
-    format!(".payload | ({expr}) | not")
 }

@@ -26,6 +26,16 @@ fn ids(c: &Configuration) -> Vec<String> {
 }
 
 /// Installs `p` onto `saved` as a confirm would, returning the new configuration and provenance.
+/// The manifest lookup a candidate needs, over `catalog`.
+fn find_in(catalog: &[Pack]) -> impl Fn(&str, &str) -> Option<Pack> + '_ {
+    move |n: &str, v: &str| {
+        catalog
+            .iter()
+            .find(|x| x.name == n && x.version == v)
+            .cloned()
+    }
+}
+
 fn install(
     saved: &Configuration,
     prov: &Provenance,
@@ -33,13 +43,8 @@ fn install(
     req: InstallRequest,
     catalog: &[Pack],
 ) -> Result<(Configuration, Provenance), MergeError> {
-    let find = |n: &str, v: &str| {
-        catalog
-            .iter()
-            .find(|x| x.name == n && x.version == v)
-            .cloned()
-    };
-    install_candidate(saved, prov, p, &req, &find).map(|c| (c.configuration, c.provenance))
+    install_candidate(saved, prov, p, &req, &find_in(catalog))
+        .map(|c| (c.configuration, c.provenance))
 }
 
 fn hand_written() -> Configuration {
@@ -322,6 +327,36 @@ fn upgrade_over_a_hand_edit_needs_overwrite_local_edits() {
 }
 
 #[test]
+fn a_pack_another_installed_pack_requires_is_not_removed() {
+    let ta = pack(json!({"name": "ta"}));
+    let lanes = pack(json!({"name": "lanes", "requires": {"packs": ["ta"]}}));
+    let catalog = vec![ta.clone(), lanes.clone()];
+    let (c1, p1) = install(
+        &hand_written(),
+        &vec![],
+        &ta,
+        InstallRequest::default(),
+        &catalog,
+    )
+    .unwrap();
+    let (c2, p2) = install(&c1, &p1, &lanes, InstallRequest::default(), &catalog).unwrap();
+    let err = removal_candidate(&c2, &p2, "ta", &find_in(&catalog)).unwrap_err();
+    assert_eq!(err.code(), "required_by_pack");
+    assert_eq!(
+        err,
+        MergeError::RequiredByPack {
+            pack: "ta".into(),
+            dependents: vec!["lanes".into()]
+        }
+    );
+    assert!(err.to_string().contains("required by lanes"), "{err}");
+    // The dependent goes first; then the required pack can go.
+    let r = removal_candidate(&c2, &p2, "lanes", &find_in(&catalog)).unwrap();
+    let (c3, p3) = (r.configuration, r.provenance);
+    removal_candidate(&c3, &p3, "ta", &find_in(&catalog)).expect("nothing requires ta now");
+}
+
+#[test]
 fn removal_takes_rules_default_and_params_only_this_pack_owns() {
     let a = pack(
         json!({"name": "ta", "params_schema": {"shared": {"type": "int", "default": 1, "description": "d"}, "own": {"type": "int", "default": 2, "description": "d"}}}),
@@ -339,19 +374,21 @@ fn removal_takes_rules_default_and_params_only_this_pack_owns() {
     )
     .unwrap();
     let (c2, p2) = install(&c1, &p1, &b, InstallRequest::default(), &catalog).unwrap();
-    let r = removal_candidate(&c2, &p2, "lanes").unwrap();
+    let r = removal_candidate(&c2, &p2, "lanes", &find_in(&catalog)).unwrap();
     assert_eq!(ids(&r.configuration), ["ta--a", "mine-1", "mine-2"]);
     assert!(r.configuration.default_action.is_none());
     assert!(
         r.configuration.params.contains_key("shared"),
         "still owned by ta"
     );
-    let r = removal_candidate(&c2, &p2, "ta").unwrap();
+    let r = removal_candidate(&c2, &p2, "ta", &find_in(&catalog)).unwrap();
     assert!(!r.configuration.params.contains_key("own"));
     assert!(r.configuration.params.contains_key("shared"));
     assert_eq!(r.param_diff.removed, ["own"]);
     assert_eq!(
-        removal_candidate(&c2, &p2, "nope").unwrap_err().code(),
+        removal_candidate(&c2, &p2, "nope", &find_in(&catalog))
+            .unwrap_err()
+            .code(),
         "not_found"
     );
     let _: Vec<InstalledPack> = p2;

@@ -1075,7 +1075,7 @@ fn the_cross_family_check_refuses_same_family_pairs() {
             rules: vec![switchboard_model::Rule {
                 id: Some(check.id.clone()),
                 description: None,
-                when: format!(".payload | ({}) | not", check.expr),
+                when: switchboard_packs::admission::param_check_expression(&check.expr),
                 action: Action::Drop,
             }],
             default_action: None,

@@ -1334,6 +1334,36 @@ async fn an_operator_adds_external_packs(db: TestDb) {
     let mut shadow = base.clone();
     shadow.version = "9.0.0".into();
     write_pack_dir(dir.path(), &shadow);
+    // Issue 18: three packs only the repository's own admission refuses (one check for
+    // built-ins and external packs): a rule no fixture is decided by, a fixture decided by
+    // another rule than it names, a param check outside the expression restrictions.
+    let mut uncovered = base.clone();
+    uncovered.name = "ext-uncovered".into();
+    uncovered.rules.push(switchboard_model::Rule {
+        id: Some("never".into()),
+        description: Some("matches nothing, so no fixture shows it working".into()),
+        when: "false".into(),
+        action: switchboard_model::Action::Drop,
+    });
+    write_pack_dir(dir.path(), &uncovered);
+    let mut wrong_rule = base.clone();
+    wrong_rule.name = "ext-wrong-rule".into();
+    let named = wrong_rule
+        .fixtures
+        .iter_mut()
+        .find(|f| f.rule.as_deref() == Some("ci-noise"))
+        .expect("a fixture decided by ci-noise");
+    named.rule = Some("deleted".into());
+    write_pack_dir(dir.path(), &wrong_rule);
+    let mut bad_check = base.clone();
+    bad_check.name = "ext-bad-check".into();
+    bad_check.param_checks.push(switchboard_packs::ParamCheck {
+        id: "reads-env".into(),
+        expr: "env | length > 0".into(),
+        message: "never allowed".into(),
+        each: None,
+    });
+    write_pack_dir(dir.path(), &bad_check);
 
     let router = tokio::task::spawn_blocking(|| RouterProcess::spawn(&["--children", "1"]))
         .await
@@ -1417,6 +1447,23 @@ async fn an_operator_adds_external_packs(db: TestDb) {
         "{shadowing}"
     );
     assert!(skipped(&errors, "ext-noise@1.0.0").is_none(), "{errors:?}");
+    for (name, says) in [
+        ("ext-uncovered@1.0.0", "no fixture is decided by rule never"),
+        (
+            "ext-wrong-rule@1.0.0",
+            "want rule deleted to decide, got ci-noise",
+        ),
+        ("ext-bad-check@1.0.0", "param_check reads-env"),
+    ] {
+        let e =
+            skipped(&errors, name).unwrap_or_else(|| panic!("no error names {name}: {errors:?}"));
+        let reason = e["fields"]["reason"].as_str().unwrap_or_default();
+        assert!(reason.contains(says), "{name}: {reason}");
+        assert!(
+            !names.contains(&name.split('@').next().unwrap_or_default()),
+            "{names:?}"
+        );
+    }
 
     // It installs only through plan-then-confirm, like a built-in.
     let w = env.webhook(&scope, None).await;
@@ -1614,6 +1661,50 @@ async fn order_is_enforced(db: TestDb) {
         .position(|id| id.starts_with("handoff-lanes--"))
         .expect("handoff-lanes rules");
     assert!(last_required < first_dependent, "{ids:?}");
+
+    // Issue 18: the mirror of requires_pack. trusted-actors cannot be removed while
+    // handoff-lanes, which requires it, is installed; once handoff-lanes is gone, it can.
+    let version = env
+        .store
+        .get_webhook(&scope, &w.id)
+        .await
+        .expect("webhook")
+        .config_version;
+    let remove_req = |name: &str| RemoveRulePackRequest {
+        webhook_id: w.id.clone(),
+        name: name.into(),
+        ..Default::default()
+    };
+    let err = remove(&env, &cred, remove_req("trusted-actors"))
+        .await
+        .expect_err("required by handoff-lanes");
+    assert_eq!(reason(&err), "required_by_pack", "{err:?}");
+    assert!(err.message().contains("handoff-lanes"), "{err:?}");
+    assert_eq!(
+        details(&err),
+        json!({"pack": "trusted-actors", "required_by": ["handoff-lanes"]})
+    );
+    assert_eq!(
+        env.store
+            .get_webhook(&scope, &w.id)
+            .await
+            .expect("webhook")
+            .config_version,
+        version,
+        "nothing saved"
+    );
+    let plan = remove(&env, &cred, remove_req("handoff-lanes"))
+        .await
+        .expect("plan the dependent's removal");
+    let mut confirm = remove_req("handoff-lanes");
+    confirm.confirm = plan["plan_token"].as_str().expect("token").to_string();
+    confirm.allow_unproven = true;
+    remove(&env, &cred, confirm)
+        .await
+        .expect("handoff-lanes removed");
+    remove(&env, &cred, remove_req("trusted-actors"))
+        .await
+        .expect("nothing requires trusted-actors now: it plans");
 }
 
 async fn a_shared_param_changes_for_both_packs(db: TestDb) {

@@ -138,7 +138,7 @@ fn rule_pack_status(e: crate::rule_packs::PackError) -> Status {
         "busy" => Code::Aborted,
         "router_unavailable" => Code::Unavailable,
         "internal" => Code::Internal,
-        // plan_stale, pack_rule_faults, unproven, local_edits, requires_pack,
+        // plan_stale, pack_rule_faults, unproven, local_edits, requires_pack, required_by_pack,
         // default_conflict, too_many_rules, unavailable_version
         _ => Code::FailedPrecondition,
     };
