@@ -2360,8 +2360,35 @@ async fn retention_purges_in_batches_and_listings_say_what_window_remains(api: A
         pause: Duration::ZERO,
         ..RetentionOptions::default()
     };
+    // Two plans: one expired more than a day ago (past the grace), one live.
+    for (token, expires_at) in [
+        ("old", api.clock.now_ms() - 25 * 3_600_000),
+        ("live", api.clock.now_ms() + 3_600_000),
+    ] {
+        api.store
+            .insert_plan(switchboard_control::store::NewPlan {
+                webhook_id: w.id.clone(),
+                owner_scope: alice.clone(),
+                token_hash: format!("hash-{token}"),
+                pack_name: "drop-ci-noise".into(),
+                pack_version: "2.0.0".into(),
+                params_digest: String::new(),
+                candidate: json!({"rules": []}),
+                base_config_version: 1,
+                expires_at,
+                plan: json!({}),
+            })
+            .await
+            .expect("a plan");
+    }
     let purged = purge_once(&state, &options).await.expect("a pass");
     assert_eq!((purged.by_age, purged.by_count), (1, 0), "{purged:?}");
+    assert_eq!(
+        purged.plans, 1,
+        "the plan a day past its expiry, not the live one"
+    );
+    assert!(api.store.plan_by_token("hash-live", &alice).await.is_ok());
+    assert!(api.store.plan_by_token("hash-old", &alice).await.is_err());
     let after = listed(&mut c).await;
     let ids: Vec<&str> = after.events.iter().map(|e| e.id.as_str()).collect();
     assert_eq!(

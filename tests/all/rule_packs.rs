@@ -399,6 +399,7 @@ on_every_backend!(
     each_confirm_argument_is_checked_on_its_own,
     a_confirm_racing_set_webhook_rules,
     a_trusted_actors_plan_replays_with_the_actors_it_sets,
+    an_older_installed_version_offers_its_upgrade,
 );
 
 async fn no_external_packs_by_default(db: TestDb) {
@@ -2200,4 +2201,53 @@ async fn a_trusted_actors_plan_replays_with_the_actors_it_sets(db: TestDb) {
     for f in plan["fixtures"].as_array().expect("fixtures") {
         assert_eq!(f["passed"], true, "{f}");
     }
+    // Issue 18 item 11: the confirm sets the webhook's first-class trusted actors, and the
+    // saved configuration then quarantines the stranger's issue, not Codertocat's.
+    install(&env, &cred, confirm_req(&w, "trusted-actors", &plan, false))
+        .await
+        .expect("confirm");
+    let saved = env.store.get_webhook(&scope, &w.id).await.expect("webhook");
+    let actors = saved
+        .trusted_actors
+        .expect("trusted actors set by the confirm");
+    assert_eq!(actors["humans"], json!(["Codertocat"]), "{actors}");
+    let decided = dry_run(&env, &cred, &w, "issues.opened", &body).await;
+    assert_eq!(decided["decision"], "quarantine", "{decided}");
+    body["sender"]["login"] = json!("Codertocat");
+    let decided = dry_run(&env, &cred, &w, "issues.opened", &body).await;
+    assert_ne!(decided["decision"], "quarantine", "{decided}");
+}
+
+/// Issue 18 item 11: an installed older version says an upgrade is available, and to what;
+/// once upgraded it says none.
+async fn an_older_installed_version_offers_its_upgrade(db: TestDb) {
+    let env = Env::start(&db, Options::default()).await;
+    let (scope, cred) = env.owner("alice", ALL).await;
+    let w = env.webhook(&scope, None).await;
+    history(&env, &w).await;
+    let mut req = plan_req(&w, "drop-ci-noise");
+    req.version = "1".into();
+    let plan = install(&env, &cred, req).await.expect("plan v1");
+    let mut confirm = confirm_req(&w, "drop-ci-noise", &plan, false);
+    confirm.version = "1".into();
+    install(&env, &cred, confirm).await.expect("confirm v1");
+    let w = env.store.get_webhook(&scope, &w.id).await.expect("webhook");
+    let installed =
+        pack(&listing(&env, &cred, Some(&w)).await, "drop-ci-noise")["installed"].clone();
+    assert_eq!(installed["version"], "1.0.0", "{installed}");
+    assert_eq!(installed["upgrade_available"], true, "{installed}");
+    assert_eq!(installed["upgrade_to"], "2.0.0", "{installed}");
+
+    let plan = install(&env, &cred, plan_req(&w, "drop-ci-noise"))
+        .await
+        .expect("plan the upgrade");
+    assert_eq!(plan["kind"], "upgrade");
+    install(&env, &cred, confirm_req(&w, "drop-ci-noise", &plan, false))
+        .await
+        .expect("confirm the upgrade");
+    let installed =
+        pack(&listing(&env, &cred, Some(&w)).await, "drop-ci-noise")["installed"].clone();
+    assert_eq!(installed["version"], "2.0.0", "{installed}");
+    assert_eq!(installed["upgrade_available"], false, "{installed}");
+    assert_eq!(installed["upgrade_to"], Value::Null, "{installed}");
 }
