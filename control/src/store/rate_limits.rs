@@ -48,10 +48,15 @@ struct WindowAt {
 impl WindowAt {
     /// The refusal: the budget is spent until this window ends.
     fn exhausted(&self) -> Error {
-        let left = (self.start + self.length - self.now).max(1);
-        Error::ResourceExhausted {
-            retry_after: Duration::from_millis(u64::try_from(left).unwrap_or(1)),
-        }
+        exhausted_until(self.now, self.start + self.length)
+    }
+}
+
+/// The refusal of a take at `now` whose budget frees up at `free_at` (epoch ms).
+fn exhausted_until(now: i64, free_at: i64) -> Error {
+    let left = (free_at - now).max(1);
+    Error::ResourceExhausted {
+        retry_after: Duration::from_millis(u64::try_from(left).unwrap_or(1)),
     }
 }
 
@@ -236,12 +241,7 @@ impl Store {
         if taken >= i64::from(limit) {
             let oldest: Option<i64> = sqlx::Row::try_get(&row, "oldest")?;
             tx.commit().await?;
-            let free_at = oldest.unwrap_or(now) + length;
-            return Err(Error::ResourceExhausted {
-                retry_after: Duration::from_millis(
-                    u64::try_from((free_at - now).max(1)).unwrap_or(1),
-                ),
-            });
+            return Err(exhausted_until(now, oldest.unwrap_or(now) + length));
         }
         sqlx::query("INSERT INTO rate_limit_log (subject, kind, at) VALUES ($1, $2, $3)")
             .bind(subject)
