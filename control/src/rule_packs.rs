@@ -160,6 +160,8 @@ pub struct InstallArgs {
     pub confirm: Option<String>,
     pub allow_unproven: bool,
     pub overwrite_local_edits: bool,
+    /// Params the change orphans that stay on the webhook (`param_diff.orphaned`).
+    pub keep_params: Option<Vec<String>>,
 }
 
 /// `remove_rule_pack` arguments.
@@ -170,6 +172,8 @@ pub struct RemoveArgs {
     pub replay: ReplayWindow,
     pub confirm: Option<String>,
     pub allow_unproven: bool,
+    /// Params the removal orphans that stay on the webhook.
+    pub keep_params: Option<Vec<String>>,
 }
 
 /// Reports replay progress: (deliveries replayed, total).
@@ -301,6 +305,8 @@ impl RulePacks {
                 "title": newest.pack.title,
                 "summary": newest.pack.summary,
                 "source": newest.source.label(),
+                "available": versions.iter().any(|cp| self.catalog.availability(cp, &caps).available),
+                "unavailable_reason": Value::Null,
                 "versions": version_list,
             });
             if let Some(i) = installed.iter().find(|p| p.name == name) {
@@ -308,24 +314,33 @@ impl RulePacks {
                     cp.pack.semver() > semver_of(&i.version)
                         && self.catalog.availability(cp, &caps).available
                 });
-                let d = drift(i, &saved);
-                entry["installed"] = json!({
-                    "version": i.version,
-                    "upgrade_available": upgrade.is_some(),
-                    "upgrade_to": upgrade.map(|u| u.pack.version.clone()),
-                    "proven": i.proven,
-                    "truncated": i.truncated,
-                    "last_replay": i.replay.replayed_at,
-                    "installed_at": i.installed_at,
-                    "installed_by": i.installed_by,
-                    "rule_ids": i.rule_ids,
-                    "owned_params": i.owned_params,
-                    "drift": d,
-                });
+                entry["installed"] = installed_entry(
+                    i,
+                    &saved,
+                    upgrade.map(|u| u.pack.version.clone()),
+                    self.catalog.find(&i.name, &i.version).is_some(),
+                );
             } else if webhook.is_some() {
                 entry["installed"] = Value::Null;
             }
             packs.push(entry);
+        }
+        // Installed packs the catalog no longer has at all (an external source dropped at
+        // restart): still listed, so an owner sees what routes and can remove it.
+        for i in installed
+            .iter()
+            .filter(|i| self.catalog.versions(&i.name).is_empty())
+        {
+            packs.push(json!({
+                "name": i.name,
+                "title": Value::Null,
+                "summary": Value::Null,
+                "source": Value::Null,
+                "available": false,
+                "unavailable_reason": gone_from_catalog(i),
+                "versions": [],
+                "installed": installed_entry(i, &saved, None, false),
+            }));
         }
         Ok(json!({"packs": packs}))
     }
@@ -375,6 +390,7 @@ impl RulePacks {
             params: args.params.clone().unwrap_or_default(),
             replaces: args.replaces.clone().unwrap_or_default(),
             overwrite_local_edits: args.overwrite_local_edits,
+            keep_params: args.keep_params.clone().unwrap_or_default(),
         };
         let candidate =
             install_candidate(&saved, &prov, &pack, &request, &|n, v| self.manifest(n, v))?;
@@ -393,6 +409,7 @@ impl RulePacks {
             "params": args.params.clone().unwrap_or_default(),
             "replaces": request.replaces,
             "overwrite_local_edits": args.overwrite_local_edits,
+            "keep_params": request.keep_params,
         });
         self.plan(
             caller,
@@ -421,7 +438,7 @@ impl RulePacks {
                     caller,
                     &args.webhook_id,
                     token,
-                    ConfirmCheck::Remove(&args.name),
+                    ConfirmCheck::Remove(&args),
                     args.allow_unproven,
                 )
                 .await;
@@ -434,7 +451,10 @@ impl RulePacks {
         let saved: Configuration =
             serde_json::from_value(webhook.configuration.clone()).unwrap_or_default();
         let prov = provenance::from_json(&webhook.provenance);
-        let candidate = removal_candidate(&saved, &prov, &args.name, &|n, v| self.manifest(n, v))?;
+        let keep_params = args.keep_params.clone().unwrap_or_default();
+        let candidate = removal_candidate(&saved, &prov, &args.name, &keep_params, &|n, v| {
+            self.manifest(n, v)
+        })?;
         let ctx = routing_context(&webhook, &self.state.capabilities);
         self.validate_candidate(&candidate.configuration, &ctx)
             .await?;
@@ -450,7 +470,7 @@ impl RulePacks {
             "remove",
             candidate,
             &args.replay,
-            &json!({"remove": args.name}),
+            &json!({"remove": args.name, "keep_params": keep_params}),
             progress,
         )
         .await
@@ -1013,8 +1033,8 @@ impl RulePacks {
                 replayed_at: rfc3339(now),
             };
         }
-        let name = pack.map(|p| p.name.clone()).unwrap_or_default();
-        let version = pack.map(|p| p.version.clone()).unwrap_or_default();
+        let name = candidate.pack_name.clone();
+        let version = candidate.pack_version.clone();
         let from_version = provenance::from_json(&webhook.provenance)
             .iter()
             .find(|p| p.name == name)
@@ -1154,9 +1174,14 @@ impl RulePacks {
                 }
                 confirm_arguments_match(&plan.plan["apply"], args).map_err(mismatch)?;
             }
-            ConfirmCheck::Remove(name) => {
-                if kind != "remove" || plan.pack_name != name {
+            ConfirmCheck::Remove(args) => {
+                if kind != "remove" || plan.pack_name != args.name {
                     return Err(mismatch("name"));
+                }
+                if let Some(keep) = &args.keep_params
+                    && json!(keep) != planned_keep_params(&plan.plan["apply"])
+                {
+                    return Err(mismatch("keep_params"));
                 }
             }
         }
@@ -1286,7 +1311,40 @@ struct ReplayContexts<'a> {
 /// What a confirm must agree with.
 enum ConfirmCheck<'a> {
     Install(&'a InstallArgs),
-    Remove(&'a str),
+    Remove(&'a RemoveArgs),
+}
+
+/// An installed pack as `list_rule_packs {webhook_id}` shows it, from its provenance alone
+/// (its manifest may have left the catalog).
+fn installed_entry(
+    i: &provenance::InstalledPack,
+    saved: &Configuration,
+    upgrade_to: Option<String>,
+    in_catalog: bool,
+) -> Value {
+    json!({
+        "version": i.version,
+        "available": in_catalog,
+        "unavailable_reason": (!in_catalog).then(|| gone_from_catalog(i)),
+        "upgrade_available": upgrade_to.is_some(),
+        "upgrade_to": upgrade_to,
+        "proven": i.proven,
+        "truncated": i.truncated,
+        "last_replay": i.replay.replayed_at,
+        "installed_at": i.installed_at,
+        "installed_by": i.installed_by,
+        "rule_ids": i.rule_ids,
+        "owned_params": i.owned_params,
+        "drift": drift(i, saved),
+    })
+}
+
+/// Why an installed version has no manifest here, and what an owner can still do.
+fn gone_from_catalog(i: &provenance::InstalledPack) -> String {
+    format!(
+        "{}@{} is no longer in this instance's catalog (the source that provided it is not configured, or it stopped offering that version); its rules keep routing as installed, remove_rule_pack still removes them, and installing another listed version upgrades it",
+        i.name, i.version
+    )
 }
 
 fn semver_of(v: &str) -> Option<semver::Version> {
@@ -1309,6 +1367,9 @@ fn confirm_arguments_match(apply: &Value, args: &InstallArgs) -> Result<(), &'st
             .get("binding_digest")
             .and_then(Value::as_str)
             .unwrap_or_default();
+        if args.keep_params.as_ref().is_some_and(|k| !k.is_empty()) {
+            return Err("keep_params");
+        }
         if args.params.is_none() && args.replaces.is_none() {
             return Ok(());
         }
@@ -1338,7 +1399,21 @@ fn confirm_arguments_match(apply: &Value, args: &InstallArgs) -> Result<(), &'st
     if args.overwrite_local_edits && binding["overwrite_local_edits"] != json!(true) {
         return Err("overwrite_local_edits");
     }
+    if let Some(keep) = &args.keep_params
+        && json!(keep) != planned_keep_params(apply)
+    {
+        return Err("keep_params");
+    }
     Ok(())
+}
+
+/// The plan's `keep_params`: none for plans stored before the argument existed.
+fn planned_keep_params(apply: &Value) -> Value {
+    apply
+        .get("binding")
+        .and_then(|b| b.get("keep_params"))
+        .cloned()
+        .unwrap_or_else(|| json!([]))
 }
 
 fn report_json(r: &Report) -> Value {

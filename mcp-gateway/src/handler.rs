@@ -463,6 +463,7 @@ impl Gateway {
                             confirm: p.confirm.unwrap_or_default(),
                             allow_unproven: p.allow_unproven,
                             overwrite_local_edits: p.overwrite_local_edits,
+                            keep_params: p.keep_params.unwrap_or_default(),
                         },
                     )
                     .await
@@ -480,6 +481,7 @@ impl Gateway {
                             replay: p.replay.map(replay_window),
                             confirm: p.confirm.unwrap_or_default(),
                             allow_unproven: p.allow_unproven,
+                            keep_params: p.keep_params.unwrap_or_default(),
                         },
                     )
                     .await

@@ -84,6 +84,11 @@ pub struct ParamDiff {
     pub removed: Vec<String>,
     /// Keys the pack took over from values already on the webhook.
     pub adopted: Vec<String>,
+    /// Keys the change leaves owned by no installed pack (a version that no longer declares
+    /// them, a removed pack's): removed with the change unless listed in `kept`.
+    pub orphaned: Vec<String>,
+    /// Orphaned keys the owner asked to keep (`keep_params`): they stay, owned by no pack.
+    pub kept: Vec<String>,
     /// For every changed or adopted key, the installed packs that own it (this one included).
     pub owners: BTreeMap<String, Vec<String>>,
 }
@@ -104,6 +109,9 @@ pub struct VersionDiff {
 /// A candidate configuration and everything a plan says about how it was built.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Candidate {
+    /// The pack installed or removed, and its version (the installed one for a removal).
+    pub pack_name: String,
+    pub pack_version: String,
     pub configuration: Configuration,
     /// The provenance the confirm will save (install time and actor filled in then).
     pub provenance: Provenance,
@@ -122,6 +130,50 @@ pub struct InstallRequest {
     pub params: Map<String, Value>,
     pub replaces: Vec<String>,
     pub overwrite_local_edits: bool,
+    /// Orphaned params to keep on the webhook rather than remove.
+    pub keep_params: Vec<String>,
+}
+
+/// Params of `leaving` that no pack in `staying` owns and `staying_schema` does not declare,
+/// present on the webhook: removed from `params` unless kept. Refuses a kept key that is
+/// not orphaned, so a typo does not pass silently.
+fn orphan_params(
+    leaving: &InstalledPack,
+    staying: &[&InstalledPack],
+    declared: &dyn Fn(&str) -> bool,
+    keep: &[String],
+    params: &mut Map<String, Value>,
+    diff: &mut ParamDiff,
+) -> Result<(), MergeError> {
+    for key in &leaving.owned_params {
+        if declared(key)
+            || staying.iter().any(|o| o.owned_params.contains(key))
+            || !params.contains_key(key)
+        {
+            continue;
+        }
+        diff.orphaned.push(key.clone());
+        if keep.contains(key) {
+            diff.kept.push(key.clone());
+        } else {
+            params.remove(key);
+            diff.removed.push(key.clone());
+        }
+    }
+    if let Some(stray) = keep.iter().find(|k| !diff.orphaned.contains(k)) {
+        return Err(MergeError::InvalidArgument {
+            field: "keep_params".into(),
+            message: format!(
+                "{stray} is not a param this change would remove (orphaned: {})",
+                if diff.orphaned.is_empty() {
+                    "none".to_string()
+                } else {
+                    diff.orphaned.join(", ")
+                }
+            ),
+        });
+    }
+    Ok(())
 }
 
 fn owner_of<'a>(provenance: &'a Provenance, rule_id: &str) -> Option<&'a InstalledPack> {
@@ -230,6 +282,30 @@ pub fn install_candidate(
             None => {}
         }
     }
+    match previous {
+        Some(prev) => {
+            let staying: Vec<&InstalledPack> =
+                provenance.iter().filter(|p| p.name != pack.name).collect();
+            orphan_params(
+                prev,
+                &staying,
+                &|k| pack.params_schema.contains_key(k),
+                &request.keep_params,
+                &mut params,
+                &mut diff,
+            )?;
+        }
+        None if !request.keep_params.is_empty() => {
+            return Err(MergeError::InvalidArgument {
+                field: "keep_params".into(),
+                message: format!(
+                    "{} is not installed, so installing it removes no param",
+                    pack.name
+                ),
+            });
+        }
+        None => {}
+    }
     for key in diff.changed.iter().chain(diff.adopted.iter()) {
         let mut owners: Vec<String> = provenance
             .iter()
@@ -281,11 +357,10 @@ pub fn install_candidate(
     requires.insert(pack.name.clone(), pack.requires.packs.clone());
     let mut placement_of: BTreeMap<String, Placement> = BTreeMap::new();
     placement_of.insert(pack.name.clone(), pack.placement);
-    for p in provenance {
-        if let Some(m) = manifests(&p.name, &p.version) {
-            requires.insert(p.name.clone(), m.requires.packs.clone());
-            placement_of.insert(p.name.clone(), m.placement);
-        }
+    for p in provenance.iter().filter(|p| p.name != pack.name) {
+        let m = manifests(&p.name, &p.version);
+        requires.insert(p.name.clone(), p.required_packs(m.as_ref()));
+        placement_of.insert(p.name.clone(), p.placement(m.as_ref()));
     }
     let mut prepend: Vec<(String, Vec<Rule>)> = Vec::new();
     let mut append: Vec<(String, Vec<Rule>)> = Vec::new();
@@ -371,7 +446,10 @@ pub fn install_candidate(
     let mut new_provenance: Provenance = provenance
         .iter()
         .filter(|p| p.name != pack.name)
-        .cloned()
+        .map(|p| {
+            p.clone()
+                .backfilled(manifests(&p.name, &p.version).as_ref())
+        })
         .collect();
     new_provenance.push(InstalledPack {
         name: pack.name.clone(),
@@ -384,6 +462,8 @@ pub fn install_candidate(
             .collect(),
         sets_default_action: pack.default_action.is_some(),
         owned_params: pack.params_schema.keys().cloned().collect(),
+        requires: Some(pack.requires.clone()),
+        placement: Some(pack.placement),
         installed_at: String::new(),
         installed_by: Default::default(),
         proven: false,
@@ -402,6 +482,8 @@ pub fn install_candidate(
         serde_json::json!({"humans": list(&t.humans), "agents": list(&t.agents), "bots": list(&t.bots)})
     });
     Ok(Candidate {
+        pack_name: pack.name.clone(),
+        pack_version: pack.version.clone(),
         pack_rule_ids: new_rules.iter().filter_map(|r| r.id.clone()).collect(),
         configuration,
         provenance: new_provenance,
@@ -413,11 +495,14 @@ pub fn install_candidate(
 }
 
 /// Plans the candidate for removing `name`: its installed rules, its default_action if it
-/// set one, and the params it alone owns.
+/// set one, and the params it alone owns (unless kept). Needs only the provenance, so a pack
+/// whose manifest has left the catalog can still be removed; `manifest` is read only for
+/// provenance written before requirements were recorded.
 pub fn removal_candidate(
     saved: &Configuration,
     provenance: &Provenance,
     name: &str,
+    keep_params: &[String],
     manifest: &dyn Fn(&str, &str) -> Option<Pack>,
 ) -> Result<Candidate, MergeError> {
     let installed = provenance
@@ -430,8 +515,9 @@ pub fn removal_candidate(
         .iter()
         .filter(|p| p.name != name)
         .filter(|p| {
-            manifest(&p.name, &p.version)
-                .is_some_and(|m| m.requires.packs.iter().any(|r| r == name))
+            p.required_packs(manifest(&p.name, &p.version).as_ref())
+                .iter()
+                .any(|r| r == name)
         })
         .map(|p| p.name.clone())
         .collect();
@@ -454,11 +540,14 @@ pub fn removal_candidate(
     let others: Vec<&InstalledPack> = provenance.iter().filter(|p| p.name != name).collect();
     let mut params = saved.params.clone();
     let mut diff = ParamDiff::default();
-    for key in &installed.owned_params {
-        if !others.iter().any(|o| o.owned_params.contains(key)) && params.remove(key).is_some() {
-            diff.removed.push(key.clone());
-        }
-    }
+    orphan_params(
+        installed,
+        &others,
+        &|_| false,
+        keep_params,
+        &mut params,
+        &mut diff,
+    )?;
     let default_action = if installed.sets_default_action {
         None
     } else {
@@ -475,8 +564,13 @@ pub fn removal_candidate(
         configuration.default_action.as_ref(),
     );
     Ok(Candidate {
+        pack_name: installed.name.clone(),
+        pack_version: installed.version.clone(),
         configuration,
-        provenance: others.into_iter().cloned().collect(),
+        provenance: others
+            .into_iter()
+            .map(|p| p.clone().backfilled(manifest(&p.name, &p.version).as_ref()))
+            .collect(),
         rule_diff,
         param_diff: diff,
         version_diff: None,

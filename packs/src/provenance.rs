@@ -7,6 +7,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use switchboard_model::{Action, Configuration, Rule};
 
+use crate::manifest::{Pack, Placement, Requires};
+
 /// Who confirmed an install: the endpoint and its owning human.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct InstalledBy {
@@ -39,11 +41,45 @@ pub struct InstalledPack {
     pub sets_default_action: bool,
     /// Param keys this pack owns.
     pub owned_params: Vec<String>,
+    /// What the manifest required and where it placed its rules, kept so listing, removal
+    /// and other packs' installs still work when the manifest has left the catalog. Absent
+    /// in provenance written before they were recorded: then the catalog's manifest is read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requires: Option<Requires>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Placement>,
     pub installed_at: String,
     pub installed_by: InstalledBy,
     pub proven: bool,
     pub truncated: bool,
     pub replay: ReplaySummary,
+}
+
+impl InstalledPack {
+    /// The packs this one requires: as recorded, else as its manifest says, else none.
+    pub fn required_packs(&self, manifest: Option<&Pack>) -> Vec<String> {
+        match (&self.requires, manifest) {
+            (Some(r), _) => r.packs.clone(),
+            (None, Some(m)) => m.requires.packs.clone(),
+            (None, None) => Vec::new(),
+        }
+    }
+
+    /// Where its rules stand: as recorded, else as its manifest says, else `prepend`.
+    pub fn placement(&self, manifest: Option<&Pack>) -> Placement {
+        self.placement
+            .or(manifest.map(|m| m.placement))
+            .unwrap_or(Placement::Prepend)
+    }
+
+    /// Fills what older provenance did not record from the manifest, when there is one.
+    pub fn backfilled(mut self, manifest: Option<&Pack>) -> Self {
+        if let Some(m) = manifest {
+            self.requires.get_or_insert_with(|| m.requires.clone());
+            self.placement.get_or_insert(m.placement);
+        }
+        self
+    }
 }
 
 /// The webhook's provenance: installed packs in install order.

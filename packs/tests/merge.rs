@@ -340,7 +340,7 @@ fn a_pack_another_installed_pack_requires_is_not_removed() {
     )
     .unwrap();
     let (c2, p2) = install(&c1, &p1, &lanes, InstallRequest::default(), &catalog).unwrap();
-    let err = removal_candidate(&c2, &p2, "ta", &find_in(&catalog)).unwrap_err();
+    let err = removal_candidate(&c2, &p2, "ta", &[], &find_in(&catalog)).unwrap_err();
     assert_eq!(err.code(), "required_by_pack");
     assert_eq!(
         err,
@@ -351,9 +351,9 @@ fn a_pack_another_installed_pack_requires_is_not_removed() {
     );
     assert!(err.to_string().contains("required by lanes"), "{err}");
     // The dependent goes first; then the required pack can go.
-    let r = removal_candidate(&c2, &p2, "lanes", &find_in(&catalog)).unwrap();
+    let r = removal_candidate(&c2, &p2, "lanes", &[], &find_in(&catalog)).unwrap();
     let (c3, p3) = (r.configuration, r.provenance);
-    removal_candidate(&c3, &p3, "ta", &find_in(&catalog)).expect("nothing requires ta now");
+    removal_candidate(&c3, &p3, "ta", &[], &find_in(&catalog)).expect("nothing requires ta now");
 }
 
 #[test]
@@ -374,22 +374,184 @@ fn removal_takes_rules_default_and_params_only_this_pack_owns() {
     )
     .unwrap();
     let (c2, p2) = install(&c1, &p1, &b, InstallRequest::default(), &catalog).unwrap();
-    let r = removal_candidate(&c2, &p2, "lanes", &find_in(&catalog)).unwrap();
+    let r = removal_candidate(&c2, &p2, "lanes", &[], &find_in(&catalog)).unwrap();
     assert_eq!(ids(&r.configuration), ["ta--a", "mine-1", "mine-2"]);
     assert!(r.configuration.default_action.is_none());
     assert!(
         r.configuration.params.contains_key("shared"),
         "still owned by ta"
     );
-    let r = removal_candidate(&c2, &p2, "ta", &find_in(&catalog)).unwrap();
+    let r = removal_candidate(&c2, &p2, "ta", &[], &find_in(&catalog)).unwrap();
     assert!(!r.configuration.params.contains_key("own"));
     assert!(r.configuration.params.contains_key("shared"));
     assert_eq!(r.param_diff.removed, ["own"]);
     assert_eq!(
-        removal_candidate(&c2, &p2, "nope", &find_in(&catalog))
+        removal_candidate(&c2, &p2, "nope", &[], &find_in(&catalog))
             .unwrap_err()
             .code(),
         "not_found"
     );
     let _: Vec<InstalledPack> = p2;
+}
+
+/// Issue 18 item 3: provenance alone is enough to remove a pack, keep its dependents' order
+/// and refuse the removal of a pack another requires, with no manifest in the catalog.
+#[test]
+fn a_pack_whose_manifest_left_the_catalog_is_removed_from_its_provenance_alone() {
+    let ta = pack(json!({"name": "ta", "placement": "append",
+        "params_schema": {"own": {"type": "int", "default": 2, "description": "d"}}}));
+    let lanes = pack(json!({"name": "lanes", "requires": {"packs": ["ta"]}}));
+    let catalog = vec![ta.clone(), lanes.clone()];
+    let (c1, p1) = install(
+        &hand_written(),
+        &vec![],
+        &ta,
+        InstallRequest::default(),
+        &catalog,
+    )
+    .unwrap();
+    let (c2, p2) = install(&c1, &p1, &lanes, InstallRequest::default(), &catalog).unwrap();
+    let nothing = |_: &str, _: &str| None;
+    // Both manifests gone: the requirement is still known, from provenance.
+    let err = removal_candidate(&c2, &p2, "ta", &[], &nothing).unwrap_err();
+    assert_eq!(err.code(), "required_by_pack");
+    let r = removal_candidate(&c2, &p2, "lanes", &[], &nothing).unwrap();
+    assert_eq!(
+        (r.pack_name.as_str(), r.pack_version.as_str()),
+        ("lanes", "1.0.0")
+    );
+    assert_eq!(ids(&r.configuration), ["mine-1", "mine-2", "ta--a"]);
+    let r = removal_candidate(&r.configuration, &r.provenance, "ta", &[], &nothing).unwrap();
+    assert_eq!(ids(&r.configuration), ["mine-1", "mine-2"]);
+    assert_eq!(r.param_diff.removed, ["own"]);
+    assert_eq!(r.param_diff.orphaned, ["own"]);
+    // Installing another pack keeps the manifest-less pack's block where its placement says.
+    let other = pack(json!({"name": "other"}));
+    let c = install_candidate(&c2, &p2, &other, &InstallRequest::default(), &nothing).unwrap();
+    assert_eq!(
+        ids(&c.configuration),
+        ["lanes--a", "other--a", "mine-1", "mine-2", "ta--a"]
+    );
+}
+
+/// Provenance written before requirements and placement were recorded reads them from the
+/// manifest, and the next candidate records them.
+#[test]
+fn older_provenance_is_backfilled_from_the_manifest() {
+    let ta = pack(json!({"name": "ta", "placement": "append"}));
+    let lanes = pack(json!({"name": "lanes", "requires": {"packs": ["ta"]}}));
+    let catalog = vec![ta.clone(), lanes.clone()];
+    let (c1, p1) = install(
+        &hand_written(),
+        &vec![],
+        &ta,
+        InstallRequest::default(),
+        &catalog,
+    )
+    .unwrap();
+    let (c2, mut p2) = install(&c1, &p1, &lanes, InstallRequest::default(), &catalog).unwrap();
+    for p in &mut p2 {
+        p.requires = None;
+        p.placement = None;
+    }
+    let old: Provenance = serde_json::from_value(serde_json::to_value(&p2).unwrap()).unwrap();
+    assert_eq!(
+        removal_candidate(&c2, &old, "ta", &[], &find_in(&catalog))
+            .unwrap_err()
+            .code(),
+        "required_by_pack"
+    );
+    let other = pack(json!({"name": "other"}));
+    let c = install_candidate(
+        &c2,
+        &old,
+        &other,
+        &InstallRequest::default(),
+        &find_in(&catalog),
+    )
+    .unwrap();
+    let recorded = c.provenance.iter().find(|p| p.name == "lanes").unwrap();
+    assert_eq!(recorded.requires.as_ref().unwrap().packs, ["ta"]);
+    let recorded = c.provenance.iter().find(|p| p.name == "ta").unwrap();
+    assert_eq!(
+        recorded.placement,
+        Some(switchboard_packs::manifest::Placement::Append)
+    );
+}
+
+/// Issue 18 item 10: an upgrade that stops declaring a param lists it as orphaned and removes
+/// it unless kept; a param another installed pack owns is not orphaned.
+#[test]
+fn an_upgrade_removes_the_params_it_orphans_unless_kept() {
+    let v1 = pack(json!({"name": "ta", "params_schema": {
+        "gone": {"type": "bool", "default": true, "description": "d"},
+        "shared": {"type": "string_list", "default": [], "description": "d"},
+        "stays": {"type": "int", "default": 1, "description": "d"}}}));
+    let mut v2 = pack(json!({"name": "ta", "params_schema": {
+        "stays": {"type": "int", "default": 1, "description": "d"}}}));
+    v2.version = "2.0.0".into();
+    let lanes = pack(json!({"name": "lanes", "params_schema": {
+        "shared": {"type": "string_list", "default": [], "description": "d"}}}));
+    let catalog = vec![v1.clone(), v2.clone(), lanes.clone()];
+    let (c1, p1) = install(
+        &hand_written(),
+        &vec![],
+        &v1,
+        InstallRequest::default(),
+        &catalog,
+    )
+    .unwrap();
+    // Without lanes both `gone` and `shared` are orphaned.
+    let c = install_candidate(
+        &c1,
+        &p1,
+        &v2,
+        &InstallRequest::default(),
+        &find_in(&catalog),
+    )
+    .unwrap();
+    assert_eq!(c.param_diff.orphaned, ["gone", "shared"]);
+    assert_eq!(c.param_diff.removed, ["gone", "shared"]);
+    assert!(!c.configuration.params.contains_key("gone"));
+    assert_eq!(c.configuration.params["stays"], json!(1));
+    assert_eq!(
+        c.configuration.params["mine"],
+        json!(1),
+        "hand-written params stay"
+    );
+    let keep = InstallRequest {
+        keep_params: vec!["gone".into()],
+        ..Default::default()
+    };
+    let c = install_candidate(&c1, &p1, &v2, &keep, &find_in(&catalog)).unwrap();
+    assert_eq!(c.param_diff.kept, ["gone"]);
+    assert_eq!(c.param_diff.removed, ["shared"]);
+    assert_eq!(c.configuration.params["gone"], json!(true));
+    // With lanes installed, `shared` still has an owner.
+    let (c2, p2) = install(&c1, &p1, &lanes, InstallRequest::default(), &catalog).unwrap();
+    let c = install_candidate(
+        &c2,
+        &p2,
+        &v2,
+        &InstallRequest::default(),
+        &find_in(&catalog),
+    )
+    .unwrap();
+    assert_eq!(c.param_diff.orphaned, ["gone"]);
+    assert!(c.configuration.params.contains_key("shared"));
+    // Keeping a param the change does not orphan is refused, naming it.
+    let stray = InstallRequest {
+        keep_params: vec!["stays".into()],
+        ..Default::default()
+    };
+    let err = install_candidate(&c2, &p2, &v2, &stray, &find_in(&catalog)).unwrap_err();
+    assert_eq!(err.code(), "invalid_argument");
+    assert!(err.to_string().contains("stays is not a param"), "{err}");
+    // A removal keeps what it is asked to keep.
+    let r = removal_candidate(&c2, &p2, "lanes", &[], &find_in(&catalog)).unwrap();
+    assert!(r.param_diff.orphaned.is_empty(), "ta still owns shared");
+    let r = removal_candidate(&c1, &p1, "ta", &["stays".into()], &find_in(&catalog)).unwrap();
+    assert_eq!(r.param_diff.kept, ["stays"]);
+    assert_eq!(r.param_diff.removed, ["gone", "shared"]);
+    assert_eq!(r.configuration.params["stays"], json!(1));
 }

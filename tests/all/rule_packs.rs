@@ -318,7 +318,7 @@ pub(crate) fn confirm_req(
 }
 
 /// The stable reason a status carries (`plan_stale: …` → `plan_stale`).
-fn reason(s: &Status) -> String {
+pub(crate) fn reason(s: &Status) -> String {
     s.message()
         .split(':')
         .next()
@@ -400,6 +400,8 @@ on_every_backend!(
     a_confirm_racing_set_webhook_rules,
     a_trusted_actors_plan_replays_with_the_actors_it_sets,
     an_older_installed_version_offers_its_upgrade,
+    a_pack_whose_manifest_left_the_catalog_is_listed_and_removed,
+    an_upgrade_removes_the_params_it_orphans_unless_the_owner_keeps_them,
 );
 
 async fn no_external_packs_by_default(db: TestDb) {
@@ -1147,7 +1149,7 @@ fn rule_ids(config: &Value) -> Vec<String> {
 }
 
 /// The structured details a rule-pack refusal carries (ErrorInfo metadata `details`).
-fn details(s: &Status) -> Value {
+pub(crate) fn details(s: &Status) -> Value {
     use tonic_types::StatusExt;
     s.get_error_details()
         .error_info()
@@ -2250,4 +2252,195 @@ async fn an_older_installed_version_offers_its_upgrade(db: TestDb) {
     assert_eq!(installed["version"], "2.0.0", "{installed}");
     assert_eq!(installed["upgrade_available"], false, "{installed}");
     assert_eq!(installed["upgrade_to"], Value::Null, "{installed}");
+}
+
+/// Issue 18 item 3: a control restarted without the source of an installed external pack,
+/// and without an installed built-in version, still lists both (`available: false` and why),
+/// and removes the external pack from its provenance alone.
+async fn a_pack_whose_manifest_left_the_catalog_is_listed_and_removed(db: TestDb) {
+    let builtin = Catalog::builtin();
+    let mut external = builtin
+        .find("drop-ci-noise", "1.0.0")
+        .expect("drop-ci-noise@1")
+        .pack
+        .clone();
+    external.name = "ext-noise".into();
+    let mut with_external = Catalog::builtin();
+    with_external
+        .add_external(external.clone(), "file:///packs")
+        .expect("admitted");
+    let env = Env::start(
+        &db,
+        Options {
+            catalog: with_external,
+            ..Options::without_trusted_actors()
+        },
+    )
+    .await;
+    let (scope, cred) = env.owner("alice", ALL).await;
+    let w = env.webhook(&scope, None).await;
+    history(&env, &w).await;
+    for (name, version) in [("ext-noise", ""), ("no-self-review", "1")] {
+        let mut req = plan_req(&w, name);
+        req.version = version.into();
+        if name == "no-self-review" {
+            req.params_json = Some(json!({"identity": "reviewer-b"}).to_string());
+        }
+        let plan = install(&env, &cred, req).await.expect("plan");
+        install(&env, &cred, confirm_req(&w, name, &plan, true))
+            .await
+            .expect("confirm");
+    }
+    let (before, _) = env.configuration(&cred, &w).await;
+    drop(env);
+
+    // Restarted: the external source is gone and no-self-review@1 was withdrawn.
+    let without = Catalog::from_packs(
+        builtin
+            .packs()
+            .iter()
+            .filter(|p| p.pack.name != "no-self-review")
+            .cloned()
+            .collect(),
+    );
+    let env = Env::start(
+        &db,
+        Options {
+            catalog: without,
+            ..Options::without_trusted_actors()
+        },
+    )
+    .await;
+    let l = listing(&env, &cred, Some(&w)).await;
+    for (name, rules) in [("ext-noise", external.rules.len()), ("no-self-review", 0)] {
+        let entry = pack(&l, name);
+        assert_eq!(entry["available"], false, "{entry}");
+        assert_eq!(entry["versions"], json!([]), "{entry}");
+        let why = entry["unavailable_reason"].as_str().expect("why");
+        assert!(
+            why.contains("no longer in this instance's catalog"),
+            "{why}"
+        );
+        let installed = &entry["installed"];
+        assert_eq!(installed["available"], false, "{installed}");
+        assert_eq!(installed["drift"]["state"], "none", "{installed}");
+        if rules > 0 {
+            assert_eq!(
+                installed["rule_ids"].as_array().expect("rule ids").len(),
+                rules,
+                "{installed}"
+            );
+        }
+    }
+    // It keeps routing as installed: the saved configuration is untouched by the restart.
+    assert_eq!(env.configuration(&cred, &w).await.0, before);
+
+    let mut req = RemoveRulePackRequest {
+        webhook_id: w.id.clone(),
+        name: "ext-noise".into(),
+        ..Default::default()
+    };
+    let plan = remove(&env, &cred, req.clone())
+        .await
+        .expect("removal plan");
+    assert_eq!(plan["kind"], "remove");
+    assert_eq!(plan["pack"]["name"], "ext-noise", "{plan}");
+    assert_eq!(plan["pack"]["version"], "1.0.0", "{plan}");
+    let removed: Vec<String> = external
+        .rules
+        .iter()
+        .map(|r| format!("ext-noise--{}", r.id.as_deref().unwrap_or_default()))
+        .collect();
+    assert_eq!(plan["rule_diff"]["removed"], json!(removed), "{plan}");
+    req.confirm = plan["plan_token"].as_str().expect("token").into();
+    req.allow_unproven = true;
+    let applied = remove(&env, &cred, req).await.expect("confirm the removal");
+    assert_eq!(applied["saved"], true);
+    let (after, _) = env.configuration(&cred, &w).await;
+    let ids = rule_ids(&after);
+    assert!(
+        ids.iter().all(|id| !id.starts_with("ext-noise--")),
+        "{ids:?}"
+    );
+    assert!(
+        ids.iter().any(|id| id.starts_with("no-self-review--")),
+        "{ids:?}"
+    );
+    let l = listing(&env, &cred, Some(&w)).await;
+    assert!(
+        l["packs"]
+            .as_array()
+            .expect("packs")
+            .iter()
+            .all(|p| p["name"] != "ext-noise"),
+        "{l}"
+    );
+}
+
+/// Issue 18 item 10: upgrading trusted-actors 1 → 2 orphans `require_verified` and
+/// `cairn_actors` (version 2 declares neither, no other pack owns them): the plan lists them,
+/// the confirm removes them, and `keep_params` keeps the ones named — bound to the plan.
+async fn an_upgrade_removes_the_params_it_orphans_unless_the_owner_keeps_them(db: TestDb) {
+    let env = Env::start(&db, Options::without_trusted_actors()).await;
+    let (scope, cred) = env.owner("alice", ALL).await;
+    let w = env.webhook(&scope, None).await;
+    history(&env, &w).await;
+    let mut req = plan_req(&w, "trusted-actors");
+    req.params_json = Some(json!({"cairn_actors": ["cairn-bot"]}).to_string());
+    let plan = install(&env, &cred, req).await.expect("plan v1");
+    assert_eq!(plan["pack"]["version"], "1.0.0");
+    install(&env, &cred, confirm_req(&w, "trusted-actors", &plan, true))
+        .await
+        .expect("confirm v1");
+    drop(env);
+
+    let env = Env::start(&db, Options::default()).await;
+    let plan = install(&env, &cred, plan_req(&w, "trusted-actors"))
+        .await
+        .expect("plan the upgrade");
+    assert_eq!(plan["kind"], "upgrade", "{plan}");
+    let orphaned = json!(["cairn_actors", "require_verified"]);
+    assert_eq!(plan["param_diff"]["orphaned"], orphaned, "{plan}");
+    assert_eq!(plan["param_diff"]["removed"], orphaned, "{plan}");
+    // Keeping a param at confirm that the plan removes is a different plan.
+    let mut keep = confirm_req(&w, "trusted-actors", &plan, true);
+    keep.keep_params = vec!["cairn_actors".into()];
+    let err = install(&env, &cred, keep)
+        .await
+        .expect_err("not the plan's");
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+    assert!(
+        err.message()
+            .contains("keep_params does not match the plan's"),
+        "{err:?}"
+    );
+    // Keeping a param the upgrade does not orphan is refused at plan.
+    let mut stray = plan_req(&w, "trusted-actors");
+    stray.keep_params = vec!["trusted_humans".into()];
+    let err = install(&env, &cred, stray).await.expect_err("not orphaned");
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+    assert!(err.message().contains("keep_params"), "{err:?}");
+
+    let mut req = plan_req(&w, "trusted-actors");
+    req.keep_params = vec!["cairn_actors".into()];
+    let plan = install(&env, &cred, req).await.expect("plan keeping one");
+    assert_eq!(plan["param_diff"]["orphaned"], orphaned, "{plan}");
+    assert_eq!(
+        plan["param_diff"]["kept"],
+        json!(["cairn_actors"]),
+        "{plan}"
+    );
+    assert_eq!(
+        plan["param_diff"]["removed"],
+        json!(["require_verified"]),
+        "{plan}"
+    );
+    install(&env, &cred, confirm_req(&w, "trusted-actors", &plan, true))
+        .await
+        .expect("confirm the upgrade, keep_params omitted: the plan's");
+    let (config, _) = env.configuration(&cred, &w).await;
+    let params = config["params"].as_object().expect("params");
+    assert!(!params.contains_key("require_verified"), "{config}");
+    assert_eq!(params["cairn_actors"], json!(["cairn-bot"]), "{config}");
+    assert!(params.contains_key("trusted_bots"), "{config}");
 }

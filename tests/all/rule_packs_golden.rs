@@ -1,6 +1,8 @@
 //! SPEC-0031 plans compared as golden files: an install, an upgrade and a removal of
-//! drop-ci-noise planned through the control gRPC API over a fixed stored history (real
-//! payloads, delivered at fixed times on a manual clock), on SQLite and PostgreSQL alike.
+//! drop-ci-noise, an adoption (`replaces`) with its confirm, and a removal refused while a
+//! dependent pack is installed followed by the dependent's removal, planned through the
+//! control gRPC API over a fixed stored history (real payloads, delivered at fixed times on
+//! a manual clock), on SQLite and PostgreSQL alike.
 //!
 //! What varies from run to run — the plan token, its expiry, the webhook id and the event
 //! ids — is replaced by placeholders (an event id by `<event N: file>`, N its place in the
@@ -11,15 +13,20 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use switchboard_control::store::{Clock, Webhook};
+use switchboard_packs::Catalog;
 use switchboard_proto::control::v1::RemoveRulePackRequest;
 
 use crate::control_harness::{TestDb, on_every_backend};
-use crate::rule_packs::{ALL, Env, Options, confirm_req, install, plan_req, remove};
+use crate::rule_packs::{
+    ALL, Env, Options, confirm_req, details, install, plan_req, reason, remove,
+};
 
 on_every_backend!(
     an_install_plan_matches_its_golden_file,
     an_upgrade_plan_matches_its_golden_file,
     a_removal_plan_matches_its_golden_file,
+    an_adoption_confirm_matches_its_golden_file,
+    a_removal_with_dependents_matches_its_golden_file,
 );
 
 /// The manual clock's start: the history's first delivery is 90 s after it, one every 90 s.
@@ -45,6 +52,7 @@ struct Golden {
     env: Env,
     clock: Clock,
     cred: String,
+    endpoint_id: String,
     webhook: Webhook,
     /// (event id, placeholder) for every stored delivery.
     events: Vec<(String, String)>,
@@ -54,11 +62,16 @@ impl Golden {
     /// A webhook with two hand-written rules and the fixed history, on a manual clock that
     /// stands 10 minutes after the last delivery.
     async fn start(db: &TestDb) -> Golden {
+        Self::start_with(db, Catalog::builtin()).await
+    }
+
+    async fn start_with(db: &TestDb, catalog: Catalog) -> Golden {
         let clock = Clock::manual(START_MS);
         let env = Env::start(
             db,
             Options {
                 clock: Some(clock.clone()),
+                catalog,
                 ..Options::default()
             },
         )
@@ -76,10 +89,20 @@ impl Golden {
             events.push((id, format!("<event {n}: {file}>")));
         }
         clock.advance(Duration::from_secs(600));
+        let endpoint_id = env
+            .store
+            .list_endpoints(Some(&scope))
+            .await
+            .expect("endpoints")
+            .into_iter()
+            .next()
+            .expect("alice's endpoint")
+            .id;
         Golden {
             env,
             clock,
             cred,
+            endpoint_id,
             webhook,
             events,
         }
@@ -120,8 +143,20 @@ impl Golden {
             subs.push((value.to_string(), placeholder.to_string()));
         }
         subs.push((self.webhook.id.clone(), "<webhook_id>".into()));
+        subs.push((self.endpoint_id.clone(), "<endpoint_id>".into()));
         subs.extend(self.events.iter().cloned());
         replace_strings(plan, &subs)
+    }
+}
+
+impl Golden {
+    /// A confirm's answer with what varies between runs replaced (it has no token).
+    fn normalized_result(&self, result: &Value) -> Value {
+        let mut subs: Vec<(String, String)> =
+            vec![(self.webhook.id.clone(), "<webhook_id>".into())];
+        subs.push((self.endpoint_id.clone(), "<endpoint_id>".into()));
+        subs.extend(self.events.iter().cloned());
+        replace_strings(result, &subs)
     }
 }
 
@@ -273,4 +308,87 @@ async fn a_removal_plan_matches_its_golden_file(db: TestDb) {
     .expect("plan");
     assert_eq!(plan["kind"], "remove");
     assert_golden("plan-removal.json", &g.normalized(&plan));
+}
+
+/// An adoption: drop-ci-noise takes over a hand-written rule (`replaces`); the golden file
+/// holds the plan and the confirm's answer (the provenance it saved).
+async fn an_adoption_confirm_matches_its_golden_file(db: TestDb) {
+    let g = Golden::start(&db).await;
+    let mut req = g.install_req("2");
+    req.replaces = vec!["issues-to-triage".into()];
+    let plan = install(&g.env, &g.cred, req).await.expect("plan");
+    assert_eq!(
+        plan["rule_diff"]["replaced"],
+        json!(["issues-to-triage"]),
+        "{plan}"
+    );
+    g.clock.advance(Duration::from_secs(30));
+    let mut confirm = confirm_req(&g.webhook, "drop-ci-noise", &plan, false);
+    confirm.replaces = vec!["issues-to-triage".into()];
+    let applied = install(&g.env, &g.cred, confirm).await.expect("confirm");
+    assert_eq!(applied["saved"], true);
+    assert_golden(
+        "plan-adoption.json",
+        &json!({
+            "plan": g.normalized(&plan),
+            "confirm": g.normalized_result(&applied),
+        }),
+    );
+}
+
+/// A removal refused while an installed pack requires the pack (`required_by_pack`), then
+/// the dependent's removal plan. The two packs are an operator's (drop-ci-noise's rules
+/// under other names, one requiring the other) so the history stays the one above.
+async fn a_removal_with_dependents_matches_its_golden_file(db: TestDb) {
+    let builtin = Catalog::builtin();
+    let base = builtin
+        .find("drop-ci-noise", "1.0.0")
+        .expect("drop-ci-noise@1")
+        .pack
+        .clone();
+    let mut catalog = Catalog::builtin();
+    let mut required = base.clone();
+    required.name = "team-base".into();
+    let mut dependent = base;
+    dependent.name = "team-lanes".into();
+    dependent.requires.packs = vec!["team-base".into()];
+    catalog
+        .add_external(required, "file:///packs")
+        .expect("team-base");
+    catalog
+        .add_external(dependent, "file:///packs")
+        .expect("team-lanes");
+    let g = Golden::start_with(&db, catalog).await;
+    for name in ["team-base", "team-lanes"] {
+        let mut req = plan_req(&g.webhook, name);
+        req.params_json = Some(json!({"bot_actors": ["Codertocat"]}).to_string());
+        let plan = install(&g.env, &g.cred, req).await.expect("plan");
+        install(&g.env, &g.cred, confirm_req(&g.webhook, name, &plan, false))
+            .await
+            .expect("confirm");
+        g.clock.advance(Duration::from_secs(60));
+    }
+    let removal = |name: &str| RemoveRulePackRequest {
+        webhook_id: g.webhook.id.clone(),
+        name: name.into(),
+        ..Default::default()
+    };
+    let refused = remove(&g.env, &g.cred, removal("team-base"))
+        .await
+        .expect_err("team-lanes requires it");
+    assert_eq!(reason(&refused), "required_by_pack");
+    let plan = remove(&g.env, &g.cred, removal("team-lanes"))
+        .await
+        .expect("the dependent's removal plans");
+    assert_golden(
+        "plan-removal-with-dependents.json",
+        &json!({
+            "refused": {
+                "grpc_code": format!("{:?}", refused.code()),
+                "message": refused.message(),
+                "details": details(&refused),
+            },
+            "dependent_removal": g.normalized(&plan),
+        }),
+    );
 }

@@ -118,6 +118,7 @@ impl RulePacksService for RulePacksApi {
             version: (!r.version.trim().is_empty()).then_some(r.version),
             params: params(r.params_json).map_err(Status::from)?,
             replaces: (!r.replaces.is_empty()).then_some(r.replaces),
+            keep_params: (!r.keep_params.is_empty()).then_some(r.keep_params),
             replay: window(r.replay),
             confirm: (!r.confirm.trim().is_empty()).then_some(r.confirm),
             allow_unproven: r.allow_unproven,
@@ -150,6 +151,7 @@ impl RulePacksService for RulePacksApi {
             replay: window(r.replay),
             confirm: (!r.confirm.trim().is_empty()).then_some(r.confirm),
             allow_unproven: r.allow_unproven,
+            keep_params: (!r.keep_params.is_empty()).then_some(r.keep_params),
         };
         let packs = self.packs.clone();
         let who = caller(&c);

@@ -334,6 +334,11 @@ pub struct InstallRulePackParams {
     /// those edits (otherwise the plan is refused with `local_edits`, naming them).
     #[serde(default)]
     pub overwrite_local_edits: bool,
+    /// Params an upgrade leaves owned by no pack (the plan's `param_diff.orphaned`, e.g.
+    /// `require_verified` going from trusted-actors 1 to 2) that should stay on the webhook;
+    /// the others are removed with the change.
+    #[serde(default)]
+    pub keep_params: Option<Vec<String>>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -353,6 +358,10 @@ pub struct RemoveRulePackParams {
     /// Needed (with confirm) to apply an unproven or truncated plan.
     #[serde(default)]
     pub allow_unproven: bool,
+    /// Params only this pack owns that should stay on the webhook after the removal (the
+    /// plan's `param_diff.orphaned`); the others are removed with it.
+    #[serde(default)]
+    pub keep_params: Option<Vec<String>>,
 }
 
 /// Which todos to list.
