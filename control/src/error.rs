@@ -35,6 +35,18 @@ pub enum Error {
         message: String,
     },
 
+    /// An agent's `create_webhook` named queues outside the grant allowance an operator set
+    /// for its owner scope (`allowed` is empty when the scope has no allowance at all). Only
+    /// the API path is checked: operators set grants (BASE: agents never widen a grant).
+    #[error("{}", grant_not_allowed_message(owner_scope, outside, allowed))]
+    GrantNotAllowed {
+        owner_scope: String,
+        /// The grant's queues the allowance does not hold, in grant order.
+        outside: Vec<String>,
+        /// The scope's allowance, sorted; empty when it has none.
+        allowed: Vec<String>,
+    },
+
     /// A limit was reached; try again after `retry_after`.
     #[error("rate limit reached, retry after {} ms", retry_after.as_millis())]
     ResourceExhausted { retry_after: Duration },
@@ -48,6 +60,33 @@ pub enum Error {
 pub const VERSION_MISMATCH: &str = "version_mismatch";
 /// `FailedPrecondition` reason for a plan that was used, expired, or no longer matches the webhook.
 pub const PLAN_STALE: &str = "plan_stale";
+/// The reason of [`Error::GrantNotAllowed`].
+pub const GRANT_NOT_ALLOWED: &str = "grant_not_allowed";
+
+/// The external message of [`Error::GrantNotAllowed`]: which queues, what the scope may
+/// grant, and the operator command that would allow them.
+fn grant_not_allowed_message(scope: &str, outside: &[String], allowed: &[String]) -> String {
+    let outside_list = outside.join(", ");
+    if allowed.is_empty() {
+        format!(
+            "{scope} has no grant allowance, so no webhook can be created over the API (the grant names {outside_list}); \
+             nothing was created. An operator sets the allowance with \
+             `switchboard admin scope allow --scope {scope} --queues {}`",
+            outside.join(",")
+        )
+    } else {
+        let mut widened: Vec<&str> = allowed.iter().chain(outside).map(String::as_str).collect();
+        widened.sort_unstable();
+        widened.dedup();
+        format!(
+            "the grant names {outside_list}, outside the queues an operator allowed {scope} ({}); \
+             nothing was created. Grant only allowed queues, or have an operator widen the allowance with \
+             `switchboard admin scope allow --scope {scope} --queues {}`",
+            allowed.join(", "),
+            widened.join(",")
+        )
+    }
+}
 
 impl Error {
     pub(crate) fn not_found(resource: &'static str) -> Self {
@@ -80,6 +119,7 @@ impl Error {
             Error::NotFound { .. } => "not_found",
             Error::FailedPrecondition { reason, .. } => reason,
             Error::Conflict { .. } => "conflict",
+            Error::GrantNotAllowed { .. } => GRANT_NOT_ALLOWED,
             Error::InvalidArgument { .. } => "invalid_argument",
             Error::ResourceExhausted { .. } => "resource_exhausted",
             Error::Internal { .. } => "internal",
@@ -144,5 +184,38 @@ mod tests {
             current_version: None,
         };
         assert_eq!(stale.code(), "plan_stale");
+    }
+
+    #[test]
+    fn a_grant_not_allowed_names_the_queues_and_the_operator_command() {
+        let outside = Error::GrantNotAllowed {
+            owner_scope: "team:ops".into(),
+            outside: vec!["pager".into()],
+            allowed: vec!["forge".into(), "review".into()],
+        };
+        assert_eq!(outside.code(), "grant_not_allowed");
+        let text = outside.to_string();
+        assert!(text.contains("the grant names pager"), "{text}");
+        assert!(text.contains("(forge, review)"), "{text}");
+        assert!(
+            text.contains(
+                "switchboard admin scope allow --scope team:ops --queues forge,pager,review"
+            ),
+            "{text}"
+        );
+        let none = Error::GrantNotAllowed {
+            owner_scope: "human:alice".into(),
+            outside: vec!["forge".into()],
+            allowed: vec![],
+        };
+        let text = none.to_string();
+        assert!(
+            text.contains("human:alice has no grant allowance"),
+            "{text}"
+        );
+        assert!(
+            text.contains("switchboard admin scope allow --scope human:alice --queues forge"),
+            "{text}"
+        );
     }
 }

@@ -268,6 +268,10 @@ fn next_call(tool: &str, error: &ToolError) -> Option<String> {
             "another installed pack already sets default_action: remove it first with remove_rule_pack"
                 .into()
         }
+        "grant_not_allowed" => {
+            "grant only queues in details.allowed (an operator sets them per owner scope with `switchboard admin scope allow`), or ask an operator to allow the queues in details.outside"
+                .into()
+        }
         "unavailable_version" => "pick an available version from list_rule_packs".into(),
         "busy" => format!(
             "another replay is running on this webhook; call {tool} again in a few seconds"

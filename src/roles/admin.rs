@@ -1,12 +1,15 @@
 //! `switchboard admin`: the operator's surface over the store. Humans, teams and roles,
-//! webhooks and their grants, endpoints vended and revoked. Secrets are printed once, when
+//! webhooks and their grants, the queues each scope's agents may grant, endpoints vended and
+//! revoked. Secrets are printed once, when
 //! they are made, and never again.
 
 use std::io::{BufRead, Write};
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use switchboard_control::store::{Actor, NewEndpoint, NewWebhook, SourceType, Webhook};
+use switchboard_control::store::{
+    Actor, NewEndpoint, NewWebhook, SourceType, Webhook, within_allowance,
+};
 use switchboard_control::{Error, OwnerScope, Role, SealingKey, Store, verbs};
 
 #[derive(Args, Debug, Clone)]
@@ -33,6 +36,10 @@ pub enum AdminCommand {
     /// Webhooks: create them and set the queues they may route to.
     #[command(subcommand)]
     Webhook(WebhookCommand),
+    /// Owner scopes' grant allowances: the queues their agents may grant when they create
+    /// webhooks over the API.
+    #[command(subcommand)]
+    Scope(ScopeCommand),
     /// Endpoints: credentials vended to agents.
     #[command(subcommand)]
     Endpoint(EndpointCommand),
@@ -117,6 +124,32 @@ pub enum WebhookCommand {
         #[arg(long)]
         scope: OwnerScope,
     },
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum ScopeCommand {
+    /// Sets the queues the scope's agents may grant in `create_webhook`, replacing any set
+    /// before (an operator's act; agents never can). Existing webhooks keep their grants.
+    Allow {
+        /// Owner scope: `human:<login>` or `team:<slug>`.
+        #[arg(long)]
+        scope: OwnerScope,
+        /// The allowed queues, comma-separated.
+        #[arg(long, value_delimiter = ',', required = true)]
+        queues: Vec<String>,
+    },
+    /// Shows the queues the scope's agents may grant.
+    Show {
+        #[arg(long)]
+        scope: OwnerScope,
+    },
+    /// Removes the scope's allowance: its agents can create no webhook over the API.
+    Clear {
+        #[arg(long)]
+        scope: OwnerScope,
+    },
+    /// Lists every scope's allowance.
+    List,
 }
 
 #[derive(Subcommand, Debug, Clone)]
@@ -279,6 +312,7 @@ async fn command(store: &Store, command: AdminCommand) -> anyhow::Result<()> {
                 );
             }
         }
+        AdminCommand::Scope(command) => scope(store, command).await?,
         AdminCommand::Endpoint(EndpointCommand::Vend {
             human,
             scope,
@@ -309,6 +343,52 @@ async fn command(store: &Store, command: AdminCommand) -> anyhow::Result<()> {
                     },
                     families.join(",")
                 );
+            }
+        }
+    }
+    Ok(())
+}
+
+async fn scope(store: &Store, command: ScopeCommand) -> anyhow::Result<()> {
+    match command {
+        ScopeCommand::Allow { scope, queues } => {
+            let a = store
+                .set_grant_allowance(&scope, &queues)
+                .await
+                .map_err(op)?;
+            println!(
+                "{} may grant: {} (create_webhook over the API refuses any other queue)",
+                a.owner_scope,
+                a.queues.join(",")
+            );
+            for w in store.list_webhooks(&scope).await.map_err(op)? {
+                if let Err(outside) = within_allowance(&w.grant, &a.queues) {
+                    eprintln!(
+                        "note: webhook {} keeps its grant, which names {} outside the allowance (change it with `webhook grant`)",
+                        w.id,
+                        outside.join(",")
+                    );
+                }
+            }
+        }
+        ScopeCommand::Show { scope } => match store.grant_allowance(&scope).await.map_err(op)? {
+            Some(a) => println!("{} may grant: {}", a.owner_scope, a.queues.join(",")),
+            None => println!(
+                "{scope} has no grant allowance: its agents can create no webhook over the API"
+            ),
+        },
+        ScopeCommand::Clear { scope } => {
+            if store.clear_grant_allowance(&scope).await.map_err(op)? {
+                println!(
+                    "{scope}'s grant allowance cleared: its agents can create no webhook over the API"
+                );
+            } else {
+                println!("{scope} had no grant allowance");
+            }
+        }
+        ScopeCommand::List => {
+            for a in store.list_grant_allowances().await.map_err(op)? {
+                println!("{}\t{}", a.owner_scope, a.queues.join(","));
             }
         }
     }

@@ -11,7 +11,7 @@ use anyhow::Context;
 use clap::Args;
 use switchboard_control::routing::RouterSource;
 use switchboard_control::store::{
-    Actor, NewEndpoint, NewWebhook, SourceType, VendedEndpoint, Webhook,
+    Actor, NewEndpoint, NewWebhook, SourceType, VendedEndpoint, Webhook, within_allowance,
 };
 use switchboard_control::{Error, OwnerScope, Store};
 use switchboard_mcp_gateway::{BoundGateway, GatewayConfig};
@@ -53,8 +53,9 @@ fn internal(e: Error) -> anyhow::Error {
     anyhow::anyhow!("{}", e.log_text())
 }
 
-/// Creates the dev human and webhook unless they exist, and vends a new endpoint: a
-/// credential is shown once, so every start gets a fresh one.
+/// Creates the dev human and webhook unless they exist, allows the dev scope to grant the dev
+/// webhook's queues (so the dev endpoint can create webhooks granting them), and vends a new
+/// endpoint: a credential is shown once, so every start gets a fresh one.
 async fn bootstrap(store: &Store) -> anyhow::Result<Dev> {
     match store.create_human(DEV_LOGIN, Some("Developer")).await {
         Ok(_) | Err(Error::Conflict { .. }) => {}
@@ -83,6 +84,7 @@ async fn bootstrap(store: &Store) -> anyhow::Result<Dev> {
             .map_err(internal)
             .context("creating the dev webhook")?,
     };
+    allow_dev_grant(store, &scope, &webhook.grant).await?;
     let endpoint = store
         .vend_endpoint(NewEndpoint {
             name: "dev (switchboard up)".into(),
@@ -97,6 +99,30 @@ async fn bootstrap(store: &Store) -> anyhow::Result<Dev> {
         .map_err(internal)
         .context("vending the dev endpoint")?;
     Ok(Dev { webhook, endpoint })
+}
+
+/// Widens the dev scope's grant allowance to hold `grant`, keeping what an operator allowed
+/// besides (never narrowing it on a restart).
+async fn allow_dev_grant(
+    store: &Store,
+    scope: &OwnerScope,
+    grant: &[String],
+) -> anyhow::Result<()> {
+    let mut allowed = store
+        .grant_allowance(scope)
+        .await
+        .map_err(internal)?
+        .map(|a| a.queues)
+        .unwrap_or_default();
+    if let Err(outside) = within_allowance(grant, &allowed) {
+        allowed.extend(outside);
+        store
+            .set_grant_allowance(scope, &allowed)
+            .await
+            .map_err(internal)
+            .context("allowing the dev scope its webhook's queues")?;
+    }
+    Ok(())
 }
 
 async fn stopped(mut rx: watch::Receiver<bool>) {

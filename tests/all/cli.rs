@@ -476,6 +476,70 @@ pub async fn admin_cli_manages_tenancy_webhooks_and_endpoints(db: TestDb) {
         "{listed}"
     );
 
+    // The queues a scope's agents may grant over the API: set, shown, listed, cleared. A
+    // webhook whose grant reaches past a narrower allowance keeps it, and the operator is told.
+    let out = ok(run(
+        &[
+            "scope",
+            "allow",
+            "--scope",
+            "team:platform",
+            "--queues",
+            "review,forge",
+        ],
+        "",
+    ));
+    assert!(
+        out.contains("team:platform may grant: forge,review"),
+        "{out}"
+    );
+    let (done, out, err) = run(
+        &[
+            "scope",
+            "allow",
+            "--scope",
+            "team:platform",
+            "--queues",
+            "forge",
+        ],
+        "",
+    );
+    assert!(done, "{err}");
+    assert!(out.contains("may grant: forge"), "{out}");
+    assert!(
+        err.contains(&format!(
+            "webhook {id} keeps its grant, which names review,triage"
+        )),
+        "{err}"
+    );
+    assert_eq!(
+        db.store
+            .grant_allowance(&team)
+            .await
+            .expect("read")
+            .map(|a| a.queues),
+        Some(vec!["forge".to_string()])
+    );
+    let out = ok(run(&["scope", "list"], ""));
+    assert!(out.contains("team:platform\tforge"), "{out}");
+    let out = ok(run(&["scope", "show", "--scope", "human:alice"], ""));
+    assert!(out.contains("human:alice has no grant allowance"), "{out}");
+    let (done, _, err) = run(
+        &[
+            "scope",
+            "allow",
+            "--scope",
+            "team:platform",
+            "--queues",
+            "Bad Queue",
+        ],
+        "",
+    );
+    assert!(!done && err.contains("queues"), "{err}");
+    let out = ok(run(&["scope", "clear", "--scope", "team:platform"], ""));
+    assert!(out.contains("grant allowance cleared"), "{out}");
+    assert_eq!(db.store.grant_allowance(&team).await.expect("read"), None);
+
     // Vending: the verbs grouped by family, a question, the credential once.
     let vend = [
         "endpoint",
@@ -874,6 +938,21 @@ async fn up_runs_every_role_and_restarts_with_the_same_webhook() {
         .expect("todos")
         .items;
     assert_eq!(stored.len(), 1);
+    // The dev endpoint may create webhooks granting the dev webhook's queues, no more.
+    assert_eq!(
+        store
+            .grant_allowance(&OwnerScope::human("dev"))
+            .await
+            .expect("read")
+            .map(|a| a.queues),
+        Some(
+            store
+                .get_webhook(&OwnerScope::human("dev"), &first.webhook)
+                .await
+                .expect("the dev webhook")
+                .grant
+        )
+    );
     store.close().await;
 
     up.terminate();

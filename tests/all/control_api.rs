@@ -824,7 +824,11 @@ async fn roles_gate_every_verb(api: Api) {
         "permission_denied",
     );
 
-    // Admin: manages webhooks, in the team's scope.
+    // Admin: manages webhooks, in the team's scope, within the queues an operator allowed it.
+    store
+        .set_grant_allowance(&ops, &["forge".to_string()])
+        .await
+        .expect("allow");
     let mut a = api.client(&admin);
     let created = ok(a.webhooks.create_webhook(create()).await);
     assert_eq!(created.webhook.expect("webhook").owner_scope, "team:ops");
@@ -2062,6 +2066,10 @@ async fn webhooks_are_created_read_rotated_and_deleted(api: Api) {
         .expect("lookup")
         .expect("known");
     let mut c = api.client(&credential);
+    api.store
+        .set_grant_allowance(&alice, &["forge".into(), "review".into(), "triage".into()])
+        .await
+        .expect("allow");
 
     let created = ok(c
         .webhooks
@@ -2239,6 +2247,45 @@ async fn webhooks_are_created_read_rotated_and_deleted(api: Api) {
             .create_webhook(create(pb::SourceType::Github, &["forge"], Some("short")))
             .await,
         "secret",
+    );
+    // Grants are an operator's (issue 18 item 9): a queue outside the scope's allowance is
+    // refused with the queues named, and nothing is created.
+    let outside = refused(
+        c.webhooks
+            .create_webhook(create(pb::SourceType::Github, &["forge", "pager"], None))
+            .await,
+        Code::PermissionDenied,
+        "grant_not_allowed",
+    );
+    let info = outside
+        .get_error_details()
+        .error_info()
+        .cloned()
+        .expect("error info");
+    assert_eq!(
+        serde_json::from_str::<serde_json::Value>(&info.metadata["details"]).expect("json"),
+        serde_json::json!({
+            "owner_scope": "human:alice",
+            "outside": ["pager"],
+            "allowed": ["forge", "review", "triage"],
+        })
+    );
+    api.store
+        .clear_grant_allowance(&alice)
+        .await
+        .expect("clear");
+    let none = refused(
+        c.webhooks
+            .create_webhook(create(pb::SourceType::Github, &["forge"], None))
+            .await,
+        Code::PermissionDenied,
+        "grant_not_allowed",
+    );
+    assert!(
+        none.message()
+            .contains("human:alice has no grant allowance"),
+        "{}",
+        none.message()
     );
     assert_eq!(
         api.store.list_webhooks(&alice).await.expect("list").len(),

@@ -236,7 +236,12 @@ pub async fn the_seed_packs_are_preserved(db: TestDb) {
         ..ControlSetup::default()
     };
     let control = Control::start(&db.store, &[&router.addr], setup).await;
-    let (_, credential) = owner(&db.store, "mira", &["webhooks", "webhook-rules"]).await;
+    let (scope, credential) = owner(&db.store, "mira", &["webhooks", "webhook-rules"]).await;
+    // The fleet's agent creates its webhooks over the API, within what an operator allowed.
+    db.store
+        .set_grant_allowance(&scope, &fleet.grant)
+        .await
+        .expect("the operator allows the fleet's queues");
     let api = Api::connect(control.grpc, &credential).await;
     let catalog = Catalog::builtin();
 

@@ -214,6 +214,19 @@ async def story(args: argparse.Namespace) -> None:
         check(foreign["code"] == "not_found", "A's webhook is not_found for B", foreign)
         step("another owner's token refused", code="not_found")
 
+        # 8. grants are an operator's: B's scope was allowed no queues, so its agent creates none
+        before = result_json(await b.call_tool("list_webhooks", {}))
+        outside = error_json(
+            await b.call_tool("create_webhook", {"source_type": "github", "grant": ["forge", "pager"]})
+        )
+        check(outside["code"] == "grant_not_allowed", "a grant outside the allowance is refused", outside)
+        check(outside["details"].get("outside") == ["forge", "pager"], "the refusal names the queues", outside)
+        check(outside["details"].get("allowed") == [], "and what the scope may grant (nothing)", outside)
+        check("switchboard admin scope allow" in outside["details"].get("next", ""), "the next step names the operator's command", outside)
+        after = result_json(await b.call_tool("list_webhooks", {}))
+        check(len(after["webhooks"]) == len(before["webhooks"]), "nothing was created", after)
+        step("a grant outside the allowance refused", code="grant_not_allowed")
+
     async with connect(args.url, args.token_a, mode) as a:
         unchanged = await rules_of(a, args.webhook_a)
         check(unchanged["version"] == settled["version"], "B's attempts saved nothing", unchanged)

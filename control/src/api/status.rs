@@ -31,6 +31,10 @@ pub mod reason {
     /// `expected_version` is not the saved version; metadata `current_version` names it.
     pub const VERSION_MISMATCH: &str = crate::error::VERSION_MISMATCH;
     pub const PLAN_STALE: &str = crate::error::PLAN_STALE;
+    /// `CreateWebhook` named queues outside the grant allowance an operator set for the
+    /// caller's owner scope (or it has none); nothing was created. Metadata `details` (JSON):
+    /// `{owner_scope, outside, allowed}`.
+    pub const GRANT_NOT_ALLOWED: &str = crate::error::GRANT_NOT_ALLOWED;
     /// The request collides with current state (a todo claimed by another endpoint).
     pub const CONFLICT: &str = "conflict";
     /// The endpoint's request budget is spent; metadata `retry_after_ms` says for how long.
@@ -285,6 +289,24 @@ fn control_status(e: Error) -> Status {
             HashMap::new(),
             ErrorDetails::new(),
         ),
+        Error::GrantNotAllowed {
+            owner_scope,
+            outside,
+            allowed,
+        } => {
+            let details = serde_json::json!({
+                "owner_scope": owner_scope,
+                "outside": outside,
+                "allowed": allowed,
+            });
+            with_reason(
+                Code::PermissionDenied,
+                reason::GRANT_NOT_ALLOWED,
+                &message,
+                HashMap::from([("details".to_string(), details.to_string())]),
+                ErrorDetails::new(),
+            )
+        }
         Error::InvalidArgument { field, .. } => with_reason(
             Code::InvalidArgument,
             reason::INVALID_ARGUMENT,
@@ -389,6 +411,32 @@ mod tests {
                 "{message}"
             );
         }
+    }
+
+    #[test]
+    fn a_grant_outside_the_allowance_is_permission_denied_with_its_queues() {
+        let s = Status::from(ApiError::from(Error::GrantNotAllowed {
+            owner_scope: "team:ops".into(),
+            outside: vec!["pager".into()],
+            allowed: vec!["forge".into()],
+        }));
+        assert_eq!(s.code(), Code::PermissionDenied);
+        assert_eq!(reason_of(&s), "grant_not_allowed");
+        assert!(
+            s.message()
+                .starts_with("grant_not_allowed: the grant names pager")
+        );
+        let details: serde_json::Value = serde_json::from_str(
+            &s.get_error_details()
+                .error_info()
+                .map(|i| i.metadata["details"].clone())
+                .unwrap_or_default(),
+        )
+        .unwrap();
+        assert_eq!(
+            details,
+            serde_json::json!({"owner_scope": "team:ops", "outside": ["pager"], "allowed": ["forge"]})
+        );
     }
 
     #[test]

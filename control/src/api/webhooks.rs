@@ -32,10 +32,12 @@ impl Webhooks for WebhooksApi {
             let caller = authorize(&self.state, request.metadata(), "create_webhook").await?;
             let req = request.get_ref();
             let source_type = convert::source_type_from(req.source_type)?;
+            // An agent's grant must lie within the queues an operator allowed the scope
+            // (`grant_not_allowed` otherwise, nothing created): agents never widen a grant.
             let created = self
                 .state
                 .store
-                .create_webhook(NewWebhook {
+                .create_webhook_within_allowance(NewWebhook {
                     owner_scope: caller.scope().clone(),
                     source_type,
                     secret: req.secret.clone(),

@@ -81,6 +81,11 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "rate_limit_log",
         include_str!("../../migrations/sqlite/0005_rate_limit_log.sql"),
     ),
+    (
+        6,
+        "grant_allowances",
+        include_str!("../../migrations/sqlite/0006_grant_allowances.sql"),
+    ),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -107,6 +112,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         5,
         "rate_limit_log",
         include_str!("../../migrations/postgres/0005_rate_limit_log.sql"),
+    ),
+    (
+        6,
+        "grant_allowances",
+        include_str!("../../migrations/postgres/0006_grant_allowances.sql"),
     ),
 ];
 

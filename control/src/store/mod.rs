@@ -11,6 +11,7 @@
 //! 202 answered) before another connection can see it. Found by benches/ingest.rs: 18–31 of
 //! 6,288 events were not yet visible to the next statement on another connection.
 
+mod allowances;
 mod configuration;
 mod dialect;
 mod endpoints;
@@ -33,6 +34,7 @@ use sqlx::{Executor, Row};
 
 use crate::error::{Error, Result};
 
+pub use allowances::{GrantAllowance, within_allowance};
 pub use configuration::{HistoryRecord, MAX_PROVENANCE_BYTES, SaveConfiguration, Saved};
 pub use dialect::Backend;
 pub use endpoints::{CREDENTIAL_PREFIX, Endpoint, NewEndpoint, VendedEndpoint};

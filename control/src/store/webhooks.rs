@@ -184,25 +184,49 @@ pub fn is_queue_name(s: &str) -> bool {
             .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-'))
 }
 
-fn grant_text(grant: &[String]) -> Result<String> {
-    if grant.is_empty() {
-        return Err(Error::invalid(
-            "grant",
-            "name at least one queue; the first is the default queue",
-        ));
+/// Checks a list of queues as grants and grant allowances name them: at least one (`empty`
+/// says why when there is none), each a queue name ([`is_queue_name`]), none twice. `field`
+/// names the argument in the error.
+pub(crate) fn check_queues(field: &'static str, queues: &[String], empty: &str) -> Result<()> {
+    if queues.is_empty() {
+        return Err(Error::invalid(field, empty));
     }
-    for (i, q) in grant.iter().enumerate() {
+    for (i, q) in queues.iter().enumerate() {
         if !is_queue_name(q) {
-            return Err(Error::invalid(
-                "grant",
-                format!("{q:?} is not a queue name"),
-            ));
+            return Err(Error::invalid(field, format!("{q:?} is not a queue name")));
         }
-        if grant[..i].contains(q) {
-            return Err(Error::invalid("grant", format!("{q:?} is named twice")));
+        if queues[..i].contains(q) {
+            return Err(Error::invalid(field, format!("{q:?} is named twice")));
         }
     }
+    Ok(())
+}
+
+fn grant_text(grant: &[String]) -> Result<String> {
+    check_queues(
+        "grant",
+        grant,
+        "name at least one queue; the first is the default queue",
+    )?;
     Ok(serde_json::to_string(grant)?)
+}
+
+/// Does the human or team behind `scope` exist?
+pub(crate) async fn owner_exists(
+    conn: &mut sqlx::AnyConnection,
+    scope: &OwnerScope,
+) -> Result<bool> {
+    let found = match scope {
+        OwnerScope::Human(login) => {
+            sqlx::query("SELECT 1 FROM humans WHERE login = $1").bind(login.as_str())
+        }
+        OwnerScope::Team(slug) => {
+            sqlx::query("SELECT 1 FROM teams WHERE slug = $1").bind(slug.as_str())
+        }
+    }
+    .fetch_optional(conn)
+    .await?;
+    Ok(found.is_some())
 }
 
 /// A given signing secret: 16–256 characters, so an HMAC over it means something.
@@ -219,7 +243,22 @@ fn secret_or_new(secret: Option<String>) -> Result<String> {
 
 impl Store {
     /// Creates a webhook at configuration version 1 and records that version in its history.
+    /// An operator's act (the CLI, `switchboard up`): the grant is taken as given. Agents
+    /// create webhooks through [`Store::create_webhook_within_allowance`].
     pub async fn create_webhook(&self, new: NewWebhook) -> Result<Webhook> {
+        self.insert_webhook(new, false).await
+    }
+
+    /// Creates a webhook as [`Store::create_webhook`] does, for an agent (the API's
+    /// `CreateWebhook`): refused with [`Error::GrantNotAllowed`], nothing written, unless every
+    /// queue of the grant is in the grant allowance an operator set for the owner scope
+    /// ([`super::within_allowance`]; a scope without one may create none). The allowance is
+    /// read, locked, in the transaction that inserts the webhook.
+    pub async fn create_webhook_within_allowance(&self, new: NewWebhook) -> Result<Webhook> {
+        self.insert_webhook(new, true).await
+    }
+
+    async fn insert_webhook(&self, new: NewWebhook, within_allowance: bool) -> Result<Webhook> {
         let grant = grant_text(&new.grant)?;
         let secret = secret_or_new(new.secret)?;
         let configuration = new
@@ -232,18 +271,21 @@ impl Store {
         let scope = new.owner_scope.to_string();
 
         let mut tx = self.begin_write().await?;
-        let owner_exists = match &new.owner_scope {
-            OwnerScope::Human(login) => {
-                sqlx::query("SELECT 1 FROM humans WHERE login = $1").bind(login.as_str())
-            }
-            OwnerScope::Team(slug) => {
-                sqlx::query("SELECT 1 FROM teams WHERE slug = $1").bind(slug.as_str())
-            }
-        }
-        .fetch_optional(&mut *tx)
-        .await?;
-        if owner_exists.is_none() {
+        if !owner_exists(&mut tx, &new.owner_scope).await? {
             return Err(Error::invalid("owner_scope", "no such human or team"));
+        }
+        if within_allowance {
+            let allowed = super::allowances::locked_allowance(&mut tx, self.backend, &scope)
+                .await?
+                .unwrap_or_default();
+            if let Err(outside) = super::within_allowance(&new.grant, &allowed) {
+                // Dropped, not committed: nothing is written.
+                return Err(Error::GrantNotAllowed {
+                    owner_scope: scope,
+                    outside,
+                    allowed,
+                });
+            }
         }
         let row = sqlx::query(concat!(
             "INSERT INTO webhooks (id, owner_scope, source_type, secret, grant_queues, reject_unverified, \

@@ -3,6 +3,7 @@
 
 mod harness;
 
+mod allowances;
 mod backend;
 mod configuration;
 mod endpoints;
@@ -45,6 +46,11 @@ store_test_suite! {
         sqlite_runs_in_wal_mode,
         unknown_database_url_is_refused,
         upgrading_from_0002_keeps_todos_and_a_forgery_no_longer_takes_the_once_key,
+    ],
+    allowances: [
+        an_allowance_is_set_replaced_listed_and_cleared,
+        an_agents_grant_must_lie_within_the_allowance_and_a_refusal_writes_nothing,
+        upgrading_from_0005_allows_each_scope_the_queues_its_webhooks_already_grant,
     ],
     sealing: [
         a_database_dump_holds_no_webhook_secret,

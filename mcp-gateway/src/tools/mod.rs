@@ -145,7 +145,7 @@ pub static CATALOG: LazyLock<Vec<ToolSpec>> = LazyLock::new(|| {
         spec!("create_webhook", p::CreateWebhookParams => out::CreateWebhookOut,
             "Create a webhook",
             read_only: false, destructive: false, idempotent: false,
-            "Create a webhook in your owner scope (needs the admin role). Returns the webhook (its id and ingest_path, where the forge POSTs deliveries) and its signing secret, shown this once: configure the forge with both right away. Every call creates a new webhook."),
+            "Create a webhook in your owner scope (needs the admin role). The grant must lie within the queues an operator allowed your owner scope (agents never widen a grant): otherwise, or when no queues were allowed, it is refused with grant_not_allowed, nothing is created, and details name the queues outside (`outside`) and those allowed (`allowed`). Returns the webhook (its id and ingest_path, where the forge POSTs deliveries) and its signing secret, shown this once: configure the forge with both right away. Every call creates a new webhook."),
         spec!("list_webhooks", p::NoParams => out::ListWebhooksOut,
             "List webhooks",
             read_only: true, destructive: false, idempotent: true,

@@ -39,7 +39,8 @@ pub struct CreateWebhookParams {
     pub source_type: SourceKind,
     /// The queues rules may route to, in order; the first is the default queue (where a
     /// delivery goes when no rule decides). 1–64 characters each: lower-case letters, digits,
-    /// '.', '_' or '-'. Example: ["forge", "review", "triage"].
+    /// '.', '_' or '-'. Example: ["forge", "review", "triage"]. Each must be a queue an
+    /// operator allowed your owner scope (grant_not_allowed otherwise).
     pub grant: Vec<String>,
     /// The signing secret the forge is configured with (16–256 characters). Leave it out to
     /// have 256 random bits generated; either way it is returned once, in this call's result.
