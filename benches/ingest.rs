@@ -1118,6 +1118,7 @@ async fn one(
                     vec![stored_delivery(&p.event)],
                     state.limits.replay_chunk,
                     budget,
+                    "",
                 )
                 .await
                 .expect("the router answers");
@@ -1388,6 +1389,7 @@ async fn expected_decisions(samples: &[Sample], router: &str) -> Expected {
                 vec![stored_delivery(&event)],
                 1,
                 50,
+                "",
             )
             .await
             .expect("the router answers");

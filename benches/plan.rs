@@ -316,7 +316,7 @@ fn main() {
                             let ds: Vec<StoredDelivery> = events.iter().map(stored_delivery).collect();
                             let t = Instant::now();
                             let out = routers
-                                .evaluate_chunked(&ctx, &wire, ds, state.limits.replay_chunk, 50)
+                                .evaluate_chunked(&ctx, &wire, ds, state.limits.replay_chunk, 50, "")
                                 .await
                                 .expect("evaluate");
                             eval_ms.push(ms(t.elapsed()));

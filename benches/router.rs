@@ -900,6 +900,7 @@ async fn grpc_batch(
                 configurations: configs.to_vec(),
                 deliveries: chunk.to_vec(),
                 budget_ms: 0,
+                ..Default::default()
             };
             let mut client = client.clone();
             tokio::spawn(async move { client.evaluate(req).await })
@@ -925,6 +926,7 @@ async fn grpc_transfer_only(client: &Client, ctx: &RoutingContext, deliveries: &
         configurations: Vec::new(),
         deliveries: deliveries.to_vec(),
         budget_ms: 0,
+        ..Default::default()
     };
     let status = client
         .clone()
@@ -1315,6 +1317,7 @@ fn main() {
             configurations: saved_wire.clone(),
             deliveries: deliveries.clone(),
             budget_ms: 0,
+            ..Default::default()
         }
         .encoded_len();
         notes.push(format!(

@@ -17,6 +17,7 @@ use switchboard_packs::provenance::{self, InstalledBy, ReplaySummary, drift};
 use switchboard_packs::{Catalog, Pack, ResolveError};
 use switchboard_proto::router::v1::{
     Configuration as WireConfiguration, Decision, Outcome, RoutingContext, StoredDelivery,
+    WorkClass,
 };
 
 use crate::error::Error;
@@ -219,6 +220,10 @@ fn routed(d: &Decision) -> Routed {
 struct ReplayOutcome {
     replayed: Vec<Replayed>,
     truncated: bool,
+    /// Why the replay stopped early, when a router stopped a call at its
+    /// `max_child_faults` (rules that kept exceeding the budget or crashing the sandbox):
+    /// the replay ends there, truncated, and the report says so.
+    stopped: Option<String>,
 }
 
 impl RulePacks {
@@ -530,6 +535,7 @@ impl RulePacks {
             &rfc3339,
         );
         let mut out = report_json(&report);
+        out["stopped"] = json!(outcome.stopped);
         let window = self
             .state
             .store
@@ -624,6 +630,9 @@ impl RulePacks {
                     configurations: vec![wire],
                     deliveries,
                     budget_ms: 0,
+                    // A pack's own checks, not a tenant's rules: shared interactive work.
+                    work_class: WorkClass::Interactive as i32,
+                    ..Default::default()
                 })
                 .await?;
             for (i, r) in results.iter().enumerate() {
@@ -760,6 +769,9 @@ impl RulePacks {
                         configurations: configurations.to_vec(),
                         deliveries: part.to_vec(),
                         budget_ms,
+                        work_class: WorkClass::Replay as i32,
+                        tenant: scope.to_string(),
+                        max_child_faults: self.state.limits.replay_max_child_faults,
                     }
                 };
                 // One call evaluates both configurations when they share a context; otherwise
@@ -798,9 +810,10 @@ impl RulePacks {
             }
             let mut replayed = Vec::with_capacity(deliveries.len());
             let mut truncated = loaded.capped;
+            let mut stopped = None;
             let mut done = 0u64;
             use futures::StreamExt;
-            loop {
+            while stopped.is_none() {
                 match tokio::time::timeout_at(deadline, calls.next()).await {
                     Err(_) => {
                         truncated = true;
@@ -816,6 +829,16 @@ impl RulePacks {
                             else {
                                 continue;
                             };
+                            // The router stopped the call: this delivery was not replayed,
+                            // and the calls still queued are dropped (cancelled) below.
+                            if let Some(d) = [before, after]
+                                .into_iter()
+                                .find(|d| d.fault_code == switchboard_model::fault::NOT_EVALUATED)
+                            {
+                                stopped.get_or_insert_with(|| d.reason.clone());
+                                truncated = true;
+                                continue;
+                            }
                             replayed.push(Replayed {
                                 event_id: e.id.clone(),
                                 received_at_ms: e.received_at,
@@ -834,6 +857,7 @@ impl RulePacks {
             Ok::<_, PackError>(ReplayOutcome {
                 replayed,
                 truncated,
+                stopped,
             })
         }
         .await;
@@ -931,6 +955,8 @@ impl RulePacks {
                             })
                             .collect(),
                         budget_ms: 0,
+                        work_class: WorkClass::Interactive as i32,
+                        ..Default::default()
                     })
             });
             let answers = futures::future::try_join_all(calls).await?;
@@ -1040,6 +1066,7 @@ impl RulePacks {
             .find(|p| p.name == name)
             .map(|p| p.version.clone());
         let mut plan = report_json(&report);
+        plan["stopped"] = json!(outcome.stopped);
         let window = self
             .state
             .store
@@ -1509,6 +1536,8 @@ async fn check_external(pack: &Pack, routers: &crate::routing::Routers) -> Resul
                 }],
                 deliveries: vec![fixture_delivery(f, n)],
                 budget_ms: 0,
+                work_class: WorkClass::Interactive as i32,
+                ..Default::default()
             })
             .await
             .map_err(|e| e.to_string())?;

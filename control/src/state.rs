@@ -43,6 +43,10 @@ pub struct Limits {
     pub requests_per_endpoint_per_minute: u32,
     /// The total time budget of one replay (SPEC-0031 REQ-4); past it a plan is truncated.
     pub replay_budget: Duration,
+    /// Units of one replay call that may exceed their budget or crash their child before the
+    /// router stops it (and control the whole replay, reported as `stopped`): a rule that
+    /// blows the budget on every delivery costs a few budgets, not one per delivery.
+    pub replay_max_child_faults: u32,
     /// How long and how many events each webhook keeps (`retention.rs`).
     pub retention: Retention,
 }
@@ -58,6 +62,7 @@ impl Default for Limits {
             ingest_deadline: Duration::from_secs(2),
             requests_per_endpoint_per_minute: 600,
             replay_budget: Duration::from_secs(30),
+            replay_max_child_faults: 3,
             retention: Retention::default(),
         }
     }

@@ -11,7 +11,7 @@ use switchboard_proto::router::v1::{
 };
 use tonic::{Request, Response, Status};
 
-use crate::sandbox::{SandboxError, SandboxPool};
+use crate::sandbox::{Class, SandboxError, SandboxPool, Work};
 
 /// Most deliveries in one Evaluate call; control sends replays in chunks well below this.
 pub const MAX_DELIVERIES_PER_CALL: usize = 5_000;
@@ -81,11 +81,16 @@ impl Router for RouterService {
                 "budget_ms: at most {MAX_BUDGET_MS}"
             )));
         }
-        let budget = (req.budget_ms > 0).then(|| Duration::from_millis(u64::from(req.budget_ms)));
+        let work = Work {
+            budget: (req.budget_ms > 0).then(|| Duration::from_millis(u64::from(req.budget_ms))),
+            class: Some(Class::from_wire(req.work_class)),
+            tenant: req.tenant,
+            max_child_faults: req.max_child_faults,
+        };
         let ctx = req.context.unwrap_or_default();
         let resp = self
             .pool
-            .evaluate(&ctx, &req.configurations, &req.deliveries, budget)
+            .evaluate_as(&ctx, &req.configurations, &req.deliveries, &work)
             .await
             .map_err(unavailable)?;
         Ok(Response::new(resp))

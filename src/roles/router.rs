@@ -65,6 +65,15 @@ pub struct SandboxArgs {
     /// Run children even where the kernel refuses seccomp or Landlock (not recommended).
     #[arg(long, env = "SWITCHBOARD_ROUTER_ALLOW_UNCONFINED_SANDBOX")]
     pub allow_unconfined_sandbox: bool,
+    /// Idle children kept started beyond those at work, so a lane whose child a budget fault
+    /// killed goes on at once.
+    #[arg(long, env = "SWITCHBOARD_ROUTER_SPARE_CHILDREN", default_value_t = 1)]
+    pub spare_children: usize,
+    /// The nice value of the children that run replays (0–19): on a busy machine live and
+    /// interactive work get the CPU first.
+    #[arg(long, env = "SWITCHBOARD_ROUTER_REPLAY_NICE", default_value_t = 10,
+          value_parser = clap::value_parser!(i32).range(0..=19))]
+    pub replay_nice: i32,
 }
 
 impl SandboxArgs {
@@ -82,6 +91,8 @@ impl SandboxArgs {
             ..ChildLimits::default()
         };
         config.require_confinement = !self.allow_unconfined_sandbox;
+        config.spares = self.spare_children;
+        config.replay_nice = self.replay_nice;
         Ok(config)
     }
 }

@@ -16,6 +16,7 @@ pub struct Metrics {
     replay_truncations: Counter<u64>,
     child_restarts: Counter<u64>,
     budget_faults: Counter<u64>,
+    sandbox_cpu: Counter<f64>,
     plan_confirms: Counter<u64>,
     ingest_refusals: Counter<u64>,
     router_ejections: Counter<u64>,
@@ -53,6 +54,11 @@ pub fn metrics() -> &'static Metrics {
             budget_faults: meter
                 .u64_counter("switchboard.sandbox.budget_faults")
                 .with_description("Envelopes faulted because their evaluation exceeded the budget")
+                .build(),
+            sandbox_cpu: meter
+                .f64_counter("switchboard.sandbox.cpu")
+                .with_unit("s")
+                .with_description("CPU time sandbox children spent on evaluations, by tenant (owner scope; empty for calls shared between tenants) and class (live, interactive, replay)")
                 .build(),
             plan_confirms: meter
                 .u64_counter("switchboard.plan.confirms")
@@ -105,6 +111,17 @@ impl Metrics {
     /// An envelope faulted with `budget_exceeded`.
     pub fn budget_fault(&self) {
         self.budget_faults.add(1, &[]);
+    }
+
+    /// CPU time a sandbox child spent on one tenant's work of one class.
+    pub fn sandbox_cpu(&self, tenant: &str, class: &'static str, spent: Duration) {
+        self.sandbox_cpu.add(
+            spent.as_secs_f64(),
+            &[
+                KeyValue::new("tenant", tenant.to_string()),
+                KeyValue::new("class", class),
+            ],
+        );
     }
 
     /// An ingest request refused before anything was stored; `reason` says why.

@@ -35,6 +35,7 @@ fn evaluate_request(configs: &[&str], n: usize) -> EvaluateRequest {
         deliveries: deliveries(n),
         // Decisions, not speed, are under test; a loaded CI machine must not fault them.
         budget_ms: 5_000,
+        ..Default::default()
     }
 }
 
@@ -161,6 +162,7 @@ async fn a_non_json_payload_reaches_rules_as_a_string() {
         configurations: vec![Configuration { json: json.into() }],
         deliveries: vec![d],
         budget_ms: 0,
+        ..Default::default()
     };
     let resp = c.evaluate(req).await.expect("evaluates").into_inner();
     assert_eq!(resp.results[0].decisions[0].queue, "triage");

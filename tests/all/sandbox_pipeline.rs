@@ -24,11 +24,14 @@ const SLOW: &str = r#"((. as $p | [$p,$p,$p,$p,$p,$p,$p,$p] | [.,.,.,.,.,.,.,.] 
 /// filling it).
 const CRASH: &str = r#"(("x" * 1000000000) | length > 0)"#;
 
+/// A pool of `children` slots and no spare children, so the tests below count exactly the
+/// children their work started (spares have tests of their own).
 async fn pool_with(children: usize, budget: Duration, max_chunk: usize) -> Arc<SandboxPool> {
     let mut config = SandboxConfig::new(binary());
     config.children = children;
     config.budget = budget;
     config.max_chunk = max_chunk;
+    config.spares = 0;
     SandboxPool::start(config)
         .await
         .expect("sandbox pool starts")
@@ -51,12 +54,18 @@ fn spawn_call(
     })
 }
 
-/// The victim's decision: faulted by the sandbox (overrun or crash), not by its rule.
-fn assert_sandbox_fault(d: &Decision, what: &str) {
+/// The victim's decision: faulted by the sandbox (overrun or crash), naming the rule that
+/// was running (`bad-<tag>`, see [`with_bad_rule`]).
+fn assert_sandbox_fault(d: &Decision, tag: &str, what: &str) {
     assert!(is_fault(d), "{what}: {d:?}");
     assert!(
         d.fault_code == fault::BUDGET_EXCEEDED || d.fault_code == fault::SANDBOX_CRASHED,
         "{what}: {d:?}"
+    );
+    assert_eq!(
+        d.rule_id,
+        format!("bad-{tag}"),
+        "{what}: the fault names its rule"
     );
 }
 
@@ -134,7 +143,7 @@ async fn a_failure_in_either_pipelined_request_blames_exactly_its_unit() {
             );
             let d = &r.decisions[0];
             if i == victim {
-                assert_sandbox_fault(d, &format!("{name}: delivery {i}"));
+                assert_sandbox_fault(d, "p", &format!("{name}: delivery {i}"));
             } else {
                 assert!(!is_fault(d), "{name}: delivery {i}: {d:?}");
                 assert_eq!(d.queue, want[i].queue, "{name}: delivery {i}");
@@ -220,7 +229,7 @@ async fn a_failing_child_hands_other_calls_requests_on_untouched() {
         for ((d, r), w) in ds.iter().zip(&got.results).zip(&want) {
             let got = &r.decisions[0];
             if d.event_id == "ev-32" {
-                assert_sandbox_fault(got, &format!("call {call}, {}", d.event_id));
+                assert_sandbox_fault(got, "c2", &format!("call {call}, {}", d.event_id));
             } else {
                 assert!(!is_fault(got), "call {call}, {}: {got:?}", d.event_id);
                 assert_eq!(got.rule_id, w.rule_id, "call {call}, {}", d.event_id);

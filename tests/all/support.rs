@@ -157,10 +157,12 @@ pub fn binary() -> PathBuf {
 }
 
 /// A sandbox pool whose children are the real binary.
+/// No spare children: the tests count the children their work starts.
 pub async fn pool(children: usize, budget: Duration) -> Arc<SandboxPool> {
     let mut config = SandboxConfig::new(binary());
     config.children = children;
     config.budget = budget;
+    config.spares = 0;
     SandboxPool::start(config)
         .await
         .expect("sandbox pool starts")

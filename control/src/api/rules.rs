@@ -142,6 +142,9 @@ impl WebhookRulesApi {
                 deliveries: vec![delivery],
                 budget_ms: u32::try_from(self.state.limits.evaluation_budget.as_millis())
                     .unwrap_or(u32::MAX),
+                work_class: switchboard_proto::router::v1::WorkClass::Interactive as i32,
+                tenant: w.owner_scope.to_string(),
+                max_child_faults: 0,
             })
             .await?;
         let decisions = match results.as_slice() {

@@ -201,7 +201,13 @@ pub async fn route_events(
         Some(one) if deliveries.is_empty() => vec![
             state
                 .routers
-                .evaluate_one(&context, &[configuration], one, budget_ms(state))
+                .evaluate_one(
+                    &context,
+                    &[configuration],
+                    one,
+                    budget_ms(state),
+                    &webhook.owner_scope.to_string(),
+                )
                 .await?,
         ],
         Some(last) => {
@@ -214,6 +220,7 @@ pub async fn route_events(
                     deliveries,
                     state.limits.replay_chunk,
                     budget_ms(state),
+                    &webhook.owner_scope.to_string(),
                 )
                 .await?
         }

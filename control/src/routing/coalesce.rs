@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use prost::Message;
 use switchboard_proto::router::v1::{
-    Configuration, DeliveryDecisions, EvaluateRequest, RoutingContext, StoredDelivery,
+    Configuration, DeliveryDecisions, EvaluateRequest, RoutingContext, StoredDelivery, WorkClass,
 };
 use tokio::sync::oneshot;
 use tracing::Instrument;
@@ -25,6 +25,9 @@ pub const MAX_SHARED_CALL: usize = 64;
 /// What must be equal for deliveries to share a call.
 #[derive(Clone, Debug, Hash, PartialEq, Eq)]
 struct Key {
+    /// Calls are shared within one tenant only: turns at the router and its CPU accounting
+    /// are per tenant.
+    tenant: String,
     context: Vec<u8>,
     configurations: Vec<String>,
     budget_ms: u32,
@@ -55,8 +58,10 @@ impl Routers {
         configurations: &[Configuration],
         delivery: StoredDelivery,
         budget_ms: u32,
+        tenant: &str,
     ) -> Result<DeliveryDecisions, RoutingError> {
         let key = Key {
+            tenant: tenant.to_string(),
             context: ctx.encode_to_vec(),
             configurations: configurations.iter().map(|c| c.json.clone()).collect(),
             budget_ms,
@@ -126,6 +131,9 @@ impl Routers {
                 configurations: configurations.clone(),
                 deliveries: batch.iter().map(|w| w.delivery.clone()).collect(),
                 budget_ms: key.budget_ms,
+                work_class: WorkClass::Live as i32,
+                tenant: key.tenant.clone(),
+                max_child_faults: 0,
             };
             match self.evaluate_hedged(request).instrument(span).await {
                 Ok(results) => {

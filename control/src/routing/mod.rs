@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use switchboard_proto::router::v1::router_client::RouterClient;
 use switchboard_proto::router::v1::{
     Configuration, DeliveryDecisions, EvaluateRequest, RoutingContext, StoredDelivery,
-    ValidateRequest, ValidateResponse,
+    ValidateRequest, ValidateResponse, WorkClass,
 };
 use tonic::Code;
 use tonic::transport::{Channel, Endpoint};
@@ -437,9 +437,10 @@ impl Routers {
         .await
     }
 
-    /// Evaluates many deliveries in chunks (at most `chunk` deliveries, and about
-    /// [`CHUNK_BYTES`](switchboard_model::body::CHUNK_BYTES) of bodies) spread over every
-    /// instance at once, each chunk retried elsewhere on failure. Results come back in delivery order.
+    /// Evaluates many of `tenant`'s waiting deliveries as live work, in chunks (at most
+    /// `chunk` deliveries, and about [`CHUNK_BYTES`](switchboard_model::body::CHUNK_BYTES) of
+    /// bodies) spread over every instance at once, each chunk retried elsewhere on failure.
+    /// Results come back in delivery order.
     pub async fn evaluate_chunked(
         &self,
         ctx: &RoutingContext,
@@ -447,6 +448,7 @@ impl Routers {
         deliveries: Vec<StoredDelivery>,
         chunk: usize,
         budget_ms: u32,
+        tenant: &str,
     ) -> Result<Vec<DeliveryDecisions>, RoutingError> {
         let chunks = switchboard_model::body::chunk_ranges(
             deliveries.iter().map(|d| d.body.len()),
@@ -459,6 +461,9 @@ impl Routers {
                 configurations: configurations.to_vec(),
                 deliveries: deliveries[range].to_vec(),
                 budget_ms,
+                work_class: WorkClass::Live as i32,
+                tenant: tenant.to_string(),
+                max_child_faults: 0,
             })
         });
         let mut out = Vec::with_capacity(deliveries.len());

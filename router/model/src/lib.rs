@@ -5,6 +5,7 @@
 //! without linking anything that parses tenant expressions.
 
 pub mod body;
+pub mod fault;
 pub mod form;
 
 pub use form::payload_json;

@@ -117,6 +117,11 @@ fn clip(s: &str) -> String {
     }
 }
 
+/// The id a rule's decisions and faults carry: its own, or `#<index>` when it has none.
+pub fn rule_id(rule: &super::config::Rule, index: usize) -> String {
+    rule.id.clone().unwrap_or_else(|| format!("#{index}"))
+}
+
 /// A rule ready to evaluate.
 pub struct CompiledRule {
     pub id: String,
@@ -138,7 +143,7 @@ impl CompiledConfiguration {
     pub fn compile(config: &Configuration) -> Result<Self, String> {
         let mut rules = Vec::with_capacity(config.rules.len());
         for (i, rule) in config.rules.iter().enumerate() {
-            let id = rule.id.clone().unwrap_or_else(|| format!("#{i}"));
+            let id = rule_id(rule, i);
             let filter = compile_expression(&rule.when).map_err(|ps| {
                 format!(
                     "rule {id}: {}",
@@ -174,7 +179,19 @@ impl CompiledConfiguration {
     /// or an error faults and stops evaluation. No match: `default_action`, else the default
     /// queue. The grant and capabilities are re-enforced on whatever action decides.
     pub fn evaluate(&self, ctx: &RoutingContext, envelope: &Val) -> Decision {
-        for rule in &self.rules {
+        self.evaluate_marked(ctx, envelope, |_| {})
+    }
+
+    /// [`Self::evaluate`], calling `starting(i)` before rule `i` runs: a sandbox child marks
+    /// it on its progress board, so a budget fault or a crash names the rule.
+    pub fn evaluate_marked(
+        &self,
+        ctx: &RoutingContext,
+        envelope: &Val,
+        mut starting: impl FnMut(usize),
+    ) -> Decision {
+        for (i, rule) in self.rules.iter().enumerate() {
+            starting(i);
             let run_ctx = Ctx::<Data>::new(&rule.filter.lut, Vars::new([self.params.clone()]));
             let first = rule.filter.id.run((run_ctx, envelope.clone())).next();
             match first {

@@ -4,21 +4,8 @@ pub use switchboard_proto::router::v1::{Decision, Outcome, RuleCount, RuleCounte
 
 use super::config::Action;
 
-/// Fault codes a decision can carry.
-pub mod fault {
-    /// The rule's first output was not a boolean/null, or it raised an error.
-    pub const RULE_FAULT: &str = "rule_fault";
-    /// The matched action routes to a queue outside the webhook's grant.
-    pub const NOT_GRANTED: &str = "not_granted";
-    /// The matched action needs a capability this instance lacks.
-    pub const CAPABILITY_MISSING: &str = "capability_missing";
-    /// The envelope's evaluation exceeded its per-event budget; the child was replaced.
-    pub const BUDGET_EXCEEDED: &str = "budget_exceeded";
-    /// The sandbox child died while evaluating the envelope; it was replaced.
-    pub const SANDBOX_CRASHED: &str = "sandbox_crashed";
-    /// The configuration does not validate, so nothing in it can decide.
-    pub const INVALID_CONFIGURATION: &str = "invalid_configuration";
-}
+/// Fault codes a decision can carry (defined with the model, which control shares).
+pub use switchboard_model::fault;
 
 /// A decision made by a rule's (or the default's) action.
 pub fn from_action(action: &Action, rule_id: &str, by_default_action: bool) -> Decision {

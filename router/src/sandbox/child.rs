@@ -222,7 +222,11 @@ fn evaluate(
                 b.begin(unit as u64);
             }
             let decision = match config.as_ref() {
-                Ok(c) => c.evaluate(&ctx, envelope),
+                Ok(c) => c.evaluate_marked(&ctx, envelope, |rule| {
+                    if let Some(b) = board {
+                        b.rule(rule);
+                    }
+                }),
                 Err(_) => decision::fault(
                     "",
                     fault::INVALID_CONFIGURATION,

@@ -5,6 +5,8 @@ pub mod confine;
 pub mod frame;
 pub mod pool;
 pub mod progress;
+pub mod schedule;
 
 pub use confine::ChildLimits;
-pub use pool::{SandboxConfig, SandboxError, SandboxPool};
+pub use pool::{SandboxConfig, SandboxError, SandboxPool, Work};
+pub use schedule::Class;

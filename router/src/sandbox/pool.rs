@@ -12,13 +12,20 @@
 //! killed and that unit faults `budget_exceeded`; a child that dies faults the unit it was
 //! running `sandbox_crashed`. Either way what the child answered before is kept, and the
 //! units left (of the request it ran and of the one queued behind it) go back to the queue
-//! for a fresh child.
+//! for a fresh child. Budgets are CPU time, so a unit preempted on a busy machine is never
+//! blamed for the wait; a child killed from outside (not by its unit) blames nothing and its
+//! units are run again elsewhere.
+//!
+//! Queued chunks are taken by class (live, interactive, replay) and, within a class, by
+//! tenants in turn ([`super::schedule`]). Replays run on children at a lower CPU priority,
+//! and one lane beyond `children` serves only live and interactive work, so a replay never
+//! holds every child while a delivery waits (docs/sandbox.md, "Classes and shares").
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::os::fd::{AsRawFd, BorrowedFd};
 use std::path::PathBuf;
 use std::process::Stdio;
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -38,7 +45,9 @@ use tokio::time::{Instant, sleep_until, timeout};
 
 use super::confine::ChildLimits;
 use super::frame::{FrameReader, write_frame_async};
-use super::progress::{PROGRESS_FD_ARG, Progress, ProgressBoard, now_ns};
+use super::progress::{PROGRESS_FD_ARG, Progress, ProgressBoard, cpu_ns_of, now_ns};
+use super::schedule::{Class, Queued, Schedule};
+use crate::engine::compile::rule_id;
 use crate::engine::config::{Action, Configuration as Config, Rule};
 use crate::engine::decision::{self, count_rules, fault};
 use crate::engine::validate::{check_structure, parse_configuration};
@@ -70,6 +79,12 @@ pub struct SandboxConfig {
     pub require_confinement: bool,
     /// Most deliveries sent to one child in one message.
     pub max_chunk: usize,
+    /// Idle children kept started and ready beyond those at work, so a lane whose child was
+    /// killed (a budget fault, a crash) goes on at once instead of waiting for a new one.
+    pub spares: usize,
+    /// The nice value replays run at (children for replays are started with it): on a
+    /// busy machine the kernel gives live and interactive work the CPU first.
+    pub replay_nice: i32,
 }
 
 impl SandboxConfig {
@@ -86,6 +101,8 @@ impl SandboxConfig {
             limits: ChildLimits::default(),
             require_confinement: true,
             max_chunk: 128,
+            spares: 1,
+            replay_nice: 10,
         }
     }
 }
@@ -106,6 +123,64 @@ pub struct SandboxStats {
     pub budget_exceeded: AtomicU64,
     pub crashed: AtomicU64,
     pub units: AtomicU64,
+    /// Children that died of something not their unit's doing (killed from outside, their
+    /// lifetime CPU limit): their units were run again, nothing was blamed.
+    pub lost_children: AtomicU64,
+    /// Units answered `not_evaluated` because their call reached its `max_child_faults`.
+    pub not_evaluated: AtomicU64,
+    /// Children started while work waited for them (no spare was ready).
+    pub spawned_on_demand: AtomicU64,
+}
+
+/// How one evaluate call wants its work done.
+#[derive(Clone, Debug, Default)]
+pub struct Work {
+    /// Per unit, of the child's CPU time; `None` takes the pool's.
+    pub budget: Option<Duration>,
+    pub class: Option<Class>,
+    /// Whose work it is (an owner scope); empty for work shared between tenants.
+    pub tenant: String,
+    /// Stop after this many units exceeded their budget or crashed their child (0: never).
+    pub max_child_faults: u32,
+}
+
+/// What the chunks of one call share.
+struct Call {
+    class: Class,
+    tenant: String,
+    /// Per configuration, the ids of its rules, to name the rule a fault interrupted.
+    rule_ids: Vec<Vec<String>>,
+    max_child_faults: u32,
+    child_faults: AtomicU32,
+}
+
+impl Call {
+    fn stopped(&self) -> bool {
+        self.max_child_faults > 0
+            && self.child_faults.load(Ordering::Relaxed) >= self.max_child_faults
+    }
+}
+
+/// Deaths not of a unit's doing a chunk may see before the unit the child was running is
+/// blamed after all (so a unit that keeps its child from living cannot loop forever).
+const MAX_LOST_CHILDREN_PER_CHUNK: u32 = 2;
+
+/// Signals a unit brings on itself: jaq's abort on deep recursion, a stack overflow,
+/// running out of its address space (an allocation failure aborts), a forbidden call.
+fn unit_caused(status: &std::process::ExitStatus) -> bool {
+    use std::os::unix::process::ExitStatusExt;
+    matches!(
+        status.signal(),
+        Some(
+            libc::SIGABRT
+                | libc::SIGSEGV
+                | libc::SIGBUS
+                | libc::SIGILL
+                | libc::SIGFPE
+                | libc::SIGSYS
+                | libc::SIGTRAP
+        )
+    )
 }
 
 struct ChildProcess {
@@ -117,6 +192,8 @@ struct ChildProcess {
     /// Evaluate requests written to this child. The child counts the ones it reads the same
     /// way and shows the ordinal of the one it runs on its board.
     sent: u64,
+    /// Started at `replay_nice`: runs replays only.
+    niced: bool,
 }
 
 impl ChildProcess {
@@ -148,8 +225,8 @@ enum Failure {
 /// progress board says.
 struct Stopped {
     failure: Failure,
-    /// (request ordinal, unit relative to that request).
-    at: Option<(u64, usize)>,
+    /// (request ordinal, unit relative to that request, the rule it ran).
+    at: Option<At>,
     /// Whether what the child wrote may still be read (it was killed by the parent, or
     /// went away while the parent wrote to it), rather than its output having ended or gone
     /// wrong already.
@@ -167,6 +244,21 @@ struct Job {
     units: Vec<Option<Decision>>,
     budget: Duration,
     reply: oneshot::Sender<Answers>,
+    call: Arc<Call>,
+    /// Children lost under this chunk to something other than its units.
+    lost_children: u32,
+}
+
+impl Queued for Job {
+    fn class(&self) -> Class {
+        self.call.class
+    }
+    fn tenant(&self) -> &str {
+        &self.call.tenant
+    }
+    fn abandoned(&self) -> bool {
+        self.reply.is_closed()
+    }
 }
 
 impl Job {
@@ -203,6 +295,28 @@ impl Job {
             .units
             .fetch_add(self.units.len() as u64, Ordering::Relaxed);
         let _ = self.reply.send(Ok(self.units));
+    }
+
+    /// Its call stopped at its `max_child_faults`: every unit not answered yet is
+    /// `not_evaluated`, and the chunk is done without a child.
+    fn finish_stopped(mut self, stats: &SandboxStats) {
+        let reason = format!(
+            "not evaluated: the call stopped after {} of its evaluations exceeded their budget or crashed their child",
+            self.call.max_child_faults
+        );
+        for unit in self.units.iter_mut().filter(|u| u.is_none()) {
+            stats.not_evaluated.fetch_add(1, Ordering::Relaxed);
+            *unit = Some(decision::fault("", fault::NOT_EVALUATED, reason.clone()));
+        }
+        self.finish(stats);
+    }
+
+    /// The id of the rule `rule` of the configuration unit `unit` evaluates.
+    fn rule_of(&self, unit: usize, rule: Option<usize>) -> &str {
+        let config = unit % self.configurations.max(1);
+        rule.and_then(|r| self.call.rule_ids.get(config)?.get(r))
+            .map(String::as_str)
+            .unwrap_or("")
     }
 }
 
@@ -247,7 +361,16 @@ struct Inner {
     idle: Mutex<Vec<ChildProcess>>,
     /// One per child slot: held by a lane, or by a validation.
     permits: Arc<Semaphore>,
+    /// The one slot beyond `children` that only live and interactive work may take: while
+    /// replays hold every child, a delivery still finds one.
+    reserve: Arc<Semaphore>,
+    /// Spare children being started now.
+    spawning: AtomicUsize,
+    /// Lanes running replays now: the reserve slot opens only while there are some.
+    replay_lanes: AtomicUsize,
     stats: SandboxStats,
+    /// CPU time children spent per tenant and class.
+    cpu: Mutex<HashMap<(String, Class), Duration>>,
     /// Process ids of live children, for operators (and tests) to find them.
     live: Mutex<Vec<u32>>,
     queue: Mutex<Queue>,
@@ -258,26 +381,19 @@ struct Inner {
     validations_waiting: AtomicUsize,
 }
 
-/// Chunks waiting for a lane, oldest first, and lanes started for them that have not taken
-/// one yet.
+/// Chunks waiting for a lane, by class and tenant ([`Schedule`]), and lanes started for
+/// them that have not taken one yet.
 #[derive(Default)]
 struct Queue {
-    jobs: VecDeque<Job>,
+    jobs: Schedule<Job>,
     /// Lanes started and not yet at work: a busy lane leaves them the jobs they were started
     /// for instead of queueing them behind its own (children in parallel before pipelining).
     hungry: usize,
 }
 
-impl Queue {
-    /// The oldest job whose caller still waits for it.
-    fn take(&mut self) -> Option<Job> {
-        while let Some(job) = self.jobs.pop_front() {
-            if !job.reply.is_closed() {
-                return Some(job);
-            }
-        }
-        None
-    }
+/// Live and interactive work: what the reserve slot may take, and what replays yield to.
+fn urgent(class: Class) -> bool {
+    class != Class::Replay
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -294,6 +410,10 @@ impl SandboxPool {
     pub async fn start(config: SandboxConfig) -> Result<Arc<Self>, SandboxError> {
         let inner = Arc::new(Inner {
             permits: Arc::new(Semaphore::new(config.children.max(1))),
+            reserve: Arc::new(Semaphore::new(1)),
+            spawning: AtomicUsize::new(0),
+            replay_lanes: AtomicUsize::new(0),
+            cpu: Mutex::new(HashMap::new()),
             config,
             idle: Mutex::new(Vec::new()),
             stats: SandboxStats::default(),
@@ -302,7 +422,7 @@ impl SandboxPool {
             queued: Notify::new(),
             validations_waiting: AtomicUsize::new(0),
         });
-        let (first, ready) = inner.spawn().await?;
+        let (first, ready) = inner.spawn(false).await?;
         if inner.config.require_confinement && (!ready.seccomp || ready.landlock == "none") {
             return Err(SandboxError::Unconfined(format!(
                 "seccomp: {}, landlock: {}{}",
@@ -316,7 +436,18 @@ impl SandboxPool {
             )));
         }
         lock(&inner.idle).push(first);
+        inner.refill();
         Ok(Arc::new(Self { inner }))
+    }
+
+    /// CPU time children spent on each tenant's work of each class, so far.
+    pub fn cpu_by_tenant(&self) -> Vec<(String, Class, Duration)> {
+        let mut spent: Vec<_> = lock(&self.inner.cpu)
+            .iter()
+            .map(|((tenant, class), d)| (tenant.clone(), *class, *d))
+            .collect();
+        spent.sort_by(|a, b| (&a.0, a.1).cmp(&(&b.0, b.1)));
+        spent
     }
 
     pub fn config(&self) -> &SandboxConfig {
@@ -353,12 +484,20 @@ impl SandboxPool {
         let pool = &self.inner;
         let _slot = {
             let waiting = Waiting::new(pool);
-            let permit = pool
-                .permits
-                .clone()
-                .acquire_owned()
-                .await
-                .map_err(|e| SandboxError::Spawn(e.to_string()))?;
+            // A validation is interactive: while replays run, the reserve slot if it is
+            // free, so it does not wait for a replay's chunks; else the next child slot.
+            let reserved = (pool.replay_lanes.load(Ordering::SeqCst) > 0)
+                .then(|| pool.reserve.clone().try_acquire_owned().ok())
+                .flatten();
+            let permit = match reserved {
+                Some(permit) => permit,
+                None => pool
+                    .permits
+                    .clone()
+                    .acquire_owned()
+                    .await
+                    .map_err(|e| SandboxError::Spawn(e.to_string()))?,
+            };
             drop(waiting);
             // Lanes that gave their slot up for this one may have left jobs behind.
             pool.kick();
@@ -367,7 +506,7 @@ impl SandboxPool {
                 permit: Some(permit),
             }
         };
-        let mut child = pool.checkout().await?;
+        let mut child = pool.checkout(false).await?;
         let req = ValidateRequest {
             configuration: Some(Configuration {
                 json: json.to_string(),
@@ -458,7 +597,8 @@ impl SandboxPool {
         })
     }
 
-    /// Evaluates one or two configurations over every delivery; every unit gets a decision.
+    /// Evaluates one or two configurations over every delivery as interactive work of no
+    /// tenant in particular; every unit gets a decision.
     pub async fn evaluate(
         &self,
         ctx: &RoutingContext,
@@ -466,8 +606,43 @@ impl SandboxPool {
         deliveries: &[StoredDelivery],
         budget: Option<Duration>,
     ) -> Result<EvaluateResponse, SandboxError> {
+        let work = Work {
+            budget,
+            ..Work::default()
+        };
+        self.evaluate_as(ctx, configurations, deliveries, &work)
+            .await
+    }
+
+    /// Evaluates one or two configurations over every delivery, queued as `work` says;
+    /// every unit gets a decision.
+    pub async fn evaluate_as(
+        &self,
+        ctx: &RoutingContext,
+        configurations: &[Configuration],
+        deliveries: &[StoredDelivery],
+        work: &Work,
+    ) -> Result<EvaluateResponse, SandboxError> {
         let pool = &self.inner;
-        let budget = budget.unwrap_or(pool.config.budget);
+        let budget = work.budget.unwrap_or(pool.config.budget);
+        let parsed: Vec<Option<Config>> = configurations
+            .iter()
+            .map(|c| parse_configuration(&c.json).ok())
+            .collect();
+        let call = Arc::new(Call {
+            class: work.class.unwrap_or(Class::Interactive),
+            tenant: work.tenant.clone(),
+            rule_ids: parsed
+                .iter()
+                .map(|p| {
+                    p.iter()
+                        .flat_map(|cfg| cfg.rules.iter().enumerate().map(|(i, r)| rule_id(r, i)))
+                        .collect()
+                })
+                .collect(),
+            max_child_faults: work.max_child_faults,
+            child_faults: AtomicU32::new(0),
+        });
         let children = pool.config.children.max(1);
         let chunk = deliveries
             .len()
@@ -497,6 +672,8 @@ impl SandboxPool {
                 units: vec![None; c.len() * n],
                 budget,
                 reply,
+                call: call.clone(),
+                lost_children: 0,
             });
             answers.push(answer);
         }
@@ -520,19 +697,19 @@ impl SandboxPool {
                     .collect(),
             })
             .collect::<Vec<_>>();
-        let counters = configurations
+        let counters = parsed
             .iter()
             .enumerate()
             .map(|(j, c)| {
-                let (digest, ids) = match parse_configuration(&c.json) {
-                    Ok(cfg) => (
+                let (digest, ids) = match c {
+                    Some(cfg) => (
                         cfg.digest(),
                         cfg.rules
                             .iter()
                             .map(|r| r.id.clone().unwrap_or_default())
                             .collect(),
                     ),
-                    Err(_) => (String::new(), Vec::new()),
+                    None => (String::new(), Vec::new()),
                 };
                 count_rules(
                     &digest,
@@ -579,7 +756,8 @@ impl Inner {
         lock(&self.live).retain(|p| *p != pid);
     }
 
-    async fn spawn(&self) -> Result<(ChildProcess, ChildReady), SandboxError> {
+    /// Starts a child; `niced` ones run at `replay_nice` and take replays only.
+    async fn spawn(&self, niced: bool) -> Result<(ChildProcess, ChildReady), SandboxError> {
         let board = ProgressBoard::create()
             .map_err(|e| SandboxError::Spawn(format!("progress board: {e}")))?;
         let board_fd = board.fd().as_raw_fd();
@@ -618,7 +796,17 @@ impl Inner {
             stdout: FrameReader::new(stdout, 1 << 16),
             board,
             sent: 0,
+            niced,
         };
+        if niced
+            && let Err(e) = rustix::process::setpriority_process(
+                rustix::process::Pid::from_raw(pid as i32),
+                self.config.replay_nice,
+            )
+        {
+            // Best effort: replays then only yield at chunk boundaries.
+            tracing::debug!(pid, error = %e, "could not lower a replay child's priority");
+        }
         self.stats.spawned.fetch_add(1, Ordering::Relaxed);
         lock(&self.live).push(pid);
         match proc.recv(self.config.compile_budget).await {
@@ -630,18 +818,58 @@ impl Inner {
         }
     }
 
-    /// An idle child that is still alive, or a new one.
-    async fn checkout(&self) -> Result<ChildProcess, SandboxError> {
-        loop {
-            let Some(mut c) = lock(&self.idle).pop() else {
-                break;
+    /// An idle child of the kind asked for that is still alive, or a new one; then spares
+    /// are topped up in the background.
+    async fn checkout(self: &Arc<Self>, niced: bool) -> Result<ChildProcess, SandboxError> {
+        let found = loop {
+            let next = {
+                let mut idle = lock(&self.idle);
+                idle.iter()
+                    .rposition(|c| c.niced == niced)
+                    .map(|i| idle.swap_remove(i))
             };
-            if c.alive() {
-                return Ok(c);
+            match next {
+                Some(mut c) => {
+                    if c.alive() {
+                        break Some(c);
+                    }
+                    self.forget(c.pid);
+                }
+                None => break None,
             }
-            self.forget(c.pid);
+        };
+        let child = match found {
+            Some(c) => c,
+            None => {
+                self.stats.spawned_on_demand.fetch_add(1, Ordering::Relaxed);
+                self.spawn(niced).await.map(|(c, _)| c)?
+            }
+        };
+        self.refill();
+        Ok(child)
+    }
+
+    /// Starts spare children in the background until `spares` normal ones are idle or on
+    /// their way, so live work never waits for a child to start.
+    fn refill(self: &Arc<Self>) {
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        let idle = lock(&self.idle).iter().filter(|c| !c.niced).count();
+        let wanted = self.config.spares.saturating_sub(idle);
+        let spawning = self.spawning.load(Ordering::SeqCst);
+        for _ in spawning..wanted {
+            self.spawning.fetch_add(1, Ordering::SeqCst);
+            let pool = self.clone();
+            runtime.spawn(async move {
+                let spawned = pool.spawn(false).await;
+                pool.spawning.fetch_sub(1, Ordering::SeqCst);
+                match spawned {
+                    Ok((child, _)) => pool.checkin(child),
+                    Err(e) => tracing::warn!(error = %e, "could not start a spare sandbox child"),
+                }
+            });
         }
-        self.spawn().await.map(|(c, _)| c)
     }
 
     fn checkin(&self, mut child: ChildProcess) {
@@ -655,7 +883,7 @@ impl Inner {
 
     /// Queues a job and makes sure a lane will take it.
     fn submit(self: &Arc<Self>, job: Job) {
-        lock(&self.queue).jobs.push_back(job);
+        lock(&self.queue).jobs.push(job);
         self.queued.notify_waiters();
         self.kick();
     }
@@ -684,12 +912,36 @@ impl Inner {
         };
         let mut queue = lock(&self.queue);
         while queue.jobs.len() > queue.hungry {
-            let Ok(permit) = self.permits.clone().try_acquire_owned() else {
-                break;
-            };
-            queue.hungry += 1;
-            runtime.spawn(lane(self.clone(), permit));
+            if let Ok(permit) = self.permits.clone().try_acquire_owned() {
+                queue.hungry += 1;
+                runtime.spawn(lane(self.clone(), permit, false));
+                continue;
+            }
+            // Every child slot is taken, replays among them: live and interactive work may
+            // take the reserve.
+            if queue.jobs.len_of(urgent) > 0
+                && self.replay_lanes.load(Ordering::SeqCst) > 0
+                && let Ok(permit) = self.reserve.clone().try_acquire_owned()
+            {
+                queue.hungry += 1;
+                runtime.spawn(lane(self.clone(), permit, true));
+                continue;
+            }
+            break;
         }
+    }
+
+    /// Counts the CPU `pid` spent since `mark` as `call`'s, and moves the mark.
+    fn charge(&self, call: &Call, pid: u32, mark: &mut Option<u64>) {
+        let now = cpu_ns_of(pid);
+        if let (Some(before), Some(after)) = (*mark, now) {
+            let spent = Duration::from_nanos(after.saturating_sub(before));
+            *lock(&self.cpu)
+                .entry((call.tenant.clone(), call.class))
+                .or_default() += spent;
+            switchboard_telemetry::metrics().sandbox_cpu(&call.tenant, call.class.label(), spent);
+        }
+        *mark = now;
     }
 
     /// Lanes give their slot up while a validation waits.
@@ -697,10 +949,11 @@ impl Inner {
         self.validations_waiting.load(Ordering::SeqCst) > 0
     }
 
-    /// The next job for a lane that runs `in_flight` requests already: none while a
-    /// validation waits, and none to queue behind its own while a lane started for it has
-    /// not taken it yet.
-    fn next_job(&self, in_flight: usize) -> Option<Job> {
+    /// The next job for a lane whose child (`niced`: a replay child) runs `in_flight`
+    /// requests already, of the kind that child runs: none while a validation waits, none to
+    /// queue behind its own while a lane started for it has not taken it yet, and no further
+    /// replay while live or interactive work waits (replays yield at chunk boundaries).
+    fn next_job(&self, in_flight: usize, niced: bool) -> Option<Job> {
         if self.yielding() {
             return None;
         }
@@ -708,22 +961,39 @@ impl Inner {
         if in_flight > 0 && queue.jobs.len() <= queue.hungry {
             return None;
         }
-        queue.take()
+        if niced {
+            if queue.jobs.len_of(urgent) > 0 {
+                return None;
+            }
+            queue.jobs.take(|c| c == Class::Replay)
+        } else {
+            queue.jobs.take(urgent)
+        }
     }
 }
 
-/// One child slot at work: takes jobs off the queue and runs them on its child until none
-/// is left, then checks the child in and gives the slot up.
-async fn lane(pool: Arc<Inner>, permit: OwnedSemaphorePermit) {
+/// One child slot at work: takes jobs off the queue, most urgent class first, and runs them
+/// on a child of their kind until none is left, then checks the child in and gives the slot
+/// up. The `reserve` lane takes live and interactive work only.
+async fn lane(pool: Arc<Inner>, permit: OwnedSemaphorePermit, reserve: bool) {
     let mut child: Option<ChildProcess> = None;
     let mut started = true;
+    // Counts this lane in `replay_lanes` while it runs replays.
+    let mut replaying = ReplayLane {
+        pool: pool.clone(),
+        on: false,
+    };
     loop {
         let job = {
             let mut queue = lock(&pool.queue);
             if std::mem::take(&mut started) {
                 queue.hungry = queue.hungry.saturating_sub(1);
             }
-            match (!pool.yielding()).then(|| queue.take()).flatten() {
+            let allowed = |class: Class| !reserve || urgent(class);
+            match (!pool.yielding())
+                .then(|| queue.jobs.take(allowed))
+                .flatten()
+            {
                 Some(job) => job,
                 None => {
                     // The child goes back before the slot does, so no lane starts another.
@@ -735,17 +1005,26 @@ async fn lane(pool: Arc<Inner>, permit: OwnedSemaphorePermit) {
                 }
             }
         };
+        if job.call.stopped() {
+            job.finish_stopped(&pool.stats);
+            continue;
+        }
+        let niced = job.class() == Class::Replay;
+        replaying.set(niced);
         let kept = child.take().and_then(|mut c| {
-            if c.alive() {
-                Some(c)
-            } else {
+            if !c.alive() {
                 pool.forget(c.pid);
                 None
+            } else if c.niced != niced {
+                pool.checkin(c);
+                None
+            } else {
+                Some(c)
             }
         });
         let c = match kept {
             Some(c) => c,
-            None => match pool.checkout().await {
+            None => match pool.checkout(niced).await {
                 Ok(c) => c,
                 Err(e) => {
                     let _ = job.reply.send(Err(e));
@@ -754,6 +1033,31 @@ async fn lane(pool: Arc<Inner>, permit: OwnedSemaphorePermit) {
             },
         };
         child = run(&pool, c, job).await;
+    }
+}
+
+/// A lane counted in `replay_lanes` while it runs replays (and not after it ends).
+struct ReplayLane {
+    pool: Arc<Inner>,
+    on: bool,
+}
+
+impl ReplayLane {
+    fn set(&mut self, on: bool) {
+        if on != self.on {
+            self.on = on;
+            if on {
+                self.pool.replay_lanes.fetch_add(1, Ordering::SeqCst);
+            } else {
+                self.pool.replay_lanes.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+    }
+}
+
+impl Drop for ReplayLane {
+    fn drop(&mut self) {
+        self.set(false);
     }
 }
 
@@ -813,7 +1117,20 @@ fn on_frame(
     }
 }
 
-/// Holds the unit on a child's board to its budget.
+/// Where a child stopped: (request ordinal, unit relative to that request, the rule it ran).
+type At = (u64, usize, Option<usize>);
+
+/// A unit's wall time past which it is blamed whatever CPU it spent: a backstop only (a unit
+/// does no I/O, so it waits only for a CPU), generous enough for a replay child at its low
+/// priority on a busy machine.
+fn wall_backstop(budget: Duration, idle: Duration) -> Duration {
+    (budget * 100).max(idle)
+}
+
+/// How soon to look again at a unit that has CPU budget left.
+const MIN_RECHECK: Duration = Duration::from_millis(1);
+
+/// Holds the unit on a child's board to its budget, in the child's CPU time.
 struct Watch {
     seen: Progress,
     seen_at: Instant,
@@ -832,15 +1149,16 @@ impl Watch {
         }
     }
 
-    /// At the deadline: `None` while the child makes progress; else a unit running past its
-    /// budget (blamed by request and index), or no progress at all between units for
-    /// `idle` (nothing to blame but the child).
+    /// At the deadline: `None` while the child makes progress; else a unit that spent its
+    /// budget of CPU time (blamed by request, index and rule), or no progress at all between
+    /// units for `idle` (nothing to blame but the child).
     fn check(
         &mut self,
         board: &ProgressBoard,
+        pid: u32,
         inflight: &VecDeque<InFlight>,
         idle: Duration,
-    ) -> Option<Option<(u64, usize)>> {
+    ) -> Option<Option<At>> {
         let now = board.read();
         if now.seq != self.seen.seq {
             self.seen = now;
@@ -854,7 +1172,24 @@ impl Watch {
             return None;
         }
         if now.in_unit() {
-            return Some(Some((now.request, now.unit as usize)));
+            let budget = budget_of(inflight, now.request);
+            let wall = Duration::from_nanos(now_ns().saturating_sub(now.started_ns));
+            let at = Some((now.request, now.unit as usize, now.rule));
+            if wall >= wall_backstop(budget, idle) {
+                return Some(at);
+            }
+            // Gone (its exit shows on the pipe next) or preempted: look again later.
+            let Some(cpu) = cpu_ns_of(pid) else {
+                self.deadline = Instant::now() + MIN_RECHECK * 10;
+                return None;
+            };
+            let spent = Duration::from_nanos(cpu.saturating_sub(now.started_cpu_ns));
+            if spent >= budget {
+                return Some(at);
+            }
+            // CPU time runs no faster than the wall clock: it cannot run out before then.
+            self.deadline = Instant::now() + (budget - spent).max(MIN_RECHECK);
+            return None;
         }
         if self.seen_at.elapsed() >= idle {
             return Some(None);
@@ -883,14 +1218,22 @@ async fn run(pool: &Arc<Inner>, mut child: ChildProcess, first: Job) -> Option<C
     let mut writing: Option<(Bytes, usize)> = None;
     let mut watch: Option<Watch> = None;
     let mut first = Some(first);
+    // The child's CPU time when its current request began: what it spends is the tenant's.
+    let mut cpu_mark = cpu_ns_of(child.pid);
     let stopped = loop {
         let queued = pool.queued.notified();
         tokio::pin!(queued);
         queued.as_mut().enable();
         if writing.is_none()
             && inflight.len() < DEPTH
-            && let Some(job) = first.take().or_else(|| pool.next_job(inflight.len()))
+            && let Some(job) = first
+                .take()
+                .or_else(|| pool.next_job(inflight.len(), child.niced))
         {
+            if job.call.stopped() {
+                job.finish_stopped(&pool.stats);
+                continue;
+            }
             if inflight.is_empty() && child.sent > 0 && !child.alive() {
                 // Exited on its own between jobs: nothing to blame, a new child runs it.
                 // (A child that never ran a job is held to it instead, so a child that
@@ -934,6 +1277,7 @@ async fn run(pool: &Arc<Inner>, mut child: ChildProcess, first: Job) -> Option<C
             Event::Frame(Ok(frame)) => match on_frame(&mut inflight, frame) {
                 Ok(Some(done)) => {
                     watch = None;
+                    pool.charge(&done.call, child.pid, &mut cpu_mark);
                     done.finish(&pool.stats);
                 }
                 Ok(None) => {
@@ -973,7 +1317,7 @@ async fn run(pool: &Arc<Inner>, mut child: ChildProcess, first: Job) -> Option<C
             }
             Event::Deadline => match watch.as_mut() {
                 Some(w) if front_compiled(&inflight) => {
-                    if let Some(at) = w.check(&child.board, &inflight, idle) {
+                    if let Some(at) = w.check(&child.board, child.pid, &inflight, idle) {
                         break Stopped {
                             failure: Failure::Timeout,
                             at,
@@ -992,6 +1336,9 @@ async fn run(pool: &Arc<Inner>, mut child: ChildProcess, first: Job) -> Option<C
             Event::Queued => {}
         }
     };
+    if let Some(front) = inflight.front() {
+        pool.charge(&front.job.call, child.pid, &mut cpu_mark);
+    }
     fail(pool, child, inflight, stopped).await;
     None
 }
@@ -1000,14 +1347,26 @@ fn front_compiled(inflight: &VecDeque<InFlight>) -> bool {
     inflight.front().is_some_and(|f| f.compiled)
 }
 
-/// A child stopped: kill it, keep every answer it wrote, fault the unit to blame, and queue
-/// the rest of its requests (the one it ran and any behind it) for another child.
+/// How long a child that died is waited for, to learn what it died of.
+const EXIT_WAIT: Duration = Duration::from_millis(200);
+
+/// A child stopped: kill it, keep every answer it wrote, fault the unit to blame (naming the
+/// rule it ran), and queue the rest of its requests (the one it ran and any behind it) for
+/// another child. A child that died of something its unit did not do (killed from outside,
+/// its lifetime CPU limit) blames nothing: its units run again elsewhere.
 async fn fail(
     pool: &Arc<Inner>,
     mut child: ChildProcess,
     mut inflight: VecDeque<InFlight>,
     stopped: Stopped,
 ) {
+    // What it died of, before a kill of ours could hide it.
+    let mut lost = false;
+    if stopped.failure == Failure::Died
+        && let Ok(Ok(status)) = timeout(EXIT_WAIT, child.child.wait()).await
+    {
+        lost = !unit_caused(&status);
+    }
     let _ = child.child.start_kill();
     pool.forget(child.pid);
     if stopped.drain {
@@ -1026,13 +1385,17 @@ async fn fail(
         })
         .await;
     }
-    // A child that died names the unit it was running on its board.
+    // A child that died names the unit it was running, and the rule, on its board.
     let at = stopped.at.or_else(|| {
         let p = child.board.read();
-        (stopped.failure == Failure::Died && p.in_unit()).then_some((p.request, p.unit as usize))
+        (stopped.failure == Failure::Died && p.in_unit()).then_some((
+            p.request,
+            p.unit as usize,
+            p.rule,
+        ))
     });
-    // The unit the board names; failing that, the first one unanswered.
-    let named = at.and_then(|(ordinal, unit)| {
+    // The unit the board names; failing that, the first one unanswered (no rule known).
+    let named = at.and_then(|(ordinal, unit, rule)| {
         let i = inflight.iter().position(|f| f.ordinal == ordinal)?;
         let u = inflight[i].base + unit;
         inflight[i]
@@ -1040,40 +1403,61 @@ async fn fail(
             .units
             .get(u)
             .is_some_and(Option::is_none)
-            .then_some((i, u))
+            .then_some((i, u, rule))
     });
     let blamed = named.or_else(|| {
-        inflight
-            .iter()
-            .enumerate()
-            .find_map(|(i, f)| f.job.units.iter().position(Option::is_none).map(|u| (i, u)))
+        inflight.iter().enumerate().find_map(|(i, f)| {
+            f.job
+                .units
+                .iter()
+                .position(Option::is_none)
+                .map(|u| (i, u, None))
+        })
     });
-    let (code, counter) = match stopped.failure {
-        Failure::Timeout => (fault::BUDGET_EXCEEDED, &pool.stats.budget_exceeded),
-        Failure::Died => (fault::SANDBOX_CRASHED, &pool.stats.crashed),
-    };
-    counter.fetch_add(1, Ordering::Relaxed);
     let metrics = switchboard_telemetry::metrics();
-    metrics.child_restart(code);
-    if code == fault::BUDGET_EXCEEDED {
-        metrics.budget_fault();
+    let mut blame = blamed.is_some();
+    if lost {
+        pool.stats.lost_children.fetch_add(1, Ordering::Relaxed);
+        metrics.child_restart("lost");
+        if let Some((i, _, _)) = blamed {
+            let job = &mut inflight[i].job;
+            job.lost_children += 1;
+            blame = job.lost_children > MAX_LOST_CHILDREN_PER_CHUNK;
+        }
+        tracing::warn!(
+            pid = child.pid,
+            "sandbox child lost to something other than its unit; its units run again"
+        );
     }
-    tracing::warn!(
-        pid = child.pid,
-        fault = code,
-        request = ?at.map(|(r, _)| r),
-        unit = ?at.map(|(_, u)| u),
-        "sandbox child replaced"
-    );
-    if let Some((i, u)) = blamed {
+    if blame && let Some((i, u, rule)) = blamed {
+        let (code, counter) = match stopped.failure {
+            Failure::Timeout => (fault::BUDGET_EXCEEDED, &pool.stats.budget_exceeded),
+            Failure::Died => (fault::SANDBOX_CRASHED, &pool.stats.crashed),
+        };
+        counter.fetch_add(1, Ordering::Relaxed);
+        metrics.child_restart(code);
+        if code == fault::BUDGET_EXCEEDED {
+            metrics.budget_fault();
+        }
+        let job = &mut inflight[i].job;
+        let rule_id = job.rule_of(u, rule).to_string();
+        tracing::warn!(
+            pid = child.pid,
+            fault = code,
+            request = ?at.map(|(r, _, _)| r),
+            unit = ?at.map(|(_, u, _)| u),
+            rule = %rule_id,
+            "sandbox child replaced"
+        );
         let reason = match stopped.failure {
             Failure::Timeout => format!(
-                "evaluation exceeded its budget of {} ms",
-                inflight[i].job.budget.as_millis()
+                "evaluation exceeded its budget of {} ms of CPU time",
+                job.budget.as_millis()
             ),
             Failure::Died => "the sandbox child died during evaluation".to_string(),
         };
-        inflight[i].job.units[u] = Some(decision::fault("", code, reason));
+        job.units[u] = Some(decision::fault(&rule_id, code, reason));
+        job.call.child_faults.fetch_add(1, Ordering::Relaxed);
     }
     let mut undone = Vec::new();
     for f in inflight {
@@ -1084,6 +1468,7 @@ async fn fail(
         }
     }
     pool.requeue(undone);
+    pool.refill();
 }
 
 /// When to look at the board next: when the running unit's budget runs out, or (between
@@ -1165,8 +1550,25 @@ mod tests {
             units: vec![None; 8],
             budget: Duration::from_millis(50),
             reply,
+            call: Arc::new(Call {
+                class: Class::Replay,
+                tenant: "human:alice".into(),
+                rule_ids: vec![vec!["a".into(), "b".into()], vec!["c".into()]],
+                max_child_faults: 0,
+                child_faults: AtomicU32::new(0),
+            }),
+            lost_children: 0,
         };
         assert_eq!(job.next_request(), Some((job.request.clone(), 0)));
+        // Unit 5 is delivery 2's candidate (configuration 1): its rule 0 is "c".
+        assert_eq!(job.rule_of(5, Some(0)), "c");
+        assert_eq!(job.rule_of(4, Some(1)), "b");
+        assert_eq!(
+            job.rule_of(4, None),
+            "",
+            "no rule when the board named none"
+        );
+        assert_eq!(job.rule_of(5, Some(7)), "", "out of range names none");
         // Units 0–2 answered, 4 faulted: ask from delivery 1 (unit 2), skipping one unit
         // and omitting the faulted one.
         for u in [0, 1, 2, 4] {

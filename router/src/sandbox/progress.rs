@@ -23,8 +23,10 @@ pub const PROGRESS_FD_ARG: &str = "--progress-fd=";
 
 const BYTES: usize = 4096;
 /// Words: 0 = sequence (odd while a unit runs), 1 = the unit, 2 = its start (monotonic ns),
-/// 3 = the ordinal of the evaluate request the child runs (1 for its first).
-const WORDS: usize = 4;
+/// 3 = the ordinal of the evaluate request the child runs (1 for its first), 4 = the child's
+/// CPU time at the unit's start (ns), 5 = the rule the unit evaluates (its index + 1; 0
+/// before the first).
+const WORDS: usize = 6;
 
 /// What the board said at one moment.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,6 +41,11 @@ pub struct Progress {
     /// child read them; 0 before the first. The parent may have written the next request
     /// already, so `unit` is only meaningful together with this.
     pub request: u64,
+    /// The child's CPU time when the unit started (its process clock, ns): budgets are
+    /// held in CPU time, so a unit preempted on a busy machine is not blamed for the wait.
+    pub started_cpu_ns: u64,
+    /// The index of the rule the unit evaluates now; `None` before its first rule.
+    pub rule: Option<usize>,
 }
 
 impl Progress {
@@ -108,7 +115,15 @@ impl ProgressBoard {
     pub fn begin(&self, unit: u64) {
         self.word(1).store(unit, Ordering::Relaxed);
         self.word(2).store(now_ns(), Ordering::Relaxed);
+        self.word(4).store(own_cpu_ns(), Ordering::Relaxed);
+        self.word(5).store(0, Ordering::Relaxed);
         self.word(0).fetch_add(1, Ordering::Release);
+    }
+
+    /// Child: the running unit starts evaluating rule `index`, so a budget fault or a crash
+    /// names the rule (one store).
+    pub fn rule(&self, index: usize) {
+        self.word(5).store(index as u64 + 1, Ordering::Release);
     }
 
     /// Child: the unit ended.
@@ -123,6 +138,8 @@ impl ProgressBoard {
             let unit = self.word(1).load(Ordering::Relaxed);
             let started_ns = self.word(2).load(Ordering::Relaxed);
             let request = self.word(3).load(Ordering::Acquire);
+            let started_cpu_ns = self.word(4).load(Ordering::Relaxed);
+            let rule = self.word(5).load(Ordering::Acquire);
             std::sync::atomic::fence(Ordering::Acquire);
             if self.word(0).load(Ordering::Relaxed) == seq {
                 return Progress {
@@ -130,6 +147,8 @@ impl ProgressBoard {
                     unit,
                     started_ns,
                     request,
+                    started_cpu_ns,
+                    rule: rule.checked_sub(1).map(|r| r as usize),
                 };
             }
         }
@@ -151,6 +170,34 @@ pub fn now_ns() -> u64 {
         .saturating_add(t.tv_nsec as u64)
 }
 
+/// This process's CPU time (every thread), in nanoseconds.
+fn own_cpu_ns() -> u64 {
+    let t = clock_gettime(ClockId::ProcessCPUTime);
+    (t.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(t.tv_nsec as u64)
+}
+
+/// The CPU time (every thread) of process `pid`, in nanoseconds: what a sandbox child has
+/// spent, read by its parent to hold a unit to its budget. `None` once it is gone.
+pub fn cpu_ns_of(pid: u32) -> Option<u64> {
+    let pid = libc::pid_t::try_from(pid).ok()?;
+    let mut clock: libc::clockid_t = 0;
+    let mut t = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: both calls only write the out-parameters given, which live on this stack.
+    let ok = unsafe {
+        libc::clock_getcpuclockid(pid, &mut clock) == 0 && libc::clock_gettime(clock, &mut t) == 0
+    };
+    ok.then(|| {
+        (t.tv_sec as u64)
+            .saturating_mul(1_000_000_000)
+            .saturating_add(t.tv_nsec as u64)
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -168,10 +215,43 @@ mod tests {
         assert_eq!(p.unit, 7);
         assert_eq!(p.request, 2);
         assert!(p.started_ns >= before);
+        assert_eq!(p.rule, None, "no rule before the first");
+        board.rule(0);
+        assert_eq!(board.read().rule, Some(0));
+        board.rule(3);
+        assert_eq!(board.read().rule, Some(3));
         board.end();
         let q = board.read();
         assert!(!q.in_unit());
         assert_eq!(q.seq, p.seq + 1);
+    }
+
+    #[test]
+    fn a_childs_cpu_time_is_read_from_outside_and_waiting_costs_none() {
+        let spawn = |script: &str| {
+            std::process::Command::new("sh")
+                .args(["-c", script])
+                .spawn()
+                .expect("sh")
+        };
+        let twice = |pid: u32| {
+            let first = cpu_ns_of(pid).expect("a live child's clock");
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            cpu_ns_of(pid).expect("still alive") - first
+        };
+        let mut busy = spawn("while :; do :; done");
+        let mut idle = spawn("sleep 30");
+        let (spent, waited) = (twice(busy.id()), twice(idle.id()));
+        assert!(spent > 0, "a busy child's clock moves");
+        assert!(
+            waited < 5_000_000,
+            "a sleeping child spends (almost) nothing: {waited} ns"
+        );
+        for c in [&mut busy, &mut idle] {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+        assert_eq!(cpu_ns_of(busy.id()), None, "gone once reaped");
     }
 
     #[test]

@@ -1,0 +1,354 @@
+//! Tenants isolated in the sandbox pool (issue 17), with real sandbox children: live work goes
+//! ahead of replays, tenants take turns within a class, budgets are CPU time (a unit paused
+//! or preempted past its budget is not blamed), every fault names the rule it interrupted, a
+//! call stops at its `max_child_faults`, spare children are ready when a fault kills one, and
+//! the CPU children spend is counted per tenant.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use switchboard_proto::router::v1::{Configuration, EvaluateResponse, Outcome, StoredDelivery};
+use switchboard_router::engine::decision::fault;
+use switchboard_router::sandbox::{Class, SandboxConfig, SandboxPool, Work};
+
+use crate::router_sandbox::in_process;
+use crate::support::{binary, context, deliveries};
+
+/// Grows without bound: runs past any budget, or dies on the address-space limit.
+const SLOW: &str = r#"((. as $p | [$p,$p,$p,$p,$p,$p,$p,$p] | [.,.,.,.,.,.,.,.] | [.,.,.,.,.,.,.,.] | [.,.,.,.,.,.,.,.] | [.,.,.,.,.,.,.,.] | [.,.,.,.,.,.,.,.] | [.,.,.,.,.,.,.,.] | tojson | length) > 0)"#;
+
+/// Never matches, costs some milliseconds of CPU per envelope.
+const BUSY: &str = r#"((. as $p | [$p,$p,$p,$p] | [.,.,.,.] | [.,.,.,.] | tojson | length) < 0)"#;
+
+async fn pool(
+    children: usize,
+    budget: Duration,
+    max_chunk: usize,
+    spares: usize,
+) -> Arc<SandboxPool> {
+    let mut config = SandboxConfig::new(binary());
+    config.children = children;
+    config.budget = budget;
+    config.max_chunk = max_chunk;
+    config.spares = spares;
+    SandboxPool::start(config)
+        .await
+        .expect("sandbox pool starts")
+}
+
+fn config(rules: serde_json::Value) -> Configuration {
+    Configuration {
+        json: serde_json::json!({ "rules": rules }).to_string(),
+    }
+}
+
+/// A configuration whose rule `busy` costs CPU on every envelope and decides nothing.
+fn busy() -> Configuration {
+    config(serde_json::json!([
+        {"id": "busy", "when": BUSY, "action": {"drop": true}},
+        {"id": "issues", "when": ".event == \"issues\"", "action": {"queue": "forge"}}
+    ]))
+}
+
+fn work(class: Class, tenant: &str) -> Work {
+    Work {
+        class: Some(class),
+        tenant: tenant.into(),
+        ..Work::default()
+    }
+}
+
+/// Runs one call on its own task: what it answered, and when it ended.
+fn spawn_call(
+    pool: &Arc<SandboxPool>,
+    configuration: Configuration,
+    ds: Vec<StoredDelivery>,
+    work: Work,
+) -> tokio::task::JoinHandle<(EvaluateResponse, Instant)> {
+    let pool = pool.clone();
+    tokio::spawn(async move {
+        let resp = pool
+            .evaluate_as(&context(), &[configuration], &ds, &work)
+            .await
+            .expect("evaluates");
+        (resp, Instant::now())
+    })
+}
+
+fn faults(resp: &EvaluateResponse) -> Vec<&switchboard_proto::router::v1::Decision> {
+    resp.results
+        .iter()
+        .flat_map(|r| &r.decisions)
+        .filter(|d| d.outcome == Outcome::Fault as i32)
+        .collect()
+}
+
+/// The nice value of process `pid` (field 19 of /proc/<pid>/stat).
+fn nice_of(pid: u32) -> Option<i64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(") ")?;
+    rest.split_whitespace().nth(16)?.parse().ok()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_budget_fault_names_the_rule_it_interrupted_and_counts_against_it() {
+    let pool = pool(1, Duration::from_millis(100), 128, 0).await;
+    let ds = deliveries(10);
+    let victim = format!("{:012}", 3);
+    let configuration = config(serde_json::json!([
+        {"id": "never-a", "when": "false", "action": {"drop": true}},
+        {"id": "never-b", "when": ".event == \"no-such-event\"", "action": {"drop": true}},
+        {"id": "slow", "when": format!("(.delivery_id | endswith(\"{victim}\")) and {SLOW}"), "action": {"drop": true}},
+        {"id": "issues", "when": ".event == \"issues\"", "action": {"queue": "forge"}}
+    ]));
+    let resp = pool
+        .evaluate_as(
+            &context(),
+            std::slice::from_ref(&configuration),
+            &ds,
+            &work(Class::Interactive, "human:alice"),
+        )
+        .await
+        .expect("evaluates");
+    let faulted = faults(&resp);
+    assert_eq!(faulted.len(), 1, "{faulted:?}");
+    let d = faulted[0];
+    assert!(
+        d.fault_code == fault::BUDGET_EXCEEDED || d.fault_code == fault::SANDBOX_CRASHED,
+        "{d:?}"
+    );
+    assert_eq!(
+        d.rule_id, "slow",
+        "the third rule was running, not the first"
+    );
+    assert_eq!(resp.results[3].decisions[0], *d);
+    let counted = resp.counters[0]
+        .rules
+        .iter()
+        .find(|c| c.rule_id == "slow")
+        .expect("the rule is counted");
+    assert_eq!(counted.faults, 1, "the plan's per-rule counts can blame it");
+    // Every other delivery is decided as in-process (where the victim would run unbounded).
+    let others: Vec<StoredDelivery> = ds
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 3)
+        .map(|(_, d)| d.clone())
+        .collect();
+    let want = in_process(&configuration.json, &context(), &others);
+    let got = resp
+        .results
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 3)
+        .map(|(_, r)| &r.decisions[0]);
+    for (i, (g, w)) in got.zip(&want).enumerate() {
+        assert_eq!(g, w, "delivery {i} of the others");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_stops_at_its_max_child_faults_and_leaves_the_rest_not_evaluated() {
+    let pool = pool(1, Duration::from_millis(50), 128, 1).await;
+    let ds = deliveries(12);
+    let every = config(serde_json::json!([
+        {"id": "always-slow", "when": SLOW, "action": {"drop": true}}
+    ]));
+    let resp = pool
+        .evaluate_as(
+            &context(),
+            &[every],
+            &ds,
+            &Work {
+                max_child_faults: 2,
+                ..work(Class::Replay, "human:alice")
+            },
+        )
+        .await
+        .expect("evaluates");
+    let decisions: Vec<_> = resp.results.iter().map(|r| &r.decisions[0]).collect();
+    let blamed: Vec<_> = decisions
+        .iter()
+        .filter(|d| d.fault_code != fault::NOT_EVALUATED)
+        .collect();
+    assert_eq!(blamed.len(), 2, "{decisions:?}");
+    for d in &blamed {
+        assert!(
+            d.fault_code == fault::BUDGET_EXCEEDED || d.fault_code == fault::SANDBOX_CRASHED,
+            "{d:?}"
+        );
+        assert_eq!(d.rule_id, "always-slow");
+    }
+    let rest: Vec<_> = decisions
+        .iter()
+        .filter(|d| d.fault_code == fault::NOT_EVALUATED)
+        .collect();
+    assert_eq!(rest.len(), 10);
+    assert!(
+        rest.iter()
+            .all(|d| d.rule_id.is_empty() && d.reason.contains("stopped after 2")),
+        "{rest:?}"
+    );
+    let stats = pool.stats();
+    assert_eq!(stats.not_evaluated.load(Ordering::Relaxed), 10);
+    assert_eq!(
+        stats.budget_exceeded.load(Ordering::Relaxed) + stats.crashed.load(Ordering::Relaxed),
+        2,
+        "two children killed, not twelve"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_spare_child_is_ready_when_a_fault_kills_one() {
+    let ds = deliveries(20);
+    let on = |n: usize| format!("(.delivery_id | endswith(\"{n:012}\"))");
+    let three = config(serde_json::json!([
+        {"id": "slow", "when": format!("({} or {} or {}) and {SLOW}", on(2), on(8), on(14)), "action": {"drop": true}}
+    ]));
+    let mut on_demand = Vec::new();
+    for spares in [0, 1] {
+        let pool = pool(1, Duration::from_millis(300), 128, spares).await;
+        let resp = pool
+            .evaluate_as(
+                &context(),
+                std::slice::from_ref(&three),
+                &ds,
+                &work(Class::Live, "human:alice"),
+            )
+            .await
+            .expect("evaluates");
+        assert_eq!(faults(&resp).len(), 3, "spares {spares}");
+        on_demand.push(pool.stats().spawned_on_demand.load(Ordering::Relaxed));
+    }
+    assert_eq!(
+        on_demand,
+        [3, 0],
+        "without a spare every replacement is started while work waits; with one, never"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_unit_paused_past_its_budget_is_not_blamed() {
+    // 100 ms of CPU per unit; the child is stopped for 600 ms of wall time mid-batch, as a
+    // preempted child on a busy machine would be: it spent no CPU meanwhile.
+    let pool = pool(1, Duration::from_millis(100), 128, 0).await;
+    let ds = deliveries(60);
+    let call = spawn_call(
+        &pool,
+        busy(),
+        ds.clone(),
+        work(Class::Replay, "human:alice"),
+    );
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    // The replay's child (the pool's first child, a normal one, stays idle).
+    let pids: Vec<u32> = pool
+        .child_pids()
+        .into_iter()
+        .filter(|p| nice_of(*p) == Some(10))
+        .collect();
+    assert_eq!(pids.len(), 1, "{:?}", pool.child_pids());
+    let signal = |sig: &str| {
+        let status = std::process::Command::new("kill")
+            .args([sig, &pids[0].to_string()])
+            .status();
+        assert!(status.is_ok_and(|s| s.success()), "kill {sig}");
+    };
+    signal("-STOP");
+    tokio::time::sleep(Duration::from_millis(600)).await;
+    signal("-CONT");
+    let (resp, _) = call.await.expect("joins");
+    assert!(faults(&resp).is_empty(), "{:?}", faults(&resp));
+    let want = in_process(&busy().json, &context(), &ds);
+    for (i, (r, w)) in resp.results.iter().zip(&want).enumerate() {
+        assert_eq!(&r.decisions[0], w, "delivery {i}");
+    }
+    assert!(
+        pool.child_pids().contains(&pids[0]),
+        "the same child went on"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_work_goes_ahead_of_a_replay_that_holds_every_child() {
+    let pool = pool(1, Duration::from_secs(2), 4, 1).await;
+    let replay_started = Instant::now();
+    let replay = spawn_call(
+        &pool,
+        busy(),
+        deliveries(600),
+        work(Class::Replay, "team:noisy"),
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The replay's child runs at the replay priority.
+    let niced: Vec<u32> = pool
+        .child_pids()
+        .into_iter()
+        .filter(|p| nice_of(*p) == Some(10))
+        .collect();
+    assert!(
+        !niced.is_empty(),
+        "a replay child at nice 10: {:?}",
+        pool.child_pids()
+    );
+
+    let live_started = Instant::now();
+    let trivial = config(serde_json::json!([
+        {"id": "issues", "when": ".event == \"issues\"", "action": {"queue": "forge"}}
+    ]));
+    let live = spawn_call(
+        &pool,
+        trivial,
+        deliveries(1),
+        work(Class::Live, "team:quiet"),
+    );
+    let (live_resp, live_done) = live.await.expect("joins");
+    let (replay_resp, replay_done) = replay.await.expect("joins");
+    assert!(faults(&live_resp).is_empty() && faults(&replay_resp).is_empty());
+    let live_took = live_done - live_started;
+    let replay_took = replay_done - replay_started;
+    assert!(
+        live_done < replay_done,
+        "the delivery was answered while the replay ran (live {live_took:?}, replay {replay_took:?})"
+    );
+    assert!(
+        live_took < Duration::from_secs(1) && live_took * 4 < replay_took,
+        "live {live_took:?} against the replay's {replay_took:?}"
+    );
+    // The delivery did not run on the replay's child: niced children run replays only.
+    let by = pool.cpu_by_tenant();
+    assert!(
+        by.iter()
+            .any(|(t, c, d)| t == "team:quiet" && *c == Class::Live && !d.is_zero()),
+        "{by:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn tenants_take_turns_within_replays_and_their_cpu_is_counted_apart() {
+    let pool = pool(1, Duration::from_secs(2), 4, 0).await;
+    let a_started = Instant::now();
+    let a = spawn_call(&pool, busy(), deliveries(48), work(Class::Replay, "team:a"));
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let b_started = Instant::now();
+    let b = spawn_call(&pool, busy(), deliveries(8), work(Class::Replay, "team:b"));
+    let (_, b_done) = b.await.expect("joins");
+    let (_, a_done) = a.await.expect("joins");
+    let (a_took, b_took) = (a_done - a_started, b_done - b_started);
+    assert!(
+        b_done < a_done,
+        "B's two chunks took turns with A's twelve rather than queueing behind them (A {a_took:?}, B {b_took:?})"
+    );
+    assert!(b_took * 2 < a_took, "A {a_took:?}, B {b_took:?}");
+    let by = pool.cpu_by_tenant();
+    let spent = |tenant: &str| {
+        by.iter()
+            .filter(|(t, c, _)| t == tenant && *c == Class::Replay)
+            .map(|(_, _, d)| *d)
+            .sum::<Duration>()
+    };
+    assert!(
+        spent("team:a") > spent("team:b") && !spent("team:b").is_zero(),
+        "{by:?}"
+    );
+}
