@@ -1426,8 +1426,18 @@ fn confirm_arguments_match(apply: &Value, args: &InstallArgs) -> Result<(), &'st
     if args.overwrite_local_edits && binding["overwrite_local_edits"] != json!(true) {
         return Err("overwrite_local_edits");
     }
+    // A set of param names: the same names in another order are the same argument.
+    let as_set = |v: &Value| -> std::collections::BTreeSet<String> {
+        v.as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
     if let Some(keep) = &args.keep_params
-        && json!(keep) != planned_keep_params(apply)
+        && as_set(&json!(keep)) != as_set(&planned_keep_params(apply))
     {
         return Err("keep_params");
     }
@@ -1587,6 +1597,26 @@ mod tests {
         );
         assert_eq!(check(args(None, Some(&["y", "x"]), false)), Err("replaces"));
         assert_eq!(check(args(None, None, true)), Err("overwrite_local_edits"));
+    }
+
+    #[test]
+    fn keep_params_is_a_set_in_any_order() {
+        let binding = json!({"params": {}, "replaces": [], "overwrite_local_edits": false,
+                             "keep_params": ["cairn_actors", "require_verified"]});
+        let apply = json!({"binding": binding});
+        let keep = |k: &[&str]| InstallArgs {
+            keep_params: Some(k.iter().map(|s| s.to_string()).collect()),
+            ..InstallArgs::default()
+        };
+        let check = |a: InstallArgs| confirm_arguments_match(&apply, &a);
+        assert_eq!(check(keep(&["require_verified", "cairn_actors"])), Ok(()));
+        assert_eq!(check(keep(&["cairn_actors", "require_verified"])), Ok(()));
+        assert_eq!(check(keep(&["cairn_actors"])), Err("keep_params"));
+        assert_eq!(
+            check(InstallArgs::default()),
+            Ok(()),
+            "omitted is the plan's"
+        );
     }
 
     #[test]

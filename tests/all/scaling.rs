@@ -31,6 +31,7 @@ use crate::support::{RouterProcess, payloads};
 on_every_backend! {
     a_replay_over_three_routers_reports_what_one_router_reports,
     a_router_killed_mid_replay_still_completes_the_same_report,
+    a_router_killed_at_any_point_of_a_replay_leaves_the_plan_as_one_router_makes_it,
     with_every_router_stopped_ingest_stores_then_routes_when_one_returns,
     fifty_concurrent_confirms_across_two_controls_succeed_once,
     two_replays_of_one_webhook_at_once_one_answers_busy,
@@ -418,6 +419,73 @@ async fn a_router_killed_mid_replay_still_completes_the_same_report(db: TestDb) 
         "no call to the killed router {victim_addr} was retried; warnings: {:?}",
         control.logged("WARN")
     );
+}
+
+/// Issue 17: a router's death is invisible in results. The plan is made through two routers,
+/// one of them killed at another point of the replay each time (as the plan starts, while its
+/// children work, late, and after the plan has ended), at the default 50 ms budget with
+/// three routers' children and control sharing two cores. Each time the plan must equal the
+/// one made through one router: no unit of the dead router turns into a fault (budgets are
+/// the children's CPU time, so the load of the retry is never blamed on the rules).
+async fn a_router_killed_at_any_point_of_a_replay_leaves_the_plan_as_one_router_makes_it(
+    db: TestDb,
+) {
+    const DELIVERIES: usize = 600;
+    const ENV: &[(&str, &str)] = &[("SWITCHBOARD_ROUTER_TIMEOUT_MS", "30000")];
+    let (_, credential, hook) = seeded(&db.store, DELIVERIES).await;
+    let req = || InstallRulePackRequest {
+        replay: Some(ReplayWindow {
+            limit: DELIVERIES as u32,
+            since_ms: 0,
+        }),
+        ..plan_req(&hook, PACK)
+    };
+    let survivor = RouterProcess::spawn(&["--children", "1"]);
+    let reference = {
+        let control = ControlProcess::spawn(&db.url, &survivor.addr, ENV);
+        let api = Api::connect(control.grpc.parse().expect("addr"), &credential).await;
+        api.install(req())
+            .await
+            .expect("the plan through one router")
+    };
+    assert_eq!(reference["events_replayed"], DELIVERIES as u64);
+    assert!(
+        !reference["totals"]["before"]
+            .as_object()
+            .is_some_and(|t| t.contains_key("fault")),
+        "{reference}"
+    );
+    for kill_after_ms in [0u64, 80, 250, 600, 5_000] {
+        let mut victim = RouterProcess::spawn(&["--children", "1"]);
+        let routers = format!("{},{}", survivor.addr, victim.addr);
+        let control = ControlProcess::spawn(&db.url, &routers, ENV);
+        let api = Api::connect(control.grpc.parse().expect("addr"), &credential).await;
+        let stream = api
+            .packs()
+            .install_rule_pack(req())
+            .await
+            .expect("the plan starts")
+            .into_inner();
+        let reader = read_plan_stream(stream);
+        let until = Instant::now() + Duration::from_millis(kill_after_ms);
+        while Instant::now() < until && !reader.is_finished() {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let in_flight = !reader.is_finished();
+        victim.child.kill().expect("SIGKILL the router");
+        let _ = victim.child.wait();
+        let plan = reader
+            .await
+            .expect("the reader")
+            .result
+            .unwrap_or_else(|e| panic!("killed after {kill_after_ms} ms: the plan failed: {e:?}"));
+        eprintln!("router killed {kill_after_ms} ms into the plan (in flight: {in_flight})");
+        assert_eq!(
+            comparable(&plan),
+            comparable(&reference),
+            "killed {kill_after_ms} ms into the plan (in flight: {in_flight})"
+        );
+    }
 }
 
 /// Waits for `router` to exit, at most `within`, without blocking a runtime worker: control

@@ -125,18 +125,23 @@ To apply, call install_rule_pack AGAIN with `confirm: <plan_token>` (same webhoo
 that applies exactly the planned candidate, nothing else. A confirm is refused with `plan_stale` if the webhook's configuration changed \
 after the plan, the token expired, or it was already used (plan again). An unproven plan (no delivery of the pack's source types was \
 replayed, or the replay was truncated) needs `allow_unproven: true` on the confirm. Installing another version of an installed pack plans \
-an upgrade (hand edits of its rules are refused with `local_edits` unless `overwrite_local_edits: true`). Sends progress notifications \
-(deliveries replayed of total) when the request has a progressToken; cancelling the request stops the replay. Call list_rule_packs first \
-for names, versions and params.";
+an upgrade (hand edits of its rules are refused with `local_edits` unless `overwrite_local_edits: true`); params the change leaves owned by \
+no pack are listed in the plan's `param_diff.orphaned` and removed on confirm unless named in `keep_params`. A pack rule that faults on a \
+replayed delivery or fixture (including exceeding the evaluation budget) refuses the plan with `pack_rule_faults` naming the rule; a replay \
+whose rules keep exceeding the budget stops early and says why in `stopped` (the plan is then truncated, so unproven). Sends progress \
+notifications (deliveries replayed of total) when the request has a progressToken; cancelling the request stops the replay. Call \
+list_rule_packs first for names, versions and params.";
 
 /// The description of remove_rule_pack: the same two calls.
 pub const REMOVE_RULE_PACK: &str = "Remove an installed rule pack from a webhook, in two calls like install_rule_pack. \
 The FIRST call (without `confirm`) SAVES NOTHING: it builds the candidate without the pack's rules, its default_action (if it set one) \
-and the params only it owns, replays it against the saved configuration over the webhook's recent stored deliveries, and returns a plan \
+and the params only it owns (unless named in `keep_params`; they are listed in `param_diff.orphaned`), replays it against the saved configuration over the webhook's recent stored deliveries, and returns a plan \
 (how many deliveries would become todos again, and which) with a `plan_token` bound to this webhook, your owner scope and the candidate, \
 expiring in 15 minutes. Call remove_rule_pack AGAIN with `confirm: <plan_token>` (same webhook_id and name) to apply exactly that plan; \
-it is refused with `plan_stale` if the configuration changed, the token expired or was used. Sends progress notifications when the \
-request has a progressToken; cancelling the request stops the replay.";
+it is refused with `plan_stale` if the configuration changed, the token expired or was used. A pack another installed pack requires \
+is refused with `required_by_pack` (remove the dependents first); a pack whose manifest left the catalog (list_rule_packs shows it with \
+available: false) is removed from its provenance alone. Sends progress notifications when the request has a progressToken; cancelling \
+the request stops the replay.";
 
 /// Every tool, sorted by name (the order `tools/list` shows them in).
 pub static CATALOG: LazyLock<Vec<ToolSpec>> = LazyLock::new(|| {
