@@ -402,7 +402,57 @@ on_every_backend!(
     an_older_installed_version_offers_its_upgrade,
     a_pack_whose_manifest_left_the_catalog_is_listed_and_removed,
     an_upgrade_removes_the_params_it_orphans_unless_the_owner_keeps_them,
+    the_11th_replay_inside_any_60_s_is_refused,
 );
+
+/// Issue 18 item 6, through the API: "10 replays per endpoint per minute" is a sliding window.
+/// Five plans 30 s into a minute and five at 59 s; at 61 s a fixed window would have started
+/// afresh, but the 11th inside 60 s is refused (`rate_limited`, with how long to wait), and
+/// once the first five are 60 s old, five more go through and no sixth.
+async fn the_11th_replay_inside_any_60_s_is_refused(db: TestDb) {
+    let clock = Clock::manual(1_800_000_030_000);
+    let env = Env::start(
+        &db,
+        Options {
+            clock: Some(clock.clone()),
+            ..Options::default()
+        },
+    )
+    .await;
+    let (scope, cred) = env.owner("alice", ALL).await;
+    let w = env.webhook(&scope, None).await;
+    env.deliver(&w, "github", "push.json", 0).await;
+    let plans = |n: usize, when: &'static str| {
+        let (env, cred, w) = (&env, &cred, &w);
+        async move {
+            for i in 0..n {
+                install(env, cred, plan_req(w, "drop-ci-noise"))
+                    .await
+                    .unwrap_or_else(|e| panic!("plan {i} {when}: {e:?}"));
+            }
+        }
+    };
+    plans(5, "at 30 s").await;
+    clock.advance(Duration::from_secs(29));
+    plans(5, "at 59 s").await;
+    clock.advance(Duration::from_secs(2));
+    let refused = install(&env, &cred, plan_req(&w, "drop-ci-noise"))
+        .await
+        .expect_err("the 11th replay inside 60 s, across a minute boundary");
+    assert_eq!(reason(&refused), "rate_limited", "{refused:?}");
+    assert!(
+        refused.message().contains("retry after"),
+        "{}",
+        refused.message()
+    );
+    // The first five started at 30 s: 60 s later they no longer count.
+    clock.advance(Duration::from_secs(30));
+    plans(5, "at 91 s").await;
+    let sixth = install(&env, &cred, plan_req(&w, "drop-ci-noise"))
+        .await
+        .expect_err("ten inside the last 60 s again");
+    assert_eq!(reason(&sixth), "rate_limited", "{sixth:?}");
+}
 
 async fn no_external_packs_by_default(db: TestDb) {
     let env = Env::start(&db, Options::default()).await;
