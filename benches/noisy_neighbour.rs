@@ -13,8 +13,13 @@
 //! payloads, signed, one after another, each routed by a rule; every answer is checked.
 //! Target (issue 17): B's p99 within 2× its baseline and under 250 ms.
 //!
+//! Each of B's deliveries is also sent straight to the router as live work (no ingest, no
+//! store), timed apart: the `straight to the router` rows say how much of a tail is the router
+//! plane's.
+//!
 //! Run: `cargo bench --bench noisy_neighbour` (`NOISY_BENCH_LIVE`, B's deliveries alone,
-//! default 200; `NOISY_BENCH_ROUTER_ARGS`, e.g. `--replay-nice 0`).
+//! default 200; `NOISY_BENCH_ROUTER_ARGS`, e.g. `--replay-nice 0` or `--children 1`;
+//! `NOISY_BENCH_SLOW`, the over-budget rule's expression).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -92,7 +97,44 @@ async fn deliver(http: SocketAddr, hook: &str, n: usize, body: &[u8]) -> (u16, V
     (status, json, took)
 }
 
-/// B's deliveries one after another: `min` of them, and on until `running` ends.
+/// B's delivery straight to the routers (no ingest, no store), as live work of B's tenant:
+/// where the time goes when the HTTP answer is slow.
+async fn router_only(state: &ControlState, b: &Webhook, body: &[u8], n: usize) -> Duration {
+    use switchboard_proto::router::v1::{Configuration, EvaluateRequest, WorkClass};
+    let d = raw_delivery(
+        "github",
+        "pull_request",
+        body.to_vec(),
+        true,
+        &format!("direct-{n}"),
+    );
+    let req = EvaluateRequest {
+        context: Some(switchboard_control::ingest::route::routing_context(
+            b,
+            &state.capabilities,
+        )),
+        configurations: vec![Configuration {
+            json: b.configuration.to_string(),
+        }],
+        deliveries: vec![d],
+        budget_ms: 50,
+        work_class: WorkClass::Live as i32,
+        tenant: b.owner_scope.to_string(),
+        max_child_faults: 0,
+    };
+    let started = Instant::now();
+    let got = state
+        .routers
+        .evaluate_hedged(req)
+        .await
+        .expect("a router answers");
+    let took = started.elapsed();
+    assert_eq!(got[0].decisions[0].queue, "review", "{got:?}");
+    took
+}
+
+/// B's deliveries one after another: `min` of them, and on until `running` ends. With
+/// `direct`, each is followed by one evaluation straight at the router, timed apart.
 async fn live(
     http: SocketAddr,
     hook: &str,
@@ -100,6 +142,7 @@ async fn live(
     next: &mut usize,
     min: usize,
     running: Option<&tokio::task::JoinHandle<Value>>,
+    mut direct: Option<(&ControlState, &Webhook, &mut Vec<Duration>)>,
 ) -> Vec<Duration> {
     let mut took = Vec::new();
     while took.len() < min || running.is_some_and(|r| !r.is_finished()) {
@@ -111,6 +154,9 @@ async fn live(
             "routed by B's rule: {answer}"
         );
         took.push(t);
+        if let Some((state, b, out)) = direct.as_mut() {
+            out.push(router_only(state, b, body, *next).await);
+        }
     }
     took.sort();
     took
@@ -127,10 +173,14 @@ fn main() {
         .and_then(|v| v.parse().ok())
         .unwrap_or(200);
     let extra = std::env::var("NOISY_BENCH_ROUTER_ARGS").unwrap_or_default();
+    // The over-budget rule: by default one that grows memory without bound.
+    let slow = std::env::var("NOISY_BENCH_SLOW").unwrap_or_else(|_| SLOW.to_string());
     let runtime = tokio::runtime::Runtime::new().expect("a runtime");
     runtime.block_on(async {
-        let mut args = vec!["--children", "2"];
-        args.extend(extra.split_whitespace());
+        let mut args: Vec<&str> = extra.split_whitespace().collect();
+        if !args.contains(&"--children") {
+            args.extend(["--children", "2"]);
+        }
         let router = RouterProcess::start(exe(), &args);
         let dir = tempfile::tempdir().expect("temp dir");
         let url = format!("sqlite://{}?mode=rwc", dir.path().join("control.db").display());
@@ -191,8 +241,19 @@ fn main() {
             .clone();
         let mut next = 0;
         // Warm up: connections, children, compiled configurations.
-        live(http, &b.id, &pr, &mut next, 20, None).await;
-        let alone = live(http, &b.id, &pr, &mut next, min_live, None).await;
+        live(http, &b.id, &pr, &mut next, 20, None, None).await;
+        let mut alone_direct = Vec::new();
+        let alone = live(
+            http,
+            &b.id,
+            &pr,
+            &mut next,
+            min_live,
+            None,
+            Some((&state, &b, &mut alone_direct)),
+        )
+        .await;
+        alone_direct.sort();
         println!(
             "router flags: {}; A replays {REPLAYED} stored deliveries through both configurations\n",
             args.join(" ")
@@ -211,12 +272,13 @@ fn main() {
             )
         };
         row("alone", &alone, "");
+        row("alone, straight to the router", &alone_direct, "");
         for (n, (what, rules)) in [
             (
                 "while A replays rules over the budget",
                 json!([
-                    {"id": "slow-1", "when": SLOW, "action": {"drop": true}},
-                    {"id": "slow-2", "when": SLOW, "action": {"drop": true}}
+                    {"id": "slow-1", "when": slow, "action": {"drop": true}},
+                    {"id": "slow-2", "when": slow, "action": {"drop": true}}
                 ]),
             ),
             (
@@ -271,7 +333,18 @@ fn main() {
                     plan
                 })
             };
-            let during = live(http, &b.id, &pr, &mut next, 20, Some(&plan)).await;
+            let mut direct = Vec::new();
+            let during = live(
+                http,
+                &b.id,
+                &pr,
+                &mut next,
+                20,
+                Some(&plan),
+                Some((&state, &b, &mut direct)),
+            )
+            .await;
+            direct.sort();
             let plan = plan.await.expect("A's plan");
             let replay = format!(
                 "{} ms, {} of {REPLAYED} replayed{}",
@@ -283,6 +356,7 @@ fn main() {
                     .unwrap_or_default()
             );
             row(what, &during, &replay);
+            row(&format!("{what}, straight to the router"), &direct, "");
         }
         drop(router);
     });
