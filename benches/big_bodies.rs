@@ -121,17 +121,7 @@ async fn post(http: SocketAddr, path: &str, delivery: &str, body: &[u8]) -> (u16
     stream.write_all(body).await.expect("body");
     let mut answer = Vec::new();
     stream.read_to_end(&mut answer).await.expect("answer");
-    let split = answer
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("an HTTP answer");
-    let status = String::from_utf8_lossy(&answer[..split])
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("a status");
-    let json = serde_json::from_slice(&answer[split + 4..]).unwrap_or(Value::Null);
-    (status, json)
+    switchboard_testkit::http_answer::status_and_json(&answer)
 }
 
 /// Resident now and peak, in MiB, of control, the router, and the router's children.

@@ -84,16 +84,7 @@ async fn deliver(http: SocketAddr, hook: &str, n: usize, body: &[u8]) -> (u16, V
     let mut answer = Vec::new();
     stream.read_to_end(&mut answer).await.expect("answer");
     let took = started.elapsed();
-    let split = answer
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .expect("an HTTP answer");
-    let status = String::from_utf8_lossy(&answer[..split])
-        .split(' ')
-        .nth(1)
-        .and_then(|s| s.parse().ok())
-        .expect("a status");
-    let json = serde_json::from_slice(&answer[split + 4..]).unwrap_or(Value::Null);
+    let (status, json) = switchboard_testkit::http_answer::status_and_json(&answer);
     (status, json, took)
 }
 

@@ -12,6 +12,7 @@
 
 pub mod big_payloads;
 pub mod forge_headers;
+pub mod http_answer;
 pub mod payloads_dir;
 pub mod procfs;
 pub mod router_process;

@@ -85,7 +85,7 @@ fn saved_configuration() -> Value {
 /// Stores `count` real payloads (every forge's files, in turn; every fifth unverified) as
 /// deliveries of `hook`, as ingest would have: the forge's headers, the body byte for byte,
 /// the kind ingest computes.
-async fn store_deliveries(store: &Store, hook: &Webhook, count: usize) {
+pub(crate) async fn store_deliveries(store: &Store, hook: &Webhook, count: usize) {
     let stored = futures::stream::iter(crate::support::deliveries(count).into_iter().map(|d| {
         let store = store.clone();
         let webhook_id = hook.id.clone();

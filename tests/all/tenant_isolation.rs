@@ -186,23 +186,6 @@ async fn a_replay_whose_rule_keeps_exceeding_the_budget_stops_and_says_so(db: Te
     assert!(took < Duration::from_secs(20), "took {took:?}");
 }
 
-/// Stores `count` real deliveries (every forge's payloads in turn) for `hook`, as ingest would.
-async fn store_deliveries(store: &switchboard_control::Store, hook_id: &str, count: usize) {
-    for d in crate::support::deliveries(count) {
-        store
-            .insert_event(switchboard_control::store::NewEvent {
-                webhook_id: hook_id.to_string(),
-                delivery_id: d.delivery_id,
-                kind: d.kind,
-                headers: d.headers.into_iter().map(|h| (h.name, h.value)).collect(),
-                body: d.body.clone(),
-                verified: d.verified,
-            })
-            .await
-            .expect("store a delivery");
-    }
-}
-
 /// Tenant B's live deliveries, one after another, for as long as `busy` runs (and `count` at
 /// least): each one's time to its answer. Every one must be routed, not left pending.
 async fn live_latencies(
@@ -248,7 +231,15 @@ async fn a_hostile_replay_leaves_another_tenants_live_deliveries_answered_in_tim
     let router = tokio::task::spawn_blocking(|| RouterProcess::spawn(&["--children", "2"]))
         .await
         .expect("router");
-    let control = Control::start(&db.store, &[&router.addr], ControlSetup::default()).await;
+    // B sends far more than a forge's 600 a minute while A's replays run: none deferred.
+    let setup = ControlSetup {
+        limits: Limits {
+            ingest_per_webhook_per_minute: 100_000,
+            ..Limits::default()
+        },
+        ..ControlSetup::default()
+    };
+    let control = Control::start(&db.store, &[&router.addr], setup).await;
     let (a, a_credential) = owner(&db.store, "alice", ALL).await;
     let bob = human(&db.store, "bob").await;
     let b_hook = webhook(
@@ -286,7 +277,7 @@ async fn a_hostile_replay_leaves_another_tenants_live_deliveries_answered_in_tim
             Some(json!({"rules": rules, "params": {}})),
         )
         .await;
-        store_deliveries(&db.store, &a_hook.id, 200).await;
+        crate::scaling::store_deliveries(&db.store, &a_hook, 200).await;
         let req = switchboard_proto::control::v1::InstallRulePackRequest {
             replay: Some(switchboard_proto::control::v1::ReplayWindow {
                 limit: 200,
