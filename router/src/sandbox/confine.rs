@@ -71,6 +71,9 @@ pub fn apply(limits: &ChildLimits) -> ChildReady {
         (Resource::Nofile, limits.open_files),
         // No file may grow: a child writes only to its pipes.
         (Resource::Fsize, 0),
+        // No core dump of a crashed child, wherever the host sends cores: it would hold the
+        // tenants' payloads, and writing hundreds of MiB costs the other tenants' time.
+        (Resource::Core, 0),
     ] {
         if let Err(e) = limit(resource, value) {
             detail.push(e);
