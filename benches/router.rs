@@ -30,7 +30,6 @@ use switchboard_proto::router::v1::{
     Configuration as WireConfiguration, Decision, EvaluateRequest, EvaluateResponse, Header,
     Outcome, RoutingContext, StoredDelivery,
 };
-use switchboard_router::engine::decision::label;
 use switchboard_router::engine::{CompiledConfiguration, Configuration, build_envelope};
 use switchboard_router::sandbox::{SandboxConfig, SandboxPool};
 use switchboard_testkit::router_process::RouterProcess;
@@ -458,9 +457,9 @@ fn deliveries(samples: &[Sample]) -> Vec<StoredDelivery> {
 /// What a decision says, comparable across paths: the label and the deciding rule.
 fn summary(d: &Decision) -> String {
     if d.rule_id.is_empty() || d.by_default_action {
-        label(d)
+        d.label().to_string()
     } else {
-        format!("{} by {}", label(d), d.rule_id)
+        format!("{} by {}", d.label(), d.rule_id)
     }
 }
 
@@ -861,6 +860,8 @@ fn start_pool(
     let before = children_of(me);
     let mut config = SandboxConfig::new(switchboard_exe());
     config.children = children;
+    // Exactly `children` working children: no idle spare beside them.
+    config.spares = 0;
     let pool = rt
         .block_on(SandboxPool::start(config))
         .expect("the sandbox pool starts (confined)");
@@ -1239,9 +1240,12 @@ fn main() {
     }
 
     // (c) gRPC to a router process with 2 children.
-    let router = wanted
-        .contains('c')
-        .then(|| RouterProcess::start(&switchboard_exe(), &["--children", "2"]));
+    let router = wanted.contains('c').then(|| {
+        RouterProcess::start(
+            &switchboard_exe(),
+            &["--children", "2", "--spare-children", "0"],
+        )
+    });
     if let Some(router) = &router {
         let client: Client = rt.block_on(async {
             let channel = tonic::transport::Channel::from_shared(format!("http://{}", router.addr))

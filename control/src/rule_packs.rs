@@ -9,6 +9,7 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use switchboard_model::Configuration;
+use switchboard_model::TrustedActors;
 use switchboard_packs::merge::{
     Candidate, InstallRequest, MergeError, install_candidate, removal_candidate,
 };
@@ -205,13 +206,7 @@ fn rfc3339(ms: i64) -> String {
 
 /// A decision reduced to what a plan reports.
 fn routed(d: &Decision) -> Routed {
-    let label = match Outcome::try_from(d.outcome).unwrap_or(Outcome::Unspecified) {
-        Outcome::Queue => format!("queue:{}", d.queue),
-        Outcome::Drop => "drop".into(),
-        Outcome::Quarantine => "quarantine".into(),
-        Outcome::Default => "default".into(),
-        Outcome::Fault | Outcome::Unspecified => "fault".into(),
-    };
+    let label = d.label().to_string();
     let rule_id = (!d.rule_id.is_empty() && !d.by_default_action).then(|| d.rule_id.clone());
     Routed { label, rule_id }
 }
@@ -977,15 +972,13 @@ impl RulePacks {
                 {
                     fixture_faults.push((rule.clone(), format!("fixture:{}", f.name)));
                 }
-                let got_label = if got.label
-                    == format!("queue:{}", ctx.grant.first().cloned().unwrap_or_default())
-                    && f.want == "default"
-                {
-                    "default".to_string()
-                } else {
-                    got.label.clone()
-                };
-                fixtures.push(json!({"name": f.name, "want": f.want, "got": got.label, "rule": got.rule_id, "passed": got_label == f.want}));
+                let default_queue = ctx.grant.first().map(String::as_str).unwrap_or_default();
+                let passed = switchboard_packs::admission::fixture_passes(
+                    &f.want,
+                    &got.label,
+                    default_queue,
+                );
+                fixtures.push(json!({"name": f.name, "want": f.want, "got": got.label, "rule": got.rule_id, "passed": passed}));
             }
         }
         let mut faults = pack_rule_faults(&outcome.replayed, &candidate.pack_rule_ids);
@@ -1250,10 +1243,11 @@ impl RulePacks {
                 human: caller.human.clone(),
             };
         }
+        // Set when the plan sets them; left as they are otherwise.
         let trusted_actors = plan.plan["apply"]
             .get("trusted_actors")
-            .cloned()
-            .filter(|v| !v.is_null());
+            .filter(|v| !v.is_null())
+            .map(|v| Some(TrustedActors::from_value(v)));
         let op = if kind == "remove" {
             "remove_rule_pack"
         } else {
@@ -1538,6 +1532,7 @@ async fn check_external(pack: &Pack, routers: &crate::routing::Routers) -> Resul
     for (n, f) in pack.fixtures.iter().enumerate() {
         let config = pack.fixture_configuration(&f.params);
         let ctx = fixture_context(pack, &config);
+        let default_queue = ctx.grant.first().cloned().unwrap_or_default();
         let results = routers
             .evaluate(switchboard_proto::router::v1::EvaluateRequest {
                 context: Some(ctx),
@@ -1554,7 +1549,7 @@ async fn check_external(pack: &Pack, routers: &crate::routing::Routers) -> Resul
         let decision = results.first().and_then(|r| r.decisions.first());
         let label = decision.map(|d| routed(d).label).unwrap_or_default();
         let rule_id = decision.map(|d| d.rule_id.as_str()).unwrap_or_default();
-        let (judged, local) = admission::judge_fixture(pack, f, &label, rule_id);
+        let (judged, local) = admission::judge_fixture(pack, f, &label, rule_id, &default_queue);
         failures.extend(judged);
         covered.extend(local);
     }

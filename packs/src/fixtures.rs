@@ -13,10 +13,7 @@ use crate::manifest::{Fixture, Pack};
 
 /// A fixture as a stored delivery, as ingest would have stored it.
 pub fn fixture_delivery(fixture: &Fixture, n: usize) -> StoredDelivery {
-    let body = match &fixture.delivery.body {
-        Value::String(s) => s.clone().into_bytes(),
-        other => serde_json::to_vec(other).unwrap_or_default(),
-    };
+    let body = fixture.delivery.body_bytes();
     StoredDelivery {
         event_id: format!("fixture-{n}"),
         source: fixture.delivery.source.clone(),
@@ -35,17 +32,6 @@ pub fn fixture_delivery(fixture: &Fixture, n: usize) -> StoredDelivery {
         delivery_id: format!("fixture-{n}"),
         received_at_ms: 1_790_000_000_000,
     }
-}
-
-fn string_list(v: Option<&Value>) -> Vec<String> {
-    v.and_then(Value::as_array)
-        .map(|a| {
-            a.iter()
-                .filter_map(Value::as_str)
-                .map(str::to_string)
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 /// The routing context a fixture is routed in: every queue the pack can name is granted,
@@ -83,11 +69,10 @@ pub fn fixture_context(pack: &Pack, config: &Configuration) -> RoutingContext {
         .capabilities
         .iter()
         .any(|c| c == "trusted_actors");
-    let trusted_actors = pack.sets_trusted_actors.as_ref().map(|t| TrustedActors {
-        humans: string_list(t.humans.as_ref().and_then(|p| config.params.get(p))),
-        agents: string_list(t.agents.as_ref().and_then(|p| config.params.get(p))),
-        bots: string_list(t.bots.as_ref().and_then(|p| config.params.get(p))),
-    });
+    let trusted_actors = pack
+        .sets_trusted_actors
+        .as_ref()
+        .map(|t| TrustedActors::from(&t.resolve(&config.params)));
     RoutingContext {
         grant,
         trusted_actors_capability: capability,

@@ -109,6 +109,18 @@ pub struct TrustedActorsParams {
     pub bots: Option<String>,
 }
 
+impl TrustedActorsParams {
+    /// The trusted actors these params hold in `params` (an install's, or a fixture's).
+    pub fn resolve(&self, params: &Map<String, Value>) -> switchboard_model::TrustedActors {
+        switchboard_model::TrustedActors::from_params(
+            params,
+            self.humans.as_deref(),
+            self.agents.as_deref(),
+            self.bots.as_deref(),
+        )
+    }
+}
+
 /// A real-shaped delivery and the decision the pack must give it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -138,11 +150,27 @@ pub struct FixtureDelivery {
 }
 
 impl FixtureDelivery {
-    /// `<event>` or `<event>.<action>`, as ingest computes it.
+    /// `<event>` or `<event>.<action>`, as ingest computes it from the same headers and body
+    /// ([`switchboard_model::kind`]).
     pub fn kind(&self) -> String {
-        match self.body.get("action").and_then(Value::as_str) {
-            Some(a) => format!("{}.{a}", self.event),
-            None => self.event.clone(),
+        let content_type = self
+            .headers
+            .iter()
+            .find(|(name, _)| name.eq_ignore_ascii_case("content-type"))
+            .map(|(_, value)| value.as_str());
+        let body = self.body_bytes();
+        switchboard_model::kind::kind(
+            &self.event,
+            &switchboard_model::payload_json(content_type, &body),
+        )
+    }
+
+    /// The body as ingest would have received it: a JSON string is the raw text it holds
+    /// (a form, a plain-text body), any other JSON value its serialization.
+    pub fn body_bytes(&self) -> Vec<u8> {
+        match &self.body {
+            Value::String(s) => s.clone().into_bytes(),
+            other => serde_json::to_vec(other).unwrap_or_default(),
         }
     }
 }

@@ -121,7 +121,7 @@ pub struct Candidate {
     /// The rule ids this candidate installs (empty for a removal).
     pub pack_rule_ids: Vec<String>,
     /// Trusted actors to set on the webhook (packs with `sets_trusted_actors`).
-    pub trusted_actors: Option<Value>,
+    pub trusted_actors: Option<switchboard_model::TrustedActors>,
 }
 
 /// What the caller asked an install to do.
@@ -477,10 +477,10 @@ pub fn install_candidate(
             pack,
         )
     });
-    let trusted_actors = pack.sets_trusted_actors.as_ref().map(|t| {
-        let list = |p: &Option<String>| p.as_ref().and_then(|k| configuration.params.get(k)).cloned().unwrap_or(Value::Array(vec![]));
-        serde_json::json!({"humans": list(&t.humans), "agents": list(&t.agents), "bots": list(&t.bots)})
-    });
+    let trusted_actors = pack
+        .sets_trusted_actors
+        .as_ref()
+        .map(|t| t.resolve(&configuration.params));
     Ok(Candidate {
         pack_name: pack.name.clone(),
         pack_version: pack.version.clone(),
@@ -584,8 +584,8 @@ fn default_action_change(
     after: Option<&Action>,
 ) -> Option<DefaultActionChange> {
     (before != after).then(|| DefaultActionChange {
-        before: before.map(Action::label),
-        after: after.map(Action::label),
+        before: before.map(|a| a.label().to_string()),
+        after: after.map(|a| a.label().to_string()),
     })
 }
 

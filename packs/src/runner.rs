@@ -6,7 +6,6 @@
 use std::collections::BTreeSet;
 
 use switchboard_proto::router::v1::Configuration as WireConfiguration;
-use switchboard_router::engine::decision::label;
 use switchboard_router::engine::{CompiledConfiguration, build_envelope};
 use switchboard_router::sandbox::SandboxPool;
 
@@ -67,8 +66,14 @@ pub async fn check_pack(pack: &Pack, pool: &SandboxPool) -> Vec<String> {
                 continue;
             }
         };
-        let (judged, local) =
-            admission::judge_fixture(pack, fixture, &label(&in_process), &in_process.rule_id);
+        let default_queue = ctx.grant.first().map(String::as_str).unwrap_or_default();
+        let (judged, local) = admission::judge_fixture(
+            pack,
+            fixture,
+            &in_process.label().to_string(),
+            &in_process.rule_id,
+            default_queue,
+        );
         failures.extend(
             judged
                 .into_iter()
@@ -90,7 +95,7 @@ pub async fn check_pack(pack: &Pack, pool: &SandboxPool) -> Vec<String> {
 }
 
 fn describe(d: &switchboard_proto::router::v1::Decision) -> String {
-    let mut s = label(d);
+    let mut s = d.label().to_string();
     if !d.rule_id.is_empty() {
         s.push_str(&format!(" by {}", d.rule_id));
     }

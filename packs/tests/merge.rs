@@ -189,7 +189,7 @@ fn a_second_default_action_is_a_default_conflict() {
     )
     .unwrap();
     assert_eq!(
-        c1.default_action.as_ref().map(|a| a.label()),
+        c1.default_action.as_ref().map(|a| a.label().to_string()),
         Some("drop".into())
     );
     let err = install(&c1, &p1, &b, InstallRequest::default(), &catalog).unwrap_err();

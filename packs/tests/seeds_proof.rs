@@ -32,7 +32,6 @@ use switchboard_packs::{Catalog, Pack, ParamType, ResolveError};
 use switchboard_proto::router::v1::{
     Decision, Outcome, RoutingContext, StoredDelivery, TrustedActors,
 };
-use switchboard_router::engine::decision::label;
 use switchboard_router::engine::validate::validate;
 use switchboard_router::engine::{CompiledConfiguration, build_envelope};
 use switchboard_testkit::seed_cases::{self, Case, Seed, raw_delivery};
@@ -128,7 +127,7 @@ fn describe(d: &Decision) -> String {
     if is_fault(d) {
         format!("fault {} in {by}: {}", d.fault_code, d.reason)
     } else {
-        format!("{} by {by}", label(d))
+        format!("{} by {by}", d.label())
     }
 }
 
@@ -274,7 +273,7 @@ fn trusted_actors_and_handoff_lanes_route_every_fleet_case() {
                 local_id(&got.rule_id) == r || (case.want == "drop" && !got.rule_id.is_empty())
             }
         };
-        if is_fault(&got) || label(&got) != case.want || !rule_ok {
+        if is_fault(&got) || got.label().to_string() != case.want || !rule_ok {
             failures.push(format!(
                 "{}: want {} by {}, got {}",
                 case.name,
@@ -364,7 +363,7 @@ fn no_self_review_and_drop_ci_noise_route_every_pool_review_case() {
             None => got.rule_id.is_empty(),
             Some(r) => local_id(&got.rule_id) == r && !got.by_default_action,
         };
-        if is_fault(&got) || label(&got) != case.want || !rule_ok {
+        if is_fault(&got) || got.label().to_string() != case.want || !rule_ok {
             failures.push(format!(
                 "{}: want {} by {}, got {}",
                 case.name,
@@ -413,18 +412,22 @@ fn no_self_review_ignores_same_family_pairs() {
         let m = changes.as_object().expect("object").clone();
         compile(&with_params(&config, Some(&m))).evaluate(&context, &env)
     };
-    assert_eq!(label(&decide(json!({}))), "default", "the case as written");
+    assert_eq!(
+        decide(json!({})).label().to_string(),
+        "default",
+        "the case as written"
+    );
     let same_family = json!({"families": {"Codertocat": "gpt", "reviewer-b": "gpt"}});
     let got = decide(same_family.clone());
     assert_eq!(
-        (label(&got).as_str(), got.rule_id.as_str()),
+        (got.label().to_string().as_str(), got.rule_id.as_str()),
         ("drop", "no-self-review--unpaired-author"),
         "{}",
         describe(&got)
     );
     let mut relaxed = same_family;
     relaxed["require_cross_family"] = json!(false);
-    assert_eq!(label(&decide(relaxed)), "default");
+    assert_eq!(decide(relaxed).label().to_string(), "default");
 }
 
 // ------------------------------------------------------------------------------ (c) adoption
@@ -442,7 +445,7 @@ fn replay(fleet: &Seed, before: &Configuration, after: &Configuration) -> Vec<Re
     let (b, a) = (compile(before), compile(after));
     let context = ctx(&fleet.grant, false);
     let routed = |d: &Decision| Routed {
-        label: label(d),
+        label: d.label().to_string(),
         rule_id: (!d.rule_id.is_empty() && !d.by_default_action).then(|| d.rule_id.clone()),
     };
     deliveries
@@ -747,9 +750,11 @@ fn trusted_actors_2_quarantines_untrusted_actors() {
     );
     assert_eq!(
         c.trusted_actors,
-        Some(
-            json!({"humans": ["Codertocat"], "agents": ["cairn-planner"], "bots": ["renovate[bot]"]})
-        )
+        Some(switchboard_model::TrustedActors {
+            humans: vec!["Codertocat".into()],
+            agents: vec!["cairn-planner".into()],
+            bots: vec!["renovate[bot]".into()],
+        })
     );
     let context = RoutingContext {
         grant: vec!["forge".into()],
@@ -767,7 +772,7 @@ fn trusted_actors_2_quarantines_untrusted_actors() {
         let trusted = d.verified && listed(&d, &context);
         let want = if trusted { "default" } else { "quarantine" };
         assert_eq!(
-            label(&got),
+            got.label().to_string(),
             want,
             "{} {}: {}",
             d.source,
@@ -1097,7 +1102,7 @@ fn the_cross_family_check_refuses_same_family_pairs() {
                 );
                 let got = compiled.evaluate(&context, &build_envelope(&d, &context));
                 assert!(!is_fault(&got), "{}", describe(&got));
-                label(&got) != "default"
+                got.label().to_string() != "default"
             })
             .cloned()
             .collect()

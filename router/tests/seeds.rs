@@ -21,7 +21,6 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
 use switchboard_proto::router::v1::{Decision, Outcome, RoutingContext, StoredDelivery};
-use switchboard_router::engine::decision;
 use switchboard_router::engine::validate::validate;
 use switchboard_router::engine::{Action, CompiledConfiguration, Configuration, build_envelope};
 use switchboard_testkit::seed_cases::{self, CAIRN_DOC, Seed, kind_of, raw_delivery};
@@ -99,7 +98,7 @@ fn describe(d: &Decision) -> String {
     if is_fault(d) {
         format!("fault {} in {by}: {}", d.fault_code, d.reason)
     } else {
-        format!("{} by {by}", decision::label(d))
+        format!("{} by {by}", d.label())
     }
 }
 
@@ -140,7 +139,7 @@ fn route_cases(hw: &HandWritten) -> BTreeMap<String, Decision> {
             ));
         }
         let got = with_actor;
-        let label = decision::label(&got);
+        let label = got.label().to_string();
         let rule_ok = match &case.rule {
             Some(r) => got.rule_id == *r && !got.by_default_action,
             None => got.rule_id.is_empty(),
@@ -563,7 +562,7 @@ fn fleet_in_pack_order_decides_alike() {
                 compile(&with_params(&reordered, Some(m))).evaluate(&ctx(grant, true), &env),
             ),
         };
-        if decision::label(&x) != decision::label(&y) {
+        if x.label().to_string() != y.label().to_string() {
             differ.push(format!("{name}: {} vs {}", describe(&x), describe(&y)));
         }
     }
@@ -608,7 +607,7 @@ fn fleet_malformed_allowlists_admit_no_one() {
         let env = build_envelope(&d, &ctx(&seed.grant, true));
         let good = compile(&hw.config).evaluate(&ctx(&seed.grant, true), &env);
         assert!(
-            decision::label(&good).starts_with("queue:"),
+            good.label().to_string().starts_with("queue:"),
             "{list}: {}",
             describe(&good)
         );
@@ -630,7 +629,7 @@ fn fleet_malformed_allowlists_admit_no_one() {
             let got =
                 compile(&with_params(&hw.config, Some(&m))).evaluate(&ctx(&seed.grant, true), &env);
             assert_eq!(
-                (decision::label(&got).as_str(), got.rule_id.as_str()),
+                (got.label().to_string().as_str(), got.rule_id.as_str()),
                 ("drop", rule),
                 "{list} = {bad}: {}",
                 describe(&got)

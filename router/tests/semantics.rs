@@ -182,7 +182,7 @@ fn assert_fault(d: &Decision, rule_id: &str, code: &str) {
     assert_eq!(d.rule_id, rule_id, "{d:?}");
     assert_eq!(d.fault_code, code, "{d:?}");
     assert!(!d.reason.is_empty(), "a fault carries a reason: {d:?}");
-    assert_eq!(decision::label(d), "fault");
+    assert_eq!(d.label().to_string(), "fault");
 }
 
 const PR_OPENED: &str = "github/pull_request.opened.json";
@@ -201,7 +201,7 @@ fn first_output_true_matches() {
     ] {
         let d = decide(when, &env);
         assert_eq!(d, queued("forge", "r"), "{when}");
-        assert_eq!(decision::label(&d), "queue:forge");
+        assert_eq!(d.label().to_string(), "queue:forge");
     }
 }
 
@@ -316,7 +316,7 @@ fn first_match_decides() {
             ..Default::default()
         }
     );
-    assert_eq!(decision::label(&d), "drop");
+    assert_eq!(d.label().to_string(), "drop");
 }
 
 #[test]
@@ -357,7 +357,7 @@ fn no_match_without_default_action_is_the_default_queue() {
     };
     let d = config.evaluate(&reversed, &env);
     assert_eq!(d, default_queue("triage"));
-    assert_eq!(decision::label(&d), "default");
+    assert_eq!(d.label().to_string(), "default");
     // A configuration without rules decides `default` too.
     assert_eq!(
         compile(&json!({})).evaluate(&ctx(), &env),
@@ -880,7 +880,7 @@ fn per_rule_counters() {
     let labels_of = |label: &str| {
         decisions
             .iter()
-            .filter(|d| decision::label(d) == label)
+            .filter(|d| d.label().to_string() == label)
             .count() as u64
     };
     assert_eq!(labels_of("queue:forge"), prs);
@@ -910,7 +910,7 @@ fn per_rule_counters() {
     assert!(
         decisions
             .iter()
-            .all(|d| decision::label(d) == "queue:triage" && d.by_default_action)
+            .all(|d| d.label().to_string() == "queue:triage" && d.by_default_action)
     );
     // Even a default_action decision that names a rule is not that rule's match.
     let named = Decision {

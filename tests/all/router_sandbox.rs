@@ -7,7 +7,7 @@ use proptest::prelude::*;
 use switchboard_proto::router::v1::{
     Configuration, Decision, Outcome, RoutingContext, StoredDelivery,
 };
-use switchboard_router::engine::decision::{fault, label};
+use switchboard_router::engine::decision::fault;
 use switchboard_router::engine::{CompiledConfiguration, Configuration as Config, build_envelope};
 use switchboard_router::sandbox::{SandboxConfig, SandboxError, SandboxPool};
 
@@ -67,7 +67,8 @@ async fn sandbox_and_in_process_agree_on_real_payloads() {
         assert_eq!(&r.decisions[0], want, "{} ({})", d.event_id, d.kind);
     }
     // The realistic configuration routes real payloads everywhere, and faults on none.
-    let labels: std::collections::BTreeSet<String> = expected.iter().map(label).collect();
+    let labels: std::collections::BTreeSet<String> =
+        expected.iter().map(|d| d.label().to_string()).collect();
     assert!(!labels.contains("fault"), "{labels:?}");
     for want in ["drop", "queue:review", "queue:forge", "quarantine"] {
         assert!(labels.contains(want), "no {want} among {labels:?}");

@@ -2262,7 +2262,7 @@ async fn a_trusted_actors_plan_replays_with_the_actors_it_sets(db: TestDb) {
     let actors = saved
         .trusted_actors
         .expect("trusted actors set by the confirm");
-    assert_eq!(actors["humans"], json!(["Codertocat"]), "{actors}");
+    assert_eq!(actors.humans, ["Codertocat"], "{actors:?}");
     let decided = dry_run(&env, &cred, &w, "issues.opened", &body).await;
     assert_eq!(decided["decision"], "quarantine", "{decided}");
     body["sender"]["login"] = json!("Codertocat");

@@ -3,7 +3,7 @@
 
 use serde_json::{Map, Value, json};
 use switchboard_proto::control::v1 as pb;
-use switchboard_proto::router::v1::{Decision, Outcome, RoutingContext, StoredDelivery};
+use switchboard_proto::router::v1::{Decision, RoutingContext, StoredDelivery};
 
 use super::status::ApiError;
 use crate::secrets::canonical_json;
@@ -41,23 +41,6 @@ fn source_name(name: &str) -> i32 {
         .map_or(pb::SourceType::Unspecified, source_type) as i32
 }
 
-/// Reads `{humans, agents, bots}` from the stored JSON; anything malformed reads as empty.
-fn trusted_lists(value: &Value) -> (Vec<String>, Vec<String>, Vec<String>) {
-    let list = |key: &str| -> Vec<String> {
-        value
-            .get(key)
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    (list("humans"), list("agents"), list("bots"))
-}
-
 pub fn webhook(w: &Webhook) -> pb::Webhook {
     pb::Webhook {
         id: w.id.clone(),
@@ -69,14 +52,7 @@ pub fn webhook(w: &Webhook) -> pb::Webhook {
         config_version: w.config_version,
         config_digest: w.config_digest.clone(),
         ingest_path: format!("/hooks/{}", w.id),
-        trusted_actors: w.trusted_actors.as_ref().map(|t| {
-            let (humans, agents, bots) = trusted_lists(t);
-            pb::TrustedActors {
-                humans,
-                agents,
-                bots,
-            }
-        }),
+        trusted_actors: w.trusted_actors.as_ref().map(pb::TrustedActors::from),
         installed_packs_json: canonical_json(&w.provenance),
         created_at_ms: w.created_at,
     }
@@ -142,14 +118,7 @@ pub fn stored_delivery(e: &Event) -> StoredDelivery {
 /// `{decision, queue?, rule_id?, fault_code?, reason?, by_default_action?}`, where
 /// `decision` is `queue:<name>`, `drop`, `quarantine`, `default` or `fault`.
 pub fn decision_json(d: &Decision) -> Value {
-    let outcome = Outcome::try_from(d.outcome).unwrap_or(Outcome::Unspecified);
-    let label = match outcome {
-        Outcome::Queue => format!("queue:{}", d.queue),
-        Outcome::Drop => "drop".into(),
-        Outcome::Quarantine => "quarantine".into(),
-        Outcome::Default => "default".into(),
-        Outcome::Fault | Outcome::Unspecified => "fault".into(),
-    };
+    let label = d.label().to_string();
     let mut m = Map::new();
     m.insert("decision".into(), json!(label));
     for (key, value) in [
@@ -227,6 +196,7 @@ pub fn retention_window(w: &crate::store::RetentionWindow) -> pb::RetentionWindo
 #[cfg(test)]
 mod tests {
     use super::*;
+    use switchboard_proto::router::v1::Outcome;
 
     #[test]
     fn decisions_read_as_the_spec_names_them() {
@@ -271,12 +241,5 @@ mod tests {
         assert!(source_type_from(0).is_err());
         assert!(source_type_from(99).is_err());
         assert_eq!(source_name("gitlab"), 0);
-    }
-
-    #[test]
-    fn malformed_trusted_actors_read_as_nobody() {
-        let (h, a, b) = trusted_lists(&json!({"humans": "alice", "agents": [1, "bot"]}));
-        assert!(h.is_empty() && b.is_empty());
-        assert_eq!(a, vec!["bot"]);
     }
 }

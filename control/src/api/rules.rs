@@ -6,7 +6,7 @@
 //! checks itself is what only it knows: which `--` rule ids were put there by pack installs.
 
 use serde_json::{Map, Value, json};
-use switchboard_model::{Configuration, Rule, is_pack_rule_id};
+use switchboard_model::{Configuration, Rule, SourceType, is_pack_rule_id, kind};
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::control::v1::webhook_rules_server::WebhookRules;
 use switchboard_proto::router::v1::{
@@ -482,22 +482,19 @@ impl WebhookRulesApi {
     }
 }
 
-/// `<event>` from the forge's event header (Forgejo's and Gitea's first: they also send
-/// GitHub's) and `.<action>` from the body, as ingest reads a kind.
-fn kind_from_headers(headers: &[pb::Header], body: &Value) -> Option<String> {
-    let event = ["x-forgejo-event", "x-gitea-event", "x-github-event"]
-        .iter()
-        .find_map(|name| {
-            headers
-                .iter()
-                .find(|h| h.name.eq_ignore_ascii_case(name))
-                .map(|h| h.value.trim())
-                .filter(|v| !v.is_empty())
-        })?;
-    Some(match body.get("action").and_then(Value::as_str) {
-        Some(action) if !action.is_empty() => format!("{event}.{action}"),
-        _ => event.to_string(),
-    })
+/// The kind ingest would record for this payload on a webhook of `source`: the same event
+/// headers in the same order ([`kind::event`]), the same action ([`kind::kind`]); `None` when
+/// no header names the event and the source has no default.
+fn kind_of(source: SourceType, headers: &[pb::Header], payload: &[u8]) -> Option<String> {
+    let header = |name: &str| {
+        headers
+            .iter()
+            .find(|h| h.name.eq_ignore_ascii_case(name))
+            .map(|h| h.value.as_str())
+    };
+    let event = kind::event(source, header)?;
+    let payload = switchboard_model::payload_json(header("content-type"), payload);
+    Some(kind::kind(&event, &payload))
 }
 
 fn is_header_name(name: &str) -> bool {
@@ -520,7 +517,7 @@ fn payload_delivery(
             format!("larger than {MAX_TEST_PAYLOAD_BYTES} bytes"),
         ));
     }
-    let body: Value = serde_json::from_str(&p.payload_json).map_err(|e| {
+    serde_json::from_str::<serde::de::IgnoredAny>(&p.payload_json).map_err(|e| {
         ApiError::invalid("payload.payload_json", format!("not a JSON document: {e}"))
     })?;
     if p.headers.len() > MAX_TEST_HEADERS {
@@ -541,7 +538,7 @@ fn payload_delivery(
         }
     }
     let kind = if p.kind.is_empty() {
-        kind_from_headers(&p.headers, &body).ok_or_else(|| {
+        kind_of(w.source_type, &p.headers, p.payload_json.as_bytes()).ok_or_else(|| {
             ApiError::invalid(
                 "payload.kind",
                 "give the kind (`<event>` or `<event>.<action>`), or the forge's event header in headers",
@@ -812,24 +809,62 @@ mod tests {
     }
 
     #[test]
-    fn kinds_come_from_the_forge_header_first() {
-        let h = |name: &str, value: &str| pb::Header {
-            name: name.into(),
-            value: value.into(),
-        };
-        let body = json!({"action": "opened"});
-        let headers = vec![
-            h("X-GitHub-Event", "pull_request"),
-            h("X-Gitea-Event", "issues"),
+    fn a_dry_run_classifies_as_ingest_does() {
+        use axum::http::{HeaderMap, HeaderValue};
+        type Case<'a> = (SourceType, &'a [(&'a str, &'a str)], &'a str);
+        let cases: &[Case] = &[
+            (
+                SourceType::Gitea,
+                &[
+                    ("X-GitHub-Event", "pull_request"),
+                    ("X-Gitea-Event", "issues"),
+                ],
+                r#"{"action": "opened"}"#,
+            ),
+            (SourceType::Github, &[("x-github-event", "push")], "{}"),
+            // Before one definition, a dry run read only the forges' headers, kept names
+            // uncleaned and knew no fine event type: each of these differed from ingest.
+            (
+                SourceType::Generic,
+                &[("X-Switchboard-Event", "deploy")],
+                "{}",
+            ),
+            (
+                SourceType::Github,
+                &[("X-GitHub-Event", "a.b c")],
+                r#"{"action":"x.y"}"#,
+            ),
+            (
+                SourceType::Gitea,
+                &[("X-Gitea-Event", " "), ("X-Gitea-Event-Type", "package")],
+                r#"{"action": ""}"#,
+            ),
+            (SourceType::Cairn, &[], r#"{"action": "claimed"}"#),
         ];
-        assert_eq!(
-            kind_from_headers(&headers, &body).as_deref(),
-            Some("issues.opened")
-        );
-        assert_eq!(
-            kind_from_headers(&[h("x-github-event", "push")], &json!({})).as_deref(),
-            Some("push")
-        );
-        assert_eq!(kind_from_headers(&[], &body), None);
+        for (source, pairs, payload) in cases {
+            let headers: Vec<pb::Header> = pairs
+                .iter()
+                .map(|(name, value)| pb::Header {
+                    name: name.to_string(),
+                    value: value.to_string(),
+                })
+                .collect();
+            let mut map = HeaderMap::new();
+            for (name, value) in *pairs {
+                map.append(
+                    axum::http::HeaderName::from_bytes(name.to_ascii_lowercase().as_bytes())
+                        .expect("a header name"),
+                    HeaderValue::from_str(value).expect("a header value"),
+                );
+            }
+            let ingest = crate::ingest::delivery::kind(*source, &map, payload.as_bytes());
+            assert_eq!(
+                kind_of(*source, &headers, payload.as_bytes()).as_deref(),
+                Some(ingest.as_str()),
+                "{source} {pairs:?}"
+            );
+        }
+        // Nothing names the event of a forge's delivery: the caller is asked for the kind.
+        assert_eq!(kind_of(SourceType::Github, &[], b"{}"), None);
     }
 }

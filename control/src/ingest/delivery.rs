@@ -6,48 +6,12 @@ use std::borrow::Cow;
 
 use axum::http::{HeaderMap, HeaderValue};
 
+use switchboard_model::kind;
+
 use crate::store::SourceType;
 
-/// Longest event or action name kept; longer ones are cut (the kind is at most 200 bytes).
-const MAX_NAME: usize = 64;
 /// Longest delivery id taken from a header; a longer one is replaced by a generated id.
 const MAX_DELIVERY_ID: usize = 200;
-
-/// The event name when no header names one (a cairn webhook's deliveries are hand-offs).
-fn default_event(source: SourceType) -> &'static str {
-    match source {
-        SourceType::Cairn => "handoff",
-        _ => "unknown",
-    }
-}
-
-/// Headers naming the event, in the order they are read, for each source type. Gitea and
-/// Forgejo also send `X-GitHub-Event`, so their own headers come first (headers.md); an empty
-/// coarse event (Gitea's `package`, Forgejo's `schedule`) falls back to the fine event type.
-fn event_headers(source: SourceType) -> &'static [&'static str] {
-    match source {
-        SourceType::Github | SourceType::Gitea | SourceType::Forgejo => &[
-            "x-forgejo-event",
-            "x-forgejo-event-type",
-            "x-gitea-event",
-            "x-gitea-event-type",
-            "x-github-event",
-        ],
-        SourceType::Cairn | SourceType::Generic => &["x-switchboard-event", "x-github-event"],
-    }
-}
-
-/// Headers carrying the forge's delivery id, most specific first.
-fn delivery_headers(source: SourceType) -> &'static [&'static str] {
-    match source {
-        SourceType::Github | SourceType::Gitea | SourceType::Forgejo => &[
-            "x-forgejo-delivery",
-            "x-gitea-delivery",
-            "x-github-delivery",
-        ],
-        SourceType::Cairn | SourceType::Generic => &["x-switchboard-delivery", "x-github-delivery"],
-    }
-}
 
 fn header_text<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers
@@ -57,30 +21,10 @@ fn header_text<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
         .filter(|v| !v.is_empty())
 }
 
-/// A name safe inside a kind: letters, digits, `_` and `-` kept, anything else (a `.` would
-/// split the kind) becomes `_`; cut to 64 characters.
-fn clean_name(raw: &str) -> Option<String> {
-    let cleaned: String = raw
-        .chars()
-        .take(MAX_NAME)
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .collect();
-    (!cleaned.is_empty()).then_some(cleaned)
-}
-
-/// The event name from the source's headers, or the source's default.
+/// The event name from the source's headers, or the source's default, or `unknown`.
 pub fn event_name(source: SourceType, headers: &HeaderMap) -> String {
-    event_headers(source)
-        .iter()
-        .find_map(|name| header_text(headers, name))
-        .and_then(clean_name)
-        .unwrap_or_else(|| default_event(source).to_string())
+    kind::event(source, |name| header_text(headers, name))
+        .unwrap_or_else(|| kind::UNKNOWN_EVENT.to_string())
 }
 
 /// The request's first `Content-Type`, as text exactly as it is stored (see
@@ -92,85 +36,6 @@ pub fn content_type(headers: &HeaderMap) -> Option<Cow<'_, str>> {
         .map(value_text)
 }
 
-/// The payload's top-level `action` when the payload is a JSON object whose `action` is a
-/// string. The payload is what [`switchboard_model::payload_json`] makes of the body: a form
-/// delivery's `payload` field, else the body; the router's envelope reads the same.
-pub fn action(content_type: Option<&str>, body: &[u8]) -> Option<String> {
-    action_of_payload(&switchboard_model::payload_json(content_type, body))
-}
-
-/// The top-level `action` of a payload's JSON text. A payload nested deeper than the router
-/// parses ([`MAX_BODY_DEPTH`](switchboard_model::body::MAX_BODY_DEPTH)) has none, as the
-/// router's envelope sees it as text; so has one that is not JSON (plain text, a form without
-/// a `payload` field). Only `action` is kept while reading: everything else is skipped, so a
-/// 25 MiB push costs no parsed copy.
-pub fn action_of_payload(payload: &[u8]) -> Option<String> {
-    if switchboard_model::body::json_depth(payload) > switchboard_model::body::MAX_BODY_DEPTH {
-        return None;
-    }
-    let TopAction(action) = serde_json::from_slice(payload).ok()?;
-    action.as_deref().and_then(clean_name)
-}
-
-/// A JSON object's top-level `action` when it is a string; any other JSON has none.
-struct TopAction(Option<String>);
-
-impl<'de> serde::Deserialize<'de> for TopAction {
-    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        struct Visit;
-        impl<'de> serde::de::Visitor<'de> for Visit {
-            type Value = TopAction;
-            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
-                f.write_str("JSON")
-            }
-            fn visit_map<A: serde::de::MapAccess<'de>>(
-                self,
-                mut map: A,
-            ) -> Result<TopAction, A::Error> {
-                let mut action = None;
-                while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
-                    if key == "action" {
-                        // The last one wins, as in a parsed value.
-                        action = map
-                            .next_value::<serde_json::Value>()?
-                            .as_str()
-                            .map(str::to_string);
-                    } else {
-                        map.next_value::<serde::de::IgnoredAny>()?;
-                    }
-                }
-                Ok(TopAction(action))
-            }
-            fn visit_seq<A: serde::de::SeqAccess<'de>>(
-                self,
-                mut seq: A,
-            ) -> Result<TopAction, A::Error> {
-                while seq.next_element::<serde::de::IgnoredAny>()?.is_some() {}
-                Ok(TopAction(None))
-            }
-            fn visit_bool<E>(self, _: bool) -> Result<TopAction, E> {
-                Ok(TopAction(None))
-            }
-            fn visit_i64<E>(self, _: i64) -> Result<TopAction, E> {
-                Ok(TopAction(None))
-            }
-            fn visit_u64<E>(self, _: u64) -> Result<TopAction, E> {
-                Ok(TopAction(None))
-            }
-            fn visit_f64<E>(self, _: f64) -> Result<TopAction, E> {
-                Ok(TopAction(None))
-            }
-            fn visit_str<E>(self, _: &str) -> Result<TopAction, E> {
-                Ok(TopAction(None))
-            }
-            fn visit_unit<E>(self) -> Result<TopAction, E> {
-                Ok(TopAction(None))
-            }
-        }
-        d.deserialize_any(Visit)
-    }
-}
-
 /// `<event>` or `<event>.<action>`, the payload decoded from `body` here.
 pub fn kind(source: SourceType, headers: &HeaderMap, body: &[u8]) -> String {
     let payload = switchboard_model::payload_json(content_type(headers).as_deref(), body);
@@ -179,17 +44,14 @@ pub fn kind(source: SourceType, headers: &HeaderMap, body: &[u8]) -> String {
 
 /// `<event>` or `<event>.<action>`, given the payload's JSON text.
 pub fn kind_of_payload(source: SourceType, headers: &HeaderMap, payload: &[u8]) -> String {
-    let event = event_name(source, headers);
-    match action_of_payload(payload) {
-        Some(a) => format!("{event}.{a}"),
-        None => event,
-    }
+    kind::kind(&event_name(source, headers), payload)
 }
 
 /// The forge's delivery id when it sends a usable one (1–200 printable ASCII characters),
 /// else `None` and the caller generates one.
 pub fn delivery_id(source: SourceType, headers: &HeaderMap) -> Option<String> {
-    delivery_headers(source)
+    source
+        .delivery_headers()
         .iter()
         .find_map(|name| header_text(headers, name))
         .filter(|id| id.len() <= MAX_DELIVERY_ID && id.bytes().all(|b| b.is_ascii_graphic()))
@@ -347,7 +209,7 @@ mod tests {
             "[".repeat(100_000),
             "]".repeat(100_000)
         );
-        assert_eq!(action(None, deep.as_bytes()), None);
+        assert_eq!(kind::action(deep.as_bytes()), None);
         let h = headers(&[("X-GitHub-Event", "issues")]);
         assert_eq!(kind(SourceType::Github, &h, deep.as_bytes()), "issues");
     }

@@ -6,10 +6,12 @@
 use std::collections::BTreeMap;
 use std::time::Duration;
 
-use serde_json::{Value, json};
+use serde_json::json;
 use switchboard_proto::router::v1::{
     Configuration, Decision, Header, Outcome, RoutingContext, StoredDelivery, TrustedActors,
 };
+
+use switchboard_model::Label;
 
 use crate::api::decision_json;
 use crate::error::Error;
@@ -36,7 +38,7 @@ pub enum Routed {
 /// What the webhook allows and what this instance can do, as routers take it.
 pub fn routing_context(webhook: &Webhook, capabilities: &Capabilities) -> RoutingContext {
     let trusted_actors = if capabilities.trusted_actors {
-        webhook.trusted_actors.as_ref().map(trusted_actor_lists)
+        webhook.trusted_actors.as_ref().map(TrustedActors::from)
     } else {
         None
     };
@@ -44,27 +46,6 @@ pub fn routing_context(webhook: &Webhook, capabilities: &Capabilities) -> Routin
         grant: webhook.grant.clone(),
         trusted_actors_capability: capabilities.trusted_actors,
         trusted_actors,
-    }
-}
-
-/// `{humans, agents, bots}` as stored; a list that is missing or not strings is empty.
-fn trusted_actor_lists(value: &Value) -> TrustedActors {
-    let list = |key: &str| -> Vec<String> {
-        value
-            .get(key)
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(Value::as_str)
-                    .map(str::to_string)
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    TrustedActors {
-        humans: list("humans"),
-        agents: list("agents"),
-        bots: list("bots"),
     }
 }
 
@@ -148,23 +129,17 @@ pub fn record_for(
                 rule_id: None,
             }),
         };
-        return ("fault".to_string(), record);
+        return (Label::Fault.to_string(), record);
     }
-    let (label, queue) = match outcome {
-        Outcome::Queue => (
-            format!("queue:{}", decision.queue),
-            Some(decision.queue.clone()),
-        ),
-        Outcome::Default => {
-            let queue = if decision.queue.is_empty() {
-                webhook.default_queue().map(str::to_string)
-            } else {
-                Some(decision.queue.clone())
-            };
-            ("default".to_string(), queue)
+    // Usable and not a fault: a queue, the default, a drop or a quarantine.
+    let label = decision.label().to_string();
+    let queue = match outcome {
+        Outcome::Queue => Some(decision.queue.clone()),
+        Outcome::Default if decision.queue.is_empty() => {
+            webhook.default_queue().map(str::to_string)
         }
-        Outcome::Drop => ("drop".to_string(), None),
-        _ => ("quarantine".to_string(), None),
+        Outcome::Default => Some(decision.queue.clone()),
+        _ => None,
     };
     let mut recorded = decision_json(decision);
     if let Some(q) = &queue {
@@ -370,7 +345,9 @@ mod tests {
             config_version: 1,
             config_digest: String::new(),
             provenance: json!({}),
-            trusted_actors: Some(json!({"humans": ["octocat", 7], "bots": ["dependabot[bot]"]})),
+            trusted_actors: Some(switchboard_model::TrustedActors::from_value(
+                &json!({"humans": ["octocat", 7], "bots": ["dependabot[bot]"]}),
+            )),
             created_at: 0,
         }
     }

@@ -8,6 +8,7 @@
 use serde_json::Value;
 use sqlx::Row;
 use sqlx::any::AnyRow;
+use switchboard_model::TrustedActors;
 
 use super::plans::consume_plan_in;
 use super::webhooks::{configuration_text, webhook, webhook_columns};
@@ -34,8 +35,8 @@ pub struct SaveConfiguration {
     pub provenance: Option<Value>,
     /// Replaces the webhook's installed-pack provenance when given.
     pub installed_packs: Option<Value>,
-    /// Replaces the webhook's first-class trusted actors when given (`Value::Null` clears them).
-    pub trusted_actors: Option<Value>,
+    /// Replaces the webhook's first-class trusted actors when given (`Some(None)` clears them).
+    pub trusted_actors: Option<Option<TrustedActors>>,
     /// The SHA-256 hex of a plan token: the save then consumes that plan in the same
     /// transaction, and is refused as `plan_stale` unless the plan was made for this webhook at
     /// its current version and for exactly this configuration.
@@ -145,10 +146,10 @@ impl Store {
             .installed_packs
             .as_ref()
             .is_none_or(|p| *p == current.provenance);
-        let same_actors = save.trusted_actors.as_ref().is_none_or(|t| {
-            Some(t) == current.trusted_actors.as_ref()
-                || (t.is_null() && current.trusted_actors.is_none())
-        });
+        let same_actors = save
+            .trusted_actors
+            .as_ref()
+            .is_none_or(|t| *t == current.trusted_actors);
         if digest_after == current.config_digest && same_packs && same_actors {
             // Dropping the transaction rolls back, which also un-consumes a plan token.
             return Ok(Saved {
@@ -171,11 +172,12 @@ impl Store {
         let version = current.config_version + 1;
         let installed_packs =
             canonical_json(save.installed_packs.as_ref().unwrap_or(&current.provenance));
-        let trusted_actors = match &save.trusted_actors {
-            Some(Value::Null) => None,
-            Some(t) => Some(canonical_json(t)),
-            None => current.trusted_actors.as_ref().map(canonical_json),
-        };
+        let trusted_actors = save
+            .trusted_actors
+            .as_ref()
+            .unwrap_or(&current.trusted_actors)
+            .as_ref()
+            .map(|t| canonical_json(&t.to_value()));
         sqlx::query(
             "UPDATE webhooks SET configuration = $1, config_version = $2, config_digest = $3, provenance = $4, \
              trusted_actors = $5 WHERE id = $6",

@@ -3,7 +3,6 @@
 //! Configuration changes after creation go through [`Store::save_configuration`].
 
 use std::fmt;
-use std::str::FromStr;
 
 use serde_json::{Value, json};
 use sqlx::Row;
@@ -15,55 +14,8 @@ use crate::scope::OwnerScope;
 use crate::sealing::{SealingKey, sealed_by};
 use crate::secrets::{canonical_json, configuration_digest, new_id, random_hex};
 
-/// The forge (or internal system) a webhook receives deliveries from; decides how signatures
-/// are checked and how the event kind is read.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum SourceType {
-    Forgejo,
-    Gitea,
-    Github,
-    Cairn,
-    Generic,
-}
-
-impl SourceType {
-    pub const ALL: [SourceType; 5] = [
-        SourceType::Forgejo,
-        SourceType::Gitea,
-        SourceType::Github,
-        SourceType::Cairn,
-        SourceType::Generic,
-    ];
-
-    pub fn as_str(self) -> &'static str {
-        match self {
-            SourceType::Forgejo => "forgejo",
-            SourceType::Gitea => "gitea",
-            SourceType::Github => "github",
-            SourceType::Cairn => "cairn",
-            SourceType::Generic => "generic",
-        }
-    }
-}
-
-impl fmt::Display for SourceType {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for SourceType {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        SourceType::ALL
-            .into_iter()
-            .find(|t| t.as_str() == s)
-            .ok_or_else(|| {
-                format!("{s:?} is not a source type (forgejo, gitea, github, cairn, generic)")
-            })
-    }
-}
+pub use switchboard_model::SourceType;
+use switchboard_model::TrustedActors;
 
 #[derive(Clone, PartialEq)]
 pub struct Webhook {
@@ -84,7 +36,7 @@ pub struct Webhook {
     pub config_digest: String,
     /// Installed packs' provenance.
     pub provenance: Value,
-    pub trusted_actors: Option<Value>,
+    pub trusted_actors: Option<TrustedActors>,
     pub created_at: i64,
 }
 
@@ -148,7 +100,9 @@ pub(crate) fn webhook(row: &AnyRow, key: &SealingKey) -> Result<Webhook> {
         config_version: row.try_get("config_version")?,
         config_digest: row.try_get("config_digest")?,
         provenance: json_col(row, "provenance")?,
-        trusted_actors: json_opt(row, "trusted_actors")?,
+        trusted_actors: json_opt(row, "trusted_actors")?
+            .filter(|v| !v.is_null())
+            .map(|v| TrustedActors::from_value(&v)),
         created_at: row.try_get("created_at")?,
     })
 }

@@ -340,10 +340,14 @@ pub async fn packs_and_trusted_actors_are_saved_with_the_configuration(db: TestD
     let alice = human(&db, "alice").await;
     let wh = webhook(&db, &alice).await;
     let packs = json!({"trusted-actors": {"version": "2.0.0", "rules": ["trusted-actors--gate"]}});
-    let actors = json!({"humans": ["alice"], "agents": [], "bots": ["ci[bot]"]});
+    let actors = switchboard_model::TrustedActors {
+        humans: vec!["alice".into()],
+        agents: vec![],
+        bots: vec!["ci[bot]".into()],
+    };
     let change = SaveConfiguration {
         installed_packs: Some(packs.clone()),
-        trusted_actors: Some(actors.clone()),
+        trusted_actors: Some(Some(actors.clone())),
         ..save(config_routing_to("forge"), &Actor::operator())
     };
     assert_eq!(
@@ -360,7 +364,7 @@ pub async fn packs_and_trusted_actors_are_saved_with_the_configuration(db: TestD
     );
     // Only the trusted actors change: not a duplicate, even though the rules are the same.
     let clear = SaveConfiguration {
-        trusted_actors: Some(serde_json::Value::Null),
+        trusted_actors: Some(None),
         ..save(config_routing_to("forge"), &Actor::operator())
     };
     let saved = db.save_configuration(&alice, &wh.id, clear).await.unwrap();
@@ -368,7 +372,7 @@ pub async fn packs_and_trusted_actors_are_saved_with_the_configuration(db: TestD
     let now = db.get_webhook(&alice, &wh.id).await.unwrap();
     assert_eq!((now.provenance, now.trusted_actors), (packs, None));
     let same = SaveConfiguration {
-        trusted_actors: Some(serde_json::Value::Null),
+        trusted_actors: Some(None),
         ..save(config_routing_to("forge"), &Actor::operator())
     };
     assert!(

@@ -7,8 +7,14 @@
 pub mod body;
 pub mod fault;
 pub mod form;
+pub mod kind;
+pub mod label;
+pub mod trusted;
 
 pub use form::payload_json;
+pub use kind::SourceType;
+pub use label::Label;
+pub use trusted::TrustedActors;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};
@@ -57,11 +63,11 @@ pub enum Action {
 
 impl Action {
     /// The decision label used in plans and totals: `queue:<name>`, `drop`, `quarantine`.
-    pub fn label(&self) -> String {
+    pub fn label(&self) -> Label<'_> {
         match self {
-            Action::Queue(q) => format!("queue:{q}"),
-            Action::Drop => "drop".into(),
-            Action::Quarantine => "quarantine".into(),
+            Action::Queue(q) => Label::Queue(q),
+            Action::Drop => Label::Drop,
+            Action::Quarantine => Label::Quarantine,
         }
     }
 }

@@ -43,17 +43,6 @@ pub fn fault(rule_id: &str, code: &str, reason: impl Into<String>) -> Decision {
     }
 }
 
-/// The label plans count by: `queue:<name>`, `drop`, `quarantine`, `default` or `fault`.
-pub fn label(d: &Decision) -> String {
-    match Outcome::try_from(d.outcome).unwrap_or(Outcome::Unspecified) {
-        Outcome::Queue => format!("queue:{}", d.queue),
-        Outcome::Drop => "drop".into(),
-        Outcome::Quarantine => "quarantine".into(),
-        Outcome::Default => "default".into(),
-        Outcome::Fault | Outcome::Unspecified => "fault".into(),
-    }
-}
-
 /// Per-rule first matches and faults over `decisions`, one entry per rule id in order.
 pub fn count_rules<'a>(
     digest: &str,

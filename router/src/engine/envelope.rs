@@ -2,10 +2,13 @@
 //! ingest, in dry runs, in replays and for pack fixtures. This is the one function that
 //! builds it.
 
+use std::borrow::Cow;
+
+use bytes::Bytes;
 use jaq_json::{Map, Val};
 use switchboard_proto::router::v1::{RoutingContext, StoredDelivery};
 
-use super::prescan::{MAX_BODY_DEPTH, json_depth};
+use super::payload::parse_payload;
 
 /// Header names never shown to rules: credentials and signatures.
 fn is_secret_header(lower: &str) -> bool {
@@ -22,17 +25,6 @@ fn is_secret_header(lower: &str) -> bool {
 
 fn s(text: &str) -> Val {
     Val::from(text.to_string())
-}
-
-/// Parses a body as JSON when it is JSON and not nested deeper than the reader can take;
-/// anything else reaches rules as a string.
-pub fn parse_payload(body: &[u8]) -> Val {
-    if json_depth(body) <= MAX_BODY_DEPTH
-        && let Ok(v) = jaq_json::read::parse_single(body)
-    {
-        return v;
-    }
-    s(&String::from_utf8_lossy(body))
 }
 
 /// `<event>` and `<action>` from a kind `<event>` or `<event>.<action>`.
@@ -117,10 +109,11 @@ fn content_type(delivery: &StoredDelivery) -> Option<&str> {
 /// `.payload` is the JSON the body carries ([`switchboard_model::payload_json`]): a
 /// form-encoded delivery's `payload` field, so it reaches rules exactly as its JSON twin.
 pub fn build_envelope(delivery: &StoredDelivery, ctx: &RoutingContext) -> Val {
-    let payload = parse_payload(&switchboard_model::payload_json(
-        content_type(delivery),
-        &delivery.body,
-    ));
+    let payload = match switchboard_model::payload_json(content_type(delivery), &delivery.body) {
+        // The body itself: read in place, its plain strings shared rather than copied.
+        Cow::Borrowed(_) => parse_payload(&delivery.body),
+        Cow::Owned(json) => parse_payload(&Bytes::from(json)),
+    };
     let (event, action) = split_kind(&delivery.kind);
     let mut headers = Map::default();
     for h in &delivery.headers {
@@ -195,7 +188,7 @@ mod tests {
         let payload = |d: &StoredDelivery| {
             get(&build_envelope(d, &RoutingContext::default()), "payload").cloned()
         };
-        let want = parse_payload(br#"{"action":"opened"}"#);
+        let want = parse_payload(&Bytes::from_static(br#"{"action":"opened"}"#));
         assert_eq!(payload(&delivery), Some(want.clone()));
         // Stored headers in any casing; the first Content-Type is the one.
         delivery.headers = vec![
@@ -208,13 +201,5 @@ mod tests {
         assert_eq!(payload(&delivery), Some(want));
         delivery.headers.reverse();
         assert!(matches!(payload(&delivery), Some(Val::TStr(_))));
-    }
-
-    #[test]
-    fn non_json_and_too_deep_bodies_become_strings() {
-        assert!(matches!(parse_payload(b"hello=world"), Val::TStr(_)));
-        let deep = "[".repeat(MAX_BODY_DEPTH + 1) + &"]".repeat(MAX_BODY_DEPTH + 1);
-        assert!(matches!(parse_payload(deep.as_bytes()), Val::TStr(_)));
-        assert!(matches!(parse_payload(br#"{"a":1}"#), Val::Obj(_)));
     }
 }

@@ -9,6 +9,7 @@ pub mod config;
 pub mod decision;
 pub mod dialect;
 pub mod envelope;
+pub mod payload;
 pub mod prescan;
 pub mod validate;
 

@@ -30,7 +30,6 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes};
-use prost::Message;
 use rustix::io::{FdFlags, fcntl_setfd};
 
 use switchboard_proto::router::v1::{
@@ -148,6 +147,9 @@ pub struct Work {
 struct Call {
     class: Class,
     tenant: String,
+    /// What every chunk's request carries besides its deliveries.
+    ctx: RoutingContext,
+    configurations: Vec<Configuration>,
     /// Per configuration, the ids of its rules, to name the rule a fault interrupted.
     rule_ids: Vec<Vec<String>>,
     max_child_faults: u32,
@@ -235,10 +237,13 @@ struct Stopped {
 
 type Answers = Result<Vec<Option<Decision>>, SandboxError>;
 
-/// One chunk of one call: its request, the answers so far, and where they go.
+/// One chunk of one call: its deliveries, the answers so far, and where they go.
+///
+/// The request is encoded when a lane takes the job, not when the call is queued: a call's
+/// bodies are held once (shared, as the decoded call holds them), and only the chunks in a
+/// child's pipe exist a second time, encoded.
 struct Job {
-    /// The request for the whole chunk, framed, as first sent.
-    request: Bytes,
+    deliveries: Vec<StoredDelivery>,
     /// Configurations per delivery.
     configurations: usize,
     units: Vec<Option<Decision>>,
@@ -266,28 +271,23 @@ impl Job {
     /// delivery starts at; `None` when every unit is decided.
     fn next_request(&self) -> Option<(Bytes, usize)> {
         let start = self.units.iter().position(Option::is_none)?;
-        if self.units.iter().all(Option::is_none) {
-            return Some((self.request.clone(), 0));
-        }
-        // A retry after a failure (rare): the first request, cut to what is left.
+        // After a failure (rare), only what is left: from the first undecided unit's
+        // delivery, skipping its decided units and omitting any decided later.
         let n = self.configurations.max(1);
         let first = start / n;
         let base = first * n;
-        let mut req = ChildRequest::decode(self.request.slice(4..)).ok()?;
-        let Some(child_request::Request::Evaluate(e)) = req.request.as_mut() else {
-            return None;
-        };
-        e.deliveries.drain(..first.min(e.deliveries.len()));
-        e.skip_units = (start - base) as u32;
-        e.omit_units = (start..self.units.len())
+        let omit: Vec<u32> = (start..self.units.len())
             .filter(|u| self.units[*u].is_some())
             .map(|u| (u - base) as u32)
             .collect();
-        let len = req.encoded_len();
-        let mut buf = Vec::with_capacity(4 + len);
-        buf.extend_from_slice(&(len as u32).to_le_bytes());
-        req.encode(&mut buf).ok()?;
-        Some((buf.into(), base))
+        let request = encode_evaluate(
+            &self.call.ctx,
+            &self.call.configurations,
+            &self.deliveries[first.min(self.deliveries.len())..],
+            (start - base) as u32,
+            &omit,
+        );
+        Some((request, base))
     }
 
     fn finish(self, stats: &SandboxStats) {
@@ -326,13 +326,23 @@ fn encode_evaluate(
     ctx: &RoutingContext,
     configurations: &[Configuration],
     deliveries: &[StoredDelivery],
+    skip_units: u32,
+    omit_units: &[u32],
 ) -> Bytes {
     use prost::encoding::{
-        WireType, encode_key, encode_varint, encoded_len_varint, key_len, message,
+        WireType, encode_key, encode_varint, encoded_len_varint, key_len, message, uint32,
+    };
+    // proto3 leaves default values out; so does this, to stay byte-identical.
+    let skip_len = if skip_units == 0 {
+        0
+    } else {
+        uint32::encoded_len(4, &skip_units)
     };
     let inner = message::encoded_len(1, ctx)
         + message::encoded_len_repeated(2, configurations)
-        + message::encoded_len_repeated(3, deliveries);
+        + message::encoded_len_repeated(3, deliveries)
+        + skip_len
+        + uint32::encoded_len_packed(5, omit_units);
     let outer = key_len(2) + encoded_len_varint(inner as u64) + inner;
     let mut buf = Vec::with_capacity(4 + outer);
     buf.put_u32_le(outer as u32);
@@ -341,6 +351,10 @@ fn encode_evaluate(
     message::encode(1, ctx, &mut buf);
     message::encode_repeated(2, configurations, &mut buf);
     message::encode_repeated(3, deliveries, &mut buf);
+    if skip_units != 0 {
+        uint32::encode(4, &skip_units, &mut buf);
+    }
+    uint32::encode_packed(5, omit_units, &mut buf);
     buf.into()
 }
 
@@ -642,6 +656,8 @@ impl SandboxPool {
                 .collect(),
             max_child_faults: work.max_child_faults,
             child_faults: AtomicU32::new(0),
+            ctx: ctx.clone(),
+            configurations: configurations.to_vec(),
         });
         let children = pool.config.children.max(1);
         let chunk = deliveries
@@ -667,7 +683,8 @@ impl SandboxPool {
             }
             let (reply, answer) = oneshot::channel();
             pool.submit(Job {
-                request: encode_evaluate(ctx, configurations, c),
+                // Bodies are shared, not copied: a clone holds the same buffer.
+                deliveries: c.to_vec(),
                 configurations: n,
                 units: vec![None; c.len() * n],
                 budget,
@@ -1490,6 +1507,7 @@ fn next_deadline(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use prost::Message;
     use switchboard_proto::router::v1::{ChildEvaluate, Header};
 
     #[test]
@@ -1529,7 +1547,22 @@ mod tests {
         let mut framed = (want.encoded_len() as u32).to_le_bytes().to_vec();
         framed.extend(want.encode_to_vec());
         assert_eq!(
-            encode_evaluate(&ctx, &configurations, &deliveries).as_ref(),
+            encode_evaluate(&ctx, &configurations, &deliveries, 0, &[]).as_ref(),
+            &framed[..]
+        );
+        let want = ChildRequest {
+            request: Some(child_request::Request::Evaluate(ChildEvaluate {
+                context: Some(ctx.clone()),
+                configurations: configurations.clone(),
+                deliveries: deliveries[1..].to_vec(),
+                skip_units: 1,
+                omit_units: vec![2, 4],
+            })),
+        };
+        let mut framed = (want.encoded_len() as u32).to_le_bytes().to_vec();
+        framed.extend(want.encode_to_vec());
+        assert_eq!(
+            encode_evaluate(&ctx, &configurations, &deliveries[1..], 1, &[2, 4]).as_ref(),
             &framed[..]
         );
     }
@@ -1544,8 +1577,15 @@ mod tests {
             .collect();
         let configurations = vec![Configuration::default(), Configuration::default()];
         let (reply, _answer) = oneshot::channel();
+        let first = encode_evaluate(
+            &RoutingContext::default(),
+            &configurations,
+            &deliveries,
+            0,
+            &[],
+        );
         let mut job = Job {
-            request: encode_evaluate(&RoutingContext::default(), &configurations, &deliveries),
+            deliveries,
             configurations: 2,
             units: vec![None; 8],
             budget: Duration::from_millis(50),
@@ -1556,10 +1596,12 @@ mod tests {
                 rule_ids: vec![vec!["a".into(), "b".into()], vec!["c".into()]],
                 max_child_faults: 0,
                 child_faults: AtomicU32::new(0),
+                ctx: RoutingContext::default(),
+                configurations,
             }),
             lost_children: 0,
         };
-        assert_eq!(job.next_request(), Some((job.request.clone(), 0)));
+        assert_eq!(job.next_request(), Some((first, 0)));
         // Unit 5 is delivery 2's candidate (configuration 1): its rule 0 is "c".
         assert_eq!(job.rule_of(5, Some(0)), "c");
         assert_eq!(job.rule_of(4, Some(1)), "b");

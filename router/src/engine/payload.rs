@@ -1,0 +1,319 @@
+//! The body as rules see it (`.payload`), read in one pass.
+//!
+//! The same grammar as `jaq_json::read::parse_single` (jaq's own reader, which decided every
+//! stored decision so far), with two differences that change cost, never the value:
+//! - **depth is counted while reading**, so a body nested deeper than [`MAX_BODY_DEPTH`] stops
+//!   the read at that depth instead of needing a scan of its own first (jaq's reader recurses
+//!   without a limit and aborts the process on deep input);
+//! - **strings without escapes are slices of the body**, not copies: the stored body is one
+//!   reference-counted buffer, and most of a forge payload's bytes are plain strings.
+
+use bytes::Bytes;
+use hifijson::str::LexWrite;
+use hifijson::token::{Expect, Lex};
+use hifijson::{Read, SliceLexer};
+use jaq_json::{Map, Num, Val};
+
+use switchboard_model::body::MAX_BODY_DEPTH;
+
+/// Why a body is not read as JSON (it then reaches rules as text).
+#[derive(Debug)]
+enum NotJson {
+    Syntax,
+    TooDeep,
+}
+
+impl From<hifijson::Error> for NotJson {
+    fn from(_: hifijson::Error) -> Self {
+        NotJson::Syntax
+    }
+}
+
+impl From<Expect> for NotJson {
+    fn from(_: Expect) -> Self {
+        NotJson::Syntax
+    }
+}
+
+impl From<hifijson::str::Error> for NotJson {
+    fn from(_: hifijson::str::Error) -> Self {
+        NotJson::Syntax
+    }
+}
+
+/// The body's JSON value, or its text (lossily decoded) when it is not JSON or nests deeper
+/// than [`MAX_BODY_DEPTH`].
+pub fn parse_payload(body: &Bytes) -> Val {
+    match read_json(body) {
+        Ok(v) => v,
+        Err(_) => Val::from(String::from_utf8_lossy(body).into_owned()),
+    }
+}
+
+/// Exactly one JSON value (whitespace and `#` comments around it), as jaq reads it.
+fn read_json(body: &Bytes) -> Result<Val, NotJson> {
+    let mut lexer = SliceLexer::new(body);
+    let reader = Reader { body };
+    lexer.exactly_one(ws_tk, |next, lexer| reader.value(next, lexer, 0))
+}
+
+/// Eat whitespace and comments, then peek at the next character (jaq's `ws_tk`).
+fn ws_tk<L: Lex>(lexer: &mut L) -> Option<u8> {
+    loop {
+        lexer.eat_whitespace();
+        match lexer.peek_next() {
+            Some(b'#') => lexer.skip_until(|c| c == b'\n'),
+            next => return next,
+        }
+    }
+}
+
+/// A string being read: a slice of the body until its first escape, then an owned copy.
+enum Text<'a> {
+    Borrowed(&'a [u8]),
+    Owned(Vec<u8>),
+}
+
+impl Text<'_> {
+    fn owned(&mut self) -> &mut Vec<u8> {
+        if let Text::Borrowed(b) = self {
+            *self = Text::Owned(b.to_vec());
+        }
+        match self {
+            Text::Owned(v) => v,
+            Text::Borrowed(_) => unreachable!("made owned above"),
+        }
+    }
+}
+
+struct Reader<'b> {
+    body: &'b Bytes,
+}
+
+impl<'b> Reader<'b> {
+    fn value(&self, next: u8, lexer: &mut SliceLexer<'b>, depth: usize) -> Result<Val, NotJson> {
+        Ok(match next {
+            b'n' if lexer.strip_prefix(b"null") => Val::Null,
+            b't' if lexer.strip_prefix(b"true") => Val::Bool(true),
+            b'f' if lexer.strip_prefix(b"false") => Val::Bool(false),
+            b'b' if lexer.strip_prefix(b"b\"") => Val::byte_str(self.string(lexer, true)?),
+            b'N' if lexer.strip_prefix(b"NaN") => Val::Num(Num::Float(f64::NAN)),
+            b'I' if lexer.strip_prefix(b"Infinity") => Val::Num(Num::Float(f64::INFINITY)),
+            b'0'..=b'9' | b'+' | b'-' => Val::Num(number(lexer)?),
+            b'"' => Val::utf8_str(self.string(lexer.discarded(), false)?),
+            b'[' | b'{' if depth >= MAX_BODY_DEPTH => return Err(NotJson::TooDeep),
+            b'[' => {
+                let mut arr = Vec::new();
+                lexer.discarded().seq(b']', ws_tk, |next, lexer| {
+                    arr.push(self.value(next, lexer, depth + 1)?);
+                    Ok::<_, NotJson>(())
+                })?;
+                Val::Arr(arr.into())
+            }
+            b'{' => {
+                let mut obj = Map::default();
+                lexer.discarded().seq(b'}', ws_tk, |next, lexer| {
+                    let key = self.value(next, lexer, depth + 1)?;
+                    lexer.expect(ws_tk, b':').ok_or(Expect::Colon)?;
+                    let value = self.value(ws_tk(lexer).ok_or(Expect::Value)?, lexer, depth + 1)?;
+                    obj.insert(key, value);
+                    Ok::<_, NotJson>(())
+                })?;
+                Val::obj(obj)
+            }
+            _ => return Err(NotJson::Syntax),
+        })
+    }
+
+    /// A string's bytes after its opening quote. Invalid UTF-8 is kept as it is, as jaq does;
+    /// `bytes` strings (`b"…"`) take `\xHH` and no `\u`.
+    fn string(&self, lexer: &mut SliceLexer<'b>, bytes: bool) -> Result<Bytes, NotJson> {
+        let on_string = |segment: &mut &'b [u8], text: &mut Text<'b>| {
+            match text {
+                Text::Borrowed([]) => *text = Text::Borrowed(segment),
+                _ => text.owned().extend_from_slice(segment),
+            }
+            Ok::<_, NotJson>(())
+        };
+        let on_escape = |lexer: &mut SliceLexer<'b>, text: &mut Text<'b>| {
+            use hifijson::escape::{Error, Lex as _};
+            let out = text.owned();
+            match lexer.take_next().ok_or(Error::Eof).map_err(str_error)? {
+                b'u' if bytes => return Err(NotJson::Syntax),
+                b'x' if bytes => out.push(lexer.hex().map_err(str_error)?),
+                c => {
+                    let c = lexer.escape(c).map_err(str_error)?;
+                    out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes())
+                }
+            }
+            Ok(())
+        };
+        Ok(
+            match lexer.str_fold(Text::Borrowed(&[]), on_string, on_escape)? {
+                Text::Borrowed(slice) => self.body.slice_ref(slice),
+                Text::Owned(v) => Bytes::from(v),
+            },
+        )
+    }
+}
+
+fn str_error(_: hifijson::escape::Error) -> NotJson {
+    NotJson::Syntax
+}
+
+/// A number, as jaq reads it: integers exactly (big ones too), decimals kept as their text.
+fn number(lexer: &mut SliceLexer<'_>) -> Result<Num, NotJson> {
+    use hifijson::num::LexWrite;
+    let (num, parts) = lexer
+        .num_string_with(hifijson::num::Num::signed_digits())
+        .unvalidated();
+    Ok(match num {
+        "+" if lexer.strip_prefix(b"Infinity") => Num::Float(f64::INFINITY),
+        "-" if lexer.strip_prefix(b"Infinity") => Num::Float(f64::NEG_INFINITY),
+        _ if num.ends_with(|c: char| c.is_ascii_digit()) => {
+            if parts.is_int() {
+                Num::from_str_radix(num, 10).ok_or(NotJson::Syntax)?
+            } else {
+                Num::Dec(num.to_string().into())
+            }
+        }
+        _ => return Err(NotJson::Syntax),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// What jaq's own reader makes of a body (with the depth scan that used to precede it).
+    fn jaq(body: &[u8]) -> Val {
+        if switchboard_model::body::json_depth(body) <= MAX_BODY_DEPTH
+            && let Ok(v) = jaq_json::read::parse_single(body)
+        {
+            return v;
+        }
+        Val::from(String::from_utf8_lossy(body).into_owned())
+    }
+
+    fn same(body: &[u8]) {
+        let ours = parse_payload(&Bytes::copy_from_slice(body));
+        let theirs = jaq(body);
+        // Debug shows every distinction (text or byte string, integer, float or decimal) and,
+        // unlike `==`, finds NaN equal to itself.
+        assert_eq!(
+            format!("{ours:?}"),
+            format!("{theirs:?}"),
+            "{}",
+            String::from_utf8_lossy(body)
+        );
+    }
+
+    #[test]
+    fn reads_what_jaq_reads() {
+        for body in [
+            &br#"{"a":1,"b":[true,false,null],"c":"x\"y\u00e9\ud83d\ude00","d":-1.50e3}"#[..],
+            br#"  {"k": "plain", "n": 12345678901234567890123} "#,
+            br#"[1, 2.0, "three", {"four": [4]}]"#,
+            b"\"just a string\"",
+            b"42",
+            b"# a comment\n{\"a\": 1}",
+            br#"b"\x41\x42""#,
+            br#"{"1": NaN, "2": Infinity, "3": -Infinity}"#,
+            br#"{1: 2}"#,
+            b"{\"bad\": \"\xff\xfe\"}",
+            b"hello=world",
+            b"",
+            b"{\"a\":1",
+            b"{\"a\":1} trailing",
+            b"\"tab\tinside\"",
+            br#""\q""#,
+            br#""\ud800""#,
+        ] {
+            same(body);
+        }
+    }
+
+    #[test]
+    fn reads_every_forge_payload_as_jaq_does() {
+        let dir = switchboard_testkit::payloads_dir::webhooks_dir();
+        let mut seen = 0;
+        for source in std::fs::read_dir(&dir).expect("payload dir") {
+            let source = source.expect("entry").path();
+            if !source.is_dir() {
+                continue;
+            }
+            for file in std::fs::read_dir(&source).expect("source dir") {
+                let file = file.expect("entry").path();
+                if file.extension().is_some_and(|e| e == "json") {
+                    same(&std::fs::read(&file).expect("payload"));
+                    seen += 1;
+                }
+            }
+        }
+        assert!(seen > 20, "only {seen} payloads under {}", dir.display());
+    }
+
+    #[test]
+    fn depth_is_bounded_while_reading() {
+        let at = |n: usize| format!("{}{}", "[".repeat(n), "]".repeat(n));
+        assert!(matches!(
+            parse_payload(&Bytes::from(at(MAX_BODY_DEPTH))),
+            Val::Arr(_)
+        ));
+        assert!(matches!(
+            parse_payload(&Bytes::from(at(MAX_BODY_DEPTH + 1))),
+            Val::TStr(_)
+        ));
+        // Far deeper than any stack: stops at the bound, never recurses further.
+        let deep = "{\"a\":".repeat(1_000_000);
+        assert!(matches!(parse_payload(&Bytes::from(deep)), Val::TStr(_)));
+        same(at(MAX_BODY_DEPTH).as_bytes());
+        same(at(MAX_BODY_DEPTH + 1).as_bytes());
+    }
+
+    #[test]
+    fn plain_strings_share_the_body() {
+        let body = Bytes::from_static(br#"{"title":"no escapes here"}"#);
+        let Val::Obj(m) = parse_payload(&body) else {
+            panic!("an object")
+        };
+        let Some(Val::TStr(title)) = m.values().next() else {
+            panic!("a string")
+        };
+        let range = body.as_ptr() as usize..body.as_ptr() as usize + body.len();
+        assert!(range.contains(&(title.as_ptr() as usize)));
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn any_json_reads_as_jaq_reads_it(v in json_value()) {
+            same(v.to_string().as_bytes());
+            same(serde_json::to_string_pretty(&v).expect("json").as_bytes());
+        }
+
+        #[test]
+        fn any_bytes_read_as_jaq_reads_them(b in proptest::collection::vec(proptest::prelude::any::<u8>(), 0..64)) {
+            same(&b);
+        }
+    }
+
+    fn json_value() -> impl proptest::strategy::Strategy<Value = serde_json::Value> {
+        use proptest::prelude::*;
+        let leaf = prop_oneof![
+            Just(serde_json::Value::Null),
+            any::<bool>().prop_map(serde_json::Value::from),
+            any::<i64>().prop_map(serde_json::Value::from),
+            any::<f64>()
+                .prop_filter("finite", |f| f.is_finite())
+                .prop_map(serde_json::Value::from),
+            ".*".prop_map(serde_json::Value::from),
+        ];
+        leaf.prop_recursive(4, 64, 8, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..8).prop_map(serde_json::Value::from),
+                prop::collection::btree_map(".*", inner, 0..8)
+                    .prop_map(|m| serde_json::Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+}
