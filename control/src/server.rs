@@ -38,7 +38,16 @@ pub struct ServeOptions {
     pub retention: Option<RetentionOptions>,
     /// The HTTP listener's bounds: open connections, header and body pace.
     pub http: HttpLimits,
+    /// A gRPC connection older than this is asked to go (HTTP/2 GOAWAY) and reconnects, so
+    /// long-lived clients (gateways, services) spread over replicas added since they connected.
+    pub grpc_max_connection_age: Duration,
+    /// How long calls in flight on a connection asked to go may still finish.
+    pub grpc_max_connection_age_grace: Duration,
 }
+
+/// Five minutes: a new replica gets connections within minutes, and a client reconnects a few
+/// times an hour (one TLS-less HTTP/2 handshake each).
+pub const DEFAULT_MAX_CONNECTION_AGE: Duration = Duration::from_secs(300);
 
 impl Default for ServeOptions {
     fn default() -> Self {
@@ -47,6 +56,8 @@ impl Default for ServeOptions {
             retry: Some(RetryOptions::default()),
             retention: Some(RetentionOptions::default()),
             http: HttpLimits::default(),
+            grpc_max_connection_age: DEFAULT_MAX_CONNECTION_AGE,
+            grpc_max_connection_age_grace: DEFAULT_MAX_CONNECTION_AGE,
         }
     }
 }
@@ -142,19 +153,20 @@ impl BoundControl {
         let http =
             ingest::serve::serve(self.http, http_app, options.http, drained(drain_rx.clone()));
 
-        let reflection = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(switchboard_proto::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .build_v1()
-            .map_err(|e| ServeError::Grpc(format!("reflection: {e}")))?;
+        let (reflection, reflection_v1alpha) =
+            switchboard_proto::reflection::services(&crate::api::SERVICE_NAMES)
+                .map_err(|e| ServeError::Grpc(format!("reflection: {e}")))?;
         let grpc = tonic::transport::Server::builder()
             // One span per call, continuing the caller's trace (health checks get none).
             .trace_fn(switchboard_telemetry::propagation::grpc_request_span)
+            .max_connection_age(options.grpc_max_connection_age)
+            .max_connection_age_grace(options.grpc_max_connection_age_grace)
             .add_routes(grpc_routes)
             .add_service(HealthServer::new(HealthService::from_health_reporter(
                 self.health.clone(),
             )))
             .add_service(reflection)
+            .add_service(reflection_v1alpha)
             .serve_with_incoming_shutdown(
                 // TCP_NODELAY: otherwise an answer's trailers wait for a delayed ACK (~40 ms a call).
                 TcpIncoming::from(self.grpc).with_nodelay(Some(true)),

@@ -56,3 +56,51 @@ impl From<&switchboard_model::TrustedActors> for control::v1::TrustedActors {
 /// Encoded `FileDescriptorSet` of every package, for gRPC server reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/switchboard_descriptor.bin"));
+
+/// Server reflection, v1 and v1alpha (grpcurl speaks v1; python's grpcio-reflection client
+/// v1alpha), listing exactly the services a process serves: `services`, plus health and
+/// reflection itself. Every descriptor set is registered, so any type a listed service uses
+/// resolves.
+pub mod reflection {
+    use tonic_reflection::server::{Builder, Error, v1, v1alpha};
+
+    /// `grpc.health.v1.Health`, served by every role.
+    pub const HEALTH: &str = "grpc.health.v1.Health";
+    /// The reflection services themselves.
+    pub const REFLECTION: [&str; 2] = [
+        "grpc.reflection.v1.ServerReflection",
+        "grpc.reflection.v1alpha.ServerReflection",
+    ];
+
+    fn builder<'a>(services: &[&str]) -> Builder<'a> {
+        let mut b = Builder::configure()
+            .include_reflection_service(false)
+            .register_encoded_file_descriptor_set(super::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(tonic_reflection::pb::v1::FILE_DESCRIPTOR_SET)
+            .register_encoded_file_descriptor_set(
+                tonic_reflection::pb::v1alpha::FILE_DESCRIPTOR_SET,
+            );
+        for name in services.iter().copied().chain([HEALTH]).chain(REFLECTION) {
+            b = b.with_service_name(name);
+        }
+        b
+    }
+
+    /// Both reflection services for a process serving `services`.
+    #[allow(clippy::type_complexity)]
+    pub fn services(
+        services: &[&str],
+    ) -> Result<
+        (
+            v1::ServerReflectionServer<impl v1::ServerReflection>,
+            v1alpha::ServerReflectionServer<impl v1alpha::ServerReflection>,
+        ),
+        Error,
+    > {
+        Ok((
+            builder(services).build_v1()?,
+            builder(services).build_v1alpha()?,
+        ))
+    }
+}

@@ -61,9 +61,9 @@ impl BoundRouter {
     ) -> anyhow::Result<()> {
         let (reporter, health) = tonic_health::server::health_reporter();
         reporter.set_serving::<RouterServer<RouterService>>().await;
-        let reflection = tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(switchboard_proto::FILE_DESCRIPTOR_SET)
-            .build_v1()?;
+        let (reflection, reflection_v1alpha) = switchboard_proto::reflection::services(&[
+            <RouterServer<RouterService> as tonic::server::NamedService>::NAME,
+        ])?;
         let router = RouterServer::new(RouterService::new(self.pool.clone()))
             .max_decoding_message_size(MAX_MESSAGE_BYTES)
             .max_encoding_message_size(MAX_MESSAGE_BYTES);
@@ -99,6 +99,7 @@ impl BoundRouter {
             .initial_connection_window_size(Some(CONNECTION_WINDOW_BYTES))
             .add_service(health)
             .add_service(reflection)
+            .add_service(reflection_v1alpha)
             .add_service(router)
             .serve_with_incoming_shutdown(
                 // TCP_NODELAY: otherwise an answer's trailers wait for a delayed ACK (~40 ms a call).

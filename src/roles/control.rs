@@ -194,6 +194,10 @@ pub struct ControlTuning {
     /// Time between reporting not-ready and closing the listeners at shutdown, milliseconds.
     #[arg(long, env = "SWITCHBOARD_READINESS_GRACE_MS", default_value_t = 0)]
     pub readiness_grace_ms: u64,
+    /// A gRPC connection older than this many seconds is asked to reconnect (GOAWAY), so
+    /// clients spread over replicas added since; calls in flight get as long again to finish.
+    #[arg(long, env = "SWITCHBOARD_GRPC_MAX_CONNECTION_AGE_SECS", default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..))]
+    pub grpc_max_connection_age_secs: u64,
     /// Database connections at most.
     #[arg(
         long,
@@ -235,6 +239,8 @@ impl ControlTuning {
                 ..HttpLimits::default()
             },
             readiness_grace: Duration::from_millis(self.readiness_grace_ms),
+            grpc_max_connection_age: Duration::from_secs(self.grpc_max_connection_age_secs),
+            grpc_max_connection_age_grace: Duration::from_secs(self.grpc_max_connection_age_secs),
             retry: Some(RetryOptions {
                 interval,
                 // Leave an event to the ingest call that stored it for a little while.

@@ -307,6 +307,8 @@ pub struct ControlSetup {
     pub retention: Option<switchboard_control::retention::RetentionOptions>,
     /// The HTTP listener's bounds.
     pub http: switchboard_control::ingest::HttpLimits,
+    /// `None`: the default age after which a gRPC connection is asked to go.
+    pub grpc_max_connection_age: Option<Duration>,
 }
 
 impl Control {
@@ -335,6 +337,12 @@ impl Control {
             retry: setup.retry,
             retention: setup.retention,
             http: setup.http,
+            grpc_max_connection_age: setup
+                .grpc_max_connection_age
+                .unwrap_or(switchboard_control::server::DEFAULT_MAX_CONNECTION_AGE),
+            grpc_max_connection_age_grace: setup
+                .grpc_max_connection_age
+                .unwrap_or(switchboard_control::server::DEFAULT_MAX_CONNECTION_AGE),
         };
         let task = tokio::spawn(async move {
             bound

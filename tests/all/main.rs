@@ -7,6 +7,7 @@ mod control_api;
 mod control_harness;
 mod deploy;
 mod forge_safe;
+mod grpc_conventions;
 mod hostile;
 mod ingest;
 mod ingest_big_bodies;

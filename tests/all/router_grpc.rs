@@ -188,33 +188,15 @@ async fn health_and_reflection_are_served() {
             .status;
         assert_eq!(status, ServingStatus::Serving as i32, "{service:?}");
     }
-    use tonic_reflection::pb::v1::ServerReflectionRequest;
-    use tonic_reflection::pb::v1::server_reflection_client::ServerReflectionClient;
-    use tonic_reflection::pb::v1::server_reflection_request::MessageRequest;
-    use tonic_reflection::pb::v1::server_reflection_response::MessageResponse;
-    let mut reflection = ServerReflectionClient::new(channel);
-    let req = ServerReflectionRequest {
-        host: String::new(),
-        message_request: Some(MessageRequest::ListServices(String::new())),
-    };
-    let mut stream = reflection
-        .server_reflection_info(tokio_stream::iter([req]))
-        .await
-        .expect("reflection answers")
-        .into_inner();
-    let msg = stream
-        .message()
-        .await
-        .expect("a message")
-        .expect("some message");
-    let Some(MessageResponse::ListServicesResponse(list)) = msg.message_response else {
-        panic!("unexpected reflection answer: {msg:?}")
-    };
-    let names: Vec<String> = list.service.into_iter().map(|s| s.name).collect();
-    assert!(
-        names.contains(&"switchboard.router.v1.Router".to_string()),
-        "{names:?}"
-    );
+    // Exactly what a router serves, through v1 and v1alpha: not control's services.
+    let (v1, v1alpha) = crate::support::reflected_services(channel).await;
+    let want: std::collections::BTreeSet<String> = ["switchboard.router.v1.Router"]
+        .into_iter()
+        .chain(crate::support::REFLECTED_BY_EVERY_ROLE)
+        .map(str::to_string)
+        .collect();
+    assert_eq!(v1, want);
+    assert_eq!(v1alpha, want);
 }
 
 #[tokio::test(flavor = "multi_thread")]

@@ -84,15 +84,9 @@ pub fn payload(forge: &str, file: &str) -> Payload {
         .unwrap_or_else(|| panic!("no payload {forge}/{file}"))
 }
 
-/// `<event>.<action>` from the event header and the body's `action`, as ingest computes it.
+/// `<event>.<action>` from the event header and the body's `action`: ingest's own definition.
 pub fn kind_of(event: &str, body: &[u8]) -> String {
-    let action = serde_json::from_slice::<serde_json::Value>(body)
-        .ok()
-        .and_then(|v| v.get("action").and_then(|a| a.as_str()).map(str::to_string));
-    match action {
-        Some(a) => format!("{event}.{a}"),
-        None => event.to_string(),
-    }
+    switchboard_model::kind::kind(event, body)
 }
 
 /// The payload as a stored delivery with the headers its forge sends.
@@ -245,3 +239,97 @@ pub fn own_children() -> Vec<u32> {
     }
     out
 }
+
+/// The services a server's reflection lists, through v1 and through v1alpha, and whether a
+/// type of each listed service resolves (its file is found by symbol) through both.
+pub async fn reflected_services(
+    channel: tonic::transport::Channel,
+) -> (
+    std::collections::BTreeSet<String>,
+    std::collections::BTreeSet<String>,
+) {
+    use tonic_reflection::pb::{v1, v1alpha};
+    let mut client = v1::server_reflection_client::ServerReflectionClient::new(channel.clone());
+    let mut alpha = v1alpha::server_reflection_client::ServerReflectionClient::new(channel);
+    let list = v1::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(v1::server_reflection_request::MessageRequest::ListServices(
+            String::new(),
+        )),
+    };
+    let answer = client
+        .server_reflection_info(tokio_stream::iter([list]))
+        .await
+        .expect("v1 reflection answers")
+        .into_inner()
+        .message()
+        .await
+        .expect("a v1 message")
+        .expect("some v1 message");
+    let Some(v1::server_reflection_response::MessageResponse::ListServicesResponse(l)) =
+        answer.message_response
+    else {
+        panic!("unexpected v1 answer: {answer:?}")
+    };
+    let v1_names: std::collections::BTreeSet<String> =
+        l.service.into_iter().map(|s| s.name).collect();
+    let list = v1alpha::ServerReflectionRequest {
+        host: String::new(),
+        message_request: Some(
+            v1alpha::server_reflection_request::MessageRequest::ListServices(String::new()),
+        ),
+    };
+    let answer = alpha
+        .server_reflection_info(tokio_stream::iter([list]))
+        .await
+        .expect("v1alpha reflection answers")
+        .into_inner()
+        .message()
+        .await
+        .expect("a v1alpha message")
+        .expect("some v1alpha message");
+    let Some(v1alpha::server_reflection_response::MessageResponse::ListServicesResponse(l)) =
+        answer.message_response
+    else {
+        panic!("unexpected v1alpha answer: {answer:?}")
+    };
+    let alpha_names: std::collections::BTreeSet<String> =
+        l.service.into_iter().map(|s| s.name).collect();
+    // Every listed service resolves through v1alpha, as a grpcio client would ask.
+    for name in &alpha_names {
+        let ask = v1alpha::ServerReflectionRequest {
+            host: String::new(),
+            message_request: Some(
+                v1alpha::server_reflection_request::MessageRequest::FileContainingSymbol(
+                    name.clone(),
+                ),
+            ),
+        };
+        let answer = alpha
+            .server_reflection_info(tokio_stream::iter([ask]))
+            .await
+            .expect("v1alpha reflection answers")
+            .into_inner()
+            .message()
+            .await
+            .expect("a v1alpha message")
+            .expect("some v1alpha message");
+        assert!(
+            matches!(
+                answer.message_response,
+                Some(
+                    v1alpha::server_reflection_response::MessageResponse::FileDescriptorResponse(_)
+                )
+            ),
+            "{name} does not resolve: {answer:?}"
+        );
+    }
+    (v1_names, alpha_names)
+}
+
+/// What every role's reflection lists besides its own services.
+pub const REFLECTED_BY_EVERY_ROLE: [&str; 3] = [
+    "grpc.health.v1.Health",
+    "grpc.reflection.v1.ServerReflection",
+    "grpc.reflection.v1alpha.ServerReflection",
+];

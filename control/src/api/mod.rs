@@ -99,13 +99,9 @@ impl ControlApi {
         let mut routes = Routes::builder();
         routes.add_service(health_service);
         add_services(&mut routes, state);
-        match tonic_reflection::server::Builder::configure()
-            .register_encoded_file_descriptor_set(switchboard_proto::FILE_DESCRIPTOR_SET)
-            .register_encoded_file_descriptor_set(tonic_health::pb::FILE_DESCRIPTOR_SET)
-            .build_v1()
-        {
-            Ok(reflection) => {
-                routes.add_service(reflection);
+        match switchboard_proto::reflection::services(&SERVICE_NAMES) {
+            Ok((v1, v1alpha)) => {
+                routes.add_service(v1).add_service(v1alpha);
             }
             Err(e) => tracing::error!(error = %e, "server reflection is unavailable"),
         }

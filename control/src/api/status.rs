@@ -274,13 +274,16 @@ fn control_status(e: Error) -> Status {
                 }
                 None => message,
             };
-            with_reason(
-                Code::FailedPrecondition,
-                reason,
-                &message,
-                metadata,
-                details,
-            )
+            // AIP-154 and google.rpc.Code: a test-and-set that lost (an `expected_version`
+            // that is not the saved one) is ABORTED, retried by re-reading; any other unmet
+            // precondition (a plan that went stale must be looked at again, not retried
+            // blindly) stays FAILED_PRECONDITION.
+            let code = if reason == reason::VERSION_MISMATCH {
+                Code::Aborted
+            } else {
+                Code::FailedPrecondition
+            };
+            with_reason(code, reason, &message, metadata, details)
         }
         Error::Conflict { .. } => with_reason(
             Code::FailedPrecondition,
@@ -380,7 +383,7 @@ mod tests {
                     current_version: Some(4),
                 }
                 .into(),
-                Code::FailedPrecondition,
+                Code::Aborted,
                 "version_mismatch: the saved configuration is at version 4",
             ),
             (

@@ -224,9 +224,9 @@ impl Store {
         page: &Page,
     ) -> Result<Paged<HistoryRecord>> {
         let size = page.size()?;
-        let below = match &page.cursor {
+        let below = match page.opened(super::Listing::History)? {
             None => i64::MAX,
-            Some(c) => c
+            Some(v) => v
                 .parse::<i64>()
                 .map_err(|_| Error::invalid("cursor", "not a cursor from a previous page"))?,
         };
@@ -243,6 +243,8 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         let items = rows.iter().map(history).collect::<Result<Vec<_>>>()?;
-        Ok(super::into_page(items, size, |h| h.version.to_string()))
+        Ok(super::into_page(items, size, |h| {
+            super::cursor(super::Listing::History, &h.version.to_string())
+        }))
     }
 }

@@ -7,7 +7,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::todos::{NewTodo, TodoInsert, insert_todo_in};
-use super::{Page, Paged, Store, cursor_for, flag, into_page, json_opt};
+use super::{Listing, Page, Paged, Store, cursor_for, flag, into_page, json_opt};
 use crate::error::{Error, Result};
 use crate::scope::OwnerScope;
 use crate::secrets::new_id;
@@ -271,7 +271,9 @@ impl Store {
         page: &Page,
     ) -> Result<Paged<EventSummary>> {
         let size = page.size()?;
-        let (before_ms, before_id) = page.position()?.unwrap_or((i64::MAX, String::new()));
+        let (before_ms, before_id) = page
+            .position(Listing::Events)?
+            .unwrap_or((i64::MAX, String::new()));
         self.require_webhook(scope, webhook_id).await?;
         let rows = sqlx::query(concat!(
             "SELECT ",
@@ -287,7 +289,9 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         let items = rows.iter().map(summary).collect::<Result<Vec<_>>>()?;
-        Ok(into_page(items, size, |e| cursor_for(e.received_at, &e.id)))
+        Ok(into_page(items, size, |e| {
+            cursor_for(Listing::Events, e.received_at, &e.id)
+        }))
     }
 
     /// One event with its headers and body, for its owner only.

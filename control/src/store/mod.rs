@@ -290,23 +290,70 @@ impl Page {
         }
     }
 
-    /// The keyset position `(milliseconds, id)` the cursor points past.
-    fn position(&self) -> Result<Option<(i64, String)>> {
-        let Some(cursor) = &self.cursor else {
+    /// The keyset position `(milliseconds, id)` a `listing` cursor points past.
+    fn position(&self, listing: Listing) -> Result<Option<(i64, String)>> {
+        let Some(position) = self.opened(listing)? else {
             return Ok(None);
         };
-        let bad = || Error::invalid("cursor", "not a cursor from a previous page");
-        let (ms, id) = cursor.split_once(':').ok_or_else(bad)?;
-        let ms = ms.parse::<i64>().map_err(|_| bad())?;
+        let (ms, id) = position.split_once(':').ok_or_else(bad_cursor)?;
+        let ms = ms.parse::<i64>().map_err(|_| bad_cursor())?;
         if id.is_empty() {
-            return Err(bad());
+            return Err(bad_cursor());
         }
         Ok(Some((ms, id.to_string())))
     }
+
+    /// What a `listing` cursor holds, `None` on the first page. A cursor of another listing,
+    /// or one edited by hand, is refused as not a cursor.
+    fn opened(&self, listing: Listing) -> Result<Option<String>> {
+        use base64::Engine as _;
+        let Some(cursor) = &self.cursor else {
+            return Ok(None);
+        };
+        let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(cursor)
+            .map_err(|_| bad_cursor())?;
+        let text = String::from_utf8(bytes).map_err(|_| bad_cursor())?;
+        let position = text
+            .strip_prefix(listing.tag())
+            .and_then(|rest| rest.strip_prefix('|'))
+            .ok_or_else(bad_cursor)?;
+        Ok(Some(position.to_string()))
+    }
 }
 
-fn cursor_for(ms: i64, id: &str) -> String {
-    format!("{ms}:{id}")
+/// Which listing a cursor belongs to: cursors are opaque (AIP-158), and one listing's cursor
+/// is not another's.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Listing {
+    Events,
+    Todos,
+    History,
+}
+
+impl Listing {
+    fn tag(self) -> &'static str {
+        match self {
+            Listing::Events => "e1",
+            Listing::Todos => "t1",
+            Listing::History => "h1",
+        }
+    }
+}
+
+fn bad_cursor() -> Error {
+    Error::invalid("cursor", "not a cursor from a previous page")
+}
+
+/// An opaque cursor: base64url of the listing's tag and the position, so callers neither
+/// build nor edit one, and what a position is can change without breaking them.
+fn cursor(listing: Listing, position: &str) -> String {
+    use base64::Engine as _;
+    base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(format!("{}|{position}", listing.tag()))
+}
+
+fn cursor_for(listing: Listing, ms: i64, id: &str) -> String {
+    cursor(listing, &format!("{ms}:{id}"))
 }
 
 /// Cuts the `size + 1` rows fetched down to a page, with a cursor when more rows exist.

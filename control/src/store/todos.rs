@@ -7,7 +7,7 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::dialect::WriteTx;
-use super::{Page, Paged, Store, cursor_for, into_page, parse_col};
+use super::{Listing, Page, Paged, Store, cursor_for, into_page, parse_col};
 use crate::error::{Error, Result};
 use crate::scope::OwnerScope;
 use crate::secrets::new_id;
@@ -140,7 +140,9 @@ impl Store {
         page: &Page,
     ) -> Result<Paged<Todo>> {
         let size = page.size()?;
-        let (after_ms, after_id) = page.position()?.unwrap_or((i64::MIN, String::new()));
+        let (after_ms, after_id) = page
+            .position(Listing::Todos)?
+            .unwrap_or((i64::MIN, String::new()));
         let (open_only, unclaimed_only) = match filter {
             TodoFilter::Open => (1, 0),
             TodoFilter::Unclaimed => (1, 1),
@@ -163,7 +165,9 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         let items = rows.iter().map(todo).collect::<Result<Vec<_>>>()?;
-        Ok(into_page(items, size, |t| cursor_for(t.created_at, &t.id)))
+        Ok(into_page(items, size, |t| {
+            cursor_for(Listing::Todos, t.created_at, &t.id)
+        }))
     }
 
     pub async fn get_todo(&self, scope: &OwnerScope, id: &str) -> Result<Todo> {

@@ -304,6 +304,20 @@ pub async fn history_pages_newest_first(db: TestDb) {
         first.items.iter().map(|h| h.version).collect::<Vec<_>>(),
         vec![5, 4]
     );
+    // A history cursor is not an events cursor, nor is the version it holds a cursor.
+    invalid(
+        db.list_events(
+            &alice,
+            &wh.id,
+            &Page::after(first.next_cursor.clone().expect("more"), 2),
+        )
+        .await,
+        "cursor",
+    );
+    invalid(
+        db.list_history(&alice, &wh.id, &Page::after("4", 2)).await,
+        "cursor",
+    );
     let second = db
         .list_history(
             &alice,

@@ -148,6 +148,24 @@ pub async fn events_list_newest_first_in_pages(db: TestDb) {
             .await,
         "cursor",
     );
+    // Cursors are opaque: the position they hold, written out, is not one.
+    let (ms, id) = &expected[2];
+    invalid(
+        store
+            .list_events(&alice, &wh.id, &Page::after(format!("{ms}:{id}"), 3))
+            .await,
+        "cursor",
+    );
+    let first = store
+        .list_events(&alice, &wh.id, &Page::first(3))
+        .await
+        .unwrap();
+    let cursor = first.next_cursor.expect("more than a page");
+    assert!(
+        !cursor.contains(id.as_str()) && !cursor.contains(&ms.to_string()),
+        "{cursor} shows its position"
+    );
+
     invalid(
         store.list_events(&alice, &wh.id, &Page::first(0)).await,
         "limit",
