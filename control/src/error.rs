@@ -20,7 +20,7 @@ pub enum Error {
     /// (`current_version` says where it is now) or a stale plan.
     #[error("{reason}")]
     FailedPrecondition {
-        reason: &'static str,
+        reason: Reason,
         current_version: Option<i64>,
     },
 
@@ -56,12 +56,12 @@ pub enum Error {
     Internal { context: String },
 }
 
+pub use switchboard_proto::reason::Reason;
+
 /// `FailedPrecondition` reason when `expected_version` differs from the saved version.
-pub const VERSION_MISMATCH: &str = "version_mismatch";
+pub const VERSION_MISMATCH: Reason = Reason::VersionMismatch;
 /// `FailedPrecondition` reason for a plan that was used, expired, or no longer matches the webhook.
-pub const PLAN_STALE: &str = "plan_stale";
-/// The reason of [`Error::GrantNotAllowed`].
-pub const GRANT_NOT_ALLOWED: &str = "grant_not_allowed";
+pub const PLAN_STALE: Reason = Reason::PlanStale;
 
 /// The external message of [`Error::GrantNotAllowed`]: which queues, what the scope may
 /// grant, and the operator command that would allow them.
@@ -112,17 +112,17 @@ impl Error {
         }
     }
 
-    /// The stable code the API maps to a gRPC status (and the MCP gateway to a tool error):
-    /// the reason itself for a failed precondition (`version_mismatch`, `plan_stale`).
-    pub fn code(&self) -> &'static str {
+    /// The reason callers see (docs/errors.md): the precondition's own for a failed one
+    /// (`version_mismatch`, `plan_stale`).
+    pub fn reason(&self) -> Reason {
         match self {
-            Error::NotFound { .. } => "not_found",
-            Error::FailedPrecondition { reason, .. } => reason,
-            Error::Conflict { .. } => "conflict",
-            Error::GrantNotAllowed { .. } => GRANT_NOT_ALLOWED,
-            Error::InvalidArgument { .. } => "invalid_argument",
-            Error::ResourceExhausted { .. } => "resource_exhausted",
-            Error::Internal { .. } => "internal",
+            Error::NotFound { .. } => Reason::NotFound,
+            Error::FailedPrecondition { reason, .. } => *reason,
+            Error::Conflict { .. } => Reason::Conflict,
+            Error::GrantNotAllowed { .. } => Reason::GrantNotAllowed,
+            Error::InvalidArgument { .. } => Reason::InvalidArgument,
+            Error::ResourceExhausted { .. } => Reason::RateLimited,
+            Error::Internal { .. } => Reason::Internal,
         }
     }
 
@@ -178,12 +178,12 @@ mod tests {
     #[test]
     fn not_found_has_one_shape() {
         assert_eq!(Error::not_found("webhook").to_string(), "webhook not found");
-        assert_eq!(Error::not_found("webhook").code(), "not_found");
+        assert_eq!(Error::not_found("webhook").reason(), Reason::NotFound);
         let stale = Error::FailedPrecondition {
             reason: PLAN_STALE,
             current_version: None,
         };
-        assert_eq!(stale.code(), "plan_stale");
+        assert_eq!(stale.reason(), Reason::PlanStale);
     }
 
     #[test]
@@ -193,7 +193,7 @@ mod tests {
             outside: vec!["pager".into()],
             allowed: vec!["forge".into(), "review".into()],
         };
-        assert_eq!(outside.code(), "grant_not_allowed");
+        assert_eq!(outside.reason(), Reason::GrantNotAllowed);
         let text = outside.to_string();
         assert!(text.contains("the grant names pager"), "{text}");
         assert!(text.contains("(forge, review)"), "{text}");

@@ -22,6 +22,7 @@ use switchboard_proto::router::v1::{
 };
 
 use crate::error::Error;
+use crate::error::Reason;
 use crate::ingest::route::{routing_context, stored_delivery};
 use crate::routing::RoutingError;
 use crate::scope::OwnerScope;
@@ -40,15 +41,15 @@ pub const PLAN_TTL: Duration = Duration::from_secs(15 * 60);
 /// wrong and the next call to make, and structured details. Never payload text.
 #[derive(Debug)]
 pub struct PackError {
-    pub code: &'static str,
+    pub reason: Reason,
     pub message: String,
     pub details: Value,
 }
 
 impl PackError {
-    fn new(code: &'static str, message: impl Into<String>, details: Value) -> Self {
+    fn new(reason: Reason, message: impl Into<String>, details: Value) -> Self {
         Self {
-            code,
+            reason,
             message: message.into(),
             details,
         }
@@ -58,32 +59,32 @@ impl PackError {
 impl From<Error> for PackError {
     fn from(e: Error) -> Self {
         match &e {
-            Error::NotFound { .. } => PackError::new("not_found", e.to_string(), Value::Null),
+            Error::NotFound { .. } => PackError::new(Reason::NotFound, e.to_string(), Value::Null),
             Error::FailedPrecondition { reason, .. }
                 if *reason == crate::error::PLAN_STALE
                     || *reason == crate::error::VERSION_MISMATCH =>
             {
                 PackError::new(
-                    "plan_stale",
+                    Reason::PlanStale,
                     "the plan is stale: the webhook's configuration changed, the token expired, or it was used; plan again",
                     Value::Null,
                 )
             }
             Error::InvalidArgument { field, message } => PackError::new(
-                "invalid_argument",
+                Reason::InvalidArgument,
                 e.to_string(),
                 json!({"field": field, "message": message}),
             ),
             Error::ResourceExhausted { retry_after } => PackError::new(
-                "rate_limited",
+                Reason::RateLimited,
                 e.to_string(),
                 json!({"retry_after_ms": retry_after.as_millis() as u64}),
             ),
             Error::Internal { context } => {
                 tracing::error!(context = %context, "rule pack operation failed");
-                PackError::new("internal", "internal error", Value::Null)
+                PackError::new(Reason::Internal, "internal error", Value::Null)
             }
-            _ => PackError::new(e.code(), e.to_string(), Value::Null),
+            _ => PackError::new(e.reason(), e.to_string(), Value::Null),
         }
     }
 }
@@ -93,7 +94,7 @@ impl From<RoutingError> for PackError {
         // The detail names routers' addresses: it goes to the log, never to the caller.
         tracing::warn!(error = %e.log_text(), "a rule-pack call found no router");
         PackError::new(
-            "router_unavailable",
+            Reason::RouterUnavailable,
             format!("{e}; nothing was changed, retry shortly"),
             Value::Null,
         )
@@ -130,7 +131,7 @@ impl From<MergeError> for PackError {
             }
             MergeError::NotInstalled(name) => json!({"pack": name}),
         };
-        PackError::new(e.code(), e.to_string(), details)
+        PackError::new(e.reason(), e.to_string(), details)
     }
 }
 
@@ -370,14 +371,14 @@ impl RulePacks {
             .await?;
         let caps = self.capabilities();
         let cp = self.catalog.resolve(&args.name, args.version.as_deref(), &caps).map_err(|e| match e {
-            ResolveError::UnknownPack(n) => PackError::new("not_found", format!("no pack named {n}; call list_rule_packs"), json!({"name": n})),
+            ResolveError::UnknownPack(n) => PackError::new(Reason::NotFound, format!("no pack named {n}; call list_rule_packs"), json!({"name": n})),
             ResolveError::UnknownVersion { name, version } => PackError::new(
-                "not_found",
+                Reason::NotFound,
                 format!("{name} has no version {version}; call list_rule_packs"),
                 json!({"name": name, "version": version}),
             ),
             ResolveError::UnavailableVersion { name, version, reason, upgrade_note } => PackError::new(
-                "unavailable_version",
+                Reason::UnavailableVersion,
                 format!("{name}@{version} is not available: {reason}"),
                 json!({"name": name, "version": version, "reason": reason, "upgrade_note": upgrade_note}),
             ),
@@ -561,7 +562,7 @@ impl RulePacks {
             .map(|p| json!({"rule_id": p.rule_id, "code": p.code, "message": p.message, "field": p.field}))
             .collect();
         Err(PackError::new(
-            "invalid_configuration",
+            Reason::InvalidConfiguration,
             format!(
                 "the candidate does not validate ({} problems)",
                 problems.len()
@@ -662,7 +663,7 @@ impl RulePacks {
                 .unwrap_or_default()
         );
         Err(PackError::new(
-            "invalid_params",
+            Reason::InvalidParams,
             message,
             json!({"failures": failures}),
         ))
@@ -685,7 +686,7 @@ impl RulePacks {
         let limit = window.limit.unwrap_or(DEFAULT_REPLAY_LIMIT);
         if !(1..=MAX_REPLAY_LIMIT).contains(&limit) {
             return Err(PackError::new(
-                "invalid_argument",
+                Reason::InvalidArgument,
                 format!("replay.limit must be between 1 and {MAX_REPLAY_LIMIT}"),
                 json!({"field": "replay.limit"}),
             ));
@@ -699,7 +700,7 @@ impl RulePacks {
             .await?
         {
             return Err(PackError::new(
-                "busy",
+                Reason::Busy,
                 "another replay of this webhook is running; retry when it finishes",
                 json!({"retry_after_ms": 2000}),
             ));
@@ -1000,7 +1001,7 @@ impl RulePacks {
         if !faults.is_empty() {
             let first = &faults[0];
             return Err(PackError::new(
-                "pack_rule_faults",
+                Reason::PackRuleFaults,
                 format!(
                     "pack rule {} faults on {} replayed deliveries or fixtures (e.g. {}); the plan is refused — inspect them with get_webhook_event",
                     first.rule,
@@ -1138,7 +1139,9 @@ impl RulePacks {
         let result = self
             .apply_plan(caller, webhook_id, token, check, allow_unproven)
             .await;
-        let outcome = result.as_ref().map_or_else(|e| e.code, |_| "applied");
+        let outcome = result
+            .as_ref()
+            .map_or_else(|e| e.reason.as_str(), |_| "applied");
         switchboard_telemetry::metrics().plan_confirm(outcome);
         result
     }
@@ -1159,7 +1162,7 @@ impl RulePacks {
             .await?;
         let mismatch = |field: &str| {
             PackError::new(
-                "invalid_argument",
+                Reason::InvalidArgument,
                 format!("{field} does not match the plan's; omit it or pass the planned value"),
                 json!({"field": field}),
             )
@@ -1169,7 +1172,7 @@ impl RulePacks {
         }
         let stale = || {
             PackError::new(
-                "plan_stale",
+                Reason::PlanStale,
                 "the plan is stale: it was already used, it expired, or the webhook's configuration changed; plan again",
                 Value::Null,
             )
@@ -1215,7 +1218,7 @@ impl RulePacks {
             .unwrap_or(false);
         if (!proven || truncated) && !allow_unproven {
             return Err(PackError::new(
-                "unproven",
+                Reason::Unproven,
                 "this plan is unproven (no delivery of the pack's source types was replayed, or the replay was truncated); confirm again with allow_unproven: true to apply it anyway",
                 json!({"proven": proven, "truncated": truncated}),
             ));

@@ -20,6 +20,7 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use rmcp::model::{ClientJsonRpcMessage, ErrorCode};
 use serde_json::{Value, json};
 use switchboard_proto::control::v1 as pb;
+use switchboard_proto::reason::Reason;
 use tonic::Code;
 
 use crate::control::{Bearer, ControlClient};
@@ -137,7 +138,7 @@ pub async fn gate(State(gate): State<Arc<Gate>>, request: Request, next: Next) -
                 StatusCode::SERVICE_UNAVAILABLE,
                 [(CONTENT_TYPE, "application/json")],
                 json!({"error": {
-                    "code": "control_unavailable",
+                    "code": Reason::ControlUnavailable.as_str(),
                     "message": "the gateway could not check the credential with control; nothing was done, retry shortly",
                 }})
                 .to_string(),
@@ -162,7 +163,8 @@ fn unauthorized(message: &str) -> Response {
             (WWW_AUTHENTICATE, "Bearer error=\"invalid_token\""),
             (CONTENT_TYPE, "application/json"),
         ],
-        json!({"error": {"code": "unauthenticated", "message": message}}).to_string(),
+        json!({"error": {"code": Reason::Unauthenticated.as_str(), "message": message}})
+            .to_string(),
     )
         .into_response()
 }
@@ -171,7 +173,8 @@ fn forbidden(message: &str) -> Response {
     (
         StatusCode::FORBIDDEN,
         [(CONTENT_TYPE, "application/json")],
-        json!({"error": {"code": "forbidden", "message": message}}).to_string(),
+        json!({"error": {"code": Reason::PermissionDenied.as_str(), "message": message}})
+            .to_string(),
     )
         .into_response()
 }

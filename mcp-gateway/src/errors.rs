@@ -7,6 +7,7 @@
 
 use rmcp::model::{CallToolResult, ContentBlock};
 use serde_json::{Map, Value, json};
+use switchboard_proto::reason::Reason;
 use tonic::{Code, Status};
 use tonic_types::StatusExt;
 
@@ -22,9 +23,10 @@ pub struct ToolError {
 }
 
 impl ToolError {
-    pub fn new(code: impl Into<String>, message: impl Into<String>) -> ToolError {
+    /// An error the gateway itself answers, with a reason of the one vocabulary.
+    pub fn new(reason: Reason, message: impl Into<String>) -> ToolError {
         ToolError {
-            code: code.into(),
+            code: reason.as_str().to_string(),
             message: message.into(),
             details: Map::new(),
         }
@@ -38,7 +40,7 @@ impl ToolError {
     /// The arguments did not fit the tool's input schema.
     pub fn invalid_arguments(tool: &str, problem: impl std::fmt::Display) -> ToolError {
         ToolError::new(
-            "invalid_argument",
+            Reason::InvalidArgument,
             format!("the arguments do not fit {tool}'s input schema: {problem}"),
         )
         .with("tool", tool)
@@ -51,7 +53,7 @@ impl ToolError {
     /// Control answered something the gateway cannot read; `context` is logged, never sent.
     pub fn internal(context: impl std::fmt::Display) -> ToolError {
         tracing::error!(error = %context, "unreadable answer from control");
-        ToolError::new("internal", "internal error").with("next", "retry shortly")
+        ToolError::new(Reason::Internal, "internal error").with("next", "retry shortly")
     }
 
     /// The JSON the agent reads: `{"error": {"code", "message", "details"}}`.
@@ -67,7 +69,7 @@ impl ToolError {
     /// The endpoint's request budget is spent: wait, then call `tool` again.
     pub fn rate_limited(tool: &str, retry_after_ms: u64) -> ToolError {
         ToolError::new(
-            "rate_limited",
+            Reason::RateLimited,
             format!("this endpoint's request budget is spent; retry after {retry_after_ms} ms"),
         )
         .with("retry_after_ms", retry_after_ms)
@@ -92,17 +94,16 @@ impl ToolError {
         let info = details
             .error_info()
             .filter(|info| info.domain == CONTROL_DOMAIN);
-        let (prefix, rest) = split_reason(status.message());
+        // The reason is read from the status details (`ErrorInfo`), never out of the text;
+        // a status without one (the transport's own) is named by its code.
         let code = info
             .map(|info| info.reason.clone())
-            .or(prefix.map(str::to_string))
-            .unwrap_or_else(|| fallback_code(status.code()).to_string());
-        let mut message = if prefix.is_some() {
-            rest
-        } else {
-            status.message()
-        }
-        .to_string();
+            .unwrap_or_else(|| fallback_code(status.code()).as_str().to_string());
+        let mut message = status
+            .message()
+            .strip_prefix(&format!("{code}: "))
+            .unwrap_or(status.message())
+            .to_string();
         let mut out = Map::new();
         if let Some(info) = info {
             for (key, value) in &info.metadata {
@@ -127,14 +128,8 @@ impl ToolError {
             out.entry("retry_after_ms")
                 .or_insert_with(|| json!(delay.as_millis() as u64));
         }
-        if code == "invalid_configuration" {
-            // The problems are a JSON list at the end of the message: give them as data.
-            if let Some((head, list)) = message.split_once(": [")
-                && let Ok(problems) = serde_json::from_str::<Value>(&format!("[{list}"))
-            {
-                out.insert("problems".into(), problems);
-                message = head.to_string();
-            }
+        if code == Reason::InvalidConfiguration.as_str() {
+            // Its problems arrived as data (`details.problems`), above.
         } else if let Some(bad) = details.bad_request()
             && !bad.field_violations.is_empty()
             && !out.contains_key("field")
@@ -146,13 +141,13 @@ impl ToolError {
                 .collect();
             out.insert("field_violations".into(), Value::Array(violations));
         }
-        if code == "internal" {
+        if code == Reason::Internal.as_str() {
             // Control never sends internal context; say no more than it did.
             message = "internal error".into();
         }
         if status.code() == Code::Unavailable && info.is_none() {
             return ToolError::new(
-                "control_unavailable",
+                Reason::ControlUnavailable,
                 "control did not answer; nothing was changed",
             )
             .with("next", format!("retry {tool} in a few seconds"));
@@ -171,19 +166,6 @@ impl ToolError {
     }
 }
 
-/// `reason: message` → (`Some(reason)`, `message`) when the prefix is a snake_case reason.
-fn split_reason(message: &str) -> (Option<&str>, &str) {
-    match message.split_once(": ") {
-        Some((reason, rest))
-            if !reason.is_empty()
-                && reason.bytes().all(|b| b.is_ascii_lowercase() || b == b'_') =>
-        {
-            (Some(reason), rest)
-        }
-        _ => (None, message),
-    }
-}
-
 /// Numbers in ErrorInfo metadata (`current_version`, `retry_after_ms`) stay numbers.
 fn scalar(value: &str) -> Value {
     value
@@ -192,19 +174,20 @@ fn scalar(value: &str) -> Value {
         .unwrap_or_else(|_| Value::String(value.to_string()))
 }
 
-fn fallback_code(code: Code) -> &'static str {
+/// The reason of a status that carries none (the transport's own, or a peer's).
+fn fallback_code(code: Code) -> Reason {
     match code {
-        Code::NotFound => "not_found",
-        Code::InvalidArgument | Code::OutOfRange => "invalid_argument",
-        Code::PermissionDenied => "permission_denied",
-        Code::Unauthenticated => "unauthenticated",
-        Code::ResourceExhausted => "rate_limited",
-        Code::FailedPrecondition | Code::Aborted | Code::AlreadyExists => "conflict",
-        Code::Unimplemented => "unimplemented",
-        Code::DeadlineExceeded => "deadline_exceeded",
-        Code::Unavailable => "control_unavailable",
-        Code::Cancelled => "cancelled",
-        _ => "internal",
+        Code::NotFound => Reason::NotFound,
+        Code::InvalidArgument | Code::OutOfRange => Reason::InvalidArgument,
+        Code::PermissionDenied => Reason::PermissionDenied,
+        Code::Unauthenticated => Reason::Unauthenticated,
+        Code::ResourceExhausted => Reason::RateLimited,
+        Code::FailedPrecondition | Code::Aborted | Code::AlreadyExists => Reason::Conflict,
+        Code::Unimplemented => Reason::Unimplemented,
+        Code::DeadlineExceeded => Reason::DeadlineExceeded,
+        Code::Unavailable => Reason::ControlUnavailable,
+        Code::Cancelled => Reason::Cancelled,
+        _ => Reason::Internal,
     }
 }
 
@@ -397,12 +380,19 @@ mod tests {
         let s = status(
             Code::InvalidArgument,
             "invalid_configuration",
-            r#"the configuration has 1 problem: [{"code":"parse_error","message":"bad","rule_index":0}]"#,
-            &[("problems", "1")],
+            "the configuration has 1 problem: bad (parse_error)",
+            &[(
+                "details",
+                r#"{"problems":[{"code":"parse_error","message":"bad","rule_index":0}]}"#,
+            )],
         );
         let e = ToolError::from_status("set_webhook_rules", &s);
         assert_eq!(e.code, "invalid_configuration");
-        assert_eq!(e.message, "the configuration has 1 problem");
+        // The reason's prefix goes; the problems come from the details, not the text.
+        assert_eq!(
+            e.message,
+            "the configuration has 1 problem: bad (parse_error)"
+        );
         assert_eq!(e.details["problems"][0]["code"], "parse_error");
     }
 
@@ -422,7 +412,7 @@ mod tests {
 
     #[test]
     fn the_result_is_one_json_block_without_structured_content() {
-        let r = ToolError::new("plan_stale", "stale").into_result();
+        let r = ToolError::new(Reason::PlanStale, "stale").into_result();
         assert_eq!(r.is_error, Some(true));
         assert!(r.structured_content.is_none());
         assert_eq!(r.content.len(), 1);

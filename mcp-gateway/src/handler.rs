@@ -5,6 +5,7 @@
 
 use std::future::Future;
 use std::sync::Arc;
+use switchboard_proto::reason::Reason;
 
 use rmcp::model::{
     CacheScope, CallToolRequestParams, CallToolResponse, CallToolResult, ErrorCode, Implementation,
@@ -124,7 +125,7 @@ impl Gateway {
         };
         if !caller.allows(spec.name) {
             return Ok(ToolError::new(
-                "permission_denied",
+                Reason::PermissionDenied,
                 format!("{name} is not on this endpoint's allowlist"),
             )
             .with("allowed", caller.verbs.clone())
@@ -136,7 +137,7 @@ impl Gateway {
         }
         if self.policy.read_only && !spec.read_only {
             return Ok(ToolError::new(
-                "permission_denied",
+                Reason::PermissionDenied,
                 format!("this gateway serves read-only tools only, and {name} changes state"),
             )
             .with(
@@ -149,7 +150,7 @@ impl Gateway {
         let size = serde_json::to_vec(&arguments).map_or(usize::MAX, |b| b.len());
         if size > self.policy.max_argument_bytes {
             return Ok(ToolError::new(
-                "arguments_too_large",
+                Reason::PayloadTooLarge,
                 format!(
                     "the arguments are {size} bytes; at most {} are accepted",
                     self.policy.max_argument_bytes
@@ -165,7 +166,7 @@ impl Gateway {
         let outcome = tokio::select! {
             // A cancelled request (the client cancelled, or went away) drops the control
             // call, and with it any replay control was streaming.
-            _ = ct.cancelled() => Err(ToolError::new("cancelled", "the request was cancelled; nothing more was done")),
+            _ = ct.cancelled() => Err(ToolError::new(Reason::Cancelled, "the request was cancelled; nothing more was done")),
             outcome = work => outcome,
         };
         Ok(match outcome {

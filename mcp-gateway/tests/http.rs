@@ -331,7 +331,7 @@ async fn oversize_arguments_are_refused_and_the_gateway_keeps_serving() {
     )
     .await;
     let error = tool_error(&tool_result(&r));
-    assert_eq!(error["code"], "arguments_too_large");
+    assert_eq!(error["code"], "payload_too_large");
     assert_eq!(error["details"]["limit_bytes"], 1024 * 1024);
     // Over the body limit: 413 before anything is parsed.
     let huge = "x".repeat(3 * 1024 * 1024);

@@ -7,6 +7,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde::Serialize;
 use serde_json::{Map, Value};
 use switchboard_model::{Action, Configuration, MAX_RULES, Rule};
+use switchboard_proto::reason::Reason;
 
 use crate::manifest::{Pack, Placement};
 use crate::provenance::{InstalledPack, Provenance, drift, installed_digest, rule_digest};
@@ -43,16 +44,16 @@ pub enum MergeError {
 
 impl MergeError {
     /// The SPEC-0031 error code.
-    pub fn code(&self) -> &'static str {
+    pub fn reason(&self) -> Reason {
         match self {
-            MergeError::RequiresPack { .. } => "requires_pack",
-            MergeError::RequiredByPack { .. } => "required_by_pack",
-            MergeError::DefaultConflict { .. } => "default_conflict",
-            MergeError::TooManyRules { .. } => "too_many_rules",
-            MergeError::InvalidParams { .. } => "invalid_params",
-            MergeError::InvalidArgument { .. } => "invalid_argument",
-            MergeError::LocalEdits { .. } => "local_edits",
-            MergeError::NotInstalled(_) => "not_found",
+            MergeError::RequiresPack { .. } => Reason::RequiresPack,
+            MergeError::RequiredByPack { .. } => Reason::RequiredByPack,
+            MergeError::DefaultConflict { .. } => Reason::DefaultConflict,
+            MergeError::TooManyRules { .. } => Reason::TooManyRules,
+            MergeError::InvalidParams { .. } => Reason::InvalidParams,
+            MergeError::InvalidArgument { .. } => Reason::InvalidArgument,
+            MergeError::LocalEdits { .. } => Reason::LocalEdits,
+            MergeError::NotInstalled(_) => Reason::NotFound,
         }
     }
 }

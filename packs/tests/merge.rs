@@ -99,7 +99,7 @@ fn order_is_enforced_requires_pack() {
         std::slice::from_ref(&lanes),
     )
     .unwrap_err();
-    assert_eq!(err.code(), "requires_pack");
+    assert_eq!(err.reason().as_str(), "requires_pack");
     assert!(err.to_string().contains("trusted-actors"));
 }
 
@@ -159,18 +159,19 @@ fn a_mistyped_or_missing_param_is_invalid_params() {
         &find,
     )
     .unwrap_err();
-    assert_eq!(err.code(), "invalid_params");
+    assert_eq!(err.reason().as_str(), "invalid_params");
     let mut req = InstallRequest::default();
     req.params.insert("trusted_humans".into(), json!("alice"));
     let err = install_candidate(&hand_written(), &vec![], &p, &req, &find).unwrap_err();
-    assert_eq!(err.code(), "invalid_params");
+    assert_eq!(err.reason().as_str(), "invalid_params");
     assert!(err.to_string().contains("trusted_humans"), "{err}");
     let mut req = InstallRequest::default();
     req.params.insert("nope".into(), json!(1));
     assert_eq!(
         install_candidate(&hand_written(), &vec![], &p, &req, &find)
             .unwrap_err()
-            .code(),
+            .reason()
+            .as_str(),
         "invalid_params"
     );
 }
@@ -249,7 +250,8 @@ fn replaces_adopts_hand_written_rules_and_refuses_unknown_or_pack_rules() {
     assert_eq!(
         install_candidate(&hand_written(), &vec![], &p, &unknown, &find)
             .unwrap_err()
-            .code(),
+            .reason()
+            .as_str(),
         "invalid_argument"
     );
     let q = pack(json!({"name": "other"}));
@@ -268,7 +270,8 @@ fn replaces_adopts_hand_written_rules_and_refuses_unknown_or_pack_rules() {
     assert_eq!(
         install_candidate(&c1, &p1, &p, &pack_rule, &find)
             .unwrap_err()
-            .code(),
+            .reason()
+            .as_str(),
         "invalid_argument"
     );
 }
@@ -341,7 +344,7 @@ fn a_pack_another_installed_pack_requires_is_not_removed() {
     .unwrap();
     let (c2, p2) = install(&c1, &p1, &lanes, InstallRequest::default(), &catalog).unwrap();
     let err = removal_candidate(&c2, &p2, "ta", &[], &find_in(&catalog)).unwrap_err();
-    assert_eq!(err.code(), "required_by_pack");
+    assert_eq!(err.reason().as_str(), "required_by_pack");
     assert_eq!(
         err,
         MergeError::RequiredByPack {
@@ -388,7 +391,8 @@ fn removal_takes_rules_default_and_params_only_this_pack_owns() {
     assert_eq!(
         removal_candidate(&c2, &p2, "nope", &[], &find_in(&catalog))
             .unwrap_err()
-            .code(),
+            .reason()
+            .as_str(),
         "not_found"
     );
     let _: Vec<InstalledPack> = p2;
@@ -414,7 +418,7 @@ fn a_pack_whose_manifest_left_the_catalog_is_removed_from_its_provenance_alone()
     let nothing = |_: &str, _: &str| None;
     // Both manifests gone: the requirement is still known, from provenance.
     let err = removal_candidate(&c2, &p2, "ta", &[], &nothing).unwrap_err();
-    assert_eq!(err.code(), "required_by_pack");
+    assert_eq!(err.reason().as_str(), "required_by_pack");
     let r = removal_candidate(&c2, &p2, "lanes", &[], &nothing).unwrap();
     assert_eq!(
         (r.pack_name.as_str(), r.pack_version.as_str()),
@@ -458,7 +462,8 @@ fn older_provenance_is_backfilled_from_the_manifest() {
     assert_eq!(
         removal_candidate(&c2, &old, "ta", &[], &find_in(&catalog))
             .unwrap_err()
-            .code(),
+            .reason()
+            .as_str(),
         "required_by_pack"
     );
     let other = pack(json!({"name": "other"}));
@@ -545,7 +550,7 @@ fn an_upgrade_removes_the_params_it_orphans_unless_kept() {
         ..Default::default()
     };
     let err = install_candidate(&c2, &p2, &v2, &stray, &find_in(&catalog)).unwrap_err();
-    assert_eq!(err.code(), "invalid_argument");
+    assert_eq!(err.reason().as_str(), "invalid_argument");
     assert!(err.to_string().contains("stays is not a param"), "{err}");
     // A removal keeps what it is asked to keep.
     let r = removal_candidate(&c2, &p2, "lanes", &[], &find_in(&catalog)).unwrap();

@@ -91,7 +91,7 @@ fn install(
 ) -> Candidate {
     let find = |n: &str, v: &str| catalog.find(n, v).map(|cp| cp.pack.clone());
     install_candidate(saved, provenance, pack, &request, &find)
-        .unwrap_or_else(|e| panic!("installing {} fails: {e} ({})", pack.label(), e.code()))
+        .unwrap_or_else(|e| panic!("installing {} fails: {e} ({})", pack.label(), e.reason()))
 }
 
 fn with_params(config: &Configuration, changes: Option<&Map<String, Value>>) -> Configuration {

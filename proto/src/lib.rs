@@ -53,6 +53,8 @@ impl From<&switchboard_model::TrustedActors> for control::v1::TrustedActors {
     }
 }
 
+pub mod reason;
+
 /// Encoded `FileDescriptorSet` of every package, for gRPC server reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/switchboard_descriptor.bin"));

@@ -20,6 +20,7 @@ use switchboard_control::store::{
 use switchboard_control::{Clock, OwnerScope, Role, Store, StoreOptions};
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::control::v1::identity_client::IdentityClient;
+use switchboard_proto::control::v1::rule_packs_client::RulePacksClient;
 use switchboard_proto::control::v1::todos_client::TodosClient;
 use switchboard_proto::control::v1::webhook_rules_client::WebhookRulesClient;
 use switchboard_proto::control::v1::webhooks_client::WebhooksClient;
@@ -149,6 +150,7 @@ pub struct Clients {
     pub rules: WebhookRulesClient<Svc>,
     pub todos: TodosClient<Svc>,
     pub identity: IdentityClient<Svc>,
+    pub packs: RulePacksClient<Svc>,
 }
 
 impl Api {
@@ -158,7 +160,8 @@ impl Api {
             webhooks: WebhooksClient::with_interceptor(self.channel.clone(), auth.clone()),
             rules: WebhookRulesClient::with_interceptor(self.channel.clone(), auth.clone()),
             todos: TodosClient::with_interceptor(self.channel.clone(), auth.clone()),
-            identity: IdentityClient::with_interceptor(self.channel.clone(), auth),
+            identity: IdentityClient::with_interceptor(self.channel.clone(), auth.clone()),
+            packs: RulePacksClient::with_interceptor(self.channel.clone(), auth),
         }
     }
 
@@ -253,6 +256,7 @@ api_suite! {
     verbs_off_the_allowlist_are_refused,
     roles_gate_every_verb,
     other_scopes_unknown_and_malformed_ids_are_one_not_found,
+    the_authorization_matrix_is_docs_authorization_md,
     set_rules_mints_ids_and_records_history,
     every_problem_is_reported_at_once,
     pack_rule_ids_are_reserved,
@@ -439,8 +443,18 @@ fn invalid<T: Debug>(result: Result<Response<T>, Status>, field: &str) -> Status
 #[track_caller]
 fn problems<T: Debug>(result: Result<Response<T>, Status>) -> Vec<Value> {
     let s = refused(result, Code::InvalidArgument, "invalid_configuration");
-    let start = s.message().find('[').expect("a problem list");
-    let list: Vec<Value> = serde_json::from_str(&s.message()[start..]).expect("problems are JSON");
+    // The problems are data in the details, not text to parse.
+    let info = s
+        .get_error_details()
+        .error_info()
+        .cloned()
+        .expect("ErrorInfo");
+    let details: Value = serde_json::from_str(&info.metadata["details"]).expect("details are JSON");
+    let list = details["problems"]
+        .as_array()
+        .cloned()
+        .expect("a problem list");
+    assert!(!s.message().contains("[{"), "{}", s.message());
     assert_eq!(
         s.get_error_details()
             .bad_request()
@@ -2983,4 +2997,341 @@ async fn health_and_reflection_are_served(api: Api) {
         .add_routes(switchboard_control::api::routes(state))
         .add_service(health_service)
         .add_service(reflection_service);
+}
+
+// ---------------------------------------------------------------------------------------
+// The authorization matrix (docs/authorization.md)
+// ---------------------------------------------------------------------------------------
+
+/// What one call answered: `ok`, or the reason it was refused with.
+fn outcome<T>(result: Result<Response<T>, Status>) -> String {
+    match result {
+        Ok(_) => "ok".into(),
+        Err(s) => s
+            .get_error_details()
+            .error_info()
+            .map(|i| i.reason.clone())
+            .unwrap_or_else(|| format!("{:?}", s.code())),
+    }
+}
+
+/// What a streaming call answered: `ok` once its stream ended well, or the reason it was
+/// refused with, at the call or in the stream.
+async fn stream_outcome<T>(result: Result<Response<tonic::Streaming<T>>, Status>) -> String {
+    let mut stream = match result {
+        Ok(r) => r.into_inner(),
+        Err(s) => return outcome::<()>(Err(s)),
+    };
+    loop {
+        match stream.message().await {
+            Ok(Some(_)) => continue,
+            Ok(None) => return "ok".into(),
+            Err(s) => return outcome::<()>(Err(s)),
+        }
+    }
+}
+
+/// Every verb, called by every kind of caller on every class of id, against the real API;
+/// the outcomes are docs/authorization.md (`UPDATE_GOLDEN=1` rewrites it). Each "own" call
+/// gets fresh resources, so what one call changes never decides another's outcome.
+async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
+    let store = &api.store;
+    for login in ["dana", "ed", "vic", "wes", "olga"] {
+        human(store, login).await;
+    }
+    store.create_team("ops", "Operations").await.expect("team");
+    store.create_team("other", "Others").await.expect("team");
+    for (team, login, role) in [
+        ("ops", "dana", Role::Admin),
+        ("ops", "ed", Role::Editor),
+        ("ops", "vic", Role::Viewer),
+        ("ops", "wes", Role::Editor),
+        ("other", "olga", Role::Admin),
+    ] {
+        store
+            .set_membership(team, login, role)
+            .await
+            .expect("membership");
+    }
+    let ops = OwnerScope::team("ops");
+    let other = OwnerScope::team("other");
+    for scope in [&ops, &other] {
+        store
+            .set_grant_allowance(scope, &GRANT.map(str::to_string))
+            .await
+            .expect("allowance");
+    }
+    let callers = [
+        ("admin", vend(store, "dana", &ops, &EVERY_FAMILY).await),
+        ("editor", vend(store, "ed", &ops, &EVERY_FAMILY).await),
+        ("viewer", vend(store, "vic", &ops, &EVERY_FAMILY).await),
+        (
+            "editor, todos only",
+            vend(store, "wes", &ops, &["todos"]).await,
+        ),
+        (
+            "the other team's admin",
+            vend(store, "olga", &other, &EVERY_FAMILY).await,
+        ),
+    ];
+    let rules = json!({"rules": [
+        {"id": "r-1", "when": ".kind == \"pull_request.opened\"", "action": {"queue": "review"}},
+        {"id": "r-2", "when": "false", "action": {"drop": true}},
+    ]});
+    // What a call acts on: a fresh webhook of a scope with rules, an event and a todo, so
+    // what one call changes (a delete, a claim) never decides another's outcome.
+    struct Own {
+        webhook: String,
+        event: String,
+        todo: String,
+    }
+    let fresh = |scope: OwnerScope| {
+        let rules = rules.clone();
+        let api = &api;
+        async move {
+            let w = webhook(&api.store, &scope).await;
+            seed_configuration(&api.store, &w, rules, None).await;
+            let event = github_event(api, &w, "pull_request.opened.json", 1).await;
+            let todo = todo_for(api, &event, "forge").await;
+            Own {
+                webhook: w.id,
+                event: event.id,
+                todo: todo.id,
+            }
+        }
+    };
+    let classes = ["ops'", "the other team's", "unknown", "malformed"];
+    // The id of `class` for a call: (webhook, event, todo).
+    let ids = |class: &str, own: &Own, theirs: &Own| -> (String, String, String) {
+        match class {
+            "ops'" => (own.webhook.clone(), own.event.clone(), own.todo.clone()),
+            "the other team's" => (
+                theirs.webhook.clone(),
+                theirs.event.clone(),
+                theirs.todo.clone(),
+            ),
+            "unknown" => (
+                format!("wh_{}", "0".repeat(32)),
+                format!("ev_{}", "0".repeat(32)),
+                format!("td_{}", "0".repeat(32)),
+            ),
+            _ => (
+                "wh_'; DROP TABLE webhooks; --".into(),
+                "../ev".into(),
+                "td_\u{0}".into(),
+            ),
+        }
+    };
+    let verbs_with_ids = [
+        "get_webhook",
+        "rotate_webhook_secret",
+        "delete_webhook",
+        "list_webhook_events",
+        "get_webhook_event",
+        "list_webhook_rules",
+        "set_webhook_rules",
+        "update_webhook_rule",
+        "delete_webhook_rule",
+        "test_webhook_rules",
+        "list_webhook_history",
+        "claim_todo",
+        "complete_todo",
+        "list_rule_packs",
+        "install_rule_pack",
+        "remove_rule_pack",
+    ];
+    let verbs_without = ["who_am_i", "list_webhooks", "create_webhook", "list_todos"];
+
+    let mut table = String::from("| verb | caller |");
+    for class in classes {
+        table.push_str(&format!(" {class} id |"));
+    }
+    table.push_str("\n| --- | --- |");
+    for _ in classes {
+        table.push_str(" --- |");
+    }
+    table.push('\n');
+    for verb in verbs_with_ids {
+        for (caller, credential) in &callers {
+            let mut c = api.client(credential);
+            table.push_str(&format!("| `{verb}` | {caller} |"));
+            for class in classes {
+                let own = fresh(ops.clone()).await;
+                let theirs = fresh(other.clone()).await;
+                let (wh, ev, td) = ids(class, &own, &theirs);
+                let got = match verb {
+                    "get_webhook" => outcome(
+                        c.webhooks
+                            .get_webhook(pb::GetWebhookRequest { webhook_id: wh })
+                            .await,
+                    ),
+                    "rotate_webhook_secret" => outcome(
+                        c.webhooks
+                            .rotate_webhook_secret(pb::RotateWebhookSecretRequest {
+                                webhook_id: wh,
+                                secret: None,
+                            })
+                            .await,
+                    ),
+                    "delete_webhook" => outcome(
+                        c.webhooks
+                            .delete_webhook(pb::DeleteWebhookRequest { webhook_id: wh })
+                            .await,
+                    ),
+                    "list_webhook_events" => outcome(
+                        c.webhooks
+                            .list_webhook_events(pb::ListWebhookEventsRequest {
+                                webhook_id: wh,
+                                ..Default::default()
+                            })
+                            .await,
+                    ),
+                    "get_webhook_event" => outcome(
+                        c.webhooks
+                            .get_webhook_event(pb::GetWebhookEventRequest {
+                                event_id: ev,
+                                ..Default::default()
+                            })
+                            .await,
+                    ),
+                    "list_webhook_rules" => outcome(
+                        c.rules
+                            .list_webhook_rules(pb::ListWebhookRulesRequest { webhook_id: wh })
+                            .await,
+                    ),
+                    "set_webhook_rules" => outcome(
+                        c.rules
+                            .set_webhook_rules(set(&wh, rules.clone(), None))
+                            .await,
+                    ),
+                    "update_webhook_rule" => outcome(
+                        c.rules
+                            .update_webhook_rule(update(&wh, "r-1", json!({"when": "true"}), None))
+                            .await,
+                    ),
+                    "delete_webhook_rule" => outcome(
+                        c.rules
+                            .delete_webhook_rule(delete_rule(&wh, "r-2", None))
+                            .await,
+                    ),
+                    "test_webhook_rules" => outcome(
+                        c.rules
+                            .test_webhook_rules(pb::TestWebhookRulesRequest {
+                                webhook_id: wh,
+                                event_id: ev,
+                                ..Default::default()
+                            })
+                            .await,
+                    ),
+                    "list_webhook_history" => outcome(
+                        c.rules
+                            .list_webhook_history(pb::ListWebhookHistoryRequest {
+                                webhook_id: wh,
+                                ..Default::default()
+                            })
+                            .await,
+                    ),
+                    "list_rule_packs" => outcome(
+                        c.packs
+                            .list_rule_packs(pb::ListRulePacksRequest { webhook_id: wh })
+                            .await,
+                    ),
+                    // A plan (no confirm): what the verb's first call is. The pack needs no
+                    // params; the webhook's one event is its replay.
+                    "install_rule_pack" => {
+                        stream_outcome(
+                            c.packs
+                                .install_rule_pack(pb::InstallRulePackRequest {
+                                    webhook_id: wh,
+                                    name: "drop-ci-noise".into(),
+                                    ..Default::default()
+                                })
+                                .await,
+                        )
+                        .await
+                    }
+                    // Removing a pack that is not installed: past authorization, the answer
+                    // is the pack's own `not_found`, for every id class alike.
+                    "remove_rule_pack" => {
+                        stream_outcome(
+                            c.packs
+                                .remove_rule_pack(pb::RemoveRulePackRequest {
+                                    webhook_id: wh,
+                                    name: "drop-ci-noise".into(),
+                                    ..Default::default()
+                                })
+                                .await,
+                        )
+                        .await
+                    }
+                    "claim_todo" => outcome(
+                        c.todos
+                            .claim_todo(pb::ClaimTodoRequest { todo_id: td })
+                            .await,
+                    ),
+                    _ => {
+                        // Completing needs a claim first: by the same caller (refused or
+                        // not, the completion's own outcome is what is recorded).
+                        let _ = c
+                            .todos
+                            .claim_todo(pb::ClaimTodoRequest {
+                                todo_id: td.clone(),
+                            })
+                            .await;
+                        outcome(
+                            c.todos
+                                .complete_todo(pb::CompleteTodoRequest { todo_id: td })
+                                .await,
+                        )
+                    }
+                };
+                table.push_str(&format!(" {got} |"));
+            }
+            table.push('\n');
+        }
+    }
+    for verb in verbs_without {
+        for (caller, credential) in &callers {
+            let mut c = api.client(credential);
+            let got = match verb {
+                "who_am_i" => outcome(c.identity.who_am_i(pb::WhoAmIRequest::default()).await),
+                "list_webhooks" => {
+                    outcome(c.webhooks.list_webhooks(pb::ListWebhooksRequest {}).await)
+                }
+                "create_webhook" => outcome(
+                    c.webhooks
+                        .create_webhook(pb::CreateWebhookRequest {
+                            source_type: pb::SourceType::Gitea as i32,
+                            grant: vec!["forge".into()],
+                            ..Default::default()
+                        })
+                        .await,
+                ),
+                _ => outcome(
+                    c.todos
+                        .list_todos(pb::ListTodosRequest {
+                            queue: "forge".into(),
+                            ..Default::default()
+                        })
+                        .await,
+                ),
+            };
+            table.push_str(&format!("| `{verb}` | {caller} | {got} (no id) | | | |\n"));
+        }
+    }
+    // The indistinguishability the matrix shows, checked too: for every caller and verb, an
+    // id of a scope not the caller's answers exactly as an unknown or a malformed one.
+    for line in table.lines().skip(2).filter(|l| !l.contains("(no id)")) {
+        let cells: Vec<&str> = line.split('|').map(str::trim).collect();
+        let foreign = if cells[2] == "the other team's admin" {
+            cells[3]
+        } else {
+            cells[4]
+        };
+        assert!(
+            foreign == cells[5] && cells[5] == cells[6],
+            "another scope's id is distinguishable: {line}"
+        );
+    }
+    crate::support::assert_golden_section("docs/authorization.md", "authorization", &table);
 }

@@ -546,7 +546,7 @@ pub async fn ingest_is_rate_limited_per_webhook(db: TestDb) {
     let headers = signed("github", "push", "p-3", &busy.secret, &p.body);
     let resp = control.deliver(&busy.id, &headers, &p.body).await;
     assert_eq!(resp.status, 429);
-    assert_eq!(resp.json()["error"], "resource_exhausted");
+    assert_eq!(resp.json()["error"], "rate_limited");
     let retry: u64 = resp
         .header("retry-after")
         .expect("Retry-After")

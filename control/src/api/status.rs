@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 use switchboard_proto::router::v1::Problem;
-use tonic::{Code, Status};
+use tonic::Status;
 use tonic_types::{ErrorDetails, StatusExt};
 
 use crate::error::Error;
@@ -20,30 +20,8 @@ use crate::routing::RoutingError;
 /// The `ErrorInfo.domain` of every error control answers.
 pub const DOMAIN: &str = "switchboard";
 
-/// The reasons a caller can branch on. Stable: clients and the MCP gateway match on them.
-pub mod reason {
-    pub const UNAUTHENTICATED: &str = "unauthenticated";
-    pub const PERMISSION_DENIED: &str = "permission_denied";
-    pub const NOT_FOUND: &str = "not_found";
-    pub const INVALID_ARGUMENT: &str = "invalid_argument";
-    /// A configuration failed validation; every problem is listed.
-    pub const INVALID_CONFIGURATION: &str = "invalid_configuration";
-    /// `expected_version` is not the saved version; metadata `current_version` names it.
-    pub const VERSION_MISMATCH: &str = crate::error::VERSION_MISMATCH;
-    pub const PLAN_STALE: &str = crate::error::PLAN_STALE;
-    /// `CreateWebhook` named queues outside the grant allowance an operator set for the
-    /// caller's owner scope (or it has none); nothing was created. Metadata `details` (JSON):
-    /// `{owner_scope, outside, allowed}`.
-    pub const GRANT_NOT_ALLOWED: &str = crate::error::GRANT_NOT_ALLOWED;
-    /// The request collides with current state (a todo claimed by another endpoint).
-    pub const CONFLICT: &str = "conflict";
-    /// The endpoint's request budget is spent; metadata `retry_after_ms` says for how long.
-    pub const RATE_LIMITED: &str = "rate_limited";
-    /// No router instance answered; nothing was changed.
-    pub const ROUTER_UNAVAILABLE: &str = "router_unavailable";
-    pub const UNIMPLEMENTED: &str = "unimplemented";
-    pub const INTERNAL: &str = "internal";
-}
+/// The reasons a caller can branch on: one vocabulary for every surface (docs/errors.md).
+pub use switchboard_proto::reason::Reason;
 
 /// Everything an API call can fail with.
 #[derive(Debug)]
@@ -121,31 +99,21 @@ pub fn problems_json(problems: &[Problem]) -> String {
     serde_json::to_string(&list).unwrap_or_else(|_| "[]".into())
 }
 
+/// The status of `reason`: its code from the one table (`switchboard_proto::reason`), the
+/// reason as the message's prefix and in `ErrorInfo`.
 fn with_reason(
-    code: Code,
-    reason: &str,
+    reason: Reason,
     message: &str,
     metadata: HashMap<String, String>,
     mut details: ErrorDetails,
 ) -> Status {
-    details.set_error_info(reason, DOMAIN, metadata);
-    Status::with_error_details(code, format!("{reason}: {message}"), details)
+    details.set_error_info(reason.as_str(), DOMAIN, metadata);
+    Status::with_error_details(reason.grpc_code(), format!("{reason}: {message}"), details)
 }
 
 /// Rule-pack errors keep their SPEC-0031 code as the reason; the structured details travel
 /// as JSON in the ErrorInfo metadata under `details`.
 fn rule_pack_status(e: crate::rule_packs::PackError) -> Status {
-    let code = match e.code {
-        "not_found" => Code::NotFound,
-        "invalid_argument" | "invalid_params" | "invalid_configuration" => Code::InvalidArgument,
-        "rate_limited" => Code::ResourceExhausted,
-        "busy" => Code::Aborted,
-        "router_unavailable" => Code::Unavailable,
-        "internal" => Code::Internal,
-        // plan_stale, pack_rule_faults, unproven, local_edits, requires_pack, required_by_pack,
-        // default_conflict, too_many_rules, unavailable_version
-        _ => Code::FailedPrecondition,
-    };
     let mut metadata = HashMap::new();
     if !e.details.is_null() {
         metadata.insert("details".to_string(), e.details.to_string());
@@ -161,7 +129,7 @@ fn rule_pack_status(e: crate::rule_packs::PackError) -> Status {
         }
         None => ErrorDetails::new(),
     };
-    with_reason(code, e.code, &e.message, metadata, details)
+    with_reason(e.reason, &e.message, metadata, details)
 }
 
 fn retry_after(delay: Duration) -> (HashMap<String, String>, ErrorDetails) {
@@ -177,8 +145,7 @@ impl From<ApiError> for Status {
                 tracing::warn!(error = %context, "no router answered an api call");
                 let (metadata, details) = retry_after(Duration::from_secs(1));
                 with_reason(
-                    Code::Unavailable,
-                    reason::ROUTER_UNAVAILABLE,
+                    Reason::RouterUnavailable,
                     "no router answered; nothing was changed, try again shortly",
                     metadata,
                     details,
@@ -187,23 +154,20 @@ impl From<ApiError> for Status {
             ApiError::Routing(RoutingError::Refused(context)) => {
                 tracing::error!(error = %context, "a router refused an api request");
                 with_reason(
-                    Code::Internal,
-                    reason::INTERNAL,
+                    Reason::Internal,
                     "internal error",
                     HashMap::new(),
                     ErrorDetails::new(),
                 )
             }
             ApiError::Unauthenticated(message) => with_reason(
-                Code::Unauthenticated,
-                reason::UNAUTHENTICATED,
+                Reason::Unauthenticated,
                 message,
                 HashMap::new(),
                 ErrorDetails::new(),
             ),
             ApiError::PermissionDenied(message) => with_reason(
-                Code::PermissionDenied,
-                reason::PERMISSION_DENIED,
+                Reason::PermissionDenied,
                 &message,
                 HashMap::new(),
                 ErrorDetails::new(),
@@ -218,26 +182,27 @@ impl From<ApiError> for Status {
                     };
                     details.add_bad_request_violation(field, format!("{}: {}", p.code, p.message));
                 }
-                let metadata =
-                    HashMap::from([("problems".to_string(), problems.len().to_string())]);
+                // The problems travel as data (`details.problems`, as rule-pack errors carry
+                // theirs), never to be parsed back out of the message.
+                let metadata = HashMap::from([(
+                    "details".to_string(),
+                    format!("{{\"problems\":{}}}", problems_json(&problems)),
+                )]);
                 let message = format!(
                     "the configuration has {} problem{}: {}",
                     problems.len(),
                     if problems.len() == 1 { "" } else { "s" },
-                    problems_json(&problems)
+                    problems
+                        .iter()
+                        .map(|p| format!("{} ({})", p.message, p.code))
+                        .collect::<Vec<_>>()
+                        .join("; ")
                 );
-                with_reason(
-                    Code::InvalidArgument,
-                    reason::INVALID_CONFIGURATION,
-                    &message,
-                    metadata,
-                    details,
-                )
+                with_reason(Reason::InvalidConfiguration, &message, metadata, details)
             }
             ApiError::RulePack(e) => rule_pack_status(e),
             ApiError::Unimplemented(message) => with_reason(
-                Code::Unimplemented,
-                reason::UNIMPLEMENTED,
+                Reason::Unimplemented,
                 message,
                 HashMap::new(),
                 ErrorDetails::new(),
@@ -250,8 +215,7 @@ fn control_status(e: Error) -> Status {
     let message = e.to_string();
     match e {
         Error::NotFound { resource } => with_reason(
-            Code::NotFound,
-            reason::NOT_FOUND,
+            Reason::NotFound,
             &message,
             HashMap::from([("resource".to_string(), resource.to_string())]),
             ErrorDetails::new(),
@@ -266,7 +230,7 @@ fn control_status(e: Error) -> Status {
                 Some(v) => {
                     metadata.insert("current_version".to_string(), v.to_string());
                     details.add_precondition_failure_violation(
-                        reason,
+                        reason.as_str(),
                         "configuration",
                         format!("the saved configuration is at version {v}"),
                     );
@@ -274,20 +238,12 @@ fn control_status(e: Error) -> Status {
                 }
                 None => message,
             };
-            // AIP-154 and google.rpc.Code: a test-and-set that lost (an `expected_version`
-            // that is not the saved one) is ABORTED, retried by re-reading; any other unmet
-            // precondition (a plan that went stale must be looked at again, not retried
-            // blindly) stays FAILED_PRECONDITION.
-            let code = if reason == reason::VERSION_MISMATCH {
-                Code::Aborted
-            } else {
-                Code::FailedPrecondition
-            };
-            with_reason(code, reason, &message, metadata, details)
+            // The table gives a lost test-and-set (`version_mismatch`) ABORTED (AIP-154) and
+            // a stale plan FAILED_PRECONDITION: it must be looked at again, not retried.
+            with_reason(reason, &message, metadata, details)
         }
         Error::Conflict { .. } => with_reason(
-            Code::FailedPrecondition,
-            reason::CONFLICT,
+            Reason::Conflict,
             &message,
             HashMap::new(),
             ErrorDetails::new(),
@@ -303,35 +259,26 @@ fn control_status(e: Error) -> Status {
                 "allowed": allowed,
             });
             with_reason(
-                Code::PermissionDenied,
-                reason::GRANT_NOT_ALLOWED,
+                Reason::GrantNotAllowed,
                 &message,
                 HashMap::from([("details".to_string(), details.to_string())]),
                 ErrorDetails::new(),
             )
         }
         Error::InvalidArgument { field, .. } => with_reason(
-            Code::InvalidArgument,
-            reason::INVALID_ARGUMENT,
+            Reason::InvalidArgument,
             &message,
             HashMap::from([("field".to_string(), field.to_string())]),
             ErrorDetails::with_bad_request_violation(field, message.clone()),
         ),
         Error::ResourceExhausted { retry_after: delay } => {
             let (metadata, details) = retry_after(delay);
-            with_reason(
-                Code::ResourceExhausted,
-                reason::RATE_LIMITED,
-                &message,
-                metadata,
-                details,
-            )
+            with_reason(Reason::RateLimited, &message, metadata, details)
         }
         Error::Internal { context } => {
             tracing::error!(error = %context, "api call failed inside control");
             with_reason(
-                Code::Internal,
-                reason::INTERNAL,
+                Reason::Internal,
                 "internal error",
                 HashMap::new(),
                 ErrorDetails::new(),
@@ -343,6 +290,7 @@ fn control_status(e: Error) -> Status {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tonic::Code;
 
     fn reason_of(s: &Status) -> String {
         s.get_error_details()
@@ -481,12 +429,10 @@ mod tests {
         ];
         let s = Status::from(ApiError::InvalidConfiguration(problems));
         assert_eq!(s.code(), Code::InvalidArgument);
-        let json = s
-            .message()
-            .split_once(": [")
-            .map(|(_, rest)| format!("[{rest}"))
-            .unwrap_or_default();
-        let list: Vec<serde_json::Value> = serde_json::from_str(&json).unwrap();
+        let info = s.get_error_details().error_info().cloned().expect("info");
+        let details: serde_json::Value =
+            serde_json::from_str(&info.metadata["details"]).expect("details are JSON");
+        let list = details["problems"].as_array().cloned().unwrap_or_default();
         assert_eq!(list.len(), 2);
         assert_eq!(list[0]["code"], "parse_error");
         assert_eq!(

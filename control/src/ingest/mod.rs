@@ -38,6 +38,7 @@ pub use route::{RetryOptions, Routed, route_unrouted, spawn_unrouted_retry};
 pub use serve::HttpLimits;
 
 use crate::error::Error;
+use crate::error::Reason;
 use crate::secrets::new_id;
 use crate::state::ControlState;
 use crate::store::{Event, NewEvent, Webhook};
@@ -85,21 +86,26 @@ pub fn router_with(state: ControlState, http: &HttpLimits) -> Router {
         .with_state(ingest)
 }
 
-/// A JSON error `{error, message}` with a status.
-fn error(status: StatusCode, code: &str, message: &str) -> Response {
-    (status, Json(json!({"error": code, "message": message}))).into_response()
+/// A JSON error `{error, message}` with the reason's HTTP status (docs/errors.md).
+fn error(reason: Reason, message: &str) -> Response {
+    let status =
+        StatusCode::from_u16(reason.http_status()).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    (
+        status,
+        Json(json!({"error": reason.as_str(), "message": message})),
+    )
+        .into_response()
 }
 
 /// The one answer for an unknown, malformed or deleted webhook id, and for any other path.
 pub async fn not_found() -> Response {
-    error(StatusCode::NOT_FOUND, "not_found", "webhook not found")
+    error(Reason::NotFound, "webhook not found")
 }
 
 fn unavailable(e: &Error) -> Response {
     tracing::error!(error = %e.log_text(), "ingest failed inside control");
     let mut resp = error(
-        StatusCode::SERVICE_UNAVAILABLE,
-        "unavailable",
+        Reason::Unavailable,
         "the delivery could not be stored; retry later",
     );
     resp.headers_mut()
@@ -109,7 +115,7 @@ fn unavailable(e: &Error) -> Response {
 
 fn too_many(retry_after: Duration, message: &str) -> Response {
     let secs = retry_after.as_millis().div_ceil(1000).max(1);
-    let mut resp = error(StatusCode::TOO_MANY_REQUESTS, "resource_exhausted", message);
+    let mut resp = error(Reason::RateLimited, message);
     if let Ok(v) = HeaderValue::from_str(&secs.to_string()) {
         resp.headers_mut().insert(header::RETRY_AFTER, v);
     }
@@ -121,8 +127,7 @@ fn unreadable(e: &body::BodyError, max_body_bytes: usize) -> Response {
         body::BodyError::TooLarge => {
             switchboard_telemetry::metrics().ingest_refusal("body_too_large");
             error(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
+                Reason::PayloadTooLarge,
                 &format!(
                     "a delivery body is at most {} bytes ({}); this control's --max-body-mb",
                     max_body_bytes,
@@ -132,17 +137,9 @@ fn unreadable(e: &body::BodyError, max_body_bytes: usize) -> Response {
         }
         body::BodyError::TooSlow => {
             switchboard_telemetry::metrics().ingest_refusal("slow_body");
-            error(
-                StatusCode::REQUEST_TIMEOUT,
-                "deadline_exceeded",
-                "the body arrived too slowly",
-            )
+            error(Reason::DeadlineExceeded, "the body arrived too slowly")
         }
-        body::BodyError::Unreadable => error(
-            StatusCode::BAD_REQUEST,
-            "invalid_argument",
-            "the body could not be read",
-        ),
+        body::BodyError::Unreadable => error(Reason::InvalidArgument, "the body could not be read"),
     }
 }
 
@@ -284,8 +281,7 @@ async fn receive_delivery(
     if !verified && webhook.reject_unverified {
         tracing::info!(webhook = %webhook.id, "unverified delivery rejected at the door");
         return error(
-            StatusCode::UNAUTHORIZED,
-            "unauthenticated",
+            Reason::Unauthenticated,
             "the delivery's signature is missing or wrong",
         );
     }
@@ -414,8 +410,7 @@ async fn route_within(
 /// nothing and looks nothing up, so it is the same for every id, known or not.
 async fn method_not_allowed() -> Response {
     let mut resp = error(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
+        Reason::MethodNotAllowed,
         "deliveries are POSTed; set the forge's HTTP method to POST",
     );
     resp.headers_mut()

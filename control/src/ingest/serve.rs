@@ -48,16 +48,23 @@ impl Default for HttpLimits {
 }
 
 /// The answer to a connection over the bound, before its request is read.
-const REFUSAL_BODY: &str =
-    "{\"error\":\"unavailable\",\"message\":\"too many open connections; retry shortly\"}";
+fn refusal_body() -> String {
+    serde_json::json!({
+        "error": crate::error::Reason::Unavailable.as_str(),
+        "message": "too many open connections; retry shortly",
+    })
+    .to_string()
+}
 
 /// Answers 503 on a connection over the bound and closes it, reading (and dropping) what the
 /// client sent for a moment first so the close does not reset the answer away.
 async fn refuse(mut stream: TcpStream) {
+    let body = refusal_body();
     let head = format!(
-        "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n\
-         connection: close\r\ncontent-length: {}\r\n\r\n{REFUSAL_BODY}",
-        REFUSAL_BODY.len()
+        "HTTP/1.1 {} Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n\
+         connection: close\r\ncontent-length: {}\r\n\r\n{body}",
+        crate::error::Reason::Unavailable.http_status(),
+        body.len()
     );
     let answer = async {
         stream.write_all(head.as_bytes()).await?;

@@ -488,7 +488,7 @@ mod tests {
         let pack = crate::rule_packs::PackError::from(RoutingError::Unavailable(
             "10.0.0.7:7701: timeout expired".into(),
         ));
-        assert_eq!(pack.code, "router_unavailable");
+        assert_eq!(pack.reason, crate::error::Reason::RouterUnavailable);
         assert!(!pack.message.contains("10.0.0.7"), "{}", pack.message);
         assert!(!pack.message.contains("7701"), "{}", pack.message);
     }
