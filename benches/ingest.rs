@@ -57,7 +57,7 @@ use std::time::{Duration, Instant};
 use http::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
 use sqlx::AssertSqlSafe;
-use switchboard_control::ingest::route::{record_for, routing_context, stored_delivery};
+use switchboard_control::ingest::route::record_for;
 use switchboard_control::ingest::signature::sign;
 use switchboard_control::ingest::{RATE_LIMIT_KIND, RetryOptions, delivery};
 use switchboard_control::routing::{RouterSource, Routers};
@@ -66,6 +66,7 @@ use switchboard_control::state::{Capabilities, ControlState, Limits};
 use switchboard_control::store::{
     Actor, Event, NewEvent, NewWebhook, RecordDecision, SourceType, Webhook,
 };
+use switchboard_control::wire::{routing_context, stored_delivery};
 use switchboard_control::{OwnerScope, Store, StoreOptions};
 use switchboard_proto::router::v1::{Configuration, Decision};
 use switchboard_testkit::forge_headers::forge_headers;

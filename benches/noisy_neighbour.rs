@@ -100,7 +100,7 @@ async fn router_only(state: &ControlState, b: &Webhook, body: &[u8], n: usize) -
         &format!("direct-{n}"),
     );
     let req = EvaluateRequest {
-        context: Some(switchboard_control::ingest::route::routing_context(
+        context: Some(switchboard_control::wire::routing_context(
             b,
             &state.capabilities,
         )),

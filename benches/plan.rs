@@ -19,11 +19,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use serde_json::{Map, Value};
-use switchboard_control::ingest::route::{routing_context, stored_delivery};
 use switchboard_control::routing::{RouterSource, Routers};
 use switchboard_control::rule_packs::{Caller, InstallArgs, ReplayWindow, RulePacks};
 use switchboard_control::state::{Capabilities, ControlState, Limits};
 use switchboard_control::store::{Actor, NewEvent, NewWebhook, SourceType};
+use switchboard_control::wire::{routing_context, stored_delivery};
 use switchboard_control::{OwnerScope, Store};
 use switchboard_packs::Catalog;
 use switchboard_proto::router::v1::{Configuration as WireConfiguration, StoredDelivery};

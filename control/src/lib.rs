@@ -18,6 +18,7 @@ pub mod server;
 pub mod state;
 pub mod store;
 pub mod verbs;
+pub mod wire;
 
 pub use error::{Error, Result};
 pub use scope::{OwnerScope, Role};

@@ -1,9 +1,10 @@
 //! Store records to wire messages and back: typed fields stay typed, configurations,
 //! decisions and provenance become JSON text. No secret ever leaves through here.
 
-use serde_json::{Map, Value, json};
+pub use crate::wire::decision_json;
+use serde_json::Value;
 use switchboard_proto::control::v1 as pb;
-use switchboard_proto::router::v1::{Decision, RoutingContext, StoredDelivery};
+use switchboard_proto::router::v1::{RoutingContext, StoredDelivery};
 
 use super::status::ApiError;
 use crate::secrets::canonical_json;
@@ -61,7 +62,7 @@ pub fn webhook(w: &Webhook) -> pb::Webhook {
 /// What the router needs to know about a webhook to validate or evaluate for it: the one
 /// definition ingest uses too.
 pub fn routing_context(state: &ControlState, w: &Webhook) -> RoutingContext {
-    crate::ingest::route::routing_context(w, &state.capabilities)
+    crate::wire::routing_context(w, &state.capabilities)
 }
 
 fn json_text(v: &Option<Value>) -> String {
@@ -111,30 +112,7 @@ pub fn event(e: &Event) -> pb::GetWebhookEventResponse {
 
 /// A stored event as the router rebuilds its envelope from: the same parts ingest used.
 pub fn stored_delivery(e: &Event) -> StoredDelivery {
-    crate::ingest::route::stored_delivery(e)
-}
-
-/// A router decision as the JSON every `*decision_json` field carries:
-/// `{decision, queue?, rule_id?, fault_code?, reason?, by_default_action?}`, where
-/// `decision` is `queue:<name>`, `drop`, `quarantine`, `default` or `fault`.
-pub fn decision_json(d: &Decision) -> Value {
-    let label = d.label().to_string();
-    let mut m = Map::new();
-    m.insert("decision".into(), json!(label));
-    for (key, value) in [
-        ("queue", &d.queue),
-        ("rule_id", &d.rule_id),
-        ("fault_code", &d.fault_code),
-        ("reason", &d.reason),
-    ] {
-        if !value.is_empty() {
-            m.insert(key.into(), json!(value));
-        }
-    }
-    if d.by_default_action {
-        m.insert("by_default_action".into(), json!(true));
-    }
-    Value::Object(m)
+    crate::wire::stored_delivery(e)
 }
 
 pub fn history(h: &HistoryRecord) -> pb::HistoryRecord {
@@ -196,41 +174,6 @@ pub fn retention_window(w: &crate::store::RetentionWindow) -> pb::RetentionWindo
 #[cfg(test)]
 mod tests {
     use super::*;
-    use switchboard_proto::router::v1::Outcome;
-
-    #[test]
-    fn decisions_read_as_the_spec_names_them() {
-        let d = Decision {
-            outcome: Outcome::Queue as i32,
-            queue: "forge".into(),
-            rule_id: "r-1".into(),
-            ..Default::default()
-        };
-        assert_eq!(
-            decision_json(&d),
-            json!({"decision": "queue:forge", "queue": "forge", "rule_id": "r-1"})
-        );
-        let d = Decision {
-            outcome: Outcome::Fault as i32,
-            rule_id: "r-2".into(),
-            fault_code: "rule_fault".into(),
-            reason: "not a boolean".into(),
-            ..Default::default()
-        };
-        assert_eq!(
-            decision_json(&d),
-            json!({"decision": "fault", "rule_id": "r-2", "fault_code": "rule_fault", "reason": "not a boolean"})
-        );
-        let d = Decision {
-            outcome: Outcome::Drop as i32,
-            by_default_action: true,
-            ..Default::default()
-        };
-        assert_eq!(
-            decision_json(&d),
-            json!({"decision": "drop", "by_default_action": true})
-        );
-    }
 
     #[test]
     fn source_types_map_both_ways() {

@@ -7,17 +7,15 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::json;
-use switchboard_proto::router::v1::{
-    Configuration, Decision, Header, Outcome, RoutingContext, StoredDelivery, TrustedActors,
-};
+use switchboard_proto::router::v1::{Configuration, Decision, Outcome, StoredDelivery};
 
 use switchboard_model::Label;
 
-use crate::api::decision_json;
 use crate::error::Error;
 use crate::routing::RoutingError;
 use crate::state::{Capabilities, ControlState};
 use crate::store::{Event, NewTodo, RecordDecision, TodoInsert, Webhook};
+use crate::wire::{decision_json, routing_context, stored_delivery};
 
 /// The most a caller may ask a router to spend on one envelope (the router's own ceiling).
 const MAX_BUDGET_MS: u32 = 10_000;
@@ -33,41 +31,6 @@ pub enum Routed {
     },
     /// No router answered: the event stays stored and unrouted, for the retry task.
     Unrouted,
-}
-
-/// What the webhook allows and what this instance can do, as routers take it.
-pub fn routing_context(webhook: &Webhook, capabilities: &Capabilities) -> RoutingContext {
-    let trusted_actors = if capabilities.trusted_actors {
-        webhook.trusted_actors.as_ref().map(TrustedActors::from)
-    } else {
-        None
-    };
-    RoutingContext {
-        grant: webhook.grant.clone(),
-        trusted_actors_capability: capabilities.trusted_actors,
-        trusted_actors,
-    }
-}
-
-/// A stored event as routers rebuild its envelope from it.
-pub fn stored_delivery(event: &Event) -> StoredDelivery {
-    StoredDelivery {
-        event_id: event.id.clone(),
-        source: event.source.clone(),
-        kind: event.kind.clone(),
-        headers: event
-            .headers
-            .iter()
-            .map(|(name, value)| Header {
-                name: name.clone(),
-                value: value.clone(),
-            })
-            .collect(),
-        body: event.body.clone(),
-        verified: event.verified,
-        delivery_id: event.delivery_id.clone(),
-        received_at_ms: event.received_at,
-    }
 }
 
 fn budget_ms(state: &ControlState) -> u32 {

@@ -1,0 +1,527 @@
+//! `install_rule_pack` and `remove_rule_pack` without `confirm`: the candidate validated,
+//! its param checks run, replayed, its fixtures routed, and the plan stored (REQ-3, REQ-4, REQ-7).
+
+use super::*;
+
+impl RulePacks {
+    /// `install_rule_pack`: a plan without `confirm`, the apply with it (REQ-3).
+    pub async fn install(
+        &self,
+        caller: &Caller,
+        args: InstallArgs,
+        progress: Option<Progress>,
+    ) -> Result<Value, PackError> {
+        if let Some(token) = &args.confirm {
+            return self
+                .confirm(
+                    caller,
+                    &args.webhook_id,
+                    token,
+                    ConfirmCheck::Install(&args),
+                    args.allow_unproven,
+                )
+                .await;
+        }
+        let webhook = self
+            .state
+            .store
+            .get_webhook(&caller.scope, &args.webhook_id)
+            .await?;
+        let caps = self.capabilities();
+        let cp = self.catalog.resolve(&args.name, args.version.as_deref(), &caps).map_err(|e| match e {
+            ResolveError::UnknownPack(n) => PackError::new(Reason::NotFound, format!("no pack named {n}; call list_rule_packs"), json!({"name": n})),
+            ResolveError::UnknownVersion { name, version } => PackError::new(
+                Reason::NotFound,
+                format!("{name} has no version {version}; call list_rule_packs"),
+                json!({"name": name, "version": version}),
+            ),
+            ResolveError::UnavailableVersion { name, version, reason, upgrade_note } => PackError::new(
+                Reason::UnavailableVersion,
+                format!("{name}@{version} is not available: {reason}"),
+                json!({"name": name, "version": version, "reason": reason, "upgrade_note": upgrade_note}),
+            ),
+        })?;
+        let pack = cp.pack.clone();
+        let saved: Configuration =
+            serde_json::from_value(webhook.configuration.clone()).unwrap_or_default();
+        let prov = provenance::from_json(&webhook.provenance);
+        let request = InstallRequest {
+            params: args.params.clone().unwrap_or_default(),
+            replaces: args.replaces.clone().unwrap_or_default(),
+            overwrite_local_edits: args.overwrite_local_edits,
+            keep_params: args.keep_params.clone().unwrap_or_default(),
+        };
+        let candidate =
+            install_candidate(&saved, &prov, &pack, &request, &|n, v| self.manifest(n, v))?;
+        let ctx = routing_context(&webhook, &self.state.capabilities);
+        self.validate_candidate(&candidate.configuration, &ctx)
+            .await?;
+        self.run_param_checks(&pack, &candidate.configuration, &ctx)
+            .await?;
+        let kind = match prov.iter().find(|p| p.name == pack.name) {
+            None => "install",
+            Some(prev) if semver_of(&prev.version) < pack.semver() => "upgrade",
+            Some(prev) if semver_of(&prev.version) > pack.semver() => "downgrade",
+            Some(_) => "reinstall",
+        };
+        let binding = json!({
+            "params": args.params.clone().unwrap_or_default(),
+            "replaces": request.replaces,
+            "overwrite_local_edits": args.overwrite_local_edits,
+            "keep_params": request.keep_params,
+        });
+        self.plan(
+            caller,
+            &webhook,
+            &ctx,
+            Some(&pack),
+            kind,
+            candidate,
+            &args.replay,
+            &binding,
+            progress,
+        )
+        .await
+    }
+
+    /// `remove_rule_pack`: planned and confirmed exactly as an install (REQ-7).
+    pub async fn remove(
+        &self,
+        caller: &Caller,
+        args: RemoveArgs,
+        progress: Option<Progress>,
+    ) -> Result<Value, PackError> {
+        if let Some(token) = &args.confirm {
+            return self
+                .confirm(
+                    caller,
+                    &args.webhook_id,
+                    token,
+                    ConfirmCheck::Remove(&args),
+                    args.allow_unproven,
+                )
+                .await;
+        }
+        let webhook = self
+            .state
+            .store
+            .get_webhook(&caller.scope, &args.webhook_id)
+            .await?;
+        let saved: Configuration =
+            serde_json::from_value(webhook.configuration.clone()).unwrap_or_default();
+        let prov = provenance::from_json(&webhook.provenance);
+        let keep_params = args.keep_params.clone().unwrap_or_default();
+        let candidate = removal_candidate(&saved, &prov, &args.name, &keep_params, &|n, v| {
+            self.manifest(n, v)
+        })?;
+        let ctx = routing_context(&webhook, &self.state.capabilities);
+        self.validate_candidate(&candidate.configuration, &ctx)
+            .await?;
+        let installed = prov.iter().find(|p| p.name == args.name).cloned();
+        let pack = installed
+            .as_ref()
+            .and_then(|i| self.manifest(&i.name, &i.version));
+        self.plan(
+            caller,
+            &webhook,
+            &ctx,
+            pack.as_ref(),
+            "remove",
+            candidate,
+            &args.replay,
+            &json!({"remove": args.name, "keep_params": keep_params}),
+            progress,
+        )
+        .await
+    }
+
+    pub(super) async fn validate_candidate(
+        &self,
+        candidate: &Configuration,
+        ctx: &RoutingContext,
+    ) -> Result<(), PackError> {
+        let json = serde_json::to_string(candidate).unwrap_or_default();
+        let resp = self.state.routers.validate(&json, ctx).await?;
+        if resp.valid {
+            return Ok(());
+        }
+        let problems: Vec<Value> = resp
+            .problems
+            .iter()
+            .map(|p| json!({"rule_id": p.rule_id, "code": p.code, "message": p.message, "field": p.field}))
+            .collect();
+        Err(PackError::new(
+            Reason::InvalidConfiguration,
+            format!(
+                "the candidate does not validate ({} problems)",
+                problems.len()
+            ),
+            json!({"problems": problems}),
+        ))
+    }
+
+    /// Evaluates every param check with the candidate's params, in the sandbox like any rule.
+    pub(super) async fn run_param_checks(
+        &self,
+        pack: &Pack,
+        candidate: &Configuration,
+        ctx: &RoutingContext,
+    ) -> Result<(), PackError> {
+        let mut failures = Vec::new();
+        for check in &pack.param_checks {
+            let items: Vec<Value> = match &check.each {
+                Some(param) => candidate
+                    .params
+                    .get(param)
+                    .and_then(Value::as_array)
+                    .cloned()
+                    .unwrap_or_default(),
+                None => vec![Value::Null],
+            };
+            if items.is_empty() {
+                continue;
+            }
+            let probe = Configuration {
+                rules: vec![switchboard_model::Rule {
+                    id: Some(check.id.clone()),
+                    description: None,
+                    when: switchboard_packs::admission::param_check_expression(&check.expr),
+                    action: switchboard_model::Action::Drop,
+                }],
+                default_action: None,
+                params: candidate.params.clone(),
+            };
+            let deliveries: Vec<StoredDelivery> = items
+                .iter()
+                .enumerate()
+                .map(|(i, item)| StoredDelivery {
+                    event_id: format!("param-check-{i}"),
+                    source: "generic".into(),
+                    kind: "param_check".into(),
+                    body: serde_json::to_vec(item).unwrap_or_default().into(),
+                    verified: true,
+                    delivery_id: format!("param-check-{i}"),
+                    ..Default::default()
+                })
+                .collect();
+            let wire = WireConfiguration {
+                json: serde_json::to_string(&probe).unwrap_or_default(),
+            };
+            let results = self
+                .state
+                .routers
+                .evaluate(switchboard_proto::router::v1::EvaluateRequest {
+                    context: Some(ctx.clone()),
+                    configurations: vec![wire],
+                    deliveries,
+                    budget_ms: 0,
+                    // A pack's own checks, not a tenant's rules: shared interactive work.
+                    work_class: WorkClass::Interactive as i32,
+                    ..Default::default()
+                })
+                .await?;
+            for (i, r) in results.iter().enumerate() {
+                let Some(d) = r.decisions.first() else {
+                    continue;
+                };
+                let failed = d.outcome != Outcome::Default as i32;
+                if failed {
+                    let mut f = json!({"param_check": check.id, "message": check.message});
+                    if let Some(param) = &check.each {
+                        f["param"] = json!(param);
+                        f["element"] = items.get(i).cloned().unwrap_or(Value::Null);
+                    }
+                    if d.outcome == Outcome::Fault as i32 {
+                        f["fault"] = json!(d.reason);
+                    }
+                    failures.push(f);
+                }
+            }
+        }
+        if failures.is_empty() {
+            return Ok(());
+        }
+        let first = &failures[0];
+        let message = format!(
+            "param check {} failed: {}{}",
+            first["param_check"].as_str().unwrap_or_default(),
+            first["message"].as_str().unwrap_or_default(),
+            first
+                .get("element")
+                .map(|e| format!(" ({} {})", first["param"].as_str().unwrap_or_default(), e))
+                .unwrap_or_default()
+        );
+        Err(PackError::new(
+            Reason::InvalidParams,
+            message,
+            json!({"failures": failures}),
+        ))
+    }
+
+    /// Replays, routes fixtures, refuses faulting pack rules, and stores the plan.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn plan(
+        &self,
+        caller: &Caller,
+        webhook: &Webhook,
+        ctx: &RoutingContext,
+        pack: Option<&Pack>,
+        kind: &str,
+        candidate: Candidate,
+        window: &ReplayWindow,
+        binding: &Value,
+        progress: Option<Progress>,
+    ) -> Result<Value, PackError> {
+        let saved: Configuration =
+            serde_json::from_value(webhook.configuration.clone()).unwrap_or_default();
+        // The candidate is replayed with the trusted actors it would set (trusted-actors@2),
+        // the saved configuration with the webhook's current ones.
+        let candidate_ctx = match &candidate.trusted_actors {
+            Some(actors) => routing_context(
+                &Webhook {
+                    trusted_actors: Some(actors.clone()),
+                    ..webhook.clone()
+                },
+                &self.state.capabilities,
+            ),
+            None => ctx.clone(),
+        };
+        let outcome = self
+            .replay(
+                caller,
+                &webhook.id,
+                &webhook.owner_scope,
+                ReplayContexts {
+                    saved: ctx,
+                    candidate: &candidate_ctx,
+                },
+                &saved,
+                &candidate.configuration,
+                window,
+                progress,
+            )
+            .await?;
+        // Fixtures through the candidate, with the production router. A fixture's `want`
+        // holds under its own params (over the schema defaults), so each is routed through the
+        // candidate with the pack's params as the fixture gives them — everything else (other
+        // packs' and hand-written rules, other params) as planned — and, for a pack that sets
+        // the webhook's trusted actors, with the trusted actors those params set.
+        let mut fixtures = Vec::new();
+        let mut fixture_faults: Vec<(String, String)> = Vec::new();
+        if kind != "remove"
+            && let Some(pack) = pack
+            && !pack.fixtures.is_empty()
+        {
+            // Fixtures that share params share one Evaluate call (a call takes one context and
+            // at most two configurations).
+            let mut groups: Vec<(Configuration, Vec<usize>)> = Vec::new();
+            for (n, f) in pack.fixtures.iter().enumerate() {
+                let mut config = candidate.configuration.clone();
+                config
+                    .params
+                    .extend(pack.fixture_configuration(&f.params).params);
+                match groups.iter_mut().find(|(c, _)| *c == config) {
+                    Some((_, members)) => members.push(n),
+                    None => groups.push((config, vec![n])),
+                }
+            }
+            let calls = groups.iter().map(|(config, members)| {
+                let mut context = ctx.clone();
+                if pack.sets_trusted_actors.is_some() && context.trusted_actors_capability {
+                    context.trusted_actors =
+                        switchboard_packs::fixtures::fixture_context(pack, config).trusted_actors;
+                }
+                self.state
+                    .routers
+                    .evaluate(switchboard_proto::router::v1::EvaluateRequest {
+                        context: Some(context),
+                        configurations: vec![WireConfiguration {
+                            json: serde_json::to_string(config).unwrap_or_default(),
+                        }],
+                        deliveries: members
+                            .iter()
+                            .map(|&n| {
+                                switchboard_packs::fixtures::fixture_delivery(&pack.fixtures[n], n)
+                            })
+                            .collect(),
+                        budget_ms: 0,
+                        work_class: WorkClass::Interactive as i32,
+                        ..Default::default()
+                    })
+            });
+            let answers = futures::future::try_join_all(calls).await?;
+            let mut decided: Vec<Option<Decision>> = vec![None; pack.fixtures.len()];
+            for ((_, members), results) in groups.iter().zip(answers) {
+                for (&n, r) in members.iter().zip(results) {
+                    decided[n] = r.decisions.into_iter().next();
+                }
+            }
+            for (f, d) in pack.fixtures.iter().zip(decided) {
+                let got = d.as_ref().map(routed).unwrap_or(Routed {
+                    label: "fault".into(),
+                    rule_id: None,
+                });
+                if got.label == "fault"
+                    && let Some(rule) = &got.rule_id
+                    && candidate.pack_rule_ids.contains(rule)
+                {
+                    fixture_faults.push((rule.clone(), format!("fixture:{}", f.name)));
+                }
+                let default_queue = ctx.grant.first().map(String::as_str).unwrap_or_default();
+                let passed = switchboard_packs::admission::fixture_passes(
+                    &f.want,
+                    &got.label,
+                    default_queue,
+                );
+                fixtures.push(json!({"name": f.name, "want": f.want, "got": got.label, "rule": got.rule_id, "passed": passed}));
+            }
+        }
+        let mut faults = pack_rule_faults(&outcome.replayed, &candidate.pack_rule_ids);
+        for (rule, id) in fixture_faults {
+            match faults.iter_mut().find(|f| f.rule == rule) {
+                Some(f) => {
+                    f.count += 1;
+                    if f.event_ids.len() < switchboard_packs::plan::MAX_EXAMPLES {
+                        f.event_ids.push(id);
+                    }
+                }
+                None => faults.push(switchboard_packs::plan::RuleFaults {
+                    rule,
+                    count: 1,
+                    event_ids: vec![id],
+                }),
+            }
+        }
+        if !faults.is_empty() {
+            let first = &faults[0];
+            return Err(PackError::new(
+                Reason::PackRuleFaults,
+                format!(
+                    "pack rule {} faults on {} replayed deliveries or fixtures (e.g. {}); the plan is refused — inspect them with get_webhook_event",
+                    first.rule,
+                    first.count,
+                    first.event_ids.join(", ")
+                ),
+                json!({"faults": faults}),
+            ));
+        }
+        let ids: Vec<String> = candidate
+            .configuration
+            .rules
+            .iter()
+            .filter_map(|r| r.id.clone())
+            .collect();
+        let prov = &candidate.provenance;
+        let from_pack = |id: &str| {
+            prov.iter()
+                .find(|p| p.rule_ids.iter().any(|r| r == id))
+                .map(|p| p.name.clone())
+        };
+        let report = aggregate(
+            &outcome.replayed,
+            &ids,
+            &from_pack,
+            self.state.capabilities.trusted_actors,
+            outcome.truncated,
+            &rfc3339,
+        );
+        let source_types = pack
+            .map(|p| p.requires.source_types.clone())
+            .unwrap_or_default();
+        let is_proven = proven(&outcome.replayed, &source_types, outcome.truncated);
+        let (token, token_hash) = new_plan_token()?;
+        let now = self.state.store.clock().now_ms();
+        let expires_at = now + PLAN_TTL.as_millis() as i64;
+        let mut provenance_after = candidate.provenance.clone();
+        if let Some(p) = pack
+            && kind != "remove"
+            && let Some(entry) = provenance_after.iter_mut().find(|e| e.name == p.name)
+        {
+            entry.proven = is_proven;
+            entry.truncated = outcome.truncated;
+            entry.replay = ReplaySummary {
+                events_replayed: report.events_replayed,
+                window_from: report.window_from.clone(),
+                window_to: report.window_to.clone(),
+                changed: report.changed,
+                replayed_at: rfc3339(now),
+            };
+        }
+        let name = candidate.pack_name.clone();
+        let version = candidate.pack_version.clone();
+        let from_version = provenance::from_json(&webhook.provenance)
+            .iter()
+            .find(|p| p.name == name)
+            .map(|p| p.version.clone());
+        let mut plan = report_json(&report);
+        plan["stopped"] = json!(outcome.stopped);
+        let window = self
+            .state
+            .store
+            .retention_window(self.state.limits.retention, &webhook.id)
+            .await?;
+        plan["retention"] = retention_json(&window);
+        plan["kind"] = json!(kind);
+        plan["webhook_id"] = json!(webhook.id);
+        plan["pack"] = json!({"name": name, "version": version, "from_version": from_version});
+        plan["fixtures"] = json!(fixtures);
+        plan["rule_diff"] = serde_json::to_value(&candidate.rule_diff).unwrap_or_default();
+        plan["param_diff"] = serde_json::to_value(&candidate.param_diff).unwrap_or_default();
+        plan["version_diff"] = serde_json::to_value(&candidate.version_diff).unwrap_or_default();
+        plan["proven"] = json!(is_proven);
+        plan["nothing_saved"] = json!(true);
+        plan["expires_at"] = json!(rfc3339(expires_at));
+        let verb = if kind == "remove" {
+            "remove_rule_pack"
+        } else {
+            "install_rule_pack"
+        };
+        plan["confirm_with"] = json!({
+            "tool": verb,
+            "arguments": {"webhook_id": webhook.id, "name": name, "confirm": "<plan_token>", "allow_unproven": if is_proven { Value::Null } else { json!(true) }},
+            "note": format!(
+                "Nothing was saved. To apply exactly this plan, call {verb} again with confirm: the plan_token, before {}. The token is bound to this webhook, your owner scope, {name}@{version}, these params and this candidate; it is refused as plan_stale if the webhook's configuration changes first.{}",
+                rfc3339(expires_at),
+                if is_proven { "" } else { " This plan is unproven (no delivery of the pack's source types was replayed, or the replay was truncated): the confirm needs allow_unproven: true." }
+            ),
+        });
+        let stored_candidate = json!({
+            "configuration": candidate.configuration,
+            "provenance": provenance_after,
+            "trusted_actors": candidate.trusted_actors,
+            "proven": is_proven,
+            "truncated": outcome.truncated,
+            "kind": kind,
+            "binding_digest": sha256_hex(&canonical(binding)),
+            // Each confirm argument is checked against its own planned value (REQ-3).
+            "binding": binding,
+        });
+        self.state
+            .store
+            .insert_plan(NewPlan {
+                webhook_id: webhook.id.clone(),
+                owner_scope: caller.scope.clone(),
+                token_hash,
+                pack_name: name,
+                pack_version: version,
+                params_digest: sha256_hex(&canonical(binding)),
+                candidate: serde_json::to_value(&candidate.configuration).unwrap_or_default(),
+                base_config_version: webhook.config_version,
+                expires_at,
+                plan: {
+                    let mut stored = plan.clone();
+                    stored["apply"] = stored_candidate;
+                    stored
+                },
+            })
+            .await?;
+        plan["plan_token"] = json!(token);
+        Ok(plan)
+    }
+}
+
+pub(super) fn uuid_like() -> String {
+    let mut b = [0u8; 8];
+    let _ = getrandom::fill(&mut b);
+    hex::encode(b)
+}

@@ -1,0 +1,331 @@
+//! The replay (REQ-4, REQ-8): the saved configuration and a candidate over the webhook's own
+//! stored deliveries, under the webhook's replay lease and rate limit. Used by plans and by
+//! `test_webhook_rules` with `replay`.
+
+use super::*;
+
+impl RulePacks {
+    /// `test_webhook_rules` with `replay` (REQ-8): the report, no token, nothing written.
+    pub async fn replay_candidate(
+        &self,
+        caller: &Caller,
+        webhook_id: &str,
+        mut candidate: Configuration,
+        window: &ReplayWindow,
+        progress: Option<Progress>,
+    ) -> Result<Value, PackError> {
+        let webhook = self
+            .state
+            .store
+            .get_webhook(&caller.scope, webhook_id)
+            .await?;
+        let minted = candidate.mint_rule_ids();
+        let ctx = routing_context(&webhook, &self.state.capabilities);
+        self.validate_candidate(&candidate, &ctx).await?;
+        let saved: Configuration =
+            serde_json::from_value(webhook.configuration.clone()).unwrap_or_default();
+        let prov = provenance::from_json(&webhook.provenance);
+        let outcome = self
+            .replay(
+                caller,
+                &webhook.id,
+                &webhook.owner_scope,
+                ReplayContexts {
+                    saved: &ctx,
+                    candidate: &ctx,
+                },
+                &saved,
+                &candidate,
+                window,
+                progress,
+            )
+            .await?;
+        let ids: Vec<String> = candidate
+            .rules
+            .iter()
+            .filter_map(|r| r.id.clone())
+            .collect();
+        let from_pack = |id: &str| {
+            prov.iter()
+                .find(|p| p.rule_ids.iter().any(|r| r == id))
+                .map(|p| p.name.clone())
+        };
+        let report = aggregate(
+            &outcome.replayed,
+            &ids,
+            &from_pack,
+            self.state.capabilities.trusted_actors,
+            outcome.truncated,
+            &rfc3339,
+        );
+        let mut out = report_json(&report);
+        out["stopped"] = json!(outcome.stopped);
+        let window = self
+            .state
+            .store
+            .retention_window(self.state.limits.retention, &webhook.id)
+            .await?;
+        out["retention"] = retention_json(&window);
+        out["minted_rule_ids"] = json!(minted);
+        out["rule_diff"] =
+            serde_json::to_value(switchboard_packs::merge::rule_diff(&saved, &candidate, &[]))
+                .unwrap_or_default();
+        out["nothing_saved"] = json!(true);
+        Ok(out)
+    }
+
+    /// Replays both configurations over the webhook's window, under the lease, the rate
+    /// limit and the time budget. Reads only this webhook's events; writes nothing.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn replay(
+        &self,
+        caller: &Caller,
+        webhook_id: &str,
+        scope: &OwnerScope,
+        contexts: ReplayContexts<'_>,
+        saved: &Configuration,
+        candidate: &Configuration,
+        window: &ReplayWindow,
+        progress: Option<Progress>,
+    ) -> Result<ReplayOutcome, PackError> {
+        let limit = window.limit.unwrap_or(DEFAULT_REPLAY_LIMIT);
+        if !(1..=MAX_REPLAY_LIMIT).contains(&limit) {
+            return Err(PackError::new(
+                Reason::InvalidArgument,
+                format!("replay.limit must be between 1 and {MAX_REPLAY_LIMIT}"),
+                json!({"field": "replay.limit"}),
+            ));
+        }
+        let holder = format!("{}:{}", caller.endpoint_id, uuid_like());
+        let lease_ttl = self.replay_budget + Duration::from_secs(30);
+        if !self
+            .state
+            .store
+            .try_acquire_replay_lease(webhook_id, &holder, lease_ttl)
+            .await?
+        {
+            return Err(PackError::new(
+                Reason::Busy,
+                "another replay of this webhook is running; retry when it finishes",
+                json!({"retry_after_ms": 2000}),
+            ));
+        }
+        // Released however the replay ends, cancellation included.
+        let mut lease = LeaseGuard {
+            store: self.state.store.clone(),
+            webhook_id: webhook_id.to_string(),
+            holder,
+            armed: true,
+        };
+        let started = std::time::Instant::now();
+        let result = async {
+            self.state
+                .store
+                .try_take_sliding(
+                    &caller.endpoint_id,
+                    "replay",
+                    REPLAYS_PER_MINUTE,
+                    Duration::from_secs(60),
+                )
+                .await?;
+            // Bounded in bytes as well as in count: a window of big bodies is cut short, and
+            // the plan says so (truncated, so unproven).
+            let loaded = self
+                .state
+                .store
+                .recent_events_within(
+                    scope,
+                    webhook_id,
+                    limit,
+                    window.since,
+                    crate::store::LOAD_BYTES,
+                )
+                .await?;
+            let events = loaded.events;
+            let deliveries: Vec<StoredDelivery> = events.iter().map(stored_delivery).collect();
+            let configs = [
+                WireConfiguration {
+                    json: serde_json::to_string(saved).unwrap_or_default(),
+                },
+                WireConfiguration {
+                    json: serde_json::to_string(candidate).unwrap_or_default(),
+                },
+            ];
+            let total = deliveries.len() as u64;
+            let chunk = self.state.limits.replay_chunk.max(1);
+            let budget_ms = self.state.limits.evaluation_budget.as_millis() as u32;
+            let deadline = tokio::time::Instant::now() + self.replay_budget;
+            let mut calls = futures::stream::FuturesOrdered::new();
+            let chunks = switchboard_model::body::chunk_ranges(
+                deliveries.iter().map(|d| d.body.len()),
+                chunk,
+                switchboard_model::body::CHUNK_BYTES,
+            );
+            for range in chunks {
+                let start = range.start;
+                let part = &deliveries[range];
+                let request = |ctx: &RoutingContext, configurations: &[WireConfiguration]| {
+                    switchboard_proto::router::v1::EvaluateRequest {
+                        context: Some(ctx.clone()),
+                        configurations: configurations.to_vec(),
+                        deliveries: part.to_vec(),
+                        budget_ms,
+                        work_class: WorkClass::Replay as i32,
+                        tenant: scope.to_string(),
+                        max_child_faults: self.state.limits.replay_max_child_faults,
+                    }
+                };
+                // One call evaluates both configurations when they share a context; otherwise
+                // each gets its own call and the decisions are paired up again.
+                let (first, second) = if contexts.saved == contexts.candidate {
+                    (request(contexts.saved, &configs), None)
+                } else {
+                    (
+                        request(contexts.saved, &configs[..1]),
+                        Some(request(contexts.candidate, &configs[1..])),
+                    )
+                };
+                let routers = self.state.routers.clone();
+                calls.push_back(async move {
+                    let result = match second {
+                        None => routers.evaluate(first).await,
+                        Some(second) => {
+                            let (before, after) =
+                                futures::join!(routers.evaluate(first), routers.evaluate(second));
+                            before.and_then(|before| {
+                                after.map(|after| {
+                                    before
+                                        .into_iter()
+                                        .zip(after)
+                                        .map(|(mut b, a)| {
+                                            b.decisions.extend(a.decisions.into_iter().take(1));
+                                            b
+                                        })
+                                        .collect::<Vec<_>>()
+                                })
+                            })
+                        }
+                    };
+                    (start, result)
+                });
+            }
+            let mut replayed = Vec::with_capacity(deliveries.len());
+            let mut truncated = loaded.capped;
+            let mut stopped = None;
+            let mut done = 0u64;
+            use futures::StreamExt;
+            while stopped.is_none() {
+                match tokio::time::timeout_at(deadline, calls.next()).await {
+                    Err(_) => {
+                        truncated = true;
+                        break;
+                    }
+                    Ok(None) => break,
+                    Ok(Some((start, result))) => {
+                        let results = result?;
+                        for (k, r) in results.iter().enumerate() {
+                            let e = &events[start + k];
+                            let (Some(before), Some(after)) =
+                                (r.decisions.first(), r.decisions.get(1))
+                            else {
+                                continue;
+                            };
+                            // The router stopped the call: this delivery was not replayed,
+                            // and the calls still queued are dropped (cancelled) below.
+                            if let Some(d) = [before, after]
+                                .into_iter()
+                                .find(|d| d.fault_code == switchboard_model::fault::NOT_EVALUATED)
+                            {
+                                stopped.get_or_insert_with(|| d.reason.clone());
+                                truncated = true;
+                                continue;
+                            }
+                            replayed.push(Replayed {
+                                event_id: e.id.clone(),
+                                received_at_ms: e.received_at,
+                                source: e.source.to_string(),
+                                before: routed(before),
+                                after: routed(after),
+                            });
+                        }
+                        done += results.len() as u64;
+                        if let Some(p) = &progress {
+                            p(done, total);
+                        }
+                    }
+                }
+            }
+            Ok::<_, PackError>(ReplayOutcome {
+                replayed,
+                truncated,
+                stopped,
+            })
+        }
+        .await;
+        lease.release().await;
+        if let Ok(outcome) = &result {
+            switchboard_telemetry::metrics().replay("replay", started.elapsed(), outcome.truncated);
+        }
+        result
+    }
+}
+
+/// Holds a webhook's replay lease; releasing it when dropped, even when the caller went away
+/// mid-replay and the replay future was dropped.
+pub(super) struct LeaseGuard {
+    pub(super) store: crate::store::Store,
+    pub(super) webhook_id: String,
+    pub(super) holder: String,
+    pub(super) armed: bool,
+}
+
+impl LeaseGuard {
+    async fn release(&mut self) {
+        self.armed = false;
+        let _ = self
+            .store
+            .release_replay_lease(&self.webhook_id, &self.holder)
+            .await;
+    }
+}
+
+impl Drop for LeaseGuard {
+    fn drop(&mut self) {
+        if !self.armed {
+            return;
+        }
+        let (store, webhook_id, holder) = (
+            self.store.clone(),
+            self.webhook_id.clone(),
+            self.holder.clone(),
+        );
+        if let Ok(rt) = tokio::runtime::Handle::try_current() {
+            rt.spawn(async move {
+                let _ = store.release_replay_lease(&webhook_id, &holder).await;
+            });
+        }
+    }
+}
+
+/// The routing contexts of a replay's two sides: they differ when the candidate sets the
+/// webhook's trusted actors.
+#[derive(Clone, Copy)]
+pub(super) struct ReplayContexts<'a> {
+    pub(super) saved: &'a RoutingContext,
+    pub(super) candidate: &'a RoutingContext,
+}
+
+pub(super) fn report_json(r: &Report) -> Value {
+    serde_json::to_value(r).unwrap_or_default()
+}
+
+/// The window retention leaves a webhook, as replays and plans say it: which deliveries a
+/// replay could still see.
+pub(super) fn retention_json(w: &crate::store::RetentionWindow) -> Value {
+    json!({
+        "max_age_days": w.retention.max_age.as_secs() / 86_400,
+        "max_events_per_webhook": w.retention.max_events_per_webhook,
+        "kept_since": rfc3339(w.kept_since_ms),
+        "oldest_stored": w.oldest_event_at_ms.map(rfc3339),
+    })
+}
