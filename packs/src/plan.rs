@@ -40,6 +40,17 @@ pub struct Transition {
     pub to: String,
     pub count: u64,
     pub example_event_ids: Vec<String>,
+    /// Which rule decided these deliveries before and which decides them after (`null`: no
+    /// rule, the default), most deliveries first: which rule now takes whose deliveries.
+    pub by_rules: Vec<RuleShift>,
+}
+
+/// Deliveries of one transition that moved from one deciding rule to another.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct RuleShift {
+    pub before_rule: Option<String>,
+    pub after_rule: Option<String>,
+    pub count: u64,
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -107,6 +118,8 @@ pub fn aggregate(
         ..Default::default()
     };
     let mut groups: BTreeMap<(String, String), Transition> = BTreeMap::new();
+    type Shifts = BTreeMap<(Option<String>, Option<String>), u64>;
+    let mut shifts: BTreeMap<(String, String), Shifts> = BTreeMap::new();
     let mut first: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
     let (mut work_before, mut work_after) = (0u64, 0u64);
     for e in replayed {
@@ -121,8 +134,14 @@ pub fn aggregate(
                     to: e.after.label.clone(),
                     count: 0,
                     example_event_ids: Vec::new(),
+                    by_rules: Vec::new(),
                 });
             g.count += 1;
+            *shifts
+                .entry((e.before.label.clone(), e.after.label.clone()))
+                .or_default()
+                .entry((e.before.rule_id.clone(), e.after.rule_id.clone()))
+                .or_default() += 1;
             if g.example_event_ids.len() < MAX_EXAMPLES {
                 g.example_event_ids.push(e.event_id.clone());
             }
@@ -137,6 +156,21 @@ pub fn aggregate(
         }
         work_before += u64::from(is_work(&e.before.label, fail_closed));
         work_after += u64::from(is_work(&e.after.label, fail_closed));
+    }
+    for (key, t) in groups.iter_mut() {
+        let mut by_rules: Vec<RuleShift> = shifts
+            .remove(key)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|((before_rule, after_rule), count)| RuleShift {
+                before_rule,
+                after_rule,
+                count,
+            })
+            .collect();
+        // Most deliveries first; ties in rule order (the map's), so plans compare exactly.
+        by_rules.sort_by_key(|s| std::cmp::Reverse(s.count));
+        t.by_rules = by_rules;
     }
     let mut transitions: Vec<Transition> = groups.into_values().collect();
     transitions.sort_by(|a, b| {
@@ -264,6 +298,14 @@ mod tests {
         let pack = |id: &str| id.split_once("--").map(|(p, _)| p.to_string());
         let r = aggregate(&events, &ids, &pack, false, false, &|ms| ms.to_string());
         assert_eq!(r.events_replayed, 36);
+        assert_eq!(
+            r.transitions[1].by_rules,
+            [RuleShift {
+                before_rule: Some("a".into()),
+                after_rule: Some("x--b".into()),
+                count: 30,
+            }]
+        );
         assert_eq!(r.changed, 35);
         assert_eq!(r.transitions[0].from, "queue:forge");
         assert_eq!(r.transitions[0].to, "drop");
@@ -304,5 +346,45 @@ mod tests {
         assert!(!proven(&events, &["cairn".into()], false));
         assert!(!proven(&events, &["github".into()], true));
         assert!(!proven(&[], &[], false));
+    }
+
+    #[test]
+    fn a_transition_names_which_rule_takes_whose_deliveries() {
+        let mut events = Vec::new();
+        for n in 0..3 {
+            events.push(event(
+                n,
+                routed("queue:forge", Some("a")),
+                routed("drop", Some("p--noise")),
+            ));
+        }
+        events.push(event(
+            3,
+            routed("queue:forge", None),
+            routed("drop", Some("p--noise")),
+        ));
+        for n in 4..6 {
+            events.push(event(
+                n,
+                routed("queue:forge", Some("b")),
+                routed("drop", Some("p--bots")),
+            ));
+        }
+        let ids = vec!["p--noise".to_string(), "p--bots".to_string()];
+        let r = aggregate(&events, &ids, &|_| None, false, false, &|ms| ms.to_string());
+        assert_eq!(r.transitions.len(), 1);
+        let shift = |before: Option<&str>, after: &str, count| RuleShift {
+            before_rule: before.map(str::to_string),
+            after_rule: Some(after.to_string()),
+            count,
+        };
+        assert_eq!(
+            r.transitions[0].by_rules,
+            [
+                shift(Some("a"), "p--noise", 3),
+                shift(Some("b"), "p--bots", 2),
+                shift(None, "p--noise", 1),
+            ]
+        );
     }
 }

@@ -2247,7 +2247,8 @@ async fn a_trusted_actors_plan_replays_with_the_actors_it_sets(db: TestDb) {
     );
     assert_eq!(
         plan["transitions"],
-        json!([{"from": "default", "to": "quarantine", "count": 1, "example_event_ids": [stranger]}])
+        json!([{"from": "default", "to": "quarantine", "count": 1, "example_event_ids": [stranger],
+                "by_rules": [{"before_rule": null, "after_rule": "trusted-actors--untrusted-actor", "count": 1}]}])
     );
     // The fixtures pass with the trusted actors their own params set.
     for f in plan["fixtures"].as_array().expect("fixtures") {
