@@ -194,8 +194,8 @@ fn fallback_code(code: Code) -> Reason {
 /// The call an agent should make next, for the codes where the gateway knows it.
 fn next_call(tool: &str, error: &ToolError) -> Option<String> {
     let detail = |key: &str| error.details.get(key).cloned().unwrap_or(Value::Null);
-    Some(match error.code.as_str() {
-        "not_found" => match tool {
+    Some(match Reason::parse(&error.code)? {
+        Reason::NotFound => match tool {
             "get_webhook_event" => {
                 "check the event id with list_webhook_events (and the webhook id with list_webhooks)"
                     .into()
@@ -211,78 +211,78 @@ fn next_call(tool: &str, error: &ToolError) -> Option<String> {
             }
             _ => "check the id with list_webhooks".into(),
         },
-        "version_mismatch" => format!(
+        Reason::VersionMismatch => format!(
             "call list_webhook_rules to read the saved configuration (version {}), apply your change to it, and call {tool} again with that expected_version",
             detail("current_version")
         ),
-        "plan_stale" => format!(
+        Reason::PlanStale => format!(
             "plan again: call {tool} without confirm, check the new plan, then confirm with its plan_token"
         ),
-        "unproven" => format!(
+        Reason::Unproven => format!(
             "if the plan is acceptable without proof, call {tool} again with the same confirm and allow_unproven: true"
         ),
-        "local_edits" => format!(
+        Reason::LocalEdits => format!(
             "inspect the edited rules with list_webhook_rules; to replace the edits, plan again with {tool} and overwrite_local_edits: true"
         ),
-        "invalid_configuration" => {
+        Reason::InvalidConfiguration => {
             "fix every listed problem and call again; check a candidate first with test_webhook_rules"
                 .into()
         }
-        "invalid_params" => {
+        Reason::InvalidParams => {
             "fix the named param (see the pack's params_schema in list_rule_packs) and plan again"
                 .into()
         }
-        "pack_rule_faults" => {
+        Reason::PackRuleFaults => {
             "inspect the named events with get_webhook_event; the pack cannot be installed on this webhook as it is"
                 .into()
         }
-        "requires_pack" => {
+        Reason::RequiresPack => {
             "install the required pack first (install_rule_pack), then plan this one again".into()
         }
-        "required_by_pack" => {
+        Reason::RequiredByPack => {
             "remove the packs named in details.required_by first (remove_rule_pack), then plan this removal again"
                 .into()
         }
-        "too_many_rules" => {
+        Reason::TooManyRules => {
             "remove rules (delete_webhook_rule) or packs (remove_rule_pack) to make room, or adopt hand-written rules with replaces"
                 .into()
         }
-        "default_conflict" => {
+        Reason::DefaultConflict => {
             "another installed pack already sets default_action: remove it first with remove_rule_pack"
                 .into()
         }
-        "grant_not_allowed" => {
+        Reason::GrantNotAllowed => {
             "grant only queues in details.allowed (an operator sets them per owner scope with `switchboard admin scope allow`), or ask an operator to allow the queues in details.outside"
                 .into()
         }
-        "unavailable_version" => "pick an available version from list_rule_packs".into(),
-        "busy" => format!(
+        Reason::UnavailableVersion => "pick an available version from list_rule_packs".into(),
+        Reason::Busy => format!(
             "another replay is running on this webhook; call {tool} again in a few seconds"
         ),
-        "rate_limited" => match error.details.get("retry_after_ms") {
+        Reason::RateLimited => match error.details.get("retry_after_ms") {
             Some(ms) => format!("wait {ms} ms, then call {tool} again"),
             None => format!("wait a little, then call {tool} again"),
         },
-        "router_unavailable" | "control_unavailable" | "internal" => {
+        Reason::RouterUnavailable | Reason::ControlUnavailable | Reason::Internal => {
             format!("nothing was changed; retry {tool} shortly")
         }
-        "permission_denied" => {
+        Reason::PermissionDenied => {
             "this endpoint may not make this call: use a tool from tools/list, or ask an operator for an endpoint whose allowlist and role permit it"
                 .into()
         }
-        "unauthenticated" => {
+        Reason::Unauthenticated => {
             "the endpoint credential is unknown or revoked: ask an operator for a new endpoint"
                 .into()
         }
-        "conflict" => match tool {
+        Reason::Conflict => match tool {
             "claim_todo" | "complete_todo" => {
                 "another endpoint holds this todo: pick another with list_todos filter unclaimed"
                     .into()
             }
             _ => "read the current state again and retry".into(),
         },
-        "invalid_argument" => format!("fix the named argument and call {tool} again"),
-        "unimplemented" => "this instance does not serve that yet".into(),
+        Reason::InvalidArgument => format!("fix the named argument and call {tool} again"),
+        Reason::Unimplemented => "this instance does not serve that yet".into(),
         _ => return None,
     })
 }

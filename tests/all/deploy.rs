@@ -739,6 +739,156 @@ fn check(target: &str, resources: &[Value]) {
         "{target}: the gateway must allow its Service name as Host (allowed_host = {allowed:?})"
     );
 
+    // Every Deployment's pods are covered by a PodDisruptionBudget (node drains take them one
+    // at a time).
+    for w in &workloads {
+        assert!(
+            pdb_of(w).is_some(),
+            "{target}: a PodDisruptionBudget covers the pods of {}",
+            w.name
+        );
+    }
+
+    // Ingresses route to real Services and ports: `/hooks/` to control's ingest listener,
+    // `/mcp` to the gateway, whose --allowed-host must accept the Ingress host.
+    for ingress in of_kind("Ingress") {
+        for rule in ingress["spec"]["rules"].as_array().into_iter().flatten() {
+            let host = str_at(rule, "/host").unwrap_or_default();
+            for path in rule["http"]["paths"].as_array().into_iter().flatten() {
+                let name = str_at(path, "/backend/service/name").unwrap_or_default();
+                let w = workloads
+                    .iter()
+                    .find(|w| names_service(name, service_for(w)))
+                    .unwrap_or_else(|| {
+                        panic!("{target}: Ingress backend {name} is no Service of a role")
+                    });
+                let service = service_for(w);
+                let port = &path["backend"]["service"]["port"];
+                let service_port = service["spec"]["ports"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .find(|p| p["name"] == port["name"] || p["port"] == port["number"])
+                    .unwrap_or_else(|| panic!("{target}: Service {name} has no port {port}"));
+                let c = &w.containers[0];
+                let reached = c.resolve(
+                    service_port
+                        .get("targetPort")
+                        .unwrap_or(&service_port["port"]),
+                    "Ingress targetPort",
+                );
+                let route = str_at(path, "/path").unwrap_or_default();
+                match route {
+                    "/hooks/" => assert_eq!(
+                        (c.role.as_str(), Some(reached)),
+                        ("control", c.listen_port(Proto::Http)),
+                        "{target}: /hooks/ must reach control's ingest listener"
+                    ),
+                    "/mcp" => {
+                        assert_eq!(c.role, "gateway", "{target}: /mcp must reach the gateway");
+                        assert!(
+                            c.listens_on(reached),
+                            "{target}: /mcp reaches port {reached}"
+                        );
+                        assert!(
+                            allowed.iter().any(|h| h.split(':').next() == Some(host)),
+                            "{target}: the gateway must allow the Ingress host {host} (allowed_host = {allowed:?})"
+                        );
+                    }
+                    other => panic!(
+                        "{target}: Ingress path {other} routes to nothing Switchboard serves"
+                    ),
+                }
+            }
+        }
+    }
+
+    // NetworkPolicies: each selects one role, names only ports it listens on, and lets the
+    // roles reach one another as they are wired: control → routers, gateway → control.
+    let policies = of_kind("NetworkPolicy");
+    let policy_of = |w: &Workload| -> Option<&Value> {
+        policies
+            .iter()
+            .copied()
+            .find(|p| selects(&labels(&p["spec"]["podSelector"]["matchLabels"]), &w.labels))
+    };
+    for p in &policies {
+        let selector = labels(&p["spec"]["podSelector"]["matchLabels"]);
+        let selected: Vec<&Workload> = workloads
+            .iter()
+            .filter(|w| selects(&selector, &w.labels))
+            .collect();
+        let name = str_at(p, "/metadata/name").unwrap_or_default();
+        assert_eq!(
+            selected.len(),
+            1,
+            "{target}: NetworkPolicy {name} selects one role"
+        );
+        for rule in p["spec"]["ingress"].as_array().into_iter().flatten() {
+            for port in rule["ports"].as_array().into_iter().flatten() {
+                let n = selected[0].containers[0].resolve(&port["port"], "NetworkPolicy");
+                assert!(
+                    selected[0].containers[0].listens_on(n),
+                    "{target}: NetworkPolicy {name} opens port {n}, where nothing listens"
+                );
+            }
+        }
+    }
+    // Whether `to`'s policy (if any) admits pods of `from` (`None`: any pod) on `port`.
+    let admits = |to: &Workload, from: Option<&Workload>, port: u16| -> bool {
+        let Some(policy) = policy_of(to) else {
+            return true;
+        };
+        policy["spec"]["ingress"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|rule| {
+                let port_ok = rule["ports"].as_array().is_none_or(|ports| {
+                    ports
+                        .iter()
+                        .any(|p| to.containers[0].try_resolve(&p["port"]) == Some(port))
+                });
+                let from_ok = match rule["from"].as_array() {
+                    None => true,
+                    Some(peers) => from.is_some_and(|f| {
+                        peers.iter().any(|peer| {
+                            peer.get("namespaceSelector").is_none()
+                                && selects(&labels(&peer["podSelector"]["matchLabels"]), &f.labels)
+                        })
+                    }),
+                };
+                port_ok && from_ok
+            })
+    };
+    let router_port = router_c
+        .listen_port(Proto::Grpc)
+        .expect("the router's port");
+    assert!(
+        admits(router, Some(control), router_port),
+        "{target}: control must be let in to the routers' gRPC port"
+    );
+    let control_grpc = control_c
+        .listen_port(Proto::Grpc)
+        .expect("control's gRPC port");
+    assert!(
+        admits(control, Some(gateway), control_grpc),
+        "{target}: the gateway must be let in to control's gRPC port"
+    );
+    let ingest = control_c
+        .listen_port(Proto::Http)
+        .expect("control's ingest port");
+    assert!(
+        admits(control, None, ingest),
+        "{target}: forges (any pod, any address) must be let in to ingest"
+    );
+    if policy_of(router).is_some() {
+        assert!(
+            !admits(router, Some(gateway), router_port),
+            "{target}: the gateway has no business with the routers"
+        );
+    }
+
     // Overlays carry (or generate) the Secrets the containers reference.
     if target != "base" {
         let secrets = of_kind("Secret");

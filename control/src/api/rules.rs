@@ -73,8 +73,6 @@ impl WebhookRulesApi {
             } else {
                 parse_candidate("configuration_json", &req.configuration_json)?
             };
-            let packs =
-                crate::rule_packs::RulePacks::new(self.state.clone(), self.state.catalog.clone());
             let who = crate::rule_packs::Caller {
                 endpoint_id: caller.endpoint.id.clone(),
                 human: caller.endpoint.human_login.clone(),
@@ -84,7 +82,7 @@ impl WebhookRulesApi {
                 limit: (replay.limit > 0).then_some(replay.limit),
                 since: (replay.since_ms > 0).then_some(replay.since_ms),
             };
-            let report = packs
+            let report = crate::rule_packs::Replayer::new(self.state.clone())
                 .replay_candidate(&who, &w.id, candidate, &window, progress)
                 .await
                 .map_err(ApiError::RulePack)?;

@@ -109,11 +109,12 @@ impl RulePacks {
         let configuration: Configuration = serde_json::from_value(plan.candidate.clone())
             .map_err(|e| Error::internal(format!("stored candidate: {e}")))?;
         // No widening: validated against the grant again at apply.
-        self.validate_candidate(
-            &configuration,
-            &routing_context(&webhook, &self.state.capabilities),
-        )
-        .await?;
+        self.replayer
+            .validate_candidate(
+                &configuration,
+                &routing_context(&webhook, &self.state.capabilities),
+            )
+            .await?;
         let now = rfc3339(self.state.store.clock().now_ms());
         let mut installed =
             provenance::from_json(plan.plan["apply"].get("provenance").unwrap_or(&Value::Null));

@@ -46,6 +46,7 @@ mod replay;
 use self::{confirm::*, list::*, plan::*, replay::*};
 pub use error::PackError;
 pub use external::load_catalog;
+pub use replay::Replayer;
 
 /// Replay window defaults (REQ-4).
 pub const DEFAULT_REPLAY_LIMIT: u32 = 200;
@@ -105,8 +106,8 @@ pub type Progress = Arc<dyn Fn(u64, u64) + Send + Sync>;
 pub struct RulePacks {
     state: ControlState,
     catalog: Arc<Catalog>,
-    /// The total time budget of one replay.
-    pub replay_budget: Duration,
+    /// The replay plans are made from.
+    replayer: Replayer,
 }
 
 fn sha256_hex(text: &str) -> String {
@@ -142,11 +143,10 @@ pub(super) struct ReplayOutcome {
 
 impl RulePacks {
     pub fn new(state: ControlState, catalog: Arc<Catalog>) -> Self {
-        let replay_budget = state.limits.replay_budget;
         Self {
+            replayer: Replayer::new(state.clone()),
             state,
             catalog,
-            replay_budget,
         }
     }
 

@@ -54,7 +54,8 @@ impl RulePacks {
         let candidate =
             install_candidate(&saved, &prov, &pack, &request, &|n, v| self.manifest(n, v))?;
         let ctx = routing_context(&webhook, &self.state.capabilities);
-        self.validate_candidate(&candidate.configuration, &ctx)
+        self.replayer
+            .validate_candidate(&candidate.configuration, &ctx)
             .await?;
         self.run_param_checks(&pack, &candidate.configuration, &ctx)
             .await?;
@@ -115,7 +116,8 @@ impl RulePacks {
             self.manifest(n, v)
         })?;
         let ctx = routing_context(&webhook, &self.state.capabilities);
-        self.validate_candidate(&candidate.configuration, &ctx)
+        self.replayer
+            .validate_candidate(&candidate.configuration, &ctx)
             .await?;
         let installed = prov.iter().find(|p| p.name == args.name).cloned();
         let pack = installed
@@ -133,31 +135,6 @@ impl RulePacks {
             progress,
         )
         .await
-    }
-
-    pub(super) async fn validate_candidate(
-        &self,
-        candidate: &Configuration,
-        ctx: &RoutingContext,
-    ) -> Result<(), PackError> {
-        let json = serde_json::to_string(candidate).unwrap_or_default();
-        let resp = self.state.routers.validate(&json, ctx).await?;
-        if resp.valid {
-            return Ok(());
-        }
-        let problems: Vec<Value> = resp
-            .problems
-            .iter()
-            .map(|p| json!({"rule_id": p.rule_id, "code": p.code, "message": p.message, "field": p.field}))
-            .collect();
-        Err(PackError::new(
-            Reason::InvalidConfiguration,
-            format!(
-                "the candidate does not validate ({} problems)",
-                problems.len()
-            ),
-            json!({"problems": problems}),
-        ))
     }
 
     /// Evaluates every param check with the candidate's params, in the sandbox like any rule.
@@ -287,6 +264,7 @@ impl RulePacks {
             None => ctx.clone(),
         };
         let outcome = self
+            .replayer
             .replay(
                 caller,
                 &webhook.id,

@@ -4,7 +4,21 @@
 
 use super::*;
 
-impl RulePacks {
+/// Replays a candidate beside the saved configuration over a webhook's own stored deliveries:
+/// the one replay plans (through [`RulePacks`]) and `test_webhook_rules` with `replay` share.
+#[derive(Clone)]
+pub struct Replayer {
+    state: ControlState,
+    /// The total time budget of one replay.
+    budget: Duration,
+}
+
+impl Replayer {
+    pub fn new(state: ControlState) -> Self {
+        let budget = state.limits.replay_budget;
+        Self { state, budget }
+    }
+
     /// `test_webhook_rules` with `replay` (REQ-8): the report, no token, nothing written.
     pub async fn replay_candidate(
         &self,
@@ -74,6 +88,31 @@ impl RulePacks {
         Ok(out)
     }
 
+    pub(super) async fn validate_candidate(
+        &self,
+        candidate: &Configuration,
+        ctx: &RoutingContext,
+    ) -> Result<(), PackError> {
+        let json = serde_json::to_string(candidate).unwrap_or_default();
+        let resp = self.state.routers.validate(&json, ctx).await?;
+        if resp.valid {
+            return Ok(());
+        }
+        let problems: Vec<Value> = resp
+            .problems
+            .iter()
+            .map(|p| json!({"rule_id": p.rule_id, "code": p.code, "message": p.message, "field": p.field}))
+            .collect();
+        Err(PackError::new(
+            Reason::InvalidConfiguration,
+            format!(
+                "the candidate does not validate ({} problems)",
+                problems.len()
+            ),
+            json!({"problems": problems}),
+        ))
+    }
+
     /// Replays both configurations over the webhook's window, under the lease, the rate
     /// limit and the time budget. Reads only this webhook's events; writes nothing.
     #[allow(clippy::too_many_arguments)]
@@ -97,7 +136,7 @@ impl RulePacks {
             ));
         }
         let holder = format!("{}:{}", caller.endpoint_id, uuid_like());
-        let lease_ttl = self.replay_budget + Duration::from_secs(30);
+        let lease_ttl = self.budget + Duration::from_secs(30);
         if !self
             .state
             .store
@@ -154,7 +193,7 @@ impl RulePacks {
             let total = deliveries.len() as u64;
             let chunk = self.state.limits.replay_chunk.max(1);
             let budget_ms = self.state.limits.evaluation_budget.as_millis() as u32;
-            let deadline = tokio::time::Instant::now() + self.replay_budget;
+            let deadline = tokio::time::Instant::now() + self.budget;
             let mut calls = futures::stream::FuturesOrdered::new();
             let chunks = switchboard_model::body::chunk_ranges(
                 deliveries.iter().map(|d| d.body.len()),
