@@ -383,25 +383,10 @@ impl RulePacks {
                 json!({"faults": faults}),
             ));
         }
-        let ids: Vec<String> = candidate
-            .configuration
-            .rules
-            .iter()
-            .filter_map(|r| r.id.clone())
-            .collect();
-        let prov = &candidate.provenance;
-        let from_pack = |id: &str| {
-            prov.iter()
-                .find(|p| p.rule_ids.iter().any(|r| r == id))
-                .map(|p| p.name.clone())
-        };
-        let report = aggregate(
-            &outcome.replayed,
-            &ids,
-            &from_pack,
+        let report = outcome.report(
+            &candidate.configuration,
+            &candidate.provenance,
             self.state.capabilities.trusted_actors,
-            outcome.truncated,
-            &rfc3339,
         );
         let source_types = pack
             .map(|p| p.requires.source_types.clone())

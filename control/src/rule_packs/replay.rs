@@ -54,24 +54,7 @@ impl Replayer {
                 progress,
             )
             .await?;
-        let ids: Vec<String> = candidate
-            .rules
-            .iter()
-            .filter_map(|r| r.id.clone())
-            .collect();
-        let from_pack = |id: &str| {
-            prov.iter()
-                .find(|p| p.rule_ids.iter().any(|r| r == id))
-                .map(|p| p.name.clone())
-        };
-        let report = aggregate(
-            &outcome.replayed,
-            &ids,
-            &from_pack,
-            self.state.capabilities.trusted_actors,
-            outcome.truncated,
-            &rfc3339,
-        );
+        let report = outcome.report(&candidate, &prov, self.state.capabilities.trusted_actors);
         let mut out = report_json(&report);
         out["stopped"] = json!(outcome.stopped);
         let window = self
@@ -367,4 +350,35 @@ pub(super) fn retention_json(w: &crate::store::RetentionWindow) -> Value {
         "kept_since": rfc3339(w.kept_since_ms),
         "oldest_stored": w.oldest_event_at_ms.map(rfc3339),
     })
+}
+
+impl ReplayOutcome {
+    /// The replay half of a plan (or REQ-8's report) for `candidate`, whose rules
+    /// `provenance` says which pack installed; `fail_closed` quarantines faults.
+    pub(super) fn report(
+        &self,
+        candidate: &Configuration,
+        provenance: &[provenance::InstalledPack],
+        fail_closed: bool,
+    ) -> Report {
+        let ids: Vec<String> = candidate
+            .rules
+            .iter()
+            .filter_map(|r| r.id.clone())
+            .collect();
+        let from_pack = |id: &str| {
+            provenance
+                .iter()
+                .find(|p| p.rule_ids.iter().any(|r| r == id))
+                .map(|p| p.name.clone())
+        };
+        aggregate(
+            &self.replayed,
+            &ids,
+            &from_pack,
+            fail_closed,
+            self.truncated,
+            &rfc3339,
+        )
+    }
 }
