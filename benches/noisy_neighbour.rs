@@ -316,10 +316,11 @@ fn main() {
                 };
                 tokio::spawn(async move {
                     let started = Instant::now();
-                    let mut plan = packs
+                    let answer = packs
                         .install(&caller, args, None)
                         .await
                         .unwrap_or_else(|e| panic!("A's plan: {e:?}"));
+                    let mut plan = serde_json::to_value(answer).unwrap_or_default();
                     plan["took_ms"] = json!(started.elapsed().as_millis() as u64);
                     plan
                 })

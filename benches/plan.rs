@@ -230,6 +230,7 @@ fn main() {
                         .install(&caller(&scope, plan_no), args.clone(), None)
                         .await
                         .unwrap_or_else(|e| panic!("plan {name}: {e:?}"));
+                    let plan = serde_json::to_value(plan).expect("plan json");
                     let token = plan["plan_token"].as_str().expect("a plan token").to_string();
                     plan_no += 1;
                     packs
@@ -259,6 +260,7 @@ fn main() {
                 .install(&caller(&scope, plan_no), candidate_args.clone(), None)
                 .await
                 .unwrap_or_else(|e| panic!("plan no-self-review: {e:?}"));
+            let plan = serde_json::to_value(plan).expect("plan json");
             assert_eq!(
                 plan["events_replayed"].as_u64(),
                 Some(DELIVERIES as u64),
@@ -296,6 +298,7 @@ fn main() {
                                 .await
                                 .expect("plan");
                             plan_ms.push(ms(t.elapsed()));
+                            let plan = serde_json::to_value(plan).expect("plan json");
                             assert!(plan["plan_token"].is_string());
                         }
                         1 => {

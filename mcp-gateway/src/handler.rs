@@ -612,19 +612,27 @@ async fn follow<M, R>(
     }
 }
 
-/// Follows a plan's stream: the final `result_json` is the tool's result.
+/// Follows a plan's stream: the typed plan or applied result is the tool's result, as the
+/// same types control built it from serialize it. (The deprecated JSON text that follows it,
+/// for older gateways, is not read.)
 async fn follow_plan(
     tool: &str,
     stream: Streaming<pb::RulePackEvent>,
     context: &RequestContext<RoleServer>,
 ) -> Result<Value, ToolError> {
-    let text = follow(tool, stream, context, |e| match e.event {
+    let answer = follow(tool, stream, context, |e| match e.event {
         Some(Event::Progress(p)) => Some(Step::Progress(p)),
-        Some(Event::ResultJson(text)) => Some(Step::Done(text)),
-        None => None,
+        Some(Event::Plan(plan)) => {
+            Some(Step::Done(convert::PackAnswer::Plan(Box::new(plan.into()))))
+        }
+        Some(Event::Applied(applied)) => Some(Step::Done(convert::PackAnswer::Applied(Box::new(
+            applied.into(),
+        )))),
+        #[allow(deprecated)]
+        Some(Event::ResultJson(_)) | None => None,
     })
     .await?;
-    Ok(Value::Object(convert::object_field("result_json", &text)?))
+    to_value(answer)
 }
 
 impl ServerHandler for Gateway {

@@ -495,8 +495,12 @@ async fn a_plan_forwards_progress_when_the_client_asks() {
     assert_eq!(progress[2]["params"]["total"], 3.0);
     let plan = tool_result(&r)["structuredContent"].clone();
     assert_eq!(plan["plan_token"], "tok_fresh");
-    // params travelled to control as JSON text and came back as the same object.
-    assert_eq!(plan["params_seen"]["bot_actors"][0], "ci-bot");
+    // params travelled to control as JSON text (the fake control says what it saw).
+    let note = plan["confirm_with"]["note"].as_str().expect("a note");
+    let seen: Value =
+        serde_json::from_str(note.trim_start_matches("params seen: ")).expect("params json");
+    assert_eq!(seen["bot_actors"][0], "ci-bot");
+    assert_eq!(plan["nothing_saved"], true);
 
     // Without a progressToken, no notifications: just the result.
     let r = post(

@@ -4,7 +4,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use switchboard_model::{Action, Configuration, MAX_RULES, Rule};
 use switchboard_proto::reason::Reason;
@@ -59,7 +59,8 @@ impl MergeError {
 }
 
 /// The rule diff between the saved configuration and the candidate, by id.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RuleDiff {
     pub added: Vec<String>,
     pub removed: Vec<String>,
@@ -71,14 +72,16 @@ pub struct RuleDiff {
     pub default_action: Option<DefaultActionChange>,
 }
 
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct DefaultActionChange {
     pub before: Option<String>,
     pub after: Option<String>,
 }
 
 /// The param diff: keys only, never values of other owners' secrets in a listing.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct ParamDiff {
     pub added: Vec<String>,
     pub changed: Vec<String>,
@@ -95,7 +98,8 @@ pub struct ParamDiff {
 }
 
 /// Between the installed version and the target version of the same pack.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct VersionDiff {
     pub from: String,
     pub to: String,

@@ -805,7 +805,7 @@ async fn up_loads_external_packs_through_its_own_router() {
         .await
         .expect("list packs")
         .into_inner();
-    let listing: serde_json::Value = serde_json::from_str(&listed.result_json).expect("json");
+    let listing = crate::support::typed::listing(&listed);
     let ext = listing["packs"]
         .as_array()
         .expect("packs")

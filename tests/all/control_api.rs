@@ -1953,7 +1953,7 @@ async fn dry_runs_route_events_and_payloads_and_write_nothing(api: Api) {
         .await
         .expect("replay")
         .into_inner();
-    assert!(replayed.replay_report_json.contains("events_replayed"));
+    assert!(crate::support::typed::replay_report(&replayed)["events_replayed"].is_u64());
     // Streamed, the same replay reports progress up to the window's total, then the report.
     let mut stream = c
         .rules
@@ -1973,8 +1973,7 @@ async fn dry_runs_route_events_and_payloads_and_write_nothing(api: Api) {
         }
     }
     let streamed = streamed.expect("the stream ends with the response");
-    let report: serde_json::Value =
-        serde_json::from_str(&streamed.replay_report_json).expect("a JSON report");
+    let report = crate::support::typed::replay_report(&streamed);
     let replayed_count = report["events_replayed"].as_u64().expect("events_replayed");
     assert!(replayed_count > 0, "{report}");
     let last = progress.last().copied().expect("progress was reported");

@@ -11,7 +11,7 @@ use switchboard_control::{OwnerScope, Store};
 use switchboard_proto::control::v1::rule_packs_client::RulePacksClient;
 use switchboard_proto::control::v1::webhook_rules_client::WebhookRulesClient;
 use switchboard_proto::control::v1::webhooks_client::WebhooksClient;
-use switchboard_proto::control::v1::{InstallRulePackRequest, RulePackEvent, rule_pack_event};
+use switchboard_proto::control::v1::{InstallRulePackRequest, RulePackEvent};
 use tonic::service::Interceptor;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
@@ -93,12 +93,6 @@ impl Api {
 }
 
 /// The result JSON a rule-pack stream ends with, after its progress events.
-pub async fn result_of(mut stream: Streaming<RulePackEvent>) -> Result<Value, Status> {
-    while let Some(ev) = stream.message().await? {
-        if let Some(rule_pack_event::Event::ResultJson(j)) = ev.event {
-            return serde_json::from_str(&j)
-                .map_err(|e| Status::internal(format!("result json: {e}")));
-        }
-    }
-    Err(Status::internal("stream ended without a result"))
+pub async fn result_of(stream: Streaming<RulePackEvent>) -> Result<Value, Status> {
+    crate::support::typed::pack_result(stream).await
 }

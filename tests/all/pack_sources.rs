@@ -18,9 +18,7 @@ use switchboard_control::pack_sources::{FetchOptions, MAX_SOURCE_BYTES, read_sou
 use switchboard_control::store::{NewEndpoint, SourceType};
 use switchboard_packs::{Catalog, Pack};
 use switchboard_proto::control::v1::rule_packs_client::RulePacksClient;
-use switchboard_proto::control::v1::{
-    InstallRulePackRequest, ListRulePacksRequest, rule_pack_event,
-};
+use switchboard_proto::control::v1::{InstallRulePackRequest, ListRulePacksRequest};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio_rustls::TlsAcceptor;
@@ -571,15 +569,13 @@ async fn control_lists_https_packs_and_skips_what_fails_on(db: TestDb) {
         .await
         .expect("connects");
     let mut client = RulePacksClient::with_interceptor(channel, Bearer(credential));
-    let listing: Value = serde_json::from_str(
+    let listing = crate::support::typed::listing(
         &client
             .list_rule_packs(ListRulePacksRequest::default())
             .await
             .expect("list packs")
-            .into_inner()
-            .result_json,
-    )
-    .expect("json");
+            .into_inner(),
+    );
     let listed = listing["packs"].as_array().expect("packs");
     let ext = listed
         .iter()
@@ -707,15 +703,12 @@ async fn install(
     client: &mut RulePacksClient<InterceptedService<Channel, Bearer>>,
     req: InstallRulePackRequest,
 ) -> Value {
-    let mut stream = client
+    let stream = client
         .install_rule_pack(req)
         .await
         .expect("install")
         .into_inner();
-    while let Some(ev) = stream.message().await.expect("install stream") {
-        if let Some(rule_pack_event::Event::ResultJson(j)) = ev.event {
-            return serde_json::from_str(&j).expect("result json");
-        }
-    }
-    panic!("the install stream ended without a result")
+    crate::support::typed::pack_result(stream)
+        .await
+        .expect("the install's result")
 }

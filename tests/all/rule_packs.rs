@@ -17,7 +17,6 @@ use switchboard_proto::control::v1::webhook_rules_client::WebhookRulesClient;
 use switchboard_proto::control::v1::{
     InstallRulePackRequest, ListRulePacksRequest, ListWebhookRulesRequest, RemoveRulePackRequest,
     SetWebhookRulesRequest, TestReplay, TestWebhookRulesRequest, UpdateWebhookRuleRequest,
-    rule_pack_event,
 };
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
@@ -259,21 +258,12 @@ pub(crate) async fn install(
     credential: &str,
     req: InstallRulePackRequest,
 ) -> Result<Value, Status> {
-    let mut stream = env
+    let stream = env
         .packs(credential)
         .install_rule_pack(req)
         .await?
         .into_inner();
-    loop {
-        match stream.message().await? {
-            Some(ev) => {
-                if let Some(rule_pack_event::Event::ResultJson(j)) = ev.event {
-                    return Ok(serde_json::from_str(&j).expect("result json"));
-                }
-            }
-            None => return Err(Status::internal("stream ended without a result")),
-        }
-    }
+    crate::support::typed::pack_result(stream).await
 }
 
 pub(crate) async fn remove(
@@ -281,17 +271,12 @@ pub(crate) async fn remove(
     credential: &str,
     req: RemoveRulePackRequest,
 ) -> Result<Value, Status> {
-    let mut stream = env
+    let stream = env
         .packs(credential)
         .remove_rule_pack(req)
         .await?
         .into_inner();
-    while let Some(ev) = stream.message().await? {
-        if let Some(rule_pack_event::Event::ResultJson(j)) = ev.event {
-            return Ok(serde_json::from_str(&j).expect("result json"));
-        }
-    }
-    Err(Status::internal("stream ended without a result"))
+    crate::support::typed::pack_result(stream).await
 }
 
 pub(crate) fn plan_req(webhook: &Webhook, name: &str) -> InstallRulePackRequest {
@@ -335,7 +320,7 @@ async fn listing(env: &Env, credential: &str, webhook: Option<&Webhook>) -> Valu
         .await
         .expect("list packs")
         .into_inner();
-    serde_json::from_str(&r.result_json).expect("json")
+    crate::support::typed::listing(&r)
 }
 
 fn pack<'a>(listing: &'a Value, name: &str) -> &'a Value {
@@ -910,7 +895,7 @@ async fn replay_report(env: &Env, cred: &str, w: &Webhook, candidate: Value) -> 
         .await
         .expect("replay")
         .into_inner();
-    serde_json::from_str(&r.replay_report_json).expect("report")
+    crate::support::typed::replay_report(&r)
 }
 
 async fn a_hand_written_rule_gets_the_same_evidence(db: TestDb) {

@@ -322,8 +322,10 @@ fn read_plan_stream(
                         progress.push((p.replayed, p.total));
                         continue;
                     }
-                    Some(rule_pack_event::Event::ResultJson(j)) => serde_json::from_str(&j)
-                        .map_err(|e| Status::internal(format!("result json: {e}"))),
+                    Some(event) => match crate::support::typed::pack_event(&event) {
+                        Some(json) => Ok(json),
+                        None => continue,
+                    },
                     None => continue,
                 },
                 Ok(None) => Err(Status::internal("the stream ended without a result")),
@@ -881,7 +883,7 @@ async fn two_replays_of_one_webhook_at_once_one_answers_busy(db: TestDb) {
         .await
         .expect("a replay on B once the first finished")
         .into_inner();
-    let report: Value = serde_json::from_str(&after.replay_report_json).expect("report json");
+    let report: Value = crate::support::typed::replay_report(&after);
     assert_eq!(report["events_replayed"], 50, "{report}");
     assert_eq!(
         report["changed"], 0,

@@ -357,3 +357,69 @@ pub fn assert_golden_section(path: &str, name: &str, content: &str) {
         );
     }
 }
+
+/// The rule-pack gRPC results as the JSON an agent reads: the typed messages through the
+/// same types the gateway serializes. Each also checks that the deprecated JSON text control
+/// still sends for older clients says exactly the same.
+pub mod typed {
+    use serde_json::Value;
+    use switchboard_packs::listing::Listing;
+    use switchboard_packs::plan::{Applied, CandidateReplay, Plan, Report};
+    use switchboard_proto::control::v1 as pb;
+    use switchboard_proto::control::v1::rule_pack_event::Event;
+    use tonic::{Status, Streaming};
+
+    /// A typed plan or applied result event as JSON; `None` for any other event.
+    pub fn pack_event(event: &Event) -> Option<Value> {
+        let json = match event {
+            Event::Plan(p) => serde_json::to_value(Plan::from(p.clone())),
+            Event::Applied(a) => serde_json::to_value(Applied::from(a.clone())),
+            _ => return None,
+        };
+        Some(json.expect("a typed result serializes"))
+    }
+
+    /// Reads a rule-pack stream to its typed result, then checks the deprecated JSON event
+    /// that follows it.
+    pub async fn pack_result(mut stream: Streaming<pb::RulePackEvent>) -> Result<Value, Status> {
+        while let Some(ev) = stream.message().await? {
+            let Some(typed) = ev.event.as_ref().and_then(pack_event) else {
+                continue;
+            };
+            let legacy = stream.message().await?.and_then(|e| e.event);
+            #[allow(deprecated)]
+            let Some(Event::ResultJson(text)) = legacy else {
+                panic!("the typed result was not followed by its JSON text: {legacy:?}");
+            };
+            let legacy: Value = serde_json::from_str(&text).expect("result json");
+            assert_eq!(legacy, typed, "the JSON text and the typed result differ");
+            return Ok(typed);
+        }
+        Err(Status::internal("stream ended without a result"))
+    }
+
+    /// A listing as JSON, from its typed message.
+    pub fn listing(r: &pb::RulePacksResult) -> Value {
+        let typed = serde_json::to_value(Listing::from(r.listing.clone().unwrap_or_default()))
+            .expect("a listing serializes");
+        #[allow(deprecated)]
+        let legacy: Value = serde_json::from_str(&r.result_json).expect("listing json");
+        assert_eq!(legacy, typed, "the JSON text and the typed listing differ");
+        typed
+    }
+
+    /// `test_webhook_rules`' replay report as JSON, from its typed fields.
+    pub fn replay_report(r: &pb::TestWebhookRulesResponse) -> Value {
+        let typed = serde_json::to_value(CandidateReplay {
+            report: Report::from(r.replay_report.clone().expect("a replay report")),
+            minted_rule_ids: r.minted_rule_ids.clone(),
+            rule_diff: r.replay_rule_diff.clone().unwrap_or_default().into(),
+            nothing_saved: true,
+        })
+        .expect("a report serializes");
+        #[allow(deprecated)]
+        let legacy: Value = serde_json::from_str(&r.replay_report_json).expect("report json");
+        assert_eq!(legacy, typed, "the JSON text and the typed report differ");
+        typed
+    }
+}

@@ -13,7 +13,9 @@ use tonic::{Request, Response, Status};
 use super::auth::{Caller, authorize};
 use super::status::ApiError;
 use super::streaming::{self, with_progress};
-use crate::rule_packs::{self, InstallArgs, PackError, Progress, RemoveArgs, RulePacks};
+use crate::rule_packs::{
+    self, InstallArgs, PackAnswer, PackError, Progress, RemoveArgs, RulePacks,
+};
 use crate::state::ControlState;
 
 type EventStream = streaming::EventStream<RulePackEvent>;
@@ -58,10 +60,11 @@ fn params(json: Option<String>) -> Result<Option<Map<String, Value>>, ApiError> 
     }
 }
 
-/// A pack call's stream: replay progress, then the plan or applied result as JSON.
+/// A pack call's stream: replay progress, then the typed plan or applied result, then (for
+/// one release, for clients built before the typed results) the same result as JSON.
 fn stream<F>(work: impl FnOnce(Progress) -> F + Send + 'static) -> EventStream
 where
-    F: std::future::Future<Output = Result<Value, PackError>> + Send + 'static,
+    F: std::future::Future<Output = Result<PackAnswer, PackError>> + Send + 'static,
 {
     with_progress(
         move |progress| async move { work(progress).await.map_err(ApiError::RulePack) },
@@ -71,8 +74,21 @@ where
                 total,
             })),
         },
-        |v: Value| RulePackEvent {
-            event: Some(rule_pack_event::Event::ResultJson(v.to_string())),
+        |answer: PackAnswer| {
+            let typed = match &answer {
+                PackAnswer::Plan(plan) => rule_pack_event::Event::Plan(plan.as_ref().into()),
+                PackAnswer::Applied(applied) => {
+                    rule_pack_event::Event::Applied(applied.as_ref().into())
+                }
+            };
+            #[allow(deprecated)]
+            let json = rule_pack_event::Event::ResultJson(
+                serde_json::to_string(&answer).unwrap_or_default(),
+            );
+            vec![
+                RulePackEvent { event: Some(typed) },
+                RulePackEvent { event: Some(json) },
+            ]
         },
     )
 }
@@ -91,8 +107,10 @@ impl RulePacksService for RulePacksApi {
                 .list(&caller(&c), (!webhook_id.is_empty()).then_some(webhook_id))
                 .await
                 .map_err(ApiError::RulePack)?;
+            #[allow(deprecated)]
             Ok(RulePacksResult {
-                result_json: listing.to_string(),
+                result_json: serde_json::to_string(&listing).unwrap_or_default(),
+                listing: Some((&listing).into()),
             })
         })
         .await

@@ -86,15 +86,14 @@ impl WebhookRulesApi {
                 .replay_candidate(&who, &w.id, candidate, &window, progress)
                 .await
                 .map_err(ApiError::RulePack)?;
-            let minted = report
-                .get("minted_rule_ids")
-                .and_then(|m| serde_json::from_value::<Vec<String>>(m.clone()).ok())
-                .unwrap_or_default();
+            #[allow(deprecated)]
             return Ok(pb::TestWebhookRulesResponse {
                 webhook_id: w.id.clone(),
                 saved_version: w.config_version,
-                minted_rule_ids: minted,
-                replay_report_json: report.to_string(),
+                replay_report_json: serde_json::to_string(&report).unwrap_or_default(),
+                replay_report: Some(pb::ReplayReport::from(&report.report)),
+                replay_rule_diff: Some(pb::RuleDiff::from(&report.rule_diff)),
+                minted_rule_ids: report.minted_rule_ids,
                 ..Default::default()
             });
         }
@@ -157,7 +156,6 @@ impl WebhookRulesApi {
         let saved_decision = convert::decision_json(&decisions[0]);
         let candidate_decision = decisions.get(1).map(convert::decision_json);
         Ok(pb::TestWebhookRulesResponse {
-            replay_report_json: String::new(),
             webhook_id: w.id.clone(),
             event_id: req.event_id.clone(),
             kind,
@@ -179,6 +177,7 @@ impl WebhookRulesApi {
                 .map(Configuration::digest)
                 .unwrap_or_default(),
             minted_rule_ids: minted,
+            ..Default::default()
         })
     }
 }
@@ -704,8 +703,10 @@ impl WebhookRules for WebhookRulesApi {
                     pb::ReplayProgress { replayed, total },
                 )),
             },
-            |result| pb::TestWebhookRulesEvent {
-                event: Some(pb::test_webhook_rules_event::Event::Result(result)),
+            |result| {
+                vec![pb::TestWebhookRulesEvent {
+                    event: Some(pb::test_webhook_rules_event::Event::Result(result)),
+                }]
             },
         )))
     }

@@ -17,12 +17,13 @@ use crate::rule_packs::Progress;
 pub type EventStream<E> = Pin<Box<dyn tokio_stream::Stream<Item = Result<E, Status>> + Send>>;
 
 /// Runs `work` with a progress callback; each report becomes `progress_event(replayed,
-/// total)` (dropped, not queued, if the caller reads slowly), and the result
-/// `result_event(result)` or the error's status.
+/// total)` (dropped, not queued, if the caller reads slowly), and the result the events
+/// `result_events(result)` (one, or the typed result then its deprecated JSON form) or the
+/// error's status.
 pub fn with_progress<T, E, F>(
     work: impl FnOnce(Progress) -> F + Send + 'static,
     progress_event: fn(u64, u64) -> E,
-    result_event: fn(T) -> E,
+    result_events: fn(T) -> Vec<E>,
 ) -> EventStream<E>
 where
     F: Future<Output = Result<T, ApiError>> + Send + 'static,
@@ -37,9 +38,18 @@ where
     tokio::spawn(async move {
         let run = work(progress);
         tokio::select! {
-            result = run => {
-                let _ = tx.send(result.map(result_event).map_err(Status::from)).await;
-            }
+            result = run => match result {
+                Ok(value) => {
+                    for event in result_events(value) {
+                        if tx.send(Ok(event)).await.is_err() {
+                            break;
+                        }
+                    }
+                }
+                Err(e) => {
+                    let _ = tx.send(Err(Status::from(e))).await;
+                }
+            },
             _ = tx.closed() => {
                 tracing::info!("a streamed call was cancelled by the caller; its replay stopped");
             }

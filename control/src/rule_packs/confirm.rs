@@ -13,7 +13,7 @@ impl RulePacks {
         token: &str,
         check: ConfirmCheck<'_>,
         allow_unproven: bool,
-    ) -> Result<Value, PackError> {
+    ) -> Result<Applied, PackError> {
         let result = self
             .apply_plan(caller, webhook_id, token, check, allow_unproven)
             .await;
@@ -31,7 +31,7 @@ impl RulePacks {
         token: &str,
         check: ConfirmCheck<'_>,
         allow_unproven: bool,
-    ) -> Result<Value, PackError> {
+    ) -> Result<Applied, PackError> {
         let token_hash = sha256_hex(token);
         let plan = self
             .state
@@ -58,14 +58,13 @@ impl RulePacks {
         if plan.used_at.is_some() || plan.expires_at <= self.state.store.clock().now_ms() {
             return Err(stale());
         }
-        let kind = plan.plan["apply"]
-            .get("kind")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
+        let stored: StoredPlan = serde_json::from_value(plan.plan.clone())
+            .map_err(|e| Error::internal(format!("stored plan: {e}")))?;
+        let apply = stored.apply;
+        let kind = apply.kind;
         match check {
             ConfirmCheck::Install(args) => {
-                if kind == "remove" || plan.pack_name != args.name {
+                if kind == PlanKind::Remove || plan.pack_name != args.name {
                     return Err(mismatch("name"));
                 }
                 if let Some(v) = &args.version
@@ -73,27 +72,20 @@ impl RulePacks {
                 {
                     return Err(mismatch("version"));
                 }
-                confirm_arguments_match(&plan.plan["apply"], args).map_err(mismatch)?;
+                confirm_arguments_match(&apply, args).map_err(mismatch)?;
             }
             ConfirmCheck::Remove(args) => {
-                if kind != "remove" || plan.pack_name != args.name {
+                if kind != PlanKind::Remove || plan.pack_name != args.name {
                     return Err(mismatch("name"));
                 }
                 if let Some(keep) = &args.keep_params
-                    && json!(keep) != planned_keep_params(&plan.plan["apply"])
+                    && as_set(keep) != as_set(planned_keep_params(&apply))
                 {
                     return Err(mismatch("keep_params"));
                 }
             }
         }
-        let proven = plan.plan["apply"]
-            .get("proven")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
-        let truncated = plan.plan["apply"]
-            .get("truncated")
-            .and_then(Value::as_bool)
-            .unwrap_or(false);
+        let (proven, truncated) = (apply.proven, apply.truncated);
         if (!proven || truncated) && !allow_unproven {
             return Err(PackError::new(
                 Reason::Unproven,
@@ -116,8 +108,7 @@ impl RulePacks {
             )
             .await?;
         let now = rfc3339(self.state.store.clock().now_ms());
-        let mut installed =
-            provenance::from_json(plan.plan["apply"].get("provenance").unwrap_or(&Value::Null));
+        let mut installed = apply.provenance;
         if let Some(entry) = installed.iter_mut().find(|e| e.name == plan.pack_name) {
             entry.installed_at = now.clone();
             entry.installed_by = InstalledBy {
@@ -126,15 +117,8 @@ impl RulePacks {
             };
         }
         // Set when the plan sets them; left as they are otherwise.
-        let trusted_actors = plan.plan["apply"]
-            .get("trusted_actors")
-            .filter(|v| !v.is_null())
-            .map(|v| Some(TrustedActors::from_value(v)));
-        let op = if kind == "remove" {
-            "remove_rule_pack"
-        } else {
-            "install_rule_pack"
-        };
+        let trusted_actors = apply.trusted_actors.map(Some);
+        let op = kind.verb();
         let saved = self
             .state
             .store
@@ -145,7 +129,7 @@ impl RulePacks {
                     expected_version: Some(plan.base_config_version),
                     configuration: serde_json::to_value(&configuration).unwrap_or_default(),
                     actor: Actor { endpoint_id: Some(caller.endpoint_id.clone()), human_login: Some(caller.human.clone()) },
-                    change: json!({"op": op, "pack": plan.pack_name, "version": plan.pack_version, "kind": kind}),
+                    change: json!({"op": op, "pack": plan.pack_name, "version": plan.pack_version, "kind": kind.as_str()}),
                     provenance: Some(json!({"plan": plan.id, "pack": plan.pack_name, "version": plan.pack_version, "proven": proven, "truncated": truncated})),
                     installed_packs: Some(serde_json::to_value(&installed).unwrap_or_default()),
                     trusted_actors,
@@ -153,16 +137,18 @@ impl RulePacks {
                 },
             )
             .await?;
-        let entry = installed.iter().find(|e| e.name == plan.pack_name);
-        Ok(json!({
-            "saved": true,
-            "kind": kind,
-            "webhook_id": webhook_id,
-            "version": saved.version,
-            "digest": saved.digest,
-            "pack": {"name": plan.pack_name, "version": plan.pack_version},
-            "provenance": entry,
-        }))
+        Ok(Applied {
+            saved: true,
+            kind,
+            webhook_id: webhook_id.to_string(),
+            version: saved.version,
+            digest: saved.digest,
+            provenance: installed.into_iter().find(|e| e.name == plan.pack_name),
+            pack: AppliedPack {
+                name: plan.pack_name,
+                version: plan.pack_version,
+            },
+        })
     }
 }
 
@@ -177,14 +163,10 @@ pub(super) enum ConfirmCheck<'a> {
 /// given (true) must have been planned. Names the first argument that differs. Plans stored
 /// before the binding was kept whole carry only its digest; they are checked as they were.
 pub(super) fn confirm_arguments_match(
-    apply: &Value,
+    apply: &Apply,
     args: &InstallArgs,
 ) -> Result<(), &'static str> {
-    let Some(binding) = apply.get("binding") else {
-        let planned = apply
-            .get("binding_digest")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
+    let Some(binding) = &apply.binding else {
         if args.keep_params.as_ref().is_some_and(|k| !k.is_empty()) {
             return Err("keep_params");
         }
@@ -196,7 +178,7 @@ pub(super) fn confirm_arguments_match(
             "replaces": args.replaces.clone().unwrap_or_default(),
             "overwrite_local_edits": args.overwrite_local_edits,
         });
-        return if sha256_hex(&canonical(&given)) == planned {
+        return if sha256_hex(&canonical(&given)) == apply.binding_digest {
             Ok(())
         } else if args.params.is_some() {
             Err("params")
@@ -204,49 +186,53 @@ pub(super) fn confirm_arguments_match(
             Err("replaces")
         };
     };
-    if let Some(params) = &args.params
-        && canonical(&Value::Object(params.clone())) != canonical(&binding["params"])
+    let Binding::Install {
+        params,
+        replaces,
+        overwrite_local_edits,
+        keep_params,
+    } = binding
+    else {
+        return Err("name");
+    };
+    if let Some(given) = &args.params
+        && canonical(&Value::Object(given.clone())) != canonical(&Value::Object(params.clone()))
     {
         return Err("params");
     }
-    if let Some(replaces) = &args.replaces
-        && json!(replaces) != binding["replaces"]
+    if let Some(given) = &args.replaces
+        && given != replaces
     {
         return Err("replaces");
     }
-    if args.overwrite_local_edits && binding["overwrite_local_edits"] != json!(true) {
+    if args.overwrite_local_edits && !overwrite_local_edits {
         return Err("overwrite_local_edits");
     }
-    // A set of param names: the same names in another order are the same argument.
-    let as_set = |v: &Value| -> std::collections::BTreeSet<String> {
-        v.as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|s| s.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
     if let Some(keep) = &args.keep_params
-        && as_set(&json!(keep)) != as_set(&planned_keep_params(apply))
+        && as_set(keep) != as_set(keep_params)
     {
         return Err("keep_params");
     }
     Ok(())
 }
 
+/// Param names as a set: the same names in another order are the same argument.
+fn as_set(names: &[String]) -> std::collections::BTreeSet<&str> {
+    names.iter().map(String::as_str).collect()
+}
+
 /// The plan's `keep_params`: none for plans stored before the argument existed.
-pub(super) fn planned_keep_params(apply: &Value) -> Value {
-    apply
-        .get("binding")
-        .and_then(|b| b.get("keep_params"))
-        .cloned()
-        .unwrap_or_else(|| json!([]))
+pub(super) fn planned_keep_params(apply: &Apply) -> &[String] {
+    apply.binding.as_ref().map_or(&[], Binding::keep_params)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn apply(json: Value) -> Apply {
+        serde_json::from_value(json).expect("an apply")
+    }
 
     fn args(params: Option<Value>, replaces: Option<&[&str]>, overwrite: bool) -> InstallArgs {
         InstallArgs {
@@ -260,7 +246,8 @@ mod tests {
     #[test]
     fn each_confirm_argument_is_checked_against_its_own_planned_value() {
         let binding = json!({"params": {"a": 1, "b": [2]}, "replaces": ["x", "y"], "overwrite_local_edits": false});
-        let apply = json!({"binding": binding, "binding_digest": sha256_hex(&canonical(&binding))});
+        let apply =
+            apply(json!({"binding": binding, "binding_digest": sha256_hex(&canonical(&binding))}));
         let check = |a: InstallArgs| confirm_arguments_match(&apply, &a);
         assert_eq!(check(args(None, None, false)), Ok(()));
         // Key order does not matter; omitted replaces is the plan's.
@@ -281,7 +268,7 @@ mod tests {
     fn keep_params_is_a_set_in_any_order() {
         let binding = json!({"params": {}, "replaces": [], "overwrite_local_edits": false,
                              "keep_params": ["cairn_actors", "require_verified"]});
-        let apply = json!({"binding": binding});
+        let apply = apply(json!({"binding": binding}));
         let keep = |k: &[&str]| InstallArgs {
             keep_params: Some(k.iter().map(|s| s.to_string()).collect()),
             ..InstallArgs::default()
@@ -301,7 +288,7 @@ mod tests {
     fn a_plan_stored_with_only_the_digest_is_checked_as_before() {
         let binding =
             json!({"params": {"a": 1}, "replaces": ["x"], "overwrite_local_edits": false});
-        let apply = json!({"binding_digest": sha256_hex(&canonical(&binding))});
+        let apply = apply(json!({"binding_digest": sha256_hex(&canonical(&binding))}));
         let check = |a: InstallArgs| confirm_arguments_match(&apply, &a);
         assert_eq!(check(args(None, None, false)), Ok(()));
         assert_eq!(

@@ -14,11 +14,18 @@ use std::time::Duration;
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
 use switchboard_model::Configuration;
-use switchboard_model::TrustedActors;
+use switchboard_packs::listing::{
+    InstalledStatus, ListedPack, Listing, PackRule, PackVersion, ParamCheckSummary,
+};
 use switchboard_packs::merge::{
     Candidate, InstallRequest, MergeError, install_candidate, removal_candidate,
 };
-use switchboard_packs::plan::{Replayed, Report, Routed, aggregate, pack_rule_faults, proven};
+use switchboard_packs::plan::wire::TOKEN_PLACEHOLDER;
+use switchboard_packs::plan::{
+    Applied, AppliedPack, Apply, Binding, CandidateReplay, ConfirmArguments, ConfirmWith,
+    FixtureOutcome, Plan, PlanKind, PlanPack, Replayed, Report, Retention, Routed, StoredPlan,
+    aggregate, pack_rule_faults, proven,
+};
 use switchboard_packs::provenance::{self, InstalledBy, ReplaySummary, drift};
 use switchboard_packs::{Catalog, Pack, ResolveError};
 use switchboard_proto::router::v1::{
@@ -43,7 +50,7 @@ mod list;
 mod plan;
 mod replay;
 
-use self::{confirm::*, list::*, plan::*, replay::*};
+use self::{confirm::*, plan::*, replay::*};
 pub use error::PackError;
 pub use external::load_catalog;
 pub use replay::Replayer;
@@ -96,6 +103,14 @@ pub struct RemoveArgs {
     pub allow_unproven: bool,
     /// Params the removal orphans that stay on the webhook.
     pub keep_params: Option<Vec<String>>,
+}
+
+/// What a pack call answers: a plan (nothing saved), or a confirm's applied result.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(untagged)]
+pub enum PackAnswer {
+    Plan(Box<Plan>),
+    Applied(Box<Applied>),
 }
 
 /// Reports replay progress: (deliveries replayed, total).

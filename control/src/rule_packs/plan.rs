@@ -10,7 +10,7 @@ impl RulePacks {
         caller: &Caller,
         args: InstallArgs,
         progress: Option<Progress>,
-    ) -> Result<Value, PackError> {
+    ) -> Result<PackAnswer, PackError> {
         if let Some(token) = &args.confirm {
             return self
                 .confirm(
@@ -20,7 +20,8 @@ impl RulePacks {
                     ConfirmCheck::Install(&args),
                     args.allow_unproven,
                 )
-                .await;
+                .await
+                .map(|a| PackAnswer::Applied(Box::new(a)));
         }
         let webhook = self
             .state
@@ -59,27 +60,32 @@ impl RulePacks {
             .await?;
         self.run_param_checks(&pack, &candidate.configuration, &ctx)
             .await?;
-        let kind = match prov.iter().find(|p| p.name == pack.name) {
-            None => "install",
-            Some(prev) if semver_of(&prev.version) < pack.semver() => "upgrade",
-            Some(prev) if semver_of(&prev.version) > pack.semver() => "downgrade",
-            Some(_) => "reinstall",
+        let installed = prov
+            .iter()
+            .find(|p| p.name == pack.name)
+            .map(|p| p.version.as_str());
+        let kind = match pack.semver() {
+            Some(to) => PlanKind::of_install(installed, &to),
+            None if installed.is_some() => PlanKind::Reinstall,
+            None => PlanKind::Install,
         };
-        let binding = json!({
-            "params": args.params.clone().unwrap_or_default(),
-            "replaces": request.replaces,
-            "overwrite_local_edits": args.overwrite_local_edits,
-            "keep_params": request.keep_params,
-        });
+        let binding = Binding::Install {
+            params: args.params.clone().unwrap_or_default(),
+            replaces: request.replaces,
+            overwrite_local_edits: args.overwrite_local_edits,
+            keep_params: request.keep_params,
+        };
         self.plan(
             caller,
-            &webhook,
-            &ctx,
-            Some(&pack),
-            kind,
-            candidate,
-            &args.replay,
-            &binding,
+            PlanRequest {
+                webhook: &webhook,
+                ctx: &ctx,
+                pack: Some(&pack),
+                kind,
+                candidate,
+                window: &args.replay,
+                binding,
+            },
             progress,
         )
         .await
@@ -91,7 +97,7 @@ impl RulePacks {
         caller: &Caller,
         args: RemoveArgs,
         progress: Option<Progress>,
-    ) -> Result<Value, PackError> {
+    ) -> Result<PackAnswer, PackError> {
         if let Some(token) = &args.confirm {
             return self
                 .confirm(
@@ -101,7 +107,8 @@ impl RulePacks {
                     ConfirmCheck::Remove(&args),
                     args.allow_unproven,
                 )
-                .await;
+                .await
+                .map(|a| PackAnswer::Applied(Box::new(a)));
         }
         let webhook = self
             .state
@@ -125,13 +132,18 @@ impl RulePacks {
             .and_then(|i| self.manifest(&i.name, &i.version));
         self.plan(
             caller,
-            &webhook,
-            &ctx,
-            pack.as_ref(),
-            "remove",
-            candidate,
-            &args.replay,
-            &json!({"remove": args.name, "keep_params": keep_params}),
+            PlanRequest {
+                webhook: &webhook,
+                ctx: &ctx,
+                pack: pack.as_ref(),
+                kind: PlanKind::Remove,
+                candidate,
+                window: &args.replay,
+                binding: Binding::Remove {
+                    remove: args.name,
+                    keep_params,
+                },
+            },
             progress,
         )
         .await
@@ -236,19 +248,21 @@ impl RulePacks {
     }
 
     /// Replays, routes fixtures, refuses faulting pack rules, and stores the plan.
-    #[allow(clippy::too_many_arguments)]
     pub(super) async fn plan(
         &self,
         caller: &Caller,
-        webhook: &Webhook,
-        ctx: &RoutingContext,
-        pack: Option<&Pack>,
-        kind: &str,
-        candidate: Candidate,
-        window: &ReplayWindow,
-        binding: &Value,
+        request: PlanRequest<'_>,
         progress: Option<Progress>,
-    ) -> Result<Value, PackError> {
+    ) -> Result<PackAnswer, PackError> {
+        let PlanRequest {
+            webhook,
+            ctx,
+            pack,
+            kind,
+            candidate,
+            window,
+            binding,
+        } = request;
         let saved: Configuration =
             serde_json::from_value(webhook.configuration.clone()).unwrap_or_default();
         // The candidate is replayed with the trusted actors it would set (trusted-actors@2),
@@ -286,7 +300,7 @@ impl RulePacks {
         // the webhook's trusted actors, with the trusted actors those params set.
         let mut fixtures = Vec::new();
         let mut fixture_faults: Vec<(String, String)> = Vec::new();
-        if kind != "remove"
+        if kind != PlanKind::Remove
             && let Some(pack) = pack
             && !pack.fixtures.is_empty()
         {
@@ -351,7 +365,13 @@ impl RulePacks {
                     &got.label,
                     default_queue,
                 );
-                fixtures.push(json!({"name": f.name, "want": f.want, "got": got.label, "rule": got.rule_id, "passed": passed}));
+                fixtures.push(FixtureOutcome {
+                    name: f.name.clone(),
+                    want: f.want.clone(),
+                    got: got.label,
+                    rule: got.rule_id,
+                    passed,
+                });
             }
         }
         let mut faults = pack_rule_faults(&outcome.replayed, &candidate.pack_rule_ids);
@@ -383,7 +403,7 @@ impl RulePacks {
                 json!({"faults": faults}),
             ));
         }
-        let report = outcome.report(
+        let mut report = outcome.report(
             &candidate.configuration,
             &candidate.provenance,
             self.state.capabilities.trusted_actors,
@@ -397,7 +417,7 @@ impl RulePacks {
         let expires_at = now + PLAN_TTL.as_millis() as i64;
         let mut provenance_after = candidate.provenance.clone();
         if let Some(p) = pack
-            && kind != "remove"
+            && kind != PlanKind::Remove
             && let Some(entry) = provenance_after.iter_mut().find(|e| e.name == p.name)
         {
             entry.proven = is_proven;
@@ -416,49 +436,66 @@ impl RulePacks {
             .iter()
             .find(|p| p.name == name)
             .map(|p| p.version.clone());
-        let mut plan = report_json(&report);
-        plan["stopped"] = json!(outcome.stopped);
-        let window = self
-            .state
-            .store
-            .retention_window(self.state.limits.retention, &webhook.id)
-            .await?;
-        plan["retention"] = retention_json(&window);
-        plan["kind"] = json!(kind);
-        plan["webhook_id"] = json!(webhook.id);
-        plan["pack"] = json!({"name": name, "version": version, "from_version": from_version});
-        plan["fixtures"] = json!(fixtures);
-        plan["rule_diff"] = serde_json::to_value(&candidate.rule_diff).unwrap_or_default();
-        plan["param_diff"] = serde_json::to_value(&candidate.param_diff).unwrap_or_default();
-        plan["version_diff"] = serde_json::to_value(&candidate.version_diff).unwrap_or_default();
-        plan["proven"] = json!(is_proven);
-        plan["nothing_saved"] = json!(true);
-        plan["expires_at"] = json!(rfc3339(expires_at));
-        let verb = if kind == "remove" {
-            "remove_rule_pack"
-        } else {
-            "install_rule_pack"
+        report.retention = Some(retention(
+            &self
+                .state
+                .store
+                .retention_window(self.state.limits.retention, &webhook.id)
+                .await?,
+        ));
+        let verb = kind.verb();
+        let mut plan = Plan {
+            report,
+            kind,
+            webhook_id: webhook.id.clone(),
+            pack: PlanPack {
+                name: name.clone(),
+                version: version.clone(),
+                from_version,
+            },
+            fixtures,
+            rule_diff: candidate.rule_diff.clone(),
+            param_diff: candidate.param_diff.clone(),
+            version_diff: candidate.version_diff.clone(),
+            proven: is_proven,
+            nothing_saved: true,
+            expires_at: rfc3339(expires_at),
+            confirm_with: ConfirmWith {
+                tool: verb.into(),
+                arguments: ConfirmArguments {
+                    webhook_id: webhook.id.clone(),
+                    name: name.clone(),
+                    confirm: TOKEN_PLACEHOLDER.into(),
+                    allow_unproven: (!is_proven).then_some(true),
+                },
+                note: format!(
+                    "Nothing was saved. To apply exactly this plan, call {verb} again with confirm: the plan_token, before {}. The token is bound to this webhook, your owner scope, {name}@{version}, these params and this candidate; it is refused as plan_stale if the webhook's configuration changes first.{}",
+                    rfc3339(expires_at),
+                    if is_proven {
+                        ""
+                    } else {
+                        " This plan is unproven (no delivery of the pack's source types was replayed, or the replay was truncated): the confirm needs allow_unproven: true."
+                    }
+                ),
+            },
+            plan_token: None,
         };
-        plan["confirm_with"] = json!({
-            "tool": verb,
-            "arguments": {"webhook_id": webhook.id, "name": name, "confirm": "<plan_token>", "allow_unproven": if is_proven { Value::Null } else { json!(true) }},
-            "note": format!(
-                "Nothing was saved. To apply exactly this plan, call {verb} again with confirm: the plan_token, before {}. The token is bound to this webhook, your owner scope, {name}@{version}, these params and this candidate; it is refused as plan_stale if the webhook's configuration changes first.{}",
-                rfc3339(expires_at),
-                if is_proven { "" } else { " This plan is unproven (no delivery of the pack's source types was replayed, or the replay was truncated): the confirm needs allow_unproven: true." }
-            ),
-        });
-        let stored_candidate = json!({
-            "configuration": candidate.configuration,
-            "provenance": provenance_after,
-            "trusted_actors": candidate.trusted_actors,
-            "proven": is_proven,
-            "truncated": outcome.truncated,
-            "kind": kind,
-            "binding_digest": sha256_hex(&canonical(binding)),
-            // Each confirm argument is checked against its own planned value (REQ-3).
-            "binding": binding,
-        });
+        let binding_json = serde_json::to_value(&binding).unwrap_or_default();
+        let binding_digest = sha256_hex(&canonical(&binding_json));
+        let stored = StoredPlan {
+            plan: plan.clone(),
+            apply: Apply {
+                configuration: candidate.configuration.clone(),
+                provenance: provenance_after,
+                trusted_actors: candidate.trusted_actors.clone(),
+                proven: is_proven,
+                truncated: outcome.truncated,
+                kind,
+                binding_digest: binding_digest.clone(),
+                // Each confirm argument is checked against its own planned value (REQ-3).
+                binding: Some(binding),
+            },
+        };
         self.state
             .store
             .insert_plan(NewPlan {
@@ -467,19 +504,15 @@ impl RulePacks {
                 token_hash,
                 pack_name: name,
                 pack_version: version,
-                params_digest: sha256_hex(&canonical(binding)),
+                params_digest: binding_digest,
                 candidate: serde_json::to_value(&candidate.configuration).unwrap_or_default(),
                 base_config_version: webhook.config_version,
                 expires_at,
-                plan: {
-                    let mut stored = plan.clone();
-                    stored["apply"] = stored_candidate;
-                    stored
-                },
+                plan: serde_json::to_value(&stored).unwrap_or_default(),
             })
             .await?;
-        plan["plan_token"] = json!(token);
-        Ok(plan)
+        plan.plan_token = Some(token);
+        Ok(PackAnswer::Plan(Box::new(plan)))
     }
 }
 
@@ -487,4 +520,17 @@ pub(super) fn uuid_like() -> String {
     let mut b = [0u8; 8];
     let _ = getrandom::fill(&mut b);
     hex::encode(b)
+}
+
+/// What a plan is made from: the webhook as read, the candidate and how it was asked for.
+pub(super) struct PlanRequest<'a> {
+    pub webhook: &'a Webhook,
+    pub ctx: &'a RoutingContext,
+    /// The pack installed, or (for a removal) the installed version's manifest if known.
+    pub pack: Option<&'a Pack>,
+    pub kind: PlanKind,
+    pub candidate: Candidate,
+    pub window: &'a ReplayWindow,
+    /// The arguments a confirm is checked against.
+    pub binding: Binding,
 }

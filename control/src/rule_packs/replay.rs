@@ -27,7 +27,7 @@ impl Replayer {
         mut candidate: Configuration,
         window: &ReplayWindow,
         progress: Option<Progress>,
-    ) -> Result<Value, PackError> {
+    ) -> Result<CandidateReplay, PackError> {
         let webhook = self
             .state
             .store
@@ -54,21 +54,20 @@ impl Replayer {
                 progress,
             )
             .await?;
-        let report = outcome.report(&candidate, &prov, self.state.capabilities.trusted_actors);
-        let mut out = report_json(&report);
-        out["stopped"] = json!(outcome.stopped);
-        let window = self
-            .state
-            .store
-            .retention_window(self.state.limits.retention, &webhook.id)
-            .await?;
-        out["retention"] = retention_json(&window);
-        out["minted_rule_ids"] = json!(minted);
-        out["rule_diff"] =
-            serde_json::to_value(switchboard_packs::merge::rule_diff(&saved, &candidate, &[]))
-                .unwrap_or_default();
-        out["nothing_saved"] = json!(true);
-        Ok(out)
+        let mut report = outcome.report(&candidate, &prov, self.state.capabilities.trusted_actors);
+        report.retention = Some(retention(
+            &self
+                .state
+                .store
+                .retention_window(self.state.limits.retention, &webhook.id)
+                .await?,
+        ));
+        Ok(CandidateReplay {
+            report,
+            minted_rule_ids: minted,
+            rule_diff: switchboard_packs::merge::rule_diff(&saved, &candidate, &[]),
+            nothing_saved: true,
+        })
     }
 
     pub(super) async fn validate_candidate(
@@ -337,19 +336,15 @@ pub(super) struct ReplayContexts<'a> {
     pub(super) candidate: &'a RoutingContext,
 }
 
-pub(super) fn report_json(r: &Report) -> Value {
-    serde_json::to_value(r).unwrap_or_default()
-}
-
 /// The window retention leaves a webhook, as replays and plans say it: which deliveries a
 /// replay could still see.
-pub(super) fn retention_json(w: &crate::store::RetentionWindow) -> Value {
-    json!({
-        "max_age_days": w.retention.max_age.as_secs() / 86_400,
-        "max_events_per_webhook": w.retention.max_events_per_webhook,
-        "kept_since": rfc3339(w.kept_since_ms),
-        "oldest_stored": w.oldest_event_at_ms.map(rfc3339),
-    })
+pub(super) fn retention(w: &crate::store::RetentionWindow) -> Retention {
+    Retention {
+        max_age_days: w.retention.max_age.as_secs() / 86_400,
+        max_events_per_webhook: w.retention.max_events_per_webhook,
+        kept_since: rfc3339(w.kept_since_ms),
+        oldest_stored: w.oldest_event_at_ms.map(rfc3339),
+    }
 }
 
 impl ReplayOutcome {
@@ -372,13 +367,16 @@ impl ReplayOutcome {
                 .find(|p| p.rule_ids.iter().any(|r| r == id))
                 .map(|p| p.name.clone())
         };
-        aggregate(
-            &self.replayed,
-            &ids,
-            &from_pack,
-            fail_closed,
-            self.truncated,
-            &rfc3339,
-        )
+        Report {
+            stopped: self.stopped.clone(),
+            ..aggregate(
+                &self.replayed,
+                &ids,
+                &from_pack,
+                fail_closed,
+                self.truncated,
+                &rfc3339,
+            )
+        }
     }
 }

@@ -4,6 +4,8 @@
 
 use base64::Engine;
 use serde_json::{Map, Value};
+use switchboard_packs::listing::Listing;
+use switchboard_packs::plan::{Applied, CandidateReplay, Plan};
 use switchboard_proto::control::v1 as pb;
 
 use super::output::*;
@@ -215,10 +217,14 @@ pub fn test(r: pb::TestWebhookRulesResponse) -> Result<TestWebhookRulesOut, Tool
     };
     Ok(TestWebhookRulesOut {
         saved_decision: json_field("saved_decision_json", &r.saved_decision_json)?,
-        replay_report: if r.replay_report_json.is_empty() {
-            None
-        } else {
-            Some(object_field("replay_report_json", &r.replay_report_json)?)
+        replay_report: match r.replay_report {
+            None => None,
+            Some(report) => Some(object(CandidateReplay {
+                report: report.into(),
+                minted_rule_ids: r.minted_rule_ids.clone(),
+                rule_diff: r.replay_rule_diff.unwrap_or_default().into(),
+                nothing_saved: true,
+            })?),
         },
         candidate_decision: json_field("candidate_decision_json", &r.candidate_decision_json)?,
         candidate_configuration,
@@ -257,13 +263,32 @@ pub fn history(r: pb::ListWebhookHistoryResponse) -> Result<ListWebhookHistoryOu
 }
 
 pub fn rule_packs(r: pb::RulePacksResult) -> Result<ListRulePacksOut, ToolError> {
-    let mut rest = object_field("result_json", &r.result_json)?;
-    let packs = match rest.remove("packs") {
-        Some(Value::Array(packs)) => packs,
-        None | Some(Value::Null) => Vec::new(),
-        Some(_) => return Err(ToolError::internal("control sent packs that is not a list")),
-    };
-    Ok(ListRulePacksOut { packs, rest })
+    let listing = Listing::from(r.listing.unwrap_or_default());
+    let packs = listing
+        .packs
+        .into_iter()
+        .map(|p| serde_json::to_value(p).map_err(ToolError::internal))
+        .collect::<Result<_, _>>()?;
+    Ok(ListRulePacksOut {
+        packs,
+        rest: Object::new(),
+    })
+}
+
+/// What a rule-pack call answers: the plan, or a confirm's applied result.
+#[derive(serde::Serialize)]
+#[serde(untagged)]
+pub enum PackAnswer {
+    Plan(Box<Plan>),
+    Applied(Box<Applied>),
+}
+
+/// A typed value as the JSON object it serializes to.
+fn object<T: serde::Serialize>(value: T) -> Result<Object, ToolError> {
+    match serde_json::to_value(value).map_err(ToolError::internal)? {
+        Value::Object(map) => Ok(map),
+        _ => Err(ToolError::internal("a typed result is not a JSON object")),
+    }
 }
 
 pub fn todo(t: pb::Todo) -> TodoOut {
@@ -331,14 +356,24 @@ mod tests {
     }
 
     #[test]
-    fn the_listing_keeps_every_key() {
-        let out = rule_packs(pb::RulePacksResult {
-            result_json: r#"{"packs":[{"name":"drop-ci-noise"}],"catalog_version":3}"#.into(),
-        })
-        .unwrap();
-        assert_eq!(out.packs.len(), 1);
-        let v = serde_json::to_value(&out).unwrap();
-        assert_eq!(v["catalog_version"], 3);
-        assert_eq!(v["packs"][0]["name"], "drop-ci-noise");
+    fn installed_is_null_only_in_a_listing_for_a_webhook() {
+        let listing = |for_webhook| {
+            #[allow(deprecated)]
+            let r = pb::RulePacksResult {
+                result_json: String::new(),
+                listing: Some(pb::RulePackListing {
+                    for_webhook,
+                    packs: vec![pb::ListedPack {
+                        name: "drop-ci-noise".into(),
+                        ..Default::default()
+                    }],
+                }),
+            };
+            serde_json::to_value(rule_packs(r).unwrap()).unwrap()
+        };
+        let general = listing(false);
+        assert_eq!(general["packs"][0]["name"], "drop-ci-noise");
+        assert!(general["packs"][0].get("installed").is_none());
+        assert_eq!(listing(true)["packs"][0]["installed"], Value::Null);
     }
 }

@@ -278,9 +278,9 @@ fn progress(replayed: u64, total: u64) -> pb::RulePackEvent {
     }
 }
 
-fn result(value: Value) -> pb::RulePackEvent {
+fn result(plan: pb::Plan) -> pb::RulePackEvent {
     pb::RulePackEvent {
-        event: Some(pb::rule_pack_event::Event::ResultJson(value.to_string())),
+        event: Some(pb::rule_pack_event::Event::Plan(plan)),
     }
 }
 
@@ -360,11 +360,7 @@ fn test_answer(r: &pb::TestWebhookRulesRequest, via: &str) -> pb::TestWebhookRul
         webhook_id: r.webhook_id.clone(),
         kind: via.into(),
         saved_decision_json: r#"{"outcome":"default","action":{"drop":true}}"#.into(),
-        replay_report_json: if r.replay.is_some() {
-            r#"{"changed":0}"#.into()
-        } else {
-            String::new()
-        },
+        replay_report: r.replay.map(|_| pb::ReplayReport::default()),
         ..Default::default()
     }
 }
@@ -377,8 +373,19 @@ impl RulePacks for FakeControl {
     ) -> Result<Response<pb::RulePacksResult>, Status> {
         self.bearer(&request)?;
         Ok(Response::new(pb::RulePacksResult {
-            result_json: json!({"packs": [{"name": "drop-ci-noise", "versions": [{"version": "1.0.0", "available": true}]}]})
-                .to_string(),
+            listing: Some(pb::RulePackListing {
+                for_webhook: false,
+                packs: vec![pb::ListedPack {
+                    name: "drop-ci-noise".into(),
+                    versions: vec![pb::PackVersion {
+                        version: "1.0.0".into(),
+                        available: true,
+                        ..Default::default()
+                    }],
+                    ..Default::default()
+                }],
+            }),
+            ..Default::default()
         }))
     }
 
@@ -418,15 +425,23 @@ impl RulePacks for FakeControl {
             ];
             return Ok(Response::new(Box::pin(futures::stream::iter(events))));
         }
-        let plan = json!({
-            "kind": "install",
-            "webhook_id": r.webhook_id,
-            "pack": {"name": r.name, "version": "1.0.0"},
-            "nothing_saved": true,
-            "params_seen": r.params_json.map(|p| serde_json::from_str::<Value>(&p).unwrap_or_default()),
-            "plan_token": "tok_fresh",
-            "expires_at": "2026-01-01T00:15:00.000Z",
-        });
+        let plan = pb::Plan {
+            kind: pb::PlanKind::Install as i32,
+            webhook_id: r.webhook_id.clone(),
+            pack: Some(pb::PlanPack {
+                name: r.name.clone(),
+                version: "1.0.0".into(),
+                from_version: None,
+            }),
+            plan_token: "tok_fresh".into(),
+            expires_at: "2026-01-01T00:15:00.000Z".into(),
+            // The params as control received them, so a test sees what travelled.
+            confirm_with: Some(pb::ConfirmWith {
+                note: format!("params seen: {}", r.params_json.unwrap_or_default()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
         let events = vec![
             Ok(progress(1, 3)),
             Ok(progress(2, 3)),

@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Example event ids kept per transition group and per faulting rule.
 pub const MAX_EXAMPLES: usize = 20;
@@ -28,13 +28,15 @@ pub struct Replayed {
     pub after: Routed,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Totals {
     pub before: BTreeMap<String, u64>,
     pub after: BTreeMap<String, u64>,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Transition {
     pub from: String,
     pub to: String,
@@ -46,14 +48,16 @@ pub struct Transition {
 }
 
 /// Deliveries of one transition that moved from one deciding rule to another.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RuleShift {
     pub before_rule: Option<String>,
     pub after_rule: Option<String>,
     pub count: u64,
 }
 
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RuleReport {
     pub id: String,
     pub first_matches: u64,
@@ -64,14 +68,16 @@ pub struct RuleReport {
     pub never_matched: bool,
 }
 
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct TodosPerDay {
     pub before: f64,
     pub after: f64,
 }
 
 /// The replay half of a plan.
-#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct Report {
     pub events_replayed: u64,
     pub window_from: Option<String>,
@@ -84,10 +90,28 @@ pub struct Report {
     pub rules: Vec<RuleReport>,
     pub todos_per_day: TodosPerDay,
     pub truncated: bool,
+    /// Why the replay stopped before the window's end (a rule kept exceeding its budget):
+    /// such a plan is refused anyway, and the report says so.
+    pub stopped: Option<String>,
+    /// Which deliveries retention still leaves a replay to see.
+    pub retention: Option<Retention>,
+}
+
+/// The window retention leaves a webhook, as replays and plans say it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Retention {
+    pub max_age_days: u64,
+    pub max_events_per_webhook: u64,
+    /// RFC 3339: deliveries received before this are gone.
+    pub kept_since: String,
+    /// RFC 3339: the oldest delivery still stored, if any.
+    pub oldest_stored: Option<String>,
 }
 
 /// Rules that faulted, with up to 20 example event ids each.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
 pub struct RuleFaults {
     pub rule: String,
     pub count: u64,

@@ -1,0 +1,731 @@
+//! The typed plan, listing and confirm result as gRPC messages, both ways. Control sends
+//! them; the MCP gateway reads them back into the same types and serializes those, so the
+//! JSON an agent reads and the messages a service reads cannot drift apart.
+
+use std::collections::BTreeMap;
+
+use prost_types::value::Kind;
+use serde_json::{Map, Number, Value};
+use switchboard_model::Action;
+use switchboard_proto::control::v1 as pb;
+
+use super::*;
+use crate::listing::{
+    InstalledStatus, ListedPack, Listing, PackRule, PackVersion, ParamCheckSummary,
+};
+use crate::manifest::{Placement, Requires};
+use crate::merge::DefaultActionChange;
+use crate::provenance::{Drift, InstalledBy, ReplaySummary};
+
+/// What `confirm` holds in `confirm_with.arguments`: where the caller puts the token.
+pub const TOKEN_PLACEHOLDER: &str = "<plan_token>";
+
+impl From<PlanKind> for pb::PlanKind {
+    fn from(k: PlanKind) -> Self {
+        match k {
+            PlanKind::Install => pb::PlanKind::Install,
+            PlanKind::Upgrade => pb::PlanKind::Upgrade,
+            PlanKind::Downgrade => pb::PlanKind::Downgrade,
+            PlanKind::Reinstall => pb::PlanKind::Reinstall,
+            PlanKind::Remove => pb::PlanKind::Remove,
+        }
+    }
+}
+
+fn plan_kind(k: i32) -> PlanKind {
+    match pb::PlanKind::try_from(k).unwrap_or(pb::PlanKind::Unspecified) {
+        pb::PlanKind::Upgrade => PlanKind::Upgrade,
+        pb::PlanKind::Downgrade => PlanKind::Downgrade,
+        pb::PlanKind::Reinstall => PlanKind::Reinstall,
+        pb::PlanKind::Remove => PlanKind::Remove,
+        pb::PlanKind::Install | pb::PlanKind::Unspecified => PlanKind::Install,
+    }
+}
+
+impl From<&Plan> for pb::Plan {
+    fn from(p: &Plan) -> Self {
+        pb::Plan {
+            kind: pb::PlanKind::from(p.kind) as i32,
+            webhook_id: p.webhook_id.clone(),
+            pack: Some(pb::PlanPack {
+                name: p.pack.name.clone(),
+                version: p.pack.version.clone(),
+                from_version: p.pack.from_version.clone(),
+            }),
+            report: Some(pb::ReplayReport::from(&p.report)),
+            fixtures: p
+                .fixtures
+                .iter()
+                .map(|f| pb::FixtureOutcome {
+                    name: f.name.clone(),
+                    want: f.want.clone(),
+                    got: f.got.clone(),
+                    rule: f.rule.clone(),
+                    passed: f.passed,
+                })
+                .collect(),
+            rule_diff: Some(pb::RuleDiff::from(&p.rule_diff)),
+            param_diff: Some(pb::ParamDiff {
+                added: p.param_diff.added.clone(),
+                changed: p.param_diff.changed.clone(),
+                removed: p.param_diff.removed.clone(),
+                adopted: p.param_diff.adopted.clone(),
+                orphaned: p.param_diff.orphaned.clone(),
+                kept: p.param_diff.kept.clone(),
+                owners: p
+                    .param_diff
+                    .owners
+                    .iter()
+                    .map(|(k, names)| {
+                        (
+                            k.clone(),
+                            pb::PackNames {
+                                names: names.clone(),
+                            },
+                        )
+                    })
+                    .collect(),
+            }),
+            version_diff: p.version_diff.as_ref().map(|v| pb::VersionDiff {
+                from: v.from.clone(),
+                to: v.to.clone(),
+                rules_added: v.rules_added.clone(),
+                rules_removed: v.rules_removed.clone(),
+                rules_changed: v.rules_changed.clone(),
+                params_added: v.params_added.clone(),
+                params_removed: v.params_removed.clone(),
+                params_changed: v.params_changed.clone(),
+            }),
+            proven: p.proven,
+            expires_at: p.expires_at.clone(),
+            plan_token: p.plan_token.clone().unwrap_or_default(),
+            confirm_with: Some(pb::ConfirmWith {
+                tool: p.confirm_with.tool.clone(),
+                webhook_id: p.confirm_with.arguments.webhook_id.clone(),
+                name: p.confirm_with.arguments.name.clone(),
+                allow_unproven: p.confirm_with.arguments.allow_unproven == Some(true),
+                note: p.confirm_with.note.clone(),
+            }),
+        }
+    }
+}
+
+impl From<pb::Plan> for Plan {
+    fn from(p: pb::Plan) -> Self {
+        let pack = p.pack.unwrap_or_default();
+        let rule_diff = p.rule_diff.unwrap_or_default();
+        let param_diff = p.param_diff.unwrap_or_default();
+        let confirm = p.confirm_with.unwrap_or_default();
+        Plan {
+            report: p.report.map(Report::from).unwrap_or_default(),
+            kind: plan_kind(p.kind),
+            webhook_id: p.webhook_id,
+            pack: PlanPack {
+                name: pack.name,
+                version: pack.version,
+                from_version: pack.from_version,
+            },
+            fixtures: p
+                .fixtures
+                .into_iter()
+                .map(|f| FixtureOutcome {
+                    name: f.name,
+                    want: f.want,
+                    got: f.got,
+                    rule: f.rule,
+                    passed: f.passed,
+                })
+                .collect(),
+            rule_diff: RuleDiff::from(rule_diff),
+            param_diff: ParamDiff {
+                added: param_diff.added,
+                changed: param_diff.changed,
+                removed: param_diff.removed,
+                adopted: param_diff.adopted,
+                orphaned: param_diff.orphaned,
+                kept: param_diff.kept,
+                owners: param_diff
+                    .owners
+                    .into_iter()
+                    .map(|(k, v)| (k, v.names))
+                    .collect(),
+            },
+            version_diff: p.version_diff.map(|v| VersionDiff {
+                from: v.from,
+                to: v.to,
+                rules_added: v.rules_added,
+                rules_removed: v.rules_removed,
+                rules_changed: v.rules_changed,
+                params_added: v.params_added,
+                params_removed: v.params_removed,
+                params_changed: v.params_changed,
+            }),
+            proven: p.proven,
+            nothing_saved: true,
+            expires_at: p.expires_at,
+            confirm_with: ConfirmWith {
+                tool: confirm.tool,
+                arguments: ConfirmArguments {
+                    webhook_id: confirm.webhook_id,
+                    name: confirm.name,
+                    confirm: TOKEN_PLACEHOLDER.into(),
+                    allow_unproven: confirm.allow_unproven.then_some(true),
+                },
+                note: confirm.note,
+            },
+            plan_token: (!p.plan_token.is_empty()).then_some(p.plan_token),
+        }
+    }
+}
+
+impl From<&RuleDiff> for pb::RuleDiff {
+    fn from(d: &RuleDiff) -> Self {
+        pb::RuleDiff {
+            added: d.added.clone(),
+            removed: d.removed.clone(),
+            changed: d.changed.clone(),
+            replaced: d.replaced.clone(),
+            default_action: d.default_action.as_ref().map(|d| pb::DefaultActionChange {
+                before: d.before.clone(),
+                after: d.after.clone(),
+            }),
+        }
+    }
+}
+
+impl From<pb::RuleDiff> for RuleDiff {
+    fn from(d: pb::RuleDiff) -> Self {
+        RuleDiff {
+            added: d.added,
+            removed: d.removed,
+            changed: d.changed,
+            replaced: d.replaced,
+            default_action: d.default_action.map(|d| DefaultActionChange {
+                before: d.before,
+                after: d.after,
+            }),
+        }
+    }
+}
+
+impl From<&Report> for pb::ReplayReport {
+    fn from(r: &Report) -> Self {
+        let counts = |m: &BTreeMap<String, u64>| m.clone().into_iter().collect();
+        pb::ReplayReport {
+            events_replayed: r.events_replayed,
+            window_from: r.window_from.clone(),
+            window_to: r.window_to.clone(),
+            totals_before: counts(&r.totals.before),
+            totals_after: counts(&r.totals.after),
+            changed: r.changed,
+            transitions: r
+                .transitions
+                .iter()
+                .map(|t| pb::Transition {
+                    from: t.from.clone(),
+                    to: t.to.clone(),
+                    count: t.count,
+                    example_event_ids: t.example_event_ids.clone(),
+                    by_rules: t
+                        .by_rules
+                        .iter()
+                        .map(|s| pb::RuleShift {
+                            before_rule: s.before_rule.clone(),
+                            after_rule: s.after_rule.clone(),
+                            count: s.count,
+                        })
+                        .collect(),
+                })
+                .collect(),
+            rules: r
+                .rules
+                .iter()
+                .map(|x| pb::RuleReport {
+                    id: x.id.clone(),
+                    first_matches: x.first_matches,
+                    faults: x.faults,
+                    from_pack: x.from_pack.clone(),
+                    never_matched: x.never_matched,
+                })
+                .collect(),
+            todos_per_day: Some(pb::TodosPerDay {
+                before: r.todos_per_day.before,
+                after: r.todos_per_day.after,
+            }),
+            truncated: r.truncated,
+            stopped: r.stopped.clone(),
+            retention: r.retention.as_ref().map(|w| pb::Retention {
+                max_age_days: w.max_age_days,
+                max_events_per_webhook: w.max_events_per_webhook,
+                kept_since: w.kept_since.clone(),
+                oldest_stored: w.oldest_stored.clone(),
+            }),
+        }
+    }
+}
+
+impl From<pb::ReplayReport> for Report {
+    fn from(r: pb::ReplayReport) -> Self {
+        let todos = r.todos_per_day.unwrap_or_default();
+        Report {
+            events_replayed: r.events_replayed,
+            window_from: r.window_from,
+            window_to: r.window_to,
+            totals: Totals {
+                before: r.totals_before.into_iter().collect(),
+                after: r.totals_after.into_iter().collect(),
+            },
+            changed: r.changed,
+            transitions: r
+                .transitions
+                .into_iter()
+                .map(|t| Transition {
+                    from: t.from,
+                    to: t.to,
+                    count: t.count,
+                    example_event_ids: t.example_event_ids,
+                    by_rules: t
+                        .by_rules
+                        .into_iter()
+                        .map(|s| RuleShift {
+                            before_rule: s.before_rule,
+                            after_rule: s.after_rule,
+                            count: s.count,
+                        })
+                        .collect(),
+                })
+                .collect(),
+            rules: r
+                .rules
+                .into_iter()
+                .map(|x| RuleReport {
+                    id: x.id,
+                    first_matches: x.first_matches,
+                    faults: x.faults,
+                    from_pack: x.from_pack,
+                    never_matched: x.never_matched,
+                })
+                .collect(),
+            todos_per_day: TodosPerDay {
+                before: todos.before,
+                after: todos.after,
+            },
+            truncated: r.truncated,
+            stopped: r.stopped,
+            retention: r.retention.map(|w| Retention {
+                max_age_days: w.max_age_days,
+                max_events_per_webhook: w.max_events_per_webhook,
+                kept_since: w.kept_since,
+                oldest_stored: w.oldest_stored,
+            }),
+        }
+    }
+}
+
+impl From<&Applied> for pb::Applied {
+    fn from(a: &Applied) -> Self {
+        pb::Applied {
+            kind: pb::PlanKind::from(a.kind) as i32,
+            webhook_id: a.webhook_id.clone(),
+            version: a.version,
+            digest: a.digest.clone(),
+            pack_name: a.pack.name.clone(),
+            pack_version: a.pack.version.clone(),
+            provenance: a.provenance.as_ref().map(pb::InstalledPack::from),
+        }
+    }
+}
+
+impl From<pb::Applied> for Applied {
+    fn from(a: pb::Applied) -> Self {
+        Applied {
+            saved: true,
+            kind: plan_kind(a.kind),
+            webhook_id: a.webhook_id,
+            version: a.version,
+            digest: a.digest,
+            pack: AppliedPack {
+                name: a.pack_name,
+                version: a.pack_version,
+            },
+            provenance: a.provenance.map(InstalledPack::from),
+        }
+    }
+}
+
+fn placement_to(p: Option<Placement>) -> i32 {
+    (match p {
+        None => pb::Placement::Unspecified,
+        Some(Placement::Prepend) => pb::Placement::Prepend,
+        Some(Placement::Append) => pb::Placement::Append,
+    }) as i32
+}
+
+fn placement_from(p: i32) -> Option<Placement> {
+    match pb::Placement::try_from(p).unwrap_or(pb::Placement::Unspecified) {
+        pb::Placement::Prepend => Some(Placement::Prepend),
+        pb::Placement::Append => Some(Placement::Append),
+        pb::Placement::Unspecified => None,
+    }
+}
+
+fn requires_to(r: &Requires) -> pb::PackRequires {
+    pb::PackRequires {
+        source_types: r.source_types.clone(),
+        capabilities: r.capabilities.clone(),
+        packs: r.packs.clone(),
+    }
+}
+
+fn requires_from(r: pb::PackRequires) -> Requires {
+    Requires {
+        source_types: r.source_types,
+        capabilities: r.capabilities,
+        packs: r.packs,
+    }
+}
+
+impl From<&InstalledPack> for pb::InstalledPack {
+    fn from(i: &InstalledPack) -> Self {
+        pb::InstalledPack {
+            name: i.name.clone(),
+            version: i.version.clone(),
+            rule_ids: i.rule_ids.clone(),
+            owned_params: i.owned_params.clone(),
+            installed_at: i.installed_at.clone(),
+            installed_by_endpoint: i.installed_by.endpoint.clone(),
+            installed_by_human: i.installed_by.human.clone(),
+            proven: i.proven,
+            truncated: i.truncated,
+            events_replayed: i.replay.events_replayed,
+            window_from: i.replay.window_from.clone(),
+            window_to: i.replay.window_to.clone(),
+            changed: i.replay.changed,
+            replayed_at: i.replay.replayed_at.clone(),
+            digest: i.digest.clone(),
+            rule_digests: i.rule_digests.clone().into_iter().collect(),
+            sets_default_action: i.sets_default_action,
+            requires: i.requires.as_ref().map(requires_to),
+            placement: placement_to(i.placement),
+        }
+    }
+}
+
+impl From<pb::InstalledPack> for InstalledPack {
+    fn from(i: pb::InstalledPack) -> Self {
+        InstalledPack {
+            name: i.name,
+            version: i.version,
+            rule_ids: i.rule_ids,
+            digest: i.digest,
+            rule_digests: i.rule_digests.into_iter().collect(),
+            sets_default_action: i.sets_default_action,
+            owned_params: i.owned_params,
+            requires: i.requires.map(requires_from),
+            placement: placement_from(i.placement),
+            installed_at: i.installed_at,
+            installed_by: InstalledBy {
+                endpoint: i.installed_by_endpoint,
+                human: i.installed_by_human,
+            },
+            proven: i.proven,
+            truncated: i.truncated,
+            replay: ReplaySummary {
+                events_replayed: i.events_replayed,
+                window_from: i.window_from,
+                window_to: i.window_to,
+                changed: i.changed,
+                replayed_at: i.replayed_at,
+            },
+        }
+    }
+}
+
+/// An action as its decision label (`queue:<name>`, `drop`, `quarantine`).
+fn action_to(a: &Action) -> String {
+    a.label().to_string()
+}
+
+/// A decision label back to an action; `None` for anything else.
+fn action_from(label: &str) -> Option<Action> {
+    match label {
+        "drop" => Some(Action::Drop),
+        "quarantine" => Some(Action::Quarantine),
+        _ => label
+            .strip_prefix("queue:")
+            .map(|q| Action::Queue(q.to_string())),
+    }
+}
+
+impl From<&Listing> for pb::RulePackListing {
+    fn from(l: &Listing) -> Self {
+        pb::RulePackListing {
+            for_webhook: l.packs.iter().any(|p| p.installed.is_some()),
+            packs: l
+                .packs
+                .iter()
+                .map(|p| pb::ListedPack {
+                    name: p.name.clone(),
+                    title: p.title.clone(),
+                    summary: p.summary.clone(),
+                    source: p.source.clone(),
+                    available: p.available,
+                    unavailable_reason: p.unavailable_reason.clone(),
+                    versions: p.versions.iter().map(version_to).collect(),
+                    installed: p
+                        .installed
+                        .clone()
+                        .flatten()
+                        .map(|i| pb::InstalledPackStatus {
+                            version: i.version,
+                            in_catalog: i.available,
+                            unavailable_reason: i.unavailable_reason,
+                            upgrade_to: i.upgrade_to,
+                            proven: i.proven,
+                            truncated: i.truncated,
+                            last_replay: i.last_replay,
+                            installed_at: i.installed_at,
+                            installed_by_endpoint: i.installed_by.endpoint,
+                            installed_by_human: i.installed_by.human,
+                            rule_ids: i.rule_ids,
+                            owned_params: i.owned_params,
+                            drift: Some(pb::Drift {
+                                state: i.drift.state,
+                                edited: i.drift.edited,
+                                removed: i.drift.removed,
+                            }),
+                        }),
+                })
+                .collect(),
+        }
+    }
+}
+
+impl From<pb::RulePackListing> for Listing {
+    fn from(l: pb::RulePackListing) -> Self {
+        let for_webhook = l.for_webhook;
+        Listing {
+            packs: l
+                .packs
+                .into_iter()
+                .map(|p| ListedPack {
+                    name: p.name,
+                    title: p.title,
+                    summary: p.summary,
+                    source: p.source,
+                    available: p.available,
+                    unavailable_reason: p.unavailable_reason,
+                    versions: p.versions.into_iter().map(version_from).collect(),
+                    installed: for_webhook.then(|| {
+                        p.installed.map(|i| {
+                            let drift = i.drift.unwrap_or_default();
+                            InstalledStatus {
+                                version: i.version,
+                                available: i.in_catalog,
+                                unavailable_reason: i.unavailable_reason,
+                                upgrade_available: i.upgrade_to.is_some(),
+                                upgrade_to: i.upgrade_to,
+                                proven: i.proven,
+                                truncated: i.truncated,
+                                last_replay: i.last_replay,
+                                installed_at: i.installed_at,
+                                installed_by: InstalledBy {
+                                    endpoint: i.installed_by_endpoint,
+                                    human: i.installed_by_human,
+                                },
+                                rule_ids: i.rule_ids,
+                                owned_params: i.owned_params,
+                                drift: Drift {
+                                    state: drift.state,
+                                    edited: drift.edited,
+                                    removed: drift.removed,
+                                },
+                            }
+                        })
+                    }),
+                })
+                .collect(),
+        }
+    }
+}
+
+fn version_to(v: &PackVersion) -> pb::PackVersion {
+    pb::PackVersion {
+        version: v.version.clone(),
+        available: v.available,
+        missing_capabilities: v.missing_capabilities.clone(),
+        retired: v.retired,
+        superseded_by: v.superseded_by.clone(),
+        upgrade_note: v.upgrade_note.clone(),
+        params_schema: match &v.params_schema {
+            Value::Object(m) => Some(to_struct(m)),
+            _ => None,
+        },
+        param_checks: v
+            .param_checks
+            .iter()
+            .map(|c| pb::ParamCheckSummary {
+                id: c.id.clone(),
+                message: c.message.clone(),
+            })
+            .collect(),
+        requires: Some(requires_to(&v.requires)),
+        placement: placement_to(v.placement),
+        rules: v
+            .rules
+            .iter()
+            .map(|r| pb::PackRule {
+                id: r.id.clone(),
+                description: r.description.clone(),
+                action: action_to(&r.action),
+            })
+            .collect(),
+        default_action: v.default_action.as_ref().map(action_to),
+        fixtures: v.fixtures,
+    }
+}
+
+fn version_from(v: pb::PackVersion) -> PackVersion {
+    PackVersion {
+        version: v.version,
+        available: v.available,
+        missing_capabilities: v.missing_capabilities,
+        retired: v.retired,
+        superseded_by: v.superseded_by,
+        upgrade_note: v.upgrade_note,
+        params_schema: v
+            .params_schema
+            .map(|s| Value::Object(from_struct(s)))
+            .unwrap_or(Value::Null),
+        param_checks: v
+            .param_checks
+            .into_iter()
+            .map(|c| ParamCheckSummary {
+                id: c.id,
+                message: c.message,
+            })
+            .collect(),
+        requires: v.requires.map(requires_from).unwrap_or_default(),
+        placement: placement_from(v.placement),
+        // A rule whose action label is not one this build knows is left out, not guessed.
+        rules: v
+            .rules
+            .into_iter()
+            .filter_map(|r| {
+                Some(PackRule {
+                    action: action_from(&r.action)?,
+                    id: r.id,
+                    description: r.description,
+                })
+            })
+            .collect(),
+        default_action: v.default_action.as_deref().and_then(action_from),
+        fixtures: v.fixtures,
+    }
+}
+
+/// JSON as `google.protobuf.Struct`: for values that are free-form by nature (a schema, params).
+pub fn to_struct(m: &Map<String, Value>) -> prost_types::Struct {
+    prost_types::Struct {
+        fields: m.iter().map(|(k, v)| (k.clone(), to_value(v))).collect(),
+    }
+}
+
+pub fn to_value(v: &Value) -> prost_types::Value {
+    let kind = match v {
+        Value::Null => Kind::NullValue(0),
+        Value::Bool(b) => Kind::BoolValue(*b),
+        Value::Number(n) => Kind::NumberValue(n.as_f64().unwrap_or_default()),
+        Value::String(s) => Kind::StringValue(s.clone()),
+        Value::Array(a) => Kind::ListValue(prost_types::ListValue {
+            values: a.iter().map(to_value).collect(),
+        }),
+        Value::Object(m) => Kind::StructValue(to_struct(m)),
+    };
+    prost_types::Value { kind: Some(kind) }
+}
+
+pub fn from_struct(s: prost_types::Struct) -> Map<String, Value> {
+    s.fields
+        .into_iter()
+        .map(|(k, v)| (k, from_value(v)))
+        .collect()
+}
+
+/// Numbers come back as integers where they are whole (a schema's `minimum: 1` stays `1`).
+pub fn from_value(v: prost_types::Value) -> Value {
+    match v.kind {
+        None | Some(Kind::NullValue(_)) => Value::Null,
+        Some(Kind::BoolValue(b)) => Value::Bool(b),
+        Some(Kind::NumberValue(n)) => {
+            if n.fract() == 0.0 && n.abs() < 9.0e15 {
+                Value::Number(Number::from(n as i64))
+            } else {
+                Number::from_f64(n).map_or(Value::Null, Value::Number)
+            }
+        }
+        Some(Kind::StringValue(s)) => Value::String(s),
+        Some(Kind::ListValue(l)) => Value::Array(l.values.into_iter().map(from_value).collect()),
+        Some(Kind::StructValue(s)) => Value::Object(from_struct(s)),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn golden(name: &str) -> Value {
+        let path = format!(
+            "{}/../tests/all/golden/{name}.json",
+            env!("CARGO_MANIFEST_DIR")
+        );
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        serde_json::from_str(&text).unwrap_or_else(|e| panic!("{path}: {e}"))
+    }
+
+    /// The JSON an agent reads, through the typed plan and the gRPC message and back: the
+    /// same JSON, so the two contracts say the same thing.
+    #[test]
+    fn every_golden_plan_reads_as_a_plan_and_survives_the_wire() {
+        let plans = [
+            golden("plan-install"),
+            golden("plan-upgrade"),
+            golden("plan-removal"),
+            golden("plan-adoption")["plan"].clone(),
+            golden("plan-removal-with-dependents")["dependent_removal"].clone(),
+        ];
+        for json in plans {
+            let plan: Plan = serde_json::from_value(json.clone()).expect("a plan");
+            assert_eq!(serde_json::to_value(&plan).expect("json"), json);
+            let back = Plan::from(pb::Plan::from(&plan));
+            assert_eq!(serde_json::to_value(&back).expect("json"), json);
+        }
+        let applied = golden("plan-adoption")["confirm"].clone();
+        let typed: Applied = serde_json::from_value(applied.clone()).expect("applied");
+        assert_eq!(serde_json::to_value(&typed).expect("json"), applied);
+        let back = Applied::from(pb::Applied::from(&typed));
+        assert_eq!(serde_json::to_value(&back).expect("json"), applied);
+    }
+
+    #[test]
+    fn a_struct_round_trips_a_schema() {
+        let schema = json!({"bots": {"type": "string_list", "default": ["a"], "required": false, "min": 1, "ratio": 0.5, "x": null}});
+        let Value::Object(m) = schema.clone() else {
+            unreachable!()
+        };
+        assert_eq!(Value::Object(from_struct(to_struct(&m))), schema);
+    }
+
+    #[test]
+    fn an_action_label_round_trips() {
+        for a in [
+            Action::Queue("review".into()),
+            Action::Drop,
+            Action::Quarantine,
+        ] {
+            assert_eq!(action_from(&action_to(&a)), Some(a));
+        }
+        assert_eq!(action_from("default"), None);
+    }
+}
