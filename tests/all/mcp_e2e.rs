@@ -23,7 +23,7 @@ use crate::support::{RouterProcess, binary, payload};
 const SECRET: &str = "mcp-e2e-secret-0123456789abcdef";
 
 /// Where scripts/mcp-venv puts the virtualenv (or SWITCHBOARD_MCP_VENV).
-fn venv() -> PathBuf {
+pub(crate) fn venv() -> PathBuf {
     std::env::var_os("SWITCHBOARD_MCP_VENV")
         .map(PathBuf::from)
         .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/mcp-venv"))

@@ -31,6 +31,8 @@ pub(crate) struct Env {
     pub(crate) store: Store,
     _router: RouterProcess,
     channel: Channel,
+    /// Where control's gRPC listens (`host:port`).
+    pub(crate) addr: String,
     _stop: tokio::sync::oneshot::Sender<()>,
 }
 
@@ -108,6 +110,7 @@ impl Env {
             store,
             _router: router,
             channel,
+            addr: addr.to_string(),
             _stop: stop,
         }
     }
@@ -388,7 +391,83 @@ on_every_backend!(
     a_pack_whose_manifest_left_the_catalog_is_listed_and_removed,
     an_upgrade_removes_the_params_it_orphans_unless_the_owner_keeps_them,
     the_11th_replay_inside_any_60_s_is_refused,
+    a_python_grpc_client_reads_a_plan_without_parsing_json,
 );
+
+/// Issue 19's typed contract from another language: Python's grpcio (with protos compiled
+/// by grpcio-tools from this repository's files) reads the plan's fields (kind, totals,
+/// transitions with the rules before and after, fixtures, the token) straight from the
+/// messages, and they are the plan this test reads through the Rust types. Needs the test
+/// virtualenv (scripts/mcp-venv, which `.ci/run` creates); without it the test says so.
+async fn a_python_grpc_client_reads_a_plan_without_parsing_json(db: TestDb) {
+    let python = crate::mcp_e2e::venv().join("bin/python");
+    if !python.exists() {
+        eprintln!(
+            "SKIPPED: no test virtualenv at {}; create it with scripts/mcp-venv",
+            python.display()
+        );
+        return;
+    }
+    let env = Env::start(&db, Options::default()).await;
+    let (scope, cred) = env.owner("alice", ALL).await;
+    let config =
+        json!({"rules": [{"id": "everything", "when": "true", "action": {"queue": "forge"}}]});
+    let w = env.webhook(&scope, Some(config)).await;
+    history(&env, &w).await;
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let output = tokio::process::Command::new(&python)
+        .arg(root.join("tests/grpc/read_plan.py"))
+        .arg("--proto-root")
+        .arg(root.join("proto"))
+        .args(["--addr", &env.addr, "--token", &cred, "--webhook", &w.id])
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(120), output)
+        .await
+        .expect("the python client finishes")
+        .expect("python runs");
+    assert!(
+        output.status.success(),
+        "read_plan.py failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let read: Value = serde_json::from_slice(&output.stdout).expect("one JSON line");
+    // The same plan again (nothing was saved), read through the Rust types.
+    let plan = install(&env, &cred, plan_req(&w, "drop-ci-noise"))
+        .await
+        .expect("plan");
+    assert_eq!(read["kind"], "PLAN_KIND_INSTALL");
+    assert_eq!(read["pack"], "drop-ci-noise");
+    assert_eq!(read["version"], plan["pack"]["version"]);
+    assert_eq!(read["events_replayed"], plan["events_replayed"]);
+    assert_eq!(read["changed"], plan["changed"]);
+    assert_eq!(read["totals_before"], plan["totals"]["before"]);
+    assert_eq!(read["totals_after"], plan["totals"]["after"]);
+    let first = &plan["transitions"][0];
+    assert_eq!(read["first_transition"]["from"], first["from"], "{read}");
+    assert_eq!(read["first_transition"]["to"], first["to"]);
+    assert_eq!(read["first_transition"]["count"], first["count"]);
+    assert_eq!(read["first_transition"]["by_rules"], first["by_rules"]);
+    let rules: Vec<&Value> = plan["rules"]
+        .as_array()
+        .expect("rules")
+        .iter()
+        .map(|r| &r["id"])
+        .collect();
+    assert_eq!(read["rules"], json!(rules));
+    let passed = plan["fixtures"]
+        .as_array()
+        .expect("fixtures")
+        .iter()
+        .filter(|f| f["passed"] == true)
+        .count();
+    assert!(passed > 0, "{plan}");
+    assert_eq!(read["fixtures_passed"], passed);
+    assert_eq!(read["proven"], plan["proven"]);
+    assert_eq!(read["token_prefix"], "sbp_");
+    assert_eq!(read["confirm_tool"], "install_rule_pack");
+    assert_eq!(read["progress_events"], true);
+}
 
 /// Issue 18 item 6, through the API: "10 replays per endpoint per minute" is a sliding window.
 /// Five plans 30 s into a minute and five at 59 s; at 61 s a fixed window would have started
@@ -1427,6 +1506,7 @@ async fn an_operator_adds_external_packs(db: TestDb) {
         store: db.store.clone(),
         _router: router,
         channel,
+        addr: control.grpc.clone(),
         _stop: stop,
     };
     let (scope, cred) = env.owner("alice", ALL).await;
