@@ -327,6 +327,8 @@ impl Gateway {
                             webhook_id: p.webhook_id,
                             configuration_json,
                             expected_version: p.expected_version,
+                            // The agent's own JSON, validated exactly as written.
+                            configuration: None,
                         },
                     )
                     .await
@@ -344,6 +346,7 @@ impl Gateway {
                             rule_id: p.rule_id,
                             rule_json,
                             expected_version: p.expected_version,
+                            patch: None,
                         },
                     )
                     .await
@@ -398,6 +401,7 @@ impl Gateway {
                         since_ms: w.since_ms.unwrap_or(0),
                     }),
                     configuration_json,
+                    configuration: None,
                 };
                 // A replay streams, so its progress reaches the agent; a dry run does not.
                 let r = if request.replay.is_some() {

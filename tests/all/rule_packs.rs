@@ -236,7 +236,8 @@ impl Env {
             .await
             .expect("list rules")
             .into_inner();
-        let config = serde_json::from_str(&r.configuration_json).expect("configuration json");
+        let config = serde_json::from_str(&crate::support::typed::config_text(&r.configuration))
+            .expect("configuration json");
         (config, r.version)
     }
 
@@ -1160,7 +1161,8 @@ async fn dry_run(env: &Env, cred: &str, w: &Webhook, kind: &str, body: &Value) -
         .await
         .expect("dry run")
         .into_inner();
-    serde_json::from_str(&r.saved_decision_json).expect("decision")
+    serde_json::from_str(&crate::support::typed::decision_text(&r.saved_decision))
+        .expect("decision")
 }
 
 fn review_request(author: &str, reviewer: &str) -> Value {
@@ -2208,7 +2210,9 @@ async fn a_confirm_racing_set_webhook_rules(db: TestDb) {
         };
         let confirm = confirm.await.expect("join");
         let set = set.await.expect("join").expect("the set always saves");
-        let set_config: Value = serde_json::from_str(&set.configuration_json).expect("json");
+        let set_config: Value =
+            serde_json::from_str(&crate::support::typed::config_text(&set.configuration))
+                .expect("json");
         assert_eq!(rule_ids(&set_config), [format!("theirs-{round}")]);
 
         // Whatever won, the configuration now saved is exactly the set's (it came last or

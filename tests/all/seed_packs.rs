@@ -120,7 +120,8 @@ async fn fleet_webhook(api: &Api, catalog: &Catalog, fleet: &Seed, source: &str)
         .expect("list rules")
         .into_inner();
     let configuration: Value =
-        serde_json::from_str(&saved.configuration_json).expect("configuration JSON");
+        serde_json::from_str(&crate::support::typed::config_text(&saved.configuration))
+            .expect("configuration JSON");
     let rules = configuration["rules"].as_array().expect("rules");
     assert_eq!(rules.len(), 27, "{source}: the fleet's 27 rules");
     assert!(
@@ -142,7 +143,9 @@ async fn fleet_webhook(api: &Api, catalog: &Catalog, fleet: &Seed, source: &str)
     );
     // The provenance of each install, in install order (a list, whatever the proto's comment
     // says of an object keyed by pack name).
-    let installed: Value = serde_json::from_str(&saved.installed_packs_json).expect("JSON");
+    let installed: Value =
+        serde_json::from_str(&crate::support::typed::packs_text(&saved.installed_packs))
+            .expect("JSON");
     let installed: Vec<(&str, &str)> = installed
         .as_array()
         .expect("a list of installs")
@@ -282,8 +285,10 @@ pub async fn the_seed_packs_are_preserved(db: TestDb) {
                         .into_inner()
                         .event
                         .expect("its summary");
-                    let recorded: Value =
-                        serde_json::from_str(&event.decision_json).expect("decision JSON");
+                    let recorded: Value = serde_json::from_str(
+                        &crate::support::typed::decision_text(&event.decision),
+                    )
+                    .expect("decision JSON");
                     assert_eq!(
                         recorded["decision"], answer["decision"],
                         "{}: recorded as answered",
@@ -308,15 +313,19 @@ pub async fn the_seed_packs_are_preserved(db: TestDb) {
                         .await
                         .unwrap_or_else(|s| panic!("{}: test_webhook_rules: {s:?}", case.name))
                         .into_inner();
-                    let saved: Value =
-                        serde_json::from_str(&tested.saved_decision_json).expect("JSON");
+                    let saved: Value = serde_json::from_str(&crate::support::typed::decision_text(
+                        &tested.saved_decision,
+                    ))
+                    .expect("JSON");
                     assert_eq!(
                         saved["decision"], answer["decision"],
                         "{}: the dry run's saved decision is ingest's",
                         case.name
                     );
-                    let with_params: Value =
-                        serde_json::from_str(&tested.candidate_decision_json).expect("JSON");
+                    let with_params: Value = serde_json::from_str(
+                        &crate::support::typed::decision_text(&tested.candidate_decision),
+                    )
+                    .expect("JSON");
                     by_dry_run += 1;
                     judge(case, &with_params)
                 }

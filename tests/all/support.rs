@@ -408,6 +408,34 @@ pub mod typed {
         typed
     }
 
+    /// A configuration message as the JSON text an agent reads ("" when absent).
+    pub fn config_text(c: &Option<pb::Configuration>) -> String {
+        c.clone()
+            .map(|c| switchboard_proto::json::configuration_json(c).to_string())
+            .unwrap_or_default()
+    }
+
+    /// A decision message as the JSON text events carry ("" when absent).
+    pub fn decision_text(d: &Option<pb::Decision>) -> String {
+        d.as_ref()
+            .map(|d| switchboard_proto::json::decision_json(d).to_string())
+            .unwrap_or_default()
+    }
+
+    /// A history change message as JSON text.
+    pub fn change_text(c: &Option<pb::ConfigurationChange>) -> String {
+        c.as_ref()
+            .map(|c| switchboard_proto::json::change_json(c).to_string())
+            .unwrap_or_default()
+    }
+
+    /// Installed packs as the JSON array of their provenance.
+    pub fn packs_text(p: &[pb::InstalledPack]) -> String {
+        let packs: Vec<switchboard_packs::provenance::InstalledPack> =
+            p.iter().cloned().map(Into::into).collect();
+        serde_json::to_string(&packs).expect("provenance serializes")
+    }
+
     /// `test_webhook_rules`' replay report as JSON, from its typed fields.
     pub fn replay_report(r: &pb::TestWebhookRulesResponse) -> Value {
         let typed = serde_json::to_value(CandidateReplay {

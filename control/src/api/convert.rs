@@ -1,9 +1,11 @@
-//! Store records to wire messages and back: typed fields stay typed, configurations,
-//! decisions and provenance become JSON text. No secret ever leaves through here.
+//! Store records to wire messages and back: configurations, decisions, provenance and
+//! history as typed messages (and, for one release, as the deprecated JSON text too). No
+//! secret ever leaves through here.
 
 pub use crate::wire::decision_json;
 use serde_json::Value;
 use switchboard_proto::control::v1 as pb;
+use switchboard_proto::json;
 use switchboard_proto::router::v1::{RoutingContext, StoredDelivery};
 
 use super::status::ApiError;
@@ -42,8 +44,18 @@ fn source_name(name: &str) -> i32 {
         .map_or(pb::SourceType::Unspecified, source_type) as i32
 }
 
+/// A webhook's stored provenance as typed messages (odd rows read as none).
+pub fn installed_packs(provenance: &Value) -> Vec<pb::InstalledPack> {
+    switchboard_packs::provenance::from_json(provenance)
+        .iter()
+        .map(pb::InstalledPack::from)
+        .collect()
+}
+
+#[allow(deprecated)]
 pub fn webhook(w: &Webhook) -> pb::Webhook {
     pb::Webhook {
+        installed_packs: installed_packs(&w.provenance),
         id: w.id.clone(),
         owner_scope: w.owner_scope.to_string(),
         source_type: source_type(w.source_type) as i32,
@@ -69,6 +81,7 @@ fn json_text(v: &Option<Value>) -> String {
     v.as_ref().map(canonical_json).unwrap_or_default()
 }
 
+#[allow(deprecated)]
 pub fn event_summary(e: &EventSummary) -> pb::EventSummary {
     pb::EventSummary {
         id: e.id.clone(),
@@ -81,9 +94,12 @@ pub fn event_summary(e: &EventSummary) -> pb::EventSummary {
         routed: e.routed,
         decision_json: json_text(&e.decision),
         fault_json: json_text(&e.fault),
+        decision: e.decision.as_ref().map(json::decision),
+        fault: e.fault.as_ref().map(json::fault),
     }
 }
 
+#[allow(deprecated)]
 pub fn event(e: &Event) -> pb::GetWebhookEventResponse {
     pb::GetWebhookEventResponse {
         event: Some(pb::EventSummary {
@@ -97,6 +113,8 @@ pub fn event(e: &Event) -> pb::GetWebhookEventResponse {
             routed: e.routed,
             decision_json: json_text(&e.decision),
             fault_json: json_text(&e.fault),
+            decision: e.decision.as_ref().map(json::decision),
+            fault: e.fault.as_ref().map(json::fault),
         }),
         headers: e
             .headers
@@ -115,8 +133,12 @@ pub fn stored_delivery(e: &Event) -> StoredDelivery {
     crate::wire::stored_delivery(e)
 }
 
+#[allow(deprecated)]
 pub fn history(h: &HistoryRecord) -> pb::HistoryRecord {
     pb::HistoryRecord {
+        change: Some(json::change(&h.change)),
+        provenance: h.provenance.as_ref().map(json::change_provenance),
+        configuration: Some(json::configuration(&h.configuration)),
         version: h.version,
         actor_endpoint_id: h.actor.endpoint_id.clone().unwrap_or_default(),
         actor_human: h.actor.human_login.clone().unwrap_or_default(),

@@ -9,6 +9,7 @@ use serde_json::{Map, Value, json};
 use switchboard_model::{Configuration, Rule, SourceType, is_pack_rule_id, kind};
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::control::v1::webhook_rules_server::WebhookRules;
+use switchboard_proto::json;
 use switchboard_proto::router::v1::{
     Configuration as RouterConfiguration, EvaluateRequest, Header as RouterHeader, Problem,
     StoredDelivery,
@@ -68,10 +69,9 @@ impl WebhookRulesApi {
                 .store
                 .get_webhook(caller.scope(), &req.webhook_id)
                 .await?;
-            let candidate = if req.configuration_json.is_empty() {
-                saved_configuration(&w)?
-            } else {
-                parse_candidate("configuration_json", &req.configuration_json)?
+            let candidate = match request_configuration(req)? {
+                Some(candidate) => candidate,
+                None => saved_configuration(&w)?,
             };
             let who = crate::rule_packs::Caller {
                 endpoint_id: caller.endpoint.id.clone(),
@@ -97,14 +97,7 @@ impl WebhookRulesApi {
                 ..Default::default()
             });
         }
-        let mut candidate = if req.configuration_json.is_empty() {
-            None
-        } else {
-            Some(parse_candidate(
-                "configuration_json",
-                &req.configuration_json,
-            )?)
-        };
+        let mut candidate = request_configuration(req)?;
         let store = &self.state.store;
         let w = store.get_webhook(caller.scope(), &req.webhook_id).await?;
         let delivery = match &req.payload {
@@ -155,7 +148,13 @@ impl WebhookRulesApi {
         };
         let saved_decision = convert::decision_json(&decisions[0]);
         let candidate_decision = decisions.get(1).map(convert::decision_json);
+        #[allow(deprecated)]
         Ok(pb::TestWebhookRulesResponse {
+            saved_decision: Some(json::decision(&saved_decision)),
+            candidate_decision: candidate_decision.as_ref().map(json::decision),
+            candidate_configuration: candidate
+                .as_ref()
+                .map(|c| json::configuration(&serde_json::to_value(c).unwrap_or_default())),
             webhook_id: w.id.clone(),
             event_id: req.event_id.clone(),
             kind,
@@ -275,6 +274,55 @@ async fn prepare_candidate(
         // Configuration-wide problems first, then rule by rule; stable within a rule.
         problems.sort_by_key(|p| p.rule_index);
         Err(ApiError::InvalidConfiguration(problems))
+    }
+}
+
+/// A request's configuration: the typed message, or (deprecated) its JSON text, never both;
+/// either goes through the same parsing and validation.
+trait GivesConfiguration {
+    fn typed(&self) -> Option<&pb::Configuration>;
+    fn text(&self) -> &str;
+}
+
+impl GivesConfiguration for pb::SetWebhookRulesRequest {
+    fn typed(&self) -> Option<&pb::Configuration> {
+        self.configuration.as_ref()
+    }
+    fn text(&self) -> &str {
+        &self.configuration_json
+    }
+}
+
+impl GivesConfiguration for pb::TestWebhookRulesRequest {
+    fn typed(&self) -> Option<&pb::Configuration> {
+        self.configuration.as_ref()
+    }
+    fn text(&self) -> &str {
+        &self.configuration_json
+    }
+}
+
+fn request_configuration(req: &impl GivesConfiguration) -> Result<Option<Configuration>, ApiError> {
+    match (req.typed(), req.text().is_empty()) {
+        (Some(_), false) => Err(ApiError::invalid(
+            "configuration",
+            "give configuration or configuration_json, not both",
+        )),
+        (Some(c), true) => {
+            if let Some((at, label)) = json::bad_action_label(c) {
+                return Err(ApiError::invalid(
+                    "configuration",
+                    format!("{at} is {label:?}: an action is queue:<name>, drop or quarantine"),
+                ));
+            }
+            parse_candidate(
+                "configuration",
+                &json::configuration_json(c.clone()).to_string(),
+            )
+            .map(Some)
+        }
+        (None, false) => parse_candidate("configuration_json", req.text()).map(Some),
+        (None, true) => Ok(None),
     }
 }
 
@@ -456,6 +504,7 @@ impl WebhookRulesApi {
                             "configuration saved"
                         );
                     }
+                    #[allow(deprecated)]
                     return Ok(pb::SaveRulesResponse {
                         webhook_id: webhook_id.to_string(),
                         version: saved.version,
@@ -463,6 +512,9 @@ impl WebhookRulesApi {
                         duplicate: saved.duplicate,
                         minted_rule_ids: minted,
                         configuration_json: candidate.canonical_json(),
+                        configuration: Some(json::configuration(
+                            &serde_json::to_value(&candidate).unwrap_or_default(),
+                        )),
                     });
                 }
                 Err(Error::FailedPrecondition { reason, .. })
@@ -600,13 +652,16 @@ impl WebhookRules for WebhookRulesApi {
                 .store
                 .get_webhook(caller.scope(), &request.get_ref().webhook_id)
                 .await?;
+            #[allow(deprecated)]
             Ok(pb::ListWebhookRulesResponse {
                 webhook_id: w.id.clone(),
                 configuration_json: canonical_json(&w.configuration),
+                configuration: Some(json::configuration(&w.configuration)),
                 version: w.config_version,
                 digest: w.config_digest.clone(),
                 grant: w.grant.clone(),
                 installed_packs_json: canonical_json(&w.provenance),
+                installed_packs: convert::installed_packs(&w.provenance),
                 trusted_actors_capability: self.state.capabilities.trusted_actors,
             })
         })
@@ -620,7 +675,9 @@ impl WebhookRules for WebhookRulesApi {
         respond(async {
             let caller = authorize(&self.state, request.metadata(), "set_webhook_rules").await?;
             let req = request.get_ref();
-            let candidate = parse_candidate("configuration_json", &req.configuration_json)?;
+            let candidate = request_configuration(req)?.ok_or_else(|| {
+                ApiError::invalid("configuration", "required: the whole new configuration")
+            })?;
             self.save_edit(
                 &caller,
                 &req.webhook_id,
@@ -639,7 +696,26 @@ impl WebhookRules for WebhookRulesApi {
         respond(async {
             let caller = authorize(&self.state, request.metadata(), "update_webhook_rule").await?;
             let req = request.get_ref();
-            let patch = parse_rule_patch(&req.rule_json)?;
+            let patch = match (&req.patch, req.rule_json.is_empty()) {
+                (Some(_), false) => {
+                    return Err(ApiError::invalid(
+                        "patch",
+                        "give patch or rule_json, not both",
+                    ));
+                }
+                (Some(p), true) => {
+                    if let Some(label) = p.action.as_deref().filter(|a| !json::is_action_label(a)) {
+                        return Err(ApiError::invalid(
+                            "patch",
+                            format!(
+                                "action is {label:?}: an action is queue:<name>, drop or quarantine"
+                            ),
+                        ));
+                    }
+                    parse_rule_patch(&json::rule_patch_json(p.clone()).to_string())?
+                }
+                (None, _) => parse_rule_patch(&req.rule_json)?,
+            };
             self.save_edit(
                 &caller,
                 &req.webhook_id,

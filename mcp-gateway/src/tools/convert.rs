@@ -6,7 +6,9 @@ use base64::Engine;
 use serde_json::{Map, Value};
 use switchboard_packs::listing::Listing;
 use switchboard_packs::plan::{Applied, CandidateReplay, Plan};
+use switchboard_packs::provenance::InstalledPack;
 use switchboard_proto::control::v1 as pb;
+use switchboard_proto::json;
 
 use super::output::*;
 use super::params::{SourceKind, TodoFilterArg};
@@ -35,29 +37,25 @@ pub fn object_field(field: &str, text: &str) -> Result<Object, ToolError> {
 
 /// Installed packs' provenance keyed by pack name, as the proto documents it. Control keeps
 /// provenance as a list of `{name, version, …}`; either shape is read.
-pub fn installed_packs(text: &str) -> Result<Object, ToolError> {
-    match json_field("installed_packs_json", text)? {
-        None | Some(Value::Null) => Ok(Map::new()),
-        Some(Value::Object(map)) => Ok(map),
-        Some(Value::Array(list)) => {
-            let mut by_name = Map::new();
-            for entry in list {
-                let Some(name) = entry
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
-                else {
-                    return Err(ToolError::internal(
-                        "control sent installed_packs_json with an entry without a name",
-                    ));
-                };
-                by_name.insert(name, entry);
-            }
-            Ok(by_name)
-        }
-        Some(_) => Err(ToolError::internal(
-            "control sent installed_packs_json that is neither a list nor an object",
-        )),
+/// Installed packs keyed by name, each its provenance as the same type control stores.
+pub fn installed_packs(packs: Vec<pb::InstalledPack>) -> Result<Object, ToolError> {
+    packs
+        .into_iter()
+        .map(|p| {
+            let p = InstalledPack::from(p);
+            Ok((
+                p.name.clone(),
+                serde_json::to_value(p).map_err(ToolError::internal)?,
+            ))
+        })
+        .collect()
+}
+
+/// A configuration message as the JSON object an agent reads.
+fn configuration(c: Option<pb::Configuration>) -> Object {
+    match json::configuration_json(c.unwrap_or_default()) {
+        Value::Object(map) => map,
+        _ => Object::new(),
     }
 }
 
@@ -106,7 +104,7 @@ pub fn required<T>(what: &str, value: Option<T>) -> Result<T, ToolError> {
 
 pub fn webhook(w: pb::Webhook) -> Result<WebhookOut, ToolError> {
     Ok(WebhookOut {
-        installed_packs: installed_packs(&w.installed_packs_json)?,
+        installed_packs: installed_packs(w.installed_packs)?,
         source_type: source_name(w.source_type),
         trusted_actors: w.trusted_actors.map(|t| TrustedActorsOut {
             humans: t.humans,
@@ -127,8 +125,8 @@ pub fn webhook(w: pb::Webhook) -> Result<WebhookOut, ToolError> {
 
 pub fn event_summary(e: pb::EventSummary) -> Result<EventSummaryOut, ToolError> {
     Ok(EventSummaryOut {
-        decision: json_field("decision_json", &e.decision_json)?,
-        fault: json_field("fault_json", &e.fault_json)?,
+        decision: e.decision.as_ref().map(json::decision_json),
+        fault: e.fault.as_ref().map(json::fault_json),
         source: source_name(e.source),
         id: e.id,
         webhook_id: e.webhook_id,
@@ -185,8 +183,8 @@ pub fn get_event(r: pb::GetWebhookEventResponse) -> Result<GetWebhookEventOut, T
 
 pub fn list_rules(r: pb::ListWebhookRulesResponse) -> Result<ListWebhookRulesOut, ToolError> {
     Ok(ListWebhookRulesOut {
-        configuration: object_field("configuration_json", &r.configuration_json)?,
-        installed_packs: installed_packs(&r.installed_packs_json)?,
+        configuration: configuration(r.configuration),
+        installed_packs: installed_packs(r.installed_packs)?,
         webhook_id: r.webhook_id,
         version: r.version,
         digest: r.digest,
@@ -197,7 +195,7 @@ pub fn list_rules(r: pb::ListWebhookRulesResponse) -> Result<ListWebhookRulesOut
 
 pub fn save(r: pb::SaveRulesResponse) -> Result<SaveRulesOut, ToolError> {
     Ok(SaveRulesOut {
-        configuration: object_field("configuration_json", &r.configuration_json)?,
+        configuration: configuration(r.configuration),
         webhook_id: r.webhook_id,
         version: r.version,
         digest: r.digest,
@@ -207,16 +205,9 @@ pub fn save(r: pb::SaveRulesResponse) -> Result<SaveRulesOut, ToolError> {
 }
 
 pub fn test(r: pb::TestWebhookRulesResponse) -> Result<TestWebhookRulesOut, ToolError> {
-    let candidate_configuration = if r.candidate_configuration_json.is_empty() {
-        None
-    } else {
-        Some(object_field(
-            "candidate_configuration_json",
-            &r.candidate_configuration_json,
-        )?)
-    };
+    let candidate_configuration = r.candidate_configuration.map(|c| configuration(Some(c)));
     Ok(TestWebhookRulesOut {
-        saved_decision: json_field("saved_decision_json", &r.saved_decision_json)?,
+        saved_decision: r.saved_decision.as_ref().map(json::decision_json),
         replay_report: match r.replay_report {
             None => None,
             Some(report) => Some(object(CandidateReplay {
@@ -226,7 +217,7 @@ pub fn test(r: pb::TestWebhookRulesResponse) -> Result<TestWebhookRulesOut, Tool
                 nothing_saved: true,
             })?),
         },
-        candidate_decision: json_field("candidate_decision_json", &r.candidate_decision_json)?,
+        candidate_decision: r.candidate_decision.as_ref().map(json::decision_json),
         candidate_configuration,
         webhook_id: r.webhook_id,
         event_id: non_empty(r.event_id),
@@ -244,9 +235,9 @@ pub fn history(r: pb::ListWebhookHistoryResponse) -> Result<ListWebhookHistoryOu
         .into_iter()
         .map(|h| {
             Ok(HistoryRecordOut {
-                change: json_field("change_json", &h.change_json)?.unwrap_or(Value::Null),
-                provenance: json_field("provenance_json", &h.provenance_json)?,
-                configuration: object_field("configuration_json", &h.configuration_json)?,
+                change: h.change.as_ref().map_or(Value::Null, json::change_json),
+                provenance: h.provenance.as_ref().map(json::change_provenance_json),
+                configuration: configuration(h.configuration),
                 version: h.version,
                 actor_endpoint_id: non_empty(h.actor_endpoint_id),
                 actor_human: non_empty(h.actor_human),
@@ -331,14 +322,16 @@ mod tests {
     }
 
     #[test]
-    fn installed_packs_are_keyed_by_name_whatever_the_shape() {
-        let listed = installed_packs(r#"[{"name":"drop-ci-noise","version":"2.0.0"}]"#).unwrap();
+    fn installed_packs_are_keyed_by_name() {
+        let listed = installed_packs(vec![pb::InstalledPack {
+            name: "drop-ci-noise".into(),
+            version: "2.0.0".into(),
+            ..Default::default()
+        }])
+        .unwrap();
         assert_eq!(listed["drop-ci-noise"]["version"], "2.0.0");
-        let keyed = installed_packs(r#"{"drop-ci-noise":{"version":"2.0.0"}}"#).unwrap();
-        assert_eq!(keyed["drop-ci-noise"]["version"], "2.0.0");
-        assert!(installed_packs("").unwrap().is_empty());
-        assert!(installed_packs("[]").unwrap().is_empty());
-        assert!(installed_packs("[1]").is_err());
+        assert_eq!(listed["drop-ci-noise"]["name"], "drop-ci-noise");
+        assert!(installed_packs(Vec::new()).unwrap().is_empty());
     }
 
     #[test]

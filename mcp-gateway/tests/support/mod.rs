@@ -118,8 +118,13 @@ fn webhook() -> pb::Webhook {
         config_digest: "ab".repeat(32),
         ingest_path: "/hooks/wh_00000000000000000000000000000001".into(),
         trusted_actors: None,
-        installed_packs_json: r#"{"drop-ci-noise":{"version":"1.0.0"}}"#.into(),
+        installed_packs: vec![pb::InstalledPack {
+            name: "drop-ci-noise".into(),
+            version: "1.0.0".into(),
+            ..Default::default()
+        }],
         created_at_ms: 1_795_996_750_000,
+        ..Default::default()
     }
 }
 
@@ -246,8 +251,12 @@ impl Webhooks for FakeControl {
                 verified: true,
                 received_at_ms: 1,
                 routed: true,
-                decision_json: r#"{"decision":"queue:review","queue":"review"}"#.into(),
-                fault_json: String::new(),
+                decision: Some(pb::Decision {
+                    decision: "queue:review".into(),
+                    queue: Some("review".into()),
+                    ..Default::default()
+                }),
+                ..Default::default()
             }),
             headers: vec![pb::Header {
                 name: "X-GitHub-Event".into(),
@@ -359,7 +368,10 @@ fn test_answer(r: &pb::TestWebhookRulesRequest, via: &str) -> pb::TestWebhookRul
     pb::TestWebhookRulesResponse {
         webhook_id: r.webhook_id.clone(),
         kind: via.into(),
-        saved_decision_json: r#"{"outcome":"default","action":{"drop":true}}"#.into(),
+        saved_decision: Some(pb::Decision {
+            decision: "drop".into(),
+            ..Default::default()
+        }),
         replay_report: r.replay.map(|_| pb::ReplayReport::default()),
         ..Default::default()
     }

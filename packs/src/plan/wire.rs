@@ -4,10 +4,10 @@
 
 use std::collections::BTreeMap;
 
-use prost_types::value::Kind;
-use serde_json::{Map, Number, Value};
+use serde_json::Value;
 use switchboard_model::Action;
 use switchboard_proto::control::v1 as pb;
+use switchboard_proto::json::{from_struct, to_struct};
 
 use super::*;
 use crate::listing::{
@@ -624,56 +624,9 @@ fn version_from(v: pb::PackVersion) -> PackVersion {
     }
 }
 
-/// JSON as `google.protobuf.Struct`: for values that are free-form by nature (a schema, params).
-pub fn to_struct(m: &Map<String, Value>) -> prost_types::Struct {
-    prost_types::Struct {
-        fields: m.iter().map(|(k, v)| (k.clone(), to_value(v))).collect(),
-    }
-}
-
-pub fn to_value(v: &Value) -> prost_types::Value {
-    let kind = match v {
-        Value::Null => Kind::NullValue(0),
-        Value::Bool(b) => Kind::BoolValue(*b),
-        Value::Number(n) => Kind::NumberValue(n.as_f64().unwrap_or_default()),
-        Value::String(s) => Kind::StringValue(s.clone()),
-        Value::Array(a) => Kind::ListValue(prost_types::ListValue {
-            values: a.iter().map(to_value).collect(),
-        }),
-        Value::Object(m) => Kind::StructValue(to_struct(m)),
-    };
-    prost_types::Value { kind: Some(kind) }
-}
-
-pub fn from_struct(s: prost_types::Struct) -> Map<String, Value> {
-    s.fields
-        .into_iter()
-        .map(|(k, v)| (k, from_value(v)))
-        .collect()
-}
-
-/// Numbers come back as integers where they are whole (a schema's `minimum: 1` stays `1`).
-pub fn from_value(v: prost_types::Value) -> Value {
-    match v.kind {
-        None | Some(Kind::NullValue(_)) => Value::Null,
-        Some(Kind::BoolValue(b)) => Value::Bool(b),
-        Some(Kind::NumberValue(n)) => {
-            if n.fract() == 0.0 && n.abs() < 9.0e15 {
-                Value::Number(Number::from(n as i64))
-            } else {
-                Number::from_f64(n).map_or(Value::Null, Value::Number)
-            }
-        }
-        Some(Kind::StringValue(s)) => Value::String(s),
-        Some(Kind::ListValue(l)) => Value::Array(l.values.into_iter().map(from_value).collect()),
-        Some(Kind::StructValue(s)) => Value::Object(from_struct(s)),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
 
     fn golden(name: &str) -> Value {
         let path = format!(
@@ -706,15 +659,6 @@ mod tests {
         assert_eq!(serde_json::to_value(&typed).expect("json"), applied);
         let back = Applied::from(pb::Applied::from(&typed));
         assert_eq!(serde_json::to_value(&back).expect("json"), applied);
-    }
-
-    #[test]
-    fn a_struct_round_trips_a_schema() {
-        let schema = json!({"bots": {"type": "string_list", "default": ["a"], "required": false, "min": 1, "ratio": 0.5, "x": null}});
-        let Value::Object(m) = schema.clone() else {
-            unreachable!()
-        };
-        assert_eq!(Value::Object(from_struct(to_struct(&m))), schema);
     }
 
     #[test]

@@ -1,0 +1,377 @@
+//! The control API's typed messages and the JSON an agent reads and writes, both ways: one
+//! place, so the MCP gateway's JSON and the gRPC messages say the same thing, and a typed
+//! request goes through exactly the validation its JSON form does.
+
+use prost_types::value::Kind;
+use serde_json::{Map, Number, Value, json};
+
+use crate::control::v1 as pb;
+
+/// JSON as `google.protobuf.Struct`: for values that are free-form by nature (params, a schema).
+pub fn to_struct(m: &Map<String, Value>) -> prost_types::Struct {
+    prost_types::Struct {
+        fields: m.iter().map(|(k, v)| (k.clone(), to_value(v))).collect(),
+    }
+}
+
+pub fn to_value(v: &Value) -> prost_types::Value {
+    let kind = match v {
+        Value::Null => Kind::NullValue(0),
+        Value::Bool(b) => Kind::BoolValue(*b),
+        Value::Number(n) => Kind::NumberValue(n.as_f64().unwrap_or_default()),
+        Value::String(s) => Kind::StringValue(s.clone()),
+        Value::Array(a) => Kind::ListValue(prost_types::ListValue {
+            values: a.iter().map(to_value).collect(),
+        }),
+        Value::Object(m) => Kind::StructValue(to_struct(m)),
+    };
+    prost_types::Value { kind: Some(kind) }
+}
+
+pub fn from_struct(s: prost_types::Struct) -> Map<String, Value> {
+    s.fields
+        .into_iter()
+        .map(|(k, v)| (k, from_value(v)))
+        .collect()
+}
+
+/// Numbers come back as integers where they are whole (a param's `3` stays `3`).
+pub fn from_value(v: prost_types::Value) -> Value {
+    match v.kind {
+        None | Some(Kind::NullValue(_)) => Value::Null,
+        Some(Kind::BoolValue(b)) => Value::Bool(b),
+        Some(Kind::NumberValue(n)) => {
+            if n.fract() == 0.0 && n.abs() < 9.0e15 {
+                Value::Number(Number::from(n as i64))
+            } else {
+                Number::from_f64(n).map_or(Value::Null, Value::Number)
+            }
+        }
+        Some(Kind::StringValue(s)) => Value::String(s),
+        Some(Kind::ListValue(l)) => Value::Array(l.values.into_iter().map(from_value).collect()),
+        Some(Kind::StructValue(s)) => Value::Object(from_struct(s)),
+    }
+}
+
+/// An action's JSON (`{"queue": "x"}`, `{"drop": true}`, `{"quarantine": true}`) as its
+/// decision label; anything else as its JSON text, so it is never silently lost.
+fn action_label(action: &Value) -> String {
+    match action.as_object().and_then(|m| m.iter().next()) {
+        Some((k, Value::String(q))) if k == "queue" => format!("queue:{q}"),
+        Some((k, Value::Bool(true))) if k == "drop" => "drop".into(),
+        Some((k, Value::Bool(true))) if k == "quarantine" => "quarantine".into(),
+        _ => action.to_string(),
+    }
+}
+
+/// A decision label as an action's JSON; a label that is no action is kept as given, for
+/// the configuration's validation to refuse with its own message.
+fn action_json(label: &str) -> Value {
+    match label {
+        "drop" => json!({"drop": true}),
+        "quarantine" => json!({"quarantine": true}),
+        _ => match label.strip_prefix("queue:") {
+            Some(q) => json!({"queue": q}),
+            None => Value::String(label.to_string()),
+        },
+    }
+}
+
+/// Whether a decision label names an action (`queue:<name>`, `drop`, `quarantine`).
+pub fn is_action_label(label: &str) -> bool {
+    !matches!(action_json(label), Value::String(_))
+}
+
+/// The first action label of a configuration message that is no action, as
+/// `(where, label)`: a typed request is refused on it, naming it, before anything else.
+pub fn bad_action_label(c: &pb::Configuration) -> Option<(String, String)> {
+    let bad = |label: &str| !is_action_label(label);
+    c.rules
+        .iter()
+        .enumerate()
+        .find(|(_, r)| bad(&r.action))
+        .map(|(i, r)| (format!("rules[{i}].action"), r.action.clone()))
+        .or_else(|| {
+            c.default_action
+                .as_deref()
+                .filter(|a| bad(a))
+                .map(|a| ("default_action".to_string(), a.to_string()))
+        })
+}
+
+/// A configuration's JSON (as stored and validated) as the typed message.
+pub fn configuration(v: &Value) -> pb::Configuration {
+    let str_of = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+    pb::Configuration {
+        rules: v
+            .get("rules")
+            .and_then(Value::as_array)
+            .map(|rules| {
+                rules
+                    .iter()
+                    .map(|r| pb::Rule {
+                        id: str_of(r, "id").unwrap_or_default(),
+                        description: str_of(r, "description"),
+                        when: str_of(r, "when").unwrap_or_default(),
+                        action: r.get("action").map(action_label).unwrap_or_default(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+        default_action: v
+            .get("default_action")
+            .filter(|a| !a.is_null())
+            .map(action_label),
+        params: v.get("params").and_then(Value::as_object).map(to_struct),
+    }
+}
+
+/// The typed message as a configuration's JSON, for the same parsing and validation a
+/// `configuration_json` gets.
+pub fn configuration_json(c: pb::Configuration) -> Value {
+    let rules: Vec<Value> = c
+        .rules
+        .into_iter()
+        .map(|r| {
+            let mut rule = Map::new();
+            if !r.id.is_empty() {
+                rule.insert("id".into(), Value::String(r.id));
+            }
+            if let Some(d) = r.description {
+                rule.insert("description".into(), Value::String(d));
+            }
+            rule.insert("when".into(), Value::String(r.when));
+            rule.insert("action".into(), action_json(&r.action));
+            Value::Object(rule)
+        })
+        .collect();
+    let mut out = Map::new();
+    out.insert("rules".into(), Value::Array(rules));
+    if let Some(a) = c.default_action {
+        out.insert("default_action".into(), action_json(&a));
+    }
+    if let Some(p) = c.params {
+        out.insert("params".into(), Value::Object(from_struct(p)));
+    }
+    Value::Object(out)
+}
+
+/// A rule patch as the JSON object `update_webhook_rule` reads (`description: null` removes it).
+pub fn rule_patch_json(p: pb::RulePatch) -> Value {
+    let mut out = Map::new();
+    if let Some(id) = p.id {
+        out.insert("id".into(), Value::String(id));
+    }
+    if p.clear_description {
+        out.insert("description".into(), Value::Null);
+    } else if let Some(d) = p.description {
+        out.insert("description".into(), Value::String(d));
+    }
+    if let Some(w) = p.when {
+        out.insert("when".into(), Value::String(w));
+    }
+    if let Some(a) = p.action {
+        out.insert("action".into(), action_json(&a));
+    }
+    Value::Object(out)
+}
+
+fn opt_str(v: &Value, k: &str) -> Option<String> {
+    v.get(k).and_then(Value::as_str).map(str::to_string)
+}
+
+/// A recorded decision (`{decision, queue?, rule_id?, fault_code?, reason?,
+/// by_default_action?}`) as the typed message.
+pub fn decision(v: &Value) -> pb::Decision {
+    pb::Decision {
+        decision: opt_str(v, "decision").unwrap_or_default(),
+        queue: opt_str(v, "queue"),
+        rule_id: opt_str(v, "rule_id"),
+        fault_code: opt_str(v, "fault_code"),
+        reason: opt_str(v, "reason"),
+        by_default_action: v
+            .get("by_default_action")
+            .and_then(Value::as_bool)
+            .unwrap_or(false),
+    }
+}
+
+/// The typed decision as the JSON agents read (keys absent when not set).
+pub fn decision_json(d: &pb::Decision) -> Value {
+    let mut out = Map::new();
+    out.insert("decision".into(), Value::String(d.decision.clone()));
+    for (k, v) in [
+        ("queue", &d.queue),
+        ("rule_id", &d.rule_id),
+        ("fault_code", &d.fault_code),
+        ("reason", &d.reason),
+    ] {
+        if let Some(v) = v {
+            out.insert(k.into(), Value::String(v.clone()));
+        }
+    }
+    if d.by_default_action {
+        out.insert("by_default_action".into(), Value::Bool(true));
+    }
+    Value::Object(out)
+}
+
+/// A recorded fault (`{rule_id, code, reason}`) as the typed message.
+pub fn fault(v: &Value) -> pb::Fault {
+    pb::Fault {
+        rule_id: opt_str(v, "rule_id").filter(|r| !r.is_empty()),
+        code: opt_str(v, "code").unwrap_or_default(),
+        reason: opt_str(v, "reason").unwrap_or_default(),
+    }
+}
+
+/// A history record's change as the typed message.
+pub fn change(v: &Value) -> pb::ConfigurationChange {
+    let strings = |k: &str| {
+        v.get(k)
+            .and_then(Value::as_array)
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(str::to_string))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    pb::ConfigurationChange {
+        op: opt_str(v, "op").unwrap_or_default(),
+        rule_id: opt_str(v, "rule_id"),
+        fields: strings("fields"),
+        minted_rule_ids: strings("minted_rule_ids"),
+        pack: opt_str(v, "pack"),
+        version: opt_str(v, "version"),
+        kind: opt_str(v, "kind"),
+        new_rule_id: opt_str(v, "new_rule_id"),
+    }
+}
+
+/// The typed change as the JSON history records carry (`fields` on an update, the rest
+/// when set).
+pub fn change_json(c: &pb::ConfigurationChange) -> Value {
+    let mut out = Map::new();
+    out.insert("op".into(), Value::String(c.op.clone()));
+    for (k, v) in [
+        ("rule_id", &c.rule_id),
+        ("new_rule_id", &c.new_rule_id),
+        ("pack", &c.pack),
+        ("version", &c.version),
+        ("kind", &c.kind),
+    ] {
+        if let Some(v) = v {
+            out.insert(k.into(), Value::String(v.clone()));
+        }
+    }
+    if c.op == "update_webhook_rule" || !c.fields.is_empty() {
+        out.insert("fields".into(), json!(c.fields));
+    }
+    if !c.minted_rule_ids.is_empty() {
+        out.insert("minted_rule_ids".into(), json!(c.minted_rule_ids));
+    }
+    Value::Object(out)
+}
+
+/// The typed provenance of a change as the JSON history records carry.
+pub fn change_provenance_json(p: &pb::ChangeProvenance) -> Value {
+    json!({"plan": p.plan, "pack": p.pack, "version": p.version, "proven": p.proven, "truncated": p.truncated})
+}
+
+/// The typed fault as the JSON events carry (`rule_id` absent when no rule faulted).
+pub fn fault_json(f: &pb::Fault) -> Value {
+    let mut out = Map::new();
+    if let Some(r) = &f.rule_id {
+        out.insert("rule_id".into(), Value::String(r.clone()));
+    }
+    out.insert("code".into(), Value::String(f.code.clone()));
+    out.insert("reason".into(), Value::String(f.reason.clone()));
+    Value::Object(out)
+}
+
+/// A history record's provenance (the plan a confirm applied) as the typed message.
+pub fn change_provenance(v: &Value) -> pb::ChangeProvenance {
+    pb::ChangeProvenance {
+        plan: opt_str(v, "plan").unwrap_or_default(),
+        pack: opt_str(v, "pack").unwrap_or_default(),
+        version: opt_str(v, "version").unwrap_or_default(),
+        proven: v.get("proven").and_then(Value::as_bool).unwrap_or(false),
+        truncated: v.get("truncated").and_then(Value::as_bool).unwrap_or(false),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_configuration_round_trips_through_the_message() {
+        let config = json!({
+            "rules": [
+                {"id": "a", "description": "d", "when": ".kind == \"x\"", "action": {"queue": "review"}},
+                {"id": "b", "when": "true", "action": {"drop": true}},
+                {"id": "c", "when": "false", "action": {"quarantine": true}},
+            ],
+            "default_action": {"drop": true},
+            "params": {"bots": ["ci-bot"], "n": 3, "on": true},
+        });
+        assert_eq!(configuration_json(configuration(&config)), config);
+        let bare = json!({"rules": []});
+        assert_eq!(configuration_json(configuration(&bare)), bare);
+    }
+
+    #[test]
+    fn a_label_that_is_no_action_is_kept_for_validation_to_refuse() {
+        let c = pb::Configuration {
+            rules: vec![pb::Rule {
+                when: "true".into(),
+                action: "default".into(),
+                ..Default::default()
+            }],
+            ..Default::default()
+        };
+        assert_eq!(configuration_json(c)["rules"][0]["action"], "default");
+    }
+
+    #[test]
+    fn a_decision_round_trips_and_omits_what_is_not_set() {
+        for d in [
+            json!({"decision": "queue:review", "queue": "review", "rule_id": "r"}),
+            json!({"decision": "default", "queue": "forge", "by_default_action": true}),
+            json!({"decision": "fault", "rule_id": "r", "fault_code": "budget_exceeded", "reason": "slow"}),
+        ] {
+            assert_eq!(decision_json(&decision(&d)), d);
+        }
+    }
+
+    #[test]
+    fn history_changes_and_faults_round_trip() {
+        for c in [
+            json!({"op": "set_webhook_rules", "minted_rule_ids": ["r-1"]}),
+            json!({"op": "update_webhook_rule", "rule_id": "a", "fields": ["id", "when"], "new_rule_id": "b"}),
+            json!({"op": "delete_webhook_rule", "rule_id": "a"}),
+            json!({"op": "install_rule_pack", "pack": "p", "version": "1.0.0", "kind": "install"}),
+            json!({"op": "create_webhook"}),
+        ] {
+            assert_eq!(change_json(&change(&c)), c);
+        }
+        let p = json!({"plan": "pl_1", "pack": "p", "version": "1.0.0", "proven": true, "truncated": false});
+        assert_eq!(change_provenance_json(&change_provenance(&p)), p);
+        let f = json!({"rule_id": "r", "code": "budget_exceeded", "reason": "slow"});
+        assert_eq!(fault_json(&fault(&f)), f);
+    }
+
+    #[test]
+    fn a_patch_clears_or_sets_the_description() {
+        let clear = rule_patch_json(pb::RulePatch {
+            clear_description: true,
+            action: Some("queue:x".into()),
+            ..Default::default()
+        });
+        assert_eq!(
+            clear,
+            json!({"description": null, "action": {"queue": "x"}})
+        );
+    }
+}
