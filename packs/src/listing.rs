@@ -10,12 +10,14 @@ use crate::manifest::{Placement, Requires};
 use crate::provenance::{Drift, InstalledBy};
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Listing {
     pub packs: Vec<ListedPack>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct ListedPack {
     pub name: String,
@@ -36,6 +38,7 @@ pub struct ListedPack {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct PackVersion {
     pub version: String,
@@ -51,12 +54,15 @@ pub struct PackVersion {
     pub requires: Requires,
     pub placement: Option<Placement>,
     pub rules: Vec<PackRule>,
+    /// `{"queue": "<name>"}`, `{"drop": true}` or `{"quarantine": true}`, if the pack sets one.
+    #[cfg_attr(feature = "schema", schemars(with = "Option<serde_json::Value>"))]
     pub default_action: Option<Action>,
     /// How many fixtures prove it.
     pub fixtures: u64,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct ParamCheckSummary {
     pub id: String,
@@ -64,16 +70,20 @@ pub struct ParamCheckSummary {
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PackRule {
     pub id: String,
     #[serde(default)]
     pub description: Option<String>,
+    /// `{"queue": "<name>"}`, `{"drop": true}` or `{"quarantine": true}`.
+    #[cfg_attr(feature = "schema", schemars(with = "serde_json::Value"))]
     pub action: Action,
 }
 
 /// An installed pack as listed for its webhook, from its provenance alone (its manifest may
 /// have left the catalog).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct InstalledStatus {
     pub version: String,

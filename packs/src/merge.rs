@@ -60,6 +60,7 @@ impl MergeError {
 
 /// The rule diff between the saved configuration and the candidate, by id.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct RuleDiff {
     pub added: Vec<String>,
@@ -73,6 +74,7 @@ pub struct RuleDiff {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct DefaultActionChange {
     pub before: Option<String>,
@@ -81,6 +83,7 @@ pub struct DefaultActionChange {
 
 /// The param diff: keys only, never values of other owners' secrets in a listing.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct ParamDiff {
     pub added: Vec<String>,
@@ -99,6 +102,7 @@ pub struct ParamDiff {
 
 /// Between the installed version and the target version of the same pack.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct VersionDiff {
     pub from: String,

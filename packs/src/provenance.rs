@@ -11,6 +11,7 @@ use crate::manifest::{Pack, Placement, Requires};
 
 /// Who confirmed an install: the endpoint and its owning human.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct InstalledBy {
     pub endpoint: String,
     pub human: String,
@@ -18,6 +19,7 @@ pub struct InstalledBy {
 
 /// What the replay behind an install saw.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ReplaySummary {
     pub events_replayed: u64,
     pub window_from: Option<String>,
@@ -28,6 +30,7 @@ pub struct ReplaySummary {
 
 /// One installed pack on one webhook.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct InstalledPack {
     pub name: String,
     pub version: String,
@@ -106,6 +109,7 @@ pub fn installed_digest(rules: &[Rule], default_action: Option<&Action>) -> Stri
 
 /// Drift of one installed pack against the configuration as it is now.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Drift {
     /// `none`, `edited` or `removed` (removed wins when both apply).
     pub state: String,

@@ -5,7 +5,7 @@
 use base64::Engine;
 use serde_json::{Map, Value};
 use switchboard_packs::listing::Listing;
-use switchboard_packs::plan::{Applied, CandidateReplay, Plan};
+use switchboard_packs::plan::CandidateReplay;
 use switchboard_packs::provenance::InstalledPack;
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::json;
@@ -254,24 +254,9 @@ pub fn history(r: pb::ListWebhookHistoryResponse) -> Result<ListWebhookHistoryOu
 }
 
 pub fn rule_packs(r: pb::RulePacksResult) -> Result<ListRulePacksOut, ToolError> {
-    let listing = Listing::from(r.listing.unwrap_or_default());
-    let packs = listing
-        .packs
-        .into_iter()
-        .map(|p| serde_json::to_value(p).map_err(ToolError::internal))
-        .collect::<Result<_, _>>()?;
     Ok(ListRulePacksOut {
-        packs,
-        rest: Object::new(),
+        packs: Listing::from(r.listing.unwrap_or_default()).packs,
     })
-}
-
-/// What a rule-pack call answers: the plan, or a confirm's applied result.
-#[derive(serde::Serialize)]
-#[serde(untagged)]
-pub enum PackAnswer {
-    Plan(Box<Plan>),
-    Applied(Box<Applied>),
 }
 
 /// A typed value as the JSON object it serializes to.

@@ -3,16 +3,21 @@
 //! outputs in [`params`] and [`output`]; the annotations are set deliberately per verb and
 //! pinned by golden files (`tests/snapshots/`).
 
+pub mod calls;
 pub mod convert;
 pub mod output;
 pub mod params;
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, LazyLock};
 
 use rmcp::handler::server::tool::{schema_for_input, schema_for_output, schema_for_type};
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use schemars::JsonSchema;
 use serde_json::Value;
+
+use crate::errors::ToolError;
 
 use self::output as out;
 use self::params as p;
@@ -30,12 +35,18 @@ pub struct ToolSpec {
     pub idempotent: bool,
     input: fn() -> Arc<JsonObject>,
     output: fn() -> Arc<JsonObject>,
+    /// Parses the arguments into the tool's params, runs its handler, and serializes its
+    /// output: the types of all three are the schemas' types, checked by the compiler.
+    pub call: fn(calls::Call, JsonObject) -> ToolFuture,
 }
+
+/// What a tool call comes to.
+pub type ToolFuture = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send>>;
 
 fn input<T: JsonSchema + 'static>() -> Arc<JsonObject> {
     let schema = schema_for_input::<T>()
         .unwrap_or_else(|e| panic!("the input schema of {}: {e}", std::any::type_name::<T>()));
-    Arc::new(tidy(schema.as_ref().clone()))
+    Arc::new(tidy(inline(schema.as_ref().clone())))
 }
 
 /// The serialize-side schema, keeping the type's doc comment as the root description (it
@@ -45,7 +56,53 @@ fn output<T: JsonSchema + 'static>() -> Arc<JsonObject> {
     if let Some(description) = schema_for_type::<T>().get("description") {
         schema.insert("description".into(), description.clone());
     }
-    Arc::new(tidy(schema))
+    Arc::new(tidy(inline(schema)))
+}
+
+/// Replaces every `{"$ref": "#/$defs/X"}` with X itself and drops `$defs`: some MCP clients
+/// do not resolve references. (No tool's types are recursive; a reference met again inside
+/// itself would be left as it is, and the test that no schema has one would fail.)
+fn inline(mut schema: JsonObject) -> JsonObject {
+    let defs = match schema.remove("$defs") {
+        Some(Value::Object(defs)) => defs,
+        _ => return schema,
+    };
+    fn walk(value: &mut Value, defs: &JsonObject, seen: &mut Vec<String>) {
+        match value {
+            Value::Object(map) => {
+                let target = map
+                    .get("$ref")
+                    .and_then(Value::as_str)
+                    .and_then(|r| r.strip_prefix("#/$defs/"))
+                    .map(str::to_string);
+                if let Some(name) = target
+                    && !seen.contains(&name)
+                    && let Some(Value::Object(def)) = defs.get(&name)
+                {
+                    map.remove("$ref");
+                    // The referring site's own keys (a field's description) win.
+                    for (k, v) in def {
+                        map.entry(k.clone()).or_insert_with(|| v.clone());
+                    }
+                    seen.push(name);
+                    walk(value, defs, seen);
+                    seen.pop();
+                    return;
+                }
+                for child in map.values_mut() {
+                    walk(child, defs, seen);
+                }
+            }
+            Value::Array(items) => items.iter_mut().for_each(|v| walk(v, defs, seen)),
+            _ => {}
+        }
+    }
+    let mut root = Value::Object(std::mem::take(&mut schema));
+    walk(&mut root, &defs, &mut Vec::new());
+    match root {
+        Value::Object(map) => map,
+        _ => schema,
+    }
 }
 
 /// Doc comments wrap at 100 columns; an agent reads each description as one paragraph.
@@ -98,11 +155,11 @@ impl ToolSpec {
 }
 
 macro_rules! spec {
-    ($name:literal, $params:ty => $output:ty, $title:literal,
+    ($name:ident, $params:ty => $output:ty, $title:literal,
      read_only: $ro:literal, destructive: $d:literal, idempotent: $i:literal,
      $description:expr $(,)?) => {
         ToolSpec {
-            name: $name,
+            name: stringify!($name),
             title: $title,
             description: $description,
             read_only: $ro,
@@ -110,6 +167,13 @@ macro_rules! spec {
             idempotent: $i,
             input: input::<$params>,
             output: output::<$output>,
+            call: |cx, arguments| {
+                Box::pin(async move {
+                    let params: $params = calls::parse(cx.tool, arguments)?;
+                    let out: $output = calls::$name(&cx, params).await?;
+                    calls::to_value(out)
+                })
+            },
         }
     };
 }
@@ -147,81 +211,81 @@ the request stops the replay.";
 pub static CATALOG: LazyLock<Vec<ToolSpec>> = LazyLock::new(|| {
     let mut specs = vec![
         // webhooks
-        spec!("create_webhook", p::CreateWebhookParams => out::CreateWebhookOut,
+        spec!(create_webhook, p::CreateWebhookParams => out::CreateWebhookOut,
             "Create a webhook",
             read_only: false, destructive: false, idempotent: false,
             "Create a webhook in your owner scope (needs the admin role). The grant must lie within the queues an operator allowed your owner scope (agents never widen a grant): otherwise, or when no queues were allowed, it is refused with grant_not_allowed, nothing is created, and details name the queues outside (`outside`) and those allowed (`allowed`). Returns the webhook (its id and ingest_path, where the forge POSTs deliveries) and its signing secret, shown this once: configure the forge with both right away. Every call creates a new webhook."),
-        spec!("list_webhooks", p::NoParams => out::ListWebhooksOut,
+        spec!(list_webhooks, p::NoParams => out::ListWebhooksOut,
             "List webhooks",
             read_only: true, destructive: false, idempotent: true,
             "List the webhooks of your owner scope, oldest first, with their grant (the queues rules may route to), configuration version and installed rule packs. Never shows secrets. Start here to find a webhook_id."),
-        spec!("get_webhook", p::WebhookIdParams => out::GetWebhookOut,
+        spec!(get_webhook, p::WebhookIdParams => out::GetWebhookOut,
             "Get a webhook",
             read_only: true, destructive: false, idempotent: true,
             "Get one webhook of your owner scope by id. Never shows the secret. An id that is unknown or belongs to another owner answers not_found."),
-        spec!("delete_webhook", p::WebhookIdParams => out::DeleteWebhookOut,
+        spec!(delete_webhook, p::WebhookIdParams => out::DeleteWebhookOut,
             "Delete a webhook",
             read_only: false, destructive: true, idempotent: true,
             "Delete a webhook with all its stored events, todos and configuration history (needs the admin role). Cannot be undone; the forge's deliveries to it will be refused from now on."),
-        spec!("list_webhook_events", p::ListWebhookEventsParams => out::ListWebhookEventsOut,
+        spec!(list_webhook_events, p::ListWebhookEventsParams => out::ListWebhookEventsOut,
             "List a webhook's stored deliveries",
             read_only: true, destructive: false, idempotent: true,
             "List a webhook's stored deliveries (events), newest first, one page at a time, each with its kind, verified flag and routing decision, without headers and body (get_webhook_event shows those). Pass next_cursor as cursor for older pages."),
-        spec!("get_webhook_event", p::GetWebhookEventParams => out::GetWebhookEventOut,
+        spec!(get_webhook_event, p::GetWebhookEventParams => out::GetWebhookEventOut,
             "Get one stored delivery",
             read_only: true, destructive: false, idempotent: true,
             "Get one stored delivery with its headers and body exactly as received (the body as parsed JSON in `payload` when it is JSON) and its routing decision. Use it to inspect the event ids a plan or a dry run names."),
-        spec!("rotate_webhook_secret", p::RotateWebhookSecretParams => out::RotateWebhookSecretOut,
+        spec!(rotate_webhook_secret, p::RotateWebhookSecretParams => out::RotateWebhookSecretOut,
             "Rotate a webhook's signing secret",
             read_only: false, destructive: true, idempotent: false,
             "Replace a webhook's signing secret (needs the admin role). Returns the new secret once: configure the forge with it now, because deliveries signed with the old secret are stored unverified from this call on."),
         // webhook-rules
-        spec!("list_webhook_rules", p::WebhookIdParams => out::ListWebhookRulesOut,
+        spec!(list_webhook_rules, p::WebhookIdParams => out::ListWebhookRulesOut,
             "List a webhook's routing rules",
             read_only: true, destructive: false, idempotent: true,
             "Read a webhook's saved routing configuration: its rules in order (each {id, description?, when: <jq>, action}), default_action, params, the version (pass it as expected_version to writes), the grant (queues rules may route to) and the installed rule packs."),
-        spec!("set_webhook_rules", p::SetWebhookRulesParams => out::SaveRulesOut,
+        spec!(set_webhook_rules, p::SetWebhookRulesParams => out::SaveRulesOut,
             "Replace a webhook's routing configuration",
             read_only: false, destructive: true, idempotent: true,
             "Replace a webhook's whole routing configuration (rules, default_action, params). It is validated as a whole first and every problem is reported at once (invalid_configuration); nothing is saved unless it is valid. Rules without an id get one (minted_rule_ids). Pass expected_version (from list_webhook_rules) so a concurrent change is not overwritten. Saving the configuration already saved changes nothing (duplicate: true). Check a candidate first with test_webhook_rules."),
-        spec!("update_webhook_rule", p::UpdateWebhookRuleParams => out::SaveRulesOut,
+        spec!(update_webhook_rule, p::UpdateWebhookRuleParams => out::SaveRulesOut,
             "Change one routing rule",
             read_only: false, destructive: true, idempotent: true,
             "Change one rule of a webhook's configuration by id: give only the fields to change (id renames it, description null removes it, when, action). Validated like a whole save. Pass expected_version to make it conditional."),
-        spec!("delete_webhook_rule", p::DeleteWebhookRuleParams => out::SaveRulesOut,
+        spec!(delete_webhook_rule, p::DeleteWebhookRuleParams => out::SaveRulesOut,
             "Remove one routing rule",
             read_only: false, destructive: true, idempotent: true,
             "Remove one rule of a webhook's configuration by id. Pass expected_version to make it conditional. A rule installed by a rule pack is better removed with remove_rule_pack (removing it here shows as drift)."),
-        spec!("test_webhook_rules", p::TestWebhookRulesParams => out::TestWebhookRulesOut,
+        spec!(test_webhook_rules, p::TestWebhookRulesParams => out::TestWebhookRulesOut,
             "Dry-run routing rules",
             read_only: true, destructive: false, idempotent: true,
             "Dry run: route a delivery through the saved configuration and, when given, a candidate configuration, side by side, and report both decisions and whether they differ. Give exactly one of event_id (a stored delivery), payload (one you make up) or replay (the webhook's recent stored deliveries). With replay the answer is replay_report: decision totals before and after, the deliveries whose decision changes (lost work first, with event ids), per-rule first matches and faults with never_matched flagged; the same evidence an install plan gives, without a plan_token. Rules without an id get one, as a save would. Writes nothing: use it before set_webhook_rules."),
-        spec!("list_rule_packs", p::ListRulePacksParams => out::ListRulePacksOut,
+        spec!(list_rule_packs, p::ListRulePacksParams => out::ListRulePacksOut,
             "List rule packs",
             read_only: true, destructive: false, idempotent: true,
             "List the rule-pack catalog: every pack with its versions, title, summary, params_schema, requirements and whether each version is available on this instance. With webhook_id, also what is installed on that webhook: version, upgrade_available, proven, last replay and drift (rules edited or removed by hand)."),
-        spec!("install_rule_pack", p::InstallRulePackParams => out::RulePackOut,
+        spec!(install_rule_pack, p::InstallRulePackParams => out::RulePackOut,
             "Install a rule pack (plan, then confirm)",
             read_only: false, destructive: true, idempotent: false,
             INSTALL_RULE_PACK),
-        spec!("remove_rule_pack", p::RemoveRulePackParams => out::RulePackOut,
+        spec!(remove_rule_pack, p::RemoveRulePackParams => out::RulePackOut,
             "Remove a rule pack (plan, then confirm)",
             read_only: false, destructive: true, idempotent: false,
             REMOVE_RULE_PACK),
-        spec!("list_webhook_history", p::ListWebhookHistoryParams => out::ListWebhookHistoryOut,
+        spec!(list_webhook_history, p::ListWebhookHistoryParams => out::ListWebhookHistoryOut,
             "List a webhook's configuration history",
             read_only: true, destructive: false, idempotent: true,
             "List the saved versions of a webhook's configuration, newest first: who saved each (endpoint and human), what changed, where it came from (a pack, a plan) and the configuration as saved. To roll back, pass an earlier version's configuration to set_webhook_rules."),
         // todos
-        spec!("list_todos", p::ListTodosParams => out::ListTodosOut,
+        spec!(list_todos, p::ListTodosParams => out::ListTodosOut,
             "List a queue's todos",
             read_only: true, destructive: false, idempotent: true,
             "List the todos of one queue in your owner scope, oldest first: work that routing decisions produced, one per delivery. filter unclaimed shows what you may take with claim_todo."),
-        spec!("claim_todo", p::TodoIdParams => out::TodoResultOut,
+        spec!(claim_todo, p::TodoIdParams => out::TodoResultOut,
             "Claim a todo",
             read_only: false, destructive: false, idempotent: true,
             "Take a todo for this endpoint. If another endpoint claimed it first, the call fails with conflict: pick another. Claiming a todo you already hold changes nothing."),
-        spec!("complete_todo", p::TodoIdParams => out::TodoResultOut,
+        spec!(complete_todo, p::TodoIdParams => out::TodoResultOut,
             "Complete a todo",
             read_only: false, destructive: false, idempotent: true,
             "Mark a todo done. It must be unclaimed or claimed by this endpoint. Completing it again changes nothing."),
@@ -265,6 +329,40 @@ mod tests {
             );
             let output = tool.output_schema.expect("output schema");
             assert_eq!(output.get("type"), Some(&"object".into()), "{}", tool.name);
+        }
+    }
+
+    /// Issue 19 item 5: clients that do not resolve references read every schema whole.
+    #[test]
+    fn no_schema_has_a_reference() {
+        for tool in all_tools() {
+            let text = serde_json::to_string(&tool).expect("a tool as JSON");
+            assert!(
+                !text.contains("\"$ref\"") && !text.contains("\"$defs\""),
+                "{} has a reference",
+                tool.name
+            );
+        }
+    }
+
+    /// The plan's output schema is the typed plan, not an opaque object.
+    #[test]
+    fn the_install_output_schema_names_the_plans_fields() {
+        let install = all_tools()
+            .into_iter()
+            .find(|t| t.name == "install_rule_pack")
+            .expect("install_rule_pack");
+        let text = serde_json::to_string(&install.output_schema).expect("schema");
+        for field in [
+            "transitions",
+            "by_rules",
+            "plan_token",
+            "confirm_with",
+            "fixtures",
+            "param_diff",
+            "saved",
+        ] {
+            assert!(text.contains(&format!("\"{field}\"")), "{field}");
         }
     }
 

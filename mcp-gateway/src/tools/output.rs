@@ -246,22 +246,37 @@ pub struct ListWebhookHistoryOut {
 /// The rule-pack catalog and, for a webhook, what is installed there.
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ListRulePacksOut {
-    /// Each pack: {name, title, summary, source, versions: [{version, available,
-    /// missing_capabilities, params_schema, requires, rules, ...}], installed?: {version,
-    /// upgrade_available, proven, last_replay, drift, ...}}.
-    pub packs: Vec<Value>,
-    #[serde(flatten)]
-    pub rest: Object,
+    /// Every pack with its versions (availability, params_schema, requirements, rules) and,
+    /// listed for a webhook, what is installed there (null when not installed): version,
+    /// upgrade_available, proven, last replay and drift.
+    pub packs: Vec<switchboard_packs::listing::ListedPack>,
 }
 
-/// Without confirm, the plan (nothing saved): kind, pack {name, version, from_version},
-/// events_replayed, window, decision totals before and after, changed, transitions, per-rule
-/// counts (never_matched flagged), fixtures, rule_diff, param_diff, proven, truncated,
-/// nothing_saved: true, plan_token, expires_at and confirm_with (the exact next call). With
-/// confirm, the applied result: saved: true, version, digest, pack and provenance.
-#[derive(Debug, Serialize, JsonSchema)]
-#[serde(transparent)]
-pub struct RulePackOut(pub Object);
+/// Without confirm, the plan (nothing saved, with a plan_token); with confirm, the applied
+/// result (saved: true). The same types control builds them from.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub enum RulePackOut {
+    Plan(Box<switchboard_packs::plan::Plan>),
+    Applied(Box<switchboard_packs::plan::Applied>),
+}
+
+/// An object that is one of the two: a plan or an applied result.
+impl JsonSchema for RulePackOut {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "RulePackOut".into()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        let plan = generator.subschema_for::<switchboard_packs::plan::Plan>();
+        let applied = generator.subschema_for::<switchboard_packs::plan::Applied>();
+        schemars::json_schema!({
+            "type": "object",
+            "description": "Without confirm, the plan (nothing saved): the replay report, fixtures, rule and param diffs, proven, plan_token, expires_at and confirm_with (the exact next call). With confirm, the applied result: saved: true, version, digest, pack and provenance.",
+            "oneOf": [plan, applied],
+        })
+    }
+}
 
 /// A todo: work a queue decision produced.
 #[derive(Debug, Serialize, JsonSchema)]

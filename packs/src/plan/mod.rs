@@ -17,6 +17,7 @@ use crate::provenance::{self, InstalledPack, Provenance};
 
 /// What a plan would do to the installed pack.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "lowercase")]
 pub enum PlanKind {
     /// The pack is not installed yet.
@@ -64,6 +65,7 @@ impl PlanKind {
 
 /// The pack a plan installs, upgrades or removes.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct PlanPack {
     pub name: String,
@@ -74,6 +76,7 @@ pub struct PlanPack {
 
 /// One pack fixture routed through the candidate.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct FixtureOutcome {
     pub name: String,
@@ -88,6 +91,7 @@ pub struct FixtureOutcome {
 
 /// How to apply the plan: the call to make, with the token in place of `<plan_token>`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct ConfirmWith {
     pub tool: String,
@@ -96,6 +100,7 @@ pub struct ConfirmWith {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct ConfirmArguments {
     pub webhook_id: String,
@@ -108,6 +113,7 @@ pub struct ConfirmArguments {
 /// A plan as its caller reads it: the replay report, the fixtures, the diffs and how to
 /// confirm. Nothing in it is payload text (REQ-5).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Plan {
     #[serde(flatten)]
@@ -137,6 +143,7 @@ pub struct Plan {
 /// `test_webhook_rules` with `replay` (REQ-8): a hand-written candidate's replay report,
 /// with no token: nothing is saved and nothing can be confirmed from it.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct CandidateReplay {
     #[serde(flatten)]
@@ -213,6 +220,7 @@ pub struct StoredPlan {
 
 /// What a confirm answers: the saved configuration's version and the pack's provenance.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Applied {
     /// Always true: the configuration was saved.
@@ -229,6 +237,7 @@ pub struct Applied {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct AppliedPack {
     pub name: String,

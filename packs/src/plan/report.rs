@@ -29,6 +29,7 @@ pub struct Replayed {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Totals {
     pub before: BTreeMap<String, u64>,
@@ -36,6 +37,7 @@ pub struct Totals {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Transition {
     pub from: String,
@@ -49,6 +51,7 @@ pub struct Transition {
 
 /// Deliveries of one transition that moved from one deciding rule to another.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct RuleShift {
     pub before_rule: Option<String>,
@@ -57,6 +60,7 @@ pub struct RuleShift {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct RuleReport {
     pub id: String,
@@ -69,6 +73,7 @@ pub struct RuleReport {
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct TodosPerDay {
     pub before: f64,
@@ -77,6 +82,7 @@ pub struct TodosPerDay {
 
 /// The replay half of a plan.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Report {
     pub events_replayed: u64,
@@ -99,6 +105,7 @@ pub struct Report {
 
 /// The window retention leaves a webhook, as replays and plans say it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Retention {
     pub max_age_days: u64,

@@ -1,0 +1,531 @@
+//! One handler per tool: each takes its typed params and returns its typed output, and the
+//! catalog (`super::CATALOG`) binds each tool's name, schemas and annotations to its handler
+//! in one entry — a tool without a handler, or with a handler of other types than its
+//! schemas, does not compile.
+
+use rmcp::RoleServer;
+use rmcp::model::{JsonObject, ProgressNotificationParam};
+use rmcp::service::RequestContext;
+use serde_json::Value;
+use switchboard_proto::control::v1 as pb;
+use switchboard_proto::control::v1::rule_pack_event::Event;
+use tonic::{Status, Streaming};
+
+use super::convert;
+use super::output::*;
+use super::params::*;
+use crate::control::{Bearer, ControlClient};
+use crate::errors::ToolError;
+
+/// One tool call: the control client, the caller's own bearer, and the MCP request (for
+/// progress notifications).
+pub struct Call {
+    pub tool: &'static str,
+    pub control: ControlClient,
+    pub bearer: Bearer,
+    pub context: RequestContext<RoleServer>,
+}
+
+impl Call {
+    /// A control status as this tool's error.
+    fn status(&self, s: &Status) -> ToolError {
+        ToolError::from_status(self.tool, s)
+    }
+}
+
+/// The arguments as the tool's typed params, or an error naming what does not fit.
+pub fn parse<P: serde::de::DeserializeOwned>(
+    tool: &str,
+    arguments: JsonObject,
+) -> Result<P, ToolError> {
+    serde_json::from_value(Value::Object(arguments))
+        .map_err(|e| ToolError::invalid_arguments(tool, e))
+}
+
+/// A tool's typed output as the call's structured result.
+pub fn to_value<T: serde::Serialize>(out: T) -> Result<Value, ToolError> {
+    serde_json::to_value(out).map_err(ToolError::internal)
+}
+
+fn replay_window(w: ReplayParams) -> pb::ReplayWindow {
+    pb::ReplayWindow {
+        limit: w.limit.unwrap_or(0),
+        since_ms: w.since_ms.unwrap_or(0),
+    }
+}
+
+/// A JSON object argument as the JSON text control takes.
+fn object_text(tool: &str, field: &str, value: &Value) -> Result<String, ToolError> {
+    if !value.is_object() {
+        return Err(
+            ToolError::invalid_arguments(tool, format!("`{field}` must be a JSON object"))
+                .with("field", field),
+        );
+    }
+    serde_json::to_string(value).map_err(|e| ToolError::invalid_arguments(tool, e))
+}
+
+/// One event of a streamed call: replay progress, or the call's result.
+enum Step<R> {
+    Progress(pb::ReplayProgress),
+    Done(R),
+}
+
+/// Follows a streamed call: progress events become MCP progress notifications (when the
+/// request carried a progressToken), the result ends it. `step` reads one event (`None` for
+/// an event that says nothing).
+async fn follow<M, R>(
+    cx: &Call,
+    mut stream: Streaming<M>,
+    step: impl Fn(M) -> Option<Step<R>>,
+) -> Result<R, ToolError> {
+    let token = cx.context.meta.get_progress_token();
+    loop {
+        let event = stream.message().await.map_err(|s| cx.status(&s))?;
+        let Some(event) = event else {
+            return Err(ToolError::internal(format!(
+                "{}: control ended the stream without a result",
+                cx.tool
+            )));
+        };
+        match step(event) {
+            Some(Step::Progress(p)) => {
+                if let Some(token) = &token {
+                    let note = ProgressNotificationParam::new(token.clone(), p.replayed as f64)
+                        .with_total(p.total as f64)
+                        .with_message(format!("replayed {} of {} deliveries", p.replayed, p.total));
+                    if let Err(e) = cx.context.peer.notify_progress(note).await {
+                        tracing::debug!(error = %e, "a progress notification was not delivered");
+                    }
+                }
+            }
+            Some(Step::Done(result)) => return Ok(result),
+            None => {}
+        }
+    }
+}
+
+/// Follows a plan's stream: the typed plan or applied result is the tool's result, as the
+/// same types control built it from serialize it. (The deprecated JSON text that follows it,
+/// for older gateways, is not read.)
+async fn follow_plan(
+    cx: &Call,
+    stream: Streaming<pb::RulePackEvent>,
+) -> Result<RulePackOut, ToolError> {
+    follow(cx, stream, |e| match e.event {
+        Some(Event::Progress(p)) => Some(Step::Progress(p)),
+        Some(Event::Plan(plan)) => Some(Step::Done(RulePackOut::Plan(Box::new(plan.into())))),
+        Some(Event::Applied(applied)) => {
+            Some(Step::Done(RulePackOut::Applied(Box::new(applied.into()))))
+        }
+        #[allow(deprecated)]
+        Some(Event::ResultJson(_)) | None => None,
+    })
+    .await
+}
+
+pub async fn create_webhook(
+    cx: &Call,
+    p: CreateWebhookParams,
+) -> Result<CreateWebhookOut, ToolError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let r = c
+        .create_webhook(
+            b,
+            pb::CreateWebhookRequest {
+                source_type: convert::source_type(p.source_type) as i32,
+                grant: p.grant,
+                secret: p.secret,
+                reject_unverified: p.reject_unverified,
+            },
+        )
+        .await
+        .map_err(|s| cx.status(&s))?;
+    Ok(CreateWebhookOut {
+        webhook: convert::webhook(convert::required("webhook", r.webhook)?)?,
+        secret: r.secret,
+    })
+}
+
+pub async fn list_webhooks(cx: &Call, _: NoParams) -> Result<ListWebhooksOut, ToolError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let r = c
+        .list_webhooks(b, pb::ListWebhooksRequest {})
+        .await
+        .map_err(|s| cx.status(&s))?;
+    Ok(ListWebhooksOut {
+        webhooks: r
+            .webhooks
+            .into_iter()
+            .map(convert::webhook)
+            .collect::<Result<_, _>>()?,
+    })
+}
+
+pub async fn get_webhook(cx: &Call, p: WebhookIdParams) -> Result<GetWebhookOut, ToolError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let r = c
+        .get_webhook(
+            b,
+            pb::GetWebhookRequest {
+                webhook_id: p.webhook_id,
+            },
+        )
+        .await
+        .map_err(|s| cx.status(&s))?;
+    Ok(GetWebhookOut {
+        webhook: convert::webhook(convert::required("webhook", r.webhook)?)?,
+    })
+}
+
+pub async fn delete_webhook(cx: &Call, p: WebhookIdParams) -> Result<DeleteWebhookOut, ToolError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let r = c
+        .delete_webhook(
+            b,
+            pb::DeleteWebhookRequest {
+                webhook_id: p.webhook_id,
+            },
+        )
+        .await
+        .map_err(|s| cx.status(&s))?;
+    Ok(DeleteWebhookOut {
+        webhook_id: r.webhook_id,
+    })
+}
+
+pub async fn rotate_webhook_secret(
+    cx: &Call,
+    p: RotateWebhookSecretParams,
+) -> Result<RotateWebhookSecretOut, ToolError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let r = c
+        .rotate_webhook_secret(
+            b,
+            pb::RotateWebhookSecretRequest {
+                webhook_id: p.webhook_id,
+                secret: p.secret,
+            },
+        )
+        .await
+        .map_err(|s| cx.status(&s))?;
+    Ok(RotateWebhookSecretOut {
+        webhook: convert::webhook(convert::required("webhook", r.webhook)?)?,
+        secret: r.secret,
+    })
+}
+
+pub async fn list_webhook_events(
+    cx: &Call,
+    p: ListWebhookEventsParams,
+) -> Result<ListWebhookEventsOut, ToolError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let r = c
+        .list_webhook_events(
+            b,
+            pb::ListWebhookEventsRequest {
+                webhook_id: p.webhook_id,
+                cursor: p.cursor.unwrap_or_default(),
+                limit: p.limit.unwrap_or(0),
+            },
+        )
+        .await
+        .map_err(|s| cx.status(&s))?;
+    Ok(ListWebhookEventsOut {
+        events: r
+            .events
+            .into_iter()
+            .map(convert::event_summary)
+            .collect::<Result<_, _>>()?,
+        next_cursor: (!r.next_cursor.is_empty()).then_some(r.next_cursor),
+        retention: r.retention.map(convert::retention),
+    })
+}
+
+pub async fn get_webhook_event(
+    cx: &Call,
+    p: GetWebhookEventParams,
+) -> Result<GetWebhookEventOut, ToolError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let r = c
+        .get_webhook_event(
+            b,
+            pb::GetWebhookEventRequest {
+                event_id: p.event_id,
+                webhook_id: p.webhook_id.unwrap_or_default(),
+            },
+        )
+        .await
+        .map_err(|s| cx.status(&s))?;
+    convert::get_event(r)
+}
+
+pub async fn list_webhook_rules(
+    cx: &Call,
+    p: WebhookIdParams,
+) -> Result<ListWebhookRulesOut, ToolError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let r = c
+        .list_webhook_rules(
+            b,
+            pb::ListWebhookRulesRequest {
+                webhook_id: p.webhook_id,
+            },
+        )
+        .await
+        .map_err(|s| cx.status(&s))?;
+    convert::list_rules(r)
+}
+
+pub async fn set_webhook_rules(
+    cx: &Call,
+    p: SetWebhookRulesParams,
+) -> Result<SaveRulesOut, ToolError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let configuration_json = object_text(cx.tool, "configuration", &p.configuration)?;
+    let r = c
+        .set_webhook_rules(
+            b,
+            pb::SetWebhookRulesRequest {
+                webhook_id: p.webhook_id,
+                configuration_json,
+                expected_version: p.expected_version,
+                // The agent's own JSON, validated exactly as written.
+                configuration: None,
+            },
+        )
+        .await
+        .map_err(|s| cx.status(&s))?;
+    convert::save(r)
+}
+
+pub async fn update_webhook_rule(
+    cx: &Call,
+    p: UpdateWebhookRuleParams,
+) -> Result<SaveRulesOut, ToolError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let rule_json = object_text(cx.tool, "rule", &p.rule)?;
+    let r = c
+        .update_webhook_rule(
+            b,
+            pb::UpdateWebhookRuleRequest {
+                webhook_id: p.webhook_id,
+                rule_id: p.rule_id,
+                rule_json,
+                expected_version: p.expected_version,
+                patch: None,
+            },
+        )
+        .await
+        .map_err(|s| cx.status(&s))?;
+    convert::save(r)
+}
+
+pub async fn delete_webhook_rule(
+    cx: &Call,
+    p: DeleteWebhookRuleParams,
+) -> Result<SaveRulesOut, ToolError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let r = c
+        .delete_webhook_rule(
+            b,
+            pb::DeleteWebhookRuleRequest {
+                webhook_id: p.webhook_id,
+                rule_id: p.rule_id,
+                expected_version: p.expected_version,
+            },
+        )
+        .await
+        .map_err(|s| cx.status(&s))?;
+    convert::save(r)
+}
+
+pub async fn test_webhook_rules(
+    cx: &Call,
+    p: TestWebhookRulesParams,
+) -> Result<TestWebhookRulesOut, ToolError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let configuration_json = match &p.configuration {
+        Some(c) => object_text(cx.tool, "configuration", c)?,
+        None => String::new(),
+    };
+    let payload = p
+        .payload
+        .map(|d| {
+            Ok::<_, ToolError>(pb::TestPayload {
+                payload_json: serde_json::to_string(&d.body)
+                    .map_err(|e| ToolError::invalid_arguments(cx.tool, e))?,
+                kind: d.kind.unwrap_or_default(),
+                headers: d
+                    .headers
+                    .unwrap_or_default()
+                    .into_iter()
+                    .map(|(name, value)| pb::Header { name, value })
+                    .collect(),
+                verified: d.verified,
+                delivery_id: d.delivery_id.unwrap_or_default(),
+            })
+        })
+        .transpose()?;
+    let request = pb::TestWebhookRulesRequest {
+        webhook_id: p.webhook_id,
+        event_id: p.event_id.unwrap_or_default(),
+        payload,
+        replay: p.replay.map(|w| pb::TestReplay {
+            limit: w.limit.unwrap_or(0),
+            since_ms: w.since_ms.unwrap_or(0),
+        }),
+        configuration_json,
+        configuration: None,
+    };
+    // A replay streams, so its progress reaches the agent; a dry run does not.
+    let r = if request.replay.is_some() {
+        let stream = c
+            .test_webhook_rules_stream(b, request)
+            .await
+            .map_err(|s| cx.status(&s))?;
+        follow(cx, stream, |e| match e.event {
+            Some(pb::test_webhook_rules_event::Event::Progress(p)) => Some(Step::Progress(p)),
+            Some(pb::test_webhook_rules_event::Event::Result(r)) => Some(Step::Done(r)),
+            None => None,
+        })
+        .await?
+    } else {
+        c.test_webhook_rules(b, request)
+            .await
+            .map_err(|s| cx.status(&s))?
+    };
+    convert::test(r)
+}
+
+pub async fn list_webhook_history(
+    cx: &Call,
+    p: ListWebhookHistoryParams,
+) -> Result<ListWebhookHistoryOut, ToolError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let r = c
+        .list_webhook_history(
+            b,
+            pb::ListWebhookHistoryRequest {
+                webhook_id: p.webhook_id,
+                cursor: p.cursor.unwrap_or_default(),
+                limit: p.limit.unwrap_or(0),
+            },
+        )
+        .await
+        .map_err(|s| cx.status(&s))?;
+    convert::history(r)
+}
+
+pub async fn list_rule_packs(
+    cx: &Call,
+    p: ListRulePacksParams,
+) -> Result<ListRulePacksOut, ToolError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let r = c
+        .list_rule_packs(
+            b,
+            pb::ListRulePacksRequest {
+                webhook_id: p.webhook_id.unwrap_or_default(),
+            },
+        )
+        .await
+        .map_err(|s| cx.status(&s))?;
+    convert::rule_packs(r)
+}
+
+pub async fn install_rule_pack(
+    cx: &Call,
+    p: InstallRulePackParams,
+) -> Result<RulePackOut, ToolError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let params_json = p
+        .params
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()
+        .map_err(|e| ToolError::invalid_arguments(cx.tool, e))?;
+    let stream = c
+        .install_rule_pack(
+            b,
+            pb::InstallRulePackRequest {
+                webhook_id: p.webhook_id,
+                name: p.name,
+                version: p.version.unwrap_or_default(),
+                params_json,
+                replaces: p.replaces.unwrap_or_default(),
+                replay: p.replay.map(replay_window),
+                confirm: p.confirm.unwrap_or_default(),
+                allow_unproven: p.allow_unproven,
+                overwrite_local_edits: p.overwrite_local_edits,
+                keep_params: p.keep_params.unwrap_or_default(),
+            },
+        )
+        .await
+        .map_err(|s| cx.status(&s))?;
+    follow_plan(cx, stream).await
+}
+
+pub async fn remove_rule_pack(
+    cx: &Call,
+    p: RemoveRulePackParams,
+) -> Result<RulePackOut, ToolError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let stream = c
+        .remove_rule_pack(
+            b,
+            pb::RemoveRulePackRequest {
+                webhook_id: p.webhook_id,
+                name: p.name,
+                replay: p.replay.map(replay_window),
+                confirm: p.confirm.unwrap_or_default(),
+                allow_unproven: p.allow_unproven,
+                keep_params: p.keep_params.unwrap_or_default(),
+            },
+        )
+        .await
+        .map_err(|s| cx.status(&s))?;
+    follow_plan(cx, stream).await
+}
+
+pub async fn list_todos(cx: &Call, p: ListTodosParams) -> Result<ListTodosOut, ToolError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let r = c
+        .list_todos(
+            b,
+            pb::ListTodosRequest {
+                queue: p.queue,
+                filter: convert::todo_filter(p.filter) as i32,
+                cursor: p.cursor.unwrap_or_default(),
+                limit: p.limit.unwrap_or(0),
+            },
+        )
+        .await
+        .map_err(|s| cx.status(&s))?;
+    Ok(ListTodosOut {
+        todos: r.todos.into_iter().map(convert::todo).collect(),
+        next_cursor: (!r.next_cursor.is_empty()).then_some(r.next_cursor),
+    })
+}
+
+pub async fn claim_todo(cx: &Call, p: TodoIdParams) -> Result<TodoResultOut, ToolError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let r = c
+        .claim_todo(b, pb::ClaimTodoRequest { todo_id: p.todo_id })
+        .await
+        .map_err(|s| cx.status(&s))?;
+    Ok(TodoResultOut {
+        todo: convert::todo(convert::required("todo", r.todo)?),
+    })
+}
+
+pub async fn complete_todo(cx: &Call, p: TodoIdParams) -> Result<TodoResultOut, ToolError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let r = c
+        .complete_todo(b, pb::CompleteTodoRequest { todo_id: p.todo_id })
+        .await
+        .map_err(|s| cx.status(&s))?;
+    Ok(TodoResultOut {
+        todo: convert::todo(convert::required("todo", r.todo)?),
+    })
+}
