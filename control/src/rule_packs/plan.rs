@@ -436,13 +436,7 @@ impl RulePacks {
             .iter()
             .find(|p| p.name == name)
             .map(|p| p.version.clone());
-        report.retention = Some(retention(
-            &self
-                .state
-                .store
-                .retention_window(self.state.limits.retention, &webhook.id)
-                .await?,
-        ));
+        report.retention = Some(self.replayer.retention(&webhook.id).await?);
         let verb = kind.verb();
         let mut plan = Plan {
             report,

@@ -55,19 +55,23 @@ impl Replayer {
             )
             .await?;
         let mut report = outcome.report(&candidate, &prov, self.state.capabilities.trusted_actors);
-        report.retention = Some(retention(
-            &self
-                .state
-                .store
-                .retention_window(self.state.limits.retention, &webhook.id)
-                .await?,
-        ));
+        report.retention = Some(self.retention(&webhook.id).await?);
         Ok(CandidateReplay {
             report,
             minted_rule_ids: minted,
             rule_diff: switchboard_packs::merge::rule_diff(&saved, &candidate, &[]),
             nothing_saved: true,
         })
+    }
+
+    /// What retention still leaves a replay of this webhook to see, as reports say it.
+    pub(super) async fn retention(&self, webhook_id: &str) -> Result<Retention, PackError> {
+        let window = self
+            .state
+            .store
+            .retention_window(self.state.limits.retention, webhook_id)
+            .await?;
+        Ok(retention(&window))
     }
 
     pub(super) async fn validate_candidate(
