@@ -192,6 +192,9 @@ impl Binding {
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(default)]
 pub struct Apply {
+    /// The candidate (the store's `candidate` column is what a confirm saves; this copy is
+    /// read leniently so an odd one never makes a plan unreadable).
+    #[serde(deserialize_with = "lenient_configuration")]
     pub configuration: Configuration,
     /// The provenance the confirm saves (install time and actor filled in then).
     #[serde(deserialize_with = "lenient_provenance")]
@@ -250,6 +253,10 @@ fn lenient_provenance<'de, D: Deserializer<'de>>(d: D) -> Result<Provenance, D::
     Ok(provenance::from_json(&Value::deserialize(d)?))
 }
 
+fn lenient_configuration<'de, D: Deserializer<'de>>(d: D) -> Result<Configuration, D::Error> {
+    Ok(serde_json::from_value(Value::deserialize(d)?).unwrap_or_default())
+}
+
 fn lenient_trusted_actors<'de, D: Deserializer<'de>>(
     d: D,
 ) -> Result<Option<TrustedActors>, D::Error> {
@@ -280,7 +287,7 @@ mod tests {
         let stored = json!({
             "kind": "upgrade", "webhook_id": "w", "events_replayed": 3,
             "transitions": [{"from": "queue:a", "to": "drop", "count": 3, "example_event_ids": ["e"]}],
-            "apply": {"configuration": {"rules": []}, "provenance": "odd", "trusted_actors": {"humans": "x"},
+            "apply": {"configuration": {"rules": [], "unknown": 1}, "provenance": "odd", "trusted_actors": {"humans": "x"},
                       "proven": true, "truncated": false, "kind": "upgrade", "binding_digest": "d"}
         });
         let p: StoredPlan = serde_json::from_value(stored).expect("reads");
