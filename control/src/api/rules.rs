@@ -676,7 +676,10 @@ impl WebhookRules for WebhookRulesApi {
             let caller = authorize(&self.state, request.metadata(), "set_webhook_rules").await?;
             let req = request.get_ref();
             let candidate = request_configuration(req)?.ok_or_else(|| {
-                ApiError::invalid("configuration", "required: the whole new configuration")
+                ApiError::invalid(
+                    "configuration_json",
+                    "required: the whole new configuration (or give `configuration`)",
+                )
             })?;
             self.save_edit(
                 &caller,
