@@ -258,7 +258,7 @@ api_suite! {
     other_scopes_unknown_and_malformed_ids_are_one_not_found,
     the_authorization_matrix_is_docs_authorization_md,
     set_rules_mints_ids_and_records_history,
-    typed_configurations_decisions_and_history_say_what_the_deprecated_json_says,
+    typed_configurations_decisions_and_history_read_back_as_saved,
     every_problem_is_reported_at_once,
     pack_rule_ids_are_reserved,
     rules_cannot_widen_the_grant,
@@ -1823,10 +1823,9 @@ async fn history_lists_newest_first_in_pages(api: Api) {
 }
 
 /// Issue 19: a configuration given as a message is saved exactly as its JSON form would be,
-/// bad ones are refused naming the field, and every response's typed fields carry what its
-/// deprecated JSON text carries (kept for one release for older clients).
-#[allow(deprecated)]
-async fn typed_configurations_decisions_and_history_say_what_the_deprecated_json_says(api: Api) {
+/// bad ones are refused naming the field, and listings, history and dry runs answer typed
+/// messages that read back as the configuration saved.
+async fn typed_configurations_decisions_and_history_read_back_as_saved(api: Api) {
     use switchboard_proto::json;
     let alice = human(&api.store, "alice").await;
     let credential = vend(&api.store, "alice", &alice, &EVERY_FAMILY).await;
@@ -1851,14 +1850,12 @@ async fn typed_configurations_decisions_and_history_say_what_the_deprecated_json
         })
         .await);
     assert_eq!(saved.minted_rule_ids.len(), 1, "{saved:?}");
-    let as_saved = json_of(&saved.configuration_json);
+    let as_saved = json::configuration_json(saved.configuration.clone().expect("typed"));
+    assert_eq!(as_saved["rules"][0], config["rules"][0]);
     assert_eq!(as_saved["rules"][1]["id"], saved.minted_rule_ids[0]);
+    assert_eq!(as_saved["rules"][1]["when"], config["rules"][1]["when"]);
     assert_eq!(as_saved["default_action"], json!({"quarantine": true}));
     assert_eq!(as_saved["params"], config["params"]);
-    assert_eq!(
-        json::configuration_json(saved.configuration.clone().expect("typed")),
-        as_saved
-    );
 
     let listed = ok(c
         .rules
@@ -1868,8 +1865,9 @@ async fn typed_configurations_decisions_and_history_say_what_the_deprecated_json
         .await);
     assert_eq!(
         json::configuration_json(listed.configuration.clone().expect("typed")),
-        json_of(&listed.configuration_json)
+        as_saved
     );
+    assert_eq!(listed.version, saved.version);
 
     let history = ok(c
         .rules
@@ -1879,16 +1877,16 @@ async fn typed_configurations_decisions_and_history_say_what_the_deprecated_json
         })
         .await)
     .records;
-    for h in &history {
-        assert_eq!(
-            json::change_json(h.change.as_ref().expect("a change")),
-            json_of(&h.change_json)
-        );
-        assert_eq!(
-            json::configuration_json(h.configuration.clone().expect("typed")),
-            json_of(&h.configuration_json)
-        );
-    }
+    let newest = history.first().expect("a history record");
+    assert_eq!(newest.version, saved.version);
+    assert_eq!(
+        json::change_json(newest.change.as_ref().expect("a change"))["op"],
+        "set_webhook_rules"
+    );
+    assert_eq!(
+        json::configuration_json(newest.configuration.clone().expect("typed")),
+        as_saved
+    );
 
     let tested = ok(c
         .rules
@@ -1901,19 +1899,13 @@ async fn typed_configurations_decisions_and_history_say_what_the_deprecated_json
             ..Default::default()
         })
         .await);
-    for (typed, text) in [
-        (&tested.saved_decision, &tested.saved_decision_json),
-        (&tested.candidate_decision, &tested.candidate_decision_json),
-    ] {
-        assert_eq!(
-            json::decision_json(typed.as_ref().expect("a decision")),
-            json_of(text)
-        );
-    }
     assert_eq!(
-        json::configuration_json(tested.candidate_configuration.clone().expect("typed")),
-        json_of(&tested.candidate_configuration_json)
+        json::decision_json(tested.saved_decision.as_ref().expect("a decision")),
+        json!({"decision": "queue:review", "queue": "review", "rule_id": "prs"})
     );
+    let candidate =
+        json::configuration_json(tested.candidate_configuration.clone().expect("typed"));
+    assert_eq!(candidate["rules"][0]["id"], tested.minted_rule_ids[0]);
     assert_eq!(
         tested
             .candidate_decision

@@ -379,20 +379,14 @@ pub mod typed {
         Some(json.expect("a typed result serializes"))
     }
 
-    /// Reads a rule-pack stream to its typed result, then checks the deprecated JSON event
-    /// that follows it.
+    /// Reads a rule-pack stream to its typed result, which must be the stream's last event.
     pub async fn pack_result(mut stream: Streaming<pb::RulePackEvent>) -> Result<Value, Status> {
         while let Some(ev) = stream.message().await? {
             let Some(typed) = ev.event.as_ref().and_then(pack_event) else {
                 continue;
             };
-            let legacy = stream.message().await?.and_then(|e| e.event);
-            #[allow(deprecated)]
-            let Some(Event::ResultJson(text)) = legacy else {
-                panic!("the typed result was not followed by its JSON text: {legacy:?}");
-            };
-            let legacy: Value = serde_json::from_str(&text).expect("result json");
-            assert_eq!(legacy, typed, "the JSON text and the typed result differ");
+            let after = stream.message().await?;
+            assert!(after.is_none(), "an event followed the result: {after:?}");
             return Ok(typed);
         }
         Err(Status::internal("stream ended without a result"))
@@ -400,12 +394,8 @@ pub mod typed {
 
     /// A listing as JSON, from its typed message.
     pub fn listing(r: &pb::RulePacksResult) -> Value {
-        let typed = serde_json::to_value(Listing::from(r.listing.clone().unwrap_or_default()))
-            .expect("a listing serializes");
-        #[allow(deprecated)]
-        let legacy: Value = serde_json::from_str(&r.result_json).expect("listing json");
-        assert_eq!(legacy, typed, "the JSON text and the typed listing differ");
-        typed
+        serde_json::to_value(Listing::from(r.listing.clone().unwrap_or_default()))
+            .expect("a listing serializes")
     }
 
     /// A configuration message as the JSON text an agent reads ("" when absent).
@@ -438,16 +428,12 @@ pub mod typed {
 
     /// `test_webhook_rules`' replay report as JSON, from its typed fields.
     pub fn replay_report(r: &pb::TestWebhookRulesResponse) -> Value {
-        let typed = serde_json::to_value(CandidateReplay {
+        serde_json::to_value(CandidateReplay {
             report: Report::from(r.replay_report.clone().expect("a replay report")),
             minted_rule_ids: r.minted_rule_ids.clone(),
             rule_diff: r.replay_rule_diff.clone().unwrap_or_default().into(),
             nothing_saved: true,
         })
-        .expect("a report serializes");
-        #[allow(deprecated)]
-        let legacy: Value = serde_json::from_str(&r.replay_report_json).expect("report json");
-        assert_eq!(legacy, typed, "the JSON text and the typed report differ");
-        typed
+        .expect("a report serializes")
     }
 }

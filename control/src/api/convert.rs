@@ -1,6 +1,5 @@
 //! Store records to wire messages and back: configurations, decisions, provenance and
-//! history as typed messages (and, for one release, as the deprecated JSON text too). No
-//! secret ever leaves through here.
+//! history as typed messages. No secret ever leaves through here.
 
 pub use crate::wire::decision_json;
 use serde_json::Value;
@@ -9,7 +8,6 @@ use switchboard_proto::json;
 use switchboard_proto::router::v1::{RoutingContext, StoredDelivery};
 
 use super::status::ApiError;
-use crate::secrets::canonical_json;
 use crate::state::ControlState;
 use crate::store::{Event, EventSummary, HistoryRecord, Page, SourceType, Todo, Webhook};
 
@@ -52,7 +50,6 @@ pub fn installed_packs(provenance: &Value) -> Vec<pb::InstalledPack> {
         .collect()
 }
 
-#[allow(deprecated)]
 pub fn webhook(w: &Webhook) -> pb::Webhook {
     pb::Webhook {
         installed_packs: installed_packs(&w.provenance),
@@ -66,7 +63,6 @@ pub fn webhook(w: &Webhook) -> pb::Webhook {
         config_digest: w.config_digest.clone(),
         ingest_path: format!("/hooks/{}", w.id),
         trusted_actors: w.trusted_actors.as_ref().map(pb::TrustedActors::from),
-        installed_packs_json: canonical_json(&w.provenance),
         created_at_ms: w.created_at,
     }
 }
@@ -77,11 +73,6 @@ pub fn routing_context(state: &ControlState, w: &Webhook) -> RoutingContext {
     crate::wire::routing_context(w, &state.capabilities)
 }
 
-fn json_text(v: &Option<Value>) -> String {
-    v.as_ref().map(canonical_json).unwrap_or_default()
-}
-
-#[allow(deprecated)]
 pub fn event_summary(e: &EventSummary) -> pb::EventSummary {
     pb::EventSummary {
         id: e.id.clone(),
@@ -92,14 +83,11 @@ pub fn event_summary(e: &EventSummary) -> pb::EventSummary {
         verified: e.verified,
         received_at_ms: e.received_at,
         routed: e.routed,
-        decision_json: json_text(&e.decision),
-        fault_json: json_text(&e.fault),
         decision: e.decision.as_ref().map(json::decision),
         fault: e.fault.as_ref().map(json::fault),
     }
 }
 
-#[allow(deprecated)]
 pub fn event(e: &Event) -> pb::GetWebhookEventResponse {
     pb::GetWebhookEventResponse {
         event: Some(pb::EventSummary {
@@ -111,8 +99,6 @@ pub fn event(e: &Event) -> pb::GetWebhookEventResponse {
             verified: e.verified,
             received_at_ms: e.received_at,
             routed: e.routed,
-            decision_json: json_text(&e.decision),
-            fault_json: json_text(&e.fault),
             decision: e.decision.as_ref().map(json::decision),
             fault: e.fault.as_ref().map(json::fault),
         }),
@@ -133,7 +119,6 @@ pub fn stored_delivery(e: &Event) -> StoredDelivery {
     crate::wire::stored_delivery(e)
 }
 
-#[allow(deprecated)]
 pub fn history(h: &HistoryRecord) -> pb::HistoryRecord {
     pb::HistoryRecord {
         change: Some(json::change(&h.change)),
@@ -142,11 +127,8 @@ pub fn history(h: &HistoryRecord) -> pb::HistoryRecord {
         version: h.version,
         actor_endpoint_id: h.actor.endpoint_id.clone().unwrap_or_default(),
         actor_human: h.actor.human_login.clone().unwrap_or_default(),
-        change_json: canonical_json(&h.change),
-        provenance_json: json_text(&h.provenance),
         digest_before: h.digest_before.clone().unwrap_or_default(),
         digest_after: h.digest_after.clone(),
-        configuration_json: canonical_json(&h.configuration),
         saved_at_ms: h.saved_at,
     }
 }

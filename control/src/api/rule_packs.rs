@@ -60,8 +60,7 @@ fn params(json: Option<String>) -> Result<Option<Map<String, Value>>, ApiError> 
     }
 }
 
-/// A pack call's stream: replay progress, then the typed plan or applied result, then (for
-/// one release, for clients built before the typed results) the same result as JSON.
+/// A pack call's stream: replay progress, then the typed plan or applied result.
 fn stream<F>(work: impl FnOnce(Progress) -> F + Send + 'static) -> EventStream
 where
     F: std::future::Future<Output = Result<PackAnswer, PackError>> + Send + 'static,
@@ -75,20 +74,15 @@ where
             })),
         },
         |answer: PackAnswer| {
-            let typed = match &answer {
+            let result = match &answer {
                 PackAnswer::Plan(plan) => rule_pack_event::Event::Plan(plan.as_ref().into()),
                 PackAnswer::Applied(applied) => {
                     rule_pack_event::Event::Applied(applied.as_ref().into())
                 }
             };
-            #[allow(deprecated)]
-            let json = rule_pack_event::Event::ResultJson(
-                serde_json::to_string(&answer).unwrap_or_default(),
-            );
-            vec![
-                RulePackEvent { event: Some(typed) },
-                RulePackEvent { event: Some(json) },
-            ]
+            RulePackEvent {
+                event: Some(result),
+            }
         },
     )
 }
@@ -107,9 +101,7 @@ impl RulePacksService for RulePacksApi {
                 .list(&caller(&c), (!webhook_id.is_empty()).then_some(webhook_id))
                 .await
                 .map_err(ApiError::RulePack)?;
-            #[allow(deprecated)]
             Ok(RulePacksResult {
-                result_json: serde_json::to_string(&listing).unwrap_or_default(),
                 listing: Some((&listing).into()),
             })
         })

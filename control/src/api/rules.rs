@@ -86,11 +86,9 @@ impl WebhookRulesApi {
                 .replay_candidate(&who, &w.id, candidate, &window, progress)
                 .await
                 .map_err(ApiError::RulePack)?;
-            #[allow(deprecated)]
             return Ok(pb::TestWebhookRulesResponse {
                 webhook_id: w.id.clone(),
                 saved_version: w.config_version,
-                replay_report_json: serde_json::to_string(&report).unwrap_or_default(),
                 replay_report: Some(pb::ReplayReport::from(&report.report)),
                 replay_rule_diff: Some(pb::RuleDiff::from(&report.rule_diff)),
                 minted_rule_ids: report.minted_rule_ids,
@@ -148,7 +146,6 @@ impl WebhookRulesApi {
         };
         let saved_decision = convert::decision_json(&decisions[0]);
         let candidate_decision = decisions.get(1).map(convert::decision_json);
-        #[allow(deprecated)]
         Ok(pb::TestWebhookRulesResponse {
             saved_decision: Some(json::decision(&saved_decision)),
             candidate_decision: candidate_decision.as_ref().map(json::decision),
@@ -159,18 +156,9 @@ impl WebhookRulesApi {
             event_id: req.event_id.clone(),
             kind,
             saved_version: w.config_version,
-            saved_decision_json: canonical_json(&saved_decision),
             changed: candidate_decision
                 .as_ref()
                 .is_some_and(|c| label(c) != label(&saved_decision)),
-            candidate_decision_json: candidate_decision
-                .as_ref()
-                .map(canonical_json)
-                .unwrap_or_default(),
-            candidate_configuration_json: candidate
-                .as_ref()
-                .map(Configuration::canonical_json)
-                .unwrap_or_default(),
             candidate_digest: candidate
                 .as_ref()
                 .map(Configuration::digest)
@@ -277,7 +265,7 @@ async fn prepare_candidate(
     }
 }
 
-/// A request's configuration: the typed message, or (deprecated) its JSON text, never both;
+/// A request's configuration: the typed message, or the JSON text an agent wrote, never both;
 /// either goes through the same parsing and validation.
 trait GivesConfiguration {
     fn typed(&self) -> Option<&pb::Configuration>;
@@ -504,14 +492,12 @@ impl WebhookRulesApi {
                             "configuration saved"
                         );
                     }
-                    #[allow(deprecated)]
                     return Ok(pb::SaveRulesResponse {
                         webhook_id: webhook_id.to_string(),
                         version: saved.version,
                         digest: saved.digest,
                         duplicate: saved.duplicate,
                         minted_rule_ids: minted,
-                        configuration_json: candidate.canonical_json(),
                         configuration: Some(json::configuration(
                             &serde_json::to_value(&candidate).unwrap_or_default(),
                         )),
@@ -652,15 +638,12 @@ impl WebhookRules for WebhookRulesApi {
                 .store
                 .get_webhook(caller.scope(), &request.get_ref().webhook_id)
                 .await?;
-            #[allow(deprecated)]
             Ok(pb::ListWebhookRulesResponse {
                 webhook_id: w.id.clone(),
-                configuration_json: canonical_json(&w.configuration),
                 configuration: Some(json::configuration(&w.configuration)),
                 version: w.config_version,
                 digest: w.config_digest.clone(),
                 grant: w.grant.clone(),
-                installed_packs_json: canonical_json(&w.provenance),
                 installed_packs: convert::installed_packs(&w.provenance),
                 trusted_actors_capability: self.state.capabilities.trusted_actors,
             })
@@ -782,10 +765,8 @@ impl WebhookRules for WebhookRulesApi {
                     pb::ReplayProgress { replayed, total },
                 )),
             },
-            |result| {
-                vec![pb::TestWebhookRulesEvent {
-                    event: Some(pb::test_webhook_rules_event::Event::Result(result)),
-                }]
+            |result| pb::TestWebhookRulesEvent {
+                event: Some(pb::test_webhook_rules_event::Event::Result(result)),
             },
         )))
     }

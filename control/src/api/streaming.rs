@@ -18,12 +18,11 @@ pub type EventStream<E> = Pin<Box<dyn tokio_stream::Stream<Item = Result<E, Stat
 
 /// Runs `work` with a progress callback; each report becomes `progress_event(replayed,
 /// total)` (dropped, not queued, if the caller reads slowly), and the result the events
-/// `result_events(result)` (one, or the typed result then its deprecated JSON form) or the
-/// error's status.
+/// `result_event(result)` or the error's status.
 pub fn with_progress<T, E, F>(
     work: impl FnOnce(Progress) -> F + Send + 'static,
     progress_event: fn(u64, u64) -> E,
-    result_events: fn(T) -> Vec<E>,
+    result_event: fn(T) -> E,
 ) -> EventStream<E>
 where
     F: Future<Output = Result<T, ApiError>> + Send + 'static,
@@ -40,11 +39,7 @@ where
         tokio::select! {
             result = run => match result {
                 Ok(value) => {
-                    for event in result_events(value) {
-                        if tx.send(Ok(event)).await.is_err() {
-                            break;
-                        }
-                    }
+                    let _ = tx.send(Ok(result_event(value))).await;
                 }
                 Err(e) => {
                     let _ = tx.send(Err(Status::from(e))).await;

@@ -106,8 +106,7 @@ async fn follow<M, R>(
 }
 
 /// Follows a plan's stream: the typed plan or applied result is the tool's result, as the
-/// same types control built it from serialize it. (The deprecated JSON text that follows it,
-/// for older gateways, is not read.)
+/// same types control built it from serialize it.
 async fn follow_plan(
     cx: &Call,
     stream: Streaming<pb::RulePackEvent>,
@@ -118,8 +117,7 @@ async fn follow_plan(
         Some(Event::Applied(applied)) => {
             Some(Step::Done(RulePackOut::Applied(Box::new(applied.into()))))
         }
-        #[allow(deprecated)]
-        Some(Event::ResultJson(_)) | None => None,
+        None => None,
     })
     .await
 }

@@ -336,9 +336,7 @@ mod tests {
     #[test]
     fn installed_is_null_only_in_a_listing_for_a_webhook() {
         let listing = |for_webhook| {
-            #[allow(deprecated)]
             let r = pb::RulePacksResult {
-                result_json: String::new(),
                 listing: Some(pb::RulePackListing {
                     for_webhook,
                     packs: vec![pb::ListedPack {

@@ -124,7 +124,6 @@ fn webhook() -> pb::Webhook {
             ..Default::default()
         }],
         created_at_ms: 1_795_996_750_000,
-        ..Default::default()
     }
 }
 
@@ -397,7 +396,6 @@ impl RulePacks for FakeControl {
                     ..Default::default()
                 }],
             }),
-            ..Default::default()
         }))
     }
 
