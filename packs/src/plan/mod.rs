@@ -4,9 +4,11 @@
 //! [`wire`], so agents and services read one definition.
 
 mod report;
+mod state;
 pub mod wire;
 
 pub use report::*;
+pub use state::{PlanFacts, PlanState, StaleReason};
 
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};

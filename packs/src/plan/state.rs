@@ -1,0 +1,171 @@
+//! Where a stored plan stands (issue 20, docs/approval.md): one pure function from the plan's
+//! recorded facts and the webhook's current configuration version, so the gateway's
+//! `get_rule_pack_plan`, the console and a confirm never disagree about it. Nothing here is
+//! stored; the state is derived every time it is asked.
+
+use serde::{Deserialize, Serialize};
+
+/// A plan's state as a caller sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum PlanState {
+    /// Made, not used, still current: its token confirms it.
+    Planned,
+    /// An endpoint confirmed it under `confirm_policy: person`; a person has yet to decide.
+    PendingApproval,
+    /// Confirmed (or accepted by a person): its configuration was saved.
+    Applied,
+    /// A person rejected it.
+    Rejected,
+    /// Its TTL passed or the configuration it was made against moved on.
+    Stale,
+}
+
+/// Why a plan is stale, for the message a caller reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum StaleReason {
+    /// The plan's own TTL passed before anyone confirmed it.
+    Expired,
+    /// A person did not decide within the approval TTL.
+    ApprovalExpired,
+    /// The webhook's configuration was saved since the plan was made.
+    ConfigurationChanged,
+}
+
+/// What is recorded of a plan, in milliseconds since the Unix epoch.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PlanFacts {
+    pub expires_at: i64,
+    pub used_at: Option<i64>,
+    pub rejected_at: Option<i64>,
+    /// Set when an endpoint's confirm put the plan before a person.
+    pub pending_at: Option<i64>,
+    pub approval_expires_at: Option<i64>,
+    pub base_config_version: i64,
+}
+
+impl PlanFacts {
+    /// The plan's state at `now` against the webhook's `current_version`, and why it is stale
+    /// when it is. Applied and rejected are final: nothing that happens later changes them.
+    pub fn state(&self, now: i64, current_version: i64) -> (PlanState, Option<StaleReason>) {
+        if self.used_at.is_some() {
+            return (PlanState::Applied, None);
+        }
+        if self.rejected_at.is_some() {
+            return (PlanState::Rejected, None);
+        }
+        if self.base_config_version != current_version {
+            return (PlanState::Stale, Some(StaleReason::ConfigurationChanged));
+        }
+        match self.pending_at {
+            // A pending plan lives by the approval TTL, not the plan's own.
+            Some(_) => match self.approval_expires_at {
+                Some(until) if now >= until => {
+                    (PlanState::Stale, Some(StaleReason::ApprovalExpired))
+                }
+                _ => (PlanState::PendingApproval, None),
+            },
+            None if now >= self.expires_at => (PlanState::Stale, Some(StaleReason::Expired)),
+            None => (PlanState::Planned, None),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn fresh() -> PlanFacts {
+        PlanFacts {
+            expires_at: 1_000,
+            base_config_version: 3,
+            ..PlanFacts::default()
+        }
+    }
+
+    #[test]
+    fn a_fresh_plan_is_planned_until_it_expires() {
+        assert_eq!(fresh().state(999, 3), (PlanState::Planned, None));
+        assert_eq!(
+            fresh().state(1_000, 3),
+            (PlanState::Stale, Some(StaleReason::Expired))
+        );
+    }
+
+    #[test]
+    fn a_save_since_the_plan_makes_it_stale_even_while_pending() {
+        assert_eq!(
+            fresh().state(10, 4),
+            (PlanState::Stale, Some(StaleReason::ConfigurationChanged))
+        );
+        let pending = PlanFacts {
+            pending_at: Some(5),
+            approval_expires_at: Some(86_400_000),
+            ..fresh()
+        };
+        assert_eq!(
+            pending.state(10, 4),
+            (PlanState::Stale, Some(StaleReason::ConfigurationChanged))
+        );
+    }
+
+    #[test]
+    fn a_pending_plan_outlives_its_token_ttl_until_the_approval_ttl() {
+        let pending = PlanFacts {
+            pending_at: Some(500),
+            approval_expires_at: Some(5_000),
+            ..fresh()
+        };
+        assert_eq!(pending.state(2_000, 3), (PlanState::PendingApproval, None));
+        assert_eq!(
+            pending.state(5_000, 3),
+            (PlanState::Stale, Some(StaleReason::ApprovalExpired))
+        );
+    }
+
+    #[test]
+    fn applied_and_rejected_are_final() {
+        let applied = PlanFacts {
+            used_at: Some(10),
+            ..fresh()
+        };
+        assert_eq!(applied.state(99_999, 9), (PlanState::Applied, None));
+        let rejected = PlanFacts {
+            pending_at: Some(5),
+            rejected_at: Some(10),
+            ..fresh()
+        };
+        assert_eq!(rejected.state(99_999, 9), (PlanState::Rejected, None));
+    }
+
+    #[test]
+    fn states_read_as_the_words_agents_see() {
+        let words: Vec<String> = [
+            PlanState::Planned,
+            PlanState::PendingApproval,
+            PlanState::Applied,
+            PlanState::Rejected,
+            PlanState::Stale,
+        ]
+        .iter()
+        .map(|s| {
+            serde_json::to_value(s)
+                .unwrap()
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+        assert_eq!(
+            words,
+            [
+                "planned",
+                "pending_approval",
+                "applied",
+                "rejected",
+                "stale"
+            ]
+        );
+    }
+}
