@@ -66,6 +66,20 @@ impl ToolError {
         CallToolResult::error(vec![ContentBlock::text(self.to_json().to_string())])
     }
 
+    /// An agent's configuration that is not one (its JSON shape), reported as control reports
+    /// the problems it finds: one configuration-wide `invalid_configuration` problem.
+    pub fn configuration_shape(problem: String) -> ToolError {
+        ToolError::new(
+            Reason::InvalidConfiguration,
+            format!("the configuration has 1 problem: {problem} (invalid_configuration)"),
+        )
+        .with(
+            "problems",
+            json!([{"code": "invalid_configuration", "message": problem, "rule_index": -1}]),
+        )
+        .with("next", FIX_CONFIGURATION)
+    }
+
     /// The endpoint's request budget is spent: wait, then call `tool` again.
     pub fn rate_limited(tool: &str, retry_after_ms: u64) -> ToolError {
         ToolError::new(
@@ -191,6 +205,10 @@ fn fallback_code(code: Code) -> Reason {
     }
 }
 
+/// What to do about an `invalid_configuration`, whoever found the problems.
+const FIX_CONFIGURATION: &str =
+    "fix every listed problem and call again; check a candidate first with test_webhook_rules";
+
 /// The call an agent should make next, for the codes where the gateway knows it.
 fn next_call(tool: &str, error: &ToolError) -> Option<String> {
     let detail = |key: &str| error.details.get(key).cloned().unwrap_or(Value::Null);
@@ -224,10 +242,7 @@ fn next_call(tool: &str, error: &ToolError) -> Option<String> {
         Reason::LocalEdits => format!(
             "inspect the edited rules with list_webhook_rules; to replace the edits, plan again with {tool} and overwrite_local_edits: true"
         ),
-        Reason::InvalidConfiguration => {
-            "fix every listed problem and call again; check a candidate first with test_webhook_rules"
-                .into()
-        }
+        Reason::InvalidConfiguration => FIX_CONFIGURATION.into(),
         Reason::InvalidParams => {
             "fix the named param (see the pack's params_schema in list_rule_packs) and plan again"
                 .into()

@@ -320,6 +320,75 @@ async fn wrong_types_unknown_fields_and_missing_fields_are_clear_tool_errors() {
 }
 
 #[tokio::test]
+async fn an_agents_configuration_and_patch_are_checked_for_shape_before_control() {
+    // The fake control answers every rule write `unimplemented`: these answers are the gateway's.
+    let (addr, _) = gateway(|_| {}).await;
+    for (i, configuration) in [
+        json!({"rules": [], "extra": 1}),
+        json!({"rules": {}}),
+        json!({"rules": [{"when": "true", "action": {"drop": false}}]}),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let r = post(
+            addr,
+            ALL,
+            &call(
+                i as u64,
+                "set_webhook_rules",
+                json!({"webhook_id": "wh_1", "configuration": configuration}),
+            ),
+        )
+        .await;
+        let error = tool_error(&tool_result(&r));
+        assert_eq!(error["code"], "invalid_configuration", "{error}");
+        let problems = error["details"]["problems"].as_array().expect("problems");
+        assert_eq!(problems.len(), 1, "{error}");
+        assert_eq!(problems[0]["code"], "invalid_configuration");
+        assert_eq!(problems[0]["rule_index"], -1);
+        assert!(
+            problems[0]["message"]
+                .as_str()
+                .is_some_and(|m| m.starts_with("not a configuration")),
+            "{error}"
+        );
+        assert!(error["details"]["next"].as_str().is_some(), "{error}");
+    }
+    let r = post(
+        addr,
+        ALL,
+        &call(
+            7,
+            "update_webhook_rule",
+            json!({"webhook_id": "wh_1", "rule_id": "r-1", "rule": {"whenn": "true"}}),
+        ),
+    )
+    .await;
+    let error = tool_error(&tool_result(&r));
+    assert_eq!(error["code"], "invalid_argument", "{error}");
+    assert_eq!(error["details"]["field"], "rule");
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("\"whenn\" is not a rule field")),
+        "{error}"
+    );
+    // A well-formed write gets through to control (whose fake does not serve it).
+    let r = post(
+        addr,
+        ALL,
+        &call(
+            8,
+            "update_webhook_rule",
+            json!({"webhook_id": "wh_1", "rule_id": "r-1", "rule": {"when": "true"}}),
+        ),
+    )
+    .await;
+    assert_eq!(tool_error(&tool_result(&r))["code"], "unimplemented");
+}
+
+#[tokio::test]
 async fn oversize_arguments_are_refused_and_the_gateway_keeps_serving() {
     let (addr, _) = gateway(|_| {}).await;
     // Over the 1 MiB argument cap but under the body limit: a tool error.
@@ -495,7 +564,7 @@ async fn a_plan_forwards_progress_when_the_client_asks() {
     assert_eq!(progress[2]["params"]["total"], 3.0);
     let plan = tool_result(&r)["structuredContent"].clone();
     assert_eq!(plan["plan_token"], "tok_fresh");
-    // params travelled to control as JSON text (the fake control says what it saw).
+    // params travelled to control as a Struct (the fake control says what it saw).
     let note = plan["confirm_with"]["note"].as_str().expect("a note");
     let seen: Value =
         serde_json::from_str(note.trim_start_matches("params seen: ")).expect("params json");

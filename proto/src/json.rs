@@ -156,6 +156,51 @@ pub fn configuration_json(c: pb::Configuration) -> Value {
     Value::Object(out)
 }
 
+/// An agent's configuration JSON as the typed message, through the one parser a configuration
+/// has (`Configuration::from_json`: objects only, no unknown fields, actions as written). The
+/// error is the problem an agent reads, `invalid_configuration`'s message.
+pub fn parse_configuration(v: &Value) -> Result<pb::Configuration, String> {
+    let parsed = switchboard_model::Configuration::from_json(&v.to_string())?;
+    let value = serde_json::to_value(&parsed).map_err(|e| format!("not a configuration: {e}"))?;
+    Ok(configuration(&value))
+}
+
+/// The fields of a rule a patch may give.
+const RULE_FIELDS: [&str; 4] = ["id", "description", "when", "action"];
+
+/// An agent's rule patch (`{"id"?, "description"?: string | null, "when"?, "action"?}`) as the
+/// typed message, checked for shape before anything is read. The error names what is wrong.
+pub fn parse_rule_patch(v: &Value) -> Result<pb::RulePatch, String> {
+    let Value::Object(fields) = v else {
+        return Err("give an object of the fields to change: id, description, when, action".into());
+    };
+    let mut patch = pb::RulePatch::default();
+    for (key, value) in fields {
+        match (key.as_str(), value) {
+            ("id", Value::String(id)) => patch.id = Some(id.clone()),
+            ("when", Value::String(when)) => patch.when = Some(when.clone()),
+            ("description", Value::String(d)) => patch.description = Some(d.clone()),
+            ("description", Value::Null) => patch.clear_description = true,
+            ("action", action) => {
+                let action: switchboard_model::Action = serde_json::from_value(action.clone())
+                    .map_err(|e| format!("action must be {e}"))?;
+                patch.action = Some(action.label().to_string());
+            }
+            ("id" | "when", _) => return Err(format!("{key} must be a string")),
+            ("description", _) => {
+                return Err("description must be a string, or null to remove it".into());
+            }
+            _ => {
+                return Err(format!(
+                    "{key:?} is not a rule field ({})",
+                    RULE_FIELDS.join(", ")
+                ));
+            }
+        }
+    }
+    Ok(patch)
+}
+
 /// A rule patch as the JSON object `update_webhook_rule` reads (`description: null` removes it).
 pub fn rule_patch_json(p: pb::RulePatch) -> Value {
     let mut out = Map::new();
@@ -373,5 +418,53 @@ mod tests {
             clear,
             json!({"description": null, "action": {"queue": "x"}})
         );
+    }
+
+    #[test]
+    fn an_agents_configuration_is_parsed_by_the_one_parser() {
+        let config = json!({
+            "rules": [{"when": "true", "action": {"queue": "review"}}],
+            "default_action": {"drop": true},
+        });
+        let typed = parse_configuration(&config).expect("a configuration");
+        assert_eq!(typed.rules[0].action, "queue:review");
+        assert_eq!(typed.default_action.as_deref(), Some("drop"));
+        for bad in [
+            json!([]),
+            json!({"rules": {}}),
+            json!({"rules": [], "extra": 1}),
+            json!({"rules": [{"when": "true", "action": {"drop": false}}]}),
+            json!({"rules": ["r"]}),
+        ] {
+            let e = parse_configuration(&bad).expect_err("refused");
+            assert!(e.starts_with("not a configuration"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn a_rule_patch_is_checked_for_shape_and_typed() {
+        let p = parse_rule_patch(&json!({"id": "x", "description": null, "when": "true", "action": {"quarantine": true}}))
+            .expect("a patch");
+        assert_eq!(
+            (
+                p.id.as_deref(),
+                p.clear_description,
+                p.when.as_deref(),
+                p.action.as_deref()
+            ),
+            (Some("x"), true, Some("true"), Some("quarantine"))
+        );
+        assert_eq!(rule_patch_json(p)["description"], Value::Null);
+        for (bad, said) in [
+            (json!([]), "give an object"),
+            (json!({"whenn": "true"}), "\"whenn\" is not a rule field"),
+            (json!({"when": 1}), "when must be a string"),
+            (json!({"description": 2}), "description must be a string"),
+            (json!({"action": {"drop": false}}), "action must be"),
+            (json!({"action": "drop"}), "action must be"),
+        ] {
+            let e = parse_rule_patch(&bad).expect_err("refused");
+            assert!(e.contains(said), "{bad}: {e}");
+        }
     }
 }

@@ -493,9 +493,8 @@ fn set(
 ) -> pb::SetWebhookRulesRequest {
     pb::SetWebhookRulesRequest {
         webhook_id: webhook_id.into(),
-        configuration_json: configuration.to_string(),
+        configuration: crate::support::typed::config(&configuration),
         expected_version,
-        configuration: None,
     }
 }
 
@@ -508,9 +507,8 @@ fn update(
     pb::UpdateWebhookRuleRequest {
         webhook_id: webhook_id.into(),
         rule_id: rule_id.into(),
-        rule_json: patch.to_string(),
+        patch: crate::support::typed::patch(&patch),
         expected_version,
-        patch: None,
     }
 }
 
@@ -1275,9 +1273,8 @@ async fn set_rules_mints_ids_and_records_history(api: Api) {
         .rules
         .set_webhook_rules(pb::SetWebhookRulesRequest {
             webhook_id: w.id.clone(),
-            configuration_json: crate::support::typed::config_text(&listed.configuration),
+            configuration: listed.configuration.clone(),
             expected_version: Some(2),
-            configuration: None,
         })
         .await);
     assert!(same.duplicate && same.minted_rule_ids.is_empty());
@@ -1392,36 +1389,17 @@ async fn every_problem_is_reported_at_once(api: Api) {
         "{found:?}"
     );
 
-    // Not a configuration at all.
-    for text in [
-        "{not json",
-        "[]",
-        r#"{"rules": {}}"#,
-        r#"{"rules": [], "extra": 1}"#,
-        r#"{"rules": [{"when": "true", "action": {"drop": false}}]}"#,
-    ] {
-        let found = problems(
-            c.rules
-                .set_webhook_rules(pb::SetWebhookRulesRequest {
-                    webhook_id: w.id.clone(),
-                    configuration_json: text.into(),
-                    expected_version: None,
-                    configuration: None,
-                })
-                .await,
-        );
-        assert_eq!(codes(&found), vec!["invalid_configuration"], "{text}");
-    }
+    // No configuration at all. (A JSON shape that is no configuration never reaches control:
+    // the gateway reads an agent's JSON into the message and refuses it, tested there.)
     invalid(
         c.rules
             .set_webhook_rules(pb::SetWebhookRulesRequest {
                 webhook_id: w.id.clone(),
-                configuration_json: String::new(),
-                expected_version: None,
                 configuration: None,
+                expected_version: None,
             })
             .await,
-        "configuration_json",
+        "configuration",
     );
     assert_eq!(
         version_and_history(&api.store, &w).await,
@@ -1681,20 +1659,17 @@ async fn rules_are_updated_and_deleted_by_id(api: Api) {
     assert_eq!(missing.message(), "not_found: rule not found");
     invalid(
         c.rules
-            .update_webhook_rule(update(&w.id, "r-1", json!({"whenn": "true"}), None))
+            .update_webhook_rule(pb::UpdateWebhookRuleRequest {
+                webhook_id: w.id.clone(),
+                rule_id: "r-1".into(),
+                patch: Some(pb::RulePatch {
+                    action: Some("default".into()),
+                    ..Default::default()
+                }),
+                expected_version: None,
+            })
             .await,
-        "rule_json",
-    );
-    invalid(
-        c.rules
-            .update_webhook_rule(update(
-                &w.id,
-                "r-1",
-                json!({"action": {"drop": false}}),
-                None,
-            ))
-            .await,
-        "rule_json",
+        "patch",
     );
     let problems_found = problems(
         c.rules
@@ -1794,9 +1769,8 @@ async fn history_lists_newest_first_in_pages(api: Api) {
         .rules
         .set_webhook_rules(pb::SetWebhookRulesRequest {
             webhook_id: w.id.clone(),
-            configuration_json: crate::support::typed::config_text(&v3.configuration),
+            configuration: v3.configuration.clone(),
             expected_version: Some(5),
-            configuration: None,
         })
         .await);
     assert_eq!((back.version, &back.digest), (6, &v3.digest_after));
@@ -1822,7 +1796,7 @@ async fn history_lists_newest_first_in_pages(api: Api) {
     );
 }
 
-/// Issue 19: a configuration given as a message is saved exactly as its JSON form would be,
+/// Issue 19: a configuration given as a message is saved as the agent's JSON it stands for,
 /// bad ones are refused naming the field, and listings, history and dry runs answer typed
 /// messages that read back as the configuration saved.
 async fn typed_configurations_decisions_and_history_read_back_as_saved(api: Api) {
@@ -1914,8 +1888,7 @@ async fn typed_configurations_decisions_and_history_read_back_as_saved(api: Api)
         Some("drop")
     );
 
-    // A label that is no action is refused as the JSON form's bad action is, naming the field;
-    // both forms at once are refused.
+    // A label that is no action is refused, naming the field.
     let mut bad = typed.clone();
     bad.rules[0].action = "default".into();
     invalid(
@@ -1923,17 +1896,6 @@ async fn typed_configurations_decisions_and_history_read_back_as_saved(api: Api)
             .set_webhook_rules(pb::SetWebhookRulesRequest {
                 webhook_id: w.id.clone(),
                 configuration: Some(bad),
-                ..Default::default()
-            })
-            .await,
-        "configuration",
-    );
-    invalid(
-        c.rules
-            .set_webhook_rules(pb::SetWebhookRulesRequest {
-                webhook_id: w.id.clone(),
-                configuration: Some(typed),
-                configuration_json: config.to_string(),
                 ..Default::default()
             })
             .await,
@@ -1961,7 +1923,7 @@ async fn dry_runs_route_events_and_payloads_and_write_nothing(api: Api) {
         .test_webhook_rules(pb::TestWebhookRulesRequest {
             webhook_id: w.id.clone(),
             event_id: pr.id.clone(),
-            configuration_json: drop_prs.to_string(),
+            configuration: crate::support::typed::config(&drop_prs),
             ..Default::default()
         })
         .await);
@@ -2021,7 +1983,7 @@ async fn dry_runs_route_events_and_payloads_and_write_nothing(api: Api) {
                 }],
                 ..Default::default()
             }),
-            configuration_json: json!({"rules": [{"id": "comments", "when": ".kind == \"issue_comment.created\" and .payload.comment.user.login != null", "action": {"queue": "triage"}}]}).to_string(),
+            configuration: crate::support::typed::config(&json!({"rules": [{"id": "comments", "when": ".kind == \"issue_comment.created\" and .payload.comment.user.login != null", "action": {"queue": "triage"}}]})),
             ..Default::default()
         })
         .await);
@@ -2045,10 +2007,9 @@ async fn dry_runs_route_events_and_payloads_and_write_nothing(api: Api) {
                 verified: Some(false),
                 ..Default::default()
             }),
-            configuration_json: json!({"rules": [
+            configuration: crate::support::typed::config(&json!({"rules": [
                 {"id": "unsigned", "when": ".verified | not", "action": {"drop": true}}
-            ]})
-            .to_string(),
+            ]})),
             ..Default::default()
         })
         .await);
@@ -2061,10 +2022,9 @@ async fn dry_runs_route_events_and_payloads_and_write_nothing(api: Api) {
         .test_webhook_rules(pb::TestWebhookRulesRequest {
             webhook_id: w.id.clone(),
             event_id: pr.id.clone(),
-            configuration_json: json!({"rules": [
+            configuration: crate::support::typed::config(&json!({"rules": [
                 {"id": "adds-text", "when": ".payload.number + \"x\"", "action": {"drop": true}}
-            ]})
-            .to_string(),
+            ]})),
             ..Default::default()
         })
         .await);
@@ -2173,9 +2133,9 @@ async fn dry_runs_route_events_and_payloads_and_write_nothing(api: Api) {
             .test_webhook_rules(pb::TestWebhookRulesRequest {
                 webhook_id: w.id.clone(),
                 event_id: pr.id.clone(),
-                configuration_json:
-                    json!({"rules": [{"when": "input", "action": {"queue": "payroll"}}]})
-                        .to_string(),
+                configuration: crate::support::typed::config(
+                    &json!({"rules": [{"when": "input", "action": {"queue": "payroll"}}]}),
+                ),
                 ..Default::default()
             })
             .await,

@@ -565,7 +565,7 @@ async fn a_stale_plan_is_refused(db: TestDb) {
     env.rules(&cred)
         .set_webhook_rules(SetWebhookRulesRequest {
             webhook_id: w.id.clone(),
-            configuration_json: json!({"rules": [{"id": "mine", "when": ".event == \"push\"", "action": {"queue": "forge"}}]}).to_string(),
+            configuration: crate::support::typed::config(&json!({"rules": [{"id": "mine", "when": ".event == \"push\"", "action": {"queue": "forge"}}]})),
             ..Default::default()
         })
         .await
@@ -725,7 +725,9 @@ async fn drift_is_visible(db: TestDb) {
         .update_webhook_rule(UpdateWebhookRuleRequest {
             webhook_id: w.id.clone(),
             rule_id: "drop-ci-noise--deleted".into(),
-            rule_json: json!({"when": "false", "action": {"drop": true}}).to_string(),
+            patch: crate::support::typed::patch(
+                &json!({"when": "false", "action": {"drop": true}}),
+            ),
             ..Default::default()
         })
         .await
@@ -751,7 +753,9 @@ async fn upgrade_over_a_hand_edit(db: TestDb) {
         .update_webhook_rule(UpdateWebhookRuleRequest {
             webhook_id: w.id.clone(),
             rule_id: "drop-ci-noise--ci-noise".into(),
-            rule_json: json!({"when": "false", "action": {"drop": true}}).to_string(),
+            patch: crate::support::typed::patch(
+                &json!({"when": "false", "action": {"drop": true}}),
+            ),
             ..Default::default()
         })
         .await
@@ -969,7 +973,7 @@ async fn replay_report(env: &Env, cred: &str, w: &Webhook, candidate: Value) -> 
                 limit: 200,
                 since_ms: 0,
             }),
-            configuration_json: candidate.to_string(),
+            configuration: crate::support::typed::config(&candidate),
             ..Default::default()
         })
         .await
@@ -1133,7 +1137,7 @@ async fn a_mistyped_allowlist_is_refused_before_replay(db: TestDb) {
         "bot_actors"
     };
     let mut req = plan_req(&w, name);
-    req.params_json = Some(json!({ param: "alice" }).to_string());
+    req.params = crate::support::typed::params(&json!({ param: "alice" }));
     let err = install(&env, &cred, req).await.expect_err("mistyped");
     assert_eq!(reason(&err), "invalid_params", "{err:?}");
     assert!(err.message().contains(param), "{err:?}");
@@ -1175,14 +1179,13 @@ fn review_request(author: &str, reviewer: &str) -> Value {
     body
 }
 
-fn pair_params(same_family: bool) -> String {
+fn pair_params(same_family: bool) -> Value {
     json!({
         "identity": "reviewer-b",
         "pairs": [{"author": "author-a", "reviewer": "reviewer-b"}],
         "families": {"author-a": "claude", "reviewer-b": if same_family { "claude" } else { "gpt" }},
         "require_cross_family": true,
     })
-    .to_string()
 }
 
 async fn a_cross_family_pair_map(db: TestDb) {
@@ -1192,7 +1195,7 @@ async fn a_cross_family_pair_map(db: TestDb) {
     env.deliver(&w, "github", "pull_request.review_requested.json", 1)
         .await;
     let mut req = plan_req(&w, "no-self-review");
-    req.params_json = Some(pair_params(false));
+    req.params = crate::support::typed::params(&pair_params(false));
     let plan = install(&env, &cred, req).await.expect("plan");
     install(&env, &cred, confirm_req(&w, "no-self-review", &plan, true))
         .await
@@ -1241,7 +1244,7 @@ async fn same_family_pairs_are_refused_at_install(db: TestDb) {
     let (scope, cred) = env.owner("alice", ALL).await;
     let w = env.webhook(&scope, None).await;
     let mut req = plan_req(&w, "no-self-review");
-    req.params_json = Some(pair_params(true));
+    req.params = crate::support::typed::params(&pair_params(true));
     let err = install(&env, &cred, req).await.expect_err("same family");
     assert_eq!(reason(&err), "invalid_params", "{err:?}");
     assert!(
@@ -1284,7 +1287,7 @@ async fn set_rules(
     env.rules(cred)
         .set_webhook_rules(SetWebhookRulesRequest {
             webhook_id: w.id.clone(),
-            configuration_json: config.to_string(),
+            configuration: crate::support::typed::config(config),
             ..Default::default()
         })
         .await
@@ -1672,7 +1675,7 @@ async fn installing_a_second_pack_keeps_the_first(db: TestDb) {
     env.deliver(&w, "github", "pull_request.review_requested.json", 20)
         .await;
     let mut req = plan_req(&w, "no-self-review");
-    req.params_json = Some(json!({"identity": "reviewer-b"}).to_string());
+    req.params = crate::support::typed::params(&json!({"identity": "reviewer-b"}));
     let plan = install(&env, &cred, req)
         .await
         .expect("plan no-self-review");
@@ -1843,7 +1846,7 @@ async fn a_shared_param_changes_for_both_packs(db: TestDb) {
     env.deliver(&w, "github", "push.json", 3).await;
 
     let mut req = plan_req(&w, "trusted-actors");
-    req.params_json = Some(json!({"trusted_humans": ["mira"]}).to_string());
+    req.params = crate::support::typed::params(&json!({"trusted_humans": ["mira"]}));
     let plan = install(&env, &cred, req)
         .await
         .expect("plan trusted-actors");
@@ -1852,7 +1855,7 @@ async fn a_shared_param_changes_for_both_packs(db: TestDb) {
         .expect("confirm trusted-actors");
 
     let mut req = plan_req(&w, "handoff-lanes");
-    req.params_json = Some(json!({"trusted_humans": ["mira", "Codertocat"]}).to_string());
+    req.params = crate::support::typed::params(&json!({"trusted_humans": ["mira", "Codertocat"]}));
     let plan = install(&env, &cred, req).await.expect("plan handoff-lanes");
     // The param diff names both packs.
     assert_eq!(
@@ -2066,10 +2069,10 @@ async fn each_confirm_argument_is_checked_on_its_own(db: TestDb) {
     ]
     .map(String::from)
     .to_vec();
-    let params = json!({"require_verified": true}).to_string();
+    let params = json!({"require_verified": true});
     let mut req = plan_req(&w, "trusted-actors");
     req.replaces = gate.clone();
-    req.params_json = Some(params.clone());
+    req.params = crate::support::typed::params(&params);
     let plan = install(&env, &cred, req)
         .await
         .expect("plan trusted-actors");
@@ -2089,7 +2092,7 @@ async fn each_confirm_argument_is_checked_on_its_own(db: TestDb) {
         }
     };
     let mut other_params = confirm_req(&w, "trusted-actors", &plan, true);
-    other_params.params_json = Some(json!({"require_verified": false}).to_string());
+    other_params.params = crate::support::typed::params(&json!({"require_verified": false}));
     refused("params", other_params).await;
     let mut fewer = confirm_req(&w, "trusted-actors", &plan, true);
     fewer.replaces = gate[..1].to_vec();
@@ -2098,9 +2101,24 @@ async fn each_confirm_argument_is_checked_on_its_own(db: TestDb) {
     overwrite.overwrite_local_edits = true;
     refused("overwrite_local_edits", overwrite).await;
 
-    // The same params, replaces omitted: the plan's.
+    // Params as a Struct and as the deprecated text at once are refused.
+    let mut both = confirm_req(&w, "trusted-actors", &plan, true);
+    both.params = crate::support::typed::params(&params);
+    #[allow(deprecated)]
+    {
+        both.params_json = Some(params.to_string());
+    }
+    let err = install(&env, &cred, both).await.expect_err("both forms");
+    assert_eq!(err.code(), tonic::Code::InvalidArgument, "{err:?}");
+    assert!(err.message().contains("not both"), "{err:?}");
+
+    // The same params, replaces omitted: the plan's. Given as the deprecated JSON text (what a
+    // gateway of the previous release sends), they are the same params as the plan's Struct.
     let mut confirm = confirm_req(&w, "trusted-actors", &plan, true);
-    confirm.params_json = Some(params);
+    #[allow(deprecated)]
+    {
+        confirm.params_json = Some(params.to_string());
+    }
     install(&env, &cred, confirm)
         .await
         .expect("params repeated, replaces omitted: applied");
@@ -2306,7 +2324,7 @@ async fn a_trusted_actors_plan_replays_with_the_actors_it_sets(db: TestDb) {
     p.body = serde_json::to_vec(&body).expect("json");
     let stranger = env.deliver_as(&w, &p, true, 50).await;
     let mut req = plan_req(&w, "trusted-actors");
-    req.params_json = Some(json!({"trusted_humans": ["Codertocat"]}).to_string());
+    req.params = crate::support::typed::params(&json!({"trusted_humans": ["Codertocat"]}));
     let plan = install(&env, &cred, req).await.expect("plan");
     assert_eq!(plan["pack"]["version"], "2.0.0");
     assert_eq!(plan["events_replayed"], ids.len() as u64 + 1);
@@ -2404,7 +2422,7 @@ async fn a_pack_whose_manifest_left_the_catalog_is_listed_and_removed(db: TestDb
         let mut req = plan_req(&w, name);
         req.version = version.into();
         if name == "no-self-review" {
-            req.params_json = Some(json!({"identity": "reviewer-b"}).to_string());
+            req.params = crate::support::typed::params(&json!({"identity": "reviewer-b"}));
         }
         let plan = install(&env, &cred, req).await.expect("plan");
         install(&env, &cred, confirm_req(&w, name, &plan, true))
@@ -2506,7 +2524,7 @@ async fn an_upgrade_removes_the_params_it_orphans_unless_the_owner_keeps_them(db
     let w = env.webhook(&scope, None).await;
     history(&env, &w).await;
     let mut req = plan_req(&w, "trusted-actors");
-    req.params_json = Some(json!({"cairn_actors": ["cairn-bot"]}).to_string());
+    req.params = crate::support::typed::params(&json!({"cairn_actors": ["cairn-bot"]}));
     let plan = install(&env, &cred, req).await.expect("plan v1");
     assert_eq!(plan["pack"]["version"], "1.0.0");
     install(&env, &cred, confirm_req(&w, "trusted-actors", &plan, true))

@@ -126,7 +126,7 @@ impl Golden {
     fn install_req(&self, version: &str) -> switchboard_proto::control::v1::InstallRulePackRequest {
         let mut req = plan_req(&self.webhook, "drop-ci-noise");
         req.version = version.into();
-        req.params_json = Some(json!({"bot_actors": ["Codertocat"]}).to_string());
+        req.params = crate::support::typed::params(&json!({"bot_actors": ["Codertocat"]}));
         req
     }
 
@@ -361,7 +361,7 @@ async fn a_removal_with_dependents_matches_its_golden_file(db: TestDb) {
     let g = Golden::start_with(&db, catalog).await;
     for name in ["team-base", "team-lanes"] {
         let mut req = plan_req(&g.webhook, name);
-        req.params_json = Some(json!({"bot_actors": ["Codertocat"]}).to_string());
+        req.params = crate::support::typed::params(&json!({"bot_actors": ["Codertocat"]}));
         let plan = install(&g.env, &g.cred, req).await.expect("plan");
         install(&g.env, &g.cred, confirm_req(&g.webhook, name, &plan, false))
             .await

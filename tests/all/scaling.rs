@@ -843,7 +843,7 @@ async fn two_replays_of_one_webhook_at_once_one_answers_busy(db: TestDb) {
                     limit: REPLAYED as u32,
                     since_ms: 0,
                 }),
-                configuration_json: saved_configuration().to_string(),
+                configuration: crate::support::typed::config(&saved_configuration()),
                 ..Default::default()
             })
             .await
@@ -877,7 +877,7 @@ async fn two_replays_of_one_webhook_at_once_one_answers_busy(db: TestDb) {
                 limit: 50,
                 since_ms: 0,
             }),
-            configuration_json: saved_configuration().to_string(),
+            configuration: crate::support::typed::config(&saved_configuration()),
             ..Default::default()
         })
         .await

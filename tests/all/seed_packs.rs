@@ -87,7 +87,7 @@ async fn fleet_webhook(api: &Api, catalog: &Catalog, fleet: &Seed, source: &str)
                 webhook_id: id.clone(),
                 name: name.into(),
                 version: "1".into(),
-                params_json: Some(Value::Object(params).to_string()),
+                params: crate::support::typed::params(&Value::Object(params)),
                 ..Default::default()
             })
             .await
@@ -307,7 +307,7 @@ pub async fn the_seed_packs_are_preserved(db: TestDb) {
                         .test_webhook_rules(TestWebhookRulesRequest {
                             webhook_id: hook.id.clone(),
                             event_id: event_id.clone(),
-                            configuration_json: candidate.to_string(),
+                            configuration: crate::support::typed::config(&candidate),
                             ..Default::default()
                         })
                         .await

@@ -398,6 +398,31 @@ pub mod typed {
             .expect("a listing serializes")
     }
 
+    /// The configuration an agent would write, as the message a service sends (the gateway's
+    /// own reading of an agent's JSON, `switchboard_proto::json::parse_configuration`).
+    pub fn config(v: &Value) -> Option<pb::Configuration> {
+        Some(
+            switchboard_proto::json::parse_configuration(v)
+                .unwrap_or_else(|e| panic!("{v} is not a configuration: {e}")),
+        )
+    }
+
+    /// The rule patch an agent would write, as the message a service sends.
+    pub fn patch(v: &Value) -> Option<pb::RulePatch> {
+        Some(
+            switchboard_proto::json::parse_rule_patch(v)
+                .unwrap_or_else(|e| panic!("{v} is not a rule patch: {e}")),
+        )
+    }
+
+    /// Params as the `Struct` a pack call takes.
+    pub fn params(v: &Value) -> Option<prost_types::Struct> {
+        Some(switchboard_proto::json::to_struct(
+            v.as_object()
+                .unwrap_or_else(|| panic!("{v} is not an object of params")),
+        ))
+    }
+
     /// A configuration message as the JSON text an agent reads ("" when absent).
     pub fn config_text(c: &Option<pb::Configuration>) -> String {
         c.clone()

@@ -227,6 +227,30 @@ async def story(args: argparse.Namespace) -> None:
         check(len(after["webhooks"]) == len(before["webhooks"]), "nothing was created", after)
         step("a grant outside the allowance refused", code="grant_not_allowed")
 
+        # 9. hand-written rules: the agent's JSON reaches control as typed messages
+        saved = result_json(await b.call_tool("set_webhook_rules", {
+            "webhook_id": args.webhook_b,
+            "configuration": {"rules": [{"when": ".kind == \"push\"", "action": {"drop": True}}]},
+        }))
+        check([r["id"] for r in saved["configuration"]["rules"]] == ["r-1"], "an id-less rule is given one", saved)
+        await b.call_tool("update_webhook_rule", {
+            "webhook_id": args.webhook_b, "rule_id": "r-1", "rule": {"description": "pushes"},
+        })
+        rules = await rules_of(b, args.webhook_b)
+        rule = rules["configuration"]["rules"][0]
+        check(rule.get("description") == "pushes" and rule["action"] == {"drop": True}, "the patch merged", rules)
+        shape = error_json(await b.call_tool("set_webhook_rules", {
+            "webhook_id": args.webhook_b, "configuration": {"rules": [], "extra": 1},
+        }))
+        check(shape["code"] == "invalid_configuration", "a configuration's shape problem is invalid_configuration", shape)
+        check(shape["details"]["problems"][0]["code"] == "invalid_configuration", "listed as a problem", shape)
+        patch = error_json(await b.call_tool("update_webhook_rule", {
+            "webhook_id": args.webhook_b, "rule_id": "r-1", "rule": {"whenn": "true"},
+        }))
+        check(patch["code"] == "invalid_argument" and patch["details"].get("field") == "rule", "a bad patch names the field", patch)
+        check((await rules_of(b, args.webhook_b))["version"] == rules["version"], "the refusals saved nothing", rules)
+        step("hand-written rules set and patched", version=rules["version"])
+
     async with connect(args.url, args.token_a, mode) as a:
         unchanged = await rules_of(a, args.webhook_a)
         check(unchanged["version"] == settled["version"], "B's attempts saved nothing", unchanged)

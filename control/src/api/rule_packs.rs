@@ -47,10 +47,20 @@ fn window(w: Option<ReplayWindow>) -> rule_packs::ReplayWindow {
     }
 }
 
-fn params(json: Option<String>) -> Result<Option<Map<String, Value>>, ApiError> {
-    match json.filter(|s| !s.trim().is_empty()) {
-        None => Ok(None),
-        Some(text) => match serde_json::from_str::<Value>(&text) {
+/// The request's params: the `Struct`, or (deprecated, for one release) the JSON text a gateway
+/// of the previous release sends; never both.
+fn params(
+    typed: Option<prost_types::Struct>,
+    text: Option<String>,
+) -> Result<Option<Map<String, Value>>, ApiError> {
+    match (typed, text.filter(|s| !s.trim().is_empty())) {
+        (Some(_), Some(_)) => Err(ApiError::invalid(
+            "params",
+            "give params or params_json, not both",
+        )),
+        (Some(s), None) => Ok(Some(switchboard_proto::json::from_struct(s))),
+        (None, None) => Ok(None),
+        (None, Some(text)) => match serde_json::from_str::<Value>(&text) {
             Ok(Value::Object(m)) => Ok(Some(m)),
             _ => Err(ApiError::invalid(
                 "params_json",
@@ -122,11 +132,14 @@ impl RulePacksService for RulePacksApi {
         if r.name.trim().is_empty() {
             return Err(ApiError::invalid("name", "required").into());
         }
+        // The deprecated text form is still read, for one release (see `params`).
+        #[allow(deprecated)]
+        let params = params(r.params, r.params_json).map_err(Status::from)?;
         let args = InstallArgs {
             webhook_id: r.webhook_id,
             name: r.name,
             version: (!r.version.trim().is_empty()).then_some(r.version),
-            params: params(r.params_json).map_err(Status::from)?,
+            params,
             replaces: (!r.replaces.is_empty()).then_some(r.replaces),
             keep_params: (!r.keep_params.is_empty()).then_some(r.keep_params),
             replay: window(r.replay),

@@ -69,7 +69,7 @@ impl WebhookRulesApi {
                 .store
                 .get_webhook(caller.scope(), &req.webhook_id)
                 .await?;
-            let candidate = match request_configuration(req)? {
+            let candidate = match request_configuration(req.configuration.as_ref())? {
                 Some(candidate) => candidate,
                 None => saved_configuration(&w)?,
             };
@@ -95,7 +95,7 @@ impl WebhookRulesApi {
                 ..Default::default()
             });
         }
-        let mut candidate = request_configuration(req)?;
+        let mut candidate = request_configuration(req.configuration.as_ref())?;
         let store = &self.state.store;
         let w = store.get_webhook(caller.scope(), &req.webhook_id).await?;
         let delivery = match &req.payload {
@@ -265,100 +265,40 @@ async fn prepare_candidate(
     }
 }
 
-/// A request's configuration: the typed message, or the JSON text an agent wrote, never both;
-/// either goes through the same parsing and validation.
-trait GivesConfiguration {
-    fn typed(&self) -> Option<&pb::Configuration>;
-    fn text(&self) -> &str;
-}
-
-impl GivesConfiguration for pb::SetWebhookRulesRequest {
-    fn typed(&self) -> Option<&pb::Configuration> {
-        self.configuration.as_ref()
-    }
-    fn text(&self) -> &str {
-        &self.configuration_json
-    }
-}
-
-impl GivesConfiguration for pb::TestWebhookRulesRequest {
-    fn typed(&self) -> Option<&pb::Configuration> {
-        self.configuration.as_ref()
-    }
-    fn text(&self) -> &str {
-        &self.configuration_json
-    }
-}
-
-fn request_configuration(req: &impl GivesConfiguration) -> Result<Option<Configuration>, ApiError> {
-    match (req.typed(), req.text().is_empty()) {
-        (Some(_), false) => Err(ApiError::invalid(
-            "configuration",
-            "give configuration or configuration_json, not both",
-        )),
-        (Some(c), true) => {
-            if let Some((at, label)) = json::bad_action_label(c) {
-                return Err(ApiError::invalid(
-                    "configuration",
-                    format!("{at} is {label:?}: an action is queue:<name>, drop or quarantine"),
-                ));
-            }
-            parse_candidate(
-                "configuration",
-                &json::configuration_json(c.clone()).to_string(),
-            )
-            .map(Some)
-        }
-        (None, false) => parse_candidate("configuration_json", req.text()).map(Some),
-        (None, true) => Ok(None),
-    }
-}
-
-/// The fields of a rule an update may give.
-const RULE_FIELDS: [&str; 4] = ["id", "description", "when", "action"];
-
-/// An update's fields, checked for shape before anything is read.
-fn parse_rule_patch(text: &str) -> Result<Map<String, Value>, ApiError> {
-    let value: Value = serde_json::from_str(text).map_err(|e| {
-        ApiError::invalid(
-            "rule_json",
-            format!("not JSON: {e}; give an object of the fields to change"),
-        )
-    })?;
-    let Value::Object(patch) = value else {
-        return Err(ApiError::invalid(
-            "rule_json",
-            "give an object of the fields to change: id, description, when, action",
-        ));
+/// A request's candidate, when it gives one: the typed message goes through the parsing and
+/// validation a saved configuration does (an agent's JSON shape was checked by the gateway).
+fn request_configuration(c: Option<&pb::Configuration>) -> Result<Option<Configuration>, ApiError> {
+    let Some(c) = c else {
+        return Ok(None);
     };
-    for (key, value) in &patch {
-        if !RULE_FIELDS.contains(&key.as_str()) {
-            return Err(ApiError::invalid(
-                "rule_json",
-                format!("{key:?} is not a rule field (id, description, when, action)"),
-            ));
-        }
-        let ok = match key.as_str() {
-            "id" | "when" => value.is_string(),
-            "description" => value.is_string() || value.is_null(),
-            _ => value.is_object(),
-        };
-        if !ok {
-            return Err(ApiError::invalid(
-                "rule_json",
-                format!(
-                    "{key} must be {}",
-                    match key.as_str() {
-                        "description" => "a string, or null to remove it",
-                        "action" =>
-                            "an object: {\"queue\": \"<name>\"}, {\"drop\": true} or {\"quarantine\": true}",
-                        _ => "a string",
-                    }
-                ),
-            ));
-        }
+    if let Some((at, label)) = json::bad_action_label(c) {
+        return Err(ApiError::invalid(
+            "configuration",
+            format!("{at} is {label:?}: an action is queue:<name>, drop or quarantine"),
+        ));
     }
-    Ok(patch)
+    parse_candidate(
+        "configuration",
+        &json::configuration_json(c.clone()).to_string(),
+    )
+    .map(Some)
+}
+
+/// An update's fields as the JSON object merged into the saved rule; absent: nothing changes.
+fn patch_fields(p: Option<&pb::RulePatch>) -> Result<Map<String, Value>, ApiError> {
+    let Some(p) = p else {
+        return Ok(Map::new());
+    };
+    if let Some(label) = p.action.as_deref().filter(|a| !json::is_action_label(a)) {
+        return Err(ApiError::invalid(
+            "patch",
+            format!("action is {label:?}: an action is queue:<name>, drop or quarantine"),
+        ));
+    }
+    match json::rule_patch_json(p.clone()) {
+        Value::Object(fields) => Ok(fields),
+        _ => Err(ApiError::internal("a rule patch is not a JSON object")),
+    }
 }
 
 /// What a rule write does to the saved configuration.
@@ -400,7 +340,7 @@ impl Edit {
                     }
                 }
                 let rule: Rule = serde_json::from_value(Value::Object(rule))
-                    .map_err(|e| ApiError::invalid("rule_json", e.to_string()))?;
+                    .map_err(|e| ApiError::invalid("patch", e.to_string()))?;
                 let mut candidate = saved.clone();
                 let mut fields: Vec<&String> = patch.keys().collect();
                 fields.sort();
@@ -658,12 +598,10 @@ impl WebhookRules for WebhookRulesApi {
         respond(async {
             let caller = authorize(&self.state, request.metadata(), "set_webhook_rules").await?;
             let req = request.get_ref();
-            let candidate = request_configuration(req)?.ok_or_else(|| {
-                ApiError::invalid(
-                    "configuration_json",
-                    "required: the whole new configuration (or give `configuration`)",
-                )
-            })?;
+            let candidate =
+                request_configuration(req.configuration.as_ref())?.ok_or_else(|| {
+                    ApiError::invalid("configuration", "required: the whole new configuration")
+                })?;
             self.save_edit(
                 &caller,
                 &req.webhook_id,
@@ -682,26 +620,7 @@ impl WebhookRules for WebhookRulesApi {
         respond(async {
             let caller = authorize(&self.state, request.metadata(), "update_webhook_rule").await?;
             let req = request.get_ref();
-            let patch = match (&req.patch, req.rule_json.is_empty()) {
-                (Some(_), false) => {
-                    return Err(ApiError::invalid(
-                        "patch",
-                        "give patch or rule_json, not both",
-                    ));
-                }
-                (Some(p), true) => {
-                    if let Some(label) = p.action.as_deref().filter(|a| !json::is_action_label(a)) {
-                        return Err(ApiError::invalid(
-                            "patch",
-                            format!(
-                                "action is {label:?}: an action is queue:<name>, drop or quarantine"
-                            ),
-                        ));
-                    }
-                    parse_rule_patch(&json::rule_patch_json(p.clone()).to_string())?
-                }
-                (None, _) => parse_rule_patch(&req.rule_json)?,
-            };
+            let patch = patch_fields(req.patch.as_ref())?;
             self.save_edit(
                 &caller,
                 &req.webhook_id,
@@ -832,7 +751,12 @@ mod tests {
         let saved = config(
             r#"{"rules":[{"id":"a","description":"old","when":"true","action":{"drop":true}}]}"#,
         );
-        let patch = parse_rule_patch(r#"{"when":"false","description":null}"#).unwrap();
+        let patch = patch_fields(Some(&pb::RulePatch {
+            when: Some("false".into()),
+            clear_description: true,
+            ..Default::default()
+        }))
+        .unwrap();
         let (candidate, change) = Edit::Update {
             rule_id: "a".into(),
             patch,
@@ -853,18 +777,22 @@ mod tests {
     }
 
     #[test]
-    fn patches_are_checked_for_shape() {
-        for bad in [
-            "[]",
-            "not json",
-            r#"{"whenn":"true"}"#,
-            r#"{"when":true}"#,
-            r#"{"id":null}"#,
-            r#"{"action":"drop"}"#,
-        ] {
-            assert!(parse_rule_patch(bad).is_err(), "{bad}");
-        }
-        assert!(parse_rule_patch(r#"{"description":null,"action":{"drop":true}}"#).is_ok());
+    fn a_patch_action_that_is_no_action_is_refused() {
+        let bad = patch_fields(Some(&pb::RulePatch {
+            action: Some("default".into()),
+            ..Default::default()
+        }));
+        assert!(
+            matches!(
+                bad,
+                Err(ApiError::Control(Error::InvalidArgument {
+                    field: "patch",
+                    ..
+                }))
+            ),
+            "{bad:?}"
+        );
+        assert!(patch_fields(None).unwrap().is_empty());
     }
 
     #[test]

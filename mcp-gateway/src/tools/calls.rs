@@ -9,6 +9,7 @@ use rmcp::service::RequestContext;
 use serde_json::Value;
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::control::v1::rule_pack_event::Event;
+use switchboard_proto::json;
 use tonic::{Status, Streaming};
 
 use super::convert;
@@ -54,15 +55,23 @@ fn replay_window(w: ReplayParams) -> pb::ReplayWindow {
     }
 }
 
-/// A JSON object argument as the JSON text control takes.
-fn object_text(tool: &str, field: &str, value: &Value) -> Result<String, ToolError> {
+/// An agent's configuration as control's typed message. A shape problem (not an object, an
+/// unknown field, an action that is none) is `invalid_configuration`, as control reports the
+/// problems it finds, so an agent reads one kind of answer whoever found it.
+fn configuration(tool: &str, value: &Value) -> Result<pb::Configuration, ToolError> {
     if !value.is_object() {
         return Err(
-            ToolError::invalid_arguments(tool, format!("`{field}` must be a JSON object"))
-                .with("field", field),
+            ToolError::invalid_arguments(tool, "`configuration` must be a JSON object")
+                .with("field", "configuration"),
         );
     }
-    serde_json::to_string(value).map_err(|e| ToolError::invalid_arguments(tool, e))
+    json::parse_configuration(value).map_err(ToolError::configuration_shape)
+}
+
+/// An agent's rule patch as control's typed message, or an error naming what does not fit.
+fn rule_patch(tool: &str, value: &Value) -> Result<pb::RulePatch, ToolError> {
+    json::parse_rule_patch(value)
+        .map_err(|e| ToolError::invalid_arguments(tool, format!("rule: {e}")).with("field", "rule"))
 }
 
 /// One event of a streamed call: replay progress, or the call's result.
@@ -280,16 +289,14 @@ pub async fn set_webhook_rules(
     p: SetWebhookRulesParams,
 ) -> Result<SaveRulesOut, ToolError> {
     let (c, b) = (&cx.control, &cx.bearer);
-    let configuration_json = object_text(cx.tool, "configuration", &p.configuration)?;
+    let configuration = configuration(cx.tool, &p.configuration)?;
     let r = c
         .set_webhook_rules(
             b,
             pb::SetWebhookRulesRequest {
                 webhook_id: p.webhook_id,
-                configuration_json,
                 expected_version: p.expected_version,
-                // The agent's own JSON, validated exactly as written.
-                configuration: None,
+                configuration: Some(configuration),
             },
         )
         .await
@@ -302,16 +309,15 @@ pub async fn update_webhook_rule(
     p: UpdateWebhookRuleParams,
 ) -> Result<SaveRulesOut, ToolError> {
     let (c, b) = (&cx.control, &cx.bearer);
-    let rule_json = object_text(cx.tool, "rule", &p.rule)?;
+    let patch = rule_patch(cx.tool, &p.rule)?;
     let r = c
         .update_webhook_rule(
             b,
             pb::UpdateWebhookRuleRequest {
                 webhook_id: p.webhook_id,
                 rule_id: p.rule_id,
-                rule_json,
                 expected_version: p.expected_version,
-                patch: None,
+                patch: Some(patch),
             },
         )
         .await
@@ -343,10 +349,11 @@ pub async fn test_webhook_rules(
     p: TestWebhookRulesParams,
 ) -> Result<TestWebhookRulesOut, ToolError> {
     let (c, b) = (&cx.control, &cx.bearer);
-    let configuration_json = match &p.configuration {
-        Some(c) => object_text(cx.tool, "configuration", c)?,
-        None => String::new(),
-    };
+    let configuration = p
+        .configuration
+        .as_ref()
+        .map(|c| configuration(cx.tool, c))
+        .transpose()?;
     let payload = p
         .payload
         .map(|d| {
@@ -373,8 +380,7 @@ pub async fn test_webhook_rules(
             limit: w.limit.unwrap_or(0),
             since_ms: w.since_ms.unwrap_or(0),
         }),
-        configuration_json,
-        configuration: None,
+        configuration,
     };
     // A replay streams, so its progress reaches the agent; a dry run does not.
     let r = if request.replay.is_some() {
@@ -437,12 +443,6 @@ pub async fn install_rule_pack(
     p: InstallRulePackParams,
 ) -> Result<RulePackOut, ToolError> {
     let (c, b) = (&cx.control, &cx.bearer);
-    let params_json = p
-        .params
-        .as_ref()
-        .map(serde_json::to_string)
-        .transpose()
-        .map_err(|e| ToolError::invalid_arguments(cx.tool, e))?;
     let stream = c
         .install_rule_pack(
             b,
@@ -450,13 +450,15 @@ pub async fn install_rule_pack(
                 webhook_id: p.webhook_id,
                 name: p.name,
                 version: p.version.unwrap_or_default(),
-                params_json,
                 replaces: p.replaces.unwrap_or_default(),
                 replay: p.replay.map(replay_window),
                 confirm: p.confirm.unwrap_or_default(),
                 allow_unproven: p.allow_unproven,
                 overwrite_local_edits: p.overwrite_local_edits,
                 keep_params: p.keep_params.unwrap_or_default(),
+                params: p.params.as_ref().map(json::to_struct),
+                // Not the deprecated `params_json`: control reads the Struct.
+                ..Default::default()
             },
         )
         .await

@@ -2,8 +2,9 @@
 //! field's doc comment is what an agent reads to fill it in: say what it is, where to get it,
 //! and what happens when it is left out. Unknown fields are refused.
 //!
-//! Fields that control takes as JSON text (`configuration_json`, `params_json`, …) are real
-//! JSON objects here; the gateway serializes them at the edge.
+//! A configuration and a rule patch are the JSON an agent writes here; the gateway reads them
+//! into control's typed messages at the edge (`switchboard_proto::json`), reporting a shape
+//! problem itself. Params are the tenant's own values and travel as a `Struct`.
 
 use std::collections::BTreeMap;
 

@@ -447,7 +447,13 @@ impl RulePacks for FakeControl {
             expires_at: "2026-01-01T00:15:00.000Z".into(),
             // The params as control received them, so a test sees what travelled.
             confirm_with: Some(pb::ConfirmWith {
-                note: format!("params seen: {}", r.params_json.unwrap_or_default()),
+                note: format!(
+                    "params seen: {}",
+                    r.params
+                        .clone()
+                        .map(|p| serde_json::Value::Object(switchboard_proto::json::from_struct(p)))
+                        .unwrap_or_default()
+                ),
                 ..Default::default()
             }),
             ..Default::default()
