@@ -548,6 +548,7 @@ async fn control_state(store: &Store, router: &str) -> ControlState {
     )
     .await;
     ControlState {
+        console_base: None,
         catalog: Arc::new(switchboard_packs::Catalog::builtin()),
         store: store.clone(),
         routers,
@@ -1409,6 +1410,7 @@ async fn expected_decisions(samples: &[Sample], router: &str) -> Expected {
 /// configuration, as ingest's webhook has them.
 fn probe_webhook(forge: &str) -> Webhook {
     Webhook {
+        confirm_policy: Default::default(),
         id: "wh_probe".into(),
         owner_scope: OwnerScope::human("bench"),
         source_type: source_type(forge),

@@ -189,6 +189,7 @@ fn main() {
             store.create_human(login, None).await.expect("a human");
         }
         let state = ControlState {
+            console_base: None,
             store: store.clone(),
             routers: Routers::new(
                 RouterSource::Static(vec![router.addr.clone()]),

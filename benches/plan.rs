@@ -211,6 +211,7 @@ fn main() {
             )
             .await;
             let state = ControlState {
+                console_base: None,
                 store: store.clone(),
                 routers: routers.clone(),
                 // trusted-actors@1 is for instances without the capability.

@@ -49,6 +49,8 @@ pub struct Limits {
     pub replay_max_child_faults: u32,
     /// How long and how many events each webhook keeps (`retention.rs`).
     pub retention: Retention,
+    /// How long a plan put before a person (`confirm_policy: person`) waits for one.
+    pub approval_ttl: Duration,
 }
 
 impl Default for Limits {
@@ -64,6 +66,7 @@ impl Default for Limits {
             replay_budget: Duration::from_secs(30),
             replay_max_child_faults: 3,
             retention: Retention::default(),
+            approval_ttl: Duration::from_secs(24 * 60 * 60),
         }
     }
 }
@@ -77,4 +80,20 @@ pub struct ControlState {
     pub limits: Limits,
     /// The rule-pack catalog: built-ins plus external packs loaded once at start.
     pub catalog: Arc<switchboard_packs::Catalog>,
+    /// Where people reach the console (`http://host:port`), for the link a pending plan's
+    /// answer carries; `None`: the link is a path on control's HTTP listener.
+    pub console_base: Option<String>,
+}
+
+impl ControlState {
+    /// The console page where a person reviews plan `plan_id`.
+    pub fn console_plan_url(&self, plan_id: &str) -> String {
+        format!(
+            "{}/console/plans/{plan_id}",
+            self.console_base
+                .as_deref()
+                .unwrap_or("")
+                .trim_end_matches('/')
+        )
+    }
 }

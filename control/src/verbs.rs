@@ -32,8 +32,15 @@ pub const FAMILIES: &[Family] = &[
             "list_rule_packs",
             "install_rule_pack",
             "remove_rule_pack",
+            "get_rule_pack_plan",
             "list_webhook_history",
         ],
+    },
+    // Putting a plan live is a right of its own (issue 20): an endpoint vended `webhook-rules`
+    // without this family plans and proposes, but its confirm is refused.
+    Family {
+        name: "rule-pack-confirm",
+        verbs: &["confirm_rule_pack_plan"],
     },
     Family {
         name: "todos",
@@ -106,7 +113,11 @@ mod tests {
         let v = expand(&["todos"]).unwrap();
         assert_eq!(v, vec!["list_todos", "claim_todo", "complete_todo"]);
         assert_eq!(expand(&["webhooks"]).unwrap().len(), 7);
-        assert_eq!(expand(&["webhook-rules"]).unwrap().len(), 9);
+        assert_eq!(expand(&["webhook-rules"]).unwrap().len(), 10);
+        assert_eq!(
+            expand(&["rule-pack-confirm"]).unwrap(),
+            vec!["confirm_rule_pack_plan"]
+        );
     }
 
     #[test]

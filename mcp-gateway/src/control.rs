@@ -189,6 +189,8 @@ unary! {
     test_webhook_rules => rules.test_webhook_rules(pb::TestWebhookRulesRequest) -> pb::TestWebhookRulesResponse;
     list_webhook_history => rules.list_webhook_history(pb::ListWebhookHistoryRequest) -> pb::ListWebhookHistoryResponse;
     list_rule_packs => packs.list_rule_packs(pb::ListRulePacksRequest) -> pb::RulePacksResult;
+    get_rule_pack_plan => packs.get_rule_pack_plan(pb::GetRulePackPlanRequest) -> pb::RulePackPlanStatus;
+    confirm_rule_pack_plan => packs.confirm_rule_pack_plan(pb::ConfirmRulePackPlanRequest) -> pb::RulePackEvent;
     list_todos => todos.list_todos(pb::ListTodosRequest) -> pb::ListTodosResponse;
     claim_todo => todos.claim_todo(pb::ClaimTodoRequest) -> pb::ClaimTodoResponse;
     complete_todo => todos.complete_todo(pb::CompleteTodoRequest) -> pb::CompleteTodoResponse;

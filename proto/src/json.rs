@@ -320,8 +320,15 @@ pub fn change_json(c: &pb::ConfigurationChange) -> Value {
 }
 
 /// The typed provenance of a change as the JSON history records carry.
+/// `proposed_by` and `approved_by` appear only when a person accepted the plan.
 pub fn change_provenance_json(p: &pb::ChangeProvenance) -> Value {
-    json!({"plan": p.plan, "pack": p.pack, "version": p.version, "proven": p.proven, "truncated": p.truncated})
+    let mut out = json!({"plan": p.plan, "pack": p.pack, "version": p.version, "proven": p.proven, "truncated": p.truncated});
+    if !p.approved_by.is_empty() {
+        out["proposed_by"] =
+            json!({"endpoint": p.proposed_by_endpoint, "human": p.proposed_by_human});
+        out["approved_by"] = Value::String(p.approved_by.clone());
+    }
+    out
 }
 
 /// The typed fault as the JSON events carry (`rule_id` absent when no rule faulted).
@@ -343,6 +350,17 @@ pub fn change_provenance(v: &Value) -> pb::ChangeProvenance {
         version: opt_str(v, "version").unwrap_or_default(),
         proven: v.get("proven").and_then(Value::as_bool).unwrap_or(false),
         truncated: v.get("truncated").and_then(Value::as_bool).unwrap_or(false),
+        proposed_by_endpoint: v
+            .pointer("/proposed_by/endpoint")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        proposed_by_human: v
+            .pointer("/proposed_by/human")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string(),
+        approved_by: opt_str(v, "approved_by").unwrap_or_default(),
     }
 }
 

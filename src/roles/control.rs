@@ -132,6 +132,15 @@ pub struct ControlTuning {
     #[arg(long, env = "SWITCHBOARD_RETENTION_EVENTS_PER_WEBHOOK", default_value_t = 100_000,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub retention_events_per_webhook: u64,
+    /// How long a plan an agent confirmed on a `confirm_policy: person` webhook waits for a
+    /// person, hours.
+    #[arg(long, env = "SWITCHBOARD_APPROVAL_TTL_HOURS", default_value_t = 24,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub approval_ttl_hours: u64,
+    /// Where people reach the console (`https://switchboard.example.com`), for the link a
+    /// plan awaiting a person carries. Unset: the link is a path on this HTTP listener.
+    #[arg(long, env = "SWITCHBOARD_CONSOLE_URL")]
+    pub console_url: Option<String>,
     /// Time between retention passes, milliseconds.
     #[arg(
         long,
@@ -285,8 +294,10 @@ impl ControlTuning {
                     max_age: Duration::from_secs(self.retention_days.saturating_mul(24 * 3600)),
                     max_events_per_webhook: self.retention_events_per_webhook,
                 },
+                approval_ttl: Duration::from_secs(self.approval_ttl_hours.saturating_mul(3600)),
                 ..Limits::default()
             },
+            console_base: self.console_url.clone(),
         }
     }
 }

@@ -190,6 +190,7 @@ where
     )
     .await;
     let state = ControlState {
+        console_base: None,
         catalog: std::sync::Arc::new(switchboard_packs::Catalog::builtin()),
         store: store.clone(),
         routers,
@@ -280,7 +281,7 @@ api_suite! {
 // ---------------------------------------------------------------------------------------
 
 const GRANT: [&str; 3] = ["forge", "review", "triage"];
-const EVERY_FAMILY: [&str; 3] = ["webhooks", "webhook-rules", "todos"];
+const EVERY_FAMILY: [&str; 4] = ["webhooks", "webhook-rules", "rule-pack-confirm", "todos"];
 
 async fn human(store: &Store, login: &str) -> OwnerScope {
     store.create_human(login, None).await.expect("human");
@@ -797,7 +798,7 @@ async fn roles_gate_every_verb(api: Api) {
         "{:?}",
         me.usable_verbs
     );
-    assert_eq!(me.verbs.len(), 19);
+    assert_eq!(me.verbs.len(), 21);
 
     // Editor: rules, dry runs and todos, but not webhooks themselves.
     let mut e = api.client(&editor);
@@ -2522,6 +2523,7 @@ async fn retention_purges_in_batches_and_listings_say_what_window_remains(api: A
 
     // A pass with a 150 s age and batches of one: the oldest dropped event goes.
     let state = ControlState {
+        console_base: None,
         catalog: std::sync::Arc::new(switchboard_packs::Catalog::builtin()),
         store: api.store.clone(),
         routers: Routers::new(RouterSource::Static(vec![]), Duration::from_secs(1)).await,
@@ -2581,6 +2583,7 @@ async fn retention_purges_in_batches_and_listings_say_what_window_remains(api: A
     );
     // The count bound: one per webhook leaves the newest and the open todo's event.
     let state = ControlState {
+        console_base: None,
         limits: Limits {
             retention: Retention {
                 max_age: Duration::from_secs(86_400),
@@ -3106,6 +3109,7 @@ async fn health_and_reflection_are_served(api: Api) {
     )
     .await;
     let state = ControlState {
+        console_base: None,
         catalog: std::sync::Arc::new(switchboard_packs::Catalog::builtin()),
         store: api.store.clone(),
         routers,

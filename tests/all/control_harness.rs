@@ -319,6 +319,7 @@ impl Control {
         )
         .await;
         let state = ControlState {
+            console_base: None,
             catalog: std::sync::Arc::new(switchboard_packs::Catalog::builtin()),
             store: store.clone(),
             routers: routers.clone(),

@@ -91,6 +91,7 @@ async fn start_control_with(
     )
     .await;
     let state = ControlState {
+        console_base: None,
         catalog: std::sync::Arc::new(switchboard_packs::Catalog::builtin()),
         store: store.clone(),
         routers,
@@ -226,7 +227,7 @@ async fn a_real_mcp_client_plans_and_confirms_a_rule_pack_through_the_gateway() 
 
     let alice = human(&store, "alice").await;
     let bob = human(&store, "bob").await;
-    let families = ["webhooks", "webhook-rules", "todos"];
+    let families = ["webhooks", "webhook-rules", "rule-pack-confirm", "todos"];
     let token_a = vend(&store, "alice", &alice, "alice-agent", &families).await;
     let token_a_no_install = vend(
         &store,

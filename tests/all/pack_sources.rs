@@ -558,7 +558,11 @@ async fn control_lists_https_packs_and_skips_what_fails_on(db: TestDb) {
             name: "alice-agent".into(),
             human_login: "alice".into(),
             owner_scope: scope.clone(),
-            verbs: vec!["webhooks".into(), "webhook-rules".into()],
+            verbs: vec![
+                "webhooks".into(),
+                "webhook-rules".into(),
+                "rule-pack-confirm".into(),
+            ],
         })
         .await
         .expect("vend")

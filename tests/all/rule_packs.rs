@@ -29,6 +29,9 @@ use crate::support::{Payload, RouterProcess, payload};
 
 pub(crate) struct Env {
     pub(crate) store: Store,
+    /// The state control serves with, for what a person does in the console (none when
+    /// control is a process of its own).
+    pub(crate) state: Option<ControlState>,
     _router: RouterProcess,
     channel: Channel,
     /// Where control's gRPC listens (`host:port`).
@@ -83,6 +86,7 @@ impl Env {
             None => db.store.clone(),
         };
         let state = ControlState {
+            console_base: None,
             store: store.clone(),
             routers,
             capabilities: options.capabilities,
@@ -91,7 +95,7 @@ impl Env {
         };
         let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
-        let routes = switchboard_control::api::routes(state);
+        let routes = switchboard_control::api::routes(state.clone());
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
         tokio::spawn(async move {
             let _ = tonic::transport::Server::builder()
@@ -108,6 +112,7 @@ impl Env {
             .expect("connects");
         Env {
             store,
+            state: Some(state),
             _router: router,
             channel,
             addr: addr.to_string(),
@@ -254,7 +259,7 @@ impl Env {
     }
 }
 
-pub(crate) const ALL: &[&str] = &["webhooks", "webhook-rules", "todos"];
+pub(crate) const ALL: &[&str] = &["webhooks", "webhook-rules", "rule-pack-confirm", "todos"];
 
 /// Runs an install (or its confirm) to the end, returning the result JSON or the status.
 pub(crate) async fn install(
@@ -378,6 +383,8 @@ on_every_backend!(
     the_rebinding_trap_is_caught,
     a_mistyped_allowlist_is_refused_before_replay,
     a_cross_family_pair_map,
+    under_confirm_policy_person_an_agents_confirm_waits_for_a_person,
+    a_plan_only_endpoint_plans_but_its_confirm_is_refused,
     same_family_pairs_are_refused_at_install,
     an_operator_adds_external_packs,
     a_version_that_needs_a_missing_capability,
@@ -1509,6 +1516,7 @@ async fn an_operator_adds_external_packs(db: TestDb) {
     let (stop, _) = tokio::sync::oneshot::channel();
     let env = Env {
         store: db.store.clone(),
+        state: None,
         _router: router,
         channel,
         addr: control.grpc.clone(),
@@ -2581,4 +2589,264 @@ async fn an_upgrade_removes_the_params_it_orphans_unless_the_owner_keeps_them(db
     assert!(!params.contains_key("require_verified"), "{config}");
     assert_eq!(params["cairn_actors"], json!(["cairn-bot"]), "{config}");
     assert!(params.contains_key("trusted_bots"), "{config}");
+}
+
+/// Issue 20 item 1: on a `person` webhook, an endpoint's confirm of a valid plan saves nothing
+/// and answers `pending_approval` with the console URL; the plan's state says so; a person
+/// (not the agent) puts it live, with the same single-use check, and provenance names both.
+/// A rejected plan can never be applied; a pending plan goes stale when the configuration moves.
+async fn under_confirm_policy_person_an_agents_confirm_waits_for_a_person(db: TestDb) {
+    use switchboard_control::rule_packs::RulePacks;
+    use switchboard_control::store::ConfirmPolicy;
+    use switchboard_proto::control::v1::{GetRulePackPlanRequest, PlanState};
+    let env = Env::start(&db, Options::default()).await;
+    let (scope, cred) = env.owner("alice", ALL).await;
+    let w = env.webhook(&scope, None).await;
+    history(&env, &w).await;
+    env.store
+        .set_confirm_policy(&scope, &w.id, ConfirmPolicy::Person)
+        .await
+        .expect("policy");
+    let version_before = env
+        .store
+        .get_webhook(&scope, &w.id)
+        .await
+        .expect("w")
+        .config_version;
+    let state_of = |token: String| {
+        let mut packs = env.packs(&cred);
+        async move {
+            packs
+                .get_rule_pack_plan(GetRulePackPlanRequest { plan_token: token })
+                .await
+                .expect("plan state")
+                .into_inner()
+        }
+    };
+
+    let plan = install(&env, &cred, plan_req(&w, "drop-ci-noise"))
+        .await
+        .expect("plan");
+    let token = plan["plan_token"].as_str().expect("token").to_string();
+    assert_eq!(
+        state_of(token.clone()).await.state,
+        PlanState::Planned as i32
+    );
+    let pending = install(&env, &cred, confirm_req(&w, "drop-ci-noise", &plan, true))
+        .await
+        .expect("a confirm under person answers, it does not fail");
+    assert_eq!(pending["saved"], false, "{pending}");
+    assert_eq!(pending["state"], "pending_approval", "{pending}");
+    let plan_id = pending["plan_id"].as_str().expect("plan id").to_string();
+    assert_eq!(
+        pending["console_url"],
+        format!("/console/plans/{plan_id}"),
+        "{pending}"
+    );
+    assert_eq!(
+        env.store
+            .get_webhook(&scope, &w.id)
+            .await
+            .expect("w")
+            .config_version,
+        version_before,
+        "nothing saved"
+    );
+    // Confirming again answers the same pending plan; the agent cannot put it live.
+    let again = install(&env, &cred, confirm_req(&w, "drop-ci-noise", &plan, true))
+        .await
+        .expect("again");
+    assert_eq!(again["plan_id"], plan_id);
+    let status = state_of(token.clone()).await;
+    assert_eq!(status.state, PlanState::PendingApproval as i32);
+    assert_eq!(status.console_url, format!("/console/plans/{plan_id}"));
+    assert_eq!(status.proposed_by_human, "alice");
+
+    // Another scope's person sees no such plan; the owner accepts it.
+    let state = env.state.clone().expect("in-process control");
+    let packs = RulePacks::new(state.clone(), state.catalog.clone());
+    let elsewhere = packs
+        .accept("mallory", &[OwnerScope::human("mallory")], &plan_id)
+        .await
+        .expect_err("another scope");
+    assert_eq!(elsewhere.reason.as_str(), "not_found");
+    let unknown = packs
+        .accept("mallory", &[OwnerScope::human("mallory")], "pl_nope")
+        .await
+        .expect_err("unknown");
+    assert_eq!(unknown.reason.as_str(), elsewhere.reason.as_str());
+    let applied = packs
+        .accept("alice", std::slice::from_ref(&scope), &plan_id)
+        .await
+        .expect("accepted");
+    assert_eq!(applied.version, version_before + 1);
+    let status = state_of(token.clone()).await;
+    assert_eq!(status.state, PlanState::Applied as i32);
+    assert_eq!(status.decided_by, "alice");
+    // Single use across both paths.
+    let twice = packs
+        .accept("alice", std::slice::from_ref(&scope), &plan_id)
+        .await
+        .expect_err("used");
+    assert_eq!(twice.reason.as_str(), "plan_stale");
+    let records = env
+        .rules(&cred)
+        .list_webhook_history(switchboard_proto::control::v1::ListWebhookHistoryRequest {
+            webhook_id: w.id.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect("history")
+        .into_inner()
+        .records;
+    let newest = records.first().expect("a record");
+    let provenance = newest.provenance.clone().expect("provenance");
+    assert_eq!(
+        (
+            provenance.proposed_by_human.as_str(),
+            provenance.approved_by.as_str(),
+            provenance.proposed_by_endpoint.starts_with("ep_")
+        ),
+        ("alice", "alice", true),
+        "{provenance:?}"
+    );
+    assert_eq!(
+        newest.actor_endpoint_id, "",
+        "a person saved it, not an endpoint"
+    );
+
+    // A rejected plan never applies; a pending plan goes stale when the configuration moves.
+    let remove_plan = remove(
+        &env,
+        &cred,
+        switchboard_proto::control::v1::RemoveRulePackRequest {
+            webhook_id: w.id.clone(),
+            name: "drop-ci-noise".into(),
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("plan a removal");
+    let remove_token = remove_plan["plan_token"]
+        .as_str()
+        .expect("token")
+        .to_string();
+    let pending = env
+        .packs(&cred)
+        .confirm_rule_pack_plan(switchboard_proto::control::v1::ConfirmRulePackPlanRequest {
+            webhook_id: w.id.clone(),
+            plan_token: remove_token.clone(),
+            allow_unproven: true,
+        })
+        .await
+        .expect("confirm by token")
+        .into_inner();
+    let Some(switchboard_proto::control::v1::rule_pack_event::Event::Pending(p)) = pending.event
+    else {
+        panic!("pending expected: {pending:?}");
+    };
+    packs
+        .reject("alice", std::slice::from_ref(&scope), &p.plan_id, "not now")
+        .await
+        .expect("rejected");
+    let status = state_of(remove_token.clone()).await;
+    assert_eq!(
+        (status.state, status.reject_reason.as_str()),
+        (PlanState::Rejected as i32, "not now")
+    );
+    let refused = packs
+        .accept("alice", std::slice::from_ref(&scope), &p.plan_id)
+        .await
+        .expect_err("rejected");
+    assert_eq!(refused.reason.as_str(), "plan_stale");
+
+    let upgrade = remove(
+        &env,
+        &cred,
+        switchboard_proto::control::v1::RemoveRulePackRequest {
+            webhook_id: w.id.clone(),
+            name: "drop-ci-noise".into(),
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("plan again");
+    let mut confirm = switchboard_proto::control::v1::RemoveRulePackRequest {
+        webhook_id: w.id.clone(),
+        name: "drop-ci-noise".into(),
+        ..Default::default()
+    };
+    confirm.confirm = upgrade["plan_token"].as_str().expect("token").to_string();
+    confirm.allow_unproven = true;
+    let pending = remove(&env, &cred, confirm).await.expect("pending");
+    let stale_id = pending["plan_id"].as_str().expect("id").to_string();
+    env.rules(&cred)
+        .delete_webhook_rule(switchboard_proto::control::v1::DeleteWebhookRuleRequest {
+            webhook_id: w.id.clone(),
+            rule_id: "drop-ci-noise--deleted".into(),
+            expected_version: None,
+        })
+        .await
+        .expect("someone edits meanwhile");
+    let status = state_of(upgrade["plan_token"].as_str().expect("t").to_string()).await;
+    assert_eq!(
+        (status.state, status.stale_reason.as_str()),
+        (PlanState::Stale as i32, "configuration_changed")
+    );
+    let stale = packs
+        .accept("alice", std::slice::from_ref(&scope), &stale_id)
+        .await
+        .expect_err("stale");
+    assert_eq!(stale.reason.as_str(), "plan_stale");
+}
+
+/// Issue 20 item 2: an endpoint vended `webhook-rules` without `rule-pack-confirm` plans, reads
+/// its plan's state, and is refused the confirm (by either call), which saves nothing.
+async fn a_plan_only_endpoint_plans_but_its_confirm_is_refused(db: TestDb) {
+    use switchboard_proto::control::v1::{ConfirmRulePackPlanRequest, GetRulePackPlanRequest};
+    let env = Env::start(&db, Options::default()).await;
+    let (scope, cred) = env.owner("alice", &["webhooks", "webhook-rules"]).await;
+    let w = env.webhook(&scope, None).await;
+    history(&env, &w).await;
+    let plan = install(&env, &cred, plan_req(&w, "drop-ci-noise"))
+        .await
+        .expect("plan");
+    let token = plan["plan_token"].as_str().expect("token").to_string();
+    let refused = install(&env, &cred, confirm_req(&w, "drop-ci-noise", &plan, true))
+        .await
+        .expect_err("plan-only");
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied, "{refused:?}");
+    assert!(
+        refused.message().contains("confirm_rule_pack_plan"),
+        "{refused:?}"
+    );
+    let refused = env
+        .packs(&cred)
+        .confirm_rule_pack_plan(ConfirmRulePackPlanRequest {
+            webhook_id: w.id.clone(),
+            plan_token: token.clone(),
+            allow_unproven: true,
+        })
+        .await
+        .expect_err("plan-only");
+    assert_eq!(refused.code(), tonic::Code::PermissionDenied);
+    let state = env
+        .packs(&cred)
+        .get_rule_pack_plan(GetRulePackPlanRequest { plan_token: token })
+        .await
+        .expect("a plan-only endpoint reads its plan")
+        .into_inner();
+    assert_eq!(
+        state.state,
+        switchboard_proto::control::v1::PlanState::Planned as i32
+    );
+    assert_eq!(
+        env.store
+            .get_webhook(&scope, &w.id)
+            .await
+            .expect("w")
+            .config_version,
+        1,
+        "nothing saved"
+    );
 }

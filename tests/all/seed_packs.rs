@@ -239,7 +239,12 @@ pub async fn the_seed_packs_are_preserved(db: TestDb) {
         ..ControlSetup::default()
     };
     let control = Control::start(&db.store, &[&router.addr], setup).await;
-    let (scope, credential) = owner(&db.store, "mira", &["webhooks", "webhook-rules"]).await;
+    let (scope, credential) = owner(
+        &db.store,
+        "mira",
+        &["webhooks", "webhook-rules", "rule-pack-confirm"],
+    )
+    .await;
     // The fleet's agent creates its webhooks over the API, within what an operator allowed.
     db.store
         .set_grant_allowance(&scope, &fleet.grant)

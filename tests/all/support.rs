@@ -374,6 +374,9 @@ pub mod typed {
         let json = match event {
             Event::Plan(p) => serde_json::to_value(Plan::from(p.clone())),
             Event::Applied(a) => serde_json::to_value(Applied::from(a.clone())),
+            Event::Pending(p) => {
+                serde_json::to_value(switchboard_packs::plan::Pending::from(p.clone()))
+            }
             _ => return None,
         };
         Some(json.expect("a typed result serializes"))

@@ -48,6 +48,7 @@ pub fn required_role(verb: &str) -> Role {
         | "list_webhook_rules"
         | "list_webhook_history"
         | "list_rule_packs"
+        | "get_rule_pack_plan"
         | "list_todos" => Role::Viewer,
         "set_webhook_rules"
         | "update_webhook_rule"
@@ -55,6 +56,7 @@ pub fn required_role(verb: &str) -> Role {
         | "test_webhook_rules"
         | "install_rule_pack"
         | "remove_rule_pack"
+        | "confirm_rule_pack_plan"
         | "claim_todo"
         | "complete_todo" => Role::Editor,
         _ => Role::Admin,

@@ -64,6 +64,7 @@ pub fn webhook(w: &Webhook) -> pb::Webhook {
         ingest_path: format!("/hooks/{}", w.id),
         trusted_actors: w.trusted_actors.as_ref().map(pb::TrustedActors::from),
         created_at_ms: w.created_at,
+        confirm_policy: w.confirm_policy.to_string(),
     }
 }
 

@@ -5,8 +5,9 @@
 use serde_json::{Map, Value};
 use switchboard_proto::control::v1::rule_packs_server::RulePacks as RulePacksService;
 use switchboard_proto::control::v1::{
-    InstallRulePackRequest, ListRulePacksRequest, RemoveRulePackRequest, ReplayProgress,
-    ReplayWindow, RulePackEvent, RulePacksResult, rule_pack_event,
+    ConfirmRulePackPlanRequest, GetRulePackPlanRequest, InstallRulePackRequest,
+    ListRulePacksRequest, PlanKind, PlanState, RemoveRulePackRequest, ReplayProgress, ReplayWindow,
+    RulePackEvent, RulePackPlanStatus, RulePacksResult, rule_pack_event,
 };
 use tonic::{Request, Response, Status};
 
@@ -83,19 +84,36 @@ where
                 total,
             })),
         },
-        |answer: PackAnswer| {
-            let result = match &answer {
-                PackAnswer::Plan(plan) => rule_pack_event::Event::Plan(plan.as_ref().into()),
-                PackAnswer::Applied(applied) => {
-                    rule_pack_event::Event::Applied(applied.as_ref().into())
-                }
-            };
-            RulePackEvent {
-                event: Some(result),
-            }
-        },
+        |answer: PackAnswer| event(&answer),
     )
 }
+
+/// A plan, an applied result or a pending approval as the stream's last event.
+fn event(answer: &PackAnswer) -> RulePackEvent {
+    let result = match answer {
+        PackAnswer::Plan(plan) => rule_pack_event::Event::Plan(plan.as_ref().into()),
+        PackAnswer::Applied(applied) => rule_pack_event::Event::Applied(applied.as_ref().into()),
+        PackAnswer::Pending(pending) => rule_pack_event::Event::Pending(pending.as_ref().into()),
+    };
+    RulePackEvent {
+        event: Some(result),
+    }
+}
+
+/// A confirm needs `confirm_rule_pack_plan` on the allowlist as well as the planning verb
+/// (issue 20): an endpoint without it plans and proposes only.
+fn may_confirm(c: &Caller) -> Result<(), Status> {
+    if c.endpoint.allows(CONFIRM_VERB) {
+        Ok(())
+    } else {
+        Err(ApiError::PermissionDenied(format!(
+            "{CONFIRM_VERB} is not on this endpoint's allowlist: it may plan and propose, not put a plan live"
+        ))
+        .into())
+    }
+}
+
+const CONFIRM_VERB: &str = "confirm_rule_pack_plan";
 
 #[tonic::async_trait]
 impl RulePacksService for RulePacksApi {
@@ -131,6 +149,9 @@ impl RulePacksService for RulePacksApi {
         // An empty webhook id goes on to the one `not_found` of an unknown id, as every verb's.
         if r.name.trim().is_empty() {
             return Err(ApiError::invalid("name", "required").into());
+        }
+        if !r.confirm.trim().is_empty() {
+            may_confirm(&c)?;
         }
         // The deprecated text form is still read, for one release (see `params`).
         #[allow(deprecated)]
@@ -168,6 +189,9 @@ impl RulePacksService for RulePacksApi {
         if r.name.trim().is_empty() {
             return Err(ApiError::invalid("name", "required").into());
         }
+        if !r.confirm.trim().is_empty() {
+            may_confirm(&c)?;
+        }
         let args = RemoveArgs {
             webhook_id: r.webhook_id,
             name: r.name,
@@ -181,5 +205,62 @@ impl RulePacksService for RulePacksApi {
         Ok(Response::new(stream(move |progress| async move {
             packs.remove(&who, args, Some(progress)).await
         })))
+    }
+
+    async fn get_rule_pack_plan(
+        &self,
+        request: Request<GetRulePackPlanRequest>,
+    ) -> Result<Response<RulePackPlanStatus>, Status> {
+        super::respond(async {
+            let c = authorize(&self.state, request.metadata(), "get_rule_pack_plan").await?;
+            let token = request.get_ref().plan_token.trim();
+            let status = self
+                .packs
+                .plan_status(&caller(&c), token)
+                .await
+                .map_err(ApiError::RulePack)?;
+            let plan = &status.plan;
+            Ok(RulePackPlanStatus {
+                plan_id: plan.id.clone(),
+                webhook_id: plan.webhook_id.clone(),
+                state: PlanState::from(status.state) as i32,
+                stale_reason: status
+                    .stale_reason
+                    .map(|r| r.as_str().to_string())
+                    .unwrap_or_default(),
+                pack_name: plan.pack_name.clone(),
+                pack_version: plan.pack_version.clone(),
+                kind: PlanKind::from(status.kind) as i32,
+                expires_at: crate::rule_packs::rfc3339(plan.expires_at),
+                console_url: status.console_url.clone().unwrap_or_default(),
+                proposed_by_endpoint: plan.proposed_by_endpoint.clone().unwrap_or_default(),
+                proposed_by_human: plan.proposed_by_human.clone().unwrap_or_default(),
+                decided_by: plan.decided_by.clone().unwrap_or_default(),
+                reject_reason: plan.reject_reason.clone().unwrap_or_default(),
+            })
+        })
+        .await
+    }
+
+    async fn confirm_rule_pack_plan(
+        &self,
+        request: Request<ConfirmRulePackPlanRequest>,
+    ) -> Result<Response<RulePackEvent>, Status> {
+        super::respond(async {
+            let c = authorize(&self.state, request.metadata(), CONFIRM_VERB).await?;
+            let r = request.get_ref();
+            let answer = self
+                .packs
+                .confirm_token(
+                    &caller(&c),
+                    &r.webhook_id,
+                    r.plan_token.trim(),
+                    r.allow_unproven,
+                )
+                .await
+                .map_err(ApiError::RulePack)?;
+            Ok(event(&answer))
+        })
+        .await
     }
 }

@@ -298,6 +298,7 @@ mod tests {
 
     fn hook() -> Webhook {
         Webhook {
+            confirm_policy: Default::default(),
             id: "wh_x".into(),
             owner_scope: OwnerScope::human("alice"),
             source_type: SourceType::Github,

@@ -4,8 +4,10 @@ use super::*;
 
 impl RulePacks {
     /// Applies exactly the candidate a plan described, in one transaction under the
-    /// webhook's row lock; the store consumes the token in the same transaction. Counted by
-    /// outcome (`applied` or the refusal's code).
+    /// webhook's row lock; the store consumes the token in the same transaction. On a webhook
+    /// whose `confirm_policy` is `person`, a confirm that passes every check saves nothing and
+    /// puts the plan before a person instead (issue 20). Counted by outcome (`applied`,
+    /// `pending_approval` or the refusal's code).
     pub(super) async fn confirm(
         &self,
         caller: &Caller,
@@ -13,25 +15,46 @@ impl RulePacks {
         token: &str,
         check: ConfirmCheck<'_>,
         allow_unproven: bool,
-    ) -> Result<Applied, PackError> {
+    ) -> Result<PackAnswer, PackError> {
         let result = self
-            .apply_plan(caller, webhook_id, token, check, allow_unproven)
+            .confirm_checked(caller, webhook_id, token, check, allow_unproven)
             .await;
-        let outcome = result
-            .as_ref()
-            .map_or_else(|e| e.reason.as_str(), |_| "applied");
+        let outcome = match &result {
+            Ok(PackAnswer::Pending(_)) => "pending_approval",
+            Ok(_) => "applied",
+            Err(e) => e.reason.as_str(),
+        };
         switchboard_telemetry::metrics().plan_confirm(outcome);
         result
     }
 
-    pub(super) async fn apply_plan(
+    /// `confirm_rule_pack_plan`: the plan a token names, confirmed without repeating its
+    /// arguments.
+    pub async fn confirm_token(
+        &self,
+        caller: &Caller,
+        webhook_id: &str,
+        token: &str,
+        allow_unproven: bool,
+    ) -> Result<PackAnswer, PackError> {
+        self.confirm(
+            caller,
+            webhook_id,
+            token,
+            ConfirmCheck::Token,
+            allow_unproven,
+        )
+        .await
+    }
+
+    async fn confirm_checked(
         &self,
         caller: &Caller,
         webhook_id: &str,
         token: &str,
         check: ConfirmCheck<'_>,
         allow_unproven: bool,
-    ) -> Result<Applied, PackError> {
+    ) -> Result<PackAnswer, PackError> {
         let token_hash = sha256_hex(token);
         let plan = self
             .state
@@ -48,23 +71,17 @@ impl RulePacks {
         if plan.webhook_id != webhook_id {
             return Err(mismatch("webhook_id"));
         }
-        let stale = || {
-            PackError::new(
-                Reason::PlanStale,
-                "the plan is stale: it was already used, it expired, or the webhook's configuration changed; plan again",
-                Value::Null,
-            )
-        };
-        if plan.used_at.is_some() || plan.expires_at <= self.state.store.clock().now_ms() {
+        if plan.used_at.is_some()
+            || plan.rejected_at.is_some()
+            || plan.expires_at <= self.state.store.clock().now_ms()
+        {
             return Err(stale());
         }
-        let stored: StoredPlan = serde_json::from_value(plan.plan.clone())
-            .map_err(|e| Error::internal(format!("stored plan: {e}")))?;
-        let apply = stored.apply;
-        let kind = apply.kind;
+        let stored = stored_plan(&plan)?;
+        let apply = &stored.apply;
         match check {
             ConfirmCheck::Install(args) => {
-                if kind == PlanKind::Remove || plan.pack_name != args.name {
+                if apply.kind == PlanKind::Remove || plan.pack_name != args.name {
                     return Err(mismatch("name"));
                 }
                 if let Some(v) = &args.version
@@ -72,18 +89,19 @@ impl RulePacks {
                 {
                     return Err(mismatch("version"));
                 }
-                confirm_arguments_match(&apply, args).map_err(mismatch)?;
+                confirm_arguments_match(apply, args).map_err(mismatch)?;
             }
             ConfirmCheck::Remove(args) => {
-                if kind != PlanKind::Remove || plan.pack_name != args.name {
+                if apply.kind != PlanKind::Remove || plan.pack_name != args.name {
                     return Err(mismatch("name"));
                 }
                 if let Some(keep) = &args.keep_params
-                    && as_set(keep) != as_set(planned_keep_params(&apply))
+                    && as_set(keep) != as_set(planned_keep_params(apply))
                 {
                     return Err(mismatch("keep_params"));
                 }
             }
+            ConfirmCheck::Token => {}
         }
         let (proven, truncated) = (apply.proven, apply.truncated);
         if (!proven || truncated) && !allow_unproven {
@@ -98,6 +116,176 @@ impl RulePacks {
             .store
             .get_webhook(&caller.scope, webhook_id)
             .await?;
+        if webhook.config_version != plan.base_config_version {
+            return Err(stale());
+        }
+        let proposer = Actor {
+            endpoint_id: Some(caller.endpoint_id.clone()),
+            human_login: Some(caller.human.clone()),
+        };
+        if webhook.confirm_policy == ConfirmPolicy::Person {
+            // ADR-0028: an agent's acceptance puts nothing live.
+            let until = self.state.store.clock().now_ms()
+                + i64::try_from(self.state.limits.approval_ttl.as_millis()).unwrap_or(i64::MAX);
+            let pending = self
+                .state
+                .store
+                .mark_plan_pending(&token_hash, &caller.scope, &proposer, until)
+                .await?;
+            return Ok(PackAnswer::Pending(Box::new(
+                self.pending(&pending, &stored),
+            )));
+        }
+        let installed_by = InstalledBy {
+            endpoint: caller.endpoint_id.clone(),
+            human: caller.human.clone(),
+        };
+        self.save_plan(plan, stored, token_hash, proposer, installed_by, None)
+            .await
+            .map(|a| PackAnswer::Applied(Box::new(a)))
+    }
+
+    /// A person accepts a plan awaiting them (issue 20): exactly that plan is applied, with the
+    /// same single-use, stale and expiry checks as a confirm, the person as the actor, and
+    /// provenance naming who proposed and who approved. `scopes` are the person's (with the
+    /// editor role, checked by the caller); another scope's plan is `not_found`.
+    pub async fn accept(
+        &self,
+        person: &str,
+        scopes: &[OwnerScope],
+        plan_id: &str,
+    ) -> Result<Applied, PackError> {
+        let plan = self.state.store.plan_for_person(plan_id, scopes).await?;
+        let now = self.state.store.clock().now_ms();
+        let webhook = self
+            .state
+            .store
+            .get_webhook(&plan.owner_scope, &plan.webhook_id)
+            .await?;
+        let (state, _) = plan.facts().state(now, webhook.config_version);
+        if state != PlanState::PendingApproval {
+            return Err(PackError::new(
+                Reason::PlanStale,
+                format!(
+                    "the plan is {}, not awaiting a person; only a pending plan can be accepted",
+                    state.as_str()
+                ),
+                json!({"state": state.as_str()}),
+            ));
+        }
+        let stored = stored_plan(&plan)?;
+        let token_hash = self.state.store.plan_token_hash(&plan.id).await?;
+        let approval = Approval {
+            proposed_by: Actor {
+                endpoint_id: plan.proposed_by_endpoint.clone(),
+                human_login: plan.proposed_by_human.clone(),
+            },
+            approved_by: person.to_string(),
+        };
+        let installed_by = InstalledBy {
+            endpoint: plan.proposed_by_endpoint.clone().unwrap_or_default(),
+            human: plan.proposed_by_human.clone().unwrap_or_default(),
+        };
+        let actor = Actor {
+            endpoint_id: None,
+            human_login: Some(person.to_string()),
+        };
+        let result = self
+            .save_plan(
+                plan,
+                stored,
+                token_hash,
+                actor,
+                installed_by,
+                Some(approval),
+            )
+            .await;
+        let outcome = result
+            .as_ref()
+            .map_or_else(|e| e.reason.as_str(), |_| "accepted");
+        switchboard_telemetry::metrics().plan_confirm(outcome);
+        result
+    }
+
+    /// A person rejects a plan awaiting them, saying why; it can never be applied after.
+    pub async fn reject(
+        &self,
+        person: &str,
+        scopes: &[OwnerScope],
+        plan_id: &str,
+        reason: &str,
+    ) -> Result<(), PackError> {
+        let plan = self.state.store.plan_for_person(plan_id, scopes).await?;
+        self.state
+            .store
+            .reject_plan(&plan.id, &plan.owner_scope, person, reason)
+            .await?;
+        switchboard_telemetry::metrics().plan_confirm("rejected");
+        Ok(())
+    }
+
+    /// Where a plan stands (`get_rule_pack_plan`): read-only; another scope's token is
+    /// `not_found`, like an unknown one.
+    pub async fn plan_status(&self, caller: &Caller, token: &str) -> Result<PlanStatus, PackError> {
+        let plan = self
+            .state
+            .store
+            .plan_by_token(&sha256_hex(token), &caller.scope)
+            .await?;
+        let webhook = self
+            .state
+            .store
+            .get_webhook(&caller.scope, &plan.webhook_id)
+            .await?;
+        let (state, stale_reason) = plan
+            .facts()
+            .state(self.state.store.clock().now_ms(), webhook.config_version);
+        let kind = stored_plan(&plan)?.apply.kind;
+        Ok(PlanStatus {
+            console_url: (state == PlanState::PendingApproval)
+                .then(|| self.state.console_plan_url(&plan.id)),
+            state,
+            stale_reason,
+            kind,
+            plan,
+        })
+    }
+
+    /// The answer to a confirm that put `plan` before a person.
+    fn pending(&self, plan: &crate::store::Plan, stored: &StoredPlan) -> Pending {
+        Pending {
+            saved: false,
+            state: PlanState::PendingApproval,
+            plan_id: plan.id.clone(),
+            webhook_id: plan.webhook_id.clone(),
+            kind: stored.apply.kind,
+            pack: AppliedPack {
+                name: plan.pack_name.clone(),
+                version: plan.pack_version.clone(),
+            },
+            console_url: self.state.console_plan_url(&plan.id),
+            approval_expires_at: rfc3339(plan.approval_expires_at.unwrap_or(plan.expires_at)),
+        }
+    }
+
+    /// Saves a checked plan's candidate, consuming its token in the same transaction.
+    async fn save_plan(
+        &self,
+        plan: crate::store::Plan,
+        stored: StoredPlan,
+        token_hash: String,
+        actor: Actor,
+        installed_by: InstalledBy,
+        approval: Option<Approval>,
+    ) -> Result<Applied, PackError> {
+        let apply = stored.apply;
+        let kind = apply.kind;
+        let (proven, truncated) = (apply.proven, apply.truncated);
+        let webhook = self
+            .state
+            .store
+            .get_webhook(&plan.owner_scope, &plan.webhook_id)
+            .await?;
         let configuration: Configuration = serde_json::from_value(plan.candidate.clone())
             .map_err(|e| Error::internal(format!("stored candidate: {e}")))?;
         // No widening: validated against the grant again at apply.
@@ -111,26 +299,31 @@ impl RulePacks {
         let mut installed = apply.provenance;
         if let Some(entry) = installed.iter_mut().find(|e| e.name == plan.pack_name) {
             entry.installed_at = now.clone();
-            entry.installed_by = InstalledBy {
-                endpoint: caller.endpoint_id.clone(),
-                human: caller.human.clone(),
-            };
+            entry.installed_by = installed_by;
         }
         // Set when the plan sets them; left as they are otherwise.
         let trusted_actors = apply.trusted_actors.map(Some);
         let op = kind.verb();
+        let mut provenance = json!({"plan": plan.id, "pack": plan.pack_name, "version": plan.pack_version, "proven": proven, "truncated": truncated});
+        if let Some(approval) = &approval {
+            provenance["proposed_by"] = json!({
+                "endpoint": approval.proposed_by.endpoint_id,
+                "human": approval.proposed_by.human_login,
+            });
+            provenance["approved_by"] = json!(approval.approved_by);
+        }
         let saved = self
             .state
             .store
             .save_configuration(
-                &caller.scope,
-                webhook_id,
+                &plan.owner_scope,
+                &plan.webhook_id,
                 SaveConfiguration {
                     expected_version: Some(plan.base_config_version),
                     configuration: serde_json::to_value(&configuration).unwrap_or_default(),
-                    actor: Actor { endpoint_id: Some(caller.endpoint_id.clone()), human_login: Some(caller.human.clone()) },
+                    actor,
                     change: json!({"op": op, "pack": plan.pack_name, "version": plan.pack_version, "kind": kind.as_str()}),
-                    provenance: Some(json!({"plan": plan.id, "pack": plan.pack_name, "version": plan.pack_version, "proven": proven, "truncated": truncated})),
+                    provenance: Some(provenance),
                     installed_packs: Some(serde_json::to_value(&installed).unwrap_or_default()),
                     trusted_actors,
                     plan_token_hash: Some(token_hash),
@@ -140,7 +333,7 @@ impl RulePacks {
         Ok(Applied {
             saved: true,
             kind,
-            webhook_id: webhook_id.to_string(),
+            webhook_id: plan.webhook_id.clone(),
             version: saved.version,
             digest: saved.digest,
             provenance: installed.into_iter().find(|e| e.name == plan.pack_name),
@@ -152,10 +345,43 @@ impl RulePacks {
     }
 }
 
+/// Who proposed a plan a person accepted, and who accepted it.
+struct Approval {
+    proposed_by: Actor,
+    approved_by: String,
+}
+
+/// A plan's state, for `get_rule_pack_plan`.
+pub struct PlanStatus {
+    pub plan: crate::store::Plan,
+    pub state: PlanState,
+    pub stale_reason: Option<StaleReason>,
+    pub kind: PlanKind,
+    /// Where a person reviews it, while it is pending.
+    pub console_url: Option<String>,
+}
+
+/// The one refusal of a plan that can no longer be applied.
+fn stale() -> PackError {
+    PackError::new(
+        Reason::PlanStale,
+        "the plan is stale: it was already used or rejected, it expired, or the webhook's configuration changed; plan again",
+        Value::Null,
+    )
+}
+
+/// The stored plan's apply half.
+fn stored_plan(plan: &crate::store::Plan) -> Result<StoredPlan, PackError> {
+    serde_json::from_value(plan.plan.clone())
+        .map_err(|e| Error::internal(format!("stored plan: {e}")).into())
+}
+
 /// What a confirm must agree with.
 pub(super) enum ConfirmCheck<'a> {
     Install(&'a InstallArgs),
     Remove(&'a RemoveArgs),
+    /// `confirm_rule_pack_plan`: the token alone names the plan.
+    Token,
 }
 
 /// REQ-3: each confirm argument must match the plan's or be omitted, on its own: an omitted

@@ -23,8 +23,8 @@ use switchboard_packs::merge::{
 use switchboard_packs::plan::wire::TOKEN_PLACEHOLDER;
 use switchboard_packs::plan::{
     Applied, AppliedPack, Apply, Binding, CandidateReplay, ConfirmArguments, ConfirmWith,
-    FixtureOutcome, Plan, PlanKind, PlanPack, Replayed, Report, Retention, Routed, StoredPlan,
-    aggregate, pack_rule_faults, proven,
+    FixtureOutcome, Pending, Plan, PlanKind, PlanPack, PlanState, Replayed, Report, Retention,
+    Routed, StaleReason, StoredPlan, aggregate, pack_rule_faults, proven,
 };
 use switchboard_packs::provenance::{self, InstalledBy, ReplaySummary, drift};
 use switchboard_packs::{Catalog, Pack, ResolveError};
@@ -39,8 +39,8 @@ use crate::routing::RoutingError;
 use crate::scope::OwnerScope;
 use crate::state::ControlState;
 use crate::store::Actor;
+use crate::store::{ConfirmPolicy, REPLAYS_PER_MINUTE, SaveConfiguration, Webhook};
 use crate::store::{NewPlan, new_plan_token};
-use crate::store::{REPLAYS_PER_MINUTE, SaveConfiguration, Webhook};
 use crate::wire::{routing_context, stored_delivery};
 
 mod confirm;
@@ -51,6 +51,7 @@ mod plan;
 mod replay;
 
 use self::{confirm::*, plan::*, replay::*};
+pub use confirm::PlanStatus;
 pub use error::PackError;
 pub use external::load_catalog;
 pub use replay::Replayer;
@@ -111,6 +112,8 @@ pub struct RemoveArgs {
 pub enum PackAnswer {
     Plan(Box<Plan>),
     Applied(Box<Applied>),
+    /// A confirm on a `person` webhook: nothing saved; the plan waits for a person.
+    Pending(Box<Pending>),
 }
 
 /// Reports replay progress: (deliveries replayed, total).
@@ -135,7 +138,7 @@ fn canonical(v: &Value) -> String {
     s
 }
 
-fn rfc3339(ms: i64) -> String {
+pub(crate) fn rfc3339(ms: i64) -> String {
     switchboard_model::rfc3339_millis(ms)
 }
 

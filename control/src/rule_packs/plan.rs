@@ -20,8 +20,7 @@ impl RulePacks {
                     ConfirmCheck::Install(&args),
                     args.allow_unproven,
                 )
-                .await
-                .map(|a| PackAnswer::Applied(Box::new(a)));
+                .await;
         }
         let webhook = self
             .state
@@ -107,8 +106,7 @@ impl RulePacks {
                     ConfirmCheck::Remove(&args),
                     args.allow_unproven,
                 )
-                .await
-                .map(|a| PackAnswer::Applied(Box::new(a)));
+                .await;
         }
         let webhook = self
             .state

@@ -129,7 +129,13 @@ impl Store {
         let current = webhook(&row, &self.sealing)?;
 
         if let Some(token_hash) = &save.plan_token_hash {
-            let plan = consume_plan_in(&mut tx, self.backend, token_hash, scope, now).await?;
+            // A save by a person (no endpoint) is an acceptance: the plan records who decided.
+            let person = match (&save.actor.endpoint_id, &save.actor.human_login) {
+                (None, Some(login)) => Some(login.as_str()),
+                _ => None,
+            };
+            let plan =
+                consume_plan_in(&mut tx, self.backend, token_hash, scope, now, person).await?;
             if plan.webhook_id != current.id {
                 return Err(Error::not_found("plan"));
             }

@@ -86,6 +86,11 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "grant_allowances",
         include_str!("../../migrations/sqlite/0006_grant_allowances.sql"),
     ),
+    (
+        7,
+        "plan_approval",
+        include_str!("../../migrations/sqlite/0007_plan_approval.sql"),
+    ),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -117,6 +122,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         6,
         "grant_allowances",
         include_str!("../../migrations/postgres/0006_grant_allowances.sql"),
+    ),
+    (
+        7,
+        "plan_approval",
+        include_str!("../../migrations/postgres/0007_plan_approval.sql"),
     ),
 ];
 

@@ -46,7 +46,9 @@ pub use rate_limits::{REPLAYS_PER_MINUTE, block_size};
 pub use retention::{Retention, Window as RetentionWindow};
 pub use tenancy::{Human, Membership, Team};
 pub use todos::{NewTodo, Todo, TodoFilter, TodoInsert};
-pub use webhooks::{MAX_CONFIGURATION_BYTES, NewWebhook, SourceType, Webhook, is_queue_name};
+pub use webhooks::{
+    ConfirmPolicy, MAX_CONFIGURATION_BYTES, NewWebhook, SourceType, Webhook, is_queue_name,
+};
 
 use crate::sealing::SealingKey;
 

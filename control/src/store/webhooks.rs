@@ -38,6 +38,45 @@ pub struct Webhook {
     pub provenance: Value,
     pub trusted_actors: Option<TrustedActors>,
     pub created_at: i64,
+    /// Who may put a plan live on this webhook (issue 20).
+    pub confirm_policy: ConfirmPolicy,
+}
+
+/// Who may put a rule-pack plan live on a webhook. ADR-0028: "an agent's acceptance puts
+/// nothing live" is `Person`; `SelfConfirm` keeps the endpoint that planned able to confirm.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ConfirmPolicy {
+    /// The endpoint that planned may confirm (the default, and the behaviour before issue 20).
+    #[default]
+    SelfConfirm,
+    /// An endpoint's confirm puts the plan before a person, who accepts or rejects it.
+    Person,
+}
+
+impl ConfirmPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConfirmPolicy::SelfConfirm => "self",
+            ConfirmPolicy::Person => "person",
+        }
+    }
+}
+
+impl std::str::FromStr for ConfirmPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "self" => Ok(ConfirmPolicy::SelfConfirm),
+            "person" => Ok(ConfirmPolicy::Person),
+            other => Err(format!("{other:?} is no confirm policy: self or person")),
+        }
+    }
+}
+
+impl fmt::Display for ConfirmPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 impl Webhook {
@@ -104,6 +143,14 @@ pub(crate) fn webhook(row: &AnyRow, key: &SealingKey) -> Result<Webhook> {
             .filter(|v| !v.is_null())
             .map(|v| TrustedActors::from_value(&v)),
         created_at: row.try_get("created_at")?,
+        // Read where the query selects it (`get_webhook`, `set_confirm_policy`); elsewhere the
+        // default, so writes keep working on a database not yet at 0007 (upgrade tests).
+        confirm_policy: match row.try_get::<String, _>("confirm_policy") {
+            Ok(text) => text
+                .parse()
+                .map_err(|e| Error::internal(format!("stored confirm_policy: {e}")))?,
+            Err(_) => ConfirmPolicy::default(),
+        },
     })
 }
 
@@ -283,7 +330,7 @@ impl Store {
         let row = sqlx::query(concat!(
             "SELECT ",
             webhook_columns!(),
-            " FROM webhooks WHERE id = $1 AND owner_scope = $2"
+            ", confirm_policy FROM webhooks WHERE id = $1 AND owner_scope = $2"
         ))
         .bind(super::lookup_id(id))
         .bind(scope.to_string())
@@ -376,6 +423,32 @@ impl Store {
             webhook_columns!()
         ))
         .bind(grant.as_str())
+        .bind(super::lookup_id(id))
+        .bind(scope.to_string())
+        // To the end of the statement: see `store` (writes that return rows).
+        .fetch_all(&self.pool)
+        .await?
+        .into_iter()
+        .next();
+        row.as_ref()
+            .map(|r| webhook(r, &self.sealing))
+            .unwrap_or(Err(Error::not_found("webhook")))
+    }
+
+    /// Sets who may put a plan live (an operator's act: an agent never relaxes it).
+    pub async fn set_confirm_policy(
+        &self,
+        scope: &OwnerScope,
+        id: &str,
+        policy: ConfirmPolicy,
+    ) -> Result<Webhook> {
+        let _turn = self.write_turn().await?;
+        let row = sqlx::query(concat!(
+            "UPDATE webhooks SET confirm_policy = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
+            webhook_columns!(),
+            ", confirm_policy"
+        ))
+        .bind(policy.as_str())
         .bind(super::lookup_id(id))
         .bind(scope.to_string())
         // To the end of the statement: see `store` (writes that return rows).

@@ -158,7 +158,12 @@ pub async fn endpoint(store: &Store, login: &str) -> switchboard_control::store:
             name: format!("{login}-agent"),
             human_login: login.into(),
             owner_scope: OwnerScope::human(login),
-            verbs: vec!["webhooks".into(), "webhook-rules".into(), "todos".into()],
+            verbs: vec![
+                "webhooks".into(),
+                "webhook-rules".into(),
+                "rule-pack-confirm".into(),
+                "todos".into(),
+            ],
         })
         .await
         .expect("vend endpoint")

@@ -214,3 +214,71 @@ pub async fn confirm_refuses_a_plan_the_webhook_moved_past(db: TestDb) {
         (2, config_routing_to("triage"))
     );
 }
+
+/// Migration 0007 from a database written at 0006: an endpoint that could install or remove
+/// packs keeps the right to confirm (`confirm_rule_pack_plan`) and may read a plan's state; one
+/// that could only list packs may read states; others gain nothing; webhooks keep confirming
+/// as before (`self`).
+pub async fn upgrading_from_0006_keeps_every_endpoints_right_to_confirm(db: TestDb) {
+    use switchboard_control::store::{ConfirmPolicy, NewEndpoint, StoreOptions};
+    let url = crate::harness::second_database(&db).await;
+    let old = Store::connect_with(
+        &url,
+        StoreOptions {
+            migrations_up_to: Some(6),
+            max_connections: 2,
+            sealing_key: Some(db.store.sealing_key().clone()),
+            ..StoreOptions::default()
+        },
+    )
+    .await
+    .expect("open at 0006");
+    let alice = human(&old, "alice").await;
+    let hook = webhook(&old, &alice).await;
+    let mut ids = Vec::new();
+    for verbs in [
+        vec!["install_rule_pack", "list_rule_packs"],
+        vec!["remove_rule_pack"],
+        vec!["list_rule_packs"],
+        vec!["list_todos"],
+    ] {
+        let vended = old
+            .vend_endpoint(NewEndpoint {
+                name: format!("agent-{}", ids.len()),
+                human_login: "alice".into(),
+                owner_scope: alice.clone(),
+                verbs: verbs.iter().map(|v| v.to_string()).collect(),
+            })
+            .await
+            .expect("vend");
+        ids.push(vended.endpoint.id);
+    }
+    old.close().await;
+
+    let new = Store::connect(&url, db.store.sealing_key())
+        .await
+        .expect("upgrade to the current schema");
+    let mut held = Vec::new();
+    for id in &ids {
+        let e = new.get_endpoint(id).await.expect("kept");
+        held.push((
+            e.allows("confirm_rule_pack_plan"),
+            e.allows("get_rule_pack_plan"),
+        ));
+    }
+    assert_eq!(
+        held,
+        vec![(true, true), (true, true), (false, true), (false, false)]
+    );
+    let first = new.get_endpoint(&ids[0]).await.expect("kept");
+    assert!(first.allows("install_rule_pack") && first.allows("list_rule_packs"));
+    assert_eq!(
+        new.get_webhook(&alice, &hook.id)
+            .await
+            .expect("kept")
+            .confirm_policy,
+        ConfirmPolicy::SelfConfirm
+    );
+    new.close().await;
+    crate::harness::drop_second_database(&db, &url).await;
+}

@@ -126,9 +126,59 @@ async fn follow_plan(
         Some(Event::Applied(applied)) => {
             Some(Step::Done(RulePackOut::Applied(Box::new(applied.into()))))
         }
+        Some(Event::Pending(pending)) => {
+            Some(Step::Done(RulePackOut::Pending(Box::new(pending.into()))))
+        }
         None => None,
     })
     .await
+}
+
+/// A confirm's one event as the tool's result.
+fn confirm_result(event: pb::RulePackEvent) -> Result<RulePackOut, ToolError> {
+    match event.event {
+        Some(Event::Applied(applied)) => Ok(RulePackOut::Applied(Box::new(applied.into()))),
+        Some(Event::Pending(pending)) => Ok(RulePackOut::Pending(Box::new(pending.into()))),
+        _ => Err(ToolError::internal(
+            "control answered a confirm with no result",
+        )),
+    }
+}
+
+pub async fn get_rule_pack_plan(
+    cx: &Call,
+    p: PlanTokenParams,
+) -> Result<RulePackPlanOut, ToolError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let r = c
+        .get_rule_pack_plan(
+            b,
+            pb::GetRulePackPlanRequest {
+                plan_token: p.plan_token,
+            },
+        )
+        .await
+        .map_err(|s| cx.status(&s))?;
+    Ok(convert::plan_status(r))
+}
+
+pub async fn confirm_rule_pack_plan(
+    cx: &Call,
+    p: ConfirmRulePackPlanParams,
+) -> Result<RulePackOut, ToolError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let r = c
+        .confirm_rule_pack_plan(
+            b,
+            pb::ConfirmRulePackPlanRequest {
+                webhook_id: p.webhook_id,
+                plan_token: p.plan_token,
+                allow_unproven: p.allow_unproven,
+            },
+        )
+        .await
+        .map_err(|s| cx.status(&s))?;
+    confirm_result(r)
 }
 
 pub async fn create_webhook(

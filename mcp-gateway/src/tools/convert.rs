@@ -6,6 +6,7 @@ use base64::Engine;
 use serde_json::{Map, Value};
 use switchboard_packs::listing::Listing;
 use switchboard_packs::plan::CandidateReplay;
+use switchboard_packs::plan::{AppliedPack, PlanState};
 use switchboard_packs::provenance::InstalledPack;
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::json;
@@ -257,6 +258,34 @@ pub fn rule_packs(r: pb::RulePacksResult) -> Result<ListRulePacksOut, ToolError>
     Ok(ListRulePacksOut {
         packs: Listing::from(r.listing.unwrap_or_default()).packs,
     })
+}
+
+pub fn plan_status(r: pb::RulePackPlanStatus) -> RulePackPlanOut {
+    let some = |s: String| (!s.is_empty()).then_some(s);
+    let state = match pb::PlanState::try_from(r.state).unwrap_or_default() {
+        pb::PlanState::PendingApproval => PlanState::PendingApproval,
+        pb::PlanState::Applied => PlanState::Applied,
+        pb::PlanState::Rejected => PlanState::Rejected,
+        pb::PlanState::Stale => PlanState::Stale,
+        pb::PlanState::Planned | pb::PlanState::Unspecified => PlanState::Planned,
+    };
+    RulePackPlanOut {
+        kind: switchboard_packs::plan::wire::plan_kind(r.kind),
+        plan_id: r.plan_id,
+        webhook_id: r.webhook_id,
+        state,
+        stale_reason: some(r.stale_reason),
+        pack: AppliedPack {
+            name: r.pack_name,
+            version: r.pack_version,
+        },
+        expires_at: r.expires_at,
+        console_url: some(r.console_url),
+        proposed_by_endpoint: some(r.proposed_by_endpoint),
+        proposed_by_human: some(r.proposed_by_human),
+        decided_by: some(r.decided_by),
+        reject_reason: some(r.reject_reason),
+    }
 }
 
 /// A typed value as the JSON object it serializes to.

@@ -272,6 +272,14 @@ pub static CATALOG: LazyLock<Vec<ToolSpec>> = LazyLock::new(|| {
             "Remove a rule pack (plan, then confirm)",
             read_only: false, destructive: true, idempotent: false,
             REMOVE_RULE_PACK),
+        spec!(get_rule_pack_plan, p::PlanTokenParams => out::RulePackPlanOut,
+            "Read a rule-pack plan's state",
+            read_only: true, destructive: false, idempotent: true,
+            "Where a plan stands, by its plan_token: planned (its token confirms it), pending_approval (confirmed on a webhook whose confirm_policy is person: a person accepts or rejects it at console_url), applied, rejected (with the reason), or stale (expired, or the webhook's configuration changed: plan again). Writes nothing."),
+        spec!(confirm_rule_pack_plan, p::ConfirmRulePackPlanParams => out::RulePackOut,
+            "Put a rule-pack plan live",
+            read_only: false, destructive: true, idempotent: false,
+            "Confirm the plan a plan_token names (from install_rule_pack or remove_rule_pack), without repeating its arguments: applies exactly that plan, once (saved: true). On a webhook whose confirm_policy is person it saves nothing and answers state: pending_approval with the console_url where a person accepts or rejects it; read its state later with get_rule_pack_plan. Refused with plan_stale if the configuration changed, the token expired or was used; an unproven plan needs allow_unproven: true. Needs the confirm_rule_pack_plan verb: an endpoint without it may plan and propose only."),
         spec!(list_webhook_history, p::ListWebhookHistoryParams => out::ListWebhookHistoryOut,
             "List a webhook's configuration history",
             read_only: true, destructive: false, idempotent: true,
@@ -315,7 +323,7 @@ mod tests {
         sorted.sort();
         sorted.dedup();
         assert_eq!(names, sorted);
-        assert_eq!(names.len(), 19);
+        assert_eq!(names.len(), 21);
     }
 
     #[test]

@@ -259,6 +259,8 @@ pub struct ListRulePacksOut {
 pub enum RulePackOut {
     Plan(Box<switchboard_packs::plan::Plan>),
     Applied(Box<switchboard_packs::plan::Applied>),
+    /// A confirm on a webhook whose confirm_policy is `person`: nothing saved.
+    Pending(Box<switchboard_packs::plan::Pending>),
 }
 
 /// An object that is one of the two: a plan or an applied result.
@@ -270,12 +272,36 @@ impl JsonSchema for RulePackOut {
     fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
         let plan = generator.subschema_for::<switchboard_packs::plan::Plan>();
         let applied = generator.subschema_for::<switchboard_packs::plan::Applied>();
+        let pending = generator.subschema_for::<switchboard_packs::plan::Pending>();
         schemars::json_schema!({
             "type": "object",
-            "description": "Without confirm, the plan (nothing saved): the replay report, fixtures, rule and param diffs, proven, plan_token, expires_at and confirm_with (the exact next call). With confirm, the applied result: saved: true, version, digest, pack and provenance.",
-            "oneOf": [plan, applied],
+            "description": "Without confirm, the plan (nothing saved): the replay report, fixtures, rule and param diffs, proven, plan_token, expires_at and confirm_with (the exact next call). With confirm, the applied result: saved: true, version, digest, pack and provenance; or, on a webhook whose confirm_policy is person, saved: false, state: pending_approval and the console_url where a person accepts it.",
+            "oneOf": [plan, applied, pending],
         })
     }
+}
+
+/// Where a plan stands (get_rule_pack_plan).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RulePackPlanOut {
+    pub plan_id: String,
+    pub webhook_id: String,
+    /// planned (its token confirms it), pending_approval (a person has yet to decide),
+    /// applied, rejected, or stale (plan again).
+    pub state: switchboard_packs::plan::PlanState,
+    /// Why it is stale: expired, approval_expired or configuration_changed.
+    pub stale_reason: Option<String>,
+    pub pack: switchboard_packs::plan::AppliedPack,
+    pub kind: switchboard_packs::plan::PlanKind,
+    /// RFC 3339: when the token stops confirming (a pending plan: the approval deadline).
+    pub expires_at: String,
+    /// Where a person reviews it, while it is pending.
+    pub console_url: Option<String>,
+    /// Who proposed it (endpoint, human), who decided it, and why it was rejected.
+    pub proposed_by_endpoint: Option<String>,
+    pub proposed_by_human: Option<String>,
+    pub decided_by: Option<String>,
+    pub reject_reason: Option<String>,
 }
 
 /// A todo: work a queue decision produced.

@@ -397,6 +397,25 @@ pub struct ListTodosParams {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+pub struct PlanTokenParams {
+    /// A plan_token from install_rule_pack or remove_rule_pack.
+    pub plan_token: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConfirmRulePackPlanParams {
+    /// The webhook the plan was made for.
+    pub webhook_id: String,
+    /// The plan_token of the plan to put live.
+    pub plan_token: String,
+    /// Needed to confirm an unproven or truncated plan. Default false.
+    #[serde(default)]
+    pub allow_unproven: bool,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct TodoIdParams {
     /// The todo's id: `td_` and 32 hex characters, as list_todos shows it.
     pub todo_id: String,

@@ -41,6 +41,8 @@ pub const ALL_VERBS: &[&str] = &[
     "list_rule_packs",
     "install_rule_pack",
     "remove_rule_pack",
+    "get_rule_pack_plan",
+    "confirm_rule_pack_plan",
     "list_webhook_history",
     "list_todos",
     "claim_todo",
@@ -124,6 +126,7 @@ fn webhook() -> pb::Webhook {
             ..Default::default()
         }],
         created_at_ms: 1_795_996_750_000,
+        confirm_policy: "self".into(),
     }
 }
 
@@ -378,6 +381,20 @@ fn test_answer(r: &pb::TestWebhookRulesRequest, via: &str) -> pb::TestWebhookRul
 
 #[tonic::async_trait]
 impl RulePacks for FakeControl {
+    async fn get_rule_pack_plan(
+        &self,
+        _: Request<pb::GetRulePackPlanRequest>,
+    ) -> Result<Response<pb::RulePackPlanStatus>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn confirm_rule_pack_plan(
+        &self,
+        _: Request<pb::ConfirmRulePackPlanRequest>,
+    ) -> Result<Response<pb::RulePackEvent>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
     async fn list_rule_packs(
         &self,
         request: Request<pb::ListRulePacksRequest>,

@@ -249,6 +249,26 @@ pub struct AppliedPack {
     pub version: String,
 }
 
+/// A confirm on a webhook whose `confirm_policy` is `person` (issue 20): nothing was saved;
+/// the plan waits for a person to accept or reject it at `console_url`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct Pending {
+    /// Always false: nothing was saved; a person puts the plan live.
+    pub saved: bool,
+    /// Always `pending_approval`.
+    pub state: PlanState,
+    pub plan_id: String,
+    pub webhook_id: String,
+    pub kind: PlanKind,
+    pub pack: AppliedPack,
+    /// Where a person reviews the plan and accepts or rejects it.
+    pub console_url: String,
+    /// RFC 3339: unless a person accepts it by then, the plan is stale.
+    pub approval_expires_at: String,
+}
+
 /// Stored provenance is read as [`provenance::from_json`] reads it: odd is none, not an
 /// error, so a plan stored by an older release still applies.
 fn lenient_provenance<'de, D: Deserializer<'de>>(d: D) -> Result<Provenance, D::Error> {

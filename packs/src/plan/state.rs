@@ -6,10 +6,12 @@
 use serde::{Deserialize, Serialize};
 
 /// A plan's state as a caller sees it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum PlanState {
     /// Made, not used, still current: its token confirms it.
+    #[default]
     Planned,
     /// An endpoint confirmed it under `confirm_policy: person`; a person has yet to decide.
     PendingApproval,
@@ -23,6 +25,7 @@ pub enum PlanState {
 
 /// Why a plan is stale, for the message a caller reads.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum StaleReason {
     /// The plan's own TTL passed before anyone confirmed it.
@@ -31,6 +34,29 @@ pub enum StaleReason {
     ApprovalExpired,
     /// The webhook's configuration was saved since the plan was made.
     ConfigurationChanged,
+}
+
+impl PlanState {
+    /// The word agents read (`pending_approval`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PlanState::Planned => "planned",
+            PlanState::PendingApproval => "pending_approval",
+            PlanState::Applied => "applied",
+            PlanState::Rejected => "rejected",
+            PlanState::Stale => "stale",
+        }
+    }
+}
+
+impl StaleReason {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StaleReason::Expired => "expired",
+            StaleReason::ApprovalExpired => "approval_expired",
+            StaleReason::ConfigurationChanged => "configuration_changed",
+        }
+    }
 }
 
 /// What is recorded of a plan, in milliseconds since the Unix epoch.
@@ -150,11 +176,13 @@ mod tests {
         ]
         .iter()
         .map(|s| {
-            serde_json::to_value(s)
+            let word = serde_json::to_value(s)
                 .unwrap()
                 .as_str()
                 .unwrap()
-                .to_string()
+                .to_string();
+            assert_eq!(word, s.as_str());
+            word
         })
         .collect();
         assert_eq!(

@@ -32,7 +32,8 @@ impl From<PlanKind> for pb::PlanKind {
     }
 }
 
-fn plan_kind(k: i32) -> PlanKind {
+/// A wire plan kind as the typed one (unknown: install).
+pub fn plan_kind(k: i32) -> PlanKind {
     match pb::PlanKind::try_from(k).unwrap_or(pb::PlanKind::Unspecified) {
         pb::PlanKind::Upgrade => PlanKind::Upgrade,
         pb::PlanKind::Downgrade => PlanKind::Downgrade,
@@ -349,6 +350,50 @@ impl From<pb::Applied> for Applied {
                 version: a.pack_version,
             },
             provenance: a.provenance.map(InstalledPack::from),
+        }
+    }
+}
+
+impl From<PlanState> for pb::PlanState {
+    fn from(s: PlanState) -> Self {
+        match s {
+            PlanState::Planned => pb::PlanState::Planned,
+            PlanState::PendingApproval => pb::PlanState::PendingApproval,
+            PlanState::Applied => pb::PlanState::Applied,
+            PlanState::Rejected => pb::PlanState::Rejected,
+            PlanState::Stale => pb::PlanState::Stale,
+        }
+    }
+}
+
+impl From<&Pending> for pb::PendingApproval {
+    fn from(p: &Pending) -> Self {
+        pb::PendingApproval {
+            plan_id: p.plan_id.clone(),
+            webhook_id: p.webhook_id.clone(),
+            kind: pb::PlanKind::from(p.kind) as i32,
+            pack_name: p.pack.name.clone(),
+            pack_version: p.pack.version.clone(),
+            console_url: p.console_url.clone(),
+            approval_expires_at: p.approval_expires_at.clone(),
+        }
+    }
+}
+
+impl From<pb::PendingApproval> for Pending {
+    fn from(p: pb::PendingApproval) -> Self {
+        Pending {
+            saved: false,
+            state: PlanState::PendingApproval,
+            plan_id: p.plan_id,
+            webhook_id: p.webhook_id,
+            kind: plan_kind(p.kind),
+            pack: AppliedPack {
+                name: p.pack_name,
+                version: p.pack_version,
+            },
+            console_url: p.console_url,
+            approval_expires_at: p.approval_expires_at,
         }
     }
 }
