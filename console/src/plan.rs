@@ -1,0 +1,281 @@
+//! The plan page: everything the plan carries (SPEC-0031 REQ-5), lost work first, and the
+//! Accept and Reject forms when this person may decide. No payload text: the plan carries
+//! none, and nothing else is read for this page.
+
+use std::collections::BTreeSet;
+
+use maud::{Markup, PreEscaped, html};
+use switchboard_packs::plan::{Plan, PlanState, StaleReason, TodosPerDay};
+
+use crate::layout::{Chrome, page};
+
+/// A person's decision, once made.
+#[derive(Clone, Debug, Default)]
+pub struct Decision {
+    pub by: String,
+    /// Set when it was a rejection: the reason given.
+    pub rejected: Option<String>,
+}
+
+/// Everything the plan page shows.
+#[derive(Clone, Debug)]
+pub struct PlanView<'a> {
+    pub chrome: &'a Chrome,
+    pub plan_id: String,
+    pub owner_scope: String,
+    pub plan: &'a Plan,
+    pub state: PlanState,
+    pub stale_reason: Option<StaleReason>,
+    pub proposed_by_endpoint: String,
+    pub proposed_by_human: String,
+    /// RFC 3339; empty when the plan was never put before a person.
+    pub approval_expires_at: String,
+    pub decision: Option<Decision>,
+    /// The person holds the editor role in the plan's scope: the forms are shown.
+    pub may_decide: bool,
+    /// What just happened (after a form), shown at the top.
+    pub notice: Option<String>,
+}
+
+pub fn plan_page(v: &PlanView<'_>) -> Markup {
+    let p = v.plan;
+    let title = format!("{} {}@{}", p.kind.as_str(), p.pack.name, p.pack.version);
+    page(
+        &title,
+        Some(v.chrome),
+        html! {
+            h1 { (title) " " span.badge.state #plan-state data-state=(v.state.as_str()) { (v.state.as_str()) } }
+            @if let Some(notice) = &v.notice { p.notice #notice { (notice) } }
+            dl.facts {
+                dt { "Webhook" } dd { a href={ "/console/webhooks/" (p.webhook_id) } { code { (p.webhook_id) } } " (" (v.owner_scope) ")" }
+                @if let Some(from) = &p.pack.from_version { dt { "Installed now" } dd { (p.pack.name) "@" (from) } }
+                dt { "Proposed by" } dd { (v.proposed_by_human) " via " code { (v.proposed_by_endpoint) } }
+                @if !v.approval_expires_at.is_empty() { dt { "Decide by" } dd { (v.approval_expires_at) } }
+                dt { "Evidence" } dd #evidence {
+                    (p.report.events_replayed) " stored deliveries replayed"
+                    @if let (Some(from), Some(to)) = (&p.report.window_from, &p.report.window_to) { " (" (from) " to " (to) ")" }
+                    "; "
+                    @if p.proven { span.badge.proven { "proven" } } @else { span.badge.unproven { "unproven" } }
+                    @if p.report.truncated { " " span.badge.unproven { "truncated" } }
+                    @if let Some(stopped) = &p.report.stopped { " stopped: " (stopped) }
+                }
+            }
+            (decision_block(v))
+            h2 { "Decisions before and after" }
+            (totals(p))
+            h2 { "What changes" }
+            (transitions(p))
+            h2 { "Todos per day" }
+            (todos_chart(&p.report.todos_per_day))
+            h2 { "Rules" }
+            (rules(p))
+            @if !p.fixtures.is_empty() {
+                h2 { "Fixtures" }
+                (fixtures(p))
+            }
+            h2 { "Rule and param diffs" }
+            (diffs(p))
+        },
+    )
+}
+
+fn decision_block(v: &PlanView<'_>) -> Markup {
+    let id = &v.plan_id;
+    html! {
+        section.decision #decision {
+            @match v.state {
+                PlanState::PendingApproval if v.may_decide => {
+                    p { "Accepting puts exactly this plan live, once. Rejecting it means it can never be applied." }
+                    form.inline method="post" action={ "/console/plans/" (id) "/accept" } {
+                        input type="hidden" name="csrf" value=(v.chrome.csrf);
+                        button #accept.accept type="submit" { "Accept" }
+                    }
+                    form.inline method="post" action={ "/console/plans/" (id) "/reject" } {
+                        input type="hidden" name="csrf" value=(v.chrome.csrf);
+                        label for="reason" { "Reason " }
+                        input #reason type="text" name="reason" maxlength="500" required;
+                        button #reject.reject type="submit" { "Reject" }
+                    }
+                }
+                PlanState::PendingApproval => {
+                    p #no-decision { "You can read this plan, but accepting or rejecting it needs the editor role in " (v.owner_scope) "." }
+                }
+                PlanState::Applied => {
+                    p { "Applied" @if let Some(d) = &v.decision { ", accepted by " strong { (d.by) } } "." }
+                }
+                PlanState::Rejected => {
+                    @if let Some(d) = &v.decision {
+                        p { "Rejected by " strong { (d.by) } @if let Some(r) = &d.rejected { ": " q { (r) } } }
+                    }
+                }
+                PlanState::Stale => {
+                    p #stale { "This plan is stale ("
+                        (v.stale_reason.map_or("", StaleReason::as_str))
+                        "): it can no longer be applied. Ask the agent to plan again." }
+                }
+                PlanState::Planned => {
+                    p { "Nobody has proposed this plan for acceptance yet." }
+                }
+            }
+        }
+    }
+}
+
+fn totals(p: &Plan) -> Markup {
+    let labels: BTreeSet<&String> = p
+        .report
+        .totals
+        .before
+        .keys()
+        .chain(p.report.totals.after.keys())
+        .collect();
+    let count = |m: &std::collections::BTreeMap<String, u64>, l: &str| m.get(l).copied().unwrap_or(0);
+    html! {
+        table #totals {
+            thead { tr { th { "Decision" } th.num { "Before" } th.num { "After" } } }
+            tbody {
+                @for label in labels {
+                    @let (before, after) = (count(&p.report.totals.before, label), count(&p.report.totals.after, label));
+                    tr.changed[before != after] { td { code { (label) } } td.num { (before) } td.num { (after) } }
+                }
+            }
+        }
+        p { (p.report.changed) " of " (p.report.events_replayed) " replayed deliveries change decision." }
+    }
+}
+
+fn transitions(p: &Plan) -> Markup {
+    html! {
+        @if p.report.transitions.is_empty() {
+            p #no-transitions { "No replayed delivery changes decision." }
+        } @else {
+            table #transitions {
+                thead { tr { th { "From" } th { "To" } th.num { "Deliveries" } th { "Which rule took them" } th { "Example events" } } }
+                tbody {
+                    @for t in &p.report.transitions {
+                        tr.lost[is_lost(&t.from, &t.to)] {
+                            td { code { (t.from) } } td { code { (t.to) } } td.num { (t.count) }
+                            td { ul { @for s in &t.by_rules {
+                                li { (s.before_rule.as_deref().unwrap_or("(default)")) " → " (s.after_rule.as_deref().unwrap_or("(default)")) ": " (s.count) }
+                            } } }
+                            td { @for id in &t.example_event_ids { code { (id) } " " } }
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Work that stops reaching a queue: it went to a queue (or the default one) and now does not.
+fn is_lost(from: &str, to: &str) -> bool {
+    let works = |l: &str| l.starts_with("queue:") || l == "default";
+    works(from) && !works(to)
+}
+
+fn rules(p: &Plan) -> Markup {
+    html! {
+        table #rules {
+            thead { tr { th { "Rule" } th { "Pack" } th.num { "First matches" } th.num { "Faults" } th { "" } } }
+            tbody {
+                @for r in &p.report.rules {
+                    tr.faulted[r.faults > 0] {
+                        td { code { (r.id) } } td { (r.from_pack.as_deref().unwrap_or("")) }
+                        td.num { (r.first_matches) } td.num { (r.faults) }
+                        td { @if r.never_matched { span.badge.stale { "never matched" } } }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn fixtures(p: &Plan) -> Markup {
+    html! {
+        table #fixtures {
+            thead { tr { th { "Fixture" } th { "Wants" } th { "Got" } th { "Rule" } th { "" } } }
+            tbody {
+                @for f in &p.fixtures {
+                    tr.failed[!f.passed] {
+                        td { (f.name) } td { code { (f.want) } } td { code { (f.got) } }
+                        td { (f.rule.as_deref().unwrap_or("")) }
+                        td { @if f.passed { "passed" } @else { strong { "failed" } } }
+                    }
+                }
+            }
+        }
+    }
+}
+
+fn id_list(title: &str, ids: &[String]) -> Markup {
+    html! {
+        @if !ids.is_empty() {
+            dt { (title) } dd { @for id in ids { code { (id) } " " } }
+        }
+    }
+}
+
+fn diffs(p: &Plan) -> Markup {
+    let r = &p.rule_diff;
+    let d = &p.param_diff;
+    html! {
+        dl.diff #rule-diff {
+            (id_list("Rules added", &r.added))
+            (id_list("Rules removed", &r.removed))
+            (id_list("Rules changed", &r.changed))
+            (id_list("Hand-written rules taken over", &r.replaced))
+            @if let Some(change) = &r.default_action {
+                dt { "Default action" }
+                dd { (change.before.as_deref().unwrap_or("none")) " → " (change.after.as_deref().unwrap_or("none")) }
+            }
+            (id_list("Params added", &d.added))
+            (id_list("Params changed", &d.changed))
+            (id_list("Params removed", &d.removed))
+            (id_list("Params adopted", &d.adopted))
+            (id_list("Params left without an owner", &d.orphaned))
+            (id_list("Params kept", &d.kept))
+            @if let Some(v) = &p.version_diff {
+                dt { "Version" } dd { (v.from) " → " (v.to) }
+                (id_list("Pack rules added", &v.rules_added))
+                (id_list("Pack rules removed", &v.rules_removed))
+                (id_list("Pack rules changed", &v.rules_changed))
+            }
+        }
+    }
+}
+
+/// Two horizontal bars, before and after, scaled to the larger: inline SVG, no script.
+fn todos_chart(t: &TodosPerDay) -> Markup {
+    let max = t.before.max(t.after).max(f64::EPSILON);
+    let width = |v: f64| (v / max * 300.0).max(1.0);
+    let bar = |y: u32, label: &str, value: f64, class: &str| {
+        format!(
+            r#"<text x="0" y="{ty}" class="label">{label}</text><rect x="60" y="{y}" width="{w:.1}" height="18" class="{class}"/><text x="{tx:.1}" y="{ty}" class="value">{value:.1}</text>"#,
+            ty = y + 14,
+            w = width(value),
+            tx = 66.0 + width(value),
+        )
+    };
+    let svg = format!(
+        r#"<svg id="todos-chart" role="img" aria-label="Todos per day: {b:.1} before, {a:.1} after" width="420" height="56" viewBox="0 0 420 56" xmlns="http://www.w3.org/2000/svg">{}{}</svg>"#,
+        bar(4, "before", t.before, "before"),
+        bar(30, "after", t.after, "after"),
+        b = t.before,
+        a = t.after,
+    );
+    // Only numbers and fixed words are formatted into it: nothing a tenant wrote.
+    PreEscaped(svg)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn lost_work_is_work_that_stops_reaching_a_queue() {
+        assert!(is_lost("queue:review", "drop"));
+        assert!(is_lost("default", "quarantine"));
+        assert!(!is_lost("drop", "queue:review"));
+        assert!(!is_lost("queue:a", "queue:b"));
+    }
+}

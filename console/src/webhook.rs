@@ -1,0 +1,127 @@
+//! The webhook page: its rules in order, installed packs (version, drift, upgrades), the
+//! configuration history with who proposed and who approved, and recent events with their
+//! decision (never their payload).
+
+use maud::{Markup, html};
+use switchboard_packs::listing::InstalledStatus;
+
+use crate::layout::{Chrome, page};
+
+#[derive(Clone, Debug, Default)]
+pub struct RuleRow {
+    pub id: String,
+    pub description: Option<String>,
+    pub when: String,
+    /// The action as a decision label (`queue:review`, `drop`, `quarantine`).
+    pub action: String,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct HistoryRow {
+    pub version: i64,
+    /// RFC 3339.
+    pub saved_at: String,
+    /// What changed (`install_rule_pack drop-ci-noise@2.0.0`, `set_webhook_rules`, …).
+    pub change: String,
+    /// Who saved it: an endpoint and its human, a person, or an operator.
+    pub saved_by: String,
+    /// Set when a person accepted an agent's plan.
+    pub proposed_by: Option<String>,
+    pub approved_by: Option<String>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct EventRow {
+    pub id: String,
+    pub received_at: String,
+    pub kind: String,
+    pub verified: bool,
+    /// The decision label, or `pending` when not routed yet.
+    pub decision: String,
+    pub rule_id: Option<String>,
+}
+
+#[derive(Clone, Debug, Default)]
+pub struct WebhookView {
+    pub webhook_id: String,
+    pub owner_scope: String,
+    pub source_type: String,
+    pub config_version: i64,
+    pub confirm_policy: String,
+    pub grant: Vec<String>,
+    pub rules: Vec<RuleRow>,
+    pub default_action: Option<String>,
+    /// (pack name, its status on this webhook).
+    pub installed: Vec<(String, InstalledStatus)>,
+    pub history: Vec<HistoryRow>,
+    pub events: Vec<EventRow>,
+}
+
+pub fn webhook_page(chrome: &Chrome, v: &WebhookView) -> Markup {
+    page(
+        &format!("Webhook {}", v.webhook_id),
+        Some(chrome),
+        html! {
+            h1 { "Webhook " code { (v.webhook_id) } }
+            dl.facts {
+                dt { "Scope" } dd { (v.owner_scope) }
+                dt { "Source" } dd { (v.source_type) }
+                dt { "Configuration version" } dd #config-version { (v.config_version) }
+                dt { "Who confirms plans" } dd { (v.confirm_policy) }
+                dt { "Grant" } dd { @for q in &v.grant { code { (q) } " " } }
+                dt { "Default action" } dd { (v.default_action.as_deref().unwrap_or("none (the first granted queue)")) }
+            }
+            h2 { "Rules, in order" }
+            @if v.rules.is_empty() { p { "No rules." } } @else {
+                table #webhook-rules {
+                    thead { tr { th { "#" } th { "Rule" } th { "When" } th { "Action" } } }
+                    tbody { @for (i, r) in v.rules.iter().enumerate() {
+                        tr {
+                            td.num { (i + 1) }
+                            td { code { (r.id) } @if let Some(d) = &r.description { br; small { (d) } } }
+                            td { code.expr { (r.when) } }
+                            td { code { (r.action) } }
+                        }
+                    } }
+                }
+            }
+            h2 { "Installed rule packs" }
+            @if v.installed.is_empty() { p { "None." } } @else {
+                table #installed {
+                    thead { tr { th { "Pack" } th { "Version" } th { "Drift" } th { "Upgrade" } th { "Installed by" } } }
+                    tbody { @for (name, s) in &v.installed {
+                        tr {
+                            td { (name) } td { (s.version) }
+                            td { (s.drift.state) @for id in s.drift.rule_ids() { " " code { (id) } } }
+                            td { @if s.upgrade_available { (s.upgrade_to.as_deref().unwrap_or("available")) } @else { "—" } }
+                            td { (s.installed_by.human) " via " code { (s.installed_by.endpoint) } }
+                        }
+                    } }
+                }
+            }
+            h2 { "Configuration history" }
+            table #history {
+                thead { tr { th.num { "Version" } th { "Saved" } th { "Change" } th { "Saved by" } th { "Proposed by" } th { "Approved by" } } }
+                tbody { @for h in &v.history {
+                    tr {
+                        td.num { (h.version) } td { (h.saved_at) } td { (h.change) } td { (h.saved_by) }
+                        td { (h.proposed_by.as_deref().unwrap_or("")) } td { (h.approved_by.as_deref().unwrap_or("")) }
+                    }
+                } }
+            }
+            h2 { "Recent events" }
+            @if v.events.is_empty() { p { "No deliveries yet." } } @else {
+                table #events {
+                    thead { tr { th { "Event" } th { "Received" } th { "Kind" } th { "Signed" } th { "Decision" } } }
+                    tbody { @for e in &v.events {
+                        tr {
+                            td { code { (e.id) } } td { (e.received_at) } td { (e.kind) }
+                            td { @if e.verified { "yes" } @else { "no" } }
+                            td { code { (e.decision) } @if let Some(r) = &e.rule_id { " by " code { (r) } } }
+                        }
+                    } }
+                }
+            }
+        },
+    )
+}
