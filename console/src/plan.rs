@@ -129,7 +129,8 @@ fn totals(p: &Plan) -> Markup {
         .keys()
         .chain(p.report.totals.after.keys())
         .collect();
-    let count = |m: &std::collections::BTreeMap<String, u64>, l: &str| m.get(l).copied().unwrap_or(0);
+    let count =
+        |m: &std::collections::BTreeMap<String, u64>, l: &str| m.get(l).copied().unwrap_or(0);
     html! {
         table #totals {
             thead { tr { th { "Decision" } th.num { "Before" } th.num { "After" } } }

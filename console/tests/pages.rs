@@ -52,8 +52,12 @@ fn matches_golden(name: &str, html: &str) {
         std::fs::write(&path, &html).expect("write golden");
         return;
     }
-    let want = std::fs::read_to_string(&path)
-        .unwrap_or_else(|e| panic!("{}: {e}; run with UPDATE_GOLDEN=1 to write it", path.display()));
+    let want = std::fs::read_to_string(&path).unwrap_or_else(|e| {
+        panic!(
+            "{}: {e}; run with UPDATE_GOLDEN=1 to write it",
+            path.display()
+        )
+    });
     if want != html {
         let diff: Vec<String> = want
             .lines()
@@ -63,7 +67,10 @@ fn matches_golden(name: &str, html: &str) {
             .take(5)
             .map(|(i, (a, b))| format!("line {}:\n  want {a}\n  got  {b}", i + 1))
             .collect();
-        panic!("{name}.html differs (UPDATE_GOLDEN=1 rewrites it):\n{}", diff.join("\n"));
+        panic!(
+            "{name}.html differs (UPDATE_GOLDEN=1 rewrites it):\n{}",
+            diff.join("\n")
+        );
     }
 }
 
@@ -87,9 +94,16 @@ fn a_pending_plan_offers_accept_and_reject_with_the_csrf_token_only_to_an_editor
     let chrome = chrome();
     let plan = golden_plan("plan-upgrade");
     let editor = plan_page(&view(&chrome, &plan, PlanState::PendingApproval)).into_string();
-    assert!(editor.contains(r#"action="/console/plans/pl_0123/accept""#), "{editor}");
+    assert!(
+        editor.contains(r#"action="/console/plans/pl_0123/accept""#),
+        "{editor}"
+    );
     assert!(editor.contains(r#"action="/console/plans/pl_0123/reject""#));
-    assert_eq!(editor.matches(r#"name="csrf" value="csrf-token""#).count(), 3, "accept, reject, sign out");
+    assert_eq!(
+        editor.matches(r#"name="csrf" value="csrf-token""#).count(),
+        3,
+        "accept, reject, sign out"
+    );
     let viewer = plan_page(&PlanView {
         may_decide: false,
         ..view(&chrome, &plan, PlanState::PendingApproval)
@@ -131,7 +145,10 @@ fn what_tenants_and_agents_wrote_is_escaped() {
         ..InboxItem::default()
     }];
     let html = inbox(&chrome, &items).into_string();
-    assert!(!html.contains("<i>pack") && !html.contains("\"onmouseover"), "{html}");
+    assert!(
+        !html.contains("<i>pack") && !html.contains("\"onmouseover"),
+        "{html}"
+    );
 }
 
 #[test]

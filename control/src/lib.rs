@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod console;
 pub mod error;
 pub mod ingest;
 pub mod pack_sources;

@@ -43,6 +43,8 @@ pub struct ServeOptions {
     pub grpc_max_connection_age: Duration,
     /// How long calls in flight on a connection asked to go may still finish.
     pub grpc_max_connection_age_grace: Duration,
+    /// How the console signs people in (issue 20).
+    pub console: crate::console::ConsoleSettings,
 }
 
 /// Five minutes: a new replica gets connections within minutes, and a client reconnects a few
@@ -58,6 +60,7 @@ impl Default for ServeOptions {
             http: HttpLimits::default(),
             grpc_max_connection_age: DEFAULT_MAX_CONNECTION_AGE,
             grpc_max_connection_age_grace: DEFAULT_MAX_CONNECTION_AGE,
+            console: crate::console::ConsoleSettings::default(),
         }
     }
 }
@@ -99,6 +102,17 @@ impl BoundControl {
             grpc,
             health,
         })
+    }
+
+    /// Where people reach the console, now that the HTTP port is known (`switchboard up`
+    /// binds port 0): the links pending plans carry point here unless one was configured.
+    pub fn console_base_or(&mut self, base: String) {
+        self.state.console_base.get_or_insert(base);
+    }
+
+    /// The state this control serves with, for building its gRPC routes.
+    pub fn state(&self) -> &ControlState {
+        &self.state
     }
 
     /// The gRPC health reporter, for services that report their own status.
@@ -144,12 +158,17 @@ impl BoundControl {
             .retention
             .map(|o| crate::retention::spawn_retention(self.state.clone(), o));
 
-        let http_app = ingest::router_with(self.state.clone(), &options.http).merge(
-            axum::Router::new()
-                .route("/healthz", get(|| async { "ok" }))
-                .route("/readyz", get(readyz))
-                .with_state(ready),
-        );
+        let http_app = ingest::router_with(self.state.clone(), &options.http)
+            .merge(
+                axum::Router::new()
+                    .route("/healthz", get(|| async { "ok" }))
+                    .route("/readyz", get(readyz))
+                    .with_state(ready),
+            )
+            .merge(crate::console::router(
+                self.state.clone(),
+                options.console.clone(),
+            ));
         let http =
             ingest::serve::serve(self.http, http_app, options.http, drained(drain_rx.clone()));
 

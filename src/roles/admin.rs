@@ -70,6 +70,14 @@ pub enum HumanCommand {
     },
     /// Lists every human.
     List,
+    /// Prints a one-time link that signs the human in to the console (15 minutes, single use).
+    SignInLink {
+        login: String,
+        /// Where people reach control's HTTP listener, e.g. `https://switchboard.example.com`
+        /// (default: SWITCHBOARD_CONSOLE_URL, else a path to append to it).
+        #[arg(long, env = "SWITCHBOARD_CONSOLE_URL")]
+        console_url: Option<String>,
+    },
 }
 
 #[derive(Subcommand, Debug, Clone)]
@@ -123,6 +131,12 @@ pub enum WebhookCommand {
     List {
         #[arg(long)]
         scope: OwnerScope,
+    },
+    /// Sets who may put a rule-pack plan live: `self` (the endpoint that planned confirms it)
+    /// or `person` (an endpoint's confirm waits for a person's acceptance in the console).
+    ConfirmPolicy {
+        id: String,
+        policy: switchboard_control::store::ConfirmPolicy,
     },
 }
 
@@ -232,6 +246,29 @@ async fn command(store: &Store, command: AdminCommand) -> anyhow::Result<()> {
                 .await
                 .map_err(op)?;
             println!("human {} created (admin of human:{})", h.login, h.login);
+        }
+        AdminCommand::Human(HumanCommand::SignInLink { login, console_url }) => {
+            let ttl = switchboard_control::console::SIGN_IN_LINK_TTL;
+            let token = store
+                .create_sign_in_link(&login, i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX))
+                .await
+                .map_err(op)?;
+            println!(
+                "{}",
+                switchboard_control::console::sign_in_url(console_url.as_deref(), &token)
+            );
+            eprintln!(
+                "a one-time sign-in link for {login}, valid for {} minutes",
+                ttl.as_secs() / 60
+            );
+        }
+        AdminCommand::Webhook(WebhookCommand::ConfirmPolicy { id, policy }) => {
+            let current = store.webhook_for_ingest(&id).await.map_err(op)?;
+            let w = store
+                .set_confirm_policy(&current.owner_scope, &id, policy)
+                .await
+                .map_err(op)?;
+            println!("webhook {}: confirm policy {}", w.id, w.confirm_policy);
         }
         AdminCommand::Human(HumanCommand::List) => {
             for h in store.list_humans().await.map_err(op)? {

@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use anyhow::Context;
 use clap::Args;
+use switchboard_control::console::{AuthProxy, ConsoleSettings};
 use switchboard_control::ingest::{BodyPace, HttpLimits, RetryOptions};
 use switchboard_control::pack_sources::FetchOptions;
 use switchboard_control::retention::RetentionOptions;
@@ -141,6 +142,16 @@ pub struct ControlTuning {
     /// plan awaiting a person carries. Unset: the link is a path on this HTTP listener.
     #[arg(long, env = "SWITCHBOARD_CONSOLE_URL")]
     pub console_url: Option<String>,
+    /// Console: the request header an auth proxy names the signed-in person in (e.g.
+    /// `X-Forwarded-User`), believed only from --console-trusted-proxy addresses.
+    #[arg(long, env = "SWITCHBOARD_CONSOLE_AUTH_PROXY_HEADER")]
+    pub console_auth_proxy_header: Option<String>,
+    /// Console: networks (CIDR) the auth proxy connects from; comma-separated.
+    #[arg(long, env = "SWITCHBOARD_CONSOLE_TRUSTED_PROXY", value_delimiter = ',')]
+    pub console_trusted_proxy: Vec<ipnet::IpNet>,
+    /// Console: mark its cookies Secure (it is reached over TLS).
+    #[arg(long, env = "SWITCHBOARD_CONSOLE_SECURE_COOKIES")]
+    pub console_secure_cookies: bool,
     /// Time between retention passes, milliseconds.
     #[arg(
         long,
@@ -260,6 +271,23 @@ impl ControlTuning {
                 interval: Duration::from_millis(self.retention_interval_ms.max(10)),
                 ..RetentionOptions::default()
             }),
+            console: self.console_settings(),
+        }
+    }
+
+    /// How the console signs people in. A proxy header without trusted networks trusts no one.
+    pub fn console_settings(&self) -> ConsoleSettings {
+        ConsoleSettings {
+            auth_proxy: self
+                .console_auth_proxy_header
+                .as_deref()
+                .and_then(|h| axum::http::HeaderName::from_bytes(h.trim().as_bytes()).ok())
+                .map(|header| AuthProxy {
+                    header,
+                    trusted: self.console_trusted_proxy.clone(),
+                }),
+            secure_cookies: self.console_secure_cookies,
+            ..ConsoleSettings::default()
         }
     }
 

@@ -168,8 +168,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
             RouterSource::Static(vec![router_addr.to_string()]),
         )
         .await;
-    let routes = grpc_routes(&state);
-    let control = bind_and_announce(state, &args.listen).await?;
+    let mut control = bind_and_announce(state, &args.listen).await?;
+    // The links pending plans carry point at the listener just bound.
+    control.console_base_or(format!("http://{}", control.http_addr));
+    let routes = grpc_routes(control.state());
 
     let gateway = BoundGateway::bind(GatewayConfig::new(
         args.mcp_listen,
@@ -198,6 +200,22 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     );
     println!("bearer token: {}", dev.endpoint.credential);
     println!("mcp url: {}", gateway.url());
+    let console_base = format!("http://{}", control.http_addr);
+    println!("console url: {console_base}/console");
+    let ttl = switchboard_control::console::SIGN_IN_LINK_TTL;
+    let link = store
+        .create_sign_in_link(
+            DEV_LOGIN,
+            i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX),
+        )
+        .await
+        .map_err(internal)
+        .context("issuing the dev human's sign-in link")?;
+    println!(
+        "console sign-in ({DEV_LOGIN}, once, {} minutes): {}",
+        ttl.as_secs() / 60,
+        switchboard_control::console::sign_in_url(Some(&console_base), &link)
+    );
     println!("switchboard up: ready (Ctrl-C or SIGTERM stops it)");
 
     // Roles in the order they stop: the gateway (the agents' door) first, then control

@@ -309,6 +309,8 @@ pub struct ControlSetup {
     pub http: switchboard_control::ingest::HttpLimits,
     /// `None`: the default age after which a gRPC connection is asked to go.
     pub grpc_max_connection_age: Option<Duration>,
+    /// How the console signs people in.
+    pub console: switchboard_control::console::ConsoleSettings,
 }
 
 impl Control {
@@ -344,6 +346,7 @@ impl Control {
             grpc_max_connection_age_grace: setup
                 .grpc_max_connection_age
                 .unwrap_or(switchboard_control::server::DEFAULT_MAX_CONNECTION_AGE),
+            console: setup.console,
         };
         let task = tokio::spawn(async move {
             bound

@@ -3,6 +3,7 @@
 mod catalog;
 mod cli;
 mod config;
+mod console;
 mod control_api;
 mod control_harness;
 mod deploy;

@@ -260,6 +260,8 @@ async fn a_real_mcp_client_plans_and_confirms_a_rule_pack_through_the_gateway() 
         // A webhook of alice's per mode, with deliveries to replay.
         let webhook_a = webhook(&store, &alice).await;
         deliver_some(http, &webhook_a).await;
+        // And one for hand-written rules.
+        let webhook_hand = webhook(&store, &alice).await;
         let mcp_url = if mode == "legacy" {
             &in_process_url
         } else {
@@ -272,6 +274,7 @@ async fn a_real_mcp_client_plans_and_confirms_a_rule_pack_through_the_gateway() 
             .args(["--token-a-no-install", &token_a_no_install])
             .args(["--token-b", &token_b])
             .args(["--webhook-a", &webhook_a.id, "--webhook-b", &webhook_b.id])
+            .args(["--webhook-hand", &webhook_hand.id])
             .kill_on_drop(true)
             .output();
         let output = tokio::time::timeout(Duration::from_secs(240), output)
@@ -296,6 +299,14 @@ async fn a_real_mcp_client_plans_and_confirms_a_rule_pack_through_the_gateway() 
         assert!(
             saved.config_version > webhook_a.config_version,
             "{mode}: the install saved"
+        );
+        let hand = store
+            .get_webhook(&alice, &webhook_hand.id)
+            .await
+            .expect("the hand-written rules' webhook");
+        assert_eq!(
+            hand.config_version, 3,
+            "{mode}: set, then patched; refusals saved nothing"
         );
         assert!(
             switchboard_packs::provenance::from_json(&saved.provenance)

@@ -8,7 +8,7 @@ failed check exits non-zero naming the step.
 
     python story.py --url http://127.0.0.1:PORT/mcp --mode legacy \
         --token-a CRED --token-a-no-install CRED --token-b CRED \
-        --webhook-a WH_ID --webhook-b WH_ID
+        --webhook-a WH_ID --webhook-b WH_ID --webhook-hand WH_ID
 """
 
 import argparse
@@ -227,29 +227,6 @@ async def story(args: argparse.Namespace) -> None:
         check(len(after["webhooks"]) == len(before["webhooks"]), "nothing was created", after)
         step("a grant outside the allowance refused", code="grant_not_allowed")
 
-        # 9. hand-written rules: the agent's JSON reaches control as typed messages
-        saved = result_json(await b.call_tool("set_webhook_rules", {
-            "webhook_id": args.webhook_b,
-            "configuration": {"rules": [{"when": ".kind == \"push\"", "action": {"drop": True}}]},
-        }))
-        check([r["id"] for r in saved["configuration"]["rules"]] == ["r-1"], "an id-less rule is given one", saved)
-        await b.call_tool("update_webhook_rule", {
-            "webhook_id": args.webhook_b, "rule_id": "r-1", "rule": {"description": "pushes"},
-        })
-        rules = await rules_of(b, args.webhook_b)
-        rule = rules["configuration"]["rules"][0]
-        check(rule.get("description") == "pushes" and rule["action"] == {"drop": True}, "the patch merged", rules)
-        shape = error_json(await b.call_tool("set_webhook_rules", {
-            "webhook_id": args.webhook_b, "configuration": {"rules": [], "extra": 1},
-        }))
-        check(shape["code"] == "invalid_configuration", "a configuration's shape problem is invalid_configuration", shape)
-        check(shape["details"]["problems"][0]["code"] == "invalid_configuration", "listed as a problem", shape)
-        patch = error_json(await b.call_tool("update_webhook_rule", {
-            "webhook_id": args.webhook_b, "rule_id": "r-1", "rule": {"whenn": "true"},
-        }))
-        check(patch["code"] == "invalid_argument" and patch["details"].get("field") == "rule", "a bad patch names the field", patch)
-        check((await rules_of(b, args.webhook_b))["version"] == rules["version"], "the refusals saved nothing", rules)
-        step("hand-written rules set and patched", version=rules["version"])
 
     async with connect(args.url, args.token_a, mode) as a:
         unchanged = await rules_of(a, args.webhook_a)
@@ -257,6 +234,30 @@ async def story(args: argparse.Namespace) -> None:
         # Bad input from a real client: a wrong type is a clear tool error, and the gateway goes on.
         wrong = error_json(await a.session.call_tool("list_webhook_rules", {"webhook_id": 7}))
         check(wrong["code"] == "invalid_argument", "a wrong type is invalid_argument", wrong)
+
+        # 9. hand-written rules: the agent's JSON reaches control as typed messages
+        saved = result_json(await a.call_tool("set_webhook_rules", {
+            "webhook_id": args.webhook_hand,
+            "configuration": {"rules": [{"when": ".kind == \"push\"", "action": {"drop": True}}]},
+        }))
+        check([r["id"] for r in saved["configuration"]["rules"]] == ["r-1"], "an id-less rule is given one", saved)
+        await a.call_tool("update_webhook_rule", {
+            "webhook_id": args.webhook_hand, "rule_id": "r-1", "rule": {"description": "pushes"},
+        })
+        rules = await rules_of(a, args.webhook_hand)
+        rule = rules["configuration"]["rules"][0]
+        check(rule.get("description") == "pushes" and rule["action"] == {"drop": True}, "the patch merged", rules)
+        shape = error_json(await a.call_tool("set_webhook_rules", {
+            "webhook_id": args.webhook_hand, "configuration": {"rules": [], "extra": 1},
+        }))
+        check(shape["code"] == "invalid_configuration", "a configuration's shape problem is invalid_configuration", shape)
+        check(shape["details"]["problems"][0]["code"] == "invalid_configuration", "listed as a problem", shape)
+        patch = error_json(await a.call_tool("update_webhook_rule", {
+            "webhook_id": args.webhook_hand, "rule_id": "r-1", "rule": {"whenn": "true"},
+        }))
+        check(patch["code"] == "invalid_argument" and patch["details"].get("field") == "rule", "a bad patch names the field", patch)
+        check((await rules_of(a, args.webhook_hand))["version"] == rules["version"], "the refusals saved nothing", rules)
+        step("hand-written rules set and patched", version=rules["version"])
         step("done", mode=mode)
 
 
@@ -281,6 +282,7 @@ def main() -> int:
     parser.add_argument("--token-b", required=True)
     parser.add_argument("--webhook-a", required=True)
     parser.add_argument("--webhook-b", required=True)
+    parser.add_argument("--webhook-hand", required=True)
     args = parser.parse_args()
     try:
         asyncio.run(story(args))

@@ -104,7 +104,7 @@ pub async fn serve(
     loop {
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _peer)) => stream,
+                Ok(accepted) => accepted,
                 Err(e) => {
                     // Out of file descriptors and the like: wait a moment rather than spin.
                     tracing::warn!(error = %e, "accepting an http connection failed");
@@ -114,6 +114,7 @@ pub async fn serve(
             },
             () = &mut shutdown => break,
         };
+        let (stream, peer) = stream;
         let _ = stream.set_nodelay(true);
         let Ok(permit) = Arc::clone(&open).try_acquire_owned() else {
             switchboard_telemetry::metrics().ingest_refusal("connections");
@@ -121,7 +122,13 @@ pub async fn serve(
             continue;
         };
         let app = app.clone();
-        let service = hyper::service::service_fn(move |request| app.clone().oneshot(request));
+        // The peer's address, for the console's trusted auth proxy (`ConnectInfo`).
+        let service = hyper::service::service_fn(move |mut request: hyper::Request<_>| {
+            request
+                .extensions_mut()
+                .insert(axum::extract::ConnectInfo(peer));
+            app.clone().oneshot(request)
+        });
         let builder = Arc::clone(&builder);
         let connection = builder
             .serve_connection(TokioIo::new(stream), service)

@@ -91,6 +91,11 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "plan_approval",
         include_str!("../../migrations/sqlite/0007_plan_approval.sql"),
     ),
+    (
+        8,
+        "console_sessions",
+        include_str!("../../migrations/sqlite/0008_console_sessions.sql"),
+    ),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -127,6 +132,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         7,
         "plan_approval",
         include_str!("../../migrations/postgres/0007_plan_approval.sql"),
+    ),
+    (
+        8,
+        "console_sessions",
+        include_str!("../../migrations/postgres/0008_console_sessions.sql"),
     ),
 ];
 

@@ -13,6 +13,7 @@
 
 mod allowances;
 mod configuration;
+mod console;
 mod dialect;
 mod endpoints;
 mod events;
@@ -36,6 +37,7 @@ use crate::error::{Error, Result};
 
 pub use allowances::{GrantAllowance, within_allowance};
 pub use configuration::{HistoryRecord, MAX_PROVENANCE_BYTES, SaveConfiguration, Saved};
+pub use console::{SESSION_PREFIX, SIGN_IN_PREFIX};
 pub use dialect::Backend;
 pub use endpoints::{CREDENTIAL_PREFIX, Endpoint, NewEndpoint, VendedEndpoint};
 pub use events::{

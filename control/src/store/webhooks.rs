@@ -361,7 +361,7 @@ impl Store {
         let rows = sqlx::query(concat!(
             "SELECT ",
             webhook_columns!(),
-            " FROM webhooks WHERE owner_scope = $1 ORDER BY created_at, id"
+            ", confirm_policy FROM webhooks WHERE owner_scope = $1 ORDER BY created_at, id"
         ))
         .bind(scope.to_string())
         .fetch_all(&self.pool)

@@ -1,0 +1,259 @@
+//! The console on control's HTTP listener (issue 20): people sign in with a one-time link
+//! (or through an auth proxy), read the plans agents put before them, and accept or reject
+//! them. Pages are rendered by `switchboard-console`; this module only authenticates, loads,
+//! authorizes and calls the same rule-pack code a confirm runs.
+//!
+//! Security: the session cookie is HttpOnly, SameSite=Strict and Path=/console (Secure when
+//! the console is served over TLS); every form carries a CSRF token compared in constant
+//! time; every answer carries a strict Content-Security-Policy; another scope's plan or
+//! webhook answers the same not-found page as an unknown id.
+
+mod pages;
+mod person;
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::{Form, Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use serde::Deserialize;
+
+use crate::rule_packs::RulePacks;
+use crate::state::ControlState;
+
+pub use person::AuthProxy;
+use person::{Peer, Person, SESSION_COOKIE};
+
+/// How the console signs people in.
+#[derive(Clone, Debug)]
+pub struct ConsoleSettings {
+    /// Trust a header set by an auth proxy (oauth2-proxy and the like), from these peers only.
+    pub auth_proxy: Option<AuthProxy>,
+    /// Mark cookies `Secure`: the console is reached over TLS (directly or behind a proxy).
+    pub secure_cookies: bool,
+    /// How long a session stays open.
+    pub session_ttl: Duration,
+}
+
+impl Default for ConsoleSettings {
+    fn default() -> Self {
+        Self {
+            auth_proxy: None,
+            secure_cookies: false,
+            session_ttl: Duration::from_secs(12 * 3600),
+        }
+    }
+}
+
+/// How long an operator's sign-in link works.
+pub const SIGN_IN_LINK_TTL: Duration = Duration::from_secs(15 * 60);
+
+/// The link that redeems sign-in `token`: on `base` (`https://host`) when given, else a path.
+pub fn sign_in_url(base: Option<&str>, token: &str) -> String {
+    format!(
+        "{}/console/sign-in?token={token}",
+        base.unwrap_or("").trim_end_matches('/')
+    )
+}
+
+/// The console's own state.
+#[derive(Clone)]
+pub(crate) struct Console {
+    state: ControlState,
+    packs: RulePacks,
+    settings: Arc<ConsoleSettings>,
+}
+
+/// The console's routes, to merge into control's HTTP app.
+pub fn router(state: ControlState, settings: ConsoleSettings) -> Router {
+    let packs = RulePacks::new(state.clone(), state.catalog.clone());
+    let console = Console {
+        state,
+        packs,
+        settings: Arc::new(settings),
+    };
+    Router::new()
+        .route("/console", get(inbox))
+        .route("/console/", get(inbox))
+        .route("/console/style.css", get(stylesheet))
+        .route("/console/sign-in", get(sign_in))
+        .route("/console/sign-out", post(sign_out))
+        .route("/console/plans/{plan_id}", get(plan))
+        .route("/console/plans/{plan_id}/accept", post(accept))
+        .route("/console/plans/{plan_id}/reject", post(reject))
+        .route("/console/webhooks/{webhook_id}", get(webhook))
+        .layer(axum::middleware::map_response(secure_headers))
+        .with_state(console)
+}
+
+/// Every console answer: a strict CSP (no script at all, styles and forms from this origin
+/// only, never framed), no sniffing, no referrer, never cached.
+async fn secure_headers(mut response: Response) -> Response {
+    let h = response.headers_mut();
+    h.insert(
+        header::CONTENT_SECURITY_POLICY,
+        HeaderValue::from_static(
+            "default-src 'none'; style-src 'self'; img-src 'self' data:; form-action 'self'; frame-ancestors 'none'; base-uri 'none'",
+        ),
+    );
+    h.insert(
+        header::X_CONTENT_TYPE_OPTIONS,
+        HeaderValue::from_static("nosniff"),
+    );
+    h.insert(
+        header::REFERRER_POLICY,
+        HeaderValue::from_static("no-referrer"),
+    );
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    response
+}
+
+async fn stylesheet() -> impl IntoResponse {
+    (
+        [(header::CONTENT_TYPE, "text/css; charset=utf-8")],
+        switchboard_console::STYLESHEET,
+    )
+}
+
+#[derive(Deserialize)]
+struct SignInQuery {
+    #[serde(default)]
+    token: String,
+}
+
+/// A sign-in link: used once, it opens a session and sets its cookie.
+async fn sign_in(State(c): State<Console>, Query(q): Query<SignInQuery>) -> Response {
+    let ttl = i64::try_from(c.settings.session_ttl.as_millis()).unwrap_or(i64::MAX);
+    match c.state.store.redeem_sign_in_link(q.token.trim(), ttl).await {
+        Ok((login, session)) => {
+            let cookie = format!(
+                "{SESSION_COOKIE}={session}; Path=/console; HttpOnly; SameSite=Strict; Max-Age={}{}",
+                c.settings.session_ttl.as_secs(),
+                if c.settings.secure_cookies {
+                    "; Secure"
+                } else {
+                    ""
+                }
+            );
+            let mut response =
+                pages::html(StatusCode::OK, switchboard_console::sign_in_done(&login));
+            if let Ok(v) = HeaderValue::from_str(&cookie) {
+                response.headers_mut().insert(header::SET_COOKIE, v);
+            }
+            response
+        }
+        Err(crate::Error::NotFound { .. }) => pages::message(
+            StatusCode::NOT_FOUND,
+            None,
+            "This sign-in link does not work",
+            "It was used already, it expired, or it never existed. Ask an operator for a new one.",
+        ),
+        Err(e) => pages::internal(&e),
+    }
+}
+
+#[derive(Deserialize)]
+struct CsrfForm {
+    #[serde(default)]
+    csrf: String,
+}
+
+async fn sign_out(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    peer: Peer,
+    Form(form): Form<CsrfForm>,
+) -> Response {
+    let person = match Person::checked(&c, &headers, &peer, &form.csrf).await {
+        Ok(p) => p,
+        Err(refusal) => return refusal,
+    };
+    if let Some(token) = person.session_token()
+        && let Err(e) = c.state.store.end_console_session(token).await
+    {
+        return pages::internal(&e);
+    }
+    let mut response = pages::message(
+        StatusCode::OK,
+        None,
+        "Signed out",
+        "Your session is closed. Use a new sign-in link to come back.",
+    );
+    let cookie = format!("{SESSION_COOKIE}=; Path=/console; HttpOnly; SameSite=Strict; Max-Age=0");
+    if let Ok(v) = HeaderValue::from_str(&cookie) {
+        response.headers_mut().insert(header::SET_COOKIE, v);
+    }
+    response
+}
+
+async fn inbox(State(c): State<Console>, headers: HeaderMap, peer: Peer) -> Response {
+    match Person::of(&c, &headers, &peer).await {
+        Ok(person) => pages::inbox(&c, &person).await,
+        Err(refusal) => refusal,
+    }
+}
+
+async fn plan(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    peer: Peer,
+    Path(plan_id): Path<String>,
+) -> Response {
+    match Person::of(&c, &headers, &peer).await {
+        Ok(person) => pages::plan(&c, &person, &plan_id, None, StatusCode::OK).await,
+        Err(refusal) => refusal,
+    }
+}
+
+async fn accept(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    peer: Peer,
+    Path(plan_id): Path<String>,
+    Form(form): Form<CsrfForm>,
+) -> Response {
+    let person = match Person::checked(&c, &headers, &peer, &form.csrf).await {
+        Ok(p) => p,
+        Err(refusal) => return refusal,
+    };
+    pages::decide(&c, &person, &plan_id, pages::Verdict::Accept).await
+}
+
+#[derive(Deserialize)]
+struct RejectForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    reason: String,
+}
+
+async fn reject(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    peer: Peer,
+    Path(plan_id): Path<String>,
+    Form(form): Form<RejectForm>,
+) -> Response {
+    let person = match Person::checked(&c, &headers, &peer, &form.csrf).await {
+        Ok(p) => p,
+        Err(refusal) => return refusal,
+    };
+    let reason: String = form.reason.trim().chars().take(500).collect();
+    pages::decide(&c, &person, &plan_id, pages::Verdict::Reject(reason)).await
+}
+
+async fn webhook(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    peer: Peer,
+    Path(webhook_id): Path<String>,
+) -> Response {
+    match Person::of(&c, &headers, &peer).await {
+        Ok(person) => pages::webhook(&c, &person, &webhook_id).await,
+        Err(refusal) => refusal,
+    }
+}

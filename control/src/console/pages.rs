@@ -1,0 +1,425 @@
+//! Loading what a page shows, for the person asking, and rendering it. Another scope's plan
+//! or webhook, a malformed id and an unknown one all answer the one not-found page.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use maud::Markup;
+use serde_json::Value;
+use switchboard_console::{
+    Chrome, EventRow, HistoryRow, InboxItem, PlanView, RuleRow, WebhookView,
+};
+use switchboard_packs::plan::{PlanState, StoredPlan};
+
+use super::Console;
+use super::person::Person;
+use crate::error::Reason;
+use crate::rule_packs::{Caller, rfc3339};
+use crate::scope::{OwnerScope, Role};
+use crate::store::{Page, Plan, Webhook};
+
+pub(super) fn html(status: StatusCode, markup: Markup) -> Response {
+    let mut response = (status, markup.into_string()).into_response();
+    response.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/html; charset=utf-8"),
+    );
+    response
+}
+
+pub(super) fn message(
+    status: StatusCode,
+    chrome: Option<&Chrome>,
+    title: &str,
+    text: &str,
+) -> Response {
+    html(
+        status,
+        switchboard_console::message_page(title, chrome, text),
+    )
+}
+
+/// Control's fault: logged, never shown.
+pub(super) fn internal(e: &crate::Error) -> Response {
+    tracing::error!(error = %e.log_text(), "console failed inside control");
+    message(
+        StatusCode::INTERNAL_SERVER_ERROR,
+        None,
+        "Something went wrong",
+        "Switchboard could not answer this page. Try again in a moment.",
+    )
+}
+
+fn not_found(person: &Person) -> Response {
+    message(
+        StatusCode::NOT_FOUND,
+        Some(&person.chrome()),
+        "Not found",
+        "There is no such page for you: it does not exist, or it is not in one of your scopes.",
+    )
+}
+
+fn finish(c: &Console, person: &Person, response: Response) -> Response {
+    person.finish(response, c.settings.secure_cookies)
+}
+
+/// The plan `plan_id` if it is in one of the person's scopes, with its webhook.
+async fn load_plan(
+    c: &Console,
+    person: &Person,
+    plan_id: &str,
+) -> Result<(Plan, Webhook), Response> {
+    let scopes = c
+        .state
+        .store
+        .scopes_with_role(&person.login, Role::Viewer)
+        .await
+        .map_err(|e| internal(&e))?;
+    let plan = match c.state.store.plan_for_person(plan_id, &scopes).await {
+        Ok(plan) => plan,
+        Err(crate::Error::NotFound { .. }) => return Err(not_found(person)),
+        Err(e) => return Err(internal(&e)),
+    };
+    let webhook = match c
+        .state
+        .store
+        .get_webhook(&plan.owner_scope, &plan.webhook_id)
+        .await
+    {
+        Ok(w) => w,
+        Err(crate::Error::NotFound { .. }) => return Err(not_found(person)),
+        Err(e) => return Err(internal(&e)),
+    };
+    Ok((plan, webhook))
+}
+
+pub(super) async fn inbox(c: &Console, person: &Person) -> Response {
+    let store = &c.state.store;
+    let load = async {
+        let scopes = store.scopes_with_role(&person.login, Role::Editor).await?;
+        let mut items = Vec::new();
+        for plan in store.pending_plans(&scopes).await? {
+            let version = store
+                .get_webhook(&plan.owner_scope, &plan.webhook_id)
+                .await?
+                .config_version;
+            let kind = serde_json::from_value::<StoredPlan>(plan.plan.clone())
+                .map(|s| s.apply.kind)
+                .unwrap_or_default();
+            let (state, _) = plan.facts().state(store.clock().now_ms(), version);
+            items.push(InboxItem {
+                kind,
+                stale: state == PlanState::Stale,
+                owner_scope: plan.owner_scope.to_string(),
+                proposed_by_endpoint: plan.proposed_by_endpoint.clone().unwrap_or_default(),
+                proposed_by_human: plan.proposed_by_human.clone().unwrap_or_default(),
+                proposed_at: plan.pending_at.map(rfc3339).unwrap_or_default(),
+                approval_expires_at: rfc3339(plan.approval_expires_at.unwrap_or(plan.expires_at)),
+                plan_id: plan.id,
+                webhook_id: plan.webhook_id,
+                pack_name: plan.pack_name,
+                pack_version: plan.pack_version,
+            });
+        }
+        Ok::<_, crate::Error>(items)
+    };
+    match load.await {
+        Ok(items) => finish(
+            c,
+            person,
+            html(
+                StatusCode::OK,
+                switchboard_console::inbox(&person.chrome(), &items),
+            ),
+        ),
+        Err(e) => internal(&e),
+    }
+}
+
+pub(super) async fn plan(
+    c: &Console,
+    person: &Person,
+    plan_id: &str,
+    notice: Option<String>,
+    status: StatusCode,
+) -> Response {
+    let (plan, webhook) = match load_plan(c, person, plan_id).await {
+        Ok(found) => found,
+        Err(refusal) => return refusal,
+    };
+    let stored: StoredPlan = match serde_json::from_value(plan.plan.clone()) {
+        Ok(s) => s,
+        Err(e) => return internal(&crate::Error::internal(format!("stored plan: {e}"))),
+    };
+    let (state, stale_reason) = plan
+        .facts()
+        .state(c.state.store.clock().now_ms(), webhook.config_version);
+    let may_decide = match c
+        .state
+        .store
+        .role_in_scope(&person.login, &plan.owner_scope)
+        .await
+    {
+        Ok(role) => role.is_some_and(|r| r >= Role::Editor),
+        Err(e) => return internal(&e),
+    };
+    let chrome = person.chrome();
+    let decision = plan
+        .decided_by
+        .clone()
+        .map(|by| switchboard_console::Decision {
+            by,
+            rejected: plan.rejected_at.and(plan.reject_reason.clone()),
+        });
+    let view = PlanView {
+        chrome: &chrome,
+        plan_id: plan.id.clone(),
+        owner_scope: plan.owner_scope.to_string(),
+        plan: &stored.plan,
+        state,
+        stale_reason,
+        proposed_by_endpoint: plan.proposed_by_endpoint.clone().unwrap_or_default(),
+        proposed_by_human: plan.proposed_by_human.clone().unwrap_or_default(),
+        approval_expires_at: plan.approval_expires_at.map(rfc3339).unwrap_or_default(),
+        decision,
+        may_decide,
+        notice,
+    };
+    finish(
+        c,
+        person,
+        html(status, switchboard_console::plan_page(&view)),
+    )
+}
+
+/// What a person decides.
+pub(super) enum Verdict {
+    Accept,
+    Reject(String),
+}
+
+/// Accept or reject: only an editor (or admin) of the plan's scope; the plan page again,
+/// saying what happened or why nothing did.
+pub(super) async fn decide(
+    c: &Console,
+    person: &Person,
+    plan_id: &str,
+    verdict: Verdict,
+) -> Response {
+    let (plan, _) = match load_plan(c, person, plan_id).await {
+        Ok(found) => found,
+        Err(refusal) => return refusal,
+    };
+    let editors = match c
+        .state
+        .store
+        .scopes_with_role(&person.login, Role::Editor)
+        .await
+    {
+        Ok(scopes) => scopes,
+        Err(e) => return internal(&e),
+    };
+    if !editors.contains(&plan.owner_scope) {
+        return message(
+            StatusCode::FORBIDDEN,
+            Some(&person.chrome()),
+            "Not yours to decide",
+            "Accepting or rejecting this plan needs the editor role in its scope; nothing was done.",
+        );
+    }
+    let result = match verdict {
+        Verdict::Accept => c
+            .packs
+            .accept(&person.login, &editors, &plan.id)
+            .await
+            .map(|applied| {
+                format!(
+                    "Accepted: the plan is live; the webhook's configuration is now version {}.",
+                    applied.version
+                )
+            }),
+        Verdict::Reject(reason) => c
+            .packs
+            .reject(&person.login, &editors, &plan.id, &reason)
+            .await
+            .map(|()| "Rejected: this plan can never be applied.".to_string()),
+    };
+    match result {
+        Ok(notice) => self::plan(c, person, plan_id, Some(notice), StatusCode::OK).await,
+        Err(e) if e.reason == Reason::NotFound => not_found(person),
+        Err(e) if e.reason == Reason::Internal => internal(&crate::Error::internal(e.message)),
+        Err(e) => {
+            let notice = format!("Nothing was done: {}", e.message);
+            self::plan(c, person, plan_id, Some(notice), StatusCode::CONFLICT).await
+        }
+    }
+}
+
+pub(super) async fn webhook(c: &Console, person: &Person, webhook_id: &str) -> Response {
+    let store = &c.state.store;
+    let scopes = match store.scopes_with_role(&person.login, Role::Viewer).await {
+        Ok(s) => s,
+        Err(e) => return internal(&e),
+    };
+    let mut found = None;
+    for scope in &scopes {
+        match store.get_webhook(scope, webhook_id).await {
+            Ok(w) => {
+                found = Some(w);
+                break;
+            }
+            Err(crate::Error::NotFound { .. }) => {}
+            Err(e) => return internal(&e),
+        }
+    }
+    let Some(w) = found else {
+        return not_found(person);
+    };
+    match webhook_view(c, person, &w).await {
+        Ok(view) => finish(
+            c,
+            person,
+            html(
+                StatusCode::OK,
+                switchboard_console::webhook_page(&person.chrome(), &view),
+            ),
+        ),
+        Err(e) => internal(&e),
+    }
+}
+
+fn label(action: Option<&Value>) -> Option<String> {
+    let action = action?.as_object()?;
+    let (k, v) = action.iter().next()?;
+    Some(match (k.as_str(), v) {
+        ("queue", Value::String(q)) => format!("queue:{q}"),
+        (other, _) => other.to_string(),
+    })
+}
+
+async fn webhook_view(
+    c: &Console,
+    person: &Person,
+    w: &Webhook,
+) -> Result<WebhookView, crate::Error> {
+    let store = &c.state.store;
+    let scope: &OwnerScope = &w.owner_scope;
+    let rules = w
+        .configuration
+        .get("rules")
+        .and_then(Value::as_array)
+        .map(|rules| {
+            rules
+                .iter()
+                .map(|r| RuleRow {
+                    id: r
+                        .get("id")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                    description: r
+                        .get("description")
+                        .and_then(Value::as_str)
+                        .map(str::to_string),
+                    when: r
+                        .get("when")
+                        .and_then(Value::as_str)
+                        .unwrap_or("")
+                        .to_string(),
+                    action: label(r.get("action")).unwrap_or_default(),
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let caller = Caller {
+        endpoint_id: String::new(),
+        human: person.login.clone(),
+        scope: scope.clone(),
+    };
+    let installed = match c.packs.list(&caller, Some(&w.id)).await {
+        Ok(listing) => listing
+            .packs
+            .into_iter()
+            .filter_map(|p| Some((p.name, p.installed.flatten()?)))
+            .collect(),
+        Err(e) => {
+            tracing::warn!(error = %e.message, "console: listing installed packs failed");
+            Vec::new()
+        }
+    };
+    let page = Page {
+        cursor: None,
+        limit: Some(20),
+    };
+    let history = store
+        .list_history(scope, &w.id, &page)
+        .await?
+        .items
+        .into_iter()
+        .map(|h| {
+            let who = |endpoint: &Option<String>, human: &Option<String>| match (endpoint, human) {
+                (Some(e), Some(h)) => format!("{h} via {e}"),
+                (None, Some(h)) => h.clone(),
+                (Some(e), None) => e.clone(),
+                (None, None) => "an operator".into(),
+            };
+            let provenance = h.provenance.clone().unwrap_or(Value::Null);
+            let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
+            let change = match (
+                text(&h.change, "op"),
+                text(&h.change, "pack"),
+                text(&h.change, "version"),
+            ) {
+                (Some(op), Some(pack), Some(version)) => format!("{op} {pack}@{version}"),
+                (Some(op), _, _) => op,
+                _ => String::new(),
+            };
+            HistoryRow {
+                version: h.version,
+                saved_at: rfc3339(h.saved_at),
+                change,
+                saved_by: who(&h.actor.endpoint_id, &h.actor.human_login),
+                proposed_by: provenance
+                    .get("proposed_by")
+                    .map(|p| who(&text(p, "endpoint"), &text(p, "human"))),
+                approved_by: text(&provenance, "approved_by"),
+            }
+        })
+        .collect();
+    let events = store
+        .list_events(scope, &w.id, &page)
+        .await?
+        .items
+        .into_iter()
+        .map(|e| {
+            let decision = e.decision.clone().unwrap_or(Value::Null);
+            EventRow {
+                id: e.id,
+                received_at: rfc3339(e.received_at),
+                kind: e.kind,
+                verified: e.verified,
+                decision: decision
+                    .get("decision")
+                    .and_then(Value::as_str)
+                    .unwrap_or("pending")
+                    .to_string(),
+                rule_id: decision
+                    .get("rule_id")
+                    .and_then(Value::as_str)
+                    .map(str::to_string),
+            }
+        })
+        .collect();
+    Ok(WebhookView {
+        webhook_id: w.id.clone(),
+        owner_scope: w.owner_scope.to_string(),
+        source_type: w.source_type.as_str().to_string(),
+        config_version: w.config_version,
+        confirm_policy: w.confirm_policy.to_string(),
+        grant: w.grant.clone(),
+        rules,
+        default_action: label(w.configuration.get("default_action")),
+        installed,
+        history,
+        events,
+    })
+}

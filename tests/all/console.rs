@@ -1,0 +1,746 @@
+//! Issue 20 through the real binary in a real browser: `switchboard up` (every role in one
+//! process), an agent over MCP under `confirm_policy: person`, and a person in headless
+//! Chromium (Debian's `chromium` and `chromium-driver`, driven over WebDriver by fantoccini)
+//! who signs in with a link, reads the plan and accepts or rejects it. Without Chromium and
+//! chromedriver on this machine the test says it skipped (`.ci/run` installs them).
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use fantoccini::{Client, ClientBuilder, Locator};
+use serde_json::{Value, json};
+
+use crate::cli::{Process, up_lines};
+use crate::control_harness::{
+    Control, ControlSetup, HttpResponse, TestDb, http_raw, on_every_backend, post, signed,
+};
+use crate::mcp_e2e::mcp_post;
+use crate::support::{binary, payload};
+
+on_every_backend! {
+    behind_an_auth_proxy_the_header_names_the_person_only_from_trusted_peers,
+    a_sign_in_link_works_once_and_a_session_ends_at_sign_out,
+}
+
+/// A program on PATH.
+fn on_path(name: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
+        std::env::split_paths(&paths)
+            .map(|dir| dir.join(name))
+            .find(|p| p.is_file())
+    })
+}
+
+/// Headless Chromium behind chromedriver; both stop when dropped.
+pub(crate) struct Browser {
+    driver: Child,
+    pub client: Client,
+}
+
+impl Browser {
+    /// `None` (the test then skips, saying so) where Chromium or chromedriver is missing.
+    pub(crate) async fn start() -> Option<Browser> {
+        let chromium = on_path("chromium").or_else(|| on_path("chromium-browser"))?;
+        let chromedriver = on_path("chromedriver")?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .expect("a free port")
+            .port();
+        let driver = Command::new(chromedriver)
+            .arg(format!("--port={port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("chromedriver starts");
+        let mut caps = serde_json::Map::new();
+        caps.insert(
+            "goog:chromeOptions".into(),
+            json!({
+                "binary": chromium,
+                "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
+                         "--disable-dev-shm-usage", "--window-size=1280,1600"],
+            }),
+        );
+        let url = format!("http://127.0.0.1:{port}");
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let connector = hyper_util::client::legacy::connect::HttpConnector::new();
+            match ClientBuilder::new(connector)
+                .capabilities(caps.clone())
+                .connect(&url)
+                .await
+            {
+                Ok(client) => return Some(Browser { driver, client }),
+                Err(e) if std::time::Instant::now() > deadline => {
+                    panic!("chromedriver did not start a session: {e}")
+                }
+                Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+            }
+        }
+    }
+
+    async fn text(&self, css: &str) -> String {
+        self.client
+            .find(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("no {css}: {e}"))
+            .text()
+            .await
+            .expect("text")
+    }
+
+    /// The text of `css` once it reads `want` (a form's answer page may still be loading
+    /// after the click returns); panics with what it read after 15 s.
+    async fn text_becomes(&self, css: &str, want: &str) {
+        let deadline = std::time::Instant::now() + Duration::from_secs(15);
+        let mut last = String::new();
+        while std::time::Instant::now() < deadline {
+            if let Ok(element) = self.client.find(Locator::Css(css)).await
+                && let Ok(text) = element.text().await
+            {
+                if text == want {
+                    return;
+                }
+                last = text;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        panic!("{css} never read {want:?}; last {last:?}");
+    }
+
+    async fn click(&self, css: &str) {
+        self.client
+            .find(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("no {css}: {e}"))
+            .click()
+            .await
+            .unwrap_or_else(|e| panic!("click {css}: {e}"));
+    }
+
+    async fn has(&self, css: &str) -> bool {
+        self.client.find(Locator::Css(css)).await.is_ok()
+    }
+}
+
+impl Drop for Browser {
+    fn drop(&mut self) {
+        let _ = self.driver.kill();
+        let _ = self.driver.wait();
+    }
+}
+
+/// `switchboard admin` on `up`'s database with `up`'s key file: stdout, or a panic with stderr.
+fn admin(database: &str, key_file: &Path, args: &[&str]) -> String {
+    let out = Command::new(binary())
+        .args(["admin", "--database-url", database])
+        .args(args)
+        .env("SWITCHBOARD_LOG", "warn")
+        .env_remove(crate::support::SECRET_KEY_ENV)
+        .env("SWITCHBOARD_SECRET_KEY_FILE", key_file)
+        .env_remove("SWITCHBOARD_CONSOLE_URL")
+        .stdin(Stdio::null())
+        .output()
+        .expect("admin runs");
+    assert!(
+        out.status.success(),
+        "admin {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// One MCP tool call; its structured result, or its error object.
+async fn tool(mcp_url: &str, bearer: &str, name: &str, arguments: Value) -> Value {
+    let answer = mcp_post(
+        mcp_url,
+        bearer,
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+               "params": {"name": name, "arguments": arguments}}),
+    )
+    .await;
+    let result = &answer["result"];
+    if result["isError"] == true {
+        let text = result["content"][0]["text"].as_str().unwrap_or("{}");
+        return serde_json::from_str::<Value>(text).unwrap_or(Value::Null)["error"].clone();
+    }
+    result["structuredContent"].clone()
+}
+
+/// An agent plans `name` (or its removal) and confirms by token: the pending answer.
+async fn propose(mcp_url: &str, bearer: &str, webhook: &str, removal: bool) -> Value {
+    let call = if removal {
+        "remove_rule_pack"
+    } else {
+        "install_rule_pack"
+    };
+    let plan = tool(
+        mcp_url,
+        bearer,
+        call,
+        json!({"webhook_id": webhook, "name": "drop-ci-noise"}),
+    )
+    .await;
+    let token = plan["plan_token"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a plan: {plan}"));
+    tool(
+        mcp_url,
+        bearer,
+        "confirm_rule_pack_plan",
+        json!({"webhook_id": webhook, "plan_token": token, "allow_unproven": true}),
+    )
+    .await
+}
+
+async fn http_get(addr: SocketAddr, path: &str, cookie: &str) -> HttpResponse {
+    let head = format!(
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nCookie: {cookie}\r\n\r\n"
+    );
+    http_raw(addr, head.into_bytes(), Vec::new()).await
+}
+
+async fn http_form(addr: SocketAddr, path: &str, cookie: &str, form: &str) -> HttpResponse {
+    let headers = [
+        ("Cookie".to_string(), cookie.to_string()),
+        (
+            "Content-Type".to_string(),
+            "application/x-www-form-urlencoded".to_string(),
+        ),
+    ];
+    post(addr, path, &headers, form.as_bytes()).await
+}
+
+/// Follows a sign-in link over plain HTTP: the session cookie (`name=value`) it sets.
+async fn sign_in_over_http(addr: SocketAddr, link: &str) -> String {
+    let path = &link[link.find("/console/").expect("a console link")..];
+    let r = http_get(addr, path, "").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let cookie = r.header("set-cookie").expect("a session cookie");
+    for attribute in ["HttpOnly", "SameSite=Strict", "Path=/console"] {
+        assert!(cookie.contains(attribute), "{cookie}");
+    }
+    cookie.split(';').next().unwrap_or_default().to_string()
+}
+
+/// The CSRF token a page's forms carry.
+fn csrf_of(html: &str) -> String {
+    let at = html.find(r#"name="csrf" value=""#).expect("a form") + r#"name="csrf" value=""#.len();
+    html[at..].split('"').next().unwrap_or_default().to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
+    let Some(browser) = Browser::start().await else {
+        eprintln!(
+            "skipped: no chromium and chromedriver here (apt-get install chromium chromium-driver)"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data_dir = dir.path().join("data");
+    let data = data_dir.to_str().expect("utf-8 path");
+    let env = [
+        ("SWITCHBOARD_DATA_DIR", data),
+        ("SWITCHBOARD_HTTP_LISTEN", "127.0.0.1:0"),
+        ("SWITCHBOARD_GRPC_LISTEN", "127.0.0.1:0"),
+        ("SWITCHBOARD_MCP_LISTEN", "127.0.0.1:0"),
+        ("SWITCHBOARD_ROUTER_CHILDREN", "1"),
+    ];
+    let mut up = Process::spawn(&["up"], &env);
+    let lines = up_lines(&mut up);
+    let console = up.line("console url: ");
+    let dev_link = up
+        .line("console sign-in (dev, once, 15 minutes): ")
+        .trim()
+        .to_string();
+    assert!(console.ends_with("/console"), "{console}");
+    assert!(
+        dev_link.starts_with(&format!("{console}/sign-in?token=sbl_")),
+        "{dev_link}"
+    );
+    let http: SocketAddr = console
+        .trim_start_matches("http://")
+        .trim_end_matches("/console")
+        .parse()
+        .expect("the console's address");
+    let key_file = data_dir.join("secret.key");
+    let out = admin(
+        &lines.database,
+        &key_file,
+        &["webhook", "confirm-policy", &lines.webhook, "person"],
+    );
+    assert!(out.contains("confirm policy person"), "{out}");
+
+    // Deliveries to replay, so the plan is proven.
+    for (i, (file, event)) in [
+        ("pull_request.opened.json", "pull_request"),
+        ("issue_comment.created.json", "issue_comment"),
+        ("check_run.completed.json", "check_run"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let p = payload("github", file);
+        let headers = signed(
+            "github",
+            event,
+            &format!("console-{i}"),
+            &lines.secret,
+            &p.body,
+        );
+        let path = format!("/hooks/{}", lines.webhook);
+        assert_eq!(post(http, &path, &headers, &p.body).await.status, 202);
+    }
+
+    // The agent proposes; its confirm puts nothing live.
+    let (mcp, bearer, webhook) = (&lines.mcp_url, &lines.token, &lines.webhook);
+    let before = tool(
+        mcp,
+        bearer,
+        "list_webhook_rules",
+        json!({"webhook_id": webhook}),
+    )
+    .await;
+    let pending = propose(mcp, bearer, webhook, false).await;
+    assert_eq!(pending["state"], "pending_approval", "{pending}");
+    assert_eq!(pending["saved"], false);
+    let plan_id = pending["plan_id"].as_str().expect("plan id").to_string();
+    let plan_url = format!("{console}/plans/{plan_id}");
+    assert_eq!(
+        pending["console_url"], plan_url,
+        "the link points at this console"
+    );
+    let after = tool(
+        mcp,
+        bearer,
+        "list_webhook_rules",
+        json!({"webhook_id": webhook}),
+    )
+    .await;
+    assert_eq!(
+        after["version"], before["version"],
+        "nothing saved by the agent"
+    );
+
+    // A person signs in with the link `up` printed, opens the inbox, reads the plan, accepts.
+    let c = &browser.client;
+    c.goto(&dev_link).await.expect("open the sign-in link");
+    assert!(browser.text("main").await.contains("signed in as dev"));
+    browser.click("#continue").await;
+    browser
+        .text_becomes("h1", "Plans awaiting your decision")
+        .await;
+    assert!(
+        browser
+            .has(&format!("a[href='/console/plans/{plan_id}']"))
+            .await,
+        "in the inbox"
+    );
+    browser
+        .click(&format!("a[href='/console/plans/{plan_id}']"))
+        .await;
+    browser
+        .text_becomes("#plan-state", "pending_approval")
+        .await;
+    assert!(
+        browser
+            .text("#evidence")
+            .await
+            .contains("3 stored deliveries replayed")
+    );
+    assert!(browser.has("#totals").await && browser.has("#rules").await);
+    assert!(
+        browser.has("#todos-chart").await,
+        "todos per day as inline SVG"
+    );
+    let page = c.source().await.expect("page source");
+    assert!(!page.contains("<script"), "no JavaScript");
+    // scripts/console-screenshot regenerates docs/console-plan.png from this very page.
+    if let Some(path) = std::env::var_os("SWITCHBOARD_CONSOLE_SCREENSHOT") {
+        let png = c.screenshot().await.expect("a screenshot");
+        std::fs::write(&path, png).expect("write the screenshot");
+    }
+    browser.click("#accept").await;
+    browser.text_becomes("#plan-state", "applied").await;
+    assert!(
+        browser.text("#notice").await.starts_with("Accepted"),
+        "{}",
+        browser.text("main").await
+    );
+    assert_eq!(browser.text("#plan-state").await, "applied");
+    let state = tool(
+        mcp,
+        bearer,
+        "get_rule_pack_plan",
+        json!({"plan_token": "x"}),
+    )
+    .await;
+    assert_eq!(state["code"], "not_found", "an unknown token: {state}");
+    let history = tool(
+        mcp,
+        bearer,
+        "list_webhook_history",
+        json!({"webhook_id": webhook}),
+    )
+    .await;
+    let newest = &history["records"][0];
+    assert_eq!(newest["provenance"]["approved_by"], "dev", "{newest}");
+    assert_eq!(
+        newest["provenance"]["proposed_by"]["human"], "dev",
+        "{newest}"
+    );
+    let saved = tool(
+        mcp,
+        bearer,
+        "list_webhook_rules",
+        json!({"webhook_id": webhook}),
+    )
+    .await;
+    assert_eq!(
+        saved["version"].as_i64(),
+        before["version"].as_i64().map(|v| v + 1)
+    );
+
+    // Reject: the removal an agent proposes never applies.
+    let pending = propose(mcp, bearer, webhook, true).await;
+    let removal = pending["plan_id"].as_str().expect("plan id").to_string();
+    c.goto(&format!("{console}/plans/{removal}"))
+        .await
+        .expect("open");
+    c.find(Locator::Css("#reason"))
+        .await
+        .expect("a reason box")
+        .send_keys("not this week")
+        .await
+        .expect("type");
+    browser.click("#reject").await;
+    browser.text_becomes("#plan-state", "rejected").await;
+    assert!(browser.text("#decision").await.contains("not this week"));
+
+    // Stale: the configuration moves while the page is open; Accept is refused in the page.
+    let pending = propose(mcp, bearer, webhook, true).await;
+    let stale = pending["plan_id"].as_str().expect("plan id").to_string();
+    c.goto(&format!("{console}/plans/{stale}"))
+        .await
+        .expect("open");
+    assert!(browser.has("#accept").await);
+    let edit = tool(
+        mcp,
+        bearer,
+        "delete_webhook_rule",
+        json!({"webhook_id": webhook, "rule_id": "drop-ci-noise--deleted"}),
+    )
+    .await;
+    assert!(edit["version"].is_i64(), "{edit}");
+    browser.click("#accept").await;
+    browser.text_becomes("#plan-state", "stale").await;
+    assert!(
+        browser
+            .text("#notice")
+            .await
+            .starts_with("Nothing was done")
+    );
+
+    // A form without its CSRF token (or with another's) does nothing.
+    let session = c
+        .get_named_cookie("sb_console")
+        .await
+        .expect("the session cookie");
+    assert!(session.http_only().unwrap_or(false));
+    let cookie = format!("sb_console={}", session.value());
+    let pending = propose(mcp, bearer, webhook, true).await;
+    let target = pending["plan_id"].as_str().expect("plan id").to_string();
+    let accept = format!("/console/plans/{target}/accept");
+    assert_eq!(http_form(http, &accept, &cookie, "").await.status, 403);
+    assert_eq!(
+        http_form(http, &accept, &cookie, "csrf=0000").await.status,
+        403
+    );
+    let page = http_get(http, &format!("/console/plans/{target}"), &cookie).await;
+    assert!(
+        String::from_utf8_lossy(&page.body).contains("pending_approval"),
+        "untouched"
+    );
+    let csp = page.header("content-security-policy").expect("a CSP");
+    assert!(csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"));
+
+    // Another person sees another scope's plan exactly as an unknown one; a viewer of a team
+    // reads a team plan but cannot accept it.
+    admin(&lines.database, &key_file, &["human", "create", "eve"]);
+    admin(&lines.database, &key_file, &["team", "create", "ops"]);
+    admin(
+        &lines.database,
+        &key_file,
+        &["team", "add-member", "ops", "eve", "--role", "viewer"],
+    );
+    admin(
+        &lines.database,
+        &key_file,
+        &["team", "add-member", "ops", "dev", "--role", "editor"],
+    );
+    let eve_link = admin(
+        &lines.database,
+        &key_file,
+        &["human", "sign-in-link", "eve"],
+    );
+    let eve = sign_in_over_http(http, eve_link.trim()).await;
+    let theirs = http_get(http, &format!("/console/plans/{target}"), &eve).await;
+    let unknown = http_get(
+        http,
+        "/console/plans/pl_00000000000000000000000000000000",
+        &eve,
+    )
+    .await;
+    assert_eq!((theirs.status, unknown.status), (404, 404));
+    assert_eq!(
+        theirs.body, unknown.body,
+        "another scope's plan is not found, indistinguishably"
+    );
+    let used = http_get(
+        http,
+        &eve_link.trim()[eve_link.find("/console/").unwrap_or(0)..],
+        "",
+    )
+    .await;
+    assert_eq!(used.status, 404, "a sign-in link works once");
+
+    let out = admin(
+        &lines.database,
+        &key_file,
+        &[
+            "webhook", "create", "--scope", "team:ops", "--source", "github", "--grant", "forge",
+        ],
+    );
+    let team_hook = out
+        .lines()
+        .find_map(|l| l.strip_prefix("webhook ")?.strip_suffix(" created"))
+        .expect("a team webhook")
+        .to_string();
+    admin(
+        &lines.database,
+        &key_file,
+        &["webhook", "confirm-policy", &team_hook, "person"],
+    );
+    let out = admin(
+        &lines.database,
+        &key_file,
+        &[
+            "endpoint",
+            "vend",
+            "--human",
+            "dev",
+            "--scope",
+            "team:ops",
+            "--verbs",
+            "webhook-rules,rule-pack-confirm",
+            "--yes",
+        ],
+    );
+    let team_agent = out
+        .lines()
+        .find_map(|l| l.strip_prefix("credential (shown once; it is stored only as a hash):"))
+        .expect("a credential")
+        .trim()
+        .to_string();
+    let pending = propose(mcp, &team_agent, &team_hook, false).await;
+    assert_eq!(pending["state"], "pending_approval", "{pending}");
+    let team_plan = pending["plan_id"].as_str().expect("plan id").to_string();
+    let page = http_get(http, &format!("/console/plans/{team_plan}"), &eve).await;
+    let html = String::from_utf8_lossy(&page.body).to_string();
+    assert_eq!(page.status, 200);
+    assert!(
+        html.contains("needs the editor role") && !html.contains("/accept"),
+        "{html}"
+    );
+    let form = format!("csrf={}", csrf_of(&html));
+    let refused = http_form(
+        http,
+        &format!("/console/plans/{team_plan}/accept"),
+        &eve,
+        &form,
+    )
+    .await;
+    assert_eq!(refused.status, 403, "a viewer cannot accept");
+    // The editor sees it in the inbox.
+    c.goto(&console).await.expect("inbox");
+    assert!(
+        browser
+            .has(&format!("a[href='/console/plans/{team_plan}']"))
+            .await
+    );
+
+    // Signing out closes the session.
+    browser.click("header button").await;
+    browser.text_becomes("h1", "Signed out").await;
+    let after = http_get(http, "/console", &cookie).await;
+    assert_eq!(after.status, 401);
+
+    up.terminate();
+    assert!(up.wait_exit(Duration::from_secs(30)).success());
+}
+
+/// Control in-process with `console` settings, its HTTP address.
+async fn control_with(
+    db: &TestDb,
+    console: switchboard_control::console::ConsoleSettings,
+) -> (Control, crate::support::RouterProcess) {
+    let router = tokio::task::spawn_blocking(crate::ingest::router)
+        .await
+        .expect("router");
+    let control = Control::start(
+        &db.store,
+        &[&router.addr],
+        ControlSetup {
+            console,
+            ..ControlSetup::default()
+        },
+    )
+    .await;
+    (control, router)
+}
+
+fn proxy(trusted: &str) -> switchboard_control::console::ConsoleSettings {
+    switchboard_control::console::ConsoleSettings {
+        auth_proxy: Some(switchboard_control::console::AuthProxy {
+            header: axum::http::HeaderName::from_static("x-forwarded-user"),
+            trusted: vec![trusted.parse().expect("a CIDR")],
+        }),
+        ..Default::default()
+    }
+}
+
+async fn get_as(addr: SocketAddr, path: &str, extra: &str) -> HttpResponse {
+    let head = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{extra}\r\n");
+    http_raw(addr, head.into_bytes(), Vec::new()).await
+}
+
+/// Issue 20 item 4, a deployment: the auth proxy's header names the person, but only on
+/// connections from the proxy's networks; from anywhere else it is ignored, as if absent. A
+/// name Switchboard does not know is refused. Forms double-submit a cookie for CSRF.
+pub async fn behind_an_auth_proxy_the_header_names_the_person_only_from_trusted_peers(db: TestDb) {
+    db.store.create_human("alice", None).await.expect("alice");
+    let (trusted, _router) = control_with(&db, proxy("127.0.0.0/8")).await;
+    let r = get_as(trusted.http, "/console", "X-Forwarded-User: alice\r\n").await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let body = String::from_utf8_lossy(&r.body).to_string();
+    assert!(
+        body.contains("Signed in as <strong>alice</strong>"),
+        "{body}"
+    );
+    let csrf_cookie = r
+        .header("set-cookie")
+        .expect("a CSRF cookie for the proxy's person");
+    assert!(csrf_cookie.contains("HttpOnly") && csrf_cookie.contains("SameSite=Strict"));
+    let cookie = csrf_cookie
+        .split(';')
+        .next()
+        .unwrap_or_default()
+        .to_string();
+    // Signing out needs the form's token: without it, nothing; with it, done.
+    let form = |csrf: &str| format!("csrf={csrf}");
+    let headers = |cookie: &str| {
+        [
+            ("X-Forwarded-User".to_string(), "alice".to_string()),
+            ("Cookie".to_string(), cookie.to_string()),
+            (
+                "Content-Type".to_string(),
+                "application/x-www-form-urlencoded".to_string(),
+            ),
+        ]
+    };
+    let refused = post(
+        trusted.http,
+        "/console/sign-out",
+        &headers(&cookie),
+        form("nope").as_bytes(),
+    )
+    .await;
+    assert_eq!(refused.status, 403);
+    let page = get_as(
+        trusted.http,
+        "/console",
+        &format!("X-Forwarded-User: alice\r\nCookie: {cookie}\r\n"),
+    )
+    .await;
+    let token = csrf_of(&String::from_utf8_lossy(&page.body));
+    let done = post(
+        trusted.http,
+        "/console/sign-out",
+        &headers(&cookie),
+        form(&token).as_bytes(),
+    )
+    .await;
+    assert_eq!(done.status, 200, "{done:?}");
+
+    let unknown = get_as(trusted.http, "/console", "X-Forwarded-User: mallory\r\n").await;
+    assert_eq!(unknown.status, 403);
+    let none = get_as(trusted.http, "/console", "").await;
+    assert_eq!(none.status, 401);
+
+    // The same header from a peer outside the proxy's networks is ignored.
+    let (untrusted, _router2) = control_with(&db, proxy("10.0.0.0/8")).await;
+    let r = get_as(untrusted.http, "/console", "X-Forwarded-User: alice\r\n").await;
+    assert_eq!(r.status, 401, "{r:?}");
+    assert!(!String::from_utf8_lossy(&r.body).contains("alice"));
+}
+
+/// Issue 20 item 4, one machine: an operator's link signs a person in once; an expired or
+/// unknown link answers the same page; the session's cookie opens the console until sign-out.
+pub async fn a_sign_in_link_works_once_and_a_session_ends_at_sign_out(db: TestDb) {
+    db.store.create_human("alice", None).await.expect("alice");
+    let (control, _router) = control_with(&db, Default::default()).await;
+    let http = control.http;
+    let token = db
+        .store
+        .create_sign_in_link("alice", 60_000)
+        .await
+        .expect("a link");
+    let link = switchboard_control::console::sign_in_url(None, &token);
+    let cookie = sign_in_over_http(http, &link).await;
+    let again = get_as(http, &link, "").await;
+    let unknown = get_as(http, "/console/sign-in?token=sbl_0000", "").await;
+    let expired_token = db
+        .store
+        .create_sign_in_link("alice", -1)
+        .await
+        .expect("a link");
+    let expired = get_as(
+        http,
+        &switchboard_control::console::sign_in_url(None, &expired_token),
+        "",
+    )
+    .await;
+    assert_eq!(
+        (again.status, unknown.status, expired.status),
+        (404, 404, 404)
+    );
+    assert_eq!(again.body, unknown.body);
+    assert_eq!(expired.body, unknown.body);
+    assert!(
+        db.store
+            .create_sign_in_link("nobody", 60_000)
+            .await
+            .is_err()
+    );
+
+    let inbox = http_get(http, "/console", &cookie).await;
+    assert_eq!(inbox.status, 200);
+    let body = String::from_utf8_lossy(&inbox.body).to_string();
+    assert!(body.contains("Nothing is waiting for you."), "{body}");
+    for header in [
+        "content-security-policy",
+        "x-frame-options",
+        "cache-control",
+    ] {
+        assert!(inbox.header(header).is_some(), "{header}");
+    }
+    let css = get_as(http, "/console/style.css", "").await;
+    assert_eq!(css.header("content-type"), Some("text/css; charset=utf-8"));
+    let token = csrf_of(&body);
+    let out = http_form(http, "/console/sign-out", &cookie, &format!("csrf={token}")).await;
+    assert_eq!(out.status, 200);
+    assert_eq!(http_get(http, "/console", &cookie).await.status, 401);
+}
