@@ -403,6 +403,31 @@ async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
         saved["version"].as_i64(),
         before["version"].as_i64().map(|v| v + 1)
     );
+    // The webhook page: the pack's rules in order, the pack installed, the history naming the
+    // proposer and the approver, the replayed deliveries with their decisions.
+    c.goto(&format!("{console}/webhooks/{webhook}"))
+        .await
+        .expect("the webhook page");
+    assert!(
+        browser
+            .text("#webhook-rules")
+            .await
+            .contains("drop-ci-noise--ci-noise")
+    );
+    assert!(browser.text("#installed").await.contains("drop-ci-noise"));
+    let history = browser.text("#history").await;
+    assert!(
+        history.contains("install_rule_pack drop-ci-noise@"),
+        "{history}"
+    );
+    assert!(history.contains("dev via ep_"), "{history}");
+    assert_eq!(
+        c.find_all(Locator::Css("#events tbody tr"))
+            .await
+            .expect("events")
+            .len(),
+        3
+    );
 
     // Reject: the removal an agent proposes never applies.
     let pending = propose(mcp, bearer, webhook, true).await;

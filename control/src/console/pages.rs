@@ -8,6 +8,7 @@ use serde_json::Value;
 use switchboard_console::{
     Chrome, EventRow, HistoryRow, InboxItem, PlanView, RuleRow, WebhookView,
 };
+use switchboard_model::Configuration;
 use switchboard_packs::plan::{PlanState, StoredPlan};
 
 use super::Console;
@@ -287,15 +288,6 @@ pub(super) async fn webhook(c: &Console, person: &Person, webhook_id: &str) -> R
     }
 }
 
-fn label(action: Option<&Value>) -> Option<String> {
-    let action = action?.as_object()?;
-    let (k, v) = action.iter().next()?;
-    Some(match (k.as_str(), v) {
-        ("queue", Value::String(q)) => format!("queue:{q}"),
-        (other, _) => other.to_string(),
-    })
-}
-
 async fn webhook_view(
     c: &Console,
     person: &Person,
@@ -303,33 +295,19 @@ async fn webhook_view(
 ) -> Result<WebhookView, crate::Error> {
     let store = &c.state.store;
     let scope: &OwnerScope = &w.owner_scope;
-    let rules = w
-        .configuration
-        .get("rules")
-        .and_then(Value::as_array)
-        .map(|rules| {
-            rules
-                .iter()
-                .map(|r| RuleRow {
-                    id: r
-                        .get("id")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string(),
-                    description: r
-                        .get("description")
-                        .and_then(Value::as_str)
-                        .map(str::to_string),
-                    when: r
-                        .get("when")
-                        .and_then(Value::as_str)
-                        .unwrap_or("")
-                        .to_string(),
-                    action: label(r.get("action")).unwrap_or_default(),
-                })
-                .collect()
+    // Validated when saved; a configuration that does not read back shows no rules.
+    let configuration: Configuration =
+        serde_json::from_value(w.configuration.clone()).unwrap_or_default();
+    let rules = configuration
+        .rules
+        .iter()
+        .map(|r| RuleRow {
+            id: r.id.clone().unwrap_or_default(),
+            description: r.description.clone(),
+            when: r.when.clone(),
+            action: r.action.label().to_string(),
         })
-        .unwrap_or_default();
+        .collect();
     let caller = Caller {
         endpoint_id: String::new(),
         human: person.login.clone(),
@@ -417,7 +395,10 @@ async fn webhook_view(
         confirm_policy: w.confirm_policy.to_string(),
         grant: w.grant.clone(),
         rules,
-        default_action: label(w.configuration.get("default_action")),
+        default_action: configuration
+            .default_action
+            .as_ref()
+            .map(|a| a.label().to_string()),
         installed,
         history,
         events,

@@ -136,11 +136,7 @@ impl RulePacks {
                 self.pending(&pending, &stored),
             )));
         }
-        let installed_by = InstalledBy {
-            endpoint: caller.endpoint_id.clone(),
-            human: caller.human.clone(),
-        };
-        self.save_plan(plan, stored, token_hash, proposer, installed_by, None)
+        self.save_plan(plan, stored, &webhook, token_hash, proposer, None)
             .await
             .map(|a| PackAnswer::Applied(Box::new(a)))
     }
@@ -182,23 +178,12 @@ impl RulePacks {
             },
             approved_by: person.to_string(),
         };
-        let installed_by = InstalledBy {
-            endpoint: plan.proposed_by_endpoint.clone().unwrap_or_default(),
-            human: plan.proposed_by_human.clone().unwrap_or_default(),
-        };
         let actor = Actor {
             endpoint_id: None,
             human_login: Some(person.to_string()),
         };
         let result = self
-            .save_plan(
-                plan,
-                stored,
-                token_hash,
-                actor,
-                installed_by,
-                Some(approval),
-            )
+            .save_plan(plan, stored, &webhook, token_hash, actor, Some(approval))
             .await;
         let outcome = result
             .as_ref()
@@ -268,31 +253,33 @@ impl RulePacks {
         }
     }
 
-    /// Saves a checked plan's candidate, consuming its token in the same transaction.
+    /// Saves a checked plan's candidate on `webhook` (as the caller just read it), consuming
+    /// its token in the same transaction. The pack is recorded as installed by whoever proposed
+    /// it: the confirming endpoint, or the endpoint a person approved.
     async fn save_plan(
         &self,
         plan: crate::store::Plan,
         stored: StoredPlan,
+        webhook: &Webhook,
         token_hash: String,
         actor: Actor,
-        installed_by: InstalledBy,
         approval: Option<Approval>,
     ) -> Result<Applied, PackError> {
         let apply = stored.apply;
         let kind = apply.kind;
         let (proven, truncated) = (apply.proven, apply.truncated);
-        let webhook = self
-            .state
-            .store
-            .get_webhook(&plan.owner_scope, &plan.webhook_id)
-            .await?;
+        let proposer = approval.as_ref().map_or(&actor, |a| &a.proposed_by);
+        let installed_by = InstalledBy {
+            endpoint: proposer.endpoint_id.clone().unwrap_or_default(),
+            human: proposer.human_login.clone().unwrap_or_default(),
+        };
         let configuration: Configuration = serde_json::from_value(plan.candidate.clone())
             .map_err(|e| Error::internal(format!("stored candidate: {e}")))?;
         // No widening: validated against the grant again at apply.
         self.replayer
             .validate_candidate(
                 &configuration,
-                &routing_context(&webhook, &self.state.capabilities),
+                &routing_context(webhook, &self.state.capabilities),
             )
             .await?;
         let now = rfc3339(self.state.store.clock().now_ms());
