@@ -220,7 +220,11 @@ fn next_call(tool: &str, error: &ToolError) -> Option<String> {
             }
             "claim_todo" | "complete_todo" => "check the todo id with list_todos".into(),
             "install_rule_pack" | "remove_rule_pack" | "list_rule_packs" => {
-                "check the webhook id with list_webhooks and the pack name with list_rule_packs; a plan_token is valid only for the owner scope that planned it: plan again without confirm"
+                "check the webhook id with list_webhooks and the pack name with list_rule_packs"
+                    .into()
+            }
+            "confirm_rule_pack_plan" | "get_rule_pack_plan" => {
+                "a plan_token is valid only for the owner scope and webhook that planned it: check the webhook id with list_webhooks, or plan again with install_rule_pack or remove_rule_pack"
                     .into()
             }
             "update_webhook_rule" | "delete_webhook_rule" => {
@@ -233,12 +237,14 @@ fn next_call(tool: &str, error: &ToolError) -> Option<String> {
             "call list_webhook_rules to read the saved configuration (version {}), apply your change to it, and call {tool} again with that expected_version",
             detail("current_version")
         ),
-        Reason::PlanStale => format!(
-            "plan again: call {tool} without confirm, check the new plan, then confirm with its plan_token"
-        ),
-        Reason::Unproven => format!(
-            "if the plan is acceptable without proof, call {tool} again with the same confirm and allow_unproven: true"
-        ),
+        Reason::PlanStale => {
+            "plan again with the call that made the plan (install_rule_pack or remove_rule_pack), check the new plan, then call confirm_rule_pack_plan with its plan_token"
+                .into()
+        }
+        Reason::Unproven => {
+            "if the plan is acceptable without proof, call confirm_rule_pack_plan again with the same plan_token and allow_unproven: true"
+                .into()
+        }
         Reason::LocalEdits => format!(
             "inspect the edited rules with list_webhook_rules; to replace the edits, plan again with {tool} and overwrite_local_edits: true"
         ),

@@ -54,7 +54,7 @@ pub struct Gateway {
 const INSTRUCTIONS: &str = "Switchboard routes webhook deliveries (from forges and other systems) to queues with ordered jq rules; each queue decision becomes a todo. \
 These tools act for one endpoint: one human, in one owner scope, limited to its allowlist. \
 Start with list_webhooks, then list_webhook_rules or list_rule_packs. Dry-run rule changes with test_webhook_rules before saving them. \
-Rule packs install in two calls: install_rule_pack without confirm saves nothing and returns a plan with a plan_token; calling it again with confirm: <plan_token> applies exactly that plan. \
+Rule packs install in two calls: install_rule_pack (or remove_rule_pack) saves nothing and returns a plan with a plan_token; confirm_rule_pack_plan with that plan_token applies exactly that plan (on a webhook whose confirm_policy is person, a person accepts it in the console). \
 Errors come back as one JSON text block {\"error\": {\"code\", \"message\", \"details\"}} whose details.next names the next call to make.";
 
 impl Gateway {

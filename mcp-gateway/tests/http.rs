@@ -223,8 +223,8 @@ async fn business_errors_name_what_was_wrong_and_the_next_call() {
         ALL,
         &call(
             2,
-            "install_rule_pack",
-            json!({"webhook_id": "wh_1", "name": "drop-ci-noise", "confirm": "tok_stale"}),
+            "confirm_rule_pack_plan",
+            json!({"webhook_id": "wh_1", "plan_token": "tok_stale"}),
         ),
     )
     .await;
@@ -234,7 +234,29 @@ async fn business_errors_name_what_was_wrong_and_the_next_call() {
         error["details"]["next"]
             .as_str()
             .unwrap()
-            .contains("without confirm")
+            .contains("plan again with the call that made the plan")
+    );
+
+    // The planning tools only plan: a confirm sent to one is told where confirms went, and
+    // nothing reaches control.
+    let r = post(
+        addr,
+        ALL,
+        &call(
+            2,
+            "install_rule_pack",
+            json!({"webhook_id": "wh_1", "name": "drop-ci-noise", "confirm": "tok_fresh"}),
+        ),
+    )
+    .await;
+    let error = tool_error(&tool_result(&r));
+    assert_eq!(error["code"], "invalid_argument");
+    assert_eq!(error["details"]["field"], "confirm");
+    assert!(
+        error["details"]["next"]
+            .as_str()
+            .unwrap()
+            .starts_with("confirm_rule_pack_plan")
     );
 
     // An error in the middle of a plan's stream is a business error too.

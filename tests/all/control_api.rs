@@ -3269,6 +3269,32 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
         "remove_rule_pack",
     ];
     let verbs_without = ["who_am_i", "list_webhooks", "create_webhook", "list_todos"];
+    // The verbs whose id is a plan's token: each cell gets a fresh plan on a fresh webhook,
+    // made by an endpoint of its own (replays are rate-limited per endpoint).
+    let plan_verbs = ["get_rule_pack_plan", "confirm_rule_pack_plan"];
+    let planned = |scope: OwnerScope, planner: &'static str| {
+        let api = &api;
+        async move {
+            let own = fresh(scope.clone()).await;
+            let credential = vend(&api.store, planner, &scope, &EVERY_FAMILY).await;
+            let plan = crate::support::typed::pack_result(
+                api.client(&credential)
+                    .packs
+                    .install_rule_pack(pb::InstallRulePackRequest {
+                        webhook_id: own.webhook.clone(),
+                        name: "drop-ci-noise".into(),
+                        ..Default::default()
+                    })
+                    .await
+                    .expect("a plan")
+                    .into_inner(),
+            )
+            .await
+            .expect("a plan");
+            let token = plan["plan_token"].as_str().expect("a token").to_string();
+            (own.webhook, token)
+        }
+    };
 
     let mut table = String::from("| verb | caller |");
     for class in classes {
@@ -3412,6 +3438,42 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
                                 .await,
                         )
                     }
+                };
+                table.push_str(&format!(" {got} |"));
+            }
+            table.push('\n');
+        }
+    }
+    for verb in plan_verbs {
+        for (caller, credential) in &callers {
+            let mut c = api.client(credential);
+            table.push_str(&format!("| `{verb}` | {caller} |"));
+            for class in classes {
+                let (webhook, token) = match class {
+                    "ops'" => planned(ops.clone(), "dana").await,
+                    "the other team's" => planned(other.clone(), "olga").await,
+                    "unknown" => (
+                        format!("wh_{}", "0".repeat(32)),
+                        format!("sbp_{}", "0".repeat(43)),
+                    ),
+                    _ => ("wh_'; --".into(), "sbp_../\u{0}".into()),
+                };
+                let got = if verb == "get_rule_pack_plan" {
+                    outcome(
+                        c.packs
+                            .get_rule_pack_plan(pb::GetRulePackPlanRequest { plan_token: token })
+                            .await,
+                    )
+                } else {
+                    outcome(
+                        c.packs
+                            .confirm_rule_pack_plan(pb::ConfirmRulePackPlanRequest {
+                                webhook_id: webhook,
+                                plan_token: token,
+                                allow_unproven: true,
+                            })
+                            .await,
+                    )
                 };
                 table.push_str(&format!(" {got} |"));
             }

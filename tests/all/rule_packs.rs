@@ -473,7 +473,7 @@ async fn a_python_grpc_client_reads_a_plan_without_parsing_json(db: TestDb) {
     assert_eq!(read["fixtures_passed"], passed);
     assert_eq!(read["proven"], plan["proven"]);
     assert_eq!(read["token_prefix"], "sbp_");
-    assert_eq!(read["confirm_tool"], "install_rule_pack");
+    assert_eq!(read["confirm_tool"], "confirm_rule_pack_plan");
     assert_eq!(read["progress_events"], true);
 }
 

@@ -97,7 +97,10 @@ async def story(args: argparse.Namespace) -> None:
         listing = await a.list_tools()
         install_tool = next(t for t in listing.tools if t.name == "install_rule_pack")
         check("SAVES NOTHING" in (install_tool.description or ""), "the install tool teaches the two calls")
-        check(install_tool.annotations.destructive_hint is True, "install is marked destructive")
+        check(install_tool.annotations.destructive_hint is False, "planning an install is not marked destructive")
+        confirm_tool = next(t for t in listing.tools if t.name == "confirm_rule_pack_plan")
+        check(confirm_tool.annotations.destructive_hint is True, "the confirm is marked destructive")
+        check("confirm" not in install_tool.input_schema.get("properties", {}), "the planning call takes no confirm", install_tool.input_schema)
         check(install_tool.annotations.open_world_hint is False, "install is not open-world")
         step("tools listed", count=len(names))
 
@@ -128,7 +131,8 @@ async def story(args: argparse.Namespace) -> None:
         check(plan.get("nothing_saved") is True, "the plan says nothing was saved", plan)
         check(isinstance(plan.get("expires_at"), str), "the plan says when it expires", plan)
         check(plan.get("pack", {}).get("name") == PACK, "the plan names the pack", plan.get("pack"))
-        check(plan.get("confirm_with", {}).get("tool") == "install_rule_pack", "the plan names the confirming call", plan.get("confirm_with"))
+        check(plan.get("confirm_with", {}).get("tool") == "confirm_rule_pack_plan", "the plan names the confirming call", plan.get("confirm_with"))
+        check(plan["confirm_with"].get("arguments", {}).get("webhook_id") == args.webhook_a, "with the webhook to confirm on", plan.get("confirm_with"))
         check(plan.get("events_replayed", 0) > 0, "the plan replayed the webhook's deliveries", plan)
         check(len(progress) > 0, "progress notifications arrived during the replay", progress)
         check(progress[-1][1] is not None and progress[-1][0] <= progress[-1][1], "progress counts toward a total", progress)
@@ -159,10 +163,10 @@ async def story(args: argparse.Namespace) -> None:
         step("replayed a candidate", events_replayed=report["events_replayed"], minted=replayed["minted_rule_ids"])
 
         # 3. confirm
-        confirm = {"webhook_id": args.webhook_a, "name": PACK, "confirm": token}
+        confirm = {"webhook_id": args.webhook_a, "plan_token": token}
         if not plan.get("proven"):
             confirm["allow_unproven"] = True
-        applied = result_json(await a.call_tool("install_rule_pack", confirm))
+        applied = result_json(await a.call_tool("confirm_rule_pack_plan", confirm))
         check(applied.get("saved") is True, "the confirm saved", applied)
         installed_rules = await rules_of(a, args.webhook_a)
         check(installed_rules["version"] > before["version"], "the configuration version moved", installed_rules)
@@ -177,7 +181,7 @@ async def story(args: argparse.Namespace) -> None:
         step("installed version listed", version=version)
 
         # 5. a second confirm of the same token is plan_stale
-        again = error_json(await a.call_tool("install_rule_pack", confirm))
+        again = error_json(await a.call_tool("confirm_rule_pack_plan", confirm))
         check(again["code"] == "plan_stale", "a used token is plan_stale", again)
         check("next" in again["details"], "the error names the next call", again)
         step("second confirm refused", code=again["code"])
@@ -207,7 +211,7 @@ async def story(args: argparse.Namespace) -> None:
     async with connect(args.url, args.token_b, mode) as b:
         for webhook in (args.webhook_a, args.webhook_b):
             stolen = error_json(
-                await b.call_tool("install_rule_pack", {"webhook_id": webhook, "name": PACK, "confirm": fresh_token})
+                await b.call_tool("confirm_rule_pack_plan", {"webhook_id": webhook, "plan_token": fresh_token})
             )
             check(stolen["code"] == "not_found", "A's token is not_found for B", stolen)
         foreign = error_json(await b.call_tool("list_webhook_rules", {"webhook_id": args.webhook_a}))

@@ -20,7 +20,7 @@ use switchboard_packs::listing::{
 use switchboard_packs::merge::{
     Candidate, InstallRequest, MergeError, install_candidate, removal_candidate,
 };
-use switchboard_packs::plan::wire::TOKEN_PLACEHOLDER;
+use switchboard_packs::plan::wire::{CONFIRM_TOOL, TOKEN_PLACEHOLDER};
 use switchboard_packs::plan::{
     Applied, AppliedPack, Apply, Binding, CandidateReplay, ConfirmArguments, ConfirmWith,
     FixtureOutcome, Pending, Plan, PlanKind, PlanPack, PlanState, Replayed, Report, Retention,

@@ -435,7 +435,6 @@ impl RulePacks {
             .find(|p| p.name == name)
             .map(|p| p.version.clone());
         report.retention = Some(self.replayer.retention(&webhook.id).await?);
-        let verb = kind.verb();
         let mut plan = Plan {
             report,
             kind,
@@ -453,15 +452,14 @@ impl RulePacks {
             nothing_saved: true,
             expires_at: rfc3339(expires_at),
             confirm_with: ConfirmWith {
-                tool: verb.into(),
+                tool: CONFIRM_TOOL.into(),
                 arguments: ConfirmArguments {
                     webhook_id: webhook.id.clone(),
-                    name: name.clone(),
-                    confirm: TOKEN_PLACEHOLDER.into(),
+                    plan_token: TOKEN_PLACEHOLDER.into(),
                     allow_unproven: (!is_proven).then_some(true),
                 },
                 note: format!(
-                    "Nothing was saved. To apply exactly this plan, call {verb} again with confirm: the plan_token, before {}. The token is bound to this webhook, your owner scope, {name}@{version}, these params and this candidate; it is refused as plan_stale if the webhook's configuration changes first.{}",
+                    "Nothing was saved. To apply exactly this plan, call {CONFIRM_TOOL} with this webhook_id and the plan_token, before {}. The token is bound to this webhook, your owner scope, {name}@{version}, these params and this candidate; it is refused as plan_stale if the webhook's configuration changes first.{}",
                     rfc3339(expires_at),
                     if is_proven {
                         ""

@@ -39,8 +39,36 @@ pub fn parse<P: serde::de::DeserializeOwned>(
     tool: &str,
     arguments: JsonObject,
 ) -> Result<P, ToolError> {
+    if let Some(moved) = moved_to_confirm(tool, &arguments) {
+        return Err(moved);
+    }
     serde_json::from_value(Value::Object(arguments))
         .map_err(|e| ToolError::invalid_arguments(tool, e))
+}
+
+/// `confirm` and `allow_unproven` moved from the planning tools to confirm_rule_pack_plan, so
+/// that a plan call changes nothing (its annotations say so). An agent still sending them is
+/// told where they went rather than only that the field is unknown; nothing is planned.
+fn moved_to_confirm(tool: &str, arguments: &JsonObject) -> Option<ToolError> {
+    if !matches!(tool, "install_rule_pack" | "remove_rule_pack") {
+        return None;
+    }
+    let field = ["confirm", "allow_unproven"]
+        .into_iter()
+        .find(|f| arguments.contains_key(*f))?;
+    Some(
+        ToolError::invalid_arguments(
+            tool,
+            format!(
+                "`{field}` is not an argument of {tool}, which only plans: apply a plan with confirm_rule_pack_plan"
+            ),
+        )
+        .with("field", field)
+        .with(
+            "next",
+            "confirm_rule_pack_plan {webhook_id, plan_token, allow_unproven}",
+        ),
+    )
 }
 
 /// A tool's typed output as the call's structured result.
@@ -114,31 +142,29 @@ async fn follow<M, R>(
     }
 }
 
-/// Follows a plan's stream: the typed plan or applied result is the tool's result, as the
-/// same types control built it from serialize it.
+/// Follows a plan's stream: the typed plan is the tool's result, as the same type control
+/// built it from serializes it. The gateway never sends a confirm on a planning call, so an
+/// applied or pending answer would be control's mistake.
 async fn follow_plan(
     cx: &Call,
     stream: Streaming<pb::RulePackEvent>,
-) -> Result<RulePackOut, ToolError> {
+) -> Result<PlanOut, ToolError> {
     follow(cx, stream, |e| match e.event {
         Some(Event::Progress(p)) => Some(Step::Progress(p)),
-        Some(Event::Plan(plan)) => Some(Step::Done(RulePackOut::Plan(Box::new(plan.into())))),
-        Some(Event::Applied(applied)) => {
-            Some(Step::Done(RulePackOut::Applied(Box::new(applied.into()))))
-        }
-        Some(Event::Pending(pending)) => {
-            Some(Step::Done(RulePackOut::Pending(Box::new(pending.into()))))
-        }
+        Some(Event::Plan(plan)) => Some(Step::Done(Ok(plan.into()))),
+        Some(Event::Applied(_) | Event::Pending(_)) => Some(Step::Done(Err(ToolError::internal(
+            "control answered a plan with a confirm's result",
+        )))),
         None => None,
     })
-    .await
+    .await?
 }
 
 /// A confirm's one event as the tool's result.
-fn confirm_result(event: pb::RulePackEvent) -> Result<RulePackOut, ToolError> {
+fn confirm_result(event: pb::RulePackEvent) -> Result<ConfirmOut, ToolError> {
     match event.event {
-        Some(Event::Applied(applied)) => Ok(RulePackOut::Applied(Box::new(applied.into()))),
-        Some(Event::Pending(pending)) => Ok(RulePackOut::Pending(Box::new(pending.into()))),
+        Some(Event::Applied(applied)) => Ok(ConfirmOut::Applied(Box::new(applied.into()))),
+        Some(Event::Pending(pending)) => Ok(ConfirmOut::Pending(Box::new(pending.into()))),
         _ => Err(ToolError::internal(
             "control answered a confirm with no result",
         )),
@@ -165,7 +191,7 @@ pub async fn get_rule_pack_plan(
 pub async fn confirm_rule_pack_plan(
     cx: &Call,
     p: ConfirmRulePackPlanParams,
-) -> Result<RulePackOut, ToolError> {
+) -> Result<ConfirmOut, ToolError> {
     let (c, b) = (&cx.control, &cx.bearer);
     let r = c
         .confirm_rule_pack_plan(
@@ -488,10 +514,7 @@ pub async fn list_rule_packs(
     convert::rule_packs(r)
 }
 
-pub async fn install_rule_pack(
-    cx: &Call,
-    p: InstallRulePackParams,
-) -> Result<RulePackOut, ToolError> {
+pub async fn install_rule_pack(cx: &Call, p: InstallRulePackParams) -> Result<PlanOut, ToolError> {
     let (c, b) = (&cx.control, &cx.bearer);
     let stream = c
         .install_rule_pack(
@@ -502,8 +525,9 @@ pub async fn install_rule_pack(
                 version: p.version.unwrap_or_default(),
                 replaces: p.replaces.unwrap_or_default(),
                 replay: p.replay.map(replay_window),
-                confirm: p.confirm.unwrap_or_default(),
-                allow_unproven: p.allow_unproven,
+                // Planning only: a plan is confirmed with confirm_rule_pack_plan.
+                confirm: String::new(),
+                allow_unproven: false,
                 overwrite_local_edits: p.overwrite_local_edits,
                 keep_params: p.keep_params.unwrap_or_default(),
                 params: p.params.as_ref().map(json::to_struct),
@@ -516,10 +540,7 @@ pub async fn install_rule_pack(
     follow_plan(cx, stream).await
 }
 
-pub async fn remove_rule_pack(
-    cx: &Call,
-    p: RemoveRulePackParams,
-) -> Result<RulePackOut, ToolError> {
+pub async fn remove_rule_pack(cx: &Call, p: RemoveRulePackParams) -> Result<PlanOut, ToolError> {
     let (c, b) = (&cx.control, &cx.bearer);
     let stream = c
         .remove_rule_pack(
@@ -528,8 +549,9 @@ pub async fn remove_rule_pack(
                 webhook_id: p.webhook_id,
                 name: p.name,
                 replay: p.replay.map(replay_window),
-                confirm: p.confirm.unwrap_or_default(),
-                allow_unproven: p.allow_unproven,
+                // Planning only: a plan is confirmed with confirm_rule_pack_plan.
+                confirm: String::new(),
+                allow_unproven: false,
                 keep_params: p.keep_params.unwrap_or_default(),
             },
         )

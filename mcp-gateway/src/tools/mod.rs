@@ -179,29 +179,29 @@ macro_rules! spec {
 }
 
 /// The description of install_rule_pack: it teaches the two-call install.
-pub const INSTALL_RULE_PACK: &str = "Install a rule pack (a named, versioned routing preset) on a webhook, in two calls. \
-The FIRST call (without `confirm`) SAVES NOTHING: it builds the candidate configuration (the pack's rules merged into the saved ones), \
+pub const INSTALL_RULE_PACK: &str = "Plan installing a rule pack (a named, versioned routing preset) on a webhook; applying it is a second call, \
+confirm_rule_pack_plan. This call SAVES NOTHING: it builds the candidate configuration (the pack's rules merged into the saved ones), \
 validates it as a save would, replays it side by side with the saved configuration over the webhook's most recent stored deliveries \
 (200 by default; see `replay`) and the pack's fixtures, and returns a plan: decision totals before and after, which deliveries change \
 (lost work first), per-rule match and fault counts, the rule and param diffs, proven/truncated, and a `plan_token` with its `expires_at`. \
 The plan_token is bound to this webhook, your owner scope, the pack version, the params and the candidate, and it EXPIRES IN 15 MINUTES. \
-To apply, call install_rule_pack AGAIN with `confirm: <plan_token>` (same webhook_id and name; other arguments left out or identical): \
+To apply, call confirm_rule_pack_plan {webhook_id, plan_token} (the plan's `confirm_with` spells the call out): \
 that applies exactly the planned candidate, nothing else. A confirm is refused with `plan_stale` if the webhook's configuration changed \
 after the plan, the token expired, or it was already used (plan again). An unproven plan (no delivery of the pack's source types was \
 replayed, or the replay was truncated) needs `allow_unproven: true` on the confirm. Installing another version of an installed pack plans \
 an upgrade (hand edits of its rules are refused with `local_edits` unless `overwrite_local_edits: true`); params the change leaves owned by \
-no pack are listed in the plan's `param_diff.orphaned` and removed on confirm unless named in `keep_params`. A pack rule that faults on a \
+no pack are listed in the plan's `param_diff.orphaned` and removed on confirm unless named in `keep_params` here. A pack rule that faults on a \
 replayed delivery or fixture (including exceeding the evaluation budget) refuses the plan with `pack_rule_faults` naming the rule; a replay \
 whose rules keep exceeding the budget stops early and says why in `stopped` (the plan is then truncated, so unproven). Sends progress \
 notifications (deliveries replayed of total) when the request has a progressToken; cancelling the request stops the replay. Call \
 list_rule_packs first for names, versions and params.";
 
 /// The description of remove_rule_pack: the same two calls.
-pub const REMOVE_RULE_PACK: &str = "Remove an installed rule pack from a webhook, in two calls like install_rule_pack. \
-The FIRST call (without `confirm`) SAVES NOTHING: it builds the candidate without the pack's rules, its default_action (if it set one) \
+pub const REMOVE_RULE_PACK: &str = "Plan removing an installed rule pack from a webhook; applying it is a second call, confirm_rule_pack_plan, as \
+for install_rule_pack. This call SAVES NOTHING: it builds the candidate without the pack's rules, its default_action (if it set one) \
 and the params only it owns (unless named in `keep_params`; they are listed in `param_diff.orphaned`), replays it against the saved configuration over the webhook's recent stored deliveries, and returns a plan \
 (how many deliveries would become todos again, and which) with a `plan_token` bound to this webhook, your owner scope and the candidate, \
-expiring in 15 minutes. Call remove_rule_pack AGAIN with `confirm: <plan_token>` (same webhook_id and name) to apply exactly that plan; \
+expiring in 15 minutes. Call confirm_rule_pack_plan {webhook_id, plan_token} to apply exactly that plan; \
 it is refused with `plan_stale` if the configuration changed, the token expired or was used. A pack another installed pack requires \
 is refused with `required_by_pack` (remove the dependents first); a pack whose manifest left the catalog (list_rule_packs shows it with \
 available: false) is removed from its provenance alone. Sends progress notifications when the request has a progressToken; cancelling \
@@ -264,19 +264,19 @@ pub static CATALOG: LazyLock<Vec<ToolSpec>> = LazyLock::new(|| {
             "List rule packs",
             read_only: true, destructive: false, idempotent: true,
             "List the rule-pack catalog: every pack with its versions, title, summary, params_schema, requirements and whether each version is available on this instance. With webhook_id, also what is installed on that webhook: version, upgrade_available, proven, last replay and drift (rules edited or removed by hand)."),
-        spec!(install_rule_pack, p::InstallRulePackParams => out::RulePackOut,
-            "Install a rule pack (plan, then confirm)",
-            read_only: false, destructive: true, idempotent: false,
+        spec!(install_rule_pack, p::InstallRulePackParams => out::PlanOut,
+            "Plan installing a rule pack (saves nothing)",
+            read_only: false, destructive: false, idempotent: false,
             INSTALL_RULE_PACK),
-        spec!(remove_rule_pack, p::RemoveRulePackParams => out::RulePackOut,
-            "Remove a rule pack (plan, then confirm)",
-            read_only: false, destructive: true, idempotent: false,
+        spec!(remove_rule_pack, p::RemoveRulePackParams => out::PlanOut,
+            "Plan removing a rule pack (saves nothing)",
+            read_only: false, destructive: false, idempotent: false,
             REMOVE_RULE_PACK),
         spec!(get_rule_pack_plan, p::PlanTokenParams => out::RulePackPlanOut,
             "Read a rule-pack plan's state",
             read_only: true, destructive: false, idempotent: true,
             "Where a plan stands, by its plan_token: planned (its token confirms it), pending_approval (confirmed on a webhook whose confirm_policy is person: a person accepts or rejects it at console_url), applied, rejected (with the reason), or stale (expired, or the webhook's configuration changed: plan again). Writes nothing."),
-        spec!(confirm_rule_pack_plan, p::ConfirmRulePackPlanParams => out::RulePackOut,
+        spec!(confirm_rule_pack_plan, p::ConfirmRulePackPlanParams => out::ConfirmOut,
             "Put a rule-pack plan live",
             read_only: false, destructive: true, idempotent: false,
             "Confirm the plan a plan_token names (from install_rule_pack or remove_rule_pack), without repeating its arguments: applies exactly that plan, once (saved: true). On a webhook whose confirm_policy is person it saves nothing and answers state: pending_approval with the console_url where a person accepts or rejects it; read its state later with get_rule_pack_plan. Refused with plan_stale if the configuration changed, the token expired or was used; an unproven plan needs allow_unproven: true. Needs the confirm_rule_pack_plan verb: an endpoint without it may plan and propose only."),
@@ -368,10 +368,39 @@ mod tests {
             "confirm_with",
             "fixtures",
             "param_diff",
-            "saved",
+            "nothing_saved",
         ] {
             assert!(text.contains(&format!("\"{field}\"")), "{field}");
         }
+    }
+
+    /// Issue 20 item 2: a host can tell which calls change things. Planning saves nothing and
+    /// is not destructive; only confirm_rule_pack_plan applies, and only it takes a token.
+    #[test]
+    fn planning_is_not_destructive_and_only_the_confirm_applies() {
+        let spec = |name: &str| {
+            CATALOG
+                .iter()
+                .find(|s| s.name == name)
+                .unwrap_or_else(|| panic!("{name}"))
+        };
+        for planner in ["install_rule_pack", "remove_rule_pack"] {
+            let s = spec(planner);
+            assert!(!s.destructive, "{planner} is marked destructive");
+            let input = serde_json::to_string(&(s.input)()).expect("schema");
+            for moved in ["\"confirm\"", "\"allow_unproven\""] {
+                assert!(!input.contains(moved), "{planner} still takes {moved}");
+            }
+            let output = serde_json::to_string(&(s.output)()).expect("schema");
+            assert!(
+                !output.contains("\"console_url\""),
+                "{planner} answers a confirm's result"
+            );
+        }
+        let confirm = spec("confirm_rule_pack_plan");
+        assert!(confirm.destructive && !confirm.read_only);
+        let input = serde_json::to_string(&(confirm.input)()).expect("schema");
+        assert!(input.contains("\"plan_token\"") && input.contains("\"allow_unproven\""));
     }
 
     #[test]
@@ -388,7 +417,7 @@ mod tests {
             "plan_token",
             "bound to this webhook, your owner scope, the pack version, the params and the candidate",
             "15 MINUTES",
-            "confirm: <plan_token>",
+            "confirm_rule_pack_plan {webhook_id, plan_token}",
             "plan_stale",
         ] {
             assert!(INSTALL_RULE_PACK.contains(phrase), "{phrase}");

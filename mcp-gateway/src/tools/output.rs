@@ -252,31 +252,32 @@ pub struct ListRulePacksOut {
     pub packs: Vec<switchboard_packs::listing::ListedPack>,
 }
 
-/// Without confirm, the plan (nothing saved, with a plan_token); with confirm, the applied
-/// result (saved: true). The same types control builds them from.
+/// What install_rule_pack and remove_rule_pack answer: the plan (nothing saved), the same type
+/// control builds it from.
+pub type PlanOut = switchboard_packs::plan::Plan;
+
+/// What confirm_rule_pack_plan answers: the applied result (saved: true), or on a webhook
+/// whose confirm_policy is `person` the pending approval (nothing saved).
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
-pub enum RulePackOut {
-    Plan(Box<switchboard_packs::plan::Plan>),
+pub enum ConfirmOut {
     Applied(Box<switchboard_packs::plan::Applied>),
-    /// A confirm on a webhook whose confirm_policy is `person`: nothing saved.
     Pending(Box<switchboard_packs::plan::Pending>),
 }
 
-/// An object that is one of the two: a plan or an applied result.
-impl JsonSchema for RulePackOut {
+/// An object that is one of the two: applied or pending approval.
+impl JsonSchema for ConfirmOut {
     fn schema_name() -> std::borrow::Cow<'static, str> {
-        "RulePackOut".into()
+        "ConfirmOut".into()
     }
 
     fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        let plan = generator.subschema_for::<switchboard_packs::plan::Plan>();
         let applied = generator.subschema_for::<switchboard_packs::plan::Applied>();
         let pending = generator.subschema_for::<switchboard_packs::plan::Pending>();
         schemars::json_schema!({
             "type": "object",
-            "description": "Without confirm, the plan (nothing saved): the replay report, fixtures, rule and param diffs, proven, plan_token, expires_at and confirm_with (the exact next call). With confirm, the applied result: saved: true, version, digest, pack and provenance; or, on a webhook whose confirm_policy is person, saved: false, state: pending_approval and the console_url where a person accepts it.",
-            "oneOf": [plan, applied, pending],
+            "description": "The applied result: saved: true, version, digest, pack and provenance; or, on a webhook whose confirm_policy is person, saved: false, state: pending_approval and the console_url where a person accepts it.",
+            "oneOf": [applied, pending],
         })
     }
 }

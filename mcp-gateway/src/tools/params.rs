@@ -323,15 +323,6 @@ pub struct InstallRulePackParams {
     /// The replay window for the plan (default: the 200 most recent deliveries).
     #[serde(default)]
     pub replay: Option<ReplayParams>,
-    /// The plan_token of a plan from a previous call: applies exactly that plan. Leave it out
-    /// to plan (nothing is saved). With it, give the same webhook_id and name, and leave the
-    /// other arguments out or identical to the plan's.
-    #[serde(default)]
-    pub confirm: Option<String>,
-    /// Needed (with confirm) to apply an unproven plan: one whose replay saw no delivery of the
-    /// pack's source types, or ran out of time (truncated).
-    #[serde(default)]
-    pub allow_unproven: bool,
     /// Plan an upgrade even though installed rules of this pack were edited by hand, replacing
     /// those edits (otherwise the plan is refused with `local_edits`, naming them).
     #[serde(default)]
@@ -353,13 +344,6 @@ pub struct RemoveRulePackParams {
     /// The replay window for the plan (default: the 200 most recent deliveries).
     #[serde(default)]
     pub replay: Option<ReplayParams>,
-    /// The plan_token of a removal plan from a previous call: applies exactly that plan.
-    /// Leave it out to plan (nothing is saved).
-    #[serde(default)]
-    pub confirm: Option<String>,
-    /// Needed (with confirm) to apply an unproven or truncated plan.
-    #[serde(default)]
-    pub allow_unproven: bool,
     /// Params only this pack owns that should stay on the webhook after the removal (the
     /// plan's `param_diff.orphaned`); the others are removed with it.
     #[serde(default)]

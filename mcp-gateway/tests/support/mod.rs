@@ -390,8 +390,17 @@ impl RulePacks for FakeControl {
 
     async fn confirm_rule_pack_plan(
         &self,
-        _: Request<pb::ConfirmRulePackPlanRequest>,
+        request: Request<pb::ConfirmRulePackPlanRequest>,
     ) -> Result<Response<pb::RulePackEvent>, Status> {
+        self.bearer(&request)?;
+        if request.get_ref().plan_token == "tok_stale" {
+            return Err(status(
+                Code::FailedPrecondition,
+                "plan_stale",
+                "the plan is stale: it was already used, it expired, or the webhook's configuration changed; plan again",
+                &[("details", "null".into())],
+            ));
+        }
         Err(Status::unimplemented("fake"))
     }
 
@@ -424,12 +433,9 @@ impl RulePacks for FakeControl {
     ) -> Result<Response<EventStream>, Status> {
         self.bearer(&request)?;
         let r = request.into_inner();
-        if r.confirm == "tok_stale" {
-            return Err(status(
-                Code::FailedPrecondition,
-                "plan_stale",
-                "the plan is stale: it was already used, it expired, or the webhook's configuration changed; plan again",
-                &[("details", "null".into())],
+        if !r.confirm.is_empty() {
+            return Err(Status::internal(
+                "the gateway sent a confirm to a planning call",
             ));
         }
         if r.name == "slow" {

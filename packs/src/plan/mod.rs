@@ -91,7 +91,8 @@ pub struct FixtureOutcome {
     pub passed: bool,
 }
 
-/// How to apply the plan: the call to make, with the token in place of `<plan_token>`.
+/// How to apply the plan: the call to make (`confirm_rule_pack_plan`, a tool of its own so
+/// the planning call changes nothing), with the token in place of `<plan_token>`.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
@@ -106,8 +107,7 @@ pub struct ConfirmWith {
 #[serde(default)]
 pub struct ConfirmArguments {
     pub webhook_id: String,
-    pub name: String,
-    pub confirm: String,
+    pub plan_token: String,
     /// `true` when the plan is unproven (the confirm needs it), else null.
     pub allow_unproven: Option<bool>,
 }

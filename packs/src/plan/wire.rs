@@ -17,8 +17,12 @@ use crate::manifest::{Placement, Requires};
 use crate::merge::DefaultActionChange;
 use crate::provenance::{Drift, InstalledBy, ReplaySummary};
 
-/// What `confirm` holds in `confirm_with.arguments`: where the caller puts the token.
+/// What `plan_token` holds in `confirm_with.arguments`: where the caller puts the token.
 pub const TOKEN_PLACEHOLDER: &str = "<plan_token>";
+
+/// The call that applies a plan (`confirm_with.tool`): a verb of its own, so that planning
+/// changes nothing and an endpoint may be allowed to plan but not to confirm.
+pub const CONFIRM_TOOL: &str = "confirm_rule_pack_plan";
 
 impl From<PlanKind> for pb::PlanKind {
     fn from(k: PlanKind) -> Self {
@@ -103,7 +107,7 @@ impl From<&Plan> for pb::Plan {
             confirm_with: Some(pb::ConfirmWith {
                 tool: p.confirm_with.tool.clone(),
                 webhook_id: p.confirm_with.arguments.webhook_id.clone(),
-                name: p.confirm_with.arguments.name.clone(),
+                name: p.pack.name.clone(),
                 allow_unproven: p.confirm_with.arguments.allow_unproven == Some(true),
                 note: p.confirm_with.note.clone(),
             }),
@@ -168,8 +172,7 @@ impl From<pb::Plan> for Plan {
                 tool: confirm.tool,
                 arguments: ConfirmArguments {
                     webhook_id: confirm.webhook_id,
-                    name: confirm.name,
-                    confirm: TOKEN_PLACEHOLDER.into(),
+                    plan_token: TOKEN_PLACEHOLDER.into(),
                     allow_unproven: confirm.allow_unproven.then_some(true),
                 },
                 note: confirm.note,
