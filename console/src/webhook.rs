@@ -55,7 +55,17 @@ pub struct WebhookView {
     pub installed: Vec<(String, InstalledStatus)>,
     pub history: Vec<HistoryRow>,
     pub events: Vec<EventRow>,
+    /// The person is an editor of the webhook's scope: they may change who confirms.
+    pub may_edit: bool,
+    /// What the last action on this page did.
+    pub notice: Option<String>,
 }
+
+/// The two confirm policies, as the form offers them.
+const POLICIES: [(&str, &str); 2] = [
+    ("self", "self: the agent that planned may confirm"),
+    ("person", "person: a person accepts every agent's plan here"),
+];
 
 pub fn webhook_page(chrome: &Chrome, v: &WebhookView) -> Markup {
     page(
@@ -63,11 +73,26 @@ pub fn webhook_page(chrome: &Chrome, v: &WebhookView) -> Markup {
         Some(chrome),
         html! {
             h1 { "Webhook " code { (v.webhook_id) } }
+            @if let Some(n) = &v.notice { p #notice.notice { (n) } }
             dl.facts {
                 dt { "Scope" } dd { (v.owner_scope) }
                 dt { "Source" } dd { (v.source_type) }
                 dt { "Configuration version" } dd #config-version { (v.config_version) }
-                dt { "Who confirms plans" } dd { (v.confirm_policy) }
+                dt { "Who confirms plans" } dd {
+                    span #confirm-policy { (v.confirm_policy) }
+                    @if v.may_edit {
+                        form.inline #confirm-policy-form method="post" action={ "/console/webhooks/" (v.webhook_id) "/confirm-policy" } {
+                            input type="hidden" name="csrf" value=(chrome.csrf);
+                            select #policy name="policy" {
+                                @for (value, label) in POLICIES {
+                                    option value=(value) selected[value == v.confirm_policy] { (label) }
+                                }
+                            }
+                            " "
+                            button #save-policy type="submit" { "Save" }
+                        }
+                    }
+                }
                 dt { "Grant" } dd { @for q in &v.grant { code { (q) } " " } }
                 dt { "Default action" } dd { (v.default_action.as_deref().unwrap_or("none (the first granted queue)")) }
             }

@@ -4,7 +4,9 @@
 
 use std::path::PathBuf;
 
-use switchboard_console::{Chrome, Decision, InboxItem, PlanView, inbox, plan_page};
+use switchboard_console::{
+    Chrome, Decision, InboxItem, PlanView, RuleRow, WebhookView, inbox, plan_page, webhook_page,
+};
 use switchboard_packs::plan::{Plan, PlanKind, PlanState, StaleReason};
 
 fn repo() -> PathBuf {
@@ -178,4 +180,50 @@ fn the_inbox_lists_each_plan_with_a_link_to_its_page() {
     assert_eq!(html.matches("class=\"plan-row\"").count(), 2);
     let empty = inbox(&chrome(), &[]).into_string();
     assert!(empty.contains("Nothing is waiting for you."));
+}
+
+/// Who confirms plans is a person's choice: the form is there for an editor only, posts the
+/// session's CSRF token, and shows the current policy selected.
+#[test]
+fn the_webhook_page_offers_the_confirm_policy_to_editors_only() {
+    let v = WebhookView {
+        webhook_id: "wh_1".into(),
+        confirm_policy: "person".into(),
+        rules: vec![RuleRow {
+            id: "r-1".into(),
+            when: ".kind == \"<b>x</b>\"".into(),
+            action: "drop".into(),
+            ..RuleRow::default()
+        }],
+        may_edit: true,
+        notice: Some("Saved: who confirms plans is now person.".into()),
+        ..WebhookView::default()
+    };
+    let html = webhook_page(&chrome(), &v).into_string();
+    assert!(
+        html.contains("action=\"/console/webhooks/wh_1/confirm-policy\""),
+        "{html}"
+    );
+    assert!(
+        html.contains("name=\"csrf\" value=\"csrf-token\""),
+        "{html}"
+    );
+    assert!(
+        html.contains("<option value=\"person\" selected>"),
+        "the current policy is selected: {html}"
+    );
+    assert!(html.contains("<option value=\"self\">"), "{html}");
+    assert!(html.contains("id=\"notice\""));
+    assert!(!html.contains("<b>x</b>"), "rules are escaped: {html}");
+
+    let viewer = WebhookView {
+        may_edit: false,
+        ..v
+    };
+    let html = webhook_page(&chrome(), &viewer).into_string();
+    assert!(!html.contains("confirm-policy-form"), "{html}");
+    assert!(
+        html.contains("<span id=\"confirm-policy\">person</span>"),
+        "{html}"
+    );
 }

@@ -597,6 +597,44 @@ async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
             .await
     );
 
+    // Who confirms is a person's choice, an editor's only: a viewer's form changes nothing; the
+    // editor puts their own webhook back to `self` in the page, and the agent's next confirm
+    // applies at once.
+    let page = http_get(http, &format!("/console/webhooks/{team_hook}"), &eve).await;
+    let html = String::from_utf8_lossy(&page.body).to_string();
+    assert!(
+        !html.contains("confirm-policy-form"),
+        "no form for a viewer"
+    );
+    let form = format!("csrf={}&policy=self", csrf_of(&html));
+    let refused = http_form(
+        http,
+        &format!("/console/webhooks/{team_hook}/confirm-policy"),
+        &eve,
+        &form,
+    )
+    .await;
+    assert_eq!(refused.status, 403, "a viewer cannot change the policy");
+    let page = http_get(http, &format!("/console/webhooks/{team_hook}"), &eve).await;
+    assert!(
+        String::from_utf8_lossy(&page.body).contains("<span id=\"confirm-policy\">person</span>")
+    );
+    c.goto(&format!("{console}/webhooks/{webhook}"))
+        .await
+        .expect("the webhook page");
+    assert_eq!(browser.text("#confirm-policy").await, "person");
+    c.find(Locator::Css("#policy"))
+        .await
+        .expect("the policy select")
+        .select_by_value("self")
+        .await
+        .expect("choose self");
+    browser.click("#save-policy").await;
+    browser.text_becomes("#confirm-policy", "self").await;
+    assert!(browser.text("#notice").await.starts_with("Saved"));
+    let applied = propose(mcp, bearer, webhook, true).await;
+    assert_eq!(applied["saved"], true, "{applied}");
+
     // Signing out closes the session.
     browser.click("header button").await;
     browser.text_becomes("h1", "Signed out").await;

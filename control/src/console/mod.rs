@@ -85,6 +85,10 @@ pub fn router(state: ControlState, settings: ConsoleSettings) -> Router {
         .route("/console/plans/{plan_id}/accept", post(accept))
         .route("/console/plans/{plan_id}/reject", post(reject))
         .route("/console/webhooks/{webhook_id}", get(webhook))
+        .route(
+            "/console/webhooks/{webhook_id}/confirm-policy",
+            post(confirm_policy),
+        )
         .layer(axum::middleware::map_response(secure_headers))
         .with_state(console)
 }
@@ -256,4 +260,28 @@ async fn webhook(
         Ok(person) => pages::webhook(&c, &person, &webhook_id).await,
         Err(refusal) => refusal,
     }
+}
+
+#[derive(Deserialize)]
+struct PolicyForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    policy: String,
+}
+
+/// An editor sets who confirms plans on a webhook. Only a person can: no API verb sets it,
+/// so an agent cannot lift the oversight placed on it.
+async fn confirm_policy(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    peer: Peer,
+    Path(webhook_id): Path<String>,
+    Form(form): Form<PolicyForm>,
+) -> Response {
+    let person = match Person::checked(&c, &headers, &peer, &form.csrf).await {
+        Ok(p) => p,
+        Err(refusal) => return refusal,
+    };
+    pages::set_confirm_policy(&c, &person, &webhook_id, &form.policy).await
 }

@@ -16,7 +16,7 @@ use super::person::Person;
 use crate::error::Reason;
 use crate::rule_packs::{Caller, rfc3339};
 use crate::scope::{OwnerScope, Role};
-use crate::store::{Page, Plan, Webhook};
+use crate::store::{ConfirmPolicy, Page, Plan, Webhook};
 
 pub(super) fn html(status: StatusCode, markup: Markup) -> Response {
     let mut response = (status, markup.into_string()).into_response();
@@ -256,34 +256,104 @@ pub(super) async fn decide(
 }
 
 pub(super) async fn webhook(c: &Console, person: &Person, webhook_id: &str) -> Response {
+    match find_webhook(c, person, webhook_id).await {
+        Ok(w) => webhook_page(c, person, &w, None, StatusCode::OK).await,
+        Err(refusal) => refusal,
+    }
+}
+
+/// The webhook among the person's scopes, or the page an unknown one gets (another scope's
+/// webhook answers exactly the same).
+async fn find_webhook(c: &Console, person: &Person, webhook_id: &str) -> Result<Webhook, Response> {
     let store = &c.state.store;
-    let scopes = match store.scopes_with_role(&person.login, Role::Viewer).await {
-        Ok(s) => s,
-        Err(e) => return internal(&e),
-    };
-    let mut found = None;
+    let scopes = store
+        .scopes_with_role(&person.login, Role::Viewer)
+        .await
+        .map_err(|e| internal(&e))?;
     for scope in &scopes {
         match store.get_webhook(scope, webhook_id).await {
-            Ok(w) => {
-                found = Some(w);
-                break;
-            }
+            Ok(w) => return Ok(w),
             Err(crate::Error::NotFound { .. }) => {}
-            Err(e) => return internal(&e),
+            Err(e) => return Err(internal(&e)),
         }
     }
-    let Some(w) = found else {
-        return not_found(person);
-    };
-    match webhook_view(c, person, &w).await {
+    Err(not_found(person))
+}
+
+async fn webhook_page(
+    c: &Console,
+    person: &Person,
+    w: &Webhook,
+    notice: Option<String>,
+    status: StatusCode,
+) -> Response {
+    match webhook_view(c, person, w, notice).await {
         Ok(view) => finish(
             c,
             person,
             html(
-                StatusCode::OK,
+                status,
                 switchboard_console::webhook_page(&person.chrome(), &view),
             ),
         ),
+        Err(e) => internal(&e),
+    }
+}
+
+/// Sets the webhook's confirm policy: an editor of its scope only.
+pub(super) async fn set_confirm_policy(
+    c: &Console,
+    person: &Person,
+    webhook_id: &str,
+    policy: &str,
+) -> Response {
+    let w = match find_webhook(c, person, webhook_id).await {
+        Ok(w) => w,
+        Err(refusal) => return refusal,
+    };
+    match c
+        .state
+        .store
+        .role_in_scope(&person.login, &w.owner_scope)
+        .await
+    {
+        Ok(Some(role)) if role >= Role::Editor => {}
+        Ok(_) => {
+            return message(
+                StatusCode::FORBIDDEN,
+                Some(&person.chrome()),
+                "Not yours to change",
+                "Changing who confirms plans needs the editor role in the webhook's scope; nothing was changed.",
+            );
+        }
+        Err(e) => return internal(&e),
+    }
+    let policy: ConfirmPolicy = match policy.parse() {
+        Ok(p) => p,
+        Err(problem) => {
+            let notice = format!("Nothing was changed: {problem}.");
+            return webhook_page(
+                c,
+                person,
+                &w,
+                Some(notice),
+                StatusCode::UNPROCESSABLE_ENTITY,
+            )
+            .await;
+        }
+    };
+    match c
+        .state
+        .store
+        .set_confirm_policy(&w.owner_scope, &w.id, policy)
+        .await
+    {
+        Ok(updated) => {
+            tracing::info!(person = %person.login, webhook = %w.id, %policy, "console: confirm policy set");
+            let notice = format!("Saved: who confirms plans is now {policy}.");
+            webhook_page(c, person, &updated, Some(notice), StatusCode::OK).await
+        }
+        Err(crate::Error::NotFound { .. }) => not_found(person),
         Err(e) => internal(&e),
     }
 }
@@ -292,6 +362,7 @@ async fn webhook_view(
     c: &Console,
     person: &Person,
     w: &Webhook,
+    notice: Option<String>,
 ) -> Result<WebhookView, crate::Error> {
     let store = &c.state.store;
     let scope: &OwnerScope = &w.owner_scope;
@@ -402,5 +473,10 @@ async fn webhook_view(
         installed,
         history,
         events,
+        may_edit: store
+            .role_in_scope(&person.login, scope)
+            .await?
+            .is_some_and(|r| r >= Role::Editor),
+        notice,
     })
 }
