@@ -5,6 +5,7 @@
 #![forbid(unsafe_code)]
 
 pub mod api;
+pub mod backlog;
 pub mod console;
 pub mod error;
 pub mod ingest;

@@ -2,6 +2,7 @@
 //! router service.
 
 pub mod engine;
+pub mod metrics;
 pub mod sandbox;
 pub mod server;
 pub mod service;

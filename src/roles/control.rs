@@ -31,6 +31,8 @@ pub struct ControlArgs {
     pub listen: ListenArgs,
     #[command(flatten)]
     pub tuning: ControlTuning,
+    #[command(flatten)]
+    pub metrics: super::MetricsArgs,
 }
 
 /// Where control listens.
@@ -357,6 +359,8 @@ pub async fn run(args: ControlArgs) -> anyhow::Result<()> {
         .map_err(|e| anyhow::anyhow!("opening the store: {}", e.log_text()))?;
     let state = args.tuning.state(store.clone(), source).await;
     let routes = grpc_routes(&state);
+    switchboard_telemetry::scrape::on_scrape(switchboard_control::backlog::sampler(store.clone()));
+    args.metrics.start().await?;
     let stop = shutdown_signal();
     let bound = bind_and_announce(state, &args.listen).await?;
     tracing::info!(http = %bound.http_addr, grpc = %bound.grpc_addr, "control serving");

@@ -57,6 +57,8 @@ pub struct GatewayArgs {
         default_value_t = 0
     )]
     pub readiness_grace_ms: u64,
+    #[command(flatten)]
+    pub metrics: super::MetricsArgs,
 }
 
 impl GatewayArgs {
@@ -90,6 +92,7 @@ pub async fn run(args: GatewayArgs) -> anyhow::Result<()> {
         .await
         .context("starting the gateway")?;
     println!("mcp listening on {}", bound.url());
+    args.metrics.start().await?;
     tracing::info!(url = %bound.url(), control = %args.control, read_only = args.read_only, "gateway serving");
     bound.serve(shutdown).await.context("serving the gateway")
 }

@@ -6,3 +6,36 @@ pub mod gateway;
 pub mod packs;
 pub mod router;
 pub mod up;
+
+use std::net::SocketAddr;
+
+use clap::Args;
+
+/// `/metrics` on a listener of its own (docs/running.md, "Metrics").
+#[derive(Args, Debug, Clone)]
+pub struct MetricsArgs {
+    /// Address to serve Prometheus `/metrics` on (port 0 picks a free port; the URL is
+    /// printed). Off when unset. A listener of its own, never the public one: the page names
+    /// tenants and queues.
+    #[arg(long, env = "SWITCHBOARD_METRICS_LISTEN")]
+    pub metrics_listen: Option<SocketAddr>,
+}
+
+impl MetricsArgs {
+    /// Binds and serves `/metrics` in the background, when asked to; prints its URL.
+    pub async fn start(&self) -> anyhow::Result<Option<SocketAddr>> {
+        let Some(addr) = self.metrics_listen else {
+            return Ok(None);
+        };
+        let listener = tokio::net::TcpListener::bind(addr).await?;
+        let addr = listener.local_addr()?;
+        println!("metrics url: http://{addr}/metrics");
+        tokio::spawn(async move {
+            let forever = std::future::pending::<()>();
+            if let Err(e) = switchboard_telemetry::scrape::serve(listener, forever).await {
+                tracing::error!(error = %e, "the metrics listener stopped");
+            }
+        });
+        Ok(Some(addr))
+    }
+}

@@ -37,6 +37,8 @@ pub struct RouterArgs {
     pub drain_timeout_ms: u64,
     #[command(flatten)]
     pub sandbox: SandboxArgs,
+    #[command(flatten)]
+    pub metrics: super::MetricsArgs,
 }
 
 /// How a router runs its sandbox children.
@@ -101,6 +103,11 @@ pub async fn run(args: RouterArgs) -> anyhow::Result<()> {
     let mut router = BoundRouter::bind(args.listen, args.sandbox.sandbox_config()?).await?;
     router.readiness_grace = Duration::from_millis(args.readiness_grace_ms);
     router.drain_timeout = Duration::from_millis(args.drain_timeout_ms.max(1));
+    switchboard_telemetry::scrape::on_scrape(switchboard_router::metrics::sampler(
+        &router.pool(),
+        router.local_addr.to_string(),
+    ));
+    args.metrics.start().await?;
     let stop = shutdown_signal();
     // Tests and operators read the bound address from this line.
     println!("router listening on {}", router.local_addr);

@@ -41,6 +41,8 @@ pub struct UpArgs {
     pub sandbox: SandboxArgs,
     #[command(flatten)]
     pub tuning: ControlTuning,
+    #[command(flatten)]
+    pub metrics: super::MetricsArgs,
 }
 
 /// The dev setup, found or created.
@@ -147,6 +149,10 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     .context("starting the router")?;
     let router_addr = router.local_addr;
     println!("router listening on {router_addr}");
+    switchboard_telemetry::scrape::on_scrape(switchboard_router::metrics::sampler(
+        &router.pool(),
+        router_addr.to_string(),
+    ));
     // Served before control's state is built: external rule packs are checked through it.
     let (router_stop, rx) = watch::channel(false);
     let router_task = tokio::spawn(router.serve(stopped(rx)));
@@ -161,6 +167,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         .map_err(internal)
         .context("opening the store")?;
     let dev = bootstrap(&store).await?;
+    switchboard_telemetry::scrape::on_scrape(switchboard_control::backlog::sampler(store.clone()));
     let state = args
         .tuning
         .state(
@@ -202,6 +209,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     println!("mcp url: {}", gateway.url());
     let console_base = format!("http://{}", control.http_addr);
     println!("console url: {console_base}/console");
+    args.metrics.start().await?;
     let ttl = switchboard_control::console::SIGN_IN_LINK_TTL;
     let link = store
         .create_sign_in_link(

@@ -2,11 +2,40 @@
 //! which is a no-op unless OTLP export is on ([`crate::init`]), so recording costs next to
 //! nothing when nobody collects.
 
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use opentelemetry::KeyValue;
-use opentelemetry::metrics::{Counter, Histogram};
+pub use opentelemetry::KeyValue;
+use opentelemetry::metrics::{Counter, Histogram, ObservableGauge};
+
+/// The backlog gauges: name and description. Their values are what a role's scrape sampler
+/// last set with [`Metrics::observe`].
+pub const GAUGES: [(&str, &str); 5] = [
+    (
+        "switchboard.backlog.unrouted_events",
+        "Stored deliveries without a decision yet: pending (no router answered in time) or deferred (over the webhook's rate). Read from the database by control",
+    ),
+    (
+        "switchboard.backlog.open_todos",
+        "Todos not completed, by queue (claimed or not). Read from the database by control",
+    ),
+    (
+        "switchboard.backlog.quarantined_events",
+        "Deliveries quarantined in the last 24 hours. Read from the database by control",
+    ),
+    (
+        "switchboard.sandbox.children",
+        "Sandbox children of a pool (a router's, or the pack checker's), by state (busy, idle: spares and children between calls)",
+    ),
+    (
+        "switchboard.sandbox.queued_chunks",
+        "Evaluation chunks waiting for a sandbox child, by class (live, interactive, replay: the replay queue's depth)",
+    ),
+];
+
+/// One gauge's readings: each with its attributes.
+pub type Readings = Vec<(Vec<KeyValue>, f64)>;
 
 /// All instruments, created once (after [`crate::init`] has installed the provider).
 pub struct Metrics {
@@ -21,6 +50,8 @@ pub struct Metrics {
     ingest_refusals: Counter<u64>,
     router_ejections: Counter<u64>,
     retention_purged: Counter<u64>,
+    observed: Arc<Mutex<HashMap<(&'static str, String), Readings>>>,
+    _gauges: Vec<ObservableGauge<f64>>,
 }
 
 /// The process's instruments.
@@ -28,7 +59,30 @@ pub fn metrics() -> &'static Metrics {
     static METRICS: OnceLock<Metrics> = OnceLock::new();
     METRICS.get_or_init(|| {
         let meter = opentelemetry::global::meter("switchboard");
+        let observed: Arc<Mutex<HashMap<(&'static str, String), Readings>>> = Arc::default();
+        let gauges = GAUGES
+            .iter()
+            .map(|&(name, description)| {
+                let observed = observed.clone();
+                meter
+                    .f64_observable_gauge(name)
+                    .with_description(description)
+                    .with_callback(move |gauge| {
+                        if let Ok(all) = observed.lock() {
+                            let readings = all.iter().filter(|((n, _), _)| *n == name);
+                            for (_, readings) in readings {
+                                for (attributes, value) in readings {
+                                    gauge.observe(*value, attributes);
+                                }
+                            }
+                        }
+                    })
+                    .build()
+            })
+            .collect();
         Metrics {
+            observed,
+            _gauges: gauges,
             deliveries: meter
                 .u64_counter("switchboard.ingest.deliveries")
                 .with_description("Deliveries ingested, by decision (queue, default, drop, quarantine, fault, unrouted) and verification")
@@ -81,6 +135,17 @@ pub fn metrics() -> &'static Metrics {
 }
 
 impl Metrics {
+    /// Replaces what `source` (a pool, the database) last read for the backlog gauge `name`
+    /// (one of [`GAUGES`]); a sampler calls it at each scrape. Sources in one process (a
+    /// router's pool and the packs' pool under `switchboard up`) keep their own readings,
+    /// told apart by their attributes.
+    pub fn observe(&self, name: &'static str, source: &str, readings: Readings) {
+        debug_assert!(GAUGES.iter().any(|(n, _)| *n == name), "{name}");
+        if let Ok(mut all) = self.observed.lock() {
+            all.insert((name, source.to_string()), readings);
+        }
+    }
+
     /// One ingested delivery: `decision` is `queue`, `default`, `drop`, `quarantine`,
     /// `fault`, `unrouted`, `pending` (past the ingest deadline) or `deferred` (over the rate).
     pub fn delivery(&self, decision: &'static str, verified: bool, took: Duration) {

@@ -1,6 +1,6 @@
 //! One setup for every role: logs to stderr (JSON when stderr is not a terminal), spans with
-//! W3C trace ids always, and OTLP export of traces and metrics only when
-//! `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
+//! W3C trace ids always, metrics always readable at `/metrics` ([`crate::scrape`]), and OTLP
+//! export of traces and metrics only when `OTEL_EXPORTER_OTLP_ENDPOINT` is set.
 
 use opentelemetry::KeyValue;
 use opentelemetry::trace::TracerProvider as _;
@@ -19,7 +19,7 @@ pub const OTLP_ENDPOINT_ENV: &str = "OTEL_EXPORTER_OTLP_ENDPOINT";
 /// [`Telemetry::shutdown`] at exit so the last spans and metrics are sent.
 pub struct Telemetry {
     tracer: SdkTracerProvider,
-    meter: Option<SdkMeterProvider>,
+    meter: SdkMeterProvider,
     /// The OTLP exporters' channels live on this runtime: the SDK exports from its own
     /// threads, which have no Tokio context of their own.
     runtime: Option<tokio::runtime::Runtime>,
@@ -45,9 +45,7 @@ impl Telemetry {
     }
 
     fn stop(&mut self) {
-        if let Some(meter) = self.meter.take() {
-            let _ = meter.shutdown();
-        }
+        let _ = self.meter.shutdown();
         let _ = self.tracer.shutdown();
         if let Some(runtime) = self.runtime.take() {
             runtime.shutdown_background();
@@ -78,7 +76,7 @@ pub fn init(service: &str, log_env: &str) -> Telemetry {
     let endpoint = std::env::var(OTLP_ENDPOINT_ENV)
         .ok()
         .filter(|v| !v.trim().is_empty());
-    let (tracer, meter, runtime, export) = match endpoint {
+    let (tracer, otlp_metrics, runtime, export) = match endpoint {
         None => (
             SdkTracerProvider::builder()
                 .with_resource(resource(service))
@@ -88,7 +86,7 @@ pub fn init(service: &str, log_env: &str) -> Telemetry {
             Export::Off,
         ),
         Some(endpoint) => match exporting(service) {
-            Ok((tracer, meter, runtime)) => (tracer, Some(meter), Some(runtime), {
+            Ok((tracer, metrics, runtime)) => (tracer, Some(metrics), Some(runtime), {
                 Export::Otlp(endpoint)
             }),
             Err(e) => (
@@ -101,9 +99,20 @@ pub fn init(service: &str, log_env: &str) -> Telemetry {
             ),
         },
     };
-    if let Some(meter) = &meter {
-        opentelemetry::global::set_meter_provider(meter.clone());
+    let mut meter = SdkMeterProvider::builder().with_resource(resource(service));
+    match opentelemetry_prometheus::exporter()
+        .with_registry(crate::scrape::registry().clone())
+        .build()
+    {
+        Ok(prometheus) => meter = meter.with_reader(prometheus),
+        Err(e) => eprintln!("switchboard: /metrics is off: {e}"),
     }
+    if let Some(metrics) = otlp_metrics {
+        let _inside = runtime.as_ref().map(|r| r.enter());
+        meter = meter.with_periodic_exporter(metrics);
+    }
+    let meter = meter.build();
+    opentelemetry::global::set_meter_provider(meter.clone());
     opentelemetry::global::set_tracer_provider(tracer.clone());
 
     let filter = EnvFilter::try_from_env(log_env).unwrap_or_else(|_| EnvFilter::new("info"));
@@ -144,7 +153,11 @@ pub fn init(service: &str, log_env: &str) -> Telemetry {
     }
 }
 
-type Providers = (SdkTracerProvider, SdkMeterProvider, tokio::runtime::Runtime);
+type Providers = (
+    SdkTracerProvider,
+    opentelemetry_otlp::MetricExporter,
+    tokio::runtime::Runtime,
+);
 
 /// The OTLP/gRPC exporters (endpoint, headers and timeouts from the standard `OTEL_*`
 /// variables), built on a runtime of their own.
@@ -168,10 +181,6 @@ fn exporting(service: &str) -> Result<Providers, String> {
         .with_resource(resource(service))
         .with_batch_exporter(spans)
         .build();
-    let meter = SdkMeterProvider::builder()
-        .with_resource(resource(service))
-        .with_periodic_exporter(metrics)
-        .build();
     drop(_inside);
-    Ok((tracer, meter, runtime))
+    Ok((tracer, metrics, runtime))
 }

@@ -153,7 +153,7 @@ fn admin(database: &str, key_file: &Path, args: &[&str]) -> String {
 }
 
 /// One MCP tool call; its structured result, or its error object.
-async fn tool(mcp_url: &str, bearer: &str, name: &str, arguments: Value) -> Value {
+pub(crate) async fn tool(mcp_url: &str, bearer: &str, name: &str, arguments: Value) -> Value {
     let answer = mcp_post(
         mcp_url,
         bearer,

@@ -118,9 +118,13 @@ enum Proto {
 /// The listeners each role has, as `--print-config` keys.
 fn listeners(role: &str) -> &'static [(Proto, &'static str)] {
     match role {
-        "control" => &[(Proto::Http, "http_listen"), (Proto::Grpc, "grpc_listen")],
-        "router" => &[(Proto::Grpc, "listen")],
-        "gateway" => &[(Proto::Http, "listen")],
+        "control" => &[
+            (Proto::Http, "http_listen"),
+            (Proto::Grpc, "grpc_listen"),
+            (Proto::Http, "metrics_listen"),
+        ],
+        "router" => &[(Proto::Grpc, "listen"), (Proto::Http, "metrics_listen")],
+        "gateway" => &[(Proto::Http, "listen"), (Proto::Http, "metrics_listen")],
         other => panic!("role `{other}` is not expected in a deployment"),
     }
 }

@@ -14,6 +14,7 @@ mod ingest;
 mod ingest_big_bodies;
 mod ingest_forms;
 mod mcp_e2e;
+mod metrics;
 mod pack_api;
 mod pack_sources;
 mod repository;

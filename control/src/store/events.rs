@@ -67,6 +67,15 @@ pub struct EventSummary {
     pub routed: bool,
 }
 
+/// What [`Store::backlog`] counted.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Backlog {
+    pub unrouted: u64,
+    /// (queue, open todos), by queue name.
+    pub open_todos: Vec<(String, u64)>,
+    pub quarantined: u64,
+}
+
 /// The outcome of routing one event: the decision (`queue:<name>`, `drop`, … as JSON), an
 /// optional fault, and the todo a queue decision creates.
 #[derive(Clone, Debug)]
@@ -385,6 +394,40 @@ impl Store {
                 .await?;
         let n: i64 = row.try_get("n")?;
         Ok(u64::try_from(n).unwrap_or(0))
+    }
+
+    /// The backlog operators watch (`/metrics`), across every webhook: deliveries stored
+    /// without a decision, open todos per queue, and deliveries quarantined since `since`
+    /// (ms). Each count walks an index (`events_unrouted`, `todos_by_queue`, `events_by_age`).
+    pub async fn backlog(&self, since: i64) -> Result<Backlog> {
+        let row = sqlx::query("SELECT COUNT(*) AS n FROM events WHERE routed = 0")
+            .fetch_one(&self.pool)
+            .await?;
+        let unrouted: i64 = row.try_get("n")?;
+        let rows = sqlx::query(
+            "SELECT queue, COUNT(*) AS n FROM todos WHERE completed_at IS NULL GROUP BY queue ORDER BY queue",
+        )
+        .fetch_all(&self.pool)
+        .await?;
+        let mut open_todos = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let n: i64 = row.try_get("n")?;
+            open_todos.push((row.try_get("queue")?, u64::try_from(n).unwrap_or(0)));
+        }
+        // The decision is stored as compact JSON written by serde_json: its label is the
+        // string `"decision":"quarantine"`, whatever the key order.
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS n FROM events WHERE received_at >= $1 AND decision LIKE '%\"decision\":\"quarantine\"%'",
+        )
+        .bind(since)
+        .fetch_one(&self.pool)
+        .await?;
+        let quarantined: i64 = row.try_get("n")?;
+        Ok(Backlog {
+            unrouted: u64::try_from(unrouted).unwrap_or(0),
+            open_todos,
+            quarantined: u64::try_from(quarantined).unwrap_or(0),
+        })
     }
 
     /// `not_found` unless the scope owns the webhook: one query, the same for an unknown id and

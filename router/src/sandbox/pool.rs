@@ -131,6 +131,14 @@ pub struct SandboxStats {
     pub spawned_on_demand: AtomicU64,
 }
 
+/// How busy a pool is at one moment ([`SandboxPool::occupancy`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Occupancy {
+    pub busy: usize,
+    pub idle: usize,
+    pub queued: [(Class, usize); 3],
+}
+
 /// How one evaluate call wants its work done.
 #[derive(Clone, Debug, Default)]
 pub struct Work {
@@ -470,6 +478,19 @@ impl SandboxPool {
 
     pub fn stats(&self) -> &SandboxStats {
         &self.inner.stats
+    }
+
+    /// The pool's state now, for `/metrics`: children at work and idle (spares and children
+    /// between calls), and chunks queued per class.
+    pub fn occupancy(&self) -> Occupancy {
+        let alive = lock(&self.inner.live).len();
+        let idle = lock(&self.inner.idle).len();
+        let queue = lock(&self.inner.queue);
+        Occupancy {
+            busy: alive.saturating_sub(idle),
+            idle,
+            queued: Class::ALL.map(|class| (class, queue.jobs.len_of(|c| c == class))),
+        }
     }
 
     /// Process ids of the children alive now.

@@ -1,0 +1,239 @@
+//! Issue 21 item 5 through the real binary: Prometheus `/metrics` on a listener of its own,
+//! scraped and parsed while deliveries flow; the backlog gauges move with the work.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+
+use serde_json::json;
+
+use crate::cli::{Process, up_lines};
+use crate::console::tool;
+use crate::control_harness::{http_raw, post, signed};
+use crate::support::payload;
+
+/// One sample of the text format: its name, labels and value.
+#[derive(Debug)]
+struct Sample {
+    name: String,
+    labels: BTreeMap<String, String>,
+    value: f64,
+}
+
+/// Parses the Prometheus text format strictly enough that a malformed line fails the test.
+fn parse(text: &str) -> Vec<Sample> {
+    let mut samples = Vec::new();
+    for line in text.lines() {
+        if line.is_empty() || line.starts_with('#') {
+            continue;
+        }
+        let (series, value) = line
+            .rsplit_once(' ')
+            .unwrap_or_else(|| panic!("no value: {line}"));
+        let value: f64 = value
+            .parse()
+            .unwrap_or_else(|e| panic!("{line}: not a number ({e})"));
+        let (name, labels) = match series.split_once('{') {
+            None => (series.to_string(), BTreeMap::new()),
+            Some((name, rest)) => {
+                let body = rest
+                    .strip_suffix('}')
+                    .unwrap_or_else(|| panic!("unclosed labels: {line}"));
+                let labels = body
+                    .split("\",")
+                    .filter(|p| !p.is_empty())
+                    .map(|pair| {
+                        let (k, v) = pair
+                            .split_once("=\"")
+                            .unwrap_or_else(|| panic!("a label without a value: {line}"));
+                        (k.to_string(), v.trim_end_matches('"').to_string())
+                    })
+                    .collect();
+                (name.to_string(), labels)
+            }
+        };
+        assert!(
+            name.chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
+            "{line}"
+        );
+        samples.push(Sample {
+            name,
+            labels,
+            value,
+        });
+    }
+    samples
+}
+
+/// The sum of `name`'s samples whose labels include `with`.
+fn total(samples: &[Sample], name: &str, with: &[(&str, &str)]) -> f64 {
+    samples
+        .iter()
+        .filter(|s| s.name == name)
+        .filter(|s| {
+            with.iter()
+                .all(|(k, v)| s.labels.get(*k).map(String::as_str) == Some(*v))
+        })
+        .map(|s| s.value)
+        .sum()
+}
+
+async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
+    let head = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let r = http_raw(addr, head.into_bytes(), Vec::new()).await;
+    (r.status, String::from_utf8_lossy(&r.body).into_owned())
+}
+
+async fn scrape(addr: SocketAddr) -> Vec<Sample> {
+    let (status, text) = get(addr, "/metrics").await;
+    assert_eq!(status, 200, "{text}");
+    parse(&text)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_are_scraped_and_the_backlog_gauges_move_with_the_work() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data = dir.path().join("data");
+    let env = [
+        ("SWITCHBOARD_DATA_DIR", data.to_str().expect("utf-8 path")),
+        ("SWITCHBOARD_HTTP_LISTEN", "127.0.0.1:0"),
+        ("SWITCHBOARD_GRPC_LISTEN", "127.0.0.1:0"),
+        ("SWITCHBOARD_MCP_LISTEN", "127.0.0.1:0"),
+        ("SWITCHBOARD_METRICS_LISTEN", "127.0.0.1:0"),
+        ("SWITCHBOARD_ROUTER_CHILDREN", "1"),
+    ];
+    let mut up = Process::spawn(&["up"], &env);
+    let lines = up_lines(&mut up);
+    let metrics: SocketAddr = up
+        .line("metrics url: ")
+        .trim_start_matches("http://")
+        .trim_end_matches("/metrics")
+        .parse()
+        .expect("the metrics address");
+    let ingest: SocketAddr = lines
+        .ingest_url
+        .trim_start_matches("http://")
+        .split('/')
+        .next()
+        .and_then(|a| a.parse().ok())
+        .expect("the ingest address");
+
+    let before = scrape(metrics).await;
+    let open = |s: &[Sample]| total(s, "switchboard_backlog_open_todos", &[]);
+    assert_eq!(open(&before), 0.0);
+    assert_eq!(
+        total(&before, "switchboard_backlog_unrouted_events", &[]),
+        0.0
+    );
+    assert!(
+        total(
+            &before,
+            "switchboard_sandbox_children",
+            &[("state", "idle")]
+        ) >= 1.0,
+        "the router's first child waits: {before:?}"
+    );
+
+    // Three deliveries; the dev webhook has no rules, so each becomes a todo in its first
+    // granted queue.
+    for (i, (file, event)) in [
+        ("pull_request.opened.json", "pull_request"),
+        ("issue_comment.created.json", "issue_comment"),
+        ("check_run.completed.json", "check_run"),
+    ]
+    .iter()
+    .enumerate()
+    {
+        let p = payload("github", file);
+        let headers = signed("github", event, &format!("m-{i}"), &lines.secret, &p.body);
+        let path = format!("/hooks/{}", lines.webhook);
+        assert_eq!(post(ingest, &path, &headers, &p.body).await.status, 202);
+    }
+    let todos = tool(
+        &lines.mcp_url,
+        &lines.token,
+        "list_todos",
+        json!({"queue": "forge"}),
+    )
+    .await;
+    let listed = todos["todos"].as_array().expect("todos").len();
+    assert_eq!(listed, 3, "{todos}");
+
+    let during = scrape(metrics).await;
+    assert_eq!(
+        total(
+            &during,
+            "switchboard_backlog_open_todos",
+            &[("queue", "forge")]
+        ),
+        3.0
+    );
+    assert_eq!(
+        total(&during, "switchboard_ingest_deliveries_total", &[]),
+        3.0,
+        "every delivery counted once"
+    );
+    assert!(
+        total(
+            &during,
+            "switchboard_sandbox_cpu_seconds_total",
+            &[("class", "live")]
+        ) > 0.0,
+        "the live work's sandbox CPU is counted"
+    );
+
+    // The example dashboard charts only what the binary really exposes.
+    let dashboard: serde_json::Value = serde_json::from_str(
+        &std::fs::read_to_string(
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("deploy/monitoring/grafana-dashboard.json"),
+        )
+        .expect("the dashboard"),
+    )
+    .expect("the dashboard is JSON");
+    let names: std::collections::BTreeSet<&str> = during.iter().map(|s| s.name.as_str()).collect();
+    let mut charted = 0;
+    for panel in dashboard["panels"].as_array().expect("panels") {
+        for target in panel["targets"].as_array().expect("targets") {
+            let expr = target["expr"].as_str().expect("an expr");
+            for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
+                if word.starts_with("switchboard_") {
+                    assert!(
+                        names.contains(word),
+                        "the dashboard charts {word}, which /metrics lacks"
+                    );
+                    charted += 1;
+                }
+            }
+        }
+    }
+    assert!(charted >= 7, "{charted}");
+
+    // Completing a todo takes it off the backlog.
+    let first = todos["todos"][0]["id"].as_str().expect("a todo id");
+    let claimed = tool(
+        &lines.mcp_url,
+        &lines.token,
+        "claim_todo",
+        json!({"todo_id": first}),
+    )
+    .await;
+    assert_eq!(claimed["todo"]["state"], "claimed", "{claimed}");
+    let done = tool(
+        &lines.mcp_url,
+        &lines.token,
+        "complete_todo",
+        json!({"todo_id": first}),
+    )
+    .await;
+    assert_eq!(done["todo"]["state"], "completed", "{done}");
+    let after = scrape(metrics).await;
+    assert_eq!(open(&after), 2.0);
+
+    // The page names tenants and queues: never on the public ingest listener.
+    let (status, _) = get(ingest, "/metrics").await;
+    assert_eq!(status, 404);
+
+    up.terminate();
+    assert!(up.wait_exit(std::time::Duration::from_secs(30)).success());
+}
