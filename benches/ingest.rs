@@ -1411,6 +1411,7 @@ async fn expected_decisions(samples: &[Sample], router: &str) -> Expected {
 fn probe_webhook(forge: &str) -> Webhook {
     Webhook {
         confirm_policy: Default::default(),
+        claim_ttl: None,
         id: "wh_probe".into(),
         owner_scope: OwnerScope::human("bench"),
         source_type: source_type(forge),

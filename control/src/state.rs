@@ -51,6 +51,9 @@ pub struct Limits {
     pub retention: Retention,
     /// How long a plan put before a person (`confirm_policy: person`) waits for one.
     pub approval_ttl: Duration,
+    /// How long a todo claim lasts on a webhook that sets no lease of its own: past it a
+    /// crashed agent's todo is back in its queue.
+    pub claim_ttl: Duration,
 }
 
 impl Default for Limits {
@@ -67,6 +70,7 @@ impl Default for Limits {
             replay_max_child_faults: 3,
             retention: Retention::default(),
             approval_ttl: Duration::from_secs(24 * 60 * 60),
+            claim_ttl: Duration::from_secs(30 * 60),
         }
     }
 }

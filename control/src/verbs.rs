@@ -44,7 +44,7 @@ pub const FAMILIES: &[Family] = &[
     },
     Family {
         name: "todos",
-        verbs: &["list_todos", "claim_todo", "complete_todo"],
+        verbs: &["list_todos", "claim_todo", "release_todo", "complete_todo"],
     },
 ];
 
@@ -111,7 +111,10 @@ mod tests {
     #[test]
     fn families_expand_to_their_verbs() {
         let v = expand(&["todos"]).unwrap();
-        assert_eq!(v, vec!["list_todos", "claim_todo", "complete_todo"]);
+        assert_eq!(
+            v,
+            vec!["list_todos", "claim_todo", "release_todo", "complete_todo"]
+        );
         assert_eq!(expand(&["webhooks"]).unwrap().len(), 7);
         assert_eq!(expand(&["webhook-rules"]).unwrap().len(), 10);
         assert_eq!(
@@ -125,7 +128,13 @@ mod tests {
         let v = expand(&["claim_todo", "todos", "get_webhook"]).unwrap();
         assert_eq!(
             v,
-            vec!["get_webhook", "list_todos", "claim_todo", "complete_todo"]
+            vec![
+                "get_webhook",
+                "list_todos",
+                "claim_todo",
+                "release_todo",
+                "complete_todo"
+            ]
         );
     }
 

@@ -193,6 +193,7 @@ unary! {
     confirm_rule_pack_plan => packs.confirm_rule_pack_plan(pb::ConfirmRulePackPlanRequest) -> pb::RulePackEvent;
     list_todos => todos.list_todos(pb::ListTodosRequest) -> pb::ListTodosResponse;
     claim_todo => todos.claim_todo(pb::ClaimTodoRequest) -> pb::ClaimTodoResponse;
+    release_todo => todos.release_todo(pb::ReleaseTodoRequest) -> pb::ReleaseTodoResponse;
     complete_todo => todos.complete_todo(pb::CompleteTodoRequest) -> pb::CompleteTodoResponse;
 }
 

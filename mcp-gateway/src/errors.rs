@@ -218,7 +218,9 @@ fn next_call(tool: &str, error: &ToolError) -> Option<String> {
                 "check the event id with list_webhook_events (and the webhook id with list_webhooks)"
                     .into()
             }
-            "claim_todo" | "complete_todo" => "check the todo id with list_todos".into(),
+            "claim_todo" | "release_todo" | "complete_todo" => {
+                "check the todo id with list_todos".into()
+            }
             "install_rule_pack" | "remove_rule_pack" | "list_rule_packs" => {
                 "check the webhook id with list_webhooks and the pack name with list_rule_packs"
                     .into()
@@ -296,8 +298,8 @@ fn next_call(tool: &str, error: &ToolError) -> Option<String> {
                 .into()
         }
         Reason::Conflict => match tool {
-            "claim_todo" | "complete_todo" => {
-                "another endpoint holds this todo: pick another with list_todos filter unclaimed"
+            "claim_todo" | "release_todo" | "complete_todo" => {
+                "another endpoint holds this todo, or it is completed: pick another with list_todos filter unclaimed"
                     .into()
             }
             _ => "read the current state again and retry".into(),

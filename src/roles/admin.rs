@@ -138,6 +138,32 @@ pub enum WebhookCommand {
         id: String,
         policy: switchboard_control::store::ConfirmPolicy,
     },
+    /// Sets how long a claim on the webhook's todos lasts: seconds (1 to 30 days), or
+    /// `default` for the instance's --claim-ttl-secs. Claims already made keep their expiry.
+    ClaimTtl { id: String, ttl: ClaimTtl },
+}
+
+/// A webhook's claim lease as the operator names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ClaimTtl {
+    Default,
+    Seconds(u64),
+}
+
+impl std::str::FromStr for ClaimTtl {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        if s == "default" {
+            return Ok(ClaimTtl::Default);
+        }
+        let max = switchboard_control::store::MAX_CLAIM_TTL.as_secs();
+        match s.parse::<u64>() {
+            Ok(n) if (1..=max).contains(&n) => Ok(ClaimTtl::Seconds(n)),
+            _ => Err(format!(
+                "{s:?} is no claim lease: seconds from 1 to {max}, or `default`"
+            )),
+        }
+    }
 }
 
 #[derive(Subcommand, Debug, Clone)]
@@ -269,6 +295,24 @@ async fn command(store: &Store, command: AdminCommand) -> anyhow::Result<()> {
                 .await
                 .map_err(op)?;
             println!("webhook {}: confirm policy {}", w.id, w.confirm_policy);
+        }
+        AdminCommand::Webhook(WebhookCommand::ClaimTtl { id, ttl }) => {
+            let current = store.webhook_for_ingest(&id).await.map_err(op)?;
+            let ttl = match ttl {
+                ClaimTtl::Default => None,
+                ClaimTtl::Seconds(n) => Some(std::time::Duration::from_secs(n)),
+            };
+            let w = store
+                .set_claim_ttl(&current.owner_scope, &id, ttl)
+                .await
+                .map_err(op)?;
+            match w.claim_ttl {
+                Some(ttl) => println!("webhook {}: claims last {} s", w.id, ttl.as_secs()),
+                None => println!(
+                    "webhook {}: claims last the instance default (--claim-ttl-secs)",
+                    w.id
+                ),
+            }
         }
         AdminCommand::Human(HumanCommand::List) => {
             for h in store.list_humans().await.map_err(op)? {

@@ -140,6 +140,11 @@ pub struct ControlTuning {
     #[arg(long, env = "SWITCHBOARD_APPROVAL_TTL_HOURS", default_value_t = 24,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub approval_ttl_hours: u64,
+    /// How long a todo claim lasts, seconds, on a webhook that sets none of its own
+    /// (`switchboard admin webhook claim-ttl`): past it the todo is back in its queue.
+    #[arg(long, env = "SWITCHBOARD_CLAIM_TTL_SECS", default_value_t = 1_800,
+          value_parser = clap::value_parser!(u64).range(1..=switchboard_control::store::MAX_CLAIM_TTL.as_secs()))]
+    pub claim_ttl_secs: u64,
     /// Where people reach the console (`https://switchboard.example.com`), for the link a
     /// plan awaiting a person carries. Unset: the link is a path on this HTTP listener.
     #[arg(long, env = "SWITCHBOARD_CONSOLE_URL")]
@@ -325,6 +330,7 @@ impl ControlTuning {
                     max_events_per_webhook: self.retention_events_per_webhook,
                 },
                 approval_ttl: Duration::from_secs(self.approval_ttl_hours.saturating_mul(3600)),
+                claim_ttl: Duration::from_secs(self.claim_ttl_secs),
                 ..Limits::default()
             },
             console_base: self.console_url.clone(),

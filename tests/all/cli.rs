@@ -470,6 +470,26 @@ pub async fn admin_cli_manages_tenancy_webhooks_and_endpoints(db: TestDb) {
     );
     let (done, _, err) = run(&["webhook", "grant", "wh_nope", "--grant", "forge"], "");
     assert!(!done && err.contains("not found"), "{err}");
+
+    // A webhook's claim lease: seconds, or back to the instance default; bounded.
+    let out = ok(run(&["webhook", "claim-ttl", &id, "600"], ""));
+    assert!(out.contains("claims last 600 s"), "{out}");
+    assert_eq!(
+        db.store.get_webhook(&team, &id).await.unwrap().claim_ttl,
+        Some(std::time::Duration::from_secs(600))
+    );
+    let out = ok(run(&["webhook", "claim-ttl", &id, "default"], ""));
+    assert!(out.contains("the instance default"), "{out}");
+    assert_eq!(
+        db.store.get_webhook(&team, &id).await.unwrap().claim_ttl,
+        None
+    );
+    for bad in ["0", "2592001", "10m"] {
+        let (done, _, err) = run(&["webhook", "claim-ttl", &id, bad], "");
+        assert!(!done && err.contains("seconds from 1 to 2592000"), "{err}");
+    }
+    let (done, _, err) = run(&["webhook", "claim-ttl", "wh_nope", "60"], "");
+    assert!(!done && err.contains("not found"), "{err}");
     let listed = ok(run(&["webhook", "list", "--scope", "team:platform"], ""));
     assert!(
         listed.contains(&id) && !listed.contains(&secret),

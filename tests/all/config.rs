@@ -184,3 +184,33 @@ fn a_bad_config_file_is_a_clear_error_and_nothing_starts() {
     assert!(!ok);
     assert!(err.contains("/nonexistent/switchboard.toml"), "{err}");
 }
+
+/// `--claim-ttl-secs`: 30 minutes unless set, and no lease of 0 or past 30 days.
+#[test]
+fn the_claim_lease_defaults_to_30_minutes_and_is_bounded() {
+    let control = [
+        "control",
+        "--print-config",
+        "--database-url",
+        "sqlite://unused",
+    ];
+    let (ok, out, err) = switchboard(&control, &[]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        printed(&out, "control")["claim_ttl_secs"].as_integer(),
+        Some(1800)
+    );
+    assert_eq!(source_of(&out, "claim_ttl_secs"), "default");
+    let (ok, out, err) = switchboard(&control, &[("SWITCHBOARD_CLAIM_TTL_SECS", "600")]);
+    assert!(ok, "{err}");
+    assert_eq!(
+        printed(&out, "control")["claim_ttl_secs"].as_integer(),
+        Some(600)
+    );
+    for bad in ["0", "2592001"] {
+        let mut args = control.to_vec();
+        args.extend(["--claim-ttl-secs", bad]);
+        let (ok, _, err) = switchboard(&args, &[]);
+        assert!(!ok && err.contains("claim-ttl-secs"), "{err}");
+    }
+}

@@ -271,6 +271,9 @@ api_suite! {
     events_list_newest_first_and_read_exactly,
     retention_purges_in_batches_and_listings_say_what_window_remains,
     todos_are_listed_claimed_and_completed,
+    todo_claims_are_leases,
+    two_endpoints_race_to_claim_and_one_wins,
+    a_claim_expiring_while_its_holder_completes_has_one_outcome,
     each_endpoint_is_rate_limited = 3,
     a_stopped_router_changes_nothing,
     health_and_reflection_are_served,
@@ -699,7 +702,13 @@ async fn verbs_off_the_allowlist_are_refused(api: Api) {
     let me = ok(c.identity.who_am_i(pb::WhoAmIRequest::default()).await);
     assert_eq!(
         me.verbs,
-        vec!["get_webhook", "list_todos", "claim_todo", "complete_todo"]
+        vec![
+            "get_webhook",
+            "list_todos",
+            "claim_todo",
+            "release_todo",
+            "complete_todo"
+        ]
     );
     assert_eq!(me.usable_verbs, me.verbs);
     assert_eq!(
@@ -785,6 +794,15 @@ async fn roles_gate_every_verb(api: Api) {
         "permission_denied",
     );
     refused(
+        v.todos
+            .release_todo(pb::ReleaseTodoRequest {
+                todo_id: todo.id.clone(),
+            })
+            .await,
+        Code::PermissionDenied,
+        "permission_denied",
+    );
+    refused(
         v.webhooks.create_webhook(create()).await,
         Code::PermissionDenied,
         "permission_denied",
@@ -798,7 +816,7 @@ async fn roles_gate_every_verb(api: Api) {
         "{:?}",
         me.usable_verbs
     );
-    assert_eq!(me.verbs.len(), 21);
+    assert_eq!(me.verbs.len(), 22);
 
     // Editor: rules, dry runs and todos, but not webhooks themselves.
     let mut e = api.client(&editor);
@@ -811,6 +829,11 @@ async fn roles_gate_every_verb(api: Api) {
     );
     ok(e.todos
         .claim_todo(pb::ClaimTodoRequest {
+            todo_id: todo.id.clone(),
+        })
+        .await);
+    ok(e.todos
+        .release_todo(pb::ReleaseTodoRequest {
             todo_id: todo.id.clone(),
         })
         .await);
@@ -1095,8 +1118,19 @@ async fn other_scopes_unknown_and_malformed_ids_are_one_not_found(api: Api) {
         ("an empty id", String::new()),
     ];
     let mut claims = vec![];
+    let mut releases = vec![];
     let mut completions = vec![];
     for (case, id) in &todo_ids {
+        releases.push((
+            case.to_string(),
+            status_of(
+                c.todos
+                    .release_todo(pb::ReleaseTodoRequest {
+                        todo_id: id.clone(),
+                    })
+                    .await,
+            ),
+        ));
         claims.push((
             case.to_string(),
             status_of(
@@ -1119,6 +1153,7 @@ async fn other_scopes_unknown_and_malformed_ids_are_one_not_found(api: Api) {
         ));
     }
     one_not_found("claim_todo", "todo", &claims);
+    one_not_found("release_todo", "todo", &releases);
     one_not_found("complete_todo", "todo", &completions);
 
     // Nothing of bob's moved, and nothing of bob's is listed for alice.
@@ -2862,6 +2897,11 @@ async fn todos_are_listed_claimed_and_completed(api: Api) {
         (pb::TodoState::Claimed as i32, one_id.as_str())
     );
     assert!(claimed.claimed_at_ms > 0);
+    assert_eq!(
+        claimed.claim_expires_at,
+        switchboard_model::rfc3339_millis(api.clock.now_ms() + 30 * 60 * 1000),
+        "a claim lasts the default lease"
+    );
     ok(a.todos
         .claim_todo(pb::ClaimTodoRequest {
             todo_id: t1.id.clone(),
@@ -2977,6 +3017,309 @@ async fn todos_are_listed_claimed_and_completed(api: Api) {
             .await,
         "cursor",
     );
+}
+
+/// `n` fresh todos in `forge` on `w`, oldest first.
+async fn forge_todos(api: &Api, w: &Webhook, n: usize) -> Vec<Todo> {
+    let mut todos = Vec::new();
+    for i in 0..n {
+        let event = github_event(api, w, "issues.opened.json", 100 + i).await;
+        todos.push(todo_for(api, &event, "forge").await);
+    }
+    todos
+}
+
+/// The endpoint id behind `credential`.
+async fn endpoint_id(api: &Api, credential: &str) -> String {
+    api.store
+        .authenticate(credential)
+        .await
+        .expect("lookup")
+        .expect("known")
+        .id
+}
+
+fn claim(id: &str) -> pb::ClaimTodoRequest {
+    pb::ClaimTodoRequest { todo_id: id.into() }
+}
+
+fn release(id: &str) -> pb::ReleaseTodoRequest {
+    pb::ReleaseTodoRequest { todo_id: id.into() }
+}
+
+fn complete(id: &str) -> pb::CompleteTodoRequest {
+    pb::CompleteTodoRequest { todo_id: id.into() }
+}
+
+fn unclaimed() -> pb::ListTodosRequest {
+    pb::ListTodosRequest {
+        queue: "forge".into(),
+        filter: pb::TodoFilter::Unclaimed as i32,
+        ..Default::default()
+    }
+}
+
+/// Issue 21 through the API: a claim is a lease with its expiry listed; the holder renews
+/// and releases it; past it the todo is back in its queue, another endpoint takes it, and the
+/// lapsed holder's completion is refused saying why. A webhook's own lease wins.
+async fn todo_claims_are_leases(api: Api) {
+    let alice = human(&api.store, "alice").await;
+    let one = vend(&api.store, "alice", &alice, &["todos"]).await;
+    let two = vend(&api.store, "alice", &alice, &["todos"]).await;
+    let (one_id, two_id) = (endpoint_id(&api, &one).await, endpoint_id(&api, &two).await);
+    let w = webhook(&api.store, &alice).await;
+    let t = forge_todos(&api, &w, 3).await;
+    let (mut a, mut b) = (api.client(&one), api.client(&two));
+    let at = |ms: i64| switchboard_model::rfc3339_millis(ms);
+    const LEASE_MS: i64 = 30 * 60 * 1000;
+
+    // A claim and what the listing shows of it: holder and expiry.
+    let claimed = ok(a.todos.claim_todo(claim(&t[0].id)).await)
+        .todo
+        .expect("todo");
+    let expires = api.clock.now_ms() + LEASE_MS;
+    assert_eq!(claimed.claim_expires_at, at(expires));
+    let listed = ok(a
+        .todos
+        .list_todos(pb::ListTodosRequest {
+            queue: "forge".into(),
+            ..Default::default()
+        })
+        .await)
+    .todos;
+    assert_eq!(
+        (
+            listed[0].state,
+            listed[0].claimed_by.as_str(),
+            listed[0].claim_expires_at.as_str()
+        ),
+        (
+            pb::TodoState::Claimed as i32,
+            one_id.as_str(),
+            at(expires).as_str()
+        )
+    );
+    assert_eq!(listed[1].claim_expires_at, "", "unclaimed: no expiry");
+
+    // Renewing: the holder claims again before the end, from now.
+    api.clock.advance(Duration::from_secs(20 * 60));
+    let renewed = ok(a.todos.claim_todo(claim(&t[0].id)).await)
+        .todo
+        .expect("todo");
+    let expires = api.clock.now_ms() + LEASE_MS;
+    assert_eq!(renewed.claim_expires_at, at(expires));
+    assert_eq!(renewed.claimed_at_ms, claimed.claimed_at_ms);
+    api.clock.advance(Duration::from_secs(20 * 60));
+    let conflict = refused(
+        b.todos.claim_todo(claim(&t[0].id)).await,
+        Code::FailedPrecondition,
+        "conflict",
+    );
+    assert!(
+        conflict.message().contains(&at(expires)),
+        "the conflict says until when: {}",
+        conflict.message()
+    );
+
+    // Releasing: another endpoint's release is refused, the holder's puts the todo back in
+    // its queue, and releasing what nobody holds changes nothing.
+    refused(
+        b.todos.release_todo(release(&t[0].id)).await,
+        Code::FailedPrecondition,
+        "conflict",
+    );
+    let released = ok(a.todos.release_todo(release(&t[0].id)).await)
+        .todo
+        .expect("todo");
+    assert_eq!(
+        (
+            released.state,
+            released.claimed_by.as_str(),
+            released.claim_expires_at.as_str()
+        ),
+        (pb::TodoState::Open as i32, "", "")
+    );
+    ok(a.todos.release_todo(release(&t[0].id)).await);
+    ok(b.todos.release_todo(release(&t[1].id)).await);
+    let ids = |todos: Vec<pb::Todo>| todos.into_iter().map(|t| t.id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(ok(b.todos.list_todos(unclaimed()).await).todos),
+        vec![t[0].id.clone(), t[1].id.clone(), t[2].id.clone()]
+    );
+
+    // Expiry: past the lease the todo is listed unclaimed (open, naming the lapsed holder).
+    ok(a.todos.claim_todo(claim(&t[1].id)).await);
+    assert_eq!(
+        ids(ok(b.todos.list_todos(unclaimed()).await).todos),
+        vec![t[0].id.clone(), t[2].id.clone()]
+    );
+    api.clock.advance(Duration::from_millis(LEASE_MS as u64));
+    let lapsed = ok(b.todos.list_todos(unclaimed()).await).todos;
+    let lapsed = lapsed
+        .iter()
+        .find(|todo| todo.id == t[1].id)
+        .expect("the lapsed claim is back in its queue");
+    assert_eq!(
+        (lapsed.state, lapsed.claimed_by.as_str()),
+        (pb::TodoState::Open as i32, one_id.as_str())
+    );
+    // Another endpoint takes it; the lapsed holder's completion is refused, saying why.
+    let taken = ok(b.todos.claim_todo(claim(&t[1].id)).await)
+        .todo
+        .expect("todo");
+    assert_eq!(
+        (taken.state, taken.claimed_by.as_str()),
+        (pb::TodoState::Claimed as i32, two_id.as_str())
+    );
+    let refused_completion = refused(
+        a.todos.complete_todo(complete(&t[1].id)).await,
+        Code::FailedPrecondition,
+        "conflict",
+    );
+    assert!(
+        refused_completion.message().contains("expired")
+            && refused_completion
+                .message()
+                .contains("claimed by another endpoint"),
+        "{}",
+        refused_completion.message()
+    );
+    ok(b.todos.complete_todo(complete(&t[1].id)).await);
+
+    // Lapsed and taken by nobody: still the holder's to complete.
+    ok(a.todos.claim_todo(claim(&t[2].id)).await);
+    api.clock.advance(Duration::from_secs(60 * 60));
+    let done = ok(a.todos.complete_todo(complete(&t[2].id)).await)
+        .todo
+        .expect("todo");
+    assert_eq!(
+        (done.state, done.completed_by.as_str()),
+        (pb::TodoState::Completed as i32, one_id.as_str())
+    );
+
+    // A webhook's own lease (an operator's setting) wins over the instance default.
+    api.store
+        .set_claim_ttl(&alice, &w.id, Some(Duration::from_secs(90)))
+        .await
+        .expect("claim ttl");
+    let short = ok(b.todos.claim_todo(claim(&t[0].id)).await)
+        .todo
+        .expect("todo");
+    assert_eq!(short.claim_expires_at, at(api.clock.now_ms() + 90_000));
+    api.clock.advance(Duration::from_secs(90));
+    ok(a.todos.claim_todo(claim(&t[0].id)).await);
+}
+
+/// Two endpoints claiming the same todo at once, over the real API: exactly one wins, the
+/// other gets `conflict`, and the listing names the winner.
+async fn two_endpoints_race_to_claim_and_one_wins(api: Api) {
+    let alice = human(&api.store, "alice").await;
+    let one = vend(&api.store, "alice", &alice, &["todos"]).await;
+    let two = vend(&api.store, "alice", &alice, &["todos"]).await;
+    let ids = [endpoint_id(&api, &one).await, endpoint_id(&api, &two).await];
+    let w = webhook(&api.store, &alice).await;
+    let todos = forge_todos(&api, &w, 8).await;
+    let mut wins = [0, 0];
+    for (round, todo) in todos.iter().enumerate() {
+        // Half the rounds race for a todo whose earlier claim lapsed: back in its queue, it
+        // is raced for like a fresh one.
+        if round % 2 == 1 {
+            let third = vend(&api.store, "alice", &alice, &["todos"]).await;
+            ok(api.client(&third).todos.claim_todo(claim(&todo.id)).await);
+            api.clock.advance(Duration::from_secs(31 * 60));
+        }
+        let racers: Vec<_> = [&one, &two]
+            .into_iter()
+            .map(|credential| {
+                let mut c = api.client(credential);
+                let id = todo.id.clone();
+                tokio::spawn(async move { c.todos.claim_todo(claim(&id)).await })
+            })
+            .collect();
+        let mut outcomes = Vec::new();
+        for racer in racers {
+            outcomes.push(racer.await.expect("the call ran"));
+        }
+        let winners: Vec<usize> = outcomes
+            .iter()
+            .enumerate()
+            .filter_map(|(i, o)| o.is_ok().then_some(i))
+            .collect();
+        assert_eq!(winners.len(), 1, "round {round}: {outcomes:?}");
+        let winner = winners[0];
+        let loser = outcomes
+            .into_iter()
+            .nth(1 - winner)
+            .expect("two racers")
+            .expect_err("the other lost");
+        assert_eq!(
+            (loser.code(), reason_of(&loser).as_str()),
+            (Code::FailedPrecondition, "conflict")
+        );
+        let held = api.store.get_todo(&alice, &todo.id).await.expect("todo");
+        assert_eq!(held.claimed_by.as_deref(), Some(ids[winner].as_str()));
+        wins[winner] += 1;
+    }
+    assert_eq!(wins[0] + wins[1], todos.len());
+}
+
+/// A claim expiring while its holder completes: the holder's completion and another
+/// endpoint's claim race at once on the lapsed todo. Exactly one lands — completed by the
+/// holder (the claim refused) or claimed by the other (the completion refused) — never both.
+async fn a_claim_expiring_while_its_holder_completes_has_one_outcome(api: Api) {
+    let alice = human(&api.store, "alice").await;
+    let holder = vend(&api.store, "alice", &alice, &["todos"]).await;
+    let other = vend(&api.store, "alice", &alice, &["todos"]).await;
+    let (holder_id, other_id) = (
+        endpoint_id(&api, &holder).await,
+        endpoint_id(&api, &other).await,
+    );
+    let w = webhook(&api.store, &alice).await;
+    let todos = forge_todos(&api, &w, 8).await;
+    for todo in &todos {
+        ok(api.client(&holder).todos.claim_todo(claim(&todo.id)).await);
+    }
+    api.clock.advance(Duration::from_secs(30 * 60));
+    let mut outcomes = (0, 0);
+    for todo in &todos {
+        let mut h = api.client(&holder);
+        let mut o = api.client(&other);
+        let (id_h, id_o) = (todo.id.clone(), todo.id.clone());
+        let completing = tokio::spawn(async move { h.todos.complete_todo(complete(&id_h)).await });
+        let claiming = tokio::spawn(async move { o.todos.claim_todo(claim(&id_o)).await });
+        let completed = completing.await.expect("the call ran");
+        let claimed = claiming.await.expect("the call ran");
+        let now = api.store.get_todo(&alice, &todo.id).await.expect("todo");
+        match (completed, claimed) {
+            (Ok(_), Err(refusal)) => {
+                assert_eq!(reason_of(&refusal), "conflict");
+                assert!(
+                    refusal.message().contains("already completed"),
+                    "{}",
+                    refusal.message()
+                );
+                assert_eq!(now.completed_by.as_deref(), Some(holder_id.as_str()));
+                outcomes.0 += 1;
+            }
+            (Err(refusal), Ok(_)) => {
+                assert_eq!(reason_of(&refusal), "conflict");
+                assert!(
+                    refusal.message().contains("expired"),
+                    "{}",
+                    refusal.message()
+                );
+                assert_eq!(
+                    (now.completed_at, now.claimed_by.as_deref()),
+                    (None, Some(other_id.as_str()))
+                );
+                outcomes.1 += 1;
+            }
+            (completed, claimed) => {
+                panic!("exactly one must land: completed {completed:?}, claimed {claimed:?}")
+            }
+        }
+    }
+    assert_eq!(outcomes.0 + outcomes.1, todos.len());
 }
 
 // ---------------------------------------------------------------------------------------
@@ -3263,6 +3606,7 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
         "test_webhook_rules",
         "list_webhook_history",
         "claim_todo",
+        "release_todo",
         "complete_todo",
         "list_rule_packs",
         "install_rule_pack",
@@ -3423,6 +3767,21 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
                             .claim_todo(pb::ClaimTodoRequest { todo_id: td })
                             .await,
                     ),
+                    // Releasing what the same caller claimed first (refused or not, the
+                    // release's own outcome is what is recorded).
+                    "release_todo" => {
+                        let _ = c
+                            .todos
+                            .claim_todo(pb::ClaimTodoRequest {
+                                todo_id: td.clone(),
+                            })
+                            .await;
+                        outcome(
+                            c.todos
+                                .release_todo(pb::ReleaseTodoRequest { todo_id: td })
+                                .await,
+                        )
+                    }
                     _ => {
                         // Completing needs a claim first: by the same caller (refused or
                         // not, the completion's own outcome is what is recorded).

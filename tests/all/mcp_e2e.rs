@@ -471,3 +471,151 @@ async fn an_mcp_request_costs_one_unit_of_the_endpoint_budget() {
     assert!(is_error(&fifth), "{fifth}");
     assert!(fifth.to_string().contains("rate_limited"), "{fifth}");
 }
+
+/// One MCP tool call: its structured result, or its error object (`code`, `message`, …).
+async fn mcp_tool(
+    mcp: &str,
+    bearer: &str,
+    name: &str,
+    arguments: serde_json::Value,
+) -> serde_json::Value {
+    let answer = mcp_post(
+        mcp,
+        bearer,
+        serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": name, "arguments": arguments}}),
+    )
+    .await;
+    let result = &answer["result"];
+    if result["isError"] == true {
+        let text = result["content"][0]["text"].as_str().unwrap_or("{}");
+        return serde_json::from_str::<serde_json::Value>(text).unwrap_or_default()["error"]
+            .clone();
+    }
+    result["structuredContent"].clone()
+}
+
+/// Issue 21 over MCP through the real control: claim_todo answers the lease's end as RFC 3339,
+/// list_todos shows holder and expiry, release_todo gives a claim up (another agent's release
+/// is a conflict), and past the lease the lapsed holder is refused once another took over.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn todo_leases_over_mcp() {
+    use serde_json::json;
+    use switchboard_control::Clock;
+    use switchboard_control::store::{NewEvent, NewTodo, RecordDecision};
+
+    let router = RouterProcess::spawn(&["--children", "1"]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("c.db").display());
+    let clock = Clock::manual(1_800_000_000_000);
+    let store = Store::connect(&url, &crate::support::secret_key())
+        .await
+        .expect("open the store")
+        .with_clock(clock.clone());
+    let alice = human(&store, "alice").await;
+    let a = vend(&store, "alice", &alice, "agent-a", &["todos"]).await;
+    let b = vend(&store, "alice", &alice, "agent-b", &["todos"]).await;
+    let w = webhook(&store, &alice).await;
+    let mut todos = Vec::new();
+    for n in 0..2 {
+        let event = store
+            .insert_event(NewEvent {
+                webhook_id: w.id.clone(),
+                delivery_id: format!("d-{n}"),
+                kind: "issues.opened".into(),
+                headers: vec![],
+                body: b"{}".to_vec().into(),
+                verified: true,
+            })
+            .await
+            .expect("event");
+        let decided = store
+            .record_decision(
+                &event.id,
+                RecordDecision {
+                    decision: json!("queue:forge"),
+                    fault: None,
+                    todo: Some(NewTodo {
+                        queue: "forge".into(),
+                        rule_id: None,
+                    }),
+                },
+            )
+            .await
+            .expect("decided")
+            .expect("a todo");
+        todos.push(decided.todo.id);
+        clock.advance(Duration::from_secs(1));
+    }
+    let (_http, grpc, _stop) = start_control(&store, &router.addr).await;
+    let gateway = BoundGateway::bind(GatewayConfig::new(
+        SocketAddr::from(([127, 0, 0, 1], 0)),
+        grpc.to_string(),
+    ))
+    .await
+    .expect("gateway binds");
+    let mcp = gateway.url();
+    tokio::spawn(gateway.serve(std::future::pending::<()>()));
+    let todo = |id: &str| json!({"todo_id": id});
+
+    let claimed = mcp_tool(&mcp, &a, "claim_todo", todo(&todos[0])).await;
+    let expires = switchboard_model::rfc3339_millis(clock.now_ms() + 30 * 60 * 1000);
+    assert_eq!(claimed["todo"]["state"], "claimed", "{claimed}");
+    assert_eq!(claimed["todo"]["claim_expires_at"], expires.as_str());
+    let listed = mcp_tool(&mcp, &b, "list_todos", json!({"queue": "forge"})).await;
+    let holder = claimed["todo"]["claimed_by"].clone();
+    assert_eq!(listed["todos"][0]["claimed_by"], holder, "{listed}");
+    assert_eq!(listed["todos"][0]["claim_expires_at"], expires.as_str());
+    assert_eq!(
+        listed["todos"][1]["claim_expires_at"],
+        serde_json::Value::Null
+    );
+
+    let refused = mcp_tool(&mcp, &b, "release_todo", todo(&todos[0])).await;
+    assert_eq!(refused["code"], "conflict", "{refused}");
+    let released = mcp_tool(&mcp, &a, "release_todo", todo(&todos[0])).await;
+    assert_eq!(
+        (
+            &released["todo"]["state"],
+            &released["todo"]["claimed_by"],
+            &released["todo"]["claim_expires_at"]
+        ),
+        (
+            &json!("open"),
+            &serde_json::Value::Null,
+            &serde_json::Value::Null
+        ),
+        "{released}"
+    );
+
+    // Past the lease: listed unclaimed, taken by b; a's completion is refused, saying why.
+    mcp_tool(&mcp, &a, "claim_todo", todo(&todos[1])).await;
+    clock.advance(Duration::from_secs(30 * 60));
+    let unclaimed = mcp_tool(
+        &mcp,
+        &b,
+        "list_todos",
+        json!({"queue": "forge", "filter": "unclaimed"}),
+    )
+    .await;
+    assert_eq!(
+        unclaimed["todos"].as_array().map(Vec::len),
+        Some(2),
+        "{unclaimed}"
+    );
+    assert_eq!(unclaimed["todos"][1]["state"], "open");
+    assert_eq!(unclaimed["todos"][1]["claimed_by"], holder);
+    let taken = mcp_tool(&mcp, &b, "claim_todo", todo(&todos[1])).await;
+    assert_eq!(taken["todo"]["state"], "claimed", "{taken}");
+    let late = mcp_tool(&mcp, &a, "complete_todo", todo(&todos[1])).await;
+    assert_eq!(late["code"], "conflict", "{late}");
+    assert!(
+        late["message"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("expired"),
+        "{late}"
+    );
+    let done = mcp_tool(&mcp, &b, "complete_todo", todo(&todos[1])).await;
+    assert_eq!(done["todo"]["state"], "completed", "{done}");
+}

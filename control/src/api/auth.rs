@@ -58,6 +58,7 @@ pub fn required_role(verb: &str) -> Role {
         | "remove_rule_pack"
         | "confirm_rule_pack_plan"
         | "claim_todo"
+        | "release_todo"
         | "complete_todo" => Role::Editor,
         _ => Role::Admin,
     }

@@ -134,10 +134,11 @@ pub fn history(h: &HistoryRecord) -> pb::HistoryRecord {
     }
 }
 
-pub fn todo(t: &Todo) -> pb::Todo {
+/// A todo as the API shows it at `now_ms`: a lapsed claim is back in its queue (`Open`).
+pub fn todo(t: &Todo, now_ms: i64) -> pb::Todo {
     let state = if t.completed_at.is_some() {
         pb::TodoState::Completed
-    } else if t.claimed_by.is_some() {
+    } else if t.claim_live(now_ms) {
         pb::TodoState::Claimed
     } else {
         pb::TodoState::Open
@@ -155,6 +156,10 @@ pub fn todo(t: &Todo) -> pb::Todo {
         claimed_at_ms: t.claimed_at.unwrap_or_default(),
         completed_by: t.completed_by.clone().unwrap_or_default(),
         completed_at_ms: t.completed_at.unwrap_or_default(),
+        claim_expires_at: t
+            .claim_expires_at
+            .map(switchboard_model::rfc3339_millis)
+            .unwrap_or_default(),
     }
 }
 

@@ -1,5 +1,5 @@
 //! The `Todos` service (the `todos` verb family): the work queue decisions produce, listed by
-//! queue and taken one at a time.
+//! queue and taken one at a time, each claim a lease (`store::todos`).
 
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::control::v1::todos_server::Todos;
@@ -56,8 +56,9 @@ impl Todos for TodosApi {
                     &convert::page(&req.cursor, req.limit),
                 )
                 .await?;
+            let now = self.state.store.clock().now_ms();
             Ok(pb::ListTodosResponse {
-                todos: page.items.iter().map(convert::todo).collect(),
+                todos: page.items.iter().map(|t| convert::todo(t, now)).collect(),
                 next_cursor: page.next_cursor.unwrap_or_default(),
             })
         })
@@ -77,10 +78,33 @@ impl Todos for TodosApi {
                     caller.scope(),
                     &request.get_ref().todo_id,
                     &caller.endpoint.id,
+                    self.state.limits.claim_ttl,
                 )
                 .await?;
             Ok(pb::ClaimTodoResponse {
-                todo: Some(convert::todo(&todo)),
+                todo: Some(convert::todo(&todo, self.state.store.clock().now_ms())),
+            })
+        })
+        .await
+    }
+
+    async fn release_todo(
+        &self,
+        request: Request<pb::ReleaseTodoRequest>,
+    ) -> Result<Response<pb::ReleaseTodoResponse>, Status> {
+        respond(async {
+            let caller = authorize(&self.state, request.metadata(), "release_todo").await?;
+            let todo = self
+                .state
+                .store
+                .release_todo(
+                    caller.scope(),
+                    &request.get_ref().todo_id,
+                    &caller.endpoint.id,
+                )
+                .await?;
+            Ok(pb::ReleaseTodoResponse {
+                todo: Some(convert::todo(&todo, self.state.store.clock().now_ms())),
             })
         })
         .await
@@ -102,7 +126,7 @@ impl Todos for TodosApi {
                 )
                 .await?;
             Ok(pb::CompleteTodoResponse {
-                todo: Some(convert::todo(&todo)),
+                todo: Some(convert::todo(&todo, self.state.store.clock().now_ms())),
             })
         })
         .await

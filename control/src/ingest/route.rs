@@ -299,6 +299,7 @@ mod tests {
     fn hook() -> Webhook {
         Webhook {
             confirm_policy: Default::default(),
+            claim_ttl: None,
             id: "wh_x".into(),
             owner_scope: OwnerScope::human("alice"),
             source_type: SourceType::Github,

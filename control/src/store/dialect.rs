@@ -96,6 +96,11 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "console_sessions",
         include_str!("../../migrations/sqlite/0008_console_sessions.sql"),
     ),
+    (
+        9,
+        "todo_leases",
+        include_str!("../../migrations/sqlite/0009_todo_leases.sql"),
+    ),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -137,6 +142,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         8,
         "console_sessions",
         include_str!("../../migrations/postgres/0008_console_sessions.sql"),
+    ),
+    (
+        9,
+        "todo_leases",
+        include_str!("../../migrations/postgres/0009_todo_leases.sql"),
     ),
 ];
 

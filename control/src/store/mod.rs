@@ -47,7 +47,7 @@ pub use plans::{NewPlan, PLAN_TOKEN_PREFIX, Plan, new_plan_token};
 pub use rate_limits::{REPLAYS_PER_MINUTE, block_size};
 pub use retention::{Retention, Window as RetentionWindow};
 pub use tenancy::{Human, Membership, Team};
-pub use todos::{NewTodo, Todo, TodoFilter, TodoInsert};
+pub use todos::{MAX_CLAIM_TTL, NewTodo, Todo, TodoFilter, TodoInsert};
 pub use webhooks::{
     ConfirmPolicy, MAX_CONFIGURATION_BYTES, NewWebhook, SourceType, Webhook, is_queue_name,
 };

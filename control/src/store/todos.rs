@@ -2,6 +2,14 @@
 //! verified)` makes a redelivery of the same delivery create no second todo, while an
 //! unverified delivery that names a real delivery id first (a forgery) cannot make the genuine,
 //! verified one a redelivery of itself (migration 0003, docs/ingest.md).
+//!
+//! Claims are leases (issue 21, migration 0009), so a crashed agent strands nothing: a claim
+//! lasts until `claim_expires_at`, after which the todo is back in its queue. A lapsed claim
+//! nobody took over still lets its holder complete the todo; once another endpoint claims it,
+//! it is theirs. Every transition is one conditional `UPDATE`, so of racing calls exactly one
+//! wins and the others read what it did.
+
+use std::time::Duration;
 
 use sqlx::Row;
 use sqlx::any::AnyRow;
@@ -30,11 +38,39 @@ pub struct Todo {
     pub queue: String,
     pub rule_id: Option<String>,
     pub created_at: i64,
-    /// The endpoint that claimed it.
+    /// The endpoint that claimed it; after `claim_expires_at`, the one whose claim lapsed.
     pub claimed_by: Option<String>,
     pub claimed_at: Option<i64>,
+    /// When the claim lapses (ms); renewed by claiming again.
+    pub claim_expires_at: Option<i64>,
     pub completed_by: Option<String>,
     pub completed_at: Option<i64>,
+}
+
+impl Todo {
+    /// Whether an endpoint holds a claim that has not lapsed at `now_ms`. A todo without
+    /// one is in its queue (if not completed): anyone may claim it.
+    pub fn claim_live(&self, now_ms: i64) -> bool {
+        self.claimed_by.is_some() && self.claim_expires_at.is_none_or(|end| end > now_ms)
+    }
+}
+
+/// The longest claim lease, per webhook or instance-wide: 30 days. A lease is for a crashed
+/// agent's work to come back, not a way to keep work forever.
+pub const MAX_CLAIM_TTL: Duration = Duration::from_secs(30 * 24 * 60 * 60);
+
+/// Checks a claim lease length: whole seconds, 1 second to [`MAX_CLAIM_TTL`].
+pub(crate) fn check_claim_ttl(ttl: Duration) -> Result<i64> {
+    if ttl.subsec_nanos() != 0 || ttl.is_zero() || ttl > MAX_CLAIM_TTL {
+        return Err(Error::invalid(
+            "claim_ttl",
+            format!(
+                "whole seconds from 1 to {} (30 days)",
+                MAX_CLAIM_TTL.as_secs()
+            ),
+        ));
+    }
+    i64::try_from(ttl.as_secs()).map_err(|_| Error::invalid("claim_ttl", "too long"))
 }
 
 /// The todo for a delivery and whether this call created it (`false`: a redelivery found the
@@ -51,7 +87,8 @@ pub enum TodoFilter {
     /// Not completed (claimed or not): the default.
     #[default]
     Open,
-    /// Neither claimed nor completed: what an agent may take.
+    /// Not completed and not held by a live claim (never claimed, released, or lapsed): what
+    /// an agent may take.
     Unclaimed,
     All,
 }
@@ -60,6 +97,14 @@ macro_rules! todo_columns {
     () => {
         "id, owner_scope, webhook_id, event_id, delivery_id, queue, rule_id, created_at, claimed_by, claimed_at, \
          completed_by, completed_at"
+    };
+}
+
+/// [`todo_columns`] and the claim's expiry (migration 0009): what every read and write of a
+/// todo selects, except ingest's insert, which upgrade tests run at older schemas.
+macro_rules! leased_todo_columns {
+    () => {
+        concat!(todo_columns!(), ", claim_expires_at")
     };
 }
 
@@ -75,6 +120,11 @@ fn todo(row: &AnyRow) -> Result<Todo> {
         created_at: row.try_get("created_at")?,
         claimed_by: row.try_get("claimed_by")?,
         claimed_at: row.try_get("claimed_at")?,
+        // Read where selected (`leased_todo_columns`); ingest's insert leaves it out.
+        claim_expires_at: match row.try_get("claim_expires_at") {
+            Err(sqlx::Error::ColumnNotFound(_)) => None,
+            other => other?,
+        },
         completed_by: row.try_get("completed_by")?,
         completed_at: row.try_get("completed_at")?,
     })
@@ -104,6 +154,9 @@ pub(crate) async fn insert_todo_in(
     .bind(super::lookup_id(event_id))
     .execute(&mut **tx)
     .await?;
+    // Without the claim's expiry, so ingest runs at every schema since 0003 (upgrade tests
+    // route deliveries on a database not yet migrated). Ingest needs only the id; the todo a
+    // redelivery finds comes back with `claim_expires_at: None`, `get_todo` reads it whole.
     let row = sqlx::query(concat!(
         "SELECT ",
         todo_columns!(),
@@ -150,9 +203,10 @@ impl Store {
         };
         let rows = sqlx::query(concat!(
             "SELECT ",
-            todo_columns!(),
+            leased_todo_columns!(),
             " FROM todos WHERE owner_scope = $1 AND queue = $2 AND (created_at, id) > ($3, $4) \
-             AND ($5 = 0 OR completed_at IS NULL) AND ($6 = 0 OR claimed_by IS NULL) \
+             AND ($5 = 0 OR completed_at IS NULL) \
+             AND ($6 = 0 OR claimed_by IS NULL OR claim_expires_at <= $8) \
              ORDER BY created_at, id LIMIT $7"
         ))
         .bind(scope.to_string())
@@ -162,6 +216,7 @@ impl Store {
         .bind(open_only)
         .bind(unclaimed_only)
         .bind(size + 1)
+        .bind(self.now())
         .fetch_all(&self.pool)
         .await?;
         let items = rows.iter().map(todo).collect::<Result<Vec<_>>>()?;
@@ -173,7 +228,7 @@ impl Store {
     pub async fn get_todo(&self, scope: &OwnerScope, id: &str) -> Result<Todo> {
         let row = sqlx::query(concat!(
             "SELECT ",
-            todo_columns!(),
+            leased_todo_columns!(),
             " FROM todos WHERE id = $1 AND owner_scope = $2"
         ))
         .bind(super::lookup_id(id))
@@ -185,22 +240,33 @@ impl Store {
             .unwrap_or(Err(Error::not_found("todo")))
     }
 
-    /// Claims an open, unclaimed todo for `endpoint_id`, atomically: of two concurrent claims
-    /// one wins and the other gets `Conflict`. Claiming again by the same endpoint is a no-op.
+    /// Claims a todo for `endpoint_id` for the webhook's claim lease (`claim_ttl_secs`), or
+    /// `default_ttl` when the webhook sets none. Takes an open todo nobody holds a live claim
+    /// on; claiming again by the holder renews the lease (from now). Atomic: of two
+    /// concurrent claims one wins and the other gets `Conflict`.
     pub async fn claim_todo(
         &self,
         scope: &OwnerScope,
         id: &str,
         endpoint_id: &str,
+        default_ttl: Duration,
     ) -> Result<Todo> {
+        let default_secs = check_claim_ttl(default_ttl)?;
+        let now = self.now();
         let _turn = self.write_turn().await?;
+        // A renewal keeps `claimed_at`: it says since when the holder has had the todo.
         let row = sqlx::query(concat!(
-            "UPDATE todos SET claimed_by = $1, claimed_at = $2 \
-             WHERE id = $3 AND owner_scope = $4 AND claimed_by IS NULL AND completed_at IS NULL RETURNING ",
-            todo_columns!()
+            "UPDATE todos SET claimed_by = $1, \
+             claimed_at = CASE WHEN claimed_by = $1 THEN claimed_at ELSE $2 END, \
+             claim_expires_at = $2 + 1000 * COALESCE( \
+               (SELECT w.claim_ttl_secs FROM webhooks w WHERE w.id = todos.webhook_id), $3) \
+             WHERE id = $4 AND owner_scope = $5 AND completed_at IS NULL \
+             AND (claimed_by IS NULL OR claimed_by = $1 OR claim_expires_at <= $2) RETURNING ",
+            leased_todo_columns!()
         ))
         .bind(endpoint_id)
-        .bind(self.now())
+        .bind(now)
+        .bind(default_secs)
         .bind(super::lookup_id(id))
         .bind(scope.to_string())
         // To the end of the statement: see `store` (writes that return rows).
@@ -214,15 +280,52 @@ impl Store {
         let current = self.get_todo(scope, id).await?;
         if current.completed_at.is_some() {
             Err(Error::conflict("the todo is already completed"))
-        } else if current.claimed_by.as_deref() == Some(endpoint_id) {
-            Ok(current)
         } else {
-            Err(Error::conflict("the todo is claimed by another endpoint"))
+            Err(held_by_another(&current))
         }
     }
 
-    /// Completes a todo that is unclaimed or claimed by `endpoint_id`. Completing again by the
-    /// same endpoint is a no-op.
+    /// Gives up `endpoint_id`'s claim: the todo is back in its queue, unclaimed. Releasing a
+    /// todo nobody holds a live claim on changes nothing; one another endpoint holds, or one
+    /// already completed, is a `Conflict`. A holder's lapsed claim nobody took over is still
+    /// its own to release.
+    pub async fn release_todo(
+        &self,
+        scope: &OwnerScope,
+        id: &str,
+        endpoint_id: &str,
+    ) -> Result<Todo> {
+        let _turn = self.write_turn().await?;
+        let row = sqlx::query(concat!(
+            "UPDATE todos SET claimed_by = NULL, claimed_at = NULL, claim_expires_at = NULL \
+             WHERE id = $1 AND owner_scope = $2 AND completed_at IS NULL AND claimed_by = $3 \
+             RETURNING ",
+            leased_todo_columns!()
+        ))
+        .bind(super::lookup_id(id))
+        .bind(scope.to_string())
+        .bind(endpoint_id)
+        // To the end of the statement: see `store` (writes that return rows).
+        .fetch_all(&self.pool)
+        .await?
+        .into_iter()
+        .next();
+        if let Some(row) = row {
+            return todo(&row);
+        }
+        let current = self.get_todo(scope, id).await?;
+        if current.completed_at.is_some() {
+            Err(Error::conflict("the todo is already completed"))
+        } else if current.claim_live(self.now()) {
+            Err(held_by_another(&current))
+        } else {
+            Ok(current)
+        }
+    }
+
+    /// Completes a todo that is in its queue (unclaimed, or its claim lapsed) or claimed by
+    /// `endpoint_id` — a lapsed claim included, as long as no other endpoint has claimed the
+    /// todo since. Completing again by the same endpoint is a no-op.
     pub async fn complete_todo(
         &self,
         scope: &OwnerScope,
@@ -233,8 +336,8 @@ impl Store {
         let row = sqlx::query(concat!(
             "UPDATE todos SET completed_by = $1, completed_at = $2 \
              WHERE id = $3 AND owner_scope = $4 AND completed_at IS NULL \
-             AND (claimed_by IS NULL OR claimed_by = $1) RETURNING ",
-            todo_columns!()
+             AND (claimed_by IS NULL OR claimed_by = $1 OR claim_expires_at <= $2) RETURNING ",
+            leased_todo_columns!()
         ))
         .bind(endpoint_id)
         .bind(self.now())
@@ -254,7 +357,21 @@ impl Store {
         } else if current.completed_at.is_some() {
             Err(Error::conflict("the todo is already completed"))
         } else {
-            Err(Error::conflict("the todo is claimed by another endpoint"))
+            Err(held_by_another(&current))
         }
     }
+}
+
+/// The conflict of a call on a todo another endpoint holds a live claim on. The caller may be
+/// a holder whose claim lapsed and was taken over since; the message says so, since that
+/// caller's work on it is now the other endpoint's.
+fn held_by_another(current: &Todo) -> Error {
+    let until = current
+        .claim_expires_at
+        .map(|ms| format!(" until {}", switchboard_model::rfc3339_millis(ms)))
+        .unwrap_or_default();
+    Error::conflict(format!(
+        "the todo is claimed by another endpoint{until}; a claim of yours on it, if you held one, \
+         expired and the todo was claimed again since"
+    ))
 }

@@ -40,6 +40,8 @@ pub struct Webhook {
     pub created_at: i64,
     /// Who may put a plan live on this webhook (issue 20).
     pub confirm_policy: ConfirmPolicy,
+    /// How long a claim on one of its todos lasts; `None`: the instance default (issue 21).
+    pub claim_ttl: Option<std::time::Duration>,
 }
 
 /// Who may put a rule-pack plan live on a webhook. ADR-0028: "an agent's acceptance puts
@@ -151,7 +153,27 @@ pub(crate) fn webhook(row: &AnyRow, key: &SealingKey) -> Result<Webhook> {
                 .map_err(|e| Error::internal(format!("stored confirm_policy: {e}")))?,
             Err(_) => ConfirmPolicy::default(),
         },
+        // Likewise read where selected (migration 0009); a stored value out of range is ours.
+        claim_ttl: match row.try_get::<Option<i64>, _>("claim_ttl_secs") {
+            Ok(secs) => secs
+                .map(|s| {
+                    u64::try_from(s)
+                        .map(std::time::Duration::from_secs)
+                        .map_err(|_| Error::internal(format!("stored claim_ttl_secs {s}")))
+                })
+                .transpose()?,
+            Err(sqlx::Error::ColumnNotFound(_)) => None,
+            Err(e) => return Err(e.into()),
+        },
     })
+}
+
+/// The columns only a database at the current schema has, selected where a webhook is read
+/// for what they decide (`confirm_policy`, 0007; `claim_ttl_secs`, 0009).
+macro_rules! webhook_policy_columns {
+    () => {
+        ", confirm_policy, claim_ttl_secs"
+    };
 }
 
 /// A stored configuration is at most this large; the router's own limits (32 rules, 4 KiB
@@ -330,7 +352,8 @@ impl Store {
         let row = sqlx::query(concat!(
             "SELECT ",
             webhook_columns!(),
-            ", confirm_policy FROM webhooks WHERE id = $1 AND owner_scope = $2"
+            webhook_policy_columns!(),
+            " FROM webhooks WHERE id = $1 AND owner_scope = $2"
         ))
         .bind(super::lookup_id(id))
         .bind(scope.to_string())
@@ -361,7 +384,8 @@ impl Store {
         let rows = sqlx::query(concat!(
             "SELECT ",
             webhook_columns!(),
-            ", confirm_policy FROM webhooks WHERE owner_scope = $1 ORDER BY created_at, id"
+            webhook_policy_columns!(),
+            " FROM webhooks WHERE owner_scope = $1 ORDER BY created_at, id"
         ))
         .bind(scope.to_string())
         .fetch_all(&self.pool)
@@ -446,9 +470,38 @@ impl Store {
         let row = sqlx::query(concat!(
             "UPDATE webhooks SET confirm_policy = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
             webhook_columns!(),
-            ", confirm_policy"
+            webhook_policy_columns!()
         ))
         .bind(policy.as_str())
+        .bind(super::lookup_id(id))
+        .bind(scope.to_string())
+        // To the end of the statement: see `store` (writes that return rows).
+        .fetch_all(&self.pool)
+        .await?
+        .into_iter()
+        .next();
+        row.as_ref()
+            .map(|r| webhook(r, &self.sealing))
+            .unwrap_or(Err(Error::not_found("webhook")))
+    }
+
+    /// Sets how long a claim on this webhook's todos lasts; `None` returns it to the
+    /// instance default. An operator's act: the lease is how long a crashed agent's work
+    /// stays stranded, so an agent does not choose it. Claims already made keep their expiry.
+    pub async fn set_claim_ttl(
+        &self,
+        scope: &OwnerScope,
+        id: &str,
+        ttl: Option<std::time::Duration>,
+    ) -> Result<Webhook> {
+        let secs = ttl.map(super::todos::check_claim_ttl).transpose()?;
+        let _turn = self.write_turn().await?;
+        let row = sqlx::query(concat!(
+            "UPDATE webhooks SET claim_ttl_secs = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
+            webhook_columns!(),
+            webhook_policy_columns!()
+        ))
+        .bind(secs)
         .bind(super::lookup_id(id))
         .bind(scope.to_string())
         // To the end of the statement: see `store` (writes that return rows).

@@ -24,7 +24,13 @@ pub async fn vending_expands_families_and_authenticates(db: TestDb) {
     let ep = &vended.endpoint;
     assert_eq!(
         ep.verbs,
-        vec!["get_webhook", "list_todos", "claim_todo", "complete_todo"]
+        vec![
+            "get_webhook",
+            "list_todos",
+            "claim_todo",
+            "release_todo",
+            "complete_todo"
+        ]
     );
     assert!(ep.allows("claim_todo") && !ep.allows("install_rule_pack"));
     assert_eq!(

@@ -14,6 +14,9 @@ use switchboard_control::store::{
 };
 use switchboard_control::{Result, Store};
 
+/// The instance-wide claim lease the tests claim with (control's default).
+pub const CLAIM_TTL: std::time::Duration = std::time::Duration::from_secs(30 * 60);
+
 /// What a suite test gets: the store and the URL it was opened with (to reconnect).
 pub struct TestDb {
     pub store: Store,

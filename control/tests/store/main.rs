@@ -91,6 +91,13 @@ store_test_suite! {
         todos_list_by_queue_in_pages,
         claim_and_complete,
         concurrent_claims_have_one_winner,
+        a_claim_lapses_and_the_todo_is_back_in_its_queue,
+        claiming_again_renews_the_lease,
+        release_returns_the_todo_to_its_queue,
+        completing_after_the_claim_lapsed,
+        a_lapsed_holder_completing_races_new_claims,
+        a_webhooks_claim_ttl_is_bounded_and_scoped,
+        upgrading_from_0008_gives_old_claims_a_lease,
     ],
     configuration: [
         save_bumps_version_and_appends_history,

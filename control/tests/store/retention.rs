@@ -82,7 +82,7 @@ async fn stored(
     if let Some(todo) = todo {
         if matches!(fate, Fate::Claimed | Fate::Completed) {
             store
-                .claim_todo(scope, &todo, "ep_worker")
+                .claim_todo(scope, &todo, "ep_worker", crate::harness::CLAIM_TTL)
                 .await
                 .expect("claimed");
         }
@@ -176,7 +176,7 @@ pub async fn purges_exactly_what_is_past_the_bound_and_nothing_a_todo_still_need
         .find(|t| t.event_id == ids[1])
         .expect("the open todo");
     store
-        .claim_todo(&alice, &todo.id, "ep_worker")
+        .claim_todo(&alice, &todo.id, "ep_worker", crate::harness::CLAIM_TTL)
         .await
         .expect("claimed");
     store

@@ -117,7 +117,12 @@ pub async fn another_scopes_id_is_not_found_like_an_unknown_or_malformed_one(db:
     );
     not_found(db.get_event(&bob, &event.id).await, "event");
     not_found(db.get_todo(&bob, &todo.id).await, "todo");
-    not_found(db.claim_todo(&bob, &todo.id, "ep_x").await, "todo");
+    not_found(
+        db.claim_todo(&bob, &todo.id, "ep_x", crate::harness::CLAIM_TTL)
+            .await,
+        "todo",
+    );
+    not_found(db.release_todo(&bob, &todo.id, "ep_x").await, "todo");
     not_found(db.complete_todo(&bob, &todo.id, "ep_x").await, "todo");
     let save = SaveConfiguration {
         configuration: json!({"rules": [], "params": {"a": 1}}),

@@ -591,6 +591,17 @@ pub async fn claim_todo(cx: &Call, p: TodoIdParams) -> Result<TodoResultOut, Too
     })
 }
 
+pub async fn release_todo(cx: &Call, p: TodoIdParams) -> Result<TodoResultOut, ToolError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let r = c
+        .release_todo(b, pb::ReleaseTodoRequest { todo_id: p.todo_id })
+        .await
+        .map_err(|s| cx.status(&s))?;
+    Ok(TodoResultOut {
+        todo: convert::todo(convert::required("todo", r.todo)?),
+    })
+}
+
 pub async fn complete_todo(cx: &Call, p: TodoIdParams) -> Result<TodoResultOut, ToolError> {
     let (c, b) = (&cx.control, &cx.bearer);
     let r = c

@@ -314,6 +314,7 @@ pub fn todo(t: pb::Todo) -> TodoOut {
         created_at_ms: t.created_at_ms,
         claimed_by: non_empty(t.claimed_by),
         claimed_at_ms: non_zero(t.claimed_at_ms),
+        claim_expires_at: non_empty(t.claim_expires_at),
         completed_by: non_empty(t.completed_by),
         completed_at_ms: non_zero(t.completed_at_ms),
     }

@@ -288,15 +288,19 @@ pub static CATALOG: LazyLock<Vec<ToolSpec>> = LazyLock::new(|| {
         spec!(list_todos, p::ListTodosParams => out::ListTodosOut,
             "List a queue's todos",
             read_only: true, destructive: false, idempotent: true,
-            "List the todos of one queue in your owner scope, oldest first: work that routing decisions produced, one per delivery. filter unclaimed shows what you may take with claim_todo."),
+            "List the todos of one queue in your owner scope, oldest first: work that routing decisions produced, one per delivery. Each shows who holds it (claimed_by) and until when (claim_expires_at). filter unclaimed shows what you may take with claim_todo, todos whose claim expired included."),
         spec!(claim_todo, p::TodoIdParams => out::TodoResultOut,
             "Claim a todo",
             read_only: false, destructive: false, idempotent: true,
-            "Take a todo for this endpoint. If another endpoint claimed it first, the call fails with conflict: pick another. Claiming a todo you already hold changes nothing."),
+            "Take a todo for this endpoint, for a lease: the claim lasts until claim_expires_at (30 minutes unless an operator set another), then the todo is back in its queue for anyone. Claim it again before then to renew the lease. If another endpoint holds it, the call fails with conflict: pick another. When done, call complete_todo; to give it up, release_todo."),
+        spec!(release_todo, p::TodoIdParams => out::TodoResultOut,
+            "Release a claimed todo",
+            read_only: false, destructive: false, idempotent: true,
+            "Give up this endpoint's claim on a todo: it is back in its queue, unclaimed, for another endpoint to take. Releasing a todo nobody holds changes nothing; one another endpoint holds, or one already completed, fails with conflict."),
         spec!(complete_todo, p::TodoIdParams => out::TodoResultOut,
             "Complete a todo",
             read_only: false, destructive: false, idempotent: true,
-            "Mark a todo done. It must be unclaimed or claimed by this endpoint. Completing it again changes nothing."),
+            "Mark a todo done. It must be unclaimed or claimed by this endpoint; if your claim expired you may still complete it, unless another endpoint claimed it since (then conflict: the work is theirs). Completing it again changes nothing."),
     ];
     specs.sort_by_key(|s| s.name);
     specs
@@ -323,7 +327,7 @@ mod tests {
         sorted.sort();
         sorted.dedup();
         assert_eq!(names, sorted);
-        assert_eq!(names.len(), 21);
+        assert_eq!(names.len(), 22);
     }
 
     #[test]

@@ -317,13 +317,18 @@ pub struct TodoOut {
     pub queue: String,
     /// The rule that routed it; null when the default queue took it.
     pub rule_id: Option<String>,
-    /// open, claimed or completed.
+    /// open (in its queue: never claimed, released, or its claim expired), claimed or
+    /// completed.
     pub state: String,
     /// Milliseconds since the Unix epoch.
     pub created_at_ms: i64,
-    /// The endpoint that claimed it; null while unclaimed.
+    /// The endpoint that claimed it; null while unclaimed. In state open, the endpoint whose
+    /// claim expired.
     pub claimed_by: Option<String>,
     pub claimed_at_ms: Option<i64>,
+    /// RFC 3339: when the claim expires and the todo is back in its queue (claim it again
+    /// before then to renew); null while unclaimed.
+    pub claim_expires_at: Option<String>,
     /// The endpoint that completed it; null until completed.
     pub completed_by: Option<String>,
     pub completed_at_ms: Option<i64>,

@@ -356,7 +356,7 @@ pub struct RemoveRulePackParams {
 pub enum TodoFilterArg {
     /// Not completed, claimed or not (the default).
     Open,
-    /// Neither claimed nor completed: what an agent may take.
+    /// Not completed and not held by a claim that has not expired: what an agent may take.
     Unclaimed,
     /// Everything, completed too.
     All,

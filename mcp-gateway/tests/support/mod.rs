@@ -46,6 +46,7 @@ pub const ALL_VERBS: &[&str] = &[
     "list_webhook_history",
     "list_todos",
     "claim_todo",
+    "release_todo",
     "complete_todo",
 ];
 
