@@ -2,14 +2,16 @@
 //! router runs its own children and is never started by hand.
 
 use mimalloc::MiMalloc;
+use switchboard_router::sandbox::memory::Budgeted;
 
 mod cli;
 mod config;
 mod roles;
 
-/// mimalloc: the allocator alone is worth 1.4–1.6× on envelope parsing (STACK.md).
+/// mimalloc: the allocator alone is worth 1.4–1.6× on envelope parsing (STACK.md); wrapped
+/// to hold a sandbox child's units to their memory budget (`sandbox::memory`; off elsewhere).
 #[global_allocator]
-static GLOBAL: MiMalloc = MiMalloc;
+static GLOBAL: Budgeted<MiMalloc> = Budgeted(MiMalloc);
 
 fn main() -> std::process::ExitCode {
     let args: Vec<String> = std::env::args().collect();

@@ -64,6 +64,11 @@ pub struct SandboxArgs {
         default_value_t = 3600
     )]
     pub child_cpu_seconds: u64,
+    /// Memory one evaluation (one delivery under one configuration) may hold in a child, MiB;
+    /// past it the child is replaced and the evaluation faults `budget_exceeded`, naming its
+    /// rule. 0 turns the budget off.
+    #[arg(long, env = "SWITCHBOARD_ROUTER_UNIT_MEMORY_MB", default_value_t = 128)]
+    pub unit_memory_mb: u64,
     /// Run children even where the kernel refuses seccomp or Landlock (not recommended).
     #[arg(long, env = "SWITCHBOARD_ROUTER_ALLOW_UNCONFINED_SANDBOX")]
     pub allow_unconfined_sandbox: bool,
@@ -90,6 +95,7 @@ impl SandboxArgs {
         config.limits = ChildLimits {
             address_space_mb: self.child_address_space_mb,
             cpu_seconds: self.child_cpu_seconds,
+            unit_memory_mb: self.unit_memory_mb,
             ..ChildLimits::default()
         };
         config.require_confinement = !self.allow_unconfined_sandbox;

@@ -148,6 +148,70 @@ async fn a_budget_fault_names_the_rule_it_interrupted_and_counts_against_it() {
     }
 }
 
+/// A unit that holds more memory than its budget is stopped by its child's allocator, long
+/// before its CPU budget: it faults `budget_exceeded`, naming the rule and the memory budget,
+/// and every other delivery (a rule holding memory within the budget included) is decided.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_unit_over_its_memory_budget_faults_naming_its_rule() {
+    let mut sandbox = SandboxConfig::new(binary());
+    sandbox.children = 1;
+    sandbox.spares = 0;
+    // A CPU budget far away: only the memory budget can stop the victim in time.
+    sandbox.budget = Duration::from_secs(20);
+    sandbox.limits.unit_memory_mb = 16;
+    let pool = SandboxPool::start(sandbox)
+        .await
+        .expect("sandbox pool starts");
+    let ds = deliveries(6);
+    let victim = format!("{:012}", 2);
+    let configuration = config(serde_json::json!([
+        {"id": "within", "when": "([.,.,.,.] | tojson | length) < 0", "action": {"drop": true}},
+        {"id": "hoard", "when": format!("(.delivery_id | endswith(\"{victim}\")) and {SLOW}"), "action": {"drop": true}},
+        {"id": "issues", "when": ".event == \"issues\"", "action": {"queue": "forge"}}
+    ]));
+    let started = Instant::now();
+    let resp = pool
+        .evaluate_as(
+            &context(),
+            std::slice::from_ref(&configuration),
+            &ds,
+            &work(Class::Interactive, "human:alice"),
+        )
+        .await
+        .expect("evaluates");
+    let faulted = faults(&resp);
+    assert_eq!(faulted.len(), 1, "{faulted:?}");
+    let d = faulted[0];
+    assert_eq!(d.fault_code, fault::BUDGET_EXCEEDED, "{d:?}");
+    assert_eq!(d.rule_id, "hoard");
+    assert!(
+        d.reason.contains("memory budget of 16 MiB"),
+        "the reason says which budget: {d:?}"
+    );
+    assert_eq!(resp.results[2].decisions[0], *d);
+    assert!(
+        started.elapsed() < Duration::from_secs(10),
+        "stopped by memory, not by the 20 s CPU budget"
+    );
+    assert_eq!(pool.stats().budget_exceeded.load(Ordering::Relaxed), 1);
+    let others: Vec<StoredDelivery> = ds
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 2)
+        .map(|(_, d)| d.clone())
+        .collect();
+    let want = in_process(&configuration.json, &context(), &others);
+    let got = resp
+        .results
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != 2)
+        .map(|(_, r)| &r.decisions[0]);
+    for (i, (g, w)) in got.zip(&want).enumerate() {
+        assert_eq!(g, w, "delivery {i} of the others");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_call_stops_at_its_max_child_faults_and_leaves_the_rest_not_evaluated() {
     let pool = pool(1, Duration::from_millis(50), 128, 1).await;

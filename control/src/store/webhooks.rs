@@ -415,22 +415,12 @@ impl Store {
         secret: Option<String>,
     ) -> Result<Webhook> {
         let secret = self.sealing.seal(id, &secret_or_new(secret)?)?;
-        let _turn = self.write_turn().await?;
-        let row = sqlx::query(concat!(
+        let query = sqlx::query(concat!(
             "UPDATE webhooks SET secret = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
             webhook_columns!()
         ))
-        .bind(secret.as_str())
-        .bind(super::lookup_id(id))
-        .bind(scope.to_string())
-        // To the end of the statement: see `store` (writes that return rows).
-        .fetch_all(&self.pool)
-        .await?
-        .into_iter()
-        .next();
-        row.as_ref()
-            .map(|r| webhook(r, &self.sealing))
-            .unwrap_or(Err(Error::not_found("webhook")))
+        .bind(secret.as_str());
+        self.set_one(query, scope, id).await
     }
 
     /// Sets the queues a webhook may route to (an operator's act; agents never widen a grant).
@@ -441,22 +431,12 @@ impl Store {
         grant: &[String],
     ) -> Result<Webhook> {
         let grant = grant_text(grant)?;
-        let _turn = self.write_turn().await?;
-        let row = sqlx::query(concat!(
+        let query = sqlx::query(concat!(
             "UPDATE webhooks SET grant_queues = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
             webhook_columns!()
         ))
-        .bind(grant.as_str())
-        .bind(super::lookup_id(id))
-        .bind(scope.to_string())
-        // To the end of the statement: see `store` (writes that return rows).
-        .fetch_all(&self.pool)
-        .await?
-        .into_iter()
-        .next();
-        row.as_ref()
-            .map(|r| webhook(r, &self.sealing))
-            .unwrap_or(Err(Error::not_found("webhook")))
+        .bind(grant.as_str());
+        self.set_one(query, scope, id).await
     }
 
     /// Sets who may put a plan live (an operator's act: an agent never relaxes it).
@@ -466,23 +446,13 @@ impl Store {
         id: &str,
         policy: ConfirmPolicy,
     ) -> Result<Webhook> {
-        let _turn = self.write_turn().await?;
-        let row = sqlx::query(concat!(
+        let query = sqlx::query(concat!(
             "UPDATE webhooks SET confirm_policy = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
             webhook_columns!(),
             webhook_policy_columns!()
         ))
-        .bind(policy.as_str())
-        .bind(super::lookup_id(id))
-        .bind(scope.to_string())
-        // To the end of the statement: see `store` (writes that return rows).
-        .fetch_all(&self.pool)
-        .await?
-        .into_iter()
-        .next();
-        row.as_ref()
-            .map(|r| webhook(r, &self.sealing))
-            .unwrap_or(Err(Error::not_found("webhook")))
+        .bind(policy.as_str());
+        self.set_one(query, scope, id).await
     }
 
     /// Sets how long a claim on this webhook's todos lasts; `None` returns it to the
@@ -495,23 +465,13 @@ impl Store {
         ttl: Option<std::time::Duration>,
     ) -> Result<Webhook> {
         let secs = ttl.map(super::todos::check_claim_ttl).transpose()?;
-        let _turn = self.write_turn().await?;
-        let row = sqlx::query(concat!(
+        let query = sqlx::query(concat!(
             "UPDATE webhooks SET claim_ttl_secs = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
             webhook_columns!(),
             webhook_policy_columns!()
         ))
-        .bind(secs)
-        .bind(super::lookup_id(id))
-        .bind(scope.to_string())
-        // To the end of the statement: see `store` (writes that return rows).
-        .fetch_all(&self.pool)
-        .await?
-        .into_iter()
-        .next();
-        row.as_ref()
-            .map(|r| webhook(r, &self.sealing))
-            .unwrap_or(Err(Error::not_found("webhook")))
+        .bind(secs);
+        self.set_one(query, scope, id).await
     }
 
     /// Turns rejecting unverified deliveries at the door on or off.
@@ -521,19 +481,34 @@ impl Store {
         id: &str,
         reject: bool,
     ) -> Result<Webhook> {
-        let _turn = self.write_turn().await?;
-        let row = sqlx::query(concat!(
+        let query = sqlx::query(concat!(
             "UPDATE webhooks SET reject_unverified = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
             webhook_columns!()
         ))
-        .bind(i32::from(reject))
-        .bind(super::lookup_id(id))
-        .bind(scope.to_string())
-        // To the end of the statement: see `store` (writes that return rows).
-        .fetch_all(&self.pool)
-        .await?
-        .into_iter()
-        .next();
+        .bind(i32::from(reject));
+        self.set_one(query, scope, id).await
+    }
+}
+
+impl Store {
+    /// Runs an `UPDATE webhooks SET … = $1 WHERE id = $2 AND owner_scope = $3 RETURNING …`
+    /// whose `$1` is bound, and reads the webhook back: `not_found` for an unknown id or
+    /// another scope's, alike.
+    async fn set_one<'q>(
+        &self,
+        query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>,
+        scope: &OwnerScope,
+        id: &'q str,
+    ) -> Result<Webhook> {
+        let _turn = self.write_turn().await?;
+        let row = query
+            .bind(super::lookup_id(id))
+            .bind(scope.to_string())
+            // To the end of the statement: see `store` (writes that return rows).
+            .fetch_all(&self.pool)
+            .await?
+            .into_iter()
+            .next();
         row.as_ref()
             .map(|r| webhook(r, &self.sealing))
             .unwrap_or(Err(Error::not_found("webhook")))

@@ -18,6 +18,7 @@ use switchboard_proto::router::v1::{
 
 use super::confine::{self, ChildLimits};
 use super::frame::{read_frame, write_frame};
+use super::memory;
 use super::progress::{PROGRESS_FD_ARG, ProgressBoard};
 use crate::engine::compile::CompiledConfiguration;
 use crate::engine::decision::{self, fault};
@@ -57,6 +58,8 @@ pub fn parse_args(args: &[String]) -> ChildArgs {
             limits.cpu_seconds = v;
         } else if let Some(v) = num("--open-files=") {
             limits.open_files = v;
+        } else if let Some(v) = num("--unit-memory-mb=") {
+            limits.unit_memory_mb = v;
         } else if let Some(v) = a.strip_prefix(PROGRESS_FD_ARG) {
             progress_fd = v.parse::<i32>().ok().filter(|fd| *fd > 2);
         } else if a == NO_CONFINEMENT_ARG {
@@ -112,7 +115,9 @@ fn run(args: &[String]) -> i32 {
             detail: "confinement turned off".into(),
         }
     };
-    match serve(ready, board.as_ref()) {
+    let unit_memory =
+        usize::try_from(limits.unit_memory_mb.saturating_mul(1 << 20)).unwrap_or(usize::MAX);
+    match serve(ready, board.as_ref(), unit_memory) {
         Ok(()) => 0,
         Err(_) => 2,
     }
@@ -126,6 +131,7 @@ fn respond(w: &mut impl Write, r: child_response::Response) -> io::Result<()> {
 fn serve(
     ready: switchboard_proto::router::v1::ChildReady,
     board: Option<&ProgressBoard>,
+    unit_memory: usize,
 ) -> io::Result<()> {
     let mut reader = BufReader::with_capacity(1 << 16, io::stdin().lock());
     let mut writer = BufWriter::with_capacity(1 << 16, io::stdout().lock());
@@ -150,7 +156,7 @@ fn serve(
                 if let Some(b) = board {
                     b.request(requests);
                 }
-                evaluate(e, &mut cache, board, &mut writer)?
+                evaluate(e, &mut cache, board, unit_memory, &mut writer)?
             }
             None => respond(&mut writer, child_response::Response::Done(ChildDone {}))?,
         }
@@ -183,6 +189,7 @@ fn evaluate(
     e: ChildEvaluate,
     cache: &mut HashMap<String, Arc<Result<CompiledConfiguration, String>>>,
     board: Option<&ProgressBoard>,
+    unit_memory: usize,
     w: &mut impl Write,
 ) -> io::Result<()> {
     let ctx = e.context.unwrap_or_default();
@@ -221,6 +228,7 @@ fn evaluate(
             if let Some(b) = board {
                 b.begin(unit as u64);
             }
+            memory::start_unit(unit_memory);
             let decision = match config.as_ref() {
                 Ok(c) => c.evaluate_marked(&ctx, envelope, |rule| {
                     if let Some(b) = board {
@@ -233,6 +241,7 @@ fn evaluate(
                     "the configuration does not validate",
                 ),
             };
+            memory::end_unit();
             if let Some(b) = board {
                 b.end();
             }

@@ -21,6 +21,8 @@ pub struct ChildLimits {
     pub cpu_seconds: u64,
     /// Open files (RLIMIT_NOFILE): the pipes are all a child needs.
     pub open_files: u64,
+    /// Memory one unit may hold while it evaluates, MiB (`sandbox::memory`); 0: no budget.
+    pub unit_memory_mb: u64,
 }
 
 impl Default for ChildLimits {
@@ -29,6 +31,7 @@ impl Default for ChildLimits {
             address_space_mb: 1024,
             cpu_seconds: 3600,
             open_files: 16,
+            unit_memory_mb: 128,
         }
     }
 }
@@ -39,6 +42,7 @@ impl ChildLimits {
             format!("--address-space-mb={}", self.address_space_mb),
             format!("--cpu-seconds={}", self.cpu_seconds),
             format!("--open-files={}", self.open_files),
+            format!("--unit-memory-mb={}", self.unit_memory_mb),
         ]
     }
 }

@@ -3,6 +3,7 @@
 pub mod child;
 pub mod confine;
 pub mod frame;
+pub mod memory;
 pub mod pool;
 pub mod progress;
 pub mod schedule;

@@ -44,6 +44,7 @@ use tokio::time::{Instant, sleep_until, timeout};
 
 use super::confine::ChildLimits;
 use super::frame::{FrameReader, write_frame_async};
+use super::memory;
 use super::progress::{PROGRESS_FD_ARG, Progress, ProgressBoard, cpu_ns_of, now_ns};
 use super::schedule::{Class, Queued, Schedule};
 use crate::engine::compile::rule_id;
@@ -1400,10 +1401,12 @@ async fn fail(
 ) {
     // What it died of, before a kill of ours could hide it.
     let mut lost = false;
+    let mut over_memory = false;
     if stopped.failure == Failure::Died
         && let Ok(Ok(status)) = timeout(EXIT_WAIT, child.child.wait()).await
     {
-        lost = !unit_caused(&status);
+        over_memory = status.code() == Some(memory::EXIT_CODE);
+        lost = !over_memory && !unit_caused(&status);
     }
     let _ = child.child.start_kill();
     pool.forget(child.pid);
@@ -1469,8 +1472,8 @@ async fn fail(
     }
     if blame && let Some((i, u, rule)) = blamed {
         let (code, counter) = match stopped.failure {
-            Failure::Timeout => (fault::BUDGET_EXCEEDED, &pool.stats.budget_exceeded),
-            Failure::Died => (fault::SANDBOX_CRASHED, &pool.stats.crashed),
+            Failure::Died if !over_memory => (fault::SANDBOX_CRASHED, &pool.stats.crashed),
+            _ => (fault::BUDGET_EXCEEDED, &pool.stats.budget_exceeded),
         };
         counter.fetch_add(1, Ordering::Relaxed);
         metrics.child_restart(code);
@@ -1491,6 +1494,10 @@ async fn fail(
             Failure::Timeout => format!(
                 "evaluation exceeded its budget of {} ms of CPU time",
                 job.budget.as_millis()
+            ),
+            Failure::Died if over_memory => format!(
+                "evaluation exceeded its memory budget of {} MiB",
+                pool.config.limits.unit_memory_mb
             ),
             Failure::Died => "the sandbox child died during evaluation".to_string(),
         };
