@@ -85,6 +85,31 @@ fn faults(resp: &EvaluateResponse) -> Vec<&switchboard_proto::router::v1::Decisi
 }
 
 /// The nice value of process `pid` (field 19 of /proc/<pid>/stat).
+/// Every delivery but `victim` is decided exactly as in-process.
+fn others_as_in_process(
+    resp: &EvaluateResponse,
+    ds: &[StoredDelivery],
+    configuration: &Configuration,
+    victim: usize,
+) {
+    let others: Vec<StoredDelivery> = ds
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != victim)
+        .map(|(_, d)| d.clone())
+        .collect();
+    let want = in_process(&configuration.json, &context(), &others);
+    let got = resp
+        .results
+        .iter()
+        .enumerate()
+        .filter(|(i, _)| *i != victim)
+        .map(|(_, r)| &r.decisions[0]);
+    for (i, (g, w)) in got.zip(&want).enumerate() {
+        assert_eq!(g, w, "delivery {i} of the others");
+    }
+}
+
 fn nice_of(pid: u32) -> Option<i64> {
     let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
     let (_, rest) = stat.rsplit_once(") ")?;
@@ -130,22 +155,7 @@ async fn a_budget_fault_names_the_rule_it_interrupted_and_counts_against_it() {
         .expect("the rule is counted");
     assert_eq!(counted.faults, 1, "the plan's per-rule counts can blame it");
     // Every other delivery is decided as in-process (where the victim would run unbounded).
-    let others: Vec<StoredDelivery> = ds
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| *i != 3)
-        .map(|(_, d)| d.clone())
-        .collect();
-    let want = in_process(&configuration.json, &context(), &others);
-    let got = resp
-        .results
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| *i != 3)
-        .map(|(_, r)| &r.decisions[0]);
-    for (i, (g, w)) in got.zip(&want).enumerate() {
-        assert_eq!(g, w, "delivery {i} of the others");
-    }
+    others_as_in_process(&resp, &ds, &configuration, 3);
 }
 
 /// A unit that holds more memory than its budget is stopped by its child's allocator, long
@@ -194,22 +204,7 @@ async fn a_unit_over_its_memory_budget_faults_naming_its_rule() {
         "stopped by memory, not by the 20 s CPU budget"
     );
     assert_eq!(pool.stats().budget_exceeded.load(Ordering::Relaxed), 1);
-    let others: Vec<StoredDelivery> = ds
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| *i != 2)
-        .map(|(_, d)| d.clone())
-        .collect();
-    let want = in_process(&configuration.json, &context(), &others);
-    let got = resp
-        .results
-        .iter()
-        .enumerate()
-        .filter(|(i, _)| *i != 2)
-        .map(|(_, r)| &r.decisions[0]);
-    for (i, (g, w)) in got.zip(&want).enumerate() {
-        assert_eq!(g, w, "delivery {i} of the others");
-    }
+    others_as_in_process(&resp, &ds, &configuration, 2);
 }
 
 #[tokio::test(flavor = "multi_thread")]
