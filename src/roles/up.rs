@@ -209,7 +209,12 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
     println!("mcp url: {}", gateway.url());
     let console_base = format!("http://{}", control.http_addr);
     println!("console url: {console_base}/console");
-    args.metrics.start().await?;
+    // One machine: /metrics is always on, on loopback (a free port unless given).
+    let mut metrics = args.metrics.clone();
+    metrics
+        .metrics_listen
+        .get_or_insert(SocketAddr::from((Ipv4Addr::LOCALHOST, 0)));
+    metrics.start().await?;
     let ttl = switchboard_control::console::SIGN_IN_LINK_TTL;
     let link = store
         .create_sign_in_link(

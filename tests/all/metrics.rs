@@ -99,7 +99,6 @@ async fn metrics_are_scraped_and_the_backlog_gauges_move_with_the_work() {
         ("SWITCHBOARD_HTTP_LISTEN", "127.0.0.1:0"),
         ("SWITCHBOARD_GRPC_LISTEN", "127.0.0.1:0"),
         ("SWITCHBOARD_MCP_LISTEN", "127.0.0.1:0"),
-        ("SWITCHBOARD_METRICS_LISTEN", "127.0.0.1:0"),
         ("SWITCHBOARD_ROUTER_CHILDREN", "1"),
     ];
     let mut up = Process::spawn(&["up"], &env);
