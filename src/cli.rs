@@ -43,6 +43,11 @@ enum Role {
     Admin(roles::admin::AdminArgs),
     /// Rule-pack author tools: `switchboard packs test <dir>`.
     Packs(roles::packs::PacksArgs),
+    /// Why a stored delivery was routed where it went: the rule that decided under the
+    /// configuration version recorded with it, each earlier rule's outcome, and what the
+    /// current configuration decides. Calls control's gRPC API with the endpoint credential in
+    /// SWITCHBOARD_TOKEN. Exit codes: 0 ok, 2 bad usage, 3 not found or not permitted, 1 other.
+    Explain(roles::explain::ExplainArgs),
 }
 
 impl Role {
@@ -55,6 +60,7 @@ impl Role {
             Role::Gateway(_) => "switchboard-gateway",
             Role::Admin(_) => "switchboard-admin",
             Role::Packs(_) => "switchboard-packs",
+            Role::Explain(_) => "switchboard-explain",
         }
     }
 }
@@ -127,16 +133,21 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = runtime.block_on(async {
-        match cli.role {
-            Role::Up(args) => roles::up::run(args).await,
-            Role::Control(args) => roles::control::run(args).await,
-            Role::Router(args) => roles::router::run(args).await,
-            Role::Gateway(args) => roles::gateway::run(args).await,
-            Role::Admin(args) => roles::admin::run(args).await,
-            Role::Packs(args) => roles::packs::run(args).await,
+    let result = match cli.role {
+        // A people's command with exit codes of its own (docs/running.md).
+        Role::Explain(args) => {
+            let code = runtime.block_on(roles::explain::run(args));
+            drop(runtime);
+            telemetry.shutdown();
+            return code;
         }
-    });
+        Role::Up(args) => runtime.block_on(roles::up::run(args)),
+        Role::Control(args) => runtime.block_on(roles::control::run(args)),
+        Role::Router(args) => runtime.block_on(roles::router::run(args)),
+        Role::Gateway(args) => runtime.block_on(roles::gateway::run(args)),
+        Role::Admin(args) => runtime.block_on(roles::admin::run(args)),
+        Role::Packs(args) => runtime.block_on(roles::packs::run(args)),
+    };
     // The runtime first (its tasks end), then the last spans and metrics go out.
     drop(runtime);
     telemetry.shutdown();

@@ -18,6 +18,7 @@ pub const FAMILIES: &[Family] = &[
             "delete_webhook",
             "list_webhook_events",
             "get_webhook_event",
+            "explain_webhook_event",
             "rotate_webhook_secret",
         ],
     },
@@ -115,7 +116,7 @@ mod tests {
             v,
             vec!["list_todos", "claim_todo", "release_todo", "complete_todo"]
         );
-        assert_eq!(expand(&["webhooks"]).unwrap().len(), 7);
+        assert_eq!(expand(&["webhooks"]).unwrap().len(), 8);
         assert_eq!(expand(&["webhook-rules"]).unwrap().len(), 10);
         assert_eq!(
             expand(&["rule-pack-confirm"]).unwrap(),

@@ -182,6 +182,7 @@ unary! {
     rotate_webhook_secret => webhooks.rotate_webhook_secret(pb::RotateWebhookSecretRequest) -> pb::RotateWebhookSecretResponse;
     list_webhook_events => webhooks.list_webhook_events(pb::ListWebhookEventsRequest) -> pb::ListWebhookEventsResponse;
     get_webhook_event => webhooks.get_webhook_event(pb::GetWebhookEventRequest) -> pb::GetWebhookEventResponse;
+    explain_webhook_event => webhooks.explain_webhook_event(pb::ExplainWebhookEventRequest) -> pb::ExplainWebhookEventResponse;
     list_webhook_rules => rules.list_webhook_rules(pb::ListWebhookRulesRequest) -> pb::ListWebhookRulesResponse;
     set_webhook_rules => rules.set_webhook_rules(pb::SetWebhookRulesRequest) -> pb::SaveRulesResponse;
     update_webhook_rule => rules.update_webhook_rule(pb::UpdateWebhookRuleRequest) -> pb::SaveRulesResponse;

@@ -214,7 +214,7 @@ fn next_call(tool: &str, error: &ToolError) -> Option<String> {
     let detail = |key: &str| error.details.get(key).cloned().unwrap_or(Value::Null);
     Some(match Reason::parse(&error.code)? {
         Reason::NotFound => match tool {
-            "get_webhook_event" => {
+            "get_webhook_event" | "explain_webhook_event" => {
                 "check the event id with list_webhook_events (and the webhook id with list_webhooks)"
                     .into()
             }

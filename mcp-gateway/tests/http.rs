@@ -200,6 +200,57 @@ async fn results_are_structured_and_the_same_json_as_text() {
 }
 
 #[tokio::test]
+async fn explain_is_typed_and_a_missing_event_names_the_next_call() {
+    let (addr, _) = gateway(|_| {}).await;
+    let r = post(
+        addr,
+        ALL,
+        &call(1, "explain_webhook_event", json!({"event_id": "ev_1"})),
+    )
+    .await;
+    let explained = tool_result(&r)["structuredContent"].clone();
+    assert_eq!(
+        explained,
+        json!({
+            "event_id": "ev_1",
+            "webhook_id": "wh_00000000000000000000000000000001",
+            "kind": "pull_request.opened",
+            "recorded_decision": {"decision": "queue:review", "queue": "review", "rule_id": "r-2"},
+            "recorded_version_status": "known",
+            "recorded_version": 1,
+            "recorded_digest": "d1",
+            "rules": [
+                {"index": 0, "rule_id": "r-1", "outcome": "fault", "action": "drop",
+                 "fault_code": "rule_fault", "reason": "null (null) has no keys", "deciding": false},
+                {"index": 1, "rule_id": "r-2", "outcome": "matched", "action": "queue:review",
+                 "fault_code": null, "reason": null, "deciding": true},
+            ],
+            "reevaluated_decision": {"decision": "queue:review", "queue": "review", "rule_id": "r-2"},
+            "reevaluation_differs": false,
+            "current_version": 2,
+            "current_digest": "d2",
+            "current_decision": {"decision": "queue:forge", "queue": "forge", "rule_id": "r-9"},
+            "current_differs": true,
+        })
+    );
+
+    let r = post(
+        addr,
+        ALL,
+        &call(2, "explain_webhook_event", json!({"event_id": "ev_nope"})),
+    )
+    .await;
+    let error = tool_error(&tool_result(&r));
+    assert_eq!(error["code"], "not_found");
+    assert!(
+        error["details"]["next"]
+            .as_str()
+            .unwrap()
+            .contains("list_webhook_events")
+    );
+}
+
+#[tokio::test]
 async fn business_errors_name_what_was_wrong_and_the_next_call() {
     let (addr, _) = gateway(|_| {}).await;
     let r = post(

@@ -2,6 +2,7 @@
 
 pub mod admin;
 pub mod control;
+pub mod explain;
 pub mod gateway;
 pub mod packs;
 pub mod router;

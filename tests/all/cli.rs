@@ -991,3 +991,188 @@ async fn up_runs_every_role_and_restarts_with_the_same_webhook() {
     again.terminate();
     assert!(again.wait_exit(Duration::from_secs(30)).success());
 }
+
+/// `switchboard explain` run against `grpc` with `token` (none: SWITCHBOARD_TOKEN unset):
+/// (exit code, stdout, stderr).
+fn explain(grpc: &str, token: Option<&str>, args: &[&str]) -> (i32, String, String) {
+    let mut command = Command::new(binary());
+    command
+        .arg("explain")
+        .args(args)
+        .env("SWITCHBOARD_CONTROL", grpc)
+        .env("SWITCHBOARD_LOG", "warn")
+        .env_remove("SWITCHBOARD_TOKEN");
+    if let Some(token) = token {
+        command.env("SWITCHBOARD_TOKEN", token);
+    }
+    let out = command.output().expect("switchboard explain runs");
+    (
+        out.status.code().expect("an exit code"),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+/// Issue 21 item 3: `switchboard explain` against `switchboard up`, on real deliveries routed
+/// before and after the rules change: the JSON is the MCP tool's object, the table one line
+/// per rule, and the exit codes are the documented ones.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explain_tells_why_a_delivery_went_where_it_did() {
+    use switchboard_proto::control::v1::webhook_rules_client::WebhookRulesClient;
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data_dir = dir.path().join("data");
+    let env = [
+        (
+            "SWITCHBOARD_DATA_DIR",
+            data_dir.to_str().expect("utf-8 path"),
+        ),
+        ("SWITCHBOARD_HTTP_LISTEN", "127.0.0.1:0"),
+        ("SWITCHBOARD_GRPC_LISTEN", "127.0.0.1:0"),
+        ("SWITCHBOARD_MCP_LISTEN", "127.0.0.1:0"),
+        ("SWITCHBOARD_ROUTER_CHILDREN", "1"),
+    ];
+    let mut up = Process::spawn(&["up"], &env);
+    let lines = up_lines(&mut up);
+    let (authority, path) = lines
+        .ingest_url
+        .strip_prefix("http://")
+        .and_then(|rest| rest.split_once('/'))
+        .expect("url");
+    let http: SocketAddr = authority.parse().expect("address");
+    let p = payload("github", "pull_request.opened.json");
+    let deliver = |delivery: &'static str| {
+        let headers = signed("github", "pull_request", delivery, &lines.secret, &p.body);
+        let path = format!("/{path}");
+        let body = &p.body;
+        async move {
+            let resp = post(http, &path, &headers, body).await;
+            assert_eq!(resp.status, 202, "{resp:?}");
+            let answer = resp.json();
+            (
+                answer["event_id"].as_str().expect("event id").to_string(),
+                answer["decision"].as_str().expect("decision").to_string(),
+            )
+        }
+    };
+
+    // Version 1 (no rules): the default queue.
+    let (first, decided) = deliver("explain-1").await;
+    assert_eq!(decided, "default");
+    // Version 2: pull requests to review, decided by the second rule.
+    let channel = tonic::transport::Endpoint::from_shared(format!("http://{}", lines.grpc))
+        .expect("endpoint")
+        .connect()
+        .await
+        .expect("grpc connects");
+    let token: tonic::metadata::MetadataValue<_> =
+        format!("Bearer {}", lines.token).parse().expect("metadata");
+    let mut rules =
+        WebhookRulesClient::with_interceptor(channel, move |mut req: tonic::Request<()>| {
+            req.metadata_mut().insert("authorization", token.clone());
+            Ok(req)
+        });
+    let v2 = rules
+        .set_webhook_rules(pb::SetWebhookRulesRequest {
+            webhook_id: lines.webhook.clone(),
+            configuration: crate::support::typed::config(&serde_json::json!({"rules": [
+                {"id": "pushes", "when": ".kind == \"push\"", "action": {"drop": true}},
+                {"id": "prs", "when": ".kind == \"pull_request.opened\"", "action": {"queue": "review"}},
+            ]})),
+            expected_version: Some(1),
+        })
+        .await
+        .expect("version 2")
+        .into_inner();
+    assert_eq!(v2.version, 2);
+    let (second, decided) = deliver("explain-2").await;
+    assert_eq!(decided, "queue:review");
+    // Version 3: pull requests to triage from now on.
+    let v3 = rules
+        .update_webhook_rule(pb::UpdateWebhookRuleRequest {
+            webhook_id: lines.webhook.clone(),
+            rule_id: "prs".into(),
+            patch: Some(pb::RulePatch {
+                action: Some("queue:triage".into()),
+                ..Default::default()
+            }),
+            expected_version: Some(2),
+        })
+        .await
+        .expect("version 3")
+        .into_inner();
+
+    let grpc = lines.grpc.as_str();
+    let token = Some(lines.token.as_str());
+    let (code, out, err) = explain(grpc, token, &[&second, "--output", "json"]);
+    assert_eq!(code, 0, "{err}");
+    let json: serde_json::Value = serde_json::from_str(&out).expect("json output");
+    assert_eq!(
+        json,
+        serde_json::json!({
+            "event_id": second,
+            "webhook_id": lines.webhook,
+            "kind": "pull_request.opened",
+            "recorded_decision": {"decision": "queue:review", "queue": "review", "rule_id": "prs"},
+            "recorded_version_status": "known",
+            "recorded_version": 2,
+            "recorded_digest": v2.digest,
+            "rules": [
+                {"index": 0, "rule_id": "pushes", "outcome": "not_matched", "action": "drop",
+                 "fault_code": null, "reason": null, "deciding": false},
+                {"index": 1, "rule_id": "prs", "outcome": "matched", "action": "queue:review",
+                 "fault_code": null, "reason": null, "deciding": true},
+            ],
+            "reevaluated_decision": {"decision": "queue:review", "queue": "review", "rule_id": "prs"},
+            "reevaluation_differs": false,
+            "current_version": 3,
+            "current_digest": v3.digest,
+            "current_decision": {"decision": "queue:triage", "queue": "triage", "rule_id": "prs"},
+            "current_differs": true,
+        })
+    );
+
+    let (code, out, err) = explain(grpc, token, &[&second]);
+    assert_eq!(code, 0, "{err}");
+    let expected = format!(
+        "event     {second} (pull_request.opened)\n\
+         webhook   {webhook}\n\
+         recorded  queue:review by rule prs\n\
+         version   2\n\
+         #    rule                             outcome      action\n\
+         0    pushes                           not matched  drop\n\
+         1    prs                              matched      queue:review  <- decided\n\
+         current   queue:triage by rule prs under version 3 (differs)\n",
+        webhook = lines.webhook
+    );
+    assert_eq!(out, expected);
+
+    // The first delivery: version 1 had no rules, the default decided.
+    let (code, out, err) = explain(grpc, token, &[&first]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("recorded  default (no rule matched)\nversion   1\ncurrent   queue:triage by rule prs under version 3 (differs)\n"), "{out}");
+    assert!(!out.contains("<- decided"), "{out}");
+
+    // Exit codes: not found 3, no credential or a bad flag 2, a wrong credential 3, no
+    // control 1.
+    let unknown = format!("ev_{}", "0".repeat(32));
+    let (code, _, err) = explain(grpc, token, &[&unknown]);
+    assert_eq!((code, err.contains("not_found")), (3, true), "{err}");
+    let (code, _, err) = explain(grpc, None, &[&first]);
+    assert_eq!(
+        (code, err.contains("SWITCHBOARD_TOKEN")),
+        (2, true),
+        "{err}"
+    );
+    let (code, _, err) = explain(grpc, token, &[&first, "--output", "yaml"]);
+    assert_eq!(code, 2, "{err}");
+    let (code, _, err) = explain(grpc, Some("sbe_nope"), &[&first]);
+    assert_eq!((code, err.contains("unauthenticated")), (3, true), "{err}");
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let nowhere = closed.local_addr().expect("address").to_string();
+    drop(closed);
+    let (code, _, err) = explain(&nowhere, token, &[&first]);
+    assert_eq!(code, 1, "{err}");
+
+    up.terminate();
+    assert!(up.wait_exit(Duration::from_secs(30)).success());
+}

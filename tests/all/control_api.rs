@@ -125,6 +125,8 @@ pub struct Api {
     pub store: Store,
     pub clock: Clock,
     pub router: RouterProcess,
+    /// What the API serves from: routing an event as ingest does takes it.
+    pub state: ControlState,
     channel: Channel,
 }
 
@@ -200,7 +202,7 @@ where
             ..Limits::default()
         },
     };
-    let api = ControlApi::new(state);
+    let api = ControlApi::new(state.clone());
     let listener = TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("address");
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
@@ -220,6 +222,7 @@ where
         store: store.clone(),
         clock,
         router,
+        state,
         channel,
     }))
     .await;
@@ -277,6 +280,7 @@ api_suite! {
     each_endpoint_is_rate_limited = 3,
     a_stopped_router_changes_nothing,
     health_and_reflection_are_served,
+    explain_names_the_version_and_the_rules_that_decided,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -378,6 +382,7 @@ async fn todo_for(api: &Api, event: &Event, queue: &str) -> Todo {
                     queue: queue.into(),
                     rule_id: None,
                 }),
+                decided_by: None,
             },
         )
         .await
@@ -812,11 +817,11 @@ async fn roles_gate_every_verb(api: Api) {
     assert!(
         me.usable_verbs
             .iter()
-            .all(|v| v.starts_with("list_") || v.starts_with("get_")),
+            .all(|v| v.starts_with("list_") || v.starts_with("get_") || v.starts_with("explain_")),
         "{:?}",
         me.usable_verbs
     );
-    assert_eq!(me.verbs.len(), 22);
+    assert_eq!(me.verbs.len(), 23);
 
     // Editor: rules, dry runs and todos, but not webhooks themselves.
     let mut e = api.client(&editor);
@@ -1052,7 +1057,18 @@ async fn other_scopes_unknown_and_malformed_ids_are_one_not_found(api: Api) {
     let mut get_event = vec![];
     let mut get_event_of_mine = vec![];
     let mut dry_run = vec![];
+    let mut explain = vec![];
     for (case, id) in &event_ids {
+        explain.push((
+            case.to_string(),
+            status_of(
+                c.webhooks
+                    .explain_webhook_event(pb::ExplainWebhookEventRequest {
+                        event_id: id.clone(),
+                    })
+                    .await,
+            ),
+        ));
         get_event.push((
             case.to_string(),
             status_of(
@@ -1110,6 +1126,7 @@ async fn other_scopes_unknown_and_malformed_ids_are_one_not_found(api: Api) {
         &get_event_of_mine,
     );
     one_not_found("test_webhook_rules (event_id)", "event", &dry_run);
+    one_not_found("explain_webhook_event", "event", &explain);
 
     let todo_ids = [
         ("another scope's id", their_todo.id.clone()),
@@ -2529,6 +2546,7 @@ async fn retention_purges_in_batches_and_listings_say_what_window_remains(api: A
                     decision: json!({ "decision": decision }),
                     fault: None,
                     todo,
+                    decided_by: None,
                 },
             )
             .await
@@ -2678,6 +2696,7 @@ async fn events_list_newest_first_and_read_exactly(api: Api) {
                 decision: json!({"decision": "drop", "rule_id": "r-1"}),
                 fault: None,
                 todo: None,
+                decided_by: None,
             },
         )
         .await
@@ -3599,6 +3618,7 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
         "delete_webhook",
         "list_webhook_events",
         "get_webhook_event",
+        "explain_webhook_event",
         "list_webhook_rules",
         "set_webhook_rules",
         "update_webhook_rule",
@@ -3690,6 +3710,11 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
                                 event_id: ev,
                                 ..Default::default()
                             })
+                            .await,
+                    ),
+                    "explain_webhook_event" => outcome(
+                        c.webhooks
+                            .explain_webhook_event(pb::ExplainWebhookEventRequest { event_id: ev })
                             .await,
                     ),
                     "list_webhook_rules" => outcome(
@@ -3883,4 +3908,323 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
         );
     }
     crate::support::assert_golden_section("docs/authorization.md", "authorization", &table);
+}
+
+// ---------------------------------------------------------------------------------------
+// Explain (issue 21 item 3)
+// ---------------------------------------------------------------------------------------
+
+/// Version 1 of the explained webhook: two rules that do not match a pull request before the
+/// one that does.
+fn explained_v1() -> Value {
+    json!({"rules": [
+        {"id": "issues", "when": ".kind == \"issues.opened\"", "action": {"queue": "triage"}},
+        {"id": "pushes", "when": ".kind == \"push\"", "action": {"drop": true}},
+        {"id": "prs", "when": ".kind == \"pull_request.opened\"", "action": {"queue": "review"}},
+    ], "params": {}})
+}
+
+/// Routes `event` exactly as ingest does (the webhook row read for this routing, a real router,
+/// the decision recorded with the configuration it was made under); returns the label.
+async fn route_as_ingest(api: &Api, event: &Event) -> String {
+    let w = api
+        .store
+        .webhook_for_ingest(&event.webhook_id)
+        .await
+        .expect("webhook");
+    match switchboard_control::ingest::route::route_one(&api.state, &w, event).await {
+        switchboard_control::ingest::Routed::Decided { label, .. } => label,
+        other => panic!("{} was not routed: {other:?}", event.id),
+    }
+}
+
+fn explain_request(event_id: &str) -> pb::ExplainWebhookEventRequest {
+    pb::ExplainWebhookEventRequest {
+        event_id: event_id.into(),
+    }
+}
+
+/// One explained rule as `(index, id, outcome, action, deciding)`.
+fn explained_rules(
+    r: &pb::ExplainWebhookEventResponse,
+) -> Vec<(u32, &str, pb::RuleOutcome, &str, bool)> {
+    r.rules
+        .iter()
+        .map(|rule| {
+            (
+                rule.index,
+                rule.rule_id.as_str(),
+                pb::RuleOutcome::try_from(rule.outcome).expect("a known outcome"),
+                rule.action.as_str(),
+                rule.deciding,
+            )
+        })
+        .collect()
+}
+
+fn label_of(d: &Option<pb::Decision>) -> Option<&str> {
+    d.as_ref().map(|d| d.decision.as_str())
+}
+
+async fn explain_names_the_version_and_the_rules_that_decided(api: Api) {
+    use pb::RuleOutcome::{Matched, NotMatched};
+    let store = &api.store;
+    for login in ["ed", "vic", "bob"] {
+        human(store, login).await;
+    }
+    store.create_team("ops", "Operations").await.expect("team");
+    for (login, role) in [("ed", Role::Editor), ("vic", Role::Viewer)] {
+        store
+            .set_membership("ops", login, role)
+            .await
+            .expect("membership");
+    }
+    let ops = OwnerScope::team("ops");
+    let editor = vend(store, "ed", &ops, &EVERY_FAMILY).await;
+    // A viewer holding only the read verbs it needs: explaining is a read.
+    let viewer = vend(store, "vic", &ops, &["explain_webhook_event"]).await;
+    let w = store
+        .create_webhook(NewWebhook {
+            owner_scope: ops.clone(),
+            source_type: SourceType::Github,
+            secret: None,
+            grant: GRANT.iter().map(|q| q.to_string()).collect(),
+            reject_unverified: false,
+            configuration: Some(explained_v1()),
+            actor: Actor::operator(),
+        })
+        .await
+        .expect("webhook");
+    assert_eq!(w.config_version, 1);
+
+    // Routed under version 1.
+    let pr_v1 = github_event(&api, &w, "pull_request.opened.json", 1).await;
+    let issue_v1 = github_event(&api, &w, "issues.opened.json", 2).await;
+    assert_eq!(route_as_ingest(&api, &pr_v1).await, "queue:review");
+    assert_eq!(route_as_ingest(&api, &issue_v1).await, "queue:triage");
+    // Decided before decisions recorded their configuration (a row from before 0010).
+    let old = github_event(&api, &w, "pull_request.opened.json", 3).await;
+    store
+        .record_decision(
+            &old.id,
+            RecordDecision {
+                decision: json!({"decision": "queue:review", "queue": "review", "rule_id": "prs"}),
+                fault: None,
+                todo: None,
+                decided_by: None,
+            },
+        )
+        .await
+        .expect("an old decision");
+
+    // The rules change: pull requests are dropped from version 2 on.
+    let mut c = api.client(&editor);
+    let saved = ok(c
+        .rules
+        .update_webhook_rule(pb::UpdateWebhookRuleRequest {
+            webhook_id: w.id.clone(),
+            rule_id: "prs".into(),
+            patch: Some(pb::RulePatch {
+                action: Some("drop".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await);
+    assert_eq!(saved.version, 2);
+    let pr_v2 = github_event(&api, &w, "pull_request.opened.json", 4).await;
+    let comment_v2 = github_event(&api, &w, "issue_comment.created.json", 5).await;
+    assert_eq!(route_as_ingest(&api, &pr_v2).await, "drop");
+    assert_eq!(route_as_ingest(&api, &comment_v2).await, "default");
+    let unrouted = github_event(&api, &w, "pull_request.opened.json", 6).await;
+
+    // The old event: its version-1 deciding rule, every earlier rule's outcome, and what
+    // version 2 decides now. Asked by the viewer.
+    let mut v = api.client(&viewer);
+    let r = ok(v
+        .webhooks
+        .explain_webhook_event(explain_request(&pr_v1.id))
+        .await);
+    assert_eq!(
+        (r.event_id.as_str(), r.webhook_id.as_str(), r.kind.as_str()),
+        (pr_v1.id.as_str(), w.id.as_str(), "pull_request.opened")
+    );
+    assert_eq!(r.recorded_version_status(), pb::RecordedVersion::Known);
+    assert_eq!(r.recorded_version, Some(1));
+    assert_eq!(r.recorded_digest.as_deref(), Some(w.config_digest.as_str()));
+    assert_eq!(label_of(&r.recorded_decision), Some("queue:review"));
+    assert_eq!(
+        explained_rules(&r),
+        vec![
+            (0, "issues", NotMatched, "queue:triage", false),
+            (1, "pushes", NotMatched, "drop", false),
+            (2, "prs", Matched, "queue:review", true),
+        ]
+    );
+    assert!(
+        r.rules
+            .iter()
+            .all(|rule| rule.fault_code.is_none() && rule.reason.is_none())
+    );
+    assert_eq!(label_of(&r.reevaluated_decision), Some("queue:review"));
+    assert!(!r.reevaluation_differs);
+    assert_eq!(
+        (r.current_version, r.current_digest.as_str()),
+        (2, saved.digest.as_str())
+    );
+    let current = r.current_decision.as_ref().expect("current decision");
+    assert_eq!(
+        (current.decision.as_str(), current.rule_id.as_deref()),
+        ("drop", Some("prs"))
+    );
+    assert!(r.current_differs);
+
+    // A rule that decided first: nothing after it is reported.
+    let r = ok(v
+        .webhooks
+        .explain_webhook_event(explain_request(&issue_v1.id))
+        .await);
+    assert_eq!(
+        explained_rules(&r),
+        vec![(0, "issues", Matched, "queue:triage", true)]
+    );
+    assert_eq!(label_of(&r.current_decision), Some("queue:triage"));
+    assert!(!r.current_differs);
+
+    // A new event names version 2, whose rule now drops it.
+    let r = ok(v
+        .webhooks
+        .explain_webhook_event(explain_request(&pr_v2.id))
+        .await);
+    assert_eq!(
+        (r.recorded_version, r.recorded_digest.as_deref()),
+        (Some(2), Some(saved.digest.as_str()))
+    );
+    assert_eq!(
+        explained_rules(&r),
+        vec![
+            (0, "issues", NotMatched, "queue:triage", false),
+            (1, "pushes", NotMatched, "drop", false),
+            (2, "prs", Matched, "drop", true),
+        ]
+    );
+    assert!(!r.current_differs && !r.reevaluation_differs);
+
+    // The default decided: every rule is reported, none deciding.
+    let r = ok(v
+        .webhooks
+        .explain_webhook_event(explain_request(&comment_v2.id))
+        .await);
+    assert_eq!(label_of(&r.recorded_decision), Some("default"));
+    assert_eq!(
+        explained_rules(&r),
+        vec![
+            (0, "issues", NotMatched, "queue:triage", false),
+            (1, "pushes", NotMatched, "drop", false),
+            (2, "prs", NotMatched, "drop", false),
+        ]
+    );
+
+    // From before the migration: unknown, and still the current decision.
+    let r = ok(v
+        .webhooks
+        .explain_webhook_event(explain_request(&old.id))
+        .await);
+    assert_eq!(r.recorded_version_status(), pb::RecordedVersion::Unknown);
+    assert_eq!(
+        (r.recorded_version, r.recorded_digest.as_deref()),
+        (None, None)
+    );
+    assert!(r.rules.is_empty() && r.reevaluated_decision.is_none());
+    assert_eq!(label_of(&r.recorded_decision), Some("queue:review"));
+    assert_eq!(label_of(&r.current_decision), Some("drop"));
+    assert!(r.current_differs);
+
+    // Not routed yet: nothing recorded, the current decision given.
+    let r = ok(v
+        .webhooks
+        .explain_webhook_event(explain_request(&unrouted.id))
+        .await);
+    assert_eq!(r.recorded_version_status(), pb::RecordedVersion::Unknown);
+    assert!(r.recorded_decision.is_none());
+    assert_eq!(label_of(&r.current_decision), Some("drop"));
+    assert!(r.current_differs);
+
+    // A recorded decision version 1 no longer makes (as a rule reading the time would): the
+    // re-evaluation says so.
+    let odd = github_event(&api, &w, "pull_request.opened.json", 7).await;
+    let decided_by = |version: i64, digest: &str| switchboard_control::store::DecidedBy {
+        version,
+        digest: digest.into(),
+    };
+    store
+        .record_decision(
+            &odd.id,
+            RecordDecision {
+                decision: json!({"decision": "quarantine", "rule_id": "prs"}),
+                fault: None,
+                todo: None,
+                decided_by: Some(decided_by(1, &w.config_digest)),
+            },
+        )
+        .await
+        .expect("decision");
+    let r = ok(v
+        .webhooks
+        .explain_webhook_event(explain_request(&odd.id))
+        .await);
+    assert_eq!(label_of(&r.reevaluated_decision), Some("queue:review"));
+    assert!(r.reevaluation_differs);
+    assert_eq!(r.rules.last().map(|rule| rule.deciding), Some(true));
+
+    // A version the history does not hold: said so, no rules, the current decision given.
+    let lost = github_event(&api, &w, "pull_request.opened.json", 8).await;
+    store
+        .record_decision(
+            &lost.id,
+            RecordDecision {
+                decision: json!({"decision": "drop", "rule_id": "prs"}),
+                fault: None,
+                todo: None,
+                decided_by: Some(decided_by(99, "0".repeat(64).as_str())),
+            },
+        )
+        .await
+        .expect("decision");
+    let r = ok(v
+        .webhooks
+        .explain_webhook_event(explain_request(&lost.id))
+        .await);
+    assert_eq!(
+        r.recorded_version_status(),
+        pb::RecordedVersion::NotInHistory
+    );
+    assert_eq!(r.recorded_version, Some(99));
+    assert!(r.rules.is_empty() && r.reevaluated_decision.is_none());
+    assert_eq!(label_of(&r.current_decision), Some("drop"));
+    assert!(!r.current_differs);
+
+    // Explaining wrote nothing.
+    assert_eq!(version_and_history(store, &w).await, (2, 2));
+
+    // Another scope's event answers exactly like an unknown id.
+    let bob = OwnerScope::human("bob");
+    let bobs = webhook(store, &bob).await;
+    let theirs = github_event(&api, &bobs, "pull_request.opened.json", 9).await;
+    assert_eq!(route_as_ingest(&api, &theirs).await, "default");
+    let foreign = refused(
+        v.webhooks
+            .explain_webhook_event(explain_request(&theirs.id))
+            .await,
+        Code::NotFound,
+        "not_found",
+    );
+    let unknown = refused(
+        v.webhooks
+            .explain_webhook_event(explain_request(&format!("ev_{}", "0".repeat(32))))
+            .await,
+        Code::NotFound,
+        "not_found",
+    );
+    assert_eq!(foreign.message(), unknown.message());
 }

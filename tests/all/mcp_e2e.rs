@@ -539,6 +539,7 @@ async fn todo_leases_over_mcp() {
                         queue: "forge".into(),
                         rule_id: None,
                     }),
+                    decided_by: None,
                 },
             )
             .await

@@ -45,6 +45,7 @@ pub fn required_role(verb: &str) -> Role {
         | "get_webhook"
         | "list_webhook_events"
         | "get_webhook_event"
+        | "explain_webhook_event"
         | "list_webhook_rules"
         | "list_webhook_history"
         | "list_rule_packs"
@@ -168,7 +169,11 @@ mod tests {
         for family in FAMILIES {
             for verb in family.verbs {
                 let role = required_role(verb);
-                let expected = if verb.starts_with("list_") || verb.starts_with("get_") {
+                // Reads, and explaining a decision (a read that asks a router, writes nothing).
+                let expected = if verb.starts_with("list_")
+                    || verb.starts_with("get_")
+                    || verb.starts_with("explain_")
+                {
                     Role::Viewer
                 } else if matches!(
                     *verb,

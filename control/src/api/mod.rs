@@ -7,6 +7,7 @@
 
 pub mod auth;
 pub mod convert;
+pub mod explain;
 pub mod identity;
 pub mod rule_packs;
 pub mod rules;

@@ -177,4 +177,16 @@ impl Webhooks for WebhooksApi {
         })
         .await
     }
+
+    async fn explain_webhook_event(
+        &self,
+        request: Request<pb::ExplainWebhookEventRequest>,
+    ) -> Result<Response<pb::ExplainWebhookEventResponse>, Status> {
+        respond(async {
+            let caller =
+                authorize(&self.state, request.metadata(), "explain_webhook_event").await?;
+            super::explain::explain(&self.state, &caller, &request.get_ref().event_id).await
+        })
+        .await
+    }
 }

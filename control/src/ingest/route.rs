@@ -14,7 +14,7 @@ use switchboard_model::Label;
 use crate::error::Error;
 use crate::routing::RoutingError;
 use crate::state::{Capabilities, ControlState};
-use crate::store::{Event, NewTodo, RecordDecision, TodoInsert, Webhook};
+use crate::store::{DecidedBy, Event, NewTodo, RecordDecision, TodoInsert, Webhook};
 use crate::wire::{decision_json, routing_context, stored_delivery};
 
 /// The most a caller may ask a router to spend on one envelope (the router's own ceiling).
@@ -37,6 +37,15 @@ fn budget_ms(state: &ControlState) -> u32 {
     u32::try_from(state.limits.evaluation_budget.as_millis())
         .unwrap_or(MAX_BUDGET_MS)
         .clamp(1, MAX_BUDGET_MS)
+}
+
+/// The configuration a decision is made under: the one in the webhook row read for this
+/// routing, which is exactly what the router is sent (`route_events`).
+fn decided_by(webhook: &Webhook) -> DecidedBy {
+    DecidedBy {
+        version: webhook.config_version,
+        digest: webhook.config_digest.clone(),
+    }
 }
 
 /// The decision to record, its label, and the todo it makes. The decision is recorded in the
@@ -91,6 +100,7 @@ pub fn record_for(
                 queue,
                 rule_id: None,
             }),
+            decided_by: Some(decided_by(webhook)),
         };
         return (Label::Fault.to_string(), record);
     }
@@ -112,6 +122,7 @@ pub fn record_for(
         decision: recorded,
         fault: None,
         todo: queue.map(|queue| NewTodo { queue, rule_id }),
+        decided_by: Some(decided_by(webhook)),
     };
     (label, record)
 }
@@ -354,6 +365,25 @@ mod tests {
         let (label, r) = record_for(&decision(Outcome::Default, "", ""), &hook(), &FAIL_CLOSED);
         assert_eq!(label, "default");
         assert_eq!(r.todo.map(|t| t.queue), Some("forge".to_string()));
+    }
+
+    #[test]
+    fn every_decision_records_the_configuration_it_was_made_under() {
+        let mut w = hook();
+        w.config_version = 7;
+        w.config_digest = "ab".repeat(32);
+        let mut faulted = decision(Outcome::Fault, "", "r-3");
+        faulted.fault_code = "rule_fault".into();
+        for d in [decision(Outcome::Queue, "review", "r-1"), faulted] {
+            let (_, r) = record_for(&d, &w, &OPEN);
+            assert_eq!(
+                r.decided_by,
+                Some(DecidedBy {
+                    version: 7,
+                    digest: "ab".repeat(32)
+                })
+            );
+        }
     }
 
     #[test]

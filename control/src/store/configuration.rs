@@ -253,4 +253,25 @@ impl Store {
             super::cursor(super::Listing::History, &h.version.to_string())
         }))
     }
+
+    /// One saved version of a webhook's configuration, for its owner only; `None` when the
+    /// history no longer holds it (or never did).
+    pub async fn history_version(
+        &self,
+        scope: &OwnerScope,
+        webhook_id: &str,
+        version: i64,
+    ) -> Result<Option<HistoryRecord>> {
+        let row = sqlx::query(
+            "SELECT webhook_id, version, actor_endpoint, actor_human, change, provenance, digest_before, digest_after, \
+             configuration, saved_at FROM configuration_history \
+             WHERE webhook_id = $1 AND owner_scope = $2 AND version = $3",
+        )
+        .bind(super::lookup_id(webhook_id))
+        .bind(scope.to_string())
+        .bind(version)
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref().map(history).transpose()
+    }
 }

@@ -101,6 +101,11 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "todo_leases",
         include_str!("../../migrations/sqlite/0009_todo_leases.sql"),
     ),
+    (
+        10,
+        "decision_config",
+        include_str!("../../migrations/sqlite/0010_decision_config.sql"),
+    ),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -147,6 +152,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         9,
         "todo_leases",
         include_str!("../../migrations/postgres/0009_todo_leases.sql"),
+    ),
+    (
+        10,
+        "decision_config",
+        include_str!("../../migrations/postgres/0010_decision_config.sql"),
     ),
 ];
 

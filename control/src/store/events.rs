@@ -83,6 +83,18 @@ pub struct RecordDecision {
     pub decision: Value,
     pub fault: Option<Value>,
     pub todo: Option<NewTodo>,
+    /// The configuration the router evaluated for this decision, so it can be explained later
+    /// (`explain_webhook_event`). Routing always knows it; `None` (fixtures, older schemas)
+    /// leaves the event's configuration columns untouched.
+    pub decided_by: Option<DecidedBy>,
+}
+
+/// Which saved configuration made a decision: the webhook's `config_version` and
+/// `config_digest` as read for the routing that decided.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DecidedBy {
+    pub version: i64,
+    pub digest: String,
 }
 
 macro_rules! event_columns {
@@ -252,15 +264,29 @@ impl Store {
             .transpose()?;
         let now = self.now();
         let mut tx = self.begin_write().await?;
-        let done = sqlx::query(
-            "UPDATE events SET decision = $1, fault = $2, routed = 1, routed_at = $3 WHERE id = $4",
-        )
-        .bind(decision.as_str())
-        .bind(fault.as_deref())
-        .bind(now)
-        .bind(super::lookup_id(event_id))
-        .execute(&mut *tx)
-        .await?;
+        // Without a configuration to record, 0010's columns are not named at all: they stay
+        // NULL ("unknown"), and the statement is the one older schemas know.
+        let update = match &outcome.decided_by {
+            Some(by) => sqlx::query(
+                "UPDATE events SET decision = $1, fault = $2, routed = 1, routed_at = $3, \
+                 config_version = $4, config_digest = $5 WHERE id = $6",
+            )
+            .bind(decision.as_str())
+            .bind(fault.as_deref())
+            .bind(now)
+            .bind(by.version)
+            .bind(by.digest.as_str()),
+            None => sqlx::query(
+                "UPDATE events SET decision = $1, fault = $2, routed = 1, routed_at = $3 WHERE id = $4",
+            )
+            .bind(decision.as_str())
+            .bind(fault.as_deref())
+            .bind(now),
+        };
+        let done = update
+            .bind(super::lookup_id(event_id))
+            .execute(&mut *tx)
+            .await?;
         if done.rows_affected() == 0 {
             return Err(Error::not_found("event"));
         }
@@ -317,6 +343,35 @@ impl Store {
         row.as_ref()
             .map(event)
             .unwrap_or(Err(Error::not_found("event")))
+    }
+
+    /// One event with the configuration its decision was recorded under (`None`: unknown —
+    /// not routed yet, or decided before that was recorded), for its owner only. The columns
+    /// of 0010 are read here alone, so the event reads of older schemas stay as they were.
+    pub async fn get_event_decided_by(
+        &self,
+        scope: &OwnerScope,
+        event_id: &str,
+    ) -> Result<(Event, Option<DecidedBy>)> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            event_columns!(),
+            ", config_version, config_digest FROM events WHERE id = $1 AND owner_scope = $2"
+        ))
+        .bind(super::lookup_id(event_id))
+        .bind(scope.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else {
+            return Err(Error::not_found("event"));
+        };
+        let version: Option<i64> = row.try_get("config_version")?;
+        let digest: Option<String> = row.try_get("config_digest")?;
+        let decided_by = version.map(|version| DecidedBy {
+            version,
+            digest: digest.unwrap_or_default(),
+        });
+        Ok((event(&row)?, decided_by))
     }
 
     /// The replay window: the webhook's most recent `limit` events (at most 1,000), newest

@@ -41,7 +41,8 @@ pub use console::{SESSION_PREFIX, SIGN_IN_PREFIX};
 pub use dialect::Backend;
 pub use endpoints::{CREDENTIAL_PREFIX, Endpoint, NewEndpoint, VendedEndpoint};
 pub use events::{
-    Backlog, Event, EventSummary, LOAD_BYTES, Loaded, MAX_REPLAY_EVENTS, NewEvent, RecordDecision,
+    Backlog, DecidedBy, Event, EventSummary, LOAD_BYTES, Loaded, MAX_REPLAY_EVENTS, NewEvent,
+    RecordDecision,
 };
 pub use plans::{NewPlan, PLAN_TOKEN_PREFIX, Plan, new_plan_token};
 pub use rate_limits::{REPLAYS_PER_MINUTE, block_size};

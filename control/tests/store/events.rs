@@ -310,6 +310,7 @@ pub async fn unrouted_events_are_found_until_routed(db: TestDb) {
         decision: json!({"decision": "fault", "rule": "r-1", "reason": "budget_exceeded"}),
         fault: Some(json!({"rule": "r-1", "reason": "budget_exceeded"})),
         todo: None,
+        decided_by: None,
     };
     assert_eq!(
         store
@@ -342,6 +343,7 @@ pub async fn unrouted_events_are_found_until_routed(db: TestDb) {
                     decision: json!("queue:forge"),
                     fault: None,
                     todo,
+                    decided_by: None,
                 },
             )
             .await
@@ -363,6 +365,7 @@ pub async fn recording_a_decision_on_an_unknown_event_writes_nothing(db: TestDb)
                 decision: json!("default"),
                 fault: None,
                 todo,
+                decided_by: None,
             },
         )
         .await,
@@ -447,6 +450,7 @@ pub async fn failed_writes_leave_the_next_writer_free(db: TestDb) {
                         queue: "triage".into(),
                         rule_id: None,
                     }),
+                    decided_by: None,
                 };
                 let todo = store.record_decision(&stored.id, good).await;
                 assert!(todo.expect("record").is_some_and(|t| t.inserted));
@@ -471,4 +475,140 @@ pub async fn failed_writes_leave_the_next_writer_free(db: TestDb) {
     )
     .unwrap();
     assert_eq!(n, 160, "one todo per delivery");
+}
+
+/// Migration 0010 from a database written at 0009 with events in it: decisions recorded before
+/// it say "unknown" (NULL), decisions recorded after it name their configuration, nothing else
+/// moves, and every endpoint that could read an event may now explain one.
+pub async fn upgrading_from_0009_leaves_old_decisions_unknown_and_grants_explain(db: TestDb) {
+    use sqlx::Row;
+    use switchboard_control::Store;
+    use switchboard_control::store::{DecidedBy, NewEndpoint, StoreOptions};
+    let url = crate::harness::second_database(&db).await;
+    let old = Store::connect_with(
+        &url,
+        StoreOptions {
+            migrations_up_to: Some(9),
+            max_connections: 2,
+            sealing_key: Some(db.store.sealing_key().clone()),
+            ..StoreOptions::default()
+        },
+    )
+    .await
+    .expect("open at 0009");
+    let alice = human(&old, "alice").await;
+    let wh = webhook(&old, &alice).await;
+    let delivery = |id: &str| NewEvent {
+        webhook_id: wh.id.clone(),
+        delivery_id: id.into(),
+        kind: "issues.opened".into(),
+        headers: vec![("X-GitHub-Event".into(), "issues".into())],
+        body: b"{\"action\":\"opened\"}".to_vec().into(),
+        verified: true,
+    };
+    let decided = old
+        .insert_event(delivery("d-decided"))
+        .await
+        .expect("event");
+    let waiting = old
+        .insert_event(delivery("d-waiting"))
+        .await
+        .expect("event");
+    // A decision as 0009 recorded it: no configuration columns existed.
+    sqlx::query("UPDATE events SET decision = $1, routed = 1, routed_at = $2 WHERE id = $3")
+        .bind(r#"{"decision":"drop","rule_id":"r-1"}"#)
+        .bind(1_i64)
+        .bind(decided.id.as_str())
+        .execute(old.pool())
+        .await
+        .expect("a decision in the 0009 shape");
+    let mut endpoints = Vec::new();
+    for verbs in [
+        vec!["get_webhook_event", "list_todos"],
+        vec!["list_todos"],
+        vec!["get_webhook_event", "explain_webhook_event"],
+    ] {
+        let vended = old
+            .vend_endpoint(NewEndpoint {
+                name: format!("agent-{}", endpoints.len()),
+                human_login: "alice".into(),
+                owner_scope: alice.clone(),
+                verbs: verbs.iter().map(|v| v.to_string()).collect(),
+            })
+            .await
+            .expect("vend");
+        endpoints.push(vended.endpoint.id);
+    }
+    old.close().await;
+
+    let new = Store::connect(&url, db.store.sealing_key())
+        .await
+        .expect("upgrade to the current schema");
+    let applied: i64 = sqlx::query("SELECT COUNT(*) AS n FROM _sqlx_migrations")
+        .fetch_one(new.pool())
+        .await
+        .expect("count")
+        .try_get("n")
+        .expect("n");
+    assert_eq!(applied, 10);
+    let (event, decided_by) = new
+        .get_event_decided_by(&alice, &decided.id)
+        .await
+        .expect("kept");
+    assert_eq!(decided_by, None, "decided before 0010: unknown");
+    assert_eq!(
+        event.decision,
+        Some(json!({"decision": "drop", "rule_id": "r-1"}))
+    );
+    assert_eq!(event.body, decided.body);
+    assert_eq!(
+        new.get_event(&alice, &waiting.id).await.expect("kept"),
+        waiting,
+        "an event not yet routed reads as it did"
+    );
+
+    // Routed after the upgrade: the configuration is recorded, and read back.
+    let stamp = DecidedBy {
+        version: wh.config_version,
+        digest: wh.config_digest.clone(),
+    };
+    new.record_decision(
+        &waiting.id,
+        RecordDecision {
+            decision: json!({"decision": "default", "queue": "forge"}),
+            fault: None,
+            todo: None,
+            decided_by: Some(stamp.clone()),
+        },
+    )
+    .await
+    .expect("record");
+    let (_, decided_by) = new
+        .get_event_decided_by(&alice, &waiting.id)
+        .await
+        .expect("read");
+    assert_eq!(decided_by, Some(stamp));
+    assert!(
+        new.history_version(&alice, &wh.id, wh.config_version)
+            .await
+            .expect("history")
+            .is_some_and(|h| h.digest_after == wh.config_digest),
+        "the version a decision names is in the history"
+    );
+
+    let mut verbs = Vec::new();
+    for id in &endpoints {
+        verbs.push(new.get_endpoint(id).await.expect("kept").verbs);
+    }
+    assert_eq!(
+        verbs,
+        vec![
+            vec!["get_webhook_event", "list_todos", "explain_webhook_event"],
+            vec!["list_todos"],
+            vec!["get_webhook_event", "explain_webhook_event"],
+        ],
+        "explain_webhook_event granted once, to every endpoint that could read an event"
+    );
+    new.close().await;
+    crate::harness::drop_second_database(&db, &url).await;
 }

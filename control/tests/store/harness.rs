@@ -188,6 +188,7 @@ pub fn decision_refused_mid_transaction() -> switchboard_control::store::RecordD
             queue: String::new(),
             rule_id: None,
         }),
+        decided_by: None,
     }
 }
 

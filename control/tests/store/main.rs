@@ -85,6 +85,7 @@ store_test_suite! {
         recording_a_decision_on_an_unknown_event_writes_nothing,
         a_stored_event_is_visible_to_other_connections_at_once,
         failed_writes_leave_the_next_writer_free,
+        upgrading_from_0009_leaves_old_decisions_unknown_and_grants_explain,
     ],
     todos: [
         redelivery_creates_no_second_todo,

@@ -29,6 +29,7 @@ fn to_queue() -> RecordDecision {
             queue: "forge".into(),
             rule_id: None,
         }),
+        decided_by: None,
     }
 }
 
@@ -37,6 +38,7 @@ fn dropped() -> RecordDecision {
         decision: json!({"decision": "drop"}),
         fault: None,
         todo: None,
+        decided_by: None,
     }
 }
 

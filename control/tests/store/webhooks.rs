@@ -202,6 +202,7 @@ pub async fn delete_takes_events_todos_and_history_along(db: TestDb) {
                 decision: json!("default"),
                 fault: None,
                 todo,
+                decided_by: None,
             },
         )
         .await

@@ -343,6 +343,23 @@ pub async fn get_webhook_event(
     convert::get_event(r)
 }
 
+pub async fn explain_webhook_event(
+    cx: &Call,
+    p: ExplainWebhookEventParams,
+) -> Result<ExplainWebhookEventOut, ToolError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let r = c
+        .explain_webhook_event(
+            b,
+            pb::ExplainWebhookEventRequest {
+                event_id: p.event_id,
+            },
+        )
+        .await
+        .map_err(|s| cx.status(&s))?;
+    convert::explain_event(r)
+}
+
 pub async fn list_webhook_rules(
     cx: &Call,
     p: WebhookIdParams,

@@ -182,6 +182,64 @@ pub fn get_event(r: pb::GetWebhookEventResponse) -> Result<GetWebhookEventOut, T
     })
 }
 
+pub fn explain_event(
+    r: pb::ExplainWebhookEventResponse,
+) -> Result<ExplainWebhookEventOut, ToolError> {
+    let status = match pb::RecordedVersion::try_from(r.recorded_version_status)
+        .unwrap_or(pb::RecordedVersion::Unspecified)
+    {
+        pb::RecordedVersion::Known => RecordedVersionOut::Known,
+        pb::RecordedVersion::NotInHistory => RecordedVersionOut::NotInHistory,
+        pb::RecordedVersion::Unknown | pb::RecordedVersion::Unspecified => {
+            RecordedVersionOut::Unknown
+        }
+    };
+    let rules = r
+        .rules
+        .into_iter()
+        .map(|rule| {
+            let outcome = match pb::RuleOutcome::try_from(rule.outcome)
+                .unwrap_or(pb::RuleOutcome::Unspecified)
+            {
+                pb::RuleOutcome::Matched => RuleOutcomeOut::Matched,
+                pb::RuleOutcome::NotMatched => RuleOutcomeOut::NotMatched,
+                pb::RuleOutcome::Fault => RuleOutcomeOut::Fault,
+                pb::RuleOutcome::Unspecified => {
+                    return Err(ToolError::internal(
+                        "control sent a rule without an outcome",
+                    ));
+                }
+            };
+            Ok(ExplainedRuleOut {
+                index: rule.index,
+                rule_id: rule.rule_id,
+                outcome,
+                action: rule.action,
+                fault_code: rule.fault_code,
+                reason: rule.reason,
+                deciding: rule.deciding,
+            })
+        })
+        .collect::<Result<_, _>>()?;
+    let current = required("current_decision", r.current_decision)?;
+    Ok(ExplainWebhookEventOut {
+        event_id: r.event_id,
+        webhook_id: r.webhook_id,
+        kind: r.kind,
+        recorded_decision: r.recorded_decision.as_ref().map(json::decision_json),
+        recorded_version_status: status,
+        recorded_version: r.recorded_version,
+        recorded_digest: r.recorded_digest,
+        rules,
+        reevaluated_decision: r.reevaluated_decision.as_ref().map(json::decision_json),
+        reevaluation_differs: r.reevaluation_differs,
+        current_version: r.current_version,
+        current_digest: r.current_digest,
+        current_decision: json::decision_json(&current),
+        current_differs: r.current_differs,
+    })
+}
+
 pub fn list_rules(r: pb::ListWebhookRulesResponse) -> Result<ListWebhookRulesOut, ToolError> {
     Ok(ListWebhookRulesOut {
         configuration: configuration(r.configuration),

@@ -235,6 +235,10 @@ pub static CATALOG: LazyLock<Vec<ToolSpec>> = LazyLock::new(|| {
             "Get one stored delivery",
             read_only: true, destructive: false, idempotent: true,
             "Get one stored delivery with its headers and body exactly as received (the body as parsed JSON in `payload` when it is JSON) and its routing decision. Use it to inspect the event ids a plan or a dry run names."),
+        spec!(explain_webhook_event, p::ExplainWebhookEventParams => out::ExplainWebhookEventOut,
+            "Explain why a delivery was routed as it was",
+            read_only: true, destructive: false, idempotent: true,
+            "Explain one stored delivery's routing decision: the configuration version it was decided under, each rule of that version in order up to and including the rule that decided, with its outcome for this delivery (matched, not_matched or fault with its code), whether that version still decides the same today, and what the current configuration decides (current_differs). Saves nothing. A decision recorded before versions were recorded says recorded_version_status `unknown` (the current decision is still given). Use it when a delivery landed somewhere unexpected; change the rules with update_webhook_rule after checking with test_webhook_rules."),
         spec!(rotate_webhook_secret, p::RotateWebhookSecretParams => out::RotateWebhookSecretOut,
             "Rotate a webhook's signing secret",
             read_only: false, destructive: true, idempotent: false,
@@ -327,7 +331,7 @@ mod tests {
         sorted.sort();
         sorted.dedup();
         assert_eq!(names, sorted);
-        assert_eq!(names.len(), 22);
+        assert_eq!(names.len(), 23);
     }
 
     #[test]

@@ -147,6 +147,76 @@ pub struct GetWebhookEventOut {
     pub body_encoding: Option<String>,
 }
 
+/// Whether the configuration that decided an event can be shown.
+#[derive(Debug, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RecordedVersionOut {
+    /// The version is recorded and the history holds it: `rules` explain the decision.
+    Known,
+    /// No version is recorded (decided before versions were recorded, or not routed yet).
+    Unknown,
+    /// The version is recorded but the configuration history no longer holds it.
+    NotInHistory,
+}
+
+/// How one rule, evaluated alone, answered the delivery.
+#[derive(Debug, PartialEq, Eq, Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum RuleOutcomeOut {
+    Matched,
+    NotMatched,
+    Fault,
+}
+
+/// One rule of the recorded version and its outcome for the delivery.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ExplainedRuleOut {
+    /// 0-based position in the recorded configuration.
+    pub index: u32,
+    pub rule_id: String,
+    pub outcome: RuleOutcomeOut,
+    /// The rule's action as a decision label: `queue:<name>`, `drop` or `quarantine`.
+    pub action: String,
+    /// For a fault: rule_fault, not_granted, budget_exceeded, ...; null otherwise.
+    pub fault_code: Option<String>,
+    /// For a fault: a short reason (never payload text); null otherwise.
+    pub reason: Option<String>,
+    /// The rule the recorded decision names.
+    pub deciding: bool,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ExplainWebhookEventOut {
+    pub event_id: String,
+    pub webhook_id: String,
+    /// `<event>` or `<event>.<action>`.
+    pub kind: String,
+    /// The decision recorded on the event: {decision, queue?, rule_id?, fault_code?, reason?,
+    /// by_default_action?}; null while not routed.
+    pub recorded_decision: Option<Value>,
+    pub recorded_version_status: RecordedVersionOut,
+    /// The configuration version the decision was recorded under; null: unknown.
+    pub recorded_version: Option<i64>,
+    /// sha256 (hex) of that configuration; null: unknown.
+    pub recorded_digest: Option<String>,
+    /// The recorded version's rules in order up to and including the deciding rule (every
+    /// rule when the default decided), each evaluated alone over this delivery; empty unless
+    /// recorded_version_status is `known`.
+    pub rules: Vec<ExplainedRuleOut>,
+    /// The recorded version evaluated whole, again, now; null unless the version is known.
+    pub reevaluated_decision: Option<Value>,
+    /// The re-evaluation decides otherwise than the recorded decision (a rule reads the time
+    /// or changing state, a fault came or went, or the grant changed).
+    pub reevaluation_differs: bool,
+    /// The webhook's configuration version now.
+    pub current_version: i64,
+    pub current_digest: String,
+    /// What the current configuration decides for this delivery.
+    pub current_decision: Value,
+    /// The current decision differs from the recorded one (or nothing is recorded yet).
+    pub current_differs: bool,
+}
+
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ListWebhookRulesOut {
     pub webhook_id: String,

@@ -95,6 +95,13 @@ pub struct GetWebhookEventParams {
     pub webhook_id: Option<String>,
 }
 
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ExplainWebhookEventParams {
+    /// The event's id: `ev_` and 32 hex characters, as list_webhook_events shows it.
+    pub event_id: String,
+}
+
 /// A routing configuration, exactly as saved and listed.
 #[derive(JsonSchema)]
 #[serde(deny_unknown_fields)]

@@ -32,6 +32,7 @@ pub const ALL_VERBS: &[&str] = &[
     "delete_webhook",
     "list_webhook_events",
     "get_webhook_event",
+    "explain_webhook_event",
     "rotate_webhook_secret",
     "list_webhook_rules",
     "set_webhook_rules",
@@ -266,6 +267,64 @@ impl Webhooks for FakeControl {
                 value: "pull_request".into(),
             }],
             body: br#"{"action":"opened","number":7}"#.to_vec().into(),
+        }))
+    }
+    /// `ev_1` was decided by version 1's second rule; version 2 decides otherwise. Any other
+    /// id is not found.
+    async fn explain_webhook_event(
+        &self,
+        request: Request<pb::ExplainWebhookEventRequest>,
+    ) -> Result<Response<pb::ExplainWebhookEventResponse>, Status> {
+        self.bearer(&request)?;
+        let event_id = request.into_inner().event_id;
+        if event_id != "ev_1" {
+            return Err(status(
+                Code::NotFound,
+                "not_found",
+                "event not found",
+                &[("resource", "event".into())],
+            ));
+        }
+        let queue = |q: &str, rule: &str| pb::Decision {
+            decision: format!("queue:{q}"),
+            queue: Some(q.into()),
+            rule_id: Some(rule.into()),
+            ..Default::default()
+        };
+        Ok(Response::new(pb::ExplainWebhookEventResponse {
+            event_id,
+            webhook_id: webhook().id,
+            kind: "pull_request.opened".into(),
+            recorded_decision: Some(queue("review", "r-2")),
+            recorded_version_status: pb::RecordedVersion::Known as i32,
+            recorded_version: Some(1),
+            recorded_digest: Some("d1".into()),
+            rules: vec![
+                pb::ExplainedRule {
+                    index: 0,
+                    rule_id: "r-1".into(),
+                    outcome: pb::RuleOutcome::Fault as i32,
+                    action: "drop".into(),
+                    fault_code: Some("rule_fault".into()),
+                    reason: Some("null (null) has no keys".into()),
+                    deciding: false,
+                },
+                pb::ExplainedRule {
+                    index: 1,
+                    rule_id: "r-2".into(),
+                    outcome: pb::RuleOutcome::Matched as i32,
+                    action: "queue:review".into(),
+                    fault_code: None,
+                    reason: None,
+                    deciding: true,
+                },
+            ],
+            reevaluated_decision: Some(queue("review", "r-2")),
+            reevaluation_differs: false,
+            current_version: 2,
+            current_digest: "d2".into(),
+            current_decision: Some(queue("forge", "r-9")),
+            current_differs: true,
         }))
     }
 }
