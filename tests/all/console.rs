@@ -572,6 +572,37 @@ async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
         .to_string();
     let pending = propose(mcp, &team_agent, &team_hook, false).await;
     assert_eq!(pending["state"], "pending_approval", "{pending}");
+    // An endpoint vended without `rule-pack-confirm` plans, but its confirm is refused
+    // (whatever the webhook's policy) and nothing is saved or put before a person.
+    let out = admin(
+        &lines.database,
+        &key_file,
+        &[
+            "endpoint",
+            "vend",
+            "--human",
+            "dev",
+            "--scope",
+            "team:ops",
+            "--verbs",
+            "webhook-rules",
+            "--yes",
+        ],
+    );
+    let proposer = out
+        .lines()
+        .find_map(|l| l.strip_prefix("credential (shown once; it is stored only as a hash):"))
+        .expect("a credential")
+        .trim()
+        .to_string();
+    let refused = propose(mcp, &proposer, &team_hook, false).await;
+    assert_eq!(refused["code"], "permission_denied", "{refused}");
+    assert!(
+        refused["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("confirm_rule_pack_plan")),
+        "the refusal names the verb: {refused}"
+    );
     let team_plan = pending["plan_id"].as_str().expect("plan id").to_string();
     let page = http_get(http, &format!("/console/plans/{team_plan}"), &eve).await;
     let html = String::from_utf8_lossy(&page.body).to_string();
