@@ -152,6 +152,22 @@ fn admin(database: &str, key_file: &Path, args: &[&str]) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Vends an endpoint for the dev human in `scope` with the operator's CLI: its credential.
+fn vend_dev(database: &str, key_file: &Path, scope: &str, verbs: &str) -> String {
+    let out = admin(
+        database,
+        key_file,
+        &[
+            "endpoint", "vend", "--human", "dev", "--scope", scope, "--verbs", verbs, "--yes",
+        ],
+    );
+    out.lines()
+        .find_map(|l| l.strip_prefix("credential (shown once; it is stored only as a hash):"))
+        .expect("a credential")
+        .trim()
+        .to_string()
+}
+
 /// One MCP tool call; its structured result, or its error object.
 pub(crate) async fn tool(mcp_url: &str, bearer: &str, name: &str, arguments: Value) -> Value {
     let answer = mcp_post(
@@ -549,52 +565,17 @@ async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
         &key_file,
         &["webhook", "confirm-policy", &team_hook, "person"],
     );
-    let out = admin(
+    let team_agent = vend_dev(
         &lines.database,
         &key_file,
-        &[
-            "endpoint",
-            "vend",
-            "--human",
-            "dev",
-            "--scope",
-            "team:ops",
-            "--verbs",
-            "webhook-rules,rule-pack-confirm",
-            "--yes",
-        ],
+        "team:ops",
+        "webhook-rules,rule-pack-confirm",
     );
-    let team_agent = out
-        .lines()
-        .find_map(|l| l.strip_prefix("credential (shown once; it is stored only as a hash):"))
-        .expect("a credential")
-        .trim()
-        .to_string();
     let pending = propose(mcp, &team_agent, &team_hook, false).await;
     assert_eq!(pending["state"], "pending_approval", "{pending}");
     // An endpoint vended without `rule-pack-confirm` plans, but its confirm is refused
     // (whatever the webhook's policy) and nothing is saved or put before a person.
-    let out = admin(
-        &lines.database,
-        &key_file,
-        &[
-            "endpoint",
-            "vend",
-            "--human",
-            "dev",
-            "--scope",
-            "team:ops",
-            "--verbs",
-            "webhook-rules",
-            "--yes",
-        ],
-    );
-    let proposer = out
-        .lines()
-        .find_map(|l| l.strip_prefix("credential (shown once; it is stored only as a hash):"))
-        .expect("a credential")
-        .trim()
-        .to_string();
+    let proposer = vend_dev(&lines.database, &key_file, "team:ops", "webhook-rules");
     let refused = propose(mcp, &proposer, &team_hook, false).await;
     assert_eq!(refused["code"], "permission_denied", "{refused}");
     assert!(
