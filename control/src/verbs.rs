@@ -35,6 +35,8 @@ pub const FAMILIES: &[Family] = &[
             "remove_rule_pack",
             "get_rule_pack_plan",
             "list_webhook_history",
+            "redrive_webhook_events",
+            "confirm_webhook_redrive",
         ],
     },
     // Putting a plan live is a right of its own (issue 20): an endpoint vended `webhook-rules`
@@ -117,7 +119,7 @@ mod tests {
             vec!["list_todos", "claim_todo", "release_todo", "complete_todo"]
         );
         assert_eq!(expand(&["webhooks"]).unwrap().len(), 8);
-        assert_eq!(expand(&["webhook-rules"]).unwrap().len(), 10);
+        assert_eq!(expand(&["webhook-rules"]).unwrap().len(), 12);
         assert_eq!(
             expand(&["rule-pack-confirm"]).unwrap(),
             vec!["confirm_rule_pack_plan"]

@@ -58,6 +58,8 @@ pub fn required_role(verb: &str) -> Role {
         | "install_rule_pack"
         | "remove_rule_pack"
         | "confirm_rule_pack_plan"
+        | "redrive_webhook_events"
+        | "confirm_webhook_redrive"
         | "claim_todo"
         | "release_todo"
         | "complete_todo" => Role::Editor,

@@ -9,6 +9,7 @@ pub mod auth;
 pub mod convert;
 pub mod explain;
 pub mod identity;
+pub mod redrive;
 pub mod rule_packs;
 pub mod rules;
 pub mod status;

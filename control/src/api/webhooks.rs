@@ -189,4 +189,28 @@ impl Webhooks for WebhooksApi {
         })
         .await
     }
+
+    async fn redrive_webhook_events(
+        &self,
+        request: Request<pb::RedriveWebhookEventsRequest>,
+    ) -> Result<Response<pb::RedrivePlan>, Status> {
+        respond(async {
+            let caller =
+                authorize(&self.state, request.metadata(), "redrive_webhook_events").await?;
+            super::redrive::plan(&self.state, &caller, request.get_ref()).await
+        })
+        .await
+    }
+
+    async fn confirm_webhook_redrive(
+        &self,
+        request: Request<pb::ConfirmWebhookRedriveRequest>,
+    ) -> Result<Response<pb::ConfirmWebhookRedriveResponse>, Status> {
+        respond(async {
+            let caller =
+                authorize(&self.state, request.metadata(), "confirm_webhook_redrive").await?;
+            super::redrive::confirm(&self.state, &caller, request.get_ref()).await
+        })
+        .await
+    }
 }

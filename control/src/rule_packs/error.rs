@@ -13,7 +13,7 @@ pub struct PackError {
 }
 
 impl PackError {
-    pub(super) fn new(reason: Reason, message: impl Into<String>, details: Value) -> Self {
+    pub(crate) fn new(reason: Reason, message: impl Into<String>, details: Value) -> Self {
         Self {
             reason,
             message: message.into(),

@@ -20,6 +20,7 @@ mod events;
 mod leases;
 mod plans;
 mod rate_limits;
+mod redrives;
 mod retention;
 mod tenancy;
 mod todos;
@@ -46,6 +47,10 @@ pub use events::{
 };
 pub use plans::{NewPlan, PLAN_TOKEN_PREFIX, Plan, new_plan_token};
 pub use rate_limits::{REPLAYS_PER_MINUTE, block_size};
+pub use redrives::{
+    Candidate, NewRedrive, PlannedTodo, REDRIVE_DEFAULT_LIMIT, REDRIVE_MAX_LIMIT, Redrivable,
+    Redrive, RedriveEntry, RedriveFilter, RedriveOutcome, redrive_limit,
+};
 pub use retention::{Retention, Window as RetentionWindow};
 pub use tenancy::{Human, Membership, Team};
 pub use todos::{MAX_CLAIM_TTL, NewTodo, Todo, TodoFilter, TodoInsert};

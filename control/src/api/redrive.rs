@@ -1,0 +1,282 @@
+//! Redrive (issue 21 item 6): after fixing rules, an owner re-routes a webhook's quarantined,
+//! faulted or pending events, planned and confirmed like a pack install so the owner sees what
+//! would change first.
+//!
+//! The plan evaluates the selected events on a router under the webhook's current
+//! configuration (one configuration per call, in chunks, as the retry loop routes) and stores
+//! each event's decision now and the one it would record. The confirm applies exactly those
+//! decisions, without a router, while the configuration is still the one planned against.
+
+use std::collections::{BTreeMap, HashMap};
+
+use serde_json::json;
+use switchboard_proto::control::v1 as pb;
+use switchboard_proto::json;
+use switchboard_proto::router::v1::Configuration;
+
+use super::auth::Caller;
+use super::status::ApiError;
+use crate::error::{Error, PLAN_STALE};
+use crate::ingest::route::record_for;
+use crate::rule_packs::{PLAN_TTL, PackError, rfc3339};
+use crate::state::ControlState;
+use crate::store::{
+    NewRedrive, PlannedTodo, Redrivable, RedriveEntry, RedriveFilter, new_plan_token, redrive_limit,
+};
+use crate::wire::{routing_context, stored_delivery};
+
+/// The call that applies a redrive plan.
+pub const CONFIRM_TOOL: &str = "confirm_webhook_redrive";
+/// The call that makes one.
+pub const PLAN_TOOL: &str = "redrive_webhook_events";
+/// Example event ids per transition.
+const EXAMPLES: usize = 20;
+
+/// The request's filter as the store's, each field checked and named when wrong.
+fn filter(f: Option<&pb::RedriveFilter>) -> Result<RedriveFilter, ApiError> {
+    let Some(f) = f else {
+        return Ok(RedriveFilter::default().checked()?);
+    };
+    let states = f
+        .decisions
+        .iter()
+        .map(|d| {
+            Redrivable::parse(d).ok_or_else(|| {
+                ApiError::invalid(
+                    "filter.decisions",
+                    format!("{d:?} is not one of quarantine, fault, pending"),
+                )
+            })
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    Ok(RedriveFilter {
+        states,
+        since: f.since_ms,
+        until: f.until_ms,
+        event_ids: f.event_ids.clone(),
+    }
+    .checked()?)
+}
+
+/// Plans a redrive: nothing is changed but the stored plan.
+pub async fn plan(
+    state: &ControlState,
+    caller: &Caller,
+    req: &pb::RedriveWebhookEventsRequest,
+) -> Result<pb::RedrivePlan, ApiError> {
+    let filter = filter(req.filter.as_ref())?;
+    let limit = redrive_limit(req.limit)?;
+    let store = &state.store;
+    let webhook = store.get_webhook(caller.scope(), &req.webhook_id).await?;
+    let (candidates, truncated) = store
+        .redrive_candidates(caller.scope(), &webhook.id, &filter, limit)
+        .await?;
+
+    let mut entries = Vec::with_capacity(candidates.len());
+    if !candidates.is_empty() {
+        let budget_ms = u32::try_from(state.limits.evaluation_budget.as_millis())
+            .unwrap_or(u32::MAX)
+            .max(1);
+        let results = state
+            .routers
+            .evaluate_chunked(
+                &routing_context(&webhook, &state.capabilities),
+                &[Configuration {
+                    json: webhook.configuration.to_string(),
+                }],
+                candidates
+                    .iter()
+                    .map(|c| stored_delivery(&c.event))
+                    .collect(),
+                state.limits.replay_chunk,
+                budget_ms,
+                &webhook.owner_scope.to_string(),
+            )
+            .await?;
+        let by_event: HashMap<&str, _> = results
+            .iter()
+            .filter_map(|r| Some((r.event_id.as_str(), r.decisions.first()?)))
+            .collect();
+        for c in candidates {
+            let decision = by_event.get(c.event.id.as_str()).ok_or_else(|| {
+                ApiError::internal(format!("a router answered no decision for {}", c.event.id))
+            })?;
+            // Recorded exactly as ingest records it (faults included).
+            let (after, record) = record_for(decision, &webhook, &state.capabilities);
+            entries.push(RedriveEntry {
+                event_id: c.event.id.clone(),
+                kind: c.event.kind.clone(),
+                received_at: c.event.received_at,
+                before: c.state,
+                before_decision: c.event.decision.clone().filter(|_| c.event.routed),
+                before_fault: c.event.fault.clone(),
+                seen_redrive: c.seen_redrive,
+                after,
+                decision: record.decision,
+                fault: record.fault,
+                todo: record.todo.map(|t| PlannedTodo {
+                    queue: t.queue,
+                    rule_id: t.rule_id,
+                }),
+            });
+        }
+    }
+
+    let (token, token_hash) = new_plan_token()?;
+    let expires_at =
+        store.clock().now_ms() + i64::try_from(PLAN_TTL.as_millis()).unwrap_or(i64::MAX / 2);
+    let stored = store
+        .insert_redrive(NewRedrive {
+            webhook_id: webhook.id.clone(),
+            owner_scope: webhook.owner_scope.clone(),
+            token_hash,
+            base_config_version: webhook.config_version,
+            base_config_digest: webhook.config_digest.clone(),
+            entries,
+            expires_at,
+        })
+        .await?;
+    Ok(plan_of(stored, token, truncated))
+}
+
+/// The plan as callers read it.
+fn plan_of(r: crate::store::Redrive, token: String, truncated: bool) -> pb::RedrivePlan {
+    let mut totals_before: HashMap<String, u64> = HashMap::new();
+    let mut totals_after: HashMap<String, u64> = HashMap::new();
+    let mut moves: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    for e in &r.entries {
+        *totals_before.entry(e.before.as_str().into()).or_default() += 1;
+        *totals_after.entry(e.after.clone()).or_default() += 1;
+        if e.changes() {
+            moves
+                .entry((e.before.as_str().into(), e.after.clone()))
+                .or_default()
+                .push(e.event_id.clone());
+        }
+    }
+    let mut transitions: Vec<pb::Transition> = moves
+        .into_iter()
+        .map(|((from, to), ids)| pb::Transition {
+            from,
+            to,
+            count: ids.len() as u64,
+            example_event_ids: ids.into_iter().take(EXAMPLES).collect(),
+            by_rules: Vec::new(),
+        })
+        .collect();
+    // Lost work first: what would now be dropped was kept for someone to look at.
+    transitions.sort_by(|a, b| {
+        (b.to == "drop")
+            .cmp(&(a.to == "drop"))
+            .then(b.count.cmp(&a.count))
+    });
+    let changes = r.entries.iter().filter(|e| e.changes()).count() as u64;
+    let events = r
+        .entries
+        .iter()
+        .map(|e| pb::RedriveEvent {
+            event_id: e.event_id.clone(),
+            kind: e.kind.clone(),
+            received_at_ms: e.received_at,
+            before: e.before.as_str().into(),
+            before_decision: e.before_decision.as_ref().map(json::decision),
+            after: e.after.clone(),
+            after_decision: Some(json::decision(&e.decision)),
+            changes: e.changes(),
+        })
+        .collect();
+    let expires_at = rfc3339(r.expires_at);
+    pb::RedrivePlan {
+        confirm_with: Some(pb::RedriveConfirmWith {
+            tool: CONFIRM_TOOL.into(),
+            webhook_id: r.webhook_id.clone(),
+            note: format!(
+                "Nothing was changed. To apply exactly this plan ({changes} events), call {CONFIRM_TOOL} with this \
+                 webhook_id and the plan_token, before {expires_at}. It is refused as plan_stale if the webhook's \
+                 configuration changes first; an event routed meanwhile is skipped, never routed twice."
+            ),
+        }),
+        webhook_id: r.webhook_id,
+        config_version: r.base_config_version,
+        config_digest: r.base_config_digest,
+        events,
+        totals_before,
+        totals_after,
+        changes,
+        transitions,
+        truncated,
+        expires_at,
+        plan_token: token,
+    }
+}
+
+/// Applies exactly the plan of `req.plan_token`.
+pub async fn confirm(
+    state: &ControlState,
+    caller: &Caller,
+    req: &pb::ConfirmWebhookRedriveRequest,
+) -> Result<pb::ConfirmWebhookRedriveResponse, ApiError> {
+    if req.plan_token.is_empty() {
+        return Err(ApiError::invalid("plan_token", "must not be empty"));
+    }
+    let token_hash = crate::secrets::sha256_hex(&req.plan_token);
+    let (redrive, outcomes) = match state
+        .store
+        .confirm_redrive(caller.scope(), &req.webhook_id, &token_hash)
+        .await
+    {
+        Ok(done) => done,
+        Err(Error::FailedPrecondition {
+            reason,
+            current_version,
+        }) if reason == PLAN_STALE => {
+            return Err(ApiError::RulePack(PackError::new(
+                PLAN_STALE,
+                format!(
+                    "the redrive plan is stale: the webhook's configuration changed, the token expired, or it was used; \
+                     nothing was changed. Plan again with {PLAN_TOOL}"
+                ),
+                json!({"next": PLAN_TOOL, "current_version": current_version}),
+            )));
+        }
+        Err(e) => return Err(e.into()),
+    };
+    let by_id: HashMap<&str, &RedriveEntry> = redrive
+        .entries
+        .iter()
+        .map(|e| (e.event_id.as_str(), e))
+        .collect();
+    let applied = outcomes.iter().filter(|o| o.applied).count() as u64;
+    let todos_created = outcomes.iter().filter(|o| o.todo_created).count() as u64;
+    tracing::info!(
+        webhook = %redrive.webhook_id,
+        redrive = %redrive.id,
+        applied,
+        skipped = outcomes.len() as u64 - applied,
+        endpoint = %caller.endpoint.id,
+        "redrive confirmed"
+    );
+    Ok(pb::ConfirmWebhookRedriveResponse {
+        skipped: outcomes.len() as u64 - applied,
+        applied,
+        todos_created,
+        events: outcomes
+            .into_iter()
+            .map(|o| {
+                let entry = by_id.get(o.event_id.as_str());
+                pb::RedriveOutcome {
+                    before: entry.map(|e| e.before.as_str().into()).unwrap_or_default(),
+                    after: entry.map(|e| e.after.clone()).unwrap_or_default(),
+                    event_id: o.event_id,
+                    applied: o.applied,
+                    todo_id: o.todo_id,
+                    todo_created: o.todo_created,
+                }
+            })
+            .collect(),
+        webhook_id: redrive.webhook_id,
+        redrive_id: redrive.id,
+        config_version: redrive.base_config_version,
+        config_digest: redrive.base_config_digest,
+    })
+}
