@@ -281,6 +281,7 @@ api_suite! {
     a_stopped_router_changes_nothing,
     health_and_reflection_are_served,
     explain_names_the_version_and_the_rules_that_decided,
+    redrive_plans_then_routes_each_event_once,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -3631,11 +3632,35 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
         "list_rule_packs",
         "install_rule_pack",
         "remove_rule_pack",
+        "redrive_webhook_events",
     ];
     let verbs_without = ["who_am_i", "list_webhooks", "create_webhook", "list_todos"];
     // The verbs whose id is a plan's token: each cell gets a fresh plan on a fresh webhook,
     // made by an endpoint of its own (replays are rate-limited per endpoint).
-    let plan_verbs = ["get_rule_pack_plan", "confirm_rule_pack_plan"];
+    let plan_verbs = [
+        "get_rule_pack_plan",
+        "confirm_rule_pack_plan",
+        "confirm_webhook_redrive",
+    ];
+    // A redrive plan (issue 21 item 6) of a fresh webhook, made by an admin of its scope.
+    let redriven = |scope: OwnerScope, planner: &'static str| {
+        let api = &api;
+        async move {
+            let own = fresh(scope.clone()).await;
+            let credential = vend(&api.store, planner, &scope, &EVERY_FAMILY).await;
+            let plan = api
+                .client(&credential)
+                .webhooks
+                .redrive_webhook_events(pb::RedriveWebhookEventsRequest {
+                    webhook_id: own.webhook.clone(),
+                    ..Default::default()
+                })
+                .await
+                .expect("a redrive plan")
+                .into_inner();
+            (own.webhook, plan.plan_token)
+        }
+    };
     let planned = |scope: OwnerScope, planner: &'static str| {
         let api = &api;
         async move {
@@ -3787,6 +3812,14 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
                         )
                         .await
                     }
+                    "redrive_webhook_events" => outcome(
+                        c.webhooks
+                            .redrive_webhook_events(pb::RedriveWebhookEventsRequest {
+                                webhook_id: wh,
+                                ..Default::default()
+                            })
+                            .await,
+                    ),
                     "claim_todo" => outcome(
                         c.todos
                             .claim_todo(pb::ClaimTodoRequest { todo_id: td })
@@ -3833,7 +3866,10 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
             let mut c = api.client(credential);
             table.push_str(&format!("| `{verb}` | {caller} |"));
             for class in classes {
+                let redrive = verb == "confirm_webhook_redrive";
                 let (webhook, token) = match class {
+                    "ops'" if redrive => redriven(ops.clone(), "dana").await,
+                    "the other team's" if redrive => redriven(other.clone(), "olga").await,
                     "ops'" => planned(ops.clone(), "dana").await,
                     "the other team's" => planned(other.clone(), "olga").await,
                     "unknown" => (
@@ -3842,7 +3878,16 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
                     ),
                     _ => ("wh_'; --".into(), "sbp_../\u{0}".into()),
                 };
-                let got = if verb == "get_rule_pack_plan" {
+                let got = if redrive {
+                    outcome(
+                        c.webhooks
+                            .confirm_webhook_redrive(pb::ConfirmWebhookRedriveRequest {
+                                webhook_id: webhook,
+                                plan_token: token,
+                            })
+                            .await,
+                    )
+                } else if verb == "get_rule_pack_plan" {
                     outcome(
                         c.packs
                             .get_rule_pack_plan(pb::GetRulePackPlanRequest { plan_token: token })
@@ -4227,4 +4272,395 @@ async fn explain_names_the_version_and_the_rules_that_decided(api: Api) {
         "not_found",
     );
     assert_eq!(foreign.message(), unknown.message());
+}
+
+// ---------------------------------------------------------------------------------------
+// Redrive (issue 21 item 6)
+// ---------------------------------------------------------------------------------------
+
+fn redrive(webhook_id: &str, decisions: &[&str], limit: u32) -> pb::RedriveWebhookEventsRequest {
+    pb::RedriveWebhookEventsRequest {
+        webhook_id: webhook_id.into(),
+        filter: Some(pb::RedriveFilter {
+            decisions: decisions.iter().map(|d| d.to_string()).collect(),
+            ..Default::default()
+        }),
+        limit,
+    }
+}
+
+fn confirm_redrive(webhook_id: &str, plan: &pb::RedrivePlan) -> pb::ConfirmWebhookRedriveRequest {
+    pb::ConfirmWebhookRedriveRequest {
+        webhook_id: webhook_id.into(),
+        plan_token: plan.plan_token.clone(),
+    }
+}
+
+async fn todos_of(store: &Store, w: &Webhook) -> i64 {
+    use sqlx::Row;
+    sqlx::query("SELECT COUNT(*) AS n FROM todos WHERE webhook_id = $1")
+        .bind(w.id.as_str())
+        .fetch_one(store.pool())
+        .await
+        .expect("count todos")
+        .try_get("n")
+        .expect("n")
+}
+
+async fn label_now(store: &Store, scope: &OwnerScope, event: &Event) -> Option<String> {
+    let e = store.get_event(scope, &event.id).await.expect("event");
+    e.routed
+        .then(|| {
+            e.decision
+                .and_then(|d| d["decision"].as_str().map(str::to_string))
+        })
+        .flatten()
+}
+
+async fn redrive_plans_then_routes_each_event_once(api: Api) {
+    use sqlx::Row;
+    let store = &api.store;
+    for login in ["ed", "bob"] {
+        human(store, login).await;
+    }
+    store.create_team("ops", "Operations").await.expect("team");
+    store
+        .set_membership("ops", "ed", Role::Editor)
+        .await
+        .expect("membership");
+    let ops = OwnerScope::team("ops");
+    let editor = vend(store, "ed", &ops, &EVERY_FAMILY).await;
+    let mut c = api.client(&editor);
+    // Version 1 quarantines pull requests by mistake.
+    let w = store
+        .create_webhook(NewWebhook {
+            owner_scope: ops.clone(),
+            source_type: SourceType::Github,
+            secret: None,
+            grant: GRANT.iter().map(|q| q.to_string()).collect(),
+            reject_unverified: false,
+            configuration: Some(json!({"rules": [
+                {"id": "issues", "when": ".kind == \"issues.opened\"", "action": {"queue": "triage"}},
+                {"id": "prs", "when": ".kind == \"pull_request.opened\"", "action": {"quarantine": true}},
+            ], "params": {}})),
+            actor: Actor::operator(),
+        })
+        .await
+        .expect("webhook");
+    let pr1 = github_event(&api, &w, "pull_request.opened.json", 1).await;
+    let pr2 = github_event(&api, &w, "pull_request.opened.json", 2).await;
+    let issue = github_event(&api, &w, "issues.opened.json", 3).await;
+    assert_eq!(route_as_ingest(&api, &pr1).await, "quarantine");
+    assert_eq!(route_as_ingest(&api, &pr2).await, "quarantine");
+    assert_eq!(route_as_ingest(&api, &issue).await, "queue:triage");
+    // A fault recorded as quarantined (trusted actors), and one not routed yet.
+    let faulted = github_event(&api, &w, "pull_request.opened.json", 4).await;
+    store
+        .record_decision(
+            &faulted.id,
+            RecordDecision {
+                decision: json!({"decision": "fault", "rule_id": "prs", "fault_code": "rule_fault"}),
+                fault: Some(json!({"rule_id": "prs", "code": "rule_fault", "reason": "x", "disposition": "quarantine"})),
+                todo: None,
+                decided_by: None,
+            },
+        )
+        .await
+        .expect("a fault");
+    let pending = github_event(&api, &w, "pull_request.opened.json", 5).await;
+    assert_eq!(todos_of(store, &w).await, 1);
+
+    // Bad filters name their field.
+    invalid(
+        c.webhooks
+            .redrive_webhook_events(redrive(&w.id, &["queue:triage"], 0))
+            .await,
+        "filter.decisions",
+    );
+    invalid(
+        c.webhooks
+            .redrive_webhook_events(redrive(&w.id, &[], 1001))
+            .await,
+        "limit",
+    );
+    invalid(
+        c.webhooks
+            .redrive_webhook_events(pb::RedriveWebhookEventsRequest {
+                webhook_id: w.id.clone(),
+                filter: Some(pb::RedriveFilter {
+                    since_ms: Some(2),
+                    until_ms: Some(1),
+                    ..Default::default()
+                }),
+                limit: 0,
+            })
+            .await,
+        "filter.until_ms",
+    );
+
+    // The rule is fixed: pull requests go to review (version 2).
+    let saved = ok(c
+        .rules
+        .update_webhook_rule(pb::UpdateWebhookRuleRequest {
+            webhook_id: w.id.clone(),
+            rule_id: "prs".into(),
+            patch: Some(pb::RulePatch {
+                action: Some("queue:review".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await);
+    assert_eq!(saved.version, 2);
+
+    // The plan: every quarantined, faulted and pending event, oldest first, what it was and
+    // what version 2 gives it; the event with a todo is not selected. Nothing changes.
+    let plan = ok(c
+        .webhooks
+        .redrive_webhook_events(redrive(&w.id, &[], 0))
+        .await);
+    let rows: Vec<(&str, &str, &str, bool)> = plan
+        .events
+        .iter()
+        .map(|e| {
+            (
+                e.event_id.as_str(),
+                e.before.as_str(),
+                e.after.as_str(),
+                e.changes,
+            )
+        })
+        .collect();
+    assert_eq!(
+        rows,
+        vec![
+            (pr1.id.as_str(), "quarantine", "queue:review", true),
+            (pr2.id.as_str(), "quarantine", "queue:review", true),
+            (faulted.id.as_str(), "fault", "queue:review", true),
+            (pending.id.as_str(), "pending", "queue:review", true),
+        ]
+    );
+    assert_eq!(
+        (plan.config_version, plan.config_digest.as_str()),
+        (2, saved.digest.as_str())
+    );
+    assert_eq!(plan.totals_before.get("quarantine"), Some(&2));
+    assert_eq!(plan.totals_before.get("fault"), Some(&1));
+    assert_eq!(plan.totals_before.get("pending"), Some(&1));
+    assert_eq!(plan.totals_after.get("queue:review"), Some(&4));
+    assert_eq!(plan.changes, 4);
+    assert!(!plan.truncated);
+    assert!(plan.plan_token.starts_with("sbp_"));
+    let with = plan.confirm_with.as_ref().expect("confirm_with");
+    assert_eq!(
+        (with.tool.as_str(), with.webhook_id.as_str()),
+        ("confirm_webhook_redrive", w.id.as_str())
+    );
+    assert_eq!(
+        label_now(store, &ops, &pr1).await.as_deref(),
+        Some("quarantine")
+    );
+    assert_eq!(label_now(store, &ops, &pending).await, None);
+    assert_eq!(todos_of(store, &w).await, 1);
+
+    // The filter and limit narrow: one quarantined event, more there.
+    let one = ok(c
+        .webhooks
+        .redrive_webhook_events(redrive(&w.id, &["quarantine"], 1))
+        .await);
+    assert_eq!(one.events.len(), 1);
+    assert_eq!(one.events[0].event_id, pr1.id);
+    assert!(one.truncated);
+
+    // Another scope's webhook, and an unknown one, answer alike.
+    let bob = OwnerScope::human("bob");
+    let bobs = webhook(store, &bob).await;
+    let foreign = refused(
+        c.webhooks
+            .redrive_webhook_events(redrive(&bobs.id, &[], 0))
+            .await,
+        Code::NotFound,
+        "not_found",
+    );
+    let unknown = refused(
+        c.webhooks
+            .redrive_webhook_events(redrive(&format!("wh_{}", "0".repeat(32)), &[], 0))
+            .await,
+        Code::NotFound,
+        "not_found",
+    );
+    assert_eq!(foreign.message(), unknown.message());
+    // The token under another webhook id is no plan at all.
+    refused(
+        c.webhooks
+            .confirm_webhook_redrive(confirm_redrive(&bobs.id, &plan))
+            .await,
+        Code::NotFound,
+        "not_found",
+    );
+    // Bob's own endpoint with ed's token: not found either.
+    let bobs_agent = vend(store, "bob", &bob, &EVERY_FAMILY).await;
+    refused(
+        api.client(&bobs_agent)
+            .webhooks
+            .confirm_webhook_redrive(confirm_redrive(&w.id, &plan))
+            .await,
+        Code::NotFound,
+        "not_found",
+    );
+
+    // A second plan over the same events, made before the first is confirmed.
+    let rival = ok(c
+        .webhooks
+        .redrive_webhook_events(redrive(&w.id, &[], 0))
+        .await);
+    assert_eq!(rival.changes, 4);
+
+    // The confirm routes each event once, one todo per queue decision.
+    let done = ok(c
+        .webhooks
+        .confirm_webhook_redrive(confirm_redrive(&w.id, &plan))
+        .await);
+    assert_eq!((done.applied, done.skipped, done.todos_created), (4, 0, 4));
+    assert!(
+        done.events
+            .iter()
+            .all(|o| o.applied && o.todo_created && o.todo_id.is_some())
+    );
+    assert_eq!(todos_of(store, &w).await, 5);
+    for e in [&pr1, &pr2, &faulted, &pending] {
+        assert_eq!(
+            label_now(store, &ops, e).await.as_deref(),
+            Some("queue:review")
+        );
+    }
+    // Explain sees the version the redrive recorded.
+    let why = ok(c
+        .webhooks
+        .explain_webhook_event(explain_request(&pr1.id))
+        .await);
+    assert_eq!(
+        (why.recorded_version, why.recorded_digest.as_deref()),
+        (Some(2), Some(saved.digest.as_str()))
+    );
+    // The redrive's record keeps the decision it replaced.
+    let (record, outcomes) = store
+        .get_redrive(&ops, &done.redrive_id)
+        .await
+        .expect("the redrive's record");
+    let before = record
+        .entries
+        .iter()
+        .find(|e| e.event_id == pr1.id)
+        .and_then(|e| e.before_decision.clone())
+        .expect("the old decision");
+    assert_eq!(before["decision"], "quarantine");
+    assert_eq!(outcomes.map(|o| o.len()), Some(4));
+    assert!(matches!(
+        store.get_redrive(&bob, &done.redrive_id).await,
+        Err(switchboard_control::Error::NotFound { .. })
+    ));
+
+    // A second confirm of the same token is refused, naming the call to make.
+    let again = refused(
+        c.webhooks
+            .confirm_webhook_redrive(confirm_redrive(&w.id, &plan))
+            .await,
+        Code::FailedPrecondition,
+        "plan_stale",
+    );
+    assert!(
+        again.message().contains("redrive_webhook_events"),
+        "{}",
+        again.message()
+    );
+
+    // The rival plan saw the events before they were routed: each is skipped, none doubled.
+    let late = ok(c
+        .webhooks
+        .confirm_webhook_redrive(confirm_redrive(&w.id, &rival))
+        .await);
+    assert_eq!((late.applied, late.skipped, late.todos_created), (0, 4, 0));
+    assert_eq!(todos_of(store, &w).await, 5);
+
+    // A pending event that ingest's retry loop routes between plan and confirm is skipped.
+    let racing = github_event(&api, &w, "pull_request.opened.json", 6).await;
+    let planned = ok(c
+        .webhooks
+        .redrive_webhook_events(redrive(&w.id, &["pending"], 0))
+        .await);
+    assert_eq!(planned.events.len(), 1);
+    assert_eq!(route_as_ingest(&api, &racing).await, "queue:review");
+    let raced = ok(c
+        .webhooks
+        .confirm_webhook_redrive(confirm_redrive(&w.id, &planned))
+        .await);
+    assert_eq!((raced.applied, raced.skipped), (0, 1));
+    assert_eq!(todos_of(store, &w).await, 6);
+
+    // A plan made before a rule change is stale: nothing is routed.
+    let quarantined = github_event(&api, &w, "pull_request.opened.json", 7).await;
+    store
+        .record_decision(
+            &quarantined.id,
+            RecordDecision {
+                decision: json!({"decision": "quarantine", "rule_id": "prs"}),
+                fault: None,
+                todo: None,
+                decided_by: None,
+            },
+        )
+        .await
+        .expect("a quarantine");
+    let before_change = ok(c
+        .webhooks
+        .redrive_webhook_events(redrive(&w.id, &[], 0))
+        .await);
+    assert_eq!(before_change.events.len(), 1);
+    ok(c.rules
+        .update_webhook_rule(pb::UpdateWebhookRuleRequest {
+            webhook_id: w.id.clone(),
+            rule_id: "prs".into(),
+            patch: Some(pb::RulePatch {
+                action: Some("drop".into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .await);
+    let stale = refused(
+        c.webhooks
+            .confirm_webhook_redrive(confirm_redrive(&w.id, &before_change))
+            .await,
+        Code::FailedPrecondition,
+        "plan_stale",
+    );
+    assert!(
+        stale.message().contains("redrive_webhook_events"),
+        "{}",
+        stale.message()
+    );
+    assert_eq!(
+        label_now(store, &ops, &quarantined).await.as_deref(),
+        Some("quarantine")
+    );
+    // Planned again: lost work (to drop) is shown first.
+    let dropping = ok(c
+        .webhooks
+        .redrive_webhook_events(redrive(&w.id, &[], 0))
+        .await);
+    assert_eq!(
+        dropping
+            .transitions
+            .iter()
+            .map(|t| (t.from.as_str(), t.to.as_str(), t.count))
+            .collect::<Vec<_>>(),
+        vec![("quarantine", "drop", 1)]
+    );
+    let row = sqlx::query("SELECT COUNT(*) AS n FROM redrives WHERE webhook_id = $1")
+        .bind(w.id.as_str())
+        .fetch_one(store.pool())
+        .await
+        .expect("count");
+    assert!(row.try_get::<i64, _>("n").expect("n") >= 6);
 }

@@ -106,6 +106,12 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "decision_config",
         include_str!("../../migrations/sqlite/0010_decision_config.sql"),
     ),
+    // 0011 is operator credentials (another branch).
+    (
+        12,
+        "redrives",
+        include_str!("../../migrations/sqlite/0012_redrives.sql"),
+    ),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -157,6 +163,12 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         10,
         "decision_config",
         include_str!("../../migrations/postgres/0010_decision_config.sql"),
+    ),
+    // 0011 is operator credentials (another branch).
+    (
+        12,
+        "redrives",
+        include_str!("../../migrations/postgres/0012_redrives.sql"),
     ),
 ];
 

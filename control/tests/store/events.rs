@@ -550,7 +550,7 @@ pub async fn upgrading_from_0009_leaves_old_decisions_unknown_and_grants_explain
         .expect("count")
         .try_get("n")
         .expect("n");
-    assert_eq!(applied, 10);
+    assert_eq!(applied, 11);
     let (event, decided_by) = new
         .get_event_decided_by(&alice, &decided.id)
         .await
@@ -608,6 +608,138 @@ pub async fn upgrading_from_0009_leaves_old_decisions_unknown_and_grants_explain
             vec!["get_webhook_event", "explain_webhook_event"],
         ],
         "explain_webhook_event granted once, to every endpoint that could read an event"
+    );
+    new.close().await;
+    crate::harness::drop_second_database(&db, &url).await;
+}
+
+/// Migration 0012 from a database written at 0010 with events in it: every event and decision
+/// is kept, a quarantined one is a redrive candidate as ingest decided it, and every endpoint
+/// that could set rules may now redrive and confirm a redrive; no other endpoint gains them.
+pub async fn upgrading_from_0010_keeps_events_redrivable_and_grants_redrive(db: TestDb) {
+    use sqlx::Row;
+    use switchboard_control::Store;
+    use switchboard_control::store::{NewEndpoint, Redrivable, RedriveFilter, StoreOptions};
+    let url = crate::harness::second_database(&db).await;
+    let old = Store::connect_with(
+        &url,
+        StoreOptions {
+            migrations_up_to: Some(10),
+            max_connections: 2,
+            sealing_key: Some(db.store.sealing_key().clone()),
+            ..StoreOptions::default()
+        },
+    )
+    .await
+    .expect("open at 0010");
+    let alice = human(&old, "alice").await;
+    let wh = webhook(&old, &alice).await;
+    let delivery = |id: &str| NewEvent {
+        webhook_id: wh.id.clone(),
+        delivery_id: id.into(),
+        kind: "issues.opened".into(),
+        headers: vec![("X-GitHub-Event".into(), "issues".into())],
+        body: b"{\"action\":\"opened\"}".to_vec().into(),
+        verified: true,
+    };
+    let quarantined = old.insert_event(delivery("d-q")).await.expect("event");
+    let waiting = old.insert_event(delivery("d-w")).await.expect("event");
+    sqlx::query(
+        "UPDATE events SET decision = $1, routed = 1, routed_at = $2, config_version = $3, \
+         config_digest = $4 WHERE id = $5",
+    )
+    .bind(r#"{"decision":"quarantine","rule_id":"r-1"}"#)
+    .bind(1_i64)
+    .bind(wh.config_version)
+    .bind(wh.config_digest.as_str())
+    .bind(quarantined.id.as_str())
+    .execute(old.pool())
+    .await
+    .expect("a decision in the 0010 shape");
+    let mut endpoints = Vec::new();
+    for verbs in [
+        vec!["set_webhook_rules", "list_todos"],
+        vec!["list_webhook_rules", "get_webhook_event"],
+        vec!["set_webhook_rules", "redrive_webhook_events"],
+    ] {
+        let vended = old
+            .vend_endpoint(NewEndpoint {
+                name: format!("agent-{}", endpoints.len()),
+                human_login: "alice".into(),
+                owner_scope: alice.clone(),
+                verbs: verbs.iter().map(|v| v.to_string()).collect(),
+            })
+            .await
+            .expect("vend");
+        endpoints.push(vended.endpoint.id);
+    }
+    old.close().await;
+
+    let new = Store::connect(&url, db.store.sealing_key())
+        .await
+        .expect("upgrade to the current schema");
+    let applied: i64 = sqlx::query("SELECT COUNT(*) AS n FROM _sqlx_migrations")
+        .fetch_one(new.pool())
+        .await
+        .expect("count")
+        .try_get("n")
+        .expect("n");
+    assert_eq!(applied, 11);
+    let (kept, decided_by) = new
+        .get_event_decided_by(&alice, &quarantined.id)
+        .await
+        .expect("kept");
+    assert_eq!(
+        kept.decision,
+        Some(json!({"decision": "quarantine", "rule_id": "r-1"}))
+    );
+    assert_eq!(decided_by.map(|d| d.version), Some(wh.config_version));
+    assert_eq!(
+        new.get_event(&alice, &waiting.id).await.expect("kept"),
+        waiting
+    );
+    let (candidates, more) = new
+        .redrive_candidates(
+            &alice,
+            &wh.id,
+            &RedriveFilter::default().checked().expect("filter"),
+            100,
+        )
+        .await
+        .expect("candidates");
+    assert!(!more);
+    assert_eq!(
+        candidates
+            .iter()
+            .map(|c| (c.event.id.as_str(), c.state, c.seen_redrive.as_deref()))
+            .collect::<Vec<_>>(),
+        vec![
+            (quarantined.id.as_str(), Redrivable::Quarantine, None),
+            (waiting.id.as_str(), Redrivable::Pending, None),
+        ]
+    );
+
+    let mut verbs = Vec::new();
+    for id in &endpoints {
+        verbs.push(new.get_endpoint(id).await.expect("kept").verbs);
+    }
+    assert_eq!(
+        verbs,
+        vec![
+            vec![
+                "set_webhook_rules",
+                "list_todos",
+                "redrive_webhook_events",
+                "confirm_webhook_redrive"
+            ],
+            vec!["get_webhook_event", "list_webhook_rules"],
+            vec![
+                "set_webhook_rules",
+                "redrive_webhook_events",
+                "confirm_webhook_redrive"
+            ],
+        ],
+        "both verbs granted once, to every endpoint that could set rules"
     );
     new.close().await;
     crate::harness::drop_second_database(&db, &url).await;

@@ -86,6 +86,7 @@ store_test_suite! {
         a_stored_event_is_visible_to_other_connections_at_once,
         failed_writes_leave_the_next_writer_free,
         upgrading_from_0009_leaves_old_decisions_unknown_and_grants_explain,
+        upgrading_from_0010_keeps_events_redrivable_and_grants_redrive,
     ],
     todos: [
         redelivery_creates_no_second_todo,
