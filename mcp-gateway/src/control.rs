@@ -183,6 +183,8 @@ unary! {
     list_webhook_events => webhooks.list_webhook_events(pb::ListWebhookEventsRequest) -> pb::ListWebhookEventsResponse;
     get_webhook_event => webhooks.get_webhook_event(pb::GetWebhookEventRequest) -> pb::GetWebhookEventResponse;
     explain_webhook_event => webhooks.explain_webhook_event(pb::ExplainWebhookEventRequest) -> pb::ExplainWebhookEventResponse;
+    redrive_webhook_events => webhooks.redrive_webhook_events(pb::RedriveWebhookEventsRequest) -> pb::RedrivePlan;
+    confirm_webhook_redrive => webhooks.confirm_webhook_redrive(pb::ConfirmWebhookRedriveRequest) -> pb::ConfirmWebhookRedriveResponse;
     list_webhook_rules => rules.list_webhook_rules(pb::ListWebhookRulesRequest) -> pb::ListWebhookRulesResponse;
     set_webhook_rules => rules.set_webhook_rules(pb::SetWebhookRulesRequest) -> pb::SaveRulesResponse;
     update_webhook_rule => rules.update_webhook_rule(pb::UpdateWebhookRuleRequest) -> pb::SaveRulesResponse;

@@ -239,6 +239,10 @@ fn next_call(tool: &str, error: &ToolError) -> Option<String> {
             "call list_webhook_rules to read the saved configuration (version {}), apply your change to it, and call {tool} again with that expected_version",
             detail("current_version")
         ),
+        Reason::PlanStale if tool == "confirm_webhook_redrive" => {
+            "plan again with redrive_webhook_events, check the new plan, then call confirm_webhook_redrive with its plan_token"
+                .into()
+        }
         Reason::PlanStale => {
             "plan again with the call that made the plan (install_rule_pack or remove_rule_pack), check the new plan, then call confirm_rule_pack_plan with its plan_token"
                 .into()

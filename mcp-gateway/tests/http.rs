@@ -251,6 +251,70 @@ async fn explain_is_typed_and_a_missing_event_names_the_next_call() {
 }
 
 #[tokio::test]
+async fn redrive_plans_typed_and_its_stale_confirm_names_the_next_call() {
+    let (addr, _) = gateway(|_| {}).await;
+    let r = post(
+        addr,
+        ALL,
+        &call(
+            1,
+            "redrive_webhook_events",
+            json!({"webhook_id": "wh_1", "filter": {"decisions": ["quarantine"]}}),
+        ),
+    )
+    .await;
+    let plan = tool_result(&r)["structuredContent"].clone();
+    assert_eq!(plan["events"][0]["before"], "quarantine");
+    assert_eq!(plan["events"][0]["after"], "queue:review");
+    assert_eq!(
+        plan["events"][0]["before_decision"],
+        json!({"decision": "quarantine", "rule_id": "r-1"})
+    );
+    assert_eq!(plan["totals_after"], json!({"queue:review": 1}));
+    assert_eq!(
+        plan["confirm_with"],
+        json!({"tool": "confirm_webhook_redrive", "webhook_id": "wh_1",
+               "plan_token": "sbp_redrive", "note": "Nothing was changed."})
+    );
+
+    let r = post(
+        addr,
+        ALL,
+        &call(
+            2,
+            "confirm_webhook_redrive",
+            json!({"webhook_id": "wh_1", "plan_token": "sbp_redrive"}),
+        ),
+    )
+    .await;
+    let done = tool_result(&r)["structuredContent"].clone();
+    assert_eq!(
+        (done["applied"].clone(), done["todos_created"].clone()),
+        (json!(1), json!(1))
+    );
+    assert_eq!(done["events"][0]["todo_id"], "td_1");
+
+    let r = post(
+        addr,
+        ALL,
+        &call(
+            3,
+            "confirm_webhook_redrive",
+            json!({"webhook_id": "wh_1", "plan_token": "sbp_used"}),
+        ),
+    )
+    .await;
+    let error = tool_error(&tool_result(&r));
+    assert_eq!(error["code"], "plan_stale");
+    assert!(
+        error["details"]["next"]
+            .as_str()
+            .unwrap()
+            .contains("redrive_webhook_events")
+    );
+}
+
+#[tokio::test]
 async fn business_errors_name_what_was_wrong_and_the_next_call() {
     let (addr, _) = gateway(|_| {}).await;
     let r = post(

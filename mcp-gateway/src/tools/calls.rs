@@ -360,6 +360,48 @@ pub async fn explain_webhook_event(
     convert::explain_event(r)
 }
 
+pub async fn redrive_webhook_events(
+    cx: &Call,
+    p: RedriveWebhookEventsParams,
+) -> Result<RedrivePlanOut, ToolError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let r = c
+        .redrive_webhook_events(
+            b,
+            pb::RedriveWebhookEventsRequest {
+                webhook_id: p.webhook_id,
+                filter: Some(pb::RedriveFilter {
+                    decisions: p.filter.decisions,
+                    since_ms: p.filter.since_ms,
+                    until_ms: p.filter.until_ms,
+                    event_ids: p.filter.event_ids,
+                }),
+                limit: p.limit.unwrap_or(0),
+            },
+        )
+        .await
+        .map_err(|s| cx.status(&s))?;
+    convert::redrive_plan(r)
+}
+
+pub async fn confirm_webhook_redrive(
+    cx: &Call,
+    p: ConfirmWebhookRedriveParams,
+) -> Result<ConfirmWebhookRedriveOut, ToolError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let r = c
+        .confirm_webhook_redrive(
+            b,
+            pb::ConfirmWebhookRedriveRequest {
+                webhook_id: p.webhook_id,
+                plan_token: p.plan_token,
+            },
+        )
+        .await
+        .map_err(|s| cx.status(&s))?;
+    Ok(convert::confirm_redrive(r))
+}
+
 pub async fn list_webhook_rules(
     cx: &Call,
     p: WebhookIdParams,

@@ -240,6 +240,88 @@ pub fn explain_event(
     })
 }
 
+fn counts(m: std::collections::HashMap<String, u64>) -> Map<String, Value> {
+    let mut sorted: Vec<_> = m.into_iter().collect();
+    sorted.sort();
+    sorted
+        .into_iter()
+        .map(|(k, v)| (k, Value::from(v)))
+        .collect()
+}
+
+pub fn redrive_plan(r: pb::RedrivePlan) -> Result<RedrivePlanOut, ToolError> {
+    let with = required("confirm_with", r.confirm_with)?;
+    Ok(RedrivePlanOut {
+        events: r
+            .events
+            .into_iter()
+            .map(|e| RedriveEventOut {
+                event_id: e.event_id,
+                kind: e.kind,
+                received_at_ms: e.received_at_ms,
+                before: e.before,
+                before_decision: e.before_decision.as_ref().map(json::decision_json),
+                after: e.after,
+                after_decision: e
+                    .after_decision
+                    .as_ref()
+                    .map(json::decision_json)
+                    .unwrap_or(Value::Null),
+                changes: e.changes,
+            })
+            .collect(),
+        totals_before: counts(r.totals_before),
+        totals_after: counts(r.totals_after),
+        changes: r.changes,
+        transitions: r
+            .transitions
+            .into_iter()
+            .map(|t| RedriveTransitionOut {
+                from: t.from,
+                to: t.to,
+                count: t.count,
+                example_event_ids: t.example_event_ids,
+            })
+            .collect(),
+        truncated: r.truncated,
+        expires_at: r.expires_at,
+        confirm_with: RedriveConfirmWithOut {
+            tool: with.tool,
+            webhook_id: with.webhook_id,
+            plan_token: r.plan_token.clone(),
+            note: with.note,
+        },
+        plan_token: r.plan_token,
+        webhook_id: r.webhook_id,
+        config_version: r.config_version,
+        config_digest: r.config_digest,
+    })
+}
+
+pub fn confirm_redrive(r: pb::ConfirmWebhookRedriveResponse) -> ConfirmWebhookRedriveOut {
+    ConfirmWebhookRedriveOut {
+        webhook_id: r.webhook_id,
+        redrive_id: r.redrive_id,
+        config_version: r.config_version,
+        config_digest: r.config_digest,
+        events: r
+            .events
+            .into_iter()
+            .map(|o| RedriveOutcomeOut {
+                event_id: o.event_id,
+                before: o.before,
+                after: o.after,
+                applied: o.applied,
+                todo_id: o.todo_id,
+                todo_created: o.todo_created,
+            })
+            .collect(),
+        applied: r.applied,
+        skipped: r.skipped,
+        todos_created: r.todos_created,
+    }
+}
+
 pub fn list_rules(r: pb::ListWebhookRulesResponse) -> Result<ListWebhookRulesOut, ToolError> {
     Ok(ListWebhookRulesOut {
         configuration: configuration(r.configuration),

@@ -284,6 +284,14 @@ pub static CATALOG: LazyLock<Vec<ToolSpec>> = LazyLock::new(|| {
             "Put a rule-pack plan live",
             read_only: false, destructive: true, idempotent: false,
             "Confirm the plan a plan_token names (from install_rule_pack or remove_rule_pack), without repeating its arguments: applies exactly that plan, once (saved: true). On a webhook whose confirm_policy is person it saves nothing and answers state: pending_approval with the console_url where a person accepts or rejects it; read its state later with get_rule_pack_plan. Refused with plan_stale if the configuration changed, the token expired or was used; an unproven plan needs allow_unproven: true. Needs the confirm_rule_pack_plan verb: an endpoint without it may plan and propose only."),
+        spec!(redrive_webhook_events, p::RedriveWebhookEventsParams => out::RedrivePlanOut,
+            "Plan re-routing quarantined, faulted or pending events (changes nothing)",
+            read_only: false, destructive: false, idempotent: false,
+            "After fixing a webhook's rules, plan re-routing its quarantined, faulted or pending (not yet routed) deliveries under the current configuration: each selected event with its decision now (before) and the one it would get (after), totals, and transitions with lost work (to drop) first. Events whose delivery already made a todo are never selected. Changes nothing; returns a plan_token (single use, 15 minutes) and confirm_with naming confirm_webhook_redrive. filter.decisions: any of quarantine, fault, pending (default all); limit default 100, at most 1000."),
+        spec!(confirm_webhook_redrive, p::ConfirmWebhookRedriveParams => out::ConfirmWebhookRedriveOut,
+            "Apply a redrive plan",
+            read_only: false, destructive: true, idempotent: false,
+            "Apply exactly the redrive plan a plan_token names (from redrive_webhook_events): each event whose decision changes gets the planned decision, and a queue decision makes one todo (never a second for the same delivery). An event routed since the plan (by the retry loop or another redrive) is skipped and reported, never routed twice. Refused with plan_stale if the webhook's configuration changed, the token expired or was used: plan again with redrive_webhook_events."),
         spec!(list_webhook_history, p::ListWebhookHistoryParams => out::ListWebhookHistoryOut,
             "List a webhook's configuration history",
             read_only: true, destructive: false, idempotent: true,
@@ -331,7 +339,7 @@ mod tests {
         sorted.sort();
         sorted.dedup();
         assert_eq!(names, sorted);
-        assert_eq!(names.len(), 23);
+        assert_eq!(names.len(), 25);
     }
 
     #[test]

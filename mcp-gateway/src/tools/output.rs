@@ -217,6 +217,92 @@ pub struct ExplainWebhookEventOut {
     pub current_differs: bool,
 }
 
+/// One event a redrive selected.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RedriveEventOut {
+    pub event_id: String,
+    pub kind: String,
+    pub received_at_ms: i64,
+    /// `quarantine`, `fault` or `pending`.
+    pub before: String,
+    /// The decision recorded now; null for a pending event.
+    pub before_decision: Option<Value>,
+    /// The decision label the current configuration gives it.
+    pub after: String,
+    pub after_decision: Value,
+    /// A confirm records it (the label differs, or the event is pending).
+    pub changes: bool,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RedriveTransitionOut {
+    pub from: String,
+    pub to: String,
+    pub count: u64,
+    /// Up to 20 of the events that move.
+    pub example_event_ids: Vec<String>,
+}
+
+/// How to apply a redrive plan.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RedriveConfirmWithOut {
+    /// `confirm_webhook_redrive`.
+    pub tool: String,
+    pub webhook_id: String,
+    pub plan_token: String,
+    pub note: String,
+}
+
+/// A redrive plan: nothing was changed.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RedrivePlanOut {
+    pub webhook_id: String,
+    /// The configuration the events were evaluated under; a save since makes the plan stale.
+    pub config_version: i64,
+    pub config_digest: String,
+    /// The selected events, oldest first.
+    pub events: Vec<RedriveEventOut>,
+    /// Selected events per state before and per decision label after.
+    pub totals_before: Map<String, Value>,
+    pub totals_after: Map<String, Value>,
+    /// Events a confirm would record.
+    pub changes: u64,
+    /// Lost work (to `drop`) first, then by count.
+    pub transitions: Vec<RedriveTransitionOut>,
+    /// More events matched than the limit: redrive again after confirming.
+    pub truncated: bool,
+    /// The token is refused after this (RFC 3339).
+    pub expires_at: String,
+    pub plan_token: String,
+    pub confirm_with: RedriveConfirmWithOut,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RedriveOutcomeOut {
+    pub event_id: String,
+    pub before: String,
+    pub after: String,
+    /// False: routed since the plan saw it (or deleted), left as it is.
+    pub applied: bool,
+    pub todo_id: Option<String>,
+    /// The todo is new; false: the delivery already had it.
+    pub todo_created: bool,
+}
+
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ConfirmWebhookRedriveOut {
+    pub webhook_id: String,
+    /// The redrive's record, which keeps each event's decision from before.
+    pub redrive_id: String,
+    pub config_version: i64,
+    pub config_digest: String,
+    pub events: Vec<RedriveOutcomeOut>,
+    pub applied: u64,
+    /// Events routed since the plan saw them, left as they are.
+    pub skipped: u64,
+    pub todos_created: u64,
+}
+
 #[derive(Debug, Serialize, JsonSchema)]
 pub struct ListWebhookRulesOut {
     pub webhook_id: String,

@@ -95,6 +95,41 @@ pub struct GetWebhookEventParams {
     pub webhook_id: Option<String>,
 }
 
+/// Which events a redrive selects; every field narrows.
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RedriveFilterParams {
+    /// Any of `quarantine`, `fault`, `pending` (not routed yet). Default: all three.
+    #[serde(default)]
+    pub decisions: Vec<String>,
+    /// Received at or after this (ms since the epoch).
+    pub since_ms: Option<i64>,
+    /// Received at or before this (ms since the epoch).
+    pub until_ms: Option<i64>,
+    /// Only these events of the webhook.
+    #[serde(default)]
+    pub event_ids: Vec<String>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RedriveWebhookEventsParams {
+    pub webhook_id: String,
+    #[serde(default)]
+    pub filter: RedriveFilterParams,
+    /// Events to plan at most. Default 100, at most 1000.
+    pub limit: Option<u32>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConfirmWebhookRedriveParams {
+    /// The webhook the redrive was planned for.
+    pub webhook_id: String,
+    /// The plan_token redrive_webhook_events returned.
+    pub plan_token: String,
+}
+
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ExplainWebhookEventParams {

@@ -45,6 +45,8 @@ pub const ALL_VERBS: &[&str] = &[
     "get_rule_pack_plan",
     "confirm_rule_pack_plan",
     "list_webhook_history",
+    "redrive_webhook_events",
+    "confirm_webhook_redrive",
     "list_todos",
     "claim_todo",
     "release_todo",
@@ -271,6 +273,91 @@ impl Webhooks for FakeControl {
     }
     /// `ev_1` was decided by version 1's second rule; version 2 decides otherwise. Any other
     /// id is not found.
+    async fn redrive_webhook_events(
+        &self,
+        request: Request<pb::RedriveWebhookEventsRequest>,
+    ) -> Result<Response<pb::RedrivePlan>, Status> {
+        self.bearer(&request)?;
+        let req = request.into_inner();
+        let quarantine = pb::Decision {
+            decision: "quarantine".into(),
+            rule_id: Some("r-1".into()),
+            ..Default::default()
+        };
+        let review = pb::Decision {
+            decision: "queue:review".into(),
+            queue: Some("review".into()),
+            rule_id: Some("r-1".into()),
+            ..Default::default()
+        };
+        Ok(Response::new(pb::RedrivePlan {
+            webhook_id: req.webhook_id.clone(),
+            config_version: 2,
+            config_digest: "d2".into(),
+            events: vec![pb::RedriveEvent {
+                event_id: "ev_1".into(),
+                kind: "pull_request.opened".into(),
+                received_at_ms: 1_700_000_000_000,
+                before: "quarantine".into(),
+                before_decision: Some(quarantine),
+                after: "queue:review".into(),
+                after_decision: Some(review),
+                changes: true,
+            }],
+            totals_before: [("quarantine".to_string(), 1)].into(),
+            totals_after: [("queue:review".to_string(), 1)].into(),
+            changes: 1,
+            transitions: vec![pb::Transition {
+                from: "quarantine".into(),
+                to: "queue:review".into(),
+                count: 1,
+                example_event_ids: vec!["ev_1".into()],
+                by_rules: vec![],
+            }],
+            truncated: false,
+            expires_at: "2026-12-04T10:15:00.000Z".into(),
+            plan_token: "sbp_redrive".into(),
+            confirm_with: Some(pb::RedriveConfirmWith {
+                tool: "confirm_webhook_redrive".into(),
+                webhook_id: req.webhook_id,
+                note: "Nothing was changed.".into(),
+            }),
+        }))
+    }
+
+    async fn confirm_webhook_redrive(
+        &self,
+        request: Request<pb::ConfirmWebhookRedriveRequest>,
+    ) -> Result<Response<pb::ConfirmWebhookRedriveResponse>, Status> {
+        self.bearer(&request)?;
+        let req = request.into_inner();
+        if req.plan_token != "sbp_redrive" {
+            return Err(status(
+                Code::FailedPrecondition,
+                "plan_stale",
+                "the redrive plan is stale",
+                &[],
+            ));
+        }
+        Ok(Response::new(pb::ConfirmWebhookRedriveResponse {
+            webhook_id: req.webhook_id,
+            redrive_id: "rd_1".into(),
+            config_version: 2,
+            config_digest: "d2".into(),
+            events: vec![pb::RedriveOutcome {
+                event_id: "ev_1".into(),
+                before: "quarantine".into(),
+                after: "queue:review".into(),
+                applied: true,
+                todo_id: Some("td_1".into()),
+                todo_created: true,
+            }],
+            applied: 1,
+            skipped: 0,
+            todos_created: 1,
+        }))
+    }
+
     async fn explain_webhook_event(
         &self,
         request: Request<pb::ExplainWebhookEventRequest>,
