@@ -620,3 +620,134 @@ async fn todo_leases_over_mcp() {
     let done = mcp_tool(&mcp, &b, "complete_todo", todo(&todos[1])).await;
     assert_eq!(done["todo"]["state"], "completed", "{done}");
 }
+
+/// Issue 21 item 6 end to end: real signed deliveries through ingest are quarantined by a bad
+/// rule and routed by a real `switchboard router` process; the rule is fixed, and an agent
+/// plans the redrive and confirms it through the real `switchboard gateway` binary. Each
+/// quarantined delivery becomes one todo, exactly once; the same plan confirmed again is
+/// refused as plan_stale naming redrive_webhook_events, and a new plan finds nothing left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn redrive_of_quarantined_events_after_a_fix() {
+    use serde_json::json;
+
+    let router = RouterProcess::spawn(&["--children", "1"]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!("sqlite://{}?mode=rwc", dir.path().join("c.db").display());
+    let store = Store::connect(&url, &crate::support::secret_key())
+        .await
+        .expect("open the store");
+    let alice = human(&store, "alice").await;
+    let agent = vend(
+        &store,
+        "alice",
+        &alice,
+        "fixer",
+        &["webhook-rules", "todos", "webhooks"],
+    )
+    .await;
+    let w = webhook(&store, &alice).await;
+    // The bad rule: pull requests and failed check runs are quarantined instead of reviewed.
+    let bad = json!({"rules": [
+        {"id": "prs", "when": ".kind == \"pull_request.opened\" or .kind == \"check_run.completed\"",
+         "action": {"quarantine": true}},
+    ], "params": {}});
+    let (http, grpc, _stop) = start_control(&store, &router.addr).await;
+    let gateway = GatewayProcess::spawn(grpc);
+    let mcp = gateway.url.clone();
+    let saved = mcp_tool(
+        &mcp,
+        &agent,
+        "set_webhook_rules",
+        json!({"webhook_id": w.id, "configuration": bad}),
+    )
+    .await;
+    assert_eq!(saved["version"], 2, "{saved}");
+    deliver_some(http, &w).await;
+    let listed = mcp_tool(
+        &mcp,
+        &agent,
+        "list_webhook_events",
+        json!({"webhook_id": w.id}),
+    )
+    .await;
+    let quarantined: Vec<String> = listed["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .filter(|e| e["decision"]["decision"] == "quarantine")
+        .map(|e| e["id"].as_str().unwrap_or_default().to_string())
+        .collect();
+    assert_eq!(quarantined.len(), 2, "{listed}");
+    let none = mcp_tool(&mcp, &agent, "list_todos", json!({"queue": "review"})).await;
+    assert_eq!(none["todos"], json!([]), "{none}");
+
+    // The fix: the same deliveries go to review.
+    let fixed = json!({"rules": [
+        {"id": "prs", "when": ".kind == \"pull_request.opened\" or .kind == \"check_run.completed\"",
+         "action": {"queue": "review"}},
+    ], "params": {}});
+    let saved = mcp_tool(
+        &mcp,
+        &agent,
+        "set_webhook_rules",
+        json!({"webhook_id": w.id, "configuration": fixed, "expected_version": 2}),
+    )
+    .await;
+    assert_eq!(saved["version"], 3, "{saved}");
+
+    let plan = mcp_tool(
+        &mcp,
+        &agent,
+        "redrive_webhook_events",
+        json!({"webhook_id": w.id, "filter": {"decisions": ["quarantine"]}}),
+    )
+    .await;
+    assert_eq!(plan["config_version"], 3, "{plan}");
+    assert_eq!(plan["changes"], 2, "{plan}");
+    assert_eq!(plan["totals_before"], json!({"quarantine": 2}));
+    assert_eq!(plan["totals_after"], json!({"queue:review": 2}));
+    let mut planned: Vec<String> = plan["events"]
+        .as_array()
+        .expect("events")
+        .iter()
+        .map(|e| e["event_id"].as_str().unwrap_or_default().to_string())
+        .collect();
+    planned.sort();
+    let mut expected = quarantined.clone();
+    expected.sort();
+    assert_eq!(planned, expected);
+    // Planning changed nothing.
+    let still = mcp_tool(&mcp, &agent, "list_todos", json!({"queue": "review"})).await;
+    assert_eq!(still["todos"], json!([]), "{still}");
+
+    let with = &plan["confirm_with"];
+    assert_eq!(with["tool"], "confirm_webhook_redrive");
+    let confirm = json!({"webhook_id": with["webhook_id"], "plan_token": with["plan_token"]});
+    let done = mcp_tool(&mcp, &agent, "confirm_webhook_redrive", confirm.clone()).await;
+    assert_eq!(
+        (&done["applied"], &done["skipped"], &done["todos_created"]),
+        (&json!(2), &json!(0), &json!(2)),
+        "{done}"
+    );
+    let todos = mcp_tool(&mcp, &agent, "list_todos", json!({"queue": "review"})).await;
+    assert_eq!(todos["todos"].as_array().map(Vec::len), Some(2), "{todos}");
+
+    // The same plan again: refused, nothing doubled.
+    let again = mcp_tool(&mcp, &agent, "confirm_webhook_redrive", confirm).await;
+    assert_eq!(again["code"], "plan_stale", "{again}");
+    assert!(
+        again.to_string().contains("redrive_webhook_events"),
+        "{again}"
+    );
+    let todos = mcp_tool(&mcp, &agent, "list_todos", json!({"queue": "review"})).await;
+    assert_eq!(todos["todos"].as_array().map(Vec::len), Some(2), "{todos}");
+    let nothing = mcp_tool(
+        &mcp,
+        &agent,
+        "redrive_webhook_events",
+        json!({"webhook_id": w.id, "filter": {"decisions": ["quarantine"]}}),
+    )
+    .await;
+    assert_eq!(nothing["events"], json!([]), "{nothing}");
+    drop(gateway);
+}
