@@ -822,7 +822,7 @@ async fn roles_gate_every_verb(api: Api) {
         "{:?}",
         me.usable_verbs
     );
-    assert_eq!(me.verbs.len(), 23);
+    assert_eq!(me.verbs.len(), 25);
 
     // Editor: rules, dry runs and todos, but not webhooks themselves.
     let mut e = api.client(&editor);
