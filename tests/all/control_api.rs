@@ -4657,6 +4657,25 @@ async fn redrive_plans_then_routes_each_event_once(api: Api) {
             .collect::<Vec<_>>(),
         vec![("quarantine", "drop", 1)]
     );
+    // Two plans over the same events confirmed at once: each event is routed by one of them.
+    let other = ok(c
+        .webhooks
+        .redrive_webhook_events(redrive(&w.id, &[], 0))
+        .await);
+    let mut c2 = api.client(&editor);
+    let (first, second) = tokio::join!(
+        c.webhooks
+            .confirm_webhook_redrive(confirm_redrive(&w.id, &dropping)),
+        c2.webhooks
+            .confirm_webhook_redrive(confirm_redrive(&w.id, &other)),
+    );
+    let (first, second) = (ok(first), ok(second));
+    assert_eq!(first.applied + second.applied, 1, "{first:?} {second:?}");
+    assert_eq!(first.skipped + second.skipped, 1);
+    assert_eq!(
+        label_now(store, &ops, &quarantined).await.as_deref(),
+        Some("drop")
+    );
     let row = sqlx::query("SELECT COUNT(*) AS n FROM redrives WHERE webhook_id = $1")
         .bind(w.id.as_str())
         .fetch_one(store.pool())
