@@ -176,6 +176,12 @@ impl Process {
         }
     }
 
+    /// SIGKILL: no shutdown, no draining, as a crash or an OOM kill ends it.
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     pub(crate) fn terminate(&self) {
         let status = Command::new("kill")
             .args(["-TERM", &self.child.id().to_string()])

@@ -8,6 +8,7 @@ mod control_api;
 mod control_harness;
 mod deploy;
 mod forge_safe;
+mod group_commit;
 mod grpc_conventions;
 mod hostile;
 mod ingest;

@@ -477,6 +477,77 @@ pub async fn failed_writes_leave_the_next_writer_free(db: TestDb) {
     assert_eq!(n, 160, "one todo per delivery");
 }
 
+/// Group commit (issue 22): 32 senders at once, each delivery stored then decided, half of
+/// them redeliveries of the other half, with deliveries to a deleted webhook mixed into the
+/// same batches. Every write gets its own answer (a bad one costs the others nothing), every
+/// delivery is stored once, each delivery has one todo, and writes shared commits.
+pub async fn concurrent_deliveries_share_commits_and_each_is_stored_once(db: TestDb) {
+    let alice = human(&db, "alice").await;
+    let hooks = [webhook(&db, &alice).await.id, webhook(&db, &alice).await.id];
+    let gone = webhook(&db, &alice).await.id;
+    db.delete_webhook(&alice, &gone).await.unwrap();
+    let before = db.group_commit_tally();
+    let senders = (0..32).map(|s| {
+        let (store, wh, gone) = (db.store.clone(), hooks[s % 2].clone(), gone.clone());
+        tokio::spawn(async move {
+            let mut todos = Vec::new();
+            for i in 0..10 {
+                // Senders s and s + 16 send the same deliveries to the same webhook.
+                let stored = store
+                    .insert_event(event(&wh, &format!("d-{}-{i}", s % 16)))
+                    .await
+                    .expect("insert");
+                let queued = RecordDecision {
+                    decision: json!("queue:triage"),
+                    fault: None,
+                    todo: Some(NewTodo {
+                        queue: "triage".into(),
+                        rule_id: None,
+                    }),
+                    decided_by: None,
+                };
+                let todo = store.record_decision(&stored.id, queued).await;
+                todos.push(todo.expect("record").expect("a todo"));
+                if i % 5 == 0 {
+                    not_found(store.insert_event(event(&gone, "lost")).await, "webhook");
+                }
+            }
+            todos
+        })
+    });
+    let answered = futures::future::join_all(senders).await;
+    let mut todos = Vec::new();
+    for sender in answered {
+        todos.extend(sender.expect("a sender"));
+    }
+    let pool = db.pool().clone();
+    let count = |sql: &'static str| {
+        let pool = pool.clone();
+        async move {
+            let row = sqlx::query(sql).fetch_one(&pool).await.unwrap();
+            sqlx::Row::try_get::<i64, _>(&row, "n").unwrap()
+        }
+    };
+    assert_eq!(count("SELECT COUNT(*) AS n FROM events").await, 320);
+    assert_eq!(
+        count("SELECT COUNT(*) AS n FROM events WHERE routed = 1").await,
+        320
+    );
+    assert_eq!(count("SELECT COUNT(*) AS n FROM todos").await, 160);
+    // Each delivery's todo was made by exactly one of its two deliveries.
+    assert_eq!(todos.iter().filter(|t| t.inserted).count(), 160);
+    let ids: HashSet<_> = todos.iter().map(|t| t.todo.id.clone()).collect();
+    assert_eq!(ids.len(), 160);
+    let after = db.group_commit_tally();
+    let writes = after.writes - before.writes;
+    let commits = after.commits - before.commits;
+    assert_eq!(writes, 320 + 320 + 64, "every write answered once");
+    assert!(
+        commits * 2 <= writes,
+        "concurrent writes shared commits: {commits} commits for {writes} writes"
+    );
+}
+
 /// Migration 0010 from a database written at 0009 with events in it: decisions recorded before
 /// it say "unknown" (NULL), decisions recorded after it name their configuration, nothing else
 /// moves, and every endpoint that could read an event may now explain one.

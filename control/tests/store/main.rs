@@ -85,6 +85,7 @@ store_test_suite! {
         recording_a_decision_on_an_unknown_event_writes_nothing,
         a_stored_event_is_visible_to_other_connections_at_once,
         failed_writes_leave_the_next_writer_free,
+        concurrent_deliveries_share_commits_and_each_is_stored_once,
         upgrading_from_0009_leaves_old_decisions_unknown_and_grants_explain,
     ],
     todos: [
