@@ -259,6 +259,7 @@ impl Committer {
         }
         tx.commit().await?;
         self.tally.commits.fetch_add(1, Ordering::Relaxed);
+        switchboard_telemetry::metrics().group_commit(batch.len());
         Ok(results)
     }
 
@@ -275,6 +276,7 @@ impl Committer {
         match tx.commit().await {
             Ok(()) => {
                 self.tally.commits.fetch_add(1, Ordering::Relaxed);
+                switchboard_telemetry::metrics().group_commit(1);
                 done
             }
             Err(e) => write.failed(e),
