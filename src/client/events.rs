@@ -20,6 +20,7 @@ pub struct EventsArgs {
 #[derive(Subcommand, Debug)]
 enum EventsCommand {
     /// A webhook's stored deliveries, newest first (list_webhook_events).
+    #[command(after_help = super::EXIT_CODES_HELP)]
     List {
         /// The webhook's id (`wh_…`).
         webhook_id: String,
@@ -32,6 +33,7 @@ enum EventsCommand {
         limit: u32,
     },
     /// One stored delivery: its decision, headers and body (get_webhook_event).
+    #[command(after_help = super::EXIT_CODES_HELP)]
     Show {
         /// The delivery's id (`ev_…`).
         event_id: String,

@@ -39,6 +39,7 @@ pub enum PacksCommand {
         dir: PathBuf,
     },
     /// The rule-pack catalog; with --webhook, what is installed there (list_rule_packs).
+    #[command(after_help = super::EXIT_CODES_HELP)]
     List {
         /// Show what is installed on this webhook: version, upgrade, drift.
         #[arg(long)]
@@ -46,6 +47,7 @@ pub enum PacksCommand {
     },
     /// Plan installing (or upgrading) a pack: nothing is saved. Prints the plan and the
     /// `switchboard packs confirm` command that applies it (install_rule_pack).
+    #[command(after_help = super::EXIT_CODES_HELP)]
     Install {
         webhook_id: String,
         /// The pack's name, e.g. `drop-ci-noise`.
@@ -70,6 +72,7 @@ pub enum PacksCommand {
         limit: Option<u32>,
     },
     /// Plan removing an installed pack: nothing is saved (remove_rule_pack).
+    #[command(after_help = super::EXIT_CODES_HELP)]
     Remove {
         webhook_id: String,
         name: String,
@@ -82,12 +85,14 @@ pub enum PacksCommand {
     },
     /// Where a plan stands: planned, pending_approval, applied, rejected or stale
     /// (get_rule_pack_plan).
+    #[command(after_help = super::EXIT_CODES_HELP)]
     Plan {
         /// The plan's token (`sbp_…`), as install or remove printed it.
         plan_token: String,
     },
     /// Apply exactly the plan a token names (confirm_rule_pack_plan). On a webhook whose
     /// confirm policy is `person`, the plan waits for a person's approval instead (exit 4).
+    #[command(after_help = super::EXIT_CODES_HELP)]
     Confirm {
         webhook_id: String,
         plan_token: String,

@@ -27,12 +27,14 @@ pub struct RulesArgs {
 #[derive(Subcommand, Debug)]
 enum RulesCommand {
     /// A webhook's saved rules in order, its default action and params (list_webhook_rules).
+    #[command(after_help = super::EXIT_CODES_HELP)]
     List {
         /// The webhook's id (`wh_…`).
         webhook_id: String,
     },
     /// Replays a candidate configuration over the webhook's stored deliveries and reports
     /// what would change; nothing is saved (test_webhook_rules with replay).
+    #[command(after_help = super::EXIT_CODES_HELP)]
     Test {
         /// The webhook's id (`wh_…`).
         webhook_id: String,
@@ -45,6 +47,7 @@ enum RulesCommand {
         limit: Option<u32>,
     },
     /// The saved versions of a webhook's configuration, newest first (list_webhook_history).
+    #[command(after_help = super::EXIT_CODES_HELP)]
     History {
         /// The webhook's id (`wh_…`).
         webhook_id: String,

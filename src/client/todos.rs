@@ -19,6 +19,7 @@ pub struct TodosArgs {
 enum TodosCommand {
     /// Open todos, oldest first (list_todos): of one queue, or of every queue your
     /// webhooks grant.
+    #[command(after_help = super::EXIT_CODES_HELP)]
     List {
         /// Only this queue (default: every queue granted to your scope's webhooks).
         #[arg(long)]
@@ -34,10 +35,13 @@ enum TodosCommand {
         limit: u32,
     },
     /// Claim a todo (or renew your claim) for the webhook's claim TTL (claim_todo).
+    #[command(after_help = super::EXIT_CODES_HELP)]
     Claim { todo_id: String },
     /// Give a claimed todo back to its queue (release_todo).
+    #[command(after_help = super::EXIT_CODES_HELP)]
     Release { todo_id: String },
     /// Mark a todo done (complete_todo).
+    #[command(after_help = super::EXIT_CODES_HELP)]
     Complete { todo_id: String },
 }
 

@@ -18,8 +18,10 @@ pub struct WebhooksArgs {
 #[derive(Subcommand, Debug)]
 enum WebhooksCommand {
     /// Every webhook of your owner scope, oldest first (list_webhooks).
+    #[command(after_help = super::EXIT_CODES_HELP)]
     List,
     /// One webhook: its grant, configuration version and installed packs (get_webhook).
+    #[command(after_help = super::EXIT_CODES_HELP)]
     Show {
         /// The webhook's id (`wh_…`).
         webhook_id: String,

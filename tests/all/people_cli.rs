@@ -10,7 +10,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use crate::cli::{Process, up_lines};
-use switchboard_control::store::NewEndpoint;
+use switchboard_control::store::{ConfirmPolicy, NewEndpoint};
 
 use crate::control_harness::{human, post, signed};
 use crate::support::{binary, payload};
@@ -131,6 +131,16 @@ fn normalise(text: &str, known: &[(String, String)]) -> String {
         i += 1;
     }
     out
+}
+
+/// The plan token a plan's table names.
+fn token_of(table: &str) -> String {
+    table
+        .lines()
+        .find_map(|l| l.strip_prefix("token    "))
+        .unwrap_or_else(|| panic!("the table names the token: {table}"))
+        .trim()
+        .to_string()
 }
 
 /// Compares `text` with `golden/cli/<name>`; `UPDATE_GOLDEN=1` writes it instead.
@@ -327,13 +337,7 @@ async fn people_cli_answers_every_command_as_table_and_json() {
     // The table plans again (a new token): the same plan, for people.
     let table = run(grpc, token, &["packs", "install", wh, "drop-ci-noise"], &[]);
     assert_eq!(table.code, 0, "{}", table.stderr);
-    let token_line = table
-        .stdout
-        .lines()
-        .find_map(|l| l.strip_prefix("token    "))
-        .expect("the table names the token")
-        .trim()
-        .to_string();
+    let token_line = token_of(&table.stdout);
     known.push((token_line.clone(), "<plan-token-2>".into()));
     let lost = table.stdout.find("LOST WORK").expect("lost work shown");
     let changes = table.stdout.find("changes:").expect("changes shown");
@@ -374,19 +378,24 @@ async fn people_cli_answers_every_command_as_table_and_json() {
 
     let status = both("packs-plan", &["packs", "plan", &token_line], &known);
     assert_eq!(status["state"], "planned");
-    let applied = run(grpc, token, &["packs", "confirm", wh, &token_line], &[]);
-    assert_eq!(applied.code, 0, "{}", applied.stderr);
-    assert_golden("packs-confirm.txt", &normalise(&applied.stdout, &known));
     let applied = run(
         grpc,
         token,
-        &["packs", "confirm", wh, &first_token, "--output", "json"],
+        &["packs", "confirm", wh, &token_line, "--output", "json"],
         &[],
     );
+    assert_eq!(applied.code, 0, "{}", applied.stderr);
+    assert_golden("packs-confirm.json", &normalise(&applied.stdout, &known));
+    let value: serde_json::Value = serde_json::from_str(&applied.stdout).expect("json");
+    assert_eq!(
+        (value["saved"].as_bool(), value["version"].as_i64()),
+        (Some(true), Some(2))
+    );
     // The first plan was made against version 1; version 2 is saved now: stale, exit 4.
-    assert_eq!(applied.code, 4, "{applied:?}");
-    assert!(applied.stderr.contains("plan_stale"), "{}", applied.stderr);
-    assert!(applied.stdout.is_empty(), "{}", applied.stdout);
+    let stale = run(grpc, token, &["packs", "confirm", wh, &first_token], &[]);
+    assert_eq!(stale.code, 4, "{stale:?}");
+    assert!(stale.stderr.contains("plan_stale"), "{}", stale.stderr);
+    assert!(stale.stdout.is_empty(), "{}", stale.stdout);
     let status = run(
         grpc,
         token,
@@ -398,25 +407,91 @@ async fn people_cli_answers_every_command_as_table_and_json() {
         "{status:?}"
     );
 
+    // The check run was decided by version 1's default; version 2 drops it.
+    let explained = both("explain", &["explain", &events[2]], &known);
+    assert_eq!(explained["current_decision"]["decision"], "drop");
     both(
         "packs-list-webhook",
         &["packs", "list", "--webhook", wh],
         &known,
     );
     both("rules-list", &["rules", "list", wh], &known);
-    let history = both("rules-history", &["rules", "history", wh], &known);
-    assert_eq!(history["records"][0]["version"], 2);
+
+    // A removal plan, both ways, then confirmed from the table's command.
+    let removal = run(
+        grpc,
+        token,
+        &["packs", "remove", wh, "drop-ci-noise", "--output", "json"],
+        &[],
+    );
+    assert_eq!(removal.code, 0, "{}", removal.stderr);
+    let removal: serde_json::Value = serde_json::from_str(&removal.stdout).expect("json plan");
+    known.push((
+        removal["plan_token"].as_str().expect("token").to_string(),
+        "<plan-token-3>".into(),
+    ));
+    assert_golden(
+        "packs-remove.json",
+        &normalise(
+            &serde_json::to_string_pretty(&removal).expect("json"),
+            &known,
+        ),
+    );
     let removal = run(grpc, token, &["packs", "remove", wh, "drop-ci-noise"], &[]);
     assert_eq!(removal.code, 0, "{}", removal.stderr);
-    let removal_token = removal
+    let removal_token = token_of(&removal.stdout);
+    known.push((removal_token.clone(), "<plan-token-4>".into()));
+    assert_golden("packs-remove.txt", &normalise(&removal.stdout, &known));
+    let confirm_line = removal
         .stdout
         .lines()
-        .find_map(|l| l.strip_prefix("token    "))
-        .expect("the table names the token")
-        .trim()
-        .to_string();
-    known.push((removal_token, "<plan-token-3>".into()));
-    assert_golden("packs-remove.txt", &normalise(&removal.stdout, &known));
+        .find_map(|l| l.strip_prefix("confirm  switchboard "))
+        .expect("the confirm command");
+    let confirm_args: Vec<&str> = confirm_line.split_whitespace().collect();
+    let removed = run(grpc, token, &confirm_args, &[]);
+    assert_eq!(removed.code, 0, "{}", removed.stderr);
+    assert_golden("packs-confirm.txt", &normalise(&removed.stdout, &known));
+    let history = both("rules-history", &["rules", "history", wh], &known);
+    assert_eq!(history["records"][0]["version"], 3);
+
+    // A webhook whose plans a person confirms: the confirm puts the plan before them and
+    // exits 4 (nothing saved yet), in both outputs.
+    let key =
+        switchboard_control::SealingKey::load(&data_dir.join("secret.key")).expect("up's key file");
+    let store = switchboard_control::Store::connect(&lines.database, &key)
+        .await
+        .expect("open up's database");
+    store
+        .set_confirm_policy(
+            &switchboard_control::OwnerScope::human("dev"),
+            wh,
+            ConfirmPolicy::Person,
+        )
+        .await
+        .expect("confirm policy person");
+    for (n, output) in [(5, "table"), (6, "json")] {
+        let plan = run(grpc, token, &["packs", "install", wh, "drop-ci-noise"], &[]);
+        assert_eq!(plan.code, 0, "{}", plan.stderr);
+        let plan_token = token_of(&plan.stdout);
+        known.push((plan_token.clone(), format!("<plan-token-{n}>")));
+        let pending = run(
+            grpc,
+            token,
+            &["packs", "confirm", wh, &plan_token, "--output", output],
+            &[],
+        );
+        assert_eq!(pending.code, 4, "{pending:?}");
+        let ext = if output == "json" { "json" } else { "txt" };
+        assert_golden(
+            &format!("packs-confirm-pending.{ext}"),
+            &normalise(&pending.stdout, &known),
+        );
+        let status = run(grpc, token, &["packs", "plan", &plan_token], &[]);
+        assert!(
+            status.stdout.contains("state        pending_approval"),
+            "{status:?}"
+        );
+    }
 
     // Todos: the four, then one claimed, released, claimed and completed.
     let listed = both("todos-list", &["todos", "list"], &known);
@@ -467,6 +542,33 @@ async fn people_cli_answers_every_command_as_table_and_json() {
     assert_eq!(out.code, 2, "{out:?}");
     let out = run(grpc, token, &["events", "list", wh, "--limit", "0"], &[]);
     assert_eq!(out.code, 2, "{out:?}");
+    // A candidate that is no configuration (read here) or whose jq does not compile (control
+    // says so): invalid_configuration, exit 2.
+    for (n, text) in [
+        r#"{"rules": [{"when": 1, "action": {"drop": true}}]}"#,
+        r#"{"rules": [{"id": "bad", "when": ".kind ==", "action": {"drop": true}}]}"#,
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let file = dir.path().join(format!("bad-{n}.json"));
+        std::fs::write(&file, text).expect("write candidate");
+        let file = file.to_str().expect("utf-8 path");
+        let out = run(grpc, token, &["rules", "test", wh, "--file", file], &[]);
+        assert_eq!(out.code, 2, "{text}: {out:?}");
+        assert!(
+            out.stderr.contains("invalid_configuration"),
+            "{}",
+            out.stderr
+        );
+    }
+    let help = run(grpc, None, &["events", "list", "--help"], &[]);
+    assert_eq!(help.code, 0, "{help:?}");
+    assert!(
+        help.stdout.contains("Exit codes: 0 ok, 1 other"),
+        "{}",
+        help.stdout
+    );
     let out = run(grpc, Some("sbe_nope"), &["todos", "list"], &[]);
     assert_eq!(
         (out.code, out.stderr.contains("unauthenticated")),
