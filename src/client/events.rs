@@ -26,7 +26,7 @@ enum EventsCommand {
         webhook_id: String,
         /// Only deliveries with this decision: a label (`queue:<name>`, `drop`,
         /// `quarantine`, `default`, `fault`), `queue` for any queue, or `unrouted`.
-        #[arg(long)]
+        #[arg(long, value_parser = decision_filter)]
         decision: Option<String>,
         /// At most this many deliveries (1–1000).
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
@@ -42,6 +42,20 @@ enum EventsCommand {
 
 /// Largest page control serves.
 const PAGE: u32 = 200;
+
+/// A `--decision` value: a decision label, `queue` or `unrouted`; anything else is a usage
+/// error rather than a filter that silently matches nothing.
+fn decision_filter(value: &str) -> Result<String, String> {
+    let known = matches!(
+        value,
+        "queue" | "unrouted" | "drop" | "quarantine" | "default" | "fault"
+    ) || value.strip_prefix("queue:").is_some_and(|q| !q.is_empty());
+    if known {
+        Ok(value.to_string())
+    } else {
+        Err("expected queue:<name>, queue, drop, quarantine, default, fault or unrouted".into())
+    }
+}
 
 /// Whether an event's decision is the one asked for.
 fn decided(e: &EventSummaryOut, wanted: &str) -> bool {

@@ -82,8 +82,9 @@ impl Failure {
         }
     }
 
-    /// An answer control sent that this client cannot read (already logged by the gateway's
-    /// conversion; never shown beyond its code).
+    /// A typed error (control's, read from its status, or the gateway conversion's own for
+    /// an answer it cannot read): its code decides the exit code, and code and message are
+    /// what is printed.
     pub fn tool(e: ToolError) -> Failure {
         Failure {
             exit: exit_for(&e.code),
@@ -314,4 +315,34 @@ pub fn decision_cell(d: Option<&serde_json::Value>) -> String {
         out.push_str(&format!(" ({code})"));
     }
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn styles_do_not_move_columns() {
+        let mut plain = Table::new(&["from", "to", "n"]);
+        plain.row(["default", "drop", "2"]);
+        let mut coloured = Table::new(&["from", "to", "n"]);
+        coloured.styled_row(Some(paint::LOST), ["default", "drop", "2"]);
+        let strip = |t: &Table, indent| anstream::adapter::strip_str(&t.render(indent)).to_string();
+        assert_ne!(coloured.render(2), plain.render(2));
+        assert_eq!(strip(&coloured, 2), strip(&plain, 2));
+        assert_eq!(strip(&plain, 0), "from     to    n\ndefault  drop  2\n");
+    }
+
+    #[test]
+    fn every_refusal_to_act_on_exits_4_and_the_rest_as_documented() {
+        for code in ["plan_stale", "unproven", "pending_approval", "conflict"] {
+            assert_eq!(exit_for(code), exit::REFUSED, "{code}");
+        }
+        for code in ["not_found", "permission_denied", "unauthenticated"] {
+            assert_eq!(exit_for(code), exit::NOT_FOUND, "{code}");
+        }
+        assert_eq!(exit_for("invalid_configuration"), exit::USAGE);
+        assert_eq!(exit_for("control_unavailable"), exit::OTHER);
+        assert_eq!(exit_for("internal"), exit::OTHER);
+    }
 }

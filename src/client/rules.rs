@@ -140,7 +140,8 @@ pub async fn run(args: RulesArgs) -> Result<u8, Failure> {
     Ok(exit::OK)
 }
 
-/// The configuration JSON an answer carries, read back as the model's type.
+/// The configuration JSON an answer carries, read back as the model's type (it was written
+/// from control's typed message, so it always reads; an empty one is shown otherwise).
 fn model(object: &serde_json::Map<String, serde_json::Value>) -> Configuration {
     serde_json::from_value(serde_json::Value::Object(object.clone())).unwrap_or_default()
 }

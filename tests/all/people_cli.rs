@@ -542,6 +542,13 @@ async fn people_cli_answers_every_command_as_table_and_json() {
     assert_eq!(out.code, 2, "{out:?}");
     let out = run(grpc, token, &["events", "list", wh, "--limit", "0"], &[]);
     assert_eq!(out.code, 2, "{out:?}");
+    let out = run(
+        grpc,
+        token,
+        &["events", "list", wh, "--decision", "dropped"],
+        &[],
+    );
+    assert_eq!(out.code, 2, "{out:?}");
     // A candidate that is no configuration (read here) or whose jq does not compile (control
     // says so): invalid_configuration, exit 2.
     for (n, text) in [
