@@ -1,19 +1,20 @@
 //! Issue 21 item 2: the CLI for people (`switchboard webhooks|events|rules|packs|todos …`)
-//! through the real binary against `switchboard up`, on real signed deliveries. Every
-//! command's table and `--output json` answers are golden files (`golden/cli/`, ids, times
-//! and digests normalised; `UPDATE_GOLDEN=1` rewrites them); the exit codes are the
-//! documented ones; colour only when asked of a terminal, never when piped or under NO_COLOR.
+//! through the real binary against a real `switchboard control` and router, on SQLite and
+//! PostgreSQL, with real signed deliveries. Every command's table and `--output json` answers
+//! are golden files (`golden/cli/`, ids, times and digests normalised; `UPDATE_GOLDEN=1`
+//! rewrites them), the same on both backends; the exit codes are the documented ones; colour
+//! only when asked of a terminal, never when piped or under NO_COLOR.
 
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use crate::cli::{Process, up_lines};
-use switchboard_control::store::{ConfirmPolicy, NewEndpoint};
+use switchboard_control::store::{ConfirmPolicy, NewEndpoint, SourceType};
 
-use crate::control_harness::{human, post, signed};
-use crate::support::{binary, payload};
+use crate::cli::Process;
+use crate::control_harness::{TestDb, human, on_every_backend, post, signed, webhook};
+use crate::support::{RouterProcess, binary, payload};
 
 /// `switchboard <args>` against `grpc` with `token` in SWITCHBOARD_TOKEN (none: unset),
 /// stdout piped: (exit code, stdout, stderr).
@@ -150,7 +151,13 @@ fn assert_golden(name: &str, text: &str) {
         .join(name);
     if std::env::var("UPDATE_GOLDEN").is_ok_and(|v| v == "1") {
         std::fs::create_dir_all(path.parent().expect("dir")).expect("golden dir");
-        std::fs::write(&path, text).expect("write golden");
+        // Both backends write the same text; a rename keeps a reader from seeing half a file.
+        let tmp = path.with_file_name(format!(
+            ".{name}.{}.tmp",
+            switchboard_control::secrets::random_hex(8).expect("random")
+        ));
+        std::fs::write(&tmp, text).expect("write golden");
+        std::fs::rename(&tmp, &path).expect("rename golden");
         return;
     }
     let expected = std::fs::read_to_string(&path).unwrap_or_else(|e| {
@@ -178,35 +185,62 @@ fn assert_golden(name: &str, text: &str) {
     }
 }
 
-/// The CLI against `switchboard up`, every command in both outputs.
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn people_cli_answers_every_command_as_table_and_json() {
+on_every_backend! {
+    people_cli_answers_every_command_as_table_and_json,
+}
+
+/// The CLI against `switchboard control` (with a router) on each backend, every command in
+/// both outputs; the same golden files for both.
+pub async fn people_cli_answers_every_command_as_table_and_json(db: TestDb) {
     let dir = tempfile::tempdir().expect("temp dir");
-    let data_dir = dir.path().join("data");
-    let env = [
-        (
-            "SWITCHBOARD_DATA_DIR",
-            data_dir.to_str().expect("utf-8 path"),
-        ),
-        ("SWITCHBOARD_HTTP_LISTEN", "127.0.0.1:0"),
-        ("SWITCHBOARD_GRPC_LISTEN", "127.0.0.1:0"),
-        ("SWITCHBOARD_MCP_LISTEN", "127.0.0.1:0"),
-        ("SWITCHBOARD_ROUTER_CHILDREN", "1"),
-    ];
-    let mut up = Process::spawn(&["up"], &env);
-    let lines = up_lines(&mut up);
-    let (authority, path) = lines
-        .ingest_url
-        .strip_prefix("http://")
-        .and_then(|rest| rest.split_once('/'))
-        .expect("url");
-    let http: SocketAddr = authority.parse().expect("address");
+    let router = RouterProcess::spawn(&["--children", "1"]);
+    let dev = human(&db.store, "dev").await;
+    let hook = webhook(&db.store, &dev, SourceType::Github, None).await;
+    let endpoint = db
+        .store
+        .vend_endpoint(NewEndpoint {
+            name: "dev's terminal".into(),
+            human_login: "dev".into(),
+            owner_scope: dev.clone(),
+            verbs: switchboard_control::verbs::FAMILIES
+                .iter()
+                .map(|f| f.name.to_string())
+                .collect(),
+        })
+        .await
+        .expect("vend");
+    let mut control = Process::spawn(
+        &[
+            "control",
+            "--database-url",
+            &db.url,
+            "--http-listen",
+            "127.0.0.1:0",
+            "--grpc-listen",
+            "127.0.0.1:0",
+            "--routers",
+            &router.addr,
+            "--console-url",
+            "https://switchboard.example.com",
+        ],
+        &[(
+            crate::support::SECRET_KEY_ENV,
+            crate::support::secret_key_hex(),
+        )],
+    );
+    let http: SocketAddr = control
+        .line("ingest listening on http://")
+        .parse()
+        .expect("http address");
+    let grpc = control.line("control grpc listening on ");
+    let authority = http.to_string();
+    let path = format!("hooks/{}", hook.id);
 
     // Four real deliveries, all to the default queue (no rules yet): a pull request, a
     // push, and two CI events drop-ci-noise drops.
     let mut known: Vec<(String, String)> = vec![
-        (lines.webhook.clone(), "<webhook>".into()),
-        (authority.to_string(), "<ingest>".into()),
+        (hook.id.clone(), "<webhook>".into()),
+        (authority.clone(), "<ingest>".into()),
     ];
     let mut events = Vec::new();
     let mut todos = Vec::new();
@@ -221,7 +255,7 @@ async fn people_cli_answers_every_command_as_table_and_json() {
     {
         let p = payload("github", file);
         let delivery = format!("people-{}", n + 1);
-        let headers = signed("github", event, &delivery, &lines.secret, &p.body);
+        let headers = signed("github", event, &delivery, &hook.secret, &p.body);
         let resp = post(http, &format!("/{path}"), &headers, &p.body).await;
         assert_eq!(resp.status, 202, "{resp:?}");
         let answer = resp.json();
@@ -233,9 +267,9 @@ async fn people_cli_answers_every_command_as_table_and_json() {
         known.push((todo.clone(), format!("<todo-{}>", n + 1)));
         todos.push(todo);
     }
-    let grpc = lines.grpc.as_str();
-    let token = Some(lines.token.as_str());
-    let wh = lines.webhook.as_str();
+    let grpc = grpc.as_str();
+    let token = Some(endpoint.credential.as_str());
+    let wh = hook.id.as_str();
 
     // Each command twice, table and JSON: both golden, both exit 0, neither coloured.
     let both = |name: &str, args: &[&str], known: &[(String, String)]| {
@@ -456,17 +490,8 @@ async fn people_cli_answers_every_command_as_table_and_json() {
 
     // A webhook whose plans a person confirms: the confirm puts the plan before them and
     // exits 4 (nothing saved yet), in both outputs.
-    let key =
-        switchboard_control::SealingKey::load(&data_dir.join("secret.key")).expect("up's key file");
-    let store = switchboard_control::Store::connect(&lines.database, &key)
-        .await
-        .expect("open up's database");
-    store
-        .set_confirm_policy(
-            &switchboard_control::OwnerScope::human("dev"),
-            wh,
-            ConfirmPolicy::Person,
-        )
+    db.store
+        .set_confirm_policy(&dev, wh, ConfirmPolicy::Person)
         .await
         .expect("confirm policy person");
     for (n, output) in [(5, "table"), (6, "json")] {
@@ -593,13 +618,9 @@ async fn people_cli_answers_every_command_as_table_and_json() {
     // Tenancy and permission: another human's endpoint, allowed only the webhooks family,
     // sees the dev webhook and its deliveries as not found, exactly like unknown ids, and is
     // refused the todos verbs; both exit 3.
-    let key =
-        switchboard_control::SealingKey::load(&data_dir.join("secret.key")).expect("up's key file");
-    let store = switchboard_control::Store::connect(&lines.database, &key)
-        .await
-        .expect("open up's database");
-    let eve = human(&store, "eve").await;
-    let vended = store
+    let eve = human(&db.store, "eve").await;
+    let vended = db
+        .store
         .vend_endpoint(NewEndpoint {
             name: "eve's terminal".into(),
             human_login: "eve".into(),
@@ -608,7 +629,6 @@ async fn people_cli_answers_every_command_as_table_and_json() {
         })
         .await
         .expect("vend");
-    store.close().await;
     let eve = Some(vended.credential.as_str());
     let listed = run(grpc, eve, &["webhooks", "list", "--output", "json"], &[]);
     assert_eq!(listed.code, 0, "{listed:?}");
@@ -645,6 +665,6 @@ async fn people_cli_answers_every_command_as_table_and_json() {
         refused.stderr
     );
 
-    up.terminate();
-    assert!(up.wait_exit(Duration::from_secs(30)).success());
+    control.terminate();
+    assert!(control.wait_exit(Duration::from_secs(30)).success());
 }
