@@ -7,7 +7,7 @@ use switchboard_mcp_gateway::tools::output::{
 };
 use switchboard_proto::control::v1 as pb;
 
-use super::{Common, Failure, Session, Table, decision_cell, emit, exit, facts, time};
+use super::{Common, Failure, Session, Table, decision_cell, emit, exit, facts, printable, time};
 
 #[derive(Args, Debug)]
 pub struct EventsArgs {
@@ -199,7 +199,11 @@ fn show(o: &GetWebhookEventOut) -> String {
     }
     out.push_str("\nheaders\n");
     for h in &o.headers {
-        out.push_str(&format!("  {}: {}\n", h.name, h.value));
+        out.push_str(&format!(
+            "  {}: {}\n",
+            printable(&h.name),
+            printable(&h.value)
+        ));
     }
     out.push_str("\nbody\n");
     match (&o.payload, &o.body) {
@@ -211,7 +215,7 @@ fn show(o: &GetWebhookEventOut) -> String {
             if o.body_encoding.as_deref() == Some("base64") {
                 out.push_str("(not UTF-8; base64)\n");
             }
-            out.push_str(b);
+            out.push_str(&printable(b));
             out.push('\n');
         }
         (None, None) => out.push_str("(empty)\n"),

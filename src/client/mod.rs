@@ -287,6 +287,21 @@ pub fn time(ms: Option<i64>) -> String {
     }
 }
 
+/// Text a sender chose (a body that is not JSON, a header value), safe to print on a
+/// terminal: control characters other than newline and tab are shown escaped (`\u{1b}`), so
+/// a delivery cannot move the cursor, retitle the window or forge colour.
+pub fn printable(text: &str) -> String {
+    text.chars()
+        .map(|c| {
+            if c.is_control() && c != '\n' && c != '\t' {
+                c.escape_unicode().to_string()
+            } else {
+                c.to_string()
+            }
+        })
+        .collect()
+}
+
 /// A list as one cell: comma-separated, `-` when empty.
 pub fn list(items: &[String]) -> String {
     if items.is_empty() {
@@ -331,6 +346,14 @@ mod tests {
         assert_ne!(coloured.render(2), plain.render(2));
         assert_eq!(strip(&coloured, 2), strip(&plain, 2));
         assert_eq!(strip(&plain, 0), "from     to    n\ndefault  drop  2\n");
+    }
+
+    #[test]
+    fn senders_text_cannot_drive_the_terminal() {
+        assert_eq!(
+            printable("a\x1b]0;owned\x07b\nc\td\r"),
+            "a\\u{1b}]0;owned\\u{7}b\nc\td\\u{d}"
+        );
     }
 
     #[test]
