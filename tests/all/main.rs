@@ -18,6 +18,7 @@ mod mcp_e2e;
 mod metrics;
 mod pack_api;
 mod pack_sources;
+mod people_cli;
 mod repository;
 mod router_grpc;
 mod router_sandbox;
