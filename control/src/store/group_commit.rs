@@ -30,7 +30,8 @@ use crate::error::{Error, Result};
 /// How much one batch may hold. A batch ends at whichever bound comes first, so one webhook's
 /// big bodies cannot hold another's small deliveries in a long transaction: a write that would
 /// take the batch over `max_bytes` waits for the next one (a write bigger than the bound goes
-/// alone).
+/// alone). `max_writes` of 1 turns group commit off: each write is its own transaction, in
+/// its caller's task, as before issue 22 (the benchmark's single-row baseline).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Bounds {
     pub max_writes: usize,
@@ -241,7 +242,11 @@ impl Committer {
             }
         }
         for write in batch {
-            let done = self.alone(&write).await;
+            let done = alone(&self.pool, self.backend, &self.turns, &write).await;
+            if !done.is_err() {
+                self.tally.commits.fetch_add(1, Ordering::Relaxed);
+                switchboard_telemetry::metrics().group_commit(1);
+            }
             write.answer(done);
         }
     }
@@ -262,25 +267,22 @@ impl Committer {
         switchboard_telemetry::metrics().group_commit(batch.len());
         Ok(results)
     }
+}
 
-    async fn alone(&self, write: &Write) -> Done {
-        let tx = dialect::begin_write(&self.pool, self.backend, &self.turns).await;
-        let mut tx = match tx {
-            Ok(tx) => tx,
-            Err(e) => return write.failed(e),
-        };
-        let done = write.apply(&mut tx).await;
-        if done.is_err() {
-            return done;
-        }
-        match tx.commit().await {
-            Ok(()) => {
-                self.tally.commits.fetch_add(1, Ordering::Relaxed);
-                switchboard_telemetry::metrics().group_commit(1);
-                done
-            }
-            Err(e) => write.failed(e),
-        }
+/// One write in a transaction of its own: a failed batch's writes, or every write when group
+/// commit is off.
+async fn alone(pool: &AnyPool, backend: Backend, turns: &WriteTurns, write: &Write) -> Done {
+    let mut tx = match dialect::begin_write(pool, backend, turns).await {
+        Ok(tx) => tx,
+        Err(e) => return write.failed(e),
+    };
+    let done = write.apply(&mut tx).await;
+    if done.is_err() {
+        return done;
+    }
+    match tx.commit().await {
+        Ok(()) => done,
+        Err(e) => write.failed(e),
     }
 }
 
@@ -344,6 +346,19 @@ impl GroupCommit {
     ) -> Result<T> {
         let (reply, answer) = oneshot::channel();
         let write = make(reply);
+        if self.bounds.max_writes <= 1 {
+            // Off: each write in a transaction of its own, in the caller's task.
+            let done = alone(pool, backend, turns, &write).await;
+            if !done.is_err() {
+                self.tally.commits.fetch_add(1, Ordering::Relaxed);
+                switchboard_telemetry::metrics().group_commit(1);
+            }
+            self.tally.writes.fetch_add(1, Ordering::Relaxed);
+            write.answer(done);
+            return answer
+                .await
+                .map_err(|_| Error::internal("group commit: no answer"))?;
+        }
         let sent = {
             let mut queue = self
                 .queue

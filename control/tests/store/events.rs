@@ -482,13 +482,46 @@ pub async fn failed_writes_leave_the_next_writer_free(db: TestDb) {
 /// same batches. Every write gets its own answer (a bad one costs the others nothing), every
 /// delivery is stored once, each delivery has one todo, and writes shared commits.
 pub async fn concurrent_deliveries_share_commits_and_each_is_stored_once(db: TestDb) {
-    let alice = human(&db, "alice").await;
-    let hooks = [webhook(&db, &alice).await.id, webhook(&db, &alice).await.id];
-    let gone = webhook(&db, &alice).await.id;
+    let (commits, writes) = thirty_two_senders(&db, &db.store).await;
+    assert!(
+        commits * 2 <= writes,
+        "concurrent writes shared commits: {commits} commits for {writes} writes"
+    );
+}
+
+/// The same senders with group commit off (`max_writes` 1, `--group-commit-writes 1`): the
+/// same outcome, each write in a commit of its own.
+pub async fn with_group_commit_off_each_write_commits_alone(db: TestDb) {
+    use switchboard_control::Store;
+    use switchboard_control::store::{GroupCommitBounds, StoreOptions};
+    let off = Store::connect_with(
+        &db.url,
+        StoreOptions {
+            sealing_key: Some(db.store.sealing_key().clone()),
+            group_commit: GroupCommitBounds {
+                max_writes: 1,
+                ..GroupCommitBounds::default()
+            },
+            ..StoreOptions::default()
+        },
+    )
+    .await
+    .expect("open the store again");
+    let (commits, writes) = thirty_two_senders(&db, &off).await;
+    // The 64 inserts for a deleted webhook commit nothing.
+    assert_eq!(commits, writes - 64);
+    off.close().await;
+}
+
+/// 32 senders through `store` (on `db`'s database); the commits and writes they took.
+async fn thirty_two_senders(db: &TestDb, store: &switchboard_control::Store) -> (u64, u64) {
+    let alice = human(db, "alice").await;
+    let hooks = [webhook(db, &alice).await.id, webhook(db, &alice).await.id];
+    let gone = webhook(db, &alice).await.id;
     db.delete_webhook(&alice, &gone).await.unwrap();
-    let before = db.group_commit_tally();
+    let before = store.group_commit_tally();
     let senders = (0..32).map(|s| {
-        let (store, wh, gone) = (db.store.clone(), hooks[s % 2].clone(), gone.clone());
+        let (store, wh, gone) = (store.clone(), hooks[s % 2].clone(), gone.clone());
         tokio::spawn(async move {
             let mut todos = Vec::new();
             for i in 0..10 {
@@ -538,14 +571,10 @@ pub async fn concurrent_deliveries_share_commits_and_each_is_stored_once(db: Tes
     assert_eq!(todos.iter().filter(|t| t.inserted).count(), 160);
     let ids: HashSet<_> = todos.iter().map(|t| t.todo.id.clone()).collect();
     assert_eq!(ids.len(), 160);
-    let after = db.group_commit_tally();
+    let after = store.group_commit_tally();
     let writes = after.writes - before.writes;
-    let commits = after.commits - before.commits;
     assert_eq!(writes, 320 + 320 + 64, "every write answered once");
-    assert!(
-        commits * 2 <= writes,
-        "concurrent writes shared commits: {commits} commits for {writes} writes"
-    );
+    (after.commits - before.commits, writes)
 }
 
 /// Migration 0010 from a database written at 0009 with events in it: decisions recorded before

@@ -86,6 +86,7 @@ store_test_suite! {
         a_stored_event_is_visible_to_other_connections_at_once,
         failed_writes_leave_the_next_writer_free,
         concurrent_deliveries_share_commits_and_each_is_stored_once,
+        with_group_commit_off_each_write_commits_alone,
         upgrading_from_0009_leaves_old_decisions_unknown_and_grants_explain,
     ],
     todos: [
