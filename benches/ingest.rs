@@ -1313,12 +1313,12 @@ fn report(backend: Backend, runs: &[Run], client_counts: &[usize]) -> String {
         let ratio = ingest / raw;
         let _ = write!(
             out,
-            "- {} clients: ingest {} / raw {} deliveries/s = **{:.0} %** of the raw insert rate: target (≥ 50 %) {}",
+            "- {} clients: ingest {} / raw {} deliveries/s = **{:.0} %** of the single-row insert rate: issue 22's target (≥ 100 %) {}",
             clients,
             thousands(*ingest),
             thousands(*raw),
             ratio * 100.0,
-            if ratio >= 0.5 {
+            if ratio >= 1.0 {
                 "**met**"
             } else {
                 "**not met**"
