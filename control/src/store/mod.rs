@@ -18,6 +18,7 @@ mod dialect;
 mod endpoints;
 mod events;
 mod leases;
+mod operators;
 mod plans;
 mod rate_limits;
 mod retention;
@@ -43,6 +44,10 @@ pub use endpoints::{CREDENTIAL_PREFIX, Endpoint, NewEndpoint, VendedEndpoint};
 pub use events::{
     Backlog, DecidedBy, Event, EventSummary, LOAD_BYTES, Loaded, MAX_REPLAY_EVENTS, NewEvent,
     RecordDecision,
+};
+pub use operators::{
+    AuditEntry, AuditRecord, MintedOperatorCredential, OPERATOR_CREDENTIAL_PREFIX, OperatorAction,
+    OperatorCredential,
 };
 pub use plans::{NewPlan, PLAN_TOKEN_PREFIX, Plan, new_plan_token};
 pub use rate_limits::{REPLAYS_PER_MINUTE, block_size};
@@ -334,6 +339,7 @@ pub(crate) enum Listing {
     Events,
     Todos,
     History,
+    Audit,
 }
 
 impl Listing {
@@ -342,6 +348,7 @@ impl Listing {
             Listing::Events => "e1",
             Listing::Todos => "t1",
             Listing::History => "h1",
+            Listing::Audit => "a1",
         }
     }
 }
