@@ -285,7 +285,10 @@ type Client = OperatorsClient<InterceptedService<Channel, Bearer>>;
 struct Bearer(tonic::metadata::MetadataValue<tonic::metadata::Ascii>);
 
 impl tonic::service::Interceptor for Bearer {
-    fn call(&mut self, mut request: tonic::Request<()>) -> Result<tonic::Request<()>, tonic::Status> {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
         request
             .metadata_mut()
             .insert("authorization", self.0.clone());
@@ -349,7 +352,10 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
         }
         AdminCommand::Operator(OperatorCommand::Bootstrap { store, name }) => {
             let store = open(&store).await?;
-            let minted = store.create_operator_credential(&name, None).await.map_err(op);
+            let minted = store
+                .create_operator_credential(&name, None)
+                .await
+                .map_err(op);
             store.close().await;
             let minted = minted?;
             println!("operator credential {} created", minted.credential.id);
@@ -565,8 +571,7 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
             for e in entries {
                 let mut detail: Vec<(String, String)> = e.detail.into_iter().collect();
                 detail.sort();
-                let detail: Vec<String> =
-                    detail.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                let detail: Vec<String> = detail.iter().map(|(k, v)| format!("{k}={v}")).collect();
                 println!(
                     "{}\t{}\t{}\t{}\t{}",
                     e.at_ms,

@@ -204,7 +204,10 @@ impl Operators for OperatorsApi {
                 .or(self.state.console_base.as_deref());
             self.audit(
                 &op,
-                AuditRecord::new(OperatorAction::CreateSignInLink, format!("human:{}", r.login)),
+                AuditRecord::new(
+                    OperatorAction::CreateSignInLink,
+                    format!("human:{}", r.login),
+                ),
             )
             .await?;
             Ok(pb::CreateSignInLinkResponse {
@@ -269,9 +272,12 @@ impl Operators for OperatorsApi {
                 .await?;
             self.audit(
                 &op,
-                AuditRecord::new(OperatorAction::SetTeamMember, format!("team:{}", m.team_slug))
-                    .with("human", m.human_login.as_str())
-                    .with("role", m.role.as_str()),
+                AuditRecord::new(
+                    OperatorAction::SetTeamMember,
+                    format!("team:{}", m.team_slug),
+                )
+                .with("human", m.human_login.as_str())
+                .with("role", m.role.as_str()),
             )
             .await?;
             Ok(pb::SetTeamMemberResponse {
@@ -369,8 +375,8 @@ impl Operators for OperatorsApi {
         respond(async {
             let op = self.operator(request.metadata()).await?;
             let r = request.get_ref();
-            let policy = ConfirmPolicy::from_str(&r.policy)
-                .map_err(|m| ApiError::invalid("policy", m))?;
+            let policy =
+                ConfirmPolicy::from_str(&r.policy).map_err(|m| ApiError::invalid("policy", m))?;
             let current = self.webhook(&r.webhook_id).await?;
             let w = self
                 .state
@@ -450,12 +456,12 @@ impl Operators for OperatorsApi {
                 .await?
                 .into_iter()
                 .filter_map(|w| {
-                    within_allowance(&w.grant, &a.queues)
-                        .err()
-                        .map(|outside| pb::GrantOutsideAllowance {
+                    within_allowance(&w.grant, &a.queues).err().map(|outside| {
+                        pb::GrantOutsideAllowance {
                             webhook_id: w.id,
                             outside,
-                        })
+                        }
+                    })
                 })
                 .collect();
             Ok(pb::SetGrantAllowanceResponse {

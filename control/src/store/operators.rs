@@ -189,7 +189,7 @@ impl Store {
         let mut tx = self.begin_write().await?;
         let row = sqlx::query(
             "INSERT INTO operator_credentials (id, name, credential_hash, created_at, created_by) \
-             VALUES ($1, $2, $3, $4, $5) RETURNING id, name, created_at, revoked_at, created_by"
+             VALUES ($1, $2, $3, $4, $5) RETURNING id, name, created_at, revoked_at, created_by",
         )
         .bind(id.as_str())
         .bind(name)
@@ -258,7 +258,7 @@ impl Store {
         let mut tx = self.begin_write().await?;
         let row = sqlx::query(
             "UPDATE operator_credentials SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2 \
-             RETURNING id, name, created_at, revoked_at, created_by"
+             RETURNING id, name, created_at, revoked_at, created_by",
         )
         .bind(now)
         .bind(super::lookup_id(id))

@@ -45,7 +45,9 @@ pub async fn operator_credentials_are_hashed_and_their_own_kind(db: TestDb) {
         .await
         .unwrap();
     assert_eq!(
-        db.authenticate_operator(&endpoint.credential).await.unwrap(),
+        db.authenticate_operator(&endpoint.credential)
+            .await
+            .unwrap(),
         None,
         "an endpoint credential is no operator's"
     );
@@ -88,7 +90,10 @@ pub async fn operator_credentials_are_hashed_and_their_own_kind(db: TestDb) {
             "bootstrap_operator_credential"
         ]
     );
-    assert_eq!(audit.items[2].operator_id, None, "a bootstrap has no operator");
+    assert_eq!(
+        audit.items[2].operator_id, None,
+        "a bootstrap has no operator"
+    );
     assert_eq!(
         audit.items[0].operator_id.as_deref(),
         Some(first.credential.id.as_str())
@@ -171,7 +176,12 @@ pub async fn upgrading_from_0010_adds_operators_and_keeps_everything(db: TestDb)
             .expect("read"),
         None
     );
-    assert!(new.list_operator_credentials().await.expect("read").is_empty());
+    assert!(
+        new.list_operator_credentials()
+            .await
+            .expect("read")
+            .is_empty()
+    );
     assert!(
         new.list_audit_entries(&Page::first(10))
             .await
