@@ -205,7 +205,7 @@ impl Store {
             OperatorAction::BootstrapOperatorCredential
         };
         insert_audit(
-            &mut *tx,
+            &mut tx,
             now,
             created_by,
             &AuditRecord::new(action, format!("operator:{}", made.id)).with("name", name),
@@ -269,7 +269,7 @@ impl Store {
         };
         let revoked = credential(&row)?;
         insert_audit(
-            &mut *tx,
+            &mut tx,
             now,
             Some(by),
             &AuditRecord::new(
@@ -290,7 +290,7 @@ impl Store {
         record: &AuditRecord,
     ) -> Result<()> {
         let mut tx = self.begin_write().await?;
-        insert_audit(&mut *tx, self.now(), Some(operator_id), record).await?;
+        insert_audit(&mut tx, self.now(), Some(operator_id), record).await?;
         tx.commit().await
     }
 
