@@ -106,6 +106,11 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "decision_config",
         include_str!("../../migrations/sqlite/0010_decision_config.sql"),
     ),
+    (
+        11,
+        "operators",
+        include_str!("../../migrations/sqlite/0011_operators.sql"),
+    ),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -157,6 +162,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         10,
         "decision_config",
         include_str!("../../migrations/postgres/0010_decision_config.sql"),
+    ),
+    (
+        11,
+        "operators",
+        include_str!("../../migrations/postgres/0011_operators.sql"),
     ),
 ];
 

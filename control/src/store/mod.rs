@@ -19,6 +19,7 @@ mod endpoints;
 mod events;
 mod group_commit;
 mod leases;
+mod operators;
 mod plans;
 mod rate_limits;
 mod retention;
@@ -46,6 +47,10 @@ pub use events::{
     RecordDecision,
 };
 pub use group_commit::{Bounds as GroupCommitBounds, GroupCommitTally};
+pub use operators::{
+    AuditEntry, AuditRecord, MintedOperatorCredential, OPERATOR_CREDENTIAL_PREFIX, OperatorAction,
+    OperatorCredential,
+};
 pub use plans::{NewPlan, PLAN_TOKEN_PREFIX, Plan, new_plan_token};
 pub use rate_limits::{REPLAYS_PER_MINUTE, block_size};
 pub use retention::{Retention, Window as RetentionWindow};
@@ -354,6 +359,7 @@ pub(crate) enum Listing {
     Events,
     Todos,
     History,
+    Audit,
 }
 
 impl Listing {
@@ -362,6 +368,7 @@ impl Listing {
             Listing::Events => "e1",
             Listing::Todos => "t1",
             Listing::History => "h1",
+            Listing::Audit => "a1",
         }
     }
 }

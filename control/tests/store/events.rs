@@ -650,7 +650,7 @@ pub async fn upgrading_from_0009_leaves_old_decisions_unknown_and_grants_explain
         .expect("count")
         .try_get("n")
         .expect("n");
-    assert_eq!(applied, 10);
+    assert_eq!(applied, 11);
     let (event, decided_by) = new
         .get_event_decided_by(&alice, &decided.id)
         .await

@@ -9,6 +9,7 @@ mod configuration;
 mod endpoints;
 mod events;
 mod leases;
+mod operators;
 mod plans;
 mod rate_limits;
 mod retention;
@@ -120,6 +121,10 @@ store_test_suite! {
         expired_plan_is_stale,
         confirm_saves_exactly_the_planned_candidate,
         confirm_refuses_a_plan_the_webhook_moved_past,
+    ],
+    operators: [
+        operator_credentials_are_hashed_and_their_own_kind,
+        upgrading_from_0010_adds_operators_and_keeps_everything,
     ],
     leases: [
         one_replay_lease_holder_at_a_time,
