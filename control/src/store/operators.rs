@@ -153,6 +153,19 @@ fn audit_entry(row: &AnyRow) -> Result<AuditEntry> {
     })
 }
 
+/// An audit row's id: its time and this process's count of audit rows, then random bits, so
+/// rows of one millisecond list newest first in the order they were written (the listing
+/// orders by `at`, then `id`).
+fn audit_id(at: i64) -> Result<String> {
+    static WRITTEN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
+    let n = WRITTEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    Ok(format!(
+        "au_{:013x}{n:08x}{}",
+        at.max(0),
+        crate::secrets::random_hex(8)?
+    ))
+}
+
 async fn insert_audit(
     conn: &mut sqlx::AnyConnection,
     at: i64,
@@ -163,7 +176,7 @@ async fn insert_audit(
         "INSERT INTO operator_audit (id, at, operator_id, action, target, detail) \
          VALUES ($1, $2, $3, $4, $5, $6)",
     )
-    .bind(new_id("au_")?)
+    .bind(audit_id(at)?)
     .bind(at)
     .bind(operator_id)
     .bind(record.action.as_str())
