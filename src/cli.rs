@@ -7,7 +7,7 @@ use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
 
-use crate::{config, roles};
+use crate::{client, config, roles};
 
 #[derive(Parser, Debug)]
 #[command(
@@ -41,13 +41,31 @@ enum Role {
     Gateway(roles::gateway::GatewayArgs),
     /// Operator commands on the store: humans, teams, webhooks and their grants, endpoints.
     Admin(roles::admin::AdminArgs),
-    /// Rule-pack author tools: `switchboard packs test <dir>`.
-    Packs(roles::packs::PacksArgs),
+    /// Rule packs: the catalog and what a webhook has installed, plans to install or remove
+    /// one (rendered lost work first) and their confirm; and the authors' `packs test <dir>`.
+    /// Calls control with the endpoint credential in SWITCHBOARD_TOKEN (not `test`).
+    #[command(after_help = client::EXIT_CODES_HELP)]
+    Packs(client::packs::PacksArgs),
+    /// Your scope's webhooks: list, show. Calls control's gRPC API with the endpoint
+    /// credential in SWITCHBOARD_TOKEN.
+    #[command(after_help = client::EXIT_CODES_HELP)]
+    Webhooks(client::webhooks::WebhooksArgs),
+    /// A webhook's stored deliveries and their decisions: list, show.
+    #[command(after_help = client::EXIT_CODES_HELP)]
+    Events(client::events::EventsArgs),
+    /// A webhook's rules: list, test a candidate over stored deliveries (nothing saved),
+    /// history.
+    #[command(after_help = client::EXIT_CODES_HELP)]
+    Rules(client::rules::RulesArgs),
+    /// The work queue: list, claim, release, complete.
+    #[command(after_help = client::EXIT_CODES_HELP)]
+    Todos(client::todos::TodosArgs),
     /// Why a stored delivery was routed where it went: the rule that decided under the
     /// configuration version recorded with it, each earlier rule's outcome, and what the
     /// current configuration decides. Calls control's gRPC API with the endpoint credential in
-    /// SWITCHBOARD_TOKEN. Exit codes: 0 ok, 2 bad usage, 3 not found or not permitted, 1 other.
-    Explain(roles::explain::ExplainArgs),
+    /// SWITCHBOARD_TOKEN.
+    #[command(after_help = client::EXIT_CODES_HELP)]
+    Explain(client::explain::ExplainArgs),
 }
 
 impl Role {
@@ -60,7 +78,11 @@ impl Role {
             Role::Gateway(_) => "switchboard-gateway",
             Role::Admin(_) => "switchboard-admin",
             Role::Packs(_) => "switchboard-packs",
-            Role::Explain(_) => "switchboard-explain",
+            Role::Webhooks(_)
+            | Role::Events(_)
+            | Role::Rules(_)
+            | Role::Todos(_)
+            | Role::Explain(_) => "switchboard-client",
         }
     }
 }
@@ -133,20 +155,35 @@ pub fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let result = match cli.role {
-        // A people's command with exit codes of its own (docs/running.md).
-        Role::Explain(args) => {
-            let code = runtime.block_on(roles::explain::run(args));
+    // A people's command ends the process with its own exit code.
+    macro_rules! people {
+        ($name:expr, $run:expr) => {{
+            let outcome = runtime.block_on($run);
             drop(runtime);
             telemetry.shutdown();
-            return code;
-        }
+            return client::finish($name, outcome);
+        }};
+    }
+    let result = match cli.role {
+        // The CLI for people: exit codes of their own (docs/cli.md).
+        Role::Webhooks(args) => people!("switchboard webhooks", client::webhooks::run(args)),
+        Role::Events(args) => people!("switchboard events", client::events::run(args)),
+        Role::Rules(args) => people!("switchboard rules", client::rules::run(args)),
+        Role::Todos(args) => people!("switchboard todos", client::todos::run(args)),
+        Role::Explain(args) => people!("switchboard explain", client::explain::run(args)),
+        Role::Packs(client::packs::PacksArgs {
+            command: client::packs::PacksCommand::Test { dir },
+            ..
+        }) => runtime.block_on(roles::packs::test(dir)),
+        Role::Packs(args) => people!(
+            "switchboard packs",
+            client::packs::run(args.command, args.common)
+        ),
         Role::Up(args) => runtime.block_on(roles::up::run(args)),
         Role::Control(args) => runtime.block_on(roles::control::run(args)),
         Role::Router(args) => runtime.block_on(roles::router::run(args)),
         Role::Gateway(args) => runtime.block_on(roles::gateway::run(args)),
         Role::Admin(args) => runtime.block_on(roles::admin::run(args)),
-        Role::Packs(args) => runtime.block_on(roles::packs::run(args)),
     };
     // The runtime first (its tasks end), then the last spans and metrics go out.
     drop(runtime);

@@ -5,6 +5,7 @@ use mimalloc::MiMalloc;
 use switchboard_router::sandbox::memory::Budgeted;
 
 mod cli;
+mod client;
 mod config;
 mod roles;
 

@@ -22,6 +22,14 @@ pub fn new_token(prefix: &str) -> Result<String> {
     Ok(format!("{prefix}{}", random_hex(32)?))
 }
 
+/// A fresh bearer credential of the kind `prefix` names (`sbe_` endpoints, `sbo_` operators)
+/// and the hash stored in its place: the one way every credential kind is made.
+pub fn mint_credential(prefix: &str) -> Result<(String, String)> {
+    let credential = new_token(prefix)?;
+    let hash = sha256_hex(&credential);
+    Ok((credential, hash))
+}
+
 /// SHA-256 of `text`, lower-case hex: what is stored in place of a credential or token.
 pub fn sha256_hex(text: &str) -> String {
     hex::encode(Sha256::digest(text.as_bytes()))

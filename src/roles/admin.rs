@@ -1,28 +1,45 @@
-//! `switchboard admin`: the operator's surface over the store. Humans, teams and roles,
-//! webhooks and their grants, the queues each scope's agents may grant, endpoints vended and
-//! revoked. Secrets are printed once, when
-//! they are made, and never again.
+//! `switchboard admin`: the operator's CLI, a client of control's `Operators` gRPC API
+//! (`--control`, the operator credential from `SWITCHBOARD_OPERATOR_TOKEN`). Humans, teams and
+//! roles, webhooks and their grants, the queues each scope's agents may grant, endpoints vended
+//! and revoked, operator credentials and the audit. Secrets are printed once, when they are
+//! made, and never again.
+//!
+//! Two commands open the database instead: `operator bootstrap` (the first operator
+//! credential, before any exists to call the API with) and `secret-key generate|rotate`.
 
 use std::io::{BufRead, Write};
 
 use anyhow::Context;
 use clap::{Args, Subcommand};
-use switchboard_control::store::{
-    Actor, NewEndpoint, NewWebhook, SourceType, Webhook, within_allowance,
-};
+use switchboard_control::store::SourceType;
 use switchboard_control::{Error, OwnerScope, Role, SealingKey, Store, verbs};
+use switchboard_proto::control::v1 as pb;
+use switchboard_proto::control::v1::operators_client::OperatorsClient;
+use tonic::service::interceptor::InterceptedService;
+use tonic::transport::Channel;
+
+/// The operator credential comes from the environment only: a flag would put it in the
+/// process list and shell history.
+pub const OPERATOR_TOKEN_ENV: &str = "SWITCHBOARD_OPERATOR_TOKEN";
 
 #[derive(Args, Debug, Clone)]
 pub struct AdminArgs {
-    /// The store: `sqlite://<path>?mode=rwc` or `postgres://…` (every command but
-    /// `secret-key generate` needs it).
+    /// Control's gRPC address (`host:port` or `http://host:port`).
+    #[arg(long, env = "SWITCHBOARD_CONTROL", default_value = "127.0.0.1:7700")]
+    pub control: String,
+    #[command(subcommand)]
+    pub command: AdminCommand,
+}
+
+/// The store, for the commands that must open it directly.
+#[derive(Args, Debug, Clone)]
+pub struct StoreArgs {
+    /// The store: `sqlite://<path>?mode=rwc` or `postgres://…`.
     #[arg(long, env = "SWITCHBOARD_DATABASE_URL")]
-    pub database_url: Option<String>,
+    pub database_url: String,
     /// The key the store's webhook secrets are sealed with, as control has it.
     #[command(flatten)]
     pub secret_key: super::control::SecretKeyArgs,
-    #[command(subcommand)]
-    pub command: AdminCommand,
 }
 
 #[derive(Subcommand, Debug, Clone)]
@@ -43,9 +60,36 @@ pub enum AdminCommand {
     /// Endpoints: credentials vended to agents.
     #[command(subcommand)]
     Endpoint(EndpointCommand),
+    /// Operator credentials (`sbo_…`) and the audit of what operators changed.
+    #[command(subcommand)]
+    Operator(OperatorCommand),
     /// The key webhook signing secrets are sealed with at rest.
     #[command(subcommand)]
     SecretKey(SecretKeyCommand),
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum OperatorCommand {
+    /// Mints an operator credential directly in the store and prints it once: the first one,
+    /// before any exists to call the API with (audited as a bootstrap).
+    Bootstrap {
+        #[command(flatten)]
+        store: StoreArgs,
+        /// A name to recognize it by.
+        #[arg(long, default_value = "bootstrap")]
+        name: String,
+    },
+    /// Mints another operator credential over the API; prints it once.
+    Create { name: String },
+    /// Lists operator credentials (never the credentials themselves).
+    List,
+    /// Revokes an operator credential: it stops working at once.
+    Revoke { id: String },
+    /// The audit of operators' changes, newest first.
+    Audit {
+        #[arg(long, default_value_t = 50)]
+        limit: u32,
+    },
 }
 
 #[derive(Subcommand, Debug, Clone)]
@@ -54,9 +98,12 @@ pub enum SecretKeyCommand {
     Generate { file: std::path::PathBuf },
     /// Seals every webhook secret again with the key in `--new-key-file`, in one
     /// transaction; then restart control with that key. The current key opens them first.
+    /// Opens the store directly: key material never crosses the API.
     Rotate {
         #[arg(long)]
         new_key_file: std::path::PathBuf,
+        #[command(flatten)]
+        store: StoreArgs,
     },
 }
 
@@ -226,187 +273,224 @@ fn op(e: Error) -> anyhow::Error {
     anyhow::anyhow!("{}", e.log_text())
 }
 
-pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
-    if let AdminCommand::SecretKey(SecretKeyCommand::Generate { file }) = &args.command {
-        let text = SealingKey::generate_hex().map_err(op)?;
-        switchboard_control::sealing::write_private(file, &format!("{text}\n")).map_err(op)?;
-        let key = SealingKey::from_hex(&text).map_err(op)?;
-        println!(
-            "secret key {} written to {} (mode 0600)",
-            key.id(),
-            file.display()
-        );
-        return Ok(());
-    }
-    let Some(database_url) = &args.database_url else {
-        anyhow::bail!("--database-url (or SWITCHBOARD_DATABASE_URL) is required");
-    };
-    let key = args.secret_key.key(None)?;
-    let store = Store::connect(database_url, &key)
-        .await
-        .map_err(op)
-        .context("opening the store")?;
-    let result = command(&store, args.command).await;
-    store.close().await;
-    result
+/// An API refusal as the operator reads it: control's message (`reason: text`).
+fn api(status: tonic::Status) -> anyhow::Error {
+    anyhow::anyhow!("{}", status.message())
 }
 
-async fn command(store: &Store, command: AdminCommand) -> anyhow::Result<()> {
-    match command {
-        AdminCommand::SecretKey(SecretKeyCommand::Generate { .. }) => {}
-        AdminCommand::SecretKey(SecretKeyCommand::Rotate { new_key_file }) => {
-            let new = SealingKey::load(&new_key_file).map_err(op)?;
-            let n = store.reseal_secrets(&new).await.map_err(op)?;
+type Client = OperatorsClient<InterceptedService<Channel, Bearer>>;
+
+/// Puts the operator credential on every call.
+#[derive(Clone)]
+struct Bearer(tonic::metadata::MetadataValue<tonic::metadata::Ascii>);
+
+impl tonic::service::Interceptor for Bearer {
+    fn call(
+        &mut self,
+        mut request: tonic::Request<()>,
+    ) -> Result<tonic::Request<()>, tonic::Status> {
+        request
+            .metadata_mut()
+            .insert("authorization", self.0.clone());
+        Ok(request)
+    }
+}
+
+fn client(control: &str) -> anyhow::Result<Client> {
+    let token = match std::env::var(OPERATOR_TOKEN_ENV) {
+        Ok(t) if !t.trim().is_empty() => t.trim().to_string(),
+        _ => anyhow::bail!(
+            "set {OPERATOR_TOKEN_ENV} to an operator credential (sbo_…); `switchboard admin operator bootstrap --database-url …` mints the first"
+        ),
+    };
+    let header = format!("Bearer {token}")
+        .parse()
+        .map_err(|_| anyhow::anyhow!("{OPERATOR_TOKEN_ENV} is not a credential"))?;
+    let url = if control.contains("://") {
+        control.to_string()
+    } else {
+        format!("http://{control}")
+    };
+    let channel = tonic::transport::Endpoint::from_shared(url)
+        .with_context(|| format!("invalid control address {control:?}"))?
+        .connect_timeout(std::time::Duration::from_secs(5))
+        .connect_lazy();
+    Ok(OperatorsClient::with_interceptor(channel, Bearer(header)))
+}
+
+pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
+    match args.command {
+        AdminCommand::SecretKey(SecretKeyCommand::Generate { file }) => {
+            let text = SealingKey::generate_hex().map_err(op)?;
+            switchboard_control::sealing::write_private(&file, &format!("{text}\n")).map_err(op)?;
+            let key = SealingKey::from_hex(&text).map_err(op)?;
             println!(
-                "{n} webhook secrets sealed again with key {} (was {}); restart control with the new key",
-                new.id(),
-                store.sealing_key().id()
+                "secret key {} written to {} (mode 0600)",
+                key.id(),
+                file.display()
             );
+            Ok(())
         }
+        AdminCommand::SecretKey(SecretKeyCommand::Rotate {
+            new_key_file,
+            store,
+        }) => {
+            let store = open(&store).await?;
+            let result = async {
+                let new = SealingKey::load(&new_key_file).map_err(op)?;
+                let n = store.reseal_secrets(&new).await.map_err(op)?;
+                println!(
+                    "{n} webhook secrets sealed again with key {} (was {}); restart control with the new key",
+                    new.id(),
+                    store.sealing_key().id()
+                );
+                Ok(())
+            }
+            .await;
+            store.close().await;
+            result
+        }
+        AdminCommand::Operator(OperatorCommand::Bootstrap { store, name }) => {
+            let store = open(&store).await?;
+            let minted = store
+                .create_operator_credential(&name, None)
+                .await
+                .map_err(op);
+            store.close().await;
+            let minted = minted?;
+            println!("operator credential {} created", minted.credential.id);
+            println!(
+                "operator token (shown once; it is stored only as a hash): {}",
+                minted.token
+            );
+            Ok(())
+        }
+        command => {
+            let mut client = client(&args.control)?;
+            call(&mut client, command).await
+        }
+    }
+}
+
+async fn open(args: &StoreArgs) -> anyhow::Result<Store> {
+    let key = args.secret_key.key(None)?;
+    Store::connect(&args.database_url, &key)
+        .await
+        .map_err(op)
+        .context("opening the store")
+}
+
+fn webhook_of(w: Option<pb::Webhook>) -> anyhow::Result<pb::Webhook> {
+    w.context("control answered no webhook")
+}
+
+async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> {
+    match command {
+        AdminCommand::SecretKey(_) | AdminCommand::Operator(OperatorCommand::Bootstrap { .. }) => {}
         AdminCommand::Human(HumanCommand::Create {
             login,
             display_name,
         }) => {
-            let h = store
-                .create_human(&login, display_name.as_deref())
+            let h = client
+                .create_human(pb::CreateHumanRequest {
+                    login,
+                    display_name,
+                })
                 .await
-                .map_err(op)?;
+                .map_err(api)?
+                .into_inner()
+                .human
+                .context("control answered no human")?;
             println!("human {} created (admin of human:{})", h.login, h.login);
         }
         AdminCommand::Human(HumanCommand::SignInLink { login, console_url }) => {
-            let ttl = switchboard_control::console::SIGN_IN_LINK_TTL;
-            let token = store
-                .create_sign_in_link(&login, i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX))
+            let link = client
+                .create_sign_in_link(pb::CreateSignInLinkRequest {
+                    login: login.clone(),
+                    console_url,
+                })
                 .await
-                .map_err(op)?;
-            println!(
-                "{}",
-                switchboard_control::console::sign_in_url(console_url.as_deref(), &token)
-            );
+                .map_err(api)?
+                .into_inner();
+            println!("{}", link.url);
             eprintln!(
                 "a one-time sign-in link for {login}, valid for {} minutes",
-                ttl.as_secs() / 60
+                link.valid_for_secs / 60
             );
         }
-        AdminCommand::Webhook(WebhookCommand::ConfirmPolicy { id, policy }) => {
-            let current = store.webhook_for_ingest(&id).await.map_err(op)?;
-            let w = store
-                .set_confirm_policy(&current.owner_scope, &id, policy)
-                .await
-                .map_err(op)?;
-            println!("webhook {}: confirm policy {}", w.id, w.confirm_policy);
-        }
-        AdminCommand::Webhook(WebhookCommand::ClaimTtl { id, ttl }) => {
-            let current = store.webhook_for_ingest(&id).await.map_err(op)?;
-            let ttl = match ttl {
-                ClaimTtl::Default => None,
-                ClaimTtl::Seconds(n) => Some(std::time::Duration::from_secs(n)),
-            };
-            let w = store
-                .set_claim_ttl(&current.owner_scope, &id, ttl)
-                .await
-                .map_err(op)?;
-            match w.claim_ttl {
-                Some(ttl) => println!("webhook {}: claims last {} s", w.id, ttl.as_secs()),
-                None => println!(
-                    "webhook {}: claims last the instance default (--claim-ttl-secs)",
-                    w.id
-                ),
-            }
-        }
         AdminCommand::Human(HumanCommand::List) => {
-            for h in store.list_humans().await.map_err(op)? {
-                println!("{}\t{}", h.login, h.display_name.unwrap_or_default());
+            let humans = client
+                .list_humans(pb::ListHumansRequest {})
+                .await
+                .map_err(api)?
+                .into_inner()
+                .humans;
+            for h in humans {
+                println!("{}\t{}", h.login, h.display_name);
             }
         }
         AdminCommand::Team(TeamCommand::Create { slug, name }) => {
-            let t = store
-                .create_team(&slug, name.as_deref().unwrap_or(&slug))
+            let t = client
+                .create_team(pb::CreateTeamRequest { slug, name })
                 .await
-                .map_err(op)?;
+                .map_err(api)?
+                .into_inner()
+                .team
+                .context("control answered no team")?;
             println!("team {} created (scope team:{})", t.slug, t.slug);
         }
         AdminCommand::Team(TeamCommand::AddMember { slug, login, role }) => {
-            let m = store
-                .set_membership(&slug, &login, role)
+            let m = client
+                .set_team_member(pb::SetTeamMemberRequest {
+                    team: slug,
+                    login,
+                    role: role.as_str().to_string(),
+                })
                 .await
-                .map_err(op)?;
-            println!("{} is {} of team:{}", m.human_login, m.role, m.team_slug);
+                .map_err(api)?
+                .into_inner();
+            println!("{} is {} of team:{}", m.login, m.role, m.team);
         }
         AdminCommand::Team(TeamCommand::List) => {
-            for t in store.list_teams().await.map_err(op)? {
+            let teams = client
+                .list_teams(pb::ListTeamsRequest {})
+                .await
+                .map_err(api)?
+                .into_inner()
+                .teams;
+            for t in teams {
                 println!("{}\t{}", t.slug, t.name);
             }
         }
-        AdminCommand::Webhook(WebhookCommand::Create {
-            scope,
-            source,
-            grant,
-            secret,
-            reject_unverified,
-        }) => {
-            let w = store
-                .create_webhook(NewWebhook {
-                    owner_scope: scope,
-                    source_type: source,
-                    secret,
-                    grant,
-                    reject_unverified,
-                    configuration: None,
-                    actor: Actor::operator(),
-                })
-                .await
-                .map_err(op)?;
-            println!("webhook {} created", w.id);
-            println!("scope: {}", w.owner_scope);
-            println!("source: {}", w.source_type);
-            println!("grant: {}", w.grant.join(","));
-            println!("reject unverified: {}", w.reject_unverified);
-            println!("ingest path: /hooks/{}", w.id);
-            println!("secret (shown once; give it to the forge): {}", w.secret);
-        }
-        AdminCommand::Webhook(WebhookCommand::Grant { id, grant }) => {
-            // An operator names a webhook by id alone; its scope comes from the store.
-            let current = store.webhook_for_ingest(&id).await.map_err(op)?;
-            let w = store
-                .set_webhook_grant(&current.owner_scope, &id, &grant)
-                .await
-                .map_err(op)?;
-            println!("webhook {} may route to: {}", w.id, w.grant.join(","));
-            let outside = queues_outside_grant(&w);
-            if !outside.is_empty() {
-                eprintln!(
-                    "warning: the saved rules route to {} outside the new grant; those deliveries will fault (not_granted) until the rules change",
-                    outside.join(", ")
-                );
-            }
-        }
-        AdminCommand::Webhook(WebhookCommand::List { scope }) => {
-            for w in store.list_webhooks(&scope).await.map_err(op)? {
-                println!(
-                    "{}\t{}\tgrant={}\tversion={}\treject_unverified={}",
-                    w.id,
-                    w.source_type,
-                    w.grant.join(","),
-                    w.config_version,
-                    w.reject_unverified
-                );
-            }
-        }
-        AdminCommand::Scope(command) => scope(store, command).await?,
+        AdminCommand::Webhook(command) => webhook(client, command).await?,
+        AdminCommand::Scope(command) => scope(client, command).await?,
         AdminCommand::Endpoint(EndpointCommand::Vend {
             human,
             scope,
             verbs: asked,
             name,
             yes,
-        }) => vend(store, human, scope, asked, name, yes).await?,
+        }) => vend(client, human, scope, asked, name, yes).await?,
         AdminCommand::Endpoint(EndpointCommand::Revoke { id }) => {
-            let e = store.revoke_endpoint(&id).await.map_err(op)?;
+            let e = client
+                .revoke_endpoint(pb::RevokeEndpointRequest { endpoint_id: id })
+                .await
+                .map_err(api)?
+                .into_inner()
+                .endpoint
+                .context("control answered no endpoint")?;
             println!("endpoint {} revoked", e.id);
         }
         AdminCommand::Endpoint(EndpointCommand::List { scope }) => {
-            for e in store.list_endpoints(scope.as_ref()).await.map_err(op)? {
+            let endpoints = client
+                .list_endpoints(pb::ListEndpointsRequest {
+                    owner_scope: scope.map(|s| s.to_string()),
+                })
+                .await
+                .map_err(api)?
+                .into_inner()
+                .endpoints;
+            for e in endpoints {
                 let families: Vec<String> = verbs::group_by_family(&e.verbs)
                     .into_iter()
                     .map(|(family, held)| format!("{family}({})", held.len()))
@@ -415,9 +499,9 @@ async fn command(store: &Store, command: AdminCommand) -> anyhow::Result<()> {
                     "{}\t{}\thuman={}\tscope={}\t{}\tverbs={}",
                     e.id,
                     e.name,
-                    e.human_login,
+                    e.human,
                     e.owner_scope,
-                    if e.revoked_at.is_some() {
+                    if e.revoked_at_ms.is_some() {
                         "revoked"
                     } else {
                         "active"
@@ -426,40 +510,247 @@ async fn command(store: &Store, command: AdminCommand) -> anyhow::Result<()> {
                 );
             }
         }
+        AdminCommand::Operator(OperatorCommand::Create { name }) => {
+            let made = client
+                .create_operator_credential(pb::CreateOperatorCredentialRequest { name })
+                .await
+                .map_err(api)?
+                .into_inner();
+            let c = made.credential.context("control answered no credential")?;
+            println!("operator credential {} created", c.id);
+            println!(
+                "operator token (shown once; it is stored only as a hash): {}",
+                made.token
+            );
+        }
+        AdminCommand::Operator(OperatorCommand::List) => {
+            let all = client
+                .list_operator_credentials(pb::ListOperatorCredentialsRequest {})
+                .await
+                .map_err(api)?
+                .into_inner()
+                .credentials;
+            for c in all {
+                println!(
+                    "{}\t{}\t{}\tcreated_by={}",
+                    c.id,
+                    c.name,
+                    if c.revoked_at_ms.is_some() {
+                        "revoked"
+                    } else {
+                        "active"
+                    },
+                    if c.created_by.is_empty() {
+                        "bootstrap"
+                    } else {
+                        &c.created_by
+                    }
+                );
+            }
+        }
+        AdminCommand::Operator(OperatorCommand::Revoke { id }) => {
+            let c = client
+                .revoke_operator_credential(pb::RevokeOperatorCredentialRequest { id })
+                .await
+                .map_err(api)?
+                .into_inner()
+                .credential
+                .context("control answered no credential")?;
+            println!("operator credential {} revoked", c.id);
+        }
+        AdminCommand::Operator(OperatorCommand::Audit { limit }) => {
+            let entries = client
+                .list_audit_entries(pb::ListAuditEntriesRequest {
+                    limit,
+                    cursor: String::new(),
+                })
+                .await
+                .map_err(api)?
+                .into_inner()
+                .entries;
+            for e in entries {
+                let mut detail: Vec<(String, String)> = e.detail.into_iter().collect();
+                detail.sort();
+                let detail: Vec<String> = detail.iter().map(|(k, v)| format!("{k}={v}")).collect();
+                println!(
+                    "{}\t{}\t{}\t{}\t{}",
+                    e.at_ms,
+                    if e.operator_id.is_empty() {
+                        "bootstrap"
+                    } else {
+                        &e.operator_id
+                    },
+                    e.action,
+                    e.target,
+                    detail.join(" ")
+                );
+            }
+        }
     }
     Ok(())
 }
 
-async fn scope(store: &Store, command: ScopeCommand) -> anyhow::Result<()> {
+async fn webhook(client: &mut Client, command: WebhookCommand) -> anyhow::Result<()> {
+    match command {
+        WebhookCommand::Create {
+            scope,
+            source,
+            grant,
+            secret,
+            reject_unverified,
+        } => {
+            let made = client
+                .provision_webhook(pb::ProvisionWebhookRequest {
+                    owner_scope: scope.to_string(),
+                    source_type: switchboard_control::api::convert::source_type(source) as i32,
+                    grant,
+                    secret,
+                    reject_unverified,
+                })
+                .await
+                .map_err(api)?
+                .into_inner();
+            let w = webhook_of(made.webhook)?;
+            println!("webhook {} created", w.id);
+            println!("scope: {}", w.owner_scope);
+            println!("source: {}", source_name(w.source_type));
+            println!("grant: {}", w.grant.join(","));
+            println!("reject unverified: {}", w.reject_unverified);
+            println!("ingest path: {}", w.ingest_path);
+            println!("secret (shown once; give it to the forge): {}", made.secret);
+        }
+        WebhookCommand::Grant { id, grant } => {
+            let set = client
+                .set_webhook_grant(pb::SetWebhookGrantRequest {
+                    webhook_id: id,
+                    grant,
+                })
+                .await
+                .map_err(api)?
+                .into_inner();
+            let w = webhook_of(set.webhook)?;
+            println!("webhook {} may route to: {}", w.id, w.grant.join(","));
+            if !set.routed_outside_grant.is_empty() {
+                eprintln!(
+                    "warning: the saved rules route to {} outside the new grant; those deliveries will fault (not_granted) until the rules change",
+                    set.routed_outside_grant.join(", ")
+                );
+            }
+        }
+        WebhookCommand::List { scope } => {
+            let webhooks = client
+                .list_scope_webhooks(pb::ListScopeWebhooksRequest {
+                    owner_scope: scope.to_string(),
+                })
+                .await
+                .map_err(api)?
+                .into_inner()
+                .webhooks;
+            for w in webhooks {
+                println!(
+                    "{}\t{}\tgrant={}\tversion={}\treject_unverified={}",
+                    w.id,
+                    source_name(w.source_type),
+                    w.grant.join(","),
+                    w.config_version,
+                    w.reject_unverified
+                );
+            }
+        }
+        WebhookCommand::ConfirmPolicy { id, policy } => {
+            let w = client
+                .set_webhook_confirm_policy(pb::SetWebhookConfirmPolicyRequest {
+                    webhook_id: id,
+                    policy: policy.to_string(),
+                })
+                .await
+                .map_err(api)?
+                .into_inner()
+                .webhook;
+            let w = webhook_of(w)?;
+            println!("webhook {}: confirm policy {}", w.id, w.confirm_policy);
+        }
+        WebhookCommand::ClaimTtl { id, ttl } => {
+            let set = client
+                .set_webhook_claim_ttl(pb::SetWebhookClaimTtlRequest {
+                    webhook_id: id,
+                    ttl_secs: match ttl {
+                        ClaimTtl::Default => None,
+                        ClaimTtl::Seconds(n) => Some(n),
+                    },
+                })
+                .await
+                .map_err(api)?
+                .into_inner();
+            match set.ttl_secs {
+                Some(secs) => println!("webhook {}: claims last {secs} s", set.webhook_id),
+                None => println!(
+                    "webhook {}: claims last the instance default (--claim-ttl-secs)",
+                    set.webhook_id
+                ),
+            }
+        }
+    }
+    Ok(())
+}
+
+/// A source type as operators name it (`github`), from the API's enum.
+fn source_name(value: i32) -> String {
+    switchboard_control::api::convert::source_type_from(value)
+        .map(|t: SourceType| t.to_string())
+        .unwrap_or_else(|_| "unknown".to_string())
+}
+
+async fn scope(client: &mut Client, command: ScopeCommand) -> anyhow::Result<()> {
     match command {
         ScopeCommand::Allow { scope, queues } => {
-            let a = store
-                .set_grant_allowance(&scope, &queues)
+            let set = client
+                .set_grant_allowance(pb::SetGrantAllowanceRequest {
+                    owner_scope: scope.to_string(),
+                    queues,
+                })
                 .await
-                .map_err(op)?;
+                .map_err(api)?
+                .into_inner();
+            let a = set.allowance.context("control answered no allowance")?;
             println!(
                 "{} may grant: {} (create_webhook over the API refuses any other queue)",
                 a.owner_scope,
                 a.queues.join(",")
             );
-            for w in store.list_webhooks(&scope).await.map_err(op)? {
-                if let Err(outside) = within_allowance(&w.grant, &a.queues) {
-                    eprintln!(
-                        "note: webhook {} keeps its grant, which names {} outside the allowance (change it with `webhook grant`)",
-                        w.id,
-                        outside.join(",")
-                    );
-                }
+            for w in set.webhooks_outside {
+                eprintln!(
+                    "note: webhook {} keeps its grant, which names {} outside the allowance (change it with `webhook grant`)",
+                    w.webhook_id,
+                    w.outside.join(",")
+                );
             }
         }
-        ScopeCommand::Show { scope } => match store.grant_allowance(&scope).await.map_err(op)? {
-            Some(a) => println!("{} may grant: {}", a.owner_scope, a.queues.join(",")),
-            None => println!(
-                "{scope} has no grant allowance: its agents can create no webhook over the API"
-            ),
-        },
+        ScopeCommand::Show { scope } => {
+            let got = client
+                .get_grant_allowance(pb::GetGrantAllowanceRequest {
+                    owner_scope: scope.to_string(),
+                })
+                .await
+                .map_err(api)?
+                .into_inner();
+            match got.allowance {
+                Some(a) => println!("{} may grant: {}", a.owner_scope, a.queues.join(",")),
+                None => println!(
+                    "{scope} has no grant allowance: its agents can create no webhook over the API"
+                ),
+            }
+        }
         ScopeCommand::Clear { scope } => {
-            if store.clear_grant_allowance(&scope).await.map_err(op)? {
+            let cleared = client
+                .clear_grant_allowance(pb::ClearGrantAllowanceRequest {
+                    owner_scope: scope.to_string(),
+                })
+                .await
+                .map_err(api)?
+                .into_inner()
+                .cleared;
+            if cleared {
                 println!(
                     "{scope}'s grant allowance cleared: its agents can create no webhook over the API"
                 );
@@ -468,7 +759,13 @@ async fn scope(store: &Store, command: ScopeCommand) -> anyhow::Result<()> {
             }
         }
         ScopeCommand::List => {
-            for a in store.list_grant_allowances().await.map_err(op)? {
+            let all = client
+                .list_grant_allowances(pb::ListGrantAllowancesRequest {})
+                .await
+                .map_err(api)?
+                .into_inner()
+                .allowances;
+            for a in all {
                 println!("{}\t{}", a.owner_scope, a.queues.join(","));
             }
         }
@@ -476,66 +773,51 @@ async fn scope(store: &Store, command: ScopeCommand) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Queues the saved rules (and default action) name that the grant does not hold.
-fn queues_outside_grant(w: &Webhook) -> Vec<String> {
-    let Ok(config) = switchboard_model::Configuration::from_json(&w.configuration.to_string())
-    else {
-        return Vec::new();
-    };
-    let mut outside: Vec<String> = config
-        .rules
-        .iter()
-        .map(|r| &r.action)
-        .chain(config.default_action.as_ref())
-        .filter_map(|a| match a {
-            switchboard_model::Action::Queue(q) if !w.grant.contains(q) => Some(q.clone()),
-            _ => None,
-        })
-        .collect();
-    outside.sort();
-    outside.dedup();
-    outside
-}
-
-/// The consent step: what the endpoint will be able to do, grouped by family, then a yes.
+/// The consent step: control answers what the endpoint will be able to call, grouped by
+/// family; the operator says yes; only then is it vended, with `consent`.
 async fn vend(
-    store: &Store,
+    client: &mut Client,
     human: String,
     scope: OwnerScope,
     asked: Vec<String>,
     name: Option<String>,
     yes: bool,
 ) -> anyhow::Result<()> {
-    let expanded = verbs::expand(&asked).map_err(|m| anyhow::anyhow!("--verbs: {m}"))?;
-    if expanded.is_empty() {
-        anyhow::bail!("--verbs: name at least one verb or family");
-    }
-    let role = store.role_in_scope(&human, &scope).await.map_err(op)?;
-    let Some(role) = role else {
-        anyhow::bail!("{human} holds no role in {scope}: nothing vended");
+    let mut request = pb::VendEndpointRequest {
+        human: human.clone(),
+        owner_scope: scope.to_string(),
+        verbs: asked,
+        name,
+        consent: false,
     };
-    println!("an endpoint acting for {human} ({role} of {scope}) will be able to call:");
-    for (family, held) in verbs::group_by_family(&expanded) {
-        let whole = verbs::FAMILIES
-            .iter()
-            .find(|f| f.name == family)
-            .is_some_and(|f| f.verbs.len() == held.len());
-        let note = if whole { " (the whole family)" } else { "" };
-        println!("  {family}{note}: {}", held.join(", "));
+    let shown = client
+        .vend_endpoint(request.clone())
+        .await
+        .map_err(api)?
+        .into_inner();
+    println!(
+        "an endpoint acting for {human} ({} of {scope}) will be able to call:",
+        shown.role
+    );
+    for f in &shown.families {
+        let note = if f.whole_family {
+            " (the whole family)"
+        } else {
+            ""
+        };
+        println!("  {}{note}: {}", f.family, f.verbs.join(", "));
     }
     if !yes && !confirm("vend this endpoint? [y/N] ")? {
         anyhow::bail!("not confirmed: nothing vended");
     }
-    let vended = store
-        .vend_endpoint(NewEndpoint {
-            name: name.unwrap_or_else(|| format!("{human}-agent")),
-            human_login: human,
-            owner_scope: scope,
-            verbs: asked,
-        })
+    request.consent = true;
+    let vended = client
+        .vend_endpoint(request)
         .await
-        .map_err(op)?;
-    println!("endpoint {} vended", vended.endpoint.id);
+        .map_err(api)?
+        .into_inner();
+    let e = vended.endpoint.context("control answered no endpoint")?;
+    println!("endpoint {} vended", e.id);
     println!(
         "credential (shown once; it is stored only as a hash): {}",
         vended.credential

@@ -14,7 +14,7 @@ use switchboard_control::routing::{RouterSource, Routers};
 use switchboard_control::rule_packs::load_catalog;
 use switchboard_control::server::{BoundControl, ServeOptions};
 use switchboard_control::state::{Capabilities, ControlState, Limits};
-use switchboard_control::store::Retention;
+use switchboard_control::store::{GroupCommitBounds, Retention};
 use switchboard_control::{SealingKey, Store, StoreOptions};
 
 use crate::cli::shutdown_signal;
@@ -232,6 +232,15 @@ pub struct ControlTuning {
         default_value_t = 8
     )]
     pub database_max_connections: u32,
+    /// Ingest writes (events, decisions) one group commit may hold (docs/storage.md); 1 turns
+    /// group commit off, each write committing on its own.
+    #[arg(
+        long,
+        env = "SWITCHBOARD_GROUP_COMMIT_WRITES",
+        default_value_t = 64,
+        value_parser = clap::value_parser!(u32).range(1..=1024)
+    )]
+    pub group_commit_writes: u32,
     /// External rule packs, read once at start: `file://<dir>` and `https://<url>` sources,
     /// comma-separated (docs/rule-packs/authoring.md).
     #[arg(long, env = "SWITCHBOARD_RULE_PACK_SOURCES")]
@@ -246,6 +255,10 @@ impl ControlTuning {
         StoreOptions {
             sealing_key: Some(key),
             max_connections: self.database_max_connections.max(1),
+            group_commit: GroupCommitBounds {
+                max_writes: self.group_commit_writes as usize,
+                ..GroupCommitBounds::default()
+            },
             ..StoreOptions::default()
         }
     }

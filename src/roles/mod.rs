@@ -2,7 +2,6 @@
 
 pub mod admin;
 pub mod control;
-pub mod explain;
 pub mod gateway;
 pub mod packs;
 pub mod router;

@@ -3,29 +3,13 @@
 
 use std::path::PathBuf;
 
-use clap::{Args, Subcommand};
 use switchboard_packs::catalog::read_packs_tree;
 use switchboard_packs::manifest::{check_pack, check_shared_param_types};
 use switchboard_router::sandbox::{SandboxConfig, SandboxPool};
 
-#[derive(Args, Debug)]
-pub struct PacksArgs {
-    #[command(subcommand)]
-    command: PacksCommand,
-}
-
-#[derive(Subcommand, Debug)]
-enum PacksCommand {
-    /// Validate a pack directory (`pack.json` + `fixtures/`) or a tree of
-    /// `<name>/<version>/` directories, and route every fixture to its expected decision.
-    Test {
-        /// The directory to test.
-        dir: PathBuf,
-    },
-}
-
-pub async fn run(args: PacksArgs) -> anyhow::Result<()> {
-    let PacksCommand::Test { dir } = args.command;
+/// `switchboard packs test <dir>` (its flags live with the other `packs` commands in
+/// `client::packs`): runs locally, no control, no credential.
+pub async fn test(dir: PathBuf) -> anyhow::Result<()> {
     let packs = read_packs_tree(&dir);
     if packs.is_empty() {
         anyhow::bail!(

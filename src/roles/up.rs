@@ -11,7 +11,8 @@ use anyhow::Context;
 use clap::Args;
 use switchboard_control::routing::RouterSource;
 use switchboard_control::store::{
-    Actor, NewEndpoint, NewWebhook, SourceType, VendedEndpoint, Webhook, within_allowance,
+    Actor, MintedOperatorCredential, NewEndpoint, NewWebhook, SourceType, VendedEndpoint, Webhook,
+    within_allowance,
 };
 use switchboard_control::{Error, OwnerScope, Store};
 use switchboard_mcp_gateway::{BoundGateway, GatewayConfig};
@@ -49,6 +50,7 @@ pub struct UpArgs {
 struct Dev {
     webhook: Webhook,
     endpoint: VendedEndpoint,
+    operator: MintedOperatorCredential,
 }
 
 fn internal(e: Error) -> anyhow::Error {
@@ -100,7 +102,17 @@ async fn bootstrap(store: &Store) -> anyhow::Result<Dev> {
         .await
         .map_err(internal)
         .context("vending the dev endpoint")?;
-    Ok(Dev { webhook, endpoint })
+    // An operator credential too, so `switchboard admin --control` works against this instance.
+    let operator = store
+        .create_operator_credential("dev (switchboard up)", None)
+        .await
+        .map_err(internal)
+        .context("minting the dev operator credential")?;
+    Ok(Dev {
+        webhook,
+        endpoint,
+        operator,
+    })
 }
 
 /// Widens the dev scope's grant allowance to hold `grant`, keeping what an operator allowed
@@ -189,6 +201,8 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
 
     let endpoint = &dev.endpoint.endpoint;
     println!("mcp gateway listening on {}", gateway.local_addr);
+    // What `switchboard admin` and the CLI for people take as --control (SWITCHBOARD_CONTROL).
+    println!("control grpc listening on {}", control.grpc_addr);
     println!("database: {database_url}");
     println!(
         "webhook: {} (source {}, grant {})",
@@ -206,6 +220,7 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         endpoint.id, endpoint.human_login, endpoint.owner_scope
     );
     println!("bearer token: {}", dev.endpoint.credential);
+    println!("operator token: {}", dev.operator.token);
     println!("mcp url: {}", gateway.url());
     let console_base = format!("http://{}", control.http_addr);
     println!("console url: {console_base}/console");

@@ -50,6 +50,7 @@ pub struct Metrics {
     ingest_refusals: Counter<u64>,
     router_ejections: Counter<u64>,
     retention_purged: Counter<u64>,
+    group_commit_writes: Histogram<u64>,
     observed: Arc<Mutex<HashMap<(&'static str, String), Readings>>>,
     _gauges: Vec<ObservableGauge<f64>>,
 }
@@ -130,6 +131,11 @@ pub fn metrics() -> &'static Metrics {
                 .u64_counter("switchboard.retention.purged")
                 .with_description("Rows purged by retention, by what (event, plan)")
                 .build(),
+            group_commit_writes: meter
+                .u64_histogram("switchboard.store.group_commit_writes")
+                .with_description("Ingest writes (events, decisions) each group commit held: 1 when deliveries arrive one at a time, more under load")
+                .with_boundaries(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0])
+                .build(),
         }
     })
 }
@@ -144,6 +150,11 @@ impl Metrics {
         if let Ok(mut all) = self.observed.lock() {
             all.insert((name, source.to_string()), readings);
         }
+    }
+
+    /// One group commit of ingest's writes, holding `writes` of them.
+    pub fn group_commit(&self, writes: usize) {
+        self.group_commit_writes.record(writes as u64, &[]);
     }
 
     /// One ingested delivery: `decision` is `queue`, `default`, `drop`, `quarantine`,

@@ -76,7 +76,7 @@ pub async fn admin_rotates_the_secret_key_and_only_the_new_one_opens_the_store(d
     let dir = tempfile::tempdir().expect("temp dir");
     let file = dir.path().join("new.key");
     let file_arg = file.to_str().expect("utf-8 path");
-    let (done, out, err) = admin(&db.url, &["secret-key", "generate", file_arg], "");
+    let (done, out, err) = admin_store(&["secret-key", "generate", file_arg]);
     assert!(done, "{err}");
     assert!(out.contains("written to"), "{out}");
     #[cfg(unix)]
@@ -88,11 +88,14 @@ pub async fn admin_rotates_the_secret_key_and_only_the_new_one_opens_the_store(d
             .mode();
         assert_eq!(mode & 0o777, 0o600);
     }
-    let (done, out, err) = admin(
+    let (done, out, err) = admin_store(&[
+        "secret-key",
+        "rotate",
+        "--new-key-file",
+        file_arg,
+        "--database-url",
         &db.url,
-        &["secret-key", "rotate", "--new-key-file", file_arg],
-        "",
-    );
+    ]);
     assert!(done, "{err}");
     assert!(out.contains("1 webhook secrets sealed again"), "{out}");
     let new = switchboard_control::SealingKey::load(&file).expect("the new key");
@@ -174,6 +177,12 @@ impl Process {
                 Err(e) => panic!("no line {prefix:?} ({e}); saw {:?}", self.seen),
             }
         }
+    }
+
+    /// SIGKILL: no shutdown, no draining, as a crash or an OOM kill ends it.
+    pub(crate) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 
     pub(crate) fn terminate(&self) {
@@ -336,22 +345,24 @@ async fn get(addr: SocketAddr, path: &str) -> crate::control_harness::HttpRespon
     crate::control_harness::http_raw(addr, head.into_bytes(), Vec::new()).await
 }
 
-/// Runs `switchboard admin --database-url <url> <args>` with `stdin`, returning (success,
-/// stdout, stderr).
-fn admin(url: &str, args: &[&str], stdin: &str) -> (bool, String, String) {
-    let mut child = Command::new(binary())
-        .args(["admin", "--database-url", url])
+/// Runs `switchboard admin <args>` with `env` and `stdin`, returning (success, stdout,
+/// stderr). Neither the database nor the key is in its environment unless `env` puts them there.
+fn admin_with(env: &[(&str, &str)], args: &[&str], stdin: &str) -> (bool, String, String) {
+    let mut command = Command::new(binary());
+    command
+        .arg("admin")
         .args(args)
         .env("SWITCHBOARD_LOG", "warn")
-        .env(
-            crate::support::SECRET_KEY_ENV,
-            crate::support::secret_key_hex(),
-        )
+        .env_remove(crate::support::SECRET_KEY_ENV)
+        .env_remove("SWITCHBOARD_DATABASE_URL")
+        .env_remove("SWITCHBOARD_OPERATOR_TOKEN")
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("admin starts");
+        .stderr(Stdio::piped());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let mut child = command.spawn().expect("admin starts");
     if let Some(mut input) = child.stdin.take() {
         let _ = input.write_all(stdin.as_bytes());
     }
@@ -363,6 +374,55 @@ fn admin(url: &str, args: &[&str], stdin: &str) -> (bool, String, String) {
     )
 }
 
+/// The commands that open the store directly (`operator bootstrap`, `secret-key …`), with the
+/// test key in the environment.
+fn admin_store(args: &[&str]) -> (bool, String, String) {
+    admin_with(
+        &[(
+            crate::support::SECRET_KEY_ENV,
+            crate::support::secret_key_hex(),
+        )],
+        args,
+        "",
+    )
+}
+
+/// `switchboard admin operator bootstrap` on `url`: the operator token it printed once.
+pub(crate) fn bootstrap_operator(url: &str) -> String {
+    let (done, out, err) = admin_store(&["operator", "bootstrap", "--database-url", url]);
+    assert!(done, "bootstrap failed: {err}");
+    after(
+        &out,
+        "operator token (shown once; it is stored only as a hash):",
+    )
+    .to_string()
+}
+
+/// A real `switchboard control` on `url` (with a real router) for the admin CLI to call.
+pub(crate) fn control_for_admin(url: &str) -> (RouterProcess, Process, String) {
+    let router = RouterProcess::spawn(&["--children", "1"]);
+    let mut control = Process::spawn(
+        &[
+            "control",
+            "--database-url",
+            url,
+            "--http-listen",
+            "127.0.0.1:0",
+            "--routers",
+            &router.addr,
+        ],
+        &[
+            (
+                crate::support::SECRET_KEY_ENV,
+                crate::support::secret_key_hex(),
+            ),
+            ("SWITCHBOARD_GRPC_LISTEN", "127.0.0.1:0"),
+        ],
+    );
+    let grpc = control.line("control grpc listening on ");
+    (router, control, grpc)
+}
+
 fn after<'a>(text: &'a str, prefix: &str) -> &'a str {
     text.lines()
         .find_map(|l| l.strip_prefix(prefix))
@@ -371,8 +431,16 @@ fn after<'a>(text: &'a str, prefix: &str) -> &'a str {
 }
 
 pub async fn admin_cli_manages_tenancy_webhooks_and_endpoints(db: TestDb) {
+    // The first operator credential from the database; everything else over control's API.
+    let token = bootstrap_operator(&db.url);
+    assert!(token.starts_with("sbo_"), "{token}");
+    let (_router, _control, grpc) = control_for_admin(&db.url);
+    let client_env = [
+        ("SWITCHBOARD_CONTROL", grpc.as_str()),
+        ("SWITCHBOARD_OPERATOR_TOKEN", token.as_str()),
+    ];
     // Each command is a short process; blocking this test's worker while it runs is fine.
-    let run = |args: &[&str], stdin: &str| admin(&db.url, args, stdin);
+    let run = |args: &[&str], stdin: &str| admin_with(&client_env, args, stdin);
     let ok = |(ok, out, err): (bool, String, String)| {
         assert!(ok, "admin failed: {out}\n{err}");
         out
@@ -655,6 +723,72 @@ pub async fn admin_cli_manages_tenancy_webhooks_and_endpoints(db: TestDb) {
     assert!(db.store.authenticate(&credential).await.unwrap().is_none());
     let listed = ok(run(&["endpoint", "list", "--scope", "team:platform"], ""));
     assert!(listed.contains("revoked"), "{listed}");
+
+    // Every change is audited, newest first; refusals wrote nothing.
+    let audit = ok(run(&["operator", "audit", "--limit", "200"], ""));
+    let actions: Vec<&str> = audit.lines().filter_map(|l| l.split('\t').nth(2)).collect();
+    assert_eq!(actions.first(), Some(&"revoke_endpoint"), "{audit}");
+    assert_eq!(
+        actions.last(),
+        Some(&"bootstrap_operator_credential"),
+        "{audit}"
+    );
+    assert_eq!(
+        actions.iter().filter(|a| **a == "create_human").count(),
+        2,
+        "the duplicate alice wrote nothing: {audit}"
+    );
+    assert_eq!(
+        actions.iter().filter(|a| **a == "vend_endpoint").count(),
+        2,
+        "declined vends wrote nothing: {audit}"
+    );
+    assert!(
+        audit.contains("set_team_member\tteam:platform\thuman=bob role=editor"),
+        "{audit}"
+    );
+    assert!(
+        !audit.contains("sbe_") && !audit.contains(&secret),
+        "{audit}"
+    );
+
+    // Another operator credential works until revoked, at once.
+    let out = ok(run(&["operator", "create", "ci"], ""));
+    let ci = after(
+        &out,
+        "operator token (shown once; it is stored only as a hash):",
+    )
+    .to_string();
+    let ci_id = after(&out, "operator credential ")
+        .trim_end_matches(" created")
+        .to_string();
+    let as_ci = [
+        ("SWITCHBOARD_CONTROL", grpc.as_str()),
+        ("SWITCHBOARD_OPERATOR_TOKEN", ci.as_str()),
+    ];
+    ok(admin_with(&as_ci, &["team", "list"], ""));
+    ok(run(&["operator", "revoke", &ci_id], ""));
+    let (done, _, err) = admin_with(&as_ci, &["team", "list"], "");
+    assert!(!done && err.contains("unauthenticated"), "{err}");
+    let listed = ok(run(&["operator", "list"], ""));
+    assert!(
+        listed.contains(&format!("{ci_id}\tci\trevoked")),
+        "{listed}"
+    );
+
+    // An endpoint credential is no operator's; no credential at all is a usage error.
+    let as_endpoint = [
+        ("SWITCHBOARD_CONTROL", grpc.as_str()),
+        ("SWITCHBOARD_OPERATOR_TOKEN", credential.as_str()),
+    ];
+    let (done, _, err) = admin_with(&as_endpoint, &["team", "list"], "");
+    assert!(!done && err.contains("unauthenticated"), "{err}");
+    let (done, _, err) = admin_with(
+        &[("SWITCHBOARD_CONTROL", grpc.as_str())],
+        &["team", "list"],
+        "",
+    );
+    assert!(!done && err.contains("SWITCHBOARD_OPERATOR_TOKEN"), "{err}");
 }
 
 /// Reads every line of `switchboard up` this test needs.
@@ -663,6 +797,8 @@ pub(crate) struct UpLines {
     pub secret: String,
     pub grpc: String,
     pub token: String,
+    /// An operator credential for `switchboard admin --control <grpc>`.
+    pub operator_token: String,
     pub database: String,
     pub webhook: String,
     pub mcp_url: String,
@@ -676,6 +812,7 @@ pub(crate) fn up_lines(up: &mut Process) -> UpLines {
         secret: up.line("webhook secret: "),
         grpc: up.line("control grpc listening on "),
         token: up.line("bearer token: "),
+        operator_token: up.line("operator token: "),
         database: up.line("database: "),
         mcp_url: up.line("mcp url: "),
         webhook: up

@@ -5,7 +5,7 @@
 //! chromedriver on this machine the test says it skipped (`.ci/run` installs them).
 
 use std::net::SocketAddr;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -132,14 +132,15 @@ impl Drop for Browser {
     }
 }
 
-/// `switchboard admin` on `up`'s database with `up`'s key file: stdout, or a panic with stderr.
-fn admin(database: &str, key_file: &Path, args: &[&str]) -> String {
+/// `switchboard admin` against `up`'s control with `up`'s operator token: stdout, or a panic
+/// with stderr.
+fn admin(grpc: &str, operator_token: &str, args: &[&str]) -> String {
     let out = Command::new(binary())
-        .args(["admin", "--database-url", database])
+        .args(["admin", "--control", grpc])
         .args(args)
         .env("SWITCHBOARD_LOG", "warn")
         .env_remove(crate::support::SECRET_KEY_ENV)
-        .env("SWITCHBOARD_SECRET_KEY_FILE", key_file)
+        .env("SWITCHBOARD_OPERATOR_TOKEN", operator_token)
         .env_remove("SWITCHBOARD_CONSOLE_URL")
         .stdin(Stdio::null())
         .output()
@@ -153,10 +154,10 @@ fn admin(database: &str, key_file: &Path, args: &[&str]) -> String {
 }
 
 /// Vends an endpoint for the dev human in `scope` with the operator's CLI: its credential.
-fn vend_dev(database: &str, key_file: &Path, scope: &str, verbs: &str) -> String {
+fn vend_dev(grpc: &str, operator_token: &str, scope: &str, verbs: &str) -> String {
     let out = admin(
-        database,
-        key_file,
+        grpc,
+        operator_token,
         &[
             "endpoint", "vend", "--human", "dev", "--scope", scope, "--verbs", verbs, "--yes",
         ],
@@ -282,10 +283,9 @@ async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
         .trim_end_matches("/console")
         .parse()
         .expect("the console's address");
-    let key_file = data_dir.join("secret.key");
     let out = admin(
-        &lines.database,
-        &key_file,
+        &lines.grpc,
+        &lines.operator_token,
         &["webhook", "confirm-policy", &lines.webhook, "person"],
     );
     assert!(out.contains("confirm policy person"), "{out}");
@@ -510,21 +510,29 @@ async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
 
     // Another person sees another scope's plan exactly as an unknown one; a viewer of a team
     // reads a team plan but cannot accept it.
-    admin(&lines.database, &key_file, &["human", "create", "eve"]);
-    admin(&lines.database, &key_file, &["team", "create", "ops"]);
     admin(
-        &lines.database,
-        &key_file,
+        &lines.grpc,
+        &lines.operator_token,
+        &["human", "create", "eve"],
+    );
+    admin(
+        &lines.grpc,
+        &lines.operator_token,
+        &["team", "create", "ops"],
+    );
+    admin(
+        &lines.grpc,
+        &lines.operator_token,
         &["team", "add-member", "ops", "eve", "--role", "viewer"],
     );
     admin(
-        &lines.database,
-        &key_file,
+        &lines.grpc,
+        &lines.operator_token,
         &["team", "add-member", "ops", "dev", "--role", "editor"],
     );
     let eve_link = admin(
-        &lines.database,
-        &key_file,
+        &lines.grpc,
+        &lines.operator_token,
         &["human", "sign-in-link", "eve"],
     );
     let eve = sign_in_over_http(http, eve_link.trim()).await;
@@ -549,8 +557,8 @@ async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
     assert_eq!(used.status, 404, "a sign-in link works once");
 
     let out = admin(
-        &lines.database,
-        &key_file,
+        &lines.grpc,
+        &lines.operator_token,
         &[
             "webhook", "create", "--scope", "team:ops", "--source", "github", "--grant", "forge",
         ],
@@ -561,13 +569,13 @@ async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
         .expect("a team webhook")
         .to_string();
     admin(
-        &lines.database,
-        &key_file,
+        &lines.grpc,
+        &lines.operator_token,
         &["webhook", "confirm-policy", &team_hook, "person"],
     );
     let team_agent = vend_dev(
-        &lines.database,
-        &key_file,
+        &lines.grpc,
+        &lines.operator_token,
         "team:ops",
         "webhook-rules,rule-pack-confirm",
     );
@@ -575,7 +583,12 @@ async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
     assert_eq!(pending["state"], "pending_approval", "{pending}");
     // An endpoint vended without `rule-pack-confirm` plans, but its confirm is refused
     // (whatever the webhook's policy) and nothing is saved or put before a person.
-    let proposer = vend_dev(&lines.database, &key_file, "team:ops", "webhook-rules");
+    let proposer = vend_dev(
+        &lines.grpc,
+        &lines.operator_token,
+        "team:ops",
+        "webhook-rules",
+    );
     let refused = propose(mcp, &proposer, &team_hook, false).await;
     assert_eq!(refused["code"], "permission_denied", "{refused}");
     assert!(

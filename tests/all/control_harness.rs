@@ -211,7 +211,37 @@ impl HttpResponse {
 /// `body` on one connection, reading the answer while writing: a server may answer (413)
 /// before the body is sent and close, and the answer must still be read.
 pub async fn http_raw(addr: SocketAddr, head: Vec<u8>, body: Vec<u8>) -> HttpResponse {
-    let stream = TcpStream::connect(addr).await.expect("connect");
+    let buf = exchange(addr, head, body).await.expect("connect");
+    parse_response(&buf)
+}
+
+/// Like [`post`], for a server that may be gone: `None` when it refused the connection or
+/// closed it before a whole answer's head (a process killed mid-request).
+pub async fn try_post(
+    addr: SocketAddr,
+    path: &str,
+    headers: &[(String, String)],
+    body: &[u8],
+) -> Option<HttpResponse> {
+    let mut head = format!(
+        "POST {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nContent-Length: {}\r\n",
+        body.len()
+    );
+    for (name, value) in headers {
+        head.push_str(&format!("{name}: {value}\r\n"));
+    }
+    head.push_str("\r\n");
+    let buf = exchange(addr, head.into_bytes(), body.to_vec())
+        .await
+        .ok()?;
+    buf.windows(4)
+        .any(|w| w == b"\r\n\r\n")
+        .then(|| parse_response(&buf))
+}
+
+/// Writes a request and reads the answer until the server closes.
+async fn exchange(addr: SocketAddr, head: Vec<u8>, body: Vec<u8>) -> std::io::Result<Vec<u8>> {
+    let stream = TcpStream::connect(addr).await?;
     let (mut rd, mut wr) = stream.into_split();
     let writer = tokio::spawn(async move {
         if wr.write_all(&head).await.is_ok() {
@@ -224,7 +254,7 @@ pub async fn http_raw(addr: SocketAddr, head: Vec<u8>, body: Vec<u8>) -> HttpRes
     // A reset after the answer arrived keeps what was read.
     let _ = tokio::time::timeout(Duration::from_secs(30), rd.read_to_end(&mut buf)).await;
     drop(writer.await);
-    parse_response(&buf)
+    Ok(buf)
 }
 
 fn parse_response(buf: &[u8]) -> HttpResponse {

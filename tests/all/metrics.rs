@@ -172,6 +172,11 @@ async fn metrics_are_scraped_and_the_backlog_gauges_move_with_the_work() {
         3.0,
         "every delivery counted once"
     );
+    assert_eq!(
+        total(&during, "switchboard_store_group_commit_writes_sum", &[]),
+        6.0,
+        "each delivery's two writes (event, decision) went through group commit"
+    );
     assert!(
         total(
             &during,

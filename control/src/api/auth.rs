@@ -68,7 +68,7 @@ pub fn required_role(verb: &str) -> Role {
 }
 
 /// The credential in `authorization: Bearer <credential>`, if the header is there and well formed.
-fn bearer(metadata: &MetadataMap) -> Option<&str> {
+pub(crate) fn bearer(metadata: &MetadataMap) -> Option<&str> {
     let value = metadata.get("authorization")?.to_str().ok()?;
     let (scheme, credential) = value.trim().split_once(' ')?;
     let credential = credential.trim();

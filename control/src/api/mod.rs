@@ -9,6 +9,7 @@ pub mod auth;
 pub mod convert;
 pub mod explain;
 pub mod identity;
+pub mod operators;
 pub mod redrive;
 pub mod rule_packs;
 pub mod rules;
@@ -20,6 +21,7 @@ pub mod webhooks;
 use std::future::Future;
 
 use switchboard_proto::control::v1::identity_server::IdentityServer;
+use switchboard_proto::control::v1::operators_server::OperatorsServer;
 use switchboard_proto::control::v1::rule_packs_server::RulePacksServer;
 use switchboard_proto::control::v1::todos_server::TodosServer;
 use switchboard_proto::control::v1::webhook_rules_server::WebhookRulesServer;
@@ -30,6 +32,7 @@ use tonic_health::ServingStatus;
 use tonic_health::server::HealthReporter;
 
 use self::identity::IdentityApi;
+use self::operators::OperatorsApi;
 use self::rule_packs::RulePacksApi;
 use self::rules::WebhookRulesApi;
 use self::status::ApiError;
@@ -40,12 +43,13 @@ use crate::state::ControlState;
 pub use self::convert::decision_json;
 
 /// The fully qualified names of the API's services, as health checks and reflection name them.
-pub const SERVICE_NAMES: [&str; 5] = [
+pub const SERVICE_NAMES: [&str; 6] = [
     "switchboard.control.v1.Webhooks",
     "switchboard.control.v1.WebhookRules",
     "switchboard.control.v1.Todos",
     "switchboard.control.v1.Identity",
     "switchboard.control.v1.RulePacks",
+    "switchboard.control.v1.Operators",
 ];
 
 /// Runs one call's work and turns its error, if any, into the status the caller sees.
@@ -73,6 +77,7 @@ fn add_services(routes: &mut RoutesBuilder, state: ControlState) {
             state.clone(),
             crate::rule_packs::RulePacks::new(state.clone(), state.catalog.clone()),
         )))
+        .add_service(OperatorsServer::new(OperatorsApi::new(state.clone())))
         .add_service(IdentityServer::new(IdentityApi::new(state)));
 }
 
@@ -129,6 +134,7 @@ mod tests {
                 <TodosServer<TodosApi> as NamedService>::NAME,
                 <IdentityServer<IdentityApi> as NamedService>::NAME,
                 <RulePacksServer<RulePacksApi> as NamedService>::NAME,
+                <OperatorsServer<OperatorsApi> as NamedService>::NAME,
             ]
         );
     }

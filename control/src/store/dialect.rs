@@ -106,7 +106,11 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "decision_config",
         include_str!("../../migrations/sqlite/0010_decision_config.sql"),
     ),
-    // 0011 is operator credentials (another branch).
+    (
+        11,
+        "operators",
+        include_str!("../../migrations/sqlite/0011_operators.sql"),
+    ),
     (
         12,
         "redrives",
@@ -164,7 +168,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         "decision_config",
         include_str!("../../migrations/postgres/0010_decision_config.sql"),
     ),
-    // 0011 is operator credentials (another branch).
+    (
+        11,
+        "operators",
+        include_str!("../../migrations/postgres/0011_operators.sql"),
+    ),
     (
         12,
         "redrives",

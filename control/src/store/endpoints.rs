@@ -11,7 +11,7 @@ use super::tenancy::check_name;
 use super::{Store, parse_col};
 use crate::error::{Error, Result};
 use crate::scope::OwnerScope;
-use crate::secrets::{hashes_match, new_id, new_token, sha256_hex};
+use crate::secrets::{hashes_match, mint_credential, new_id, sha256_hex};
 use crate::verbs;
 
 /// The prefix of every endpoint credential, so a leaked one is recognizable in logs and scanners.
@@ -95,7 +95,7 @@ impl Store {
             ));
         }
         let id = new_id("ep_")?;
-        let credential = new_token(CREDENTIAL_PREFIX)?;
+        let (credential, credential_hash) = mint_credential(CREDENTIAL_PREFIX)?;
         let _turn = self.write_turn().await?;
         let row = sqlx::query(
             "INSERT INTO endpoints (id, name, human_login, owner_scope, verbs, credential_hash, created_at) \
@@ -107,7 +107,7 @@ impl Store {
         .bind(new.human_login.as_str())
         .bind(new.owner_scope.to_string())
         .bind(serde_json::to_string(&verbs)?)
-        .bind(sha256_hex(&credential))
+        .bind(credential_hash.as_str())
         .bind(self.now())
         // To the end of the statement: see `store` (writes that return rows).
         .fetch_all(&self.pool)

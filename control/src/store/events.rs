@@ -6,6 +6,8 @@ use serde_json::Value;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+use super::dialect::WriteTx;
+use super::group_commit::Write;
 use super::todos::{NewTodo, TodoInsert, insert_todo_in};
 use super::{Listing, Page, Paged, Store, cursor_for, flag, into_page, json_opt};
 use crate::error::{Error, Result};
@@ -211,8 +213,90 @@ fn summary(row: &AnyRow) -> Result<EventSummary> {
     })
 }
 
+/// Inserts one delivery in `tx` under the id and arrival time chosen for it. `not_found` when
+/// the webhook is gone (deleted between its lookup and the insert).
+pub(crate) async fn insert_event_in(
+    tx: &mut WriteTx,
+    id: &str,
+    new: &NewEvent,
+    received_at: i64,
+) -> Result<Event> {
+    let headers = serde_json::to_string(&new.headers)?;
+    let row = sqlx::query(concat!(
+        "INSERT INTO events (id, webhook_id, owner_scope, delivery_id, source, kind, headers, body, verified, \
+         received_at, routed) \
+         SELECT $1, id, owner_scope, $2, source_type, $3, $4, $5, $6, $7, 0 FROM webhooks WHERE id = $8 \
+         RETURNING ",
+        event_columns_but_body!()
+    ))
+    .bind(id)
+    .bind(new.delivery_id.as_str())
+    .bind(new.kind.as_str())
+    .bind(headers.as_str())
+    .bind(new.body.as_ref())
+    .bind(i32::from(new.verified))
+    .bind(received_at)
+    .bind(new.webhook_id.as_str())
+    // To the end of the statement: see `store` (writes that return rows).
+    .fetch_all(&mut **tx)
+    .await?
+    .into_iter()
+    .next();
+    row.as_ref()
+        .map(|row| event_with(row, new.body.clone()))
+        .unwrap_or(Err(Error::not_found("webhook")))
+}
+
+/// Records a decision (and the todo a queue decision makes) in `tx`; `not_found` when the
+/// event is gone, and then nothing is written.
+pub(crate) async fn record_decision_in(
+    tx: &mut WriteTx,
+    event_id: &str,
+    outcome: &RecordDecision,
+    now: i64,
+) -> Result<Option<TodoInsert>> {
+    let decision = serde_json::to_string(&outcome.decision)?;
+    let fault = outcome
+        .fault
+        .as_ref()
+        .map(serde_json::to_string)
+        .transpose()?;
+    // Without a configuration to record, 0010's columns are not named at all: they stay
+    // NULL ("unknown"), and the statement is the one older schemas know.
+    let update = match &outcome.decided_by {
+        Some(by) => sqlx::query(
+            "UPDATE events SET decision = $1, fault = $2, routed = 1, routed_at = $3, \
+             config_version = $4, config_digest = $5 WHERE id = $6",
+        )
+        .bind(decision.as_str())
+        .bind(fault.as_deref())
+        .bind(now)
+        .bind(by.version)
+        .bind(by.digest.as_str()),
+        None => sqlx::query(
+            "UPDATE events SET decision = $1, fault = $2, routed = 1, routed_at = $3 WHERE id = $4",
+        )
+        .bind(decision.as_str())
+        .bind(fault.as_deref())
+        .bind(now),
+    };
+    let done = update
+        .bind(super::lookup_id(event_id))
+        .execute(&mut **tx)
+        .await?;
+    if done.rows_affected() == 0 {
+        return Err(Error::not_found("event"));
+    }
+    match &outcome.todo {
+        Some(new) => Ok(Some(insert_todo_in(tx, event_id, new, now).await?)),
+        None => Ok(None),
+    }
+}
+
 impl Store {
-    /// Stores a delivery, durably, before anything routes it.
+    /// Stores a delivery, durably, before anything routes it. The insert shares a commit
+    /// with other deliveries arriving at the same time (`group_commit`); the answer comes
+    /// once that commit holds it.
     pub async fn insert_event(&self, new: NewEvent) -> Result<Event> {
         if new.delivery_id.is_empty() || new.delivery_id.len() > 200 {
             return Err(Error::invalid("delivery_id", "1–200 bytes"));
@@ -221,84 +305,42 @@ impl Store {
             return Err(Error::invalid("kind", "1–200 bytes"));
         }
         let id = new_id("ev_")?;
-        let headers = serde_json::to_string(&new.headers)?;
-        let _turn = self.write_turn().await?;
-        let row = sqlx::query(concat!(
-            "INSERT INTO events (id, webhook_id, owner_scope, delivery_id, source, kind, headers, body, verified, \
-             received_at, routed) \
-             SELECT $1, id, owner_scope, $2, source_type, $3, $4, $5, $6, $7, 0 FROM webhooks WHERE id = $8 \
-             RETURNING ",
-            event_columns_but_body!()
-        ))
-        .bind(id.as_str())
-        .bind(new.delivery_id.as_str())
-        .bind(new.kind.as_str())
-        .bind(headers.as_str())
-        .bind(new.body.as_ref())
-        .bind(i32::from(new.verified))
-        .bind(self.now())
-        .bind(new.webhook_id.as_str())
-        // To the end of the statement: see `store` (writes that return rows).
-        .fetch_all(&self.pool)
-        .await?
-        .into_iter()
-        .next();
-        row.as_ref()
-            .map(|row| event_with(row, new.body.clone()))
-            .unwrap_or(Err(Error::not_found("webhook")))
+        let received_at = self.now();
+        self.group_commit
+            .submit(&self.pool, self.backend, &self.write_turns, |reply| {
+                Write::Event {
+                    id,
+                    received_at,
+                    new,
+                    reply,
+                }
+            })
+            .await
     }
 
     /// Records the routing decision on an event and, for a queue decision, creates its todo,
     /// in one transaction: either both are stored or neither, so a crash leaves the event
-    /// unrouted and it is routed again (the once-key keeps that from doubling the todo).
+    /// unrouted and it is routed again (the once-key keeps that from doubling the todo). The
+    /// transaction is shared with other deliveries' writes (`group_commit`).
     pub async fn record_decision(
         &self,
         event_id: &str,
         outcome: RecordDecision,
     ) -> Result<Option<TodoInsert>> {
-        let decision = serde_json::to_string(&outcome.decision)?;
-        let fault = outcome
-            .fault
-            .as_ref()
-            .map(serde_json::to_string)
-            .transpose()?;
         let now = self.now();
-        let mut tx = self.begin_write().await?;
-        // Without a configuration to record, 0010's columns are not named at all: they stay
-        // NULL ("unknown"), and the statement is the one older schemas know.
-        let update = match &outcome.decided_by {
-            Some(by) => sqlx::query(
-                "UPDATE events SET decision = $1, fault = $2, routed = 1, routed_at = $3, \
-                 config_version = $4, config_digest = $5 WHERE id = $6",
-            )
-            .bind(decision.as_str())
-            .bind(fault.as_deref())
-            .bind(now)
-            .bind(by.version)
-            .bind(by.digest.as_str()),
-            None => sqlx::query(
-                "UPDATE events SET decision = $1, fault = $2, routed = 1, routed_at = $3 WHERE id = $4",
-            )
-            .bind(decision.as_str())
-            .bind(fault.as_deref())
-            .bind(now),
-        };
-        let done = update
-            .bind(super::lookup_id(event_id))
-            .execute(&mut *tx)
-            .await?;
-        if done.rows_affected() == 0 {
-            return Err(Error::not_found("event"));
-        }
-        let todo = match outcome.todo {
-            Some(new) => Some(insert_todo_in(&mut tx, event_id, &new, now).await?),
-            None => None,
-        };
-        tx.commit().await?;
-        Ok(todo)
+        let event_id = event_id.to_string();
+        self.group_commit
+            .submit(&self.pool, self.backend, &self.write_turns, |reply| {
+                Write::Decision {
+                    event_id,
+                    outcome,
+                    now,
+                    reply,
+                }
+            })
+            .await
     }
 
-    /// A webhook's events, newest first, one page at a time.
     pub async fn list_events(
         &self,
         scope: &OwnerScope,

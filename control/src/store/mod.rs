@@ -17,7 +17,9 @@ mod console;
 mod dialect;
 mod endpoints;
 mod events;
+mod group_commit;
 mod leases;
+mod operators;
 mod plans;
 mod rate_limits;
 mod redrives;
@@ -45,6 +47,11 @@ pub use events::{
     Backlog, DecidedBy, Event, EventSummary, LOAD_BYTES, Loaded, MAX_REPLAY_EVENTS, NewEvent,
     RecordDecision,
 };
+pub use group_commit::{Bounds as GroupCommitBounds, GroupCommitTally};
+pub use operators::{
+    AuditEntry, AuditRecord, MintedOperatorCredential, OPERATOR_CREDENTIAL_PREFIX, OperatorAction,
+    OperatorCredential,
+};
 pub use plans::{NewPlan, PLAN_TOKEN_PREFIX, Plan, new_plan_token};
 pub use rate_limits::{REPLAYS_PER_MINUTE, block_size};
 pub use redrives::{
@@ -69,6 +76,8 @@ pub struct Store {
     clock: Clock,
     held_hits: std::sync::Arc<rate_limits::HeldHits>,
     write_turns: dialect::WriteTurns,
+    /// Ingest's writes share transactions (`group_commit`).
+    group_commit: group_commit::GroupCommit,
     /// Seals webhook secrets on write and opens them on read (`crate::sealing`).
     sealing: std::sync::Arc<SealingKey>,
 }
@@ -86,6 +95,8 @@ pub struct StoreOptions {
     /// Apply the embedded migrations only up to this version. `None` (always, in a running
     /// Switchboard) applies all; upgrade tests open a database at an earlier schema with it.
     pub migrations_up_to: Option<i64>,
+    /// How much one group commit of ingest's writes may hold (`group_commit`).
+    pub group_commit: GroupCommitBounds,
 }
 
 impl Default for StoreOptions {
@@ -96,6 +107,7 @@ impl Default for StoreOptions {
             queue_sqlite_writers: true,
             migrations_up_to: None,
             sealing_key: None,
+            group_commit: GroupCommitBounds::default(),
         }
     }
 }
@@ -153,6 +165,14 @@ impl Store {
             clock: Clock::system(),
             held_hits: Default::default(),
             write_turns: dialect::WriteTurns::new(backend, options.queue_sqlite_writers),
+            group_commit: group_commit::GroupCommit::new(
+                options.group_commit,
+                match backend {
+                    Backend::Sqlite => 1,
+                    // At most half the pool, so reads always find connections.
+                    Backend::Postgres => (options.max_connections / 2).clamp(1, 4) as usize,
+                },
+            ),
             sealing: std::sync::Arc::new(key),
         };
         if options.migrations_up_to.is_none() {
@@ -180,6 +200,11 @@ impl Store {
     /// The pool, for health checks and for tests that look at what is stored at rest.
     pub fn pool(&self) -> &AnyPool {
         &self.pool
+    }
+
+    /// How many commits ingest's writes have taken so far (`group_commit`).
+    pub fn group_commit_tally(&self) -> GroupCommitTally {
+        self.group_commit.tally()
     }
 
     /// Closes every connection; in-flight calls finish first.
@@ -339,6 +364,7 @@ pub(crate) enum Listing {
     Events,
     Todos,
     History,
+    Audit,
 }
 
 impl Listing {
@@ -347,6 +373,7 @@ impl Listing {
             Listing::Events => "e1",
             Listing::Todos => "t1",
             Listing::History => "h1",
+            Listing::Audit => "a1",
         }
     }
 }

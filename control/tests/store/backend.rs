@@ -23,9 +23,9 @@ pub async fn migrations_apply_once_and_reconnect(db: TestDb) {
     // Every migration once: 0001 (the schema), 0002 (rate-limit grants), 0003 (the once-key),
     // 0004 (events by age), 0005 (the sliding replay limit's log), 0006 (grant allowances),
     // 0007 (plan approval), 0008 (console sessions), 0009 (todo leases), 0010 (the
-    // configuration a decision was made under), 0012 (redrives; 0011 is taken by operator
-    // credentials on another branch).
-    assert_eq!(applied, 11);
+    // configuration a decision was made under), 0011 (operator credentials and audit), 0012
+    // (redrives).
+    assert_eq!(applied, 12);
     again.close().await;
 }
 
@@ -129,7 +129,7 @@ pub async fn upgrading_from_0002_keeps_todos_and_a_forgery_no_longer_takes_the_o
         .expect("count")
         .try_get("n")
         .expect("n");
-    assert_eq!(applied, 11);
+    assert_eq!(applied, 12);
     assert_eq!(
         new.webhook_for_ingest(&hook.id).await.expect("kept").secret,
         hook.secret,

@@ -477,6 +477,106 @@ pub async fn failed_writes_leave_the_next_writer_free(db: TestDb) {
     assert_eq!(n, 160, "one todo per delivery");
 }
 
+/// Group commit (issue 22): 32 senders at once, each delivery stored then decided, half of
+/// them redeliveries of the other half, with deliveries to a deleted webhook mixed into the
+/// same batches. Every write gets its own answer (a bad one costs the others nothing), every
+/// delivery is stored once, each delivery has one todo, and writes shared commits.
+pub async fn concurrent_deliveries_share_commits_and_each_is_stored_once(db: TestDb) {
+    let (commits, writes) = thirty_two_senders(&db, &db.store).await;
+    assert!(
+        commits * 2 <= writes,
+        "concurrent writes shared commits: {commits} commits for {writes} writes"
+    );
+}
+
+/// The same senders with group commit off (`max_writes` 1, `--group-commit-writes 1`): the
+/// same outcome, each write in a commit of its own.
+pub async fn with_group_commit_off_each_write_commits_alone(db: TestDb) {
+    use switchboard_control::Store;
+    use switchboard_control::store::{GroupCommitBounds, StoreOptions};
+    let off = Store::connect_with(
+        &db.url,
+        StoreOptions {
+            sealing_key: Some(db.store.sealing_key().clone()),
+            group_commit: GroupCommitBounds {
+                max_writes: 1,
+                ..GroupCommitBounds::default()
+            },
+            ..StoreOptions::default()
+        },
+    )
+    .await
+    .expect("open the store again");
+    let (commits, writes) = thirty_two_senders(&db, &off).await;
+    // The 64 inserts for a deleted webhook commit nothing.
+    assert_eq!(commits, writes - 64);
+    off.close().await;
+}
+
+/// 32 senders through `store` (on `db`'s database); the commits and writes they took.
+async fn thirty_two_senders(db: &TestDb, store: &switchboard_control::Store) -> (u64, u64) {
+    let alice = human(db, "alice").await;
+    let hooks = [webhook(db, &alice).await.id, webhook(db, &alice).await.id];
+    let gone = webhook(db, &alice).await.id;
+    db.delete_webhook(&alice, &gone).await.unwrap();
+    let before = store.group_commit_tally();
+    let senders = (0..32).map(|s| {
+        let (store, wh, gone) = (store.clone(), hooks[s % 2].clone(), gone.clone());
+        tokio::spawn(async move {
+            let mut todos = Vec::new();
+            for i in 0..10 {
+                // Senders s and s + 16 send the same deliveries to the same webhook.
+                let stored = store
+                    .insert_event(event(&wh, &format!("d-{}-{i}", s % 16)))
+                    .await
+                    .expect("insert");
+                let queued = RecordDecision {
+                    decision: json!("queue:triage"),
+                    fault: None,
+                    todo: Some(NewTodo {
+                        queue: "triage".into(),
+                        rule_id: None,
+                    }),
+                    decided_by: None,
+                };
+                let todo = store.record_decision(&stored.id, queued).await;
+                todos.push(todo.expect("record").expect("a todo"));
+                if i % 5 == 0 {
+                    not_found(store.insert_event(event(&gone, "lost")).await, "webhook");
+                }
+            }
+            todos
+        })
+    });
+    let answered = futures::future::join_all(senders).await;
+    let mut todos = Vec::new();
+    for sender in answered {
+        todos.extend(sender.expect("a sender"));
+    }
+    let pool = db.pool().clone();
+    let count = |sql: &'static str| {
+        let pool = pool.clone();
+        async move {
+            let row = sqlx::query(sql).fetch_one(&pool).await.unwrap();
+            sqlx::Row::try_get::<i64, _>(&row, "n").unwrap()
+        }
+    };
+    assert_eq!(count("SELECT COUNT(*) AS n FROM events").await, 320);
+    assert_eq!(
+        count("SELECT COUNT(*) AS n FROM events WHERE routed = 1").await,
+        320
+    );
+    assert_eq!(count("SELECT COUNT(*) AS n FROM todos").await, 160);
+    // Each delivery's todo was made by exactly one of its two deliveries.
+    assert_eq!(todos.iter().filter(|t| t.inserted).count(), 160);
+    let ids: HashSet<_> = todos.iter().map(|t| t.todo.id.clone()).collect();
+    assert_eq!(ids.len(), 160);
+    let after = store.group_commit_tally();
+    let writes = after.writes - before.writes;
+    assert_eq!(writes, 320 + 320 + 64, "every write answered once");
+    (after.commits - before.commits, writes)
+}
+
 /// Migration 0010 from a database written at 0009 with events in it: decisions recorded before
 /// it say "unknown" (NULL), decisions recorded after it name their configuration, nothing else
 /// moves, and every endpoint that could read an event may now explain one.
@@ -550,7 +650,7 @@ pub async fn upgrading_from_0009_leaves_old_decisions_unknown_and_grants_explain
         .expect("count")
         .try_get("n")
         .expect("n");
-    assert_eq!(applied, 11);
+    assert_eq!(applied, 12);
     let (event, decided_by) = new
         .get_event_decided_by(&alice, &decided.id)
         .await
@@ -684,7 +784,7 @@ pub async fn upgrading_from_0010_keeps_events_redrivable_and_grants_redrive(db: 
         .expect("count")
         .try_get("n")
         .expect("n");
-    assert_eq!(applied, 11);
+    assert_eq!(applied, 12);
     let (kept, decided_by) = new
         .get_event_decided_by(&alice, &quarantined.id)
         .await

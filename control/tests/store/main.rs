@@ -9,6 +9,7 @@ mod configuration;
 mod endpoints;
 mod events;
 mod leases;
+mod operators;
 mod plans;
 mod rate_limits;
 mod retention;
@@ -85,6 +86,8 @@ store_test_suite! {
         recording_a_decision_on_an_unknown_event_writes_nothing,
         a_stored_event_is_visible_to_other_connections_at_once,
         failed_writes_leave_the_next_writer_free,
+        concurrent_deliveries_share_commits_and_each_is_stored_once,
+        with_group_commit_off_each_write_commits_alone,
         upgrading_from_0009_leaves_old_decisions_unknown_and_grants_explain,
         upgrading_from_0010_keeps_events_redrivable_and_grants_redrive,
     ],
@@ -119,6 +122,10 @@ store_test_suite! {
         expired_plan_is_stale,
         confirm_saves_exactly_the_planned_candidate,
         confirm_refuses_a_plan_the_webhook_moved_past,
+    ],
+    operators: [
+        operator_credentials_are_hashed_and_their_own_kind,
+        upgrading_from_0010_adds_operators_and_keeps_everything,
     ],
     leases: [
         one_replay_lease_holder_at_a_time,

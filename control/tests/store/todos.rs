@@ -766,7 +766,7 @@ pub async fn upgrading_from_0008_gives_old_claims_a_lease(db: TestDb) {
         .unwrap()
         .try_get("n")
         .unwrap();
-    assert_eq!(applied, 11);
+    assert_eq!(applied, 12);
     let get = |id: &'static str| {
         let (new, alice) = (new.clone(), alice.clone());
         async move { new.get_todo(&alice, id).await.expect("kept") }

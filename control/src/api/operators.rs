@@ -1,0 +1,710 @@
+//! The `Operators` service (issue 21 item 1): what `switchboard admin` calls. Every call
+//! carries an operator credential (`sbo_…`, [`crate::store::OperatorCredential`]); endpoint
+//! credentials live in another table and answer here exactly as unknown ones. Every change
+//! is audited after it succeeds (operator credentials in the same transaction); a refused or
+//! failed call writes no audit row.
+
+use std::str::FromStr;
+
+use switchboard_proto::control::v1 as pb;
+use switchboard_proto::control::v1::operators_server::Operators;
+use tonic::metadata::MetadataMap;
+use tonic::{Request, Response, Status};
+
+use super::convert;
+use super::respond;
+use super::status::ApiError;
+use crate::scope::{OwnerScope, Role};
+use crate::state::ControlState;
+use crate::store::{
+    Actor, AuditRecord, ConfirmPolicy, Endpoint, GrantAllowance, NewEndpoint, NewWebhook,
+    OperatorAction, OperatorCredential, Webhook, within_allowance,
+};
+use crate::verbs;
+
+pub struct OperatorsApi {
+    state: ControlState,
+}
+
+impl OperatorsApi {
+    pub fn new(state: ControlState) -> Self {
+        Self { state }
+    }
+
+    /// The operator behind the call's credential. Missing, unknown, revoked and endpoint
+    /// credentials are all `unauthenticated`, the last three alike.
+    async fn operator(&self, metadata: &MetadataMap) -> Result<OperatorCredential, ApiError> {
+        let credential = super::auth::bearer(metadata).ok_or(ApiError::Unauthenticated(
+            "send an operator credential as `authorization: Bearer <credential>`",
+        ))?;
+        self.state
+            .store
+            .authenticate_operator(credential)
+            .await?
+            .ok_or(ApiError::Unauthenticated(
+                "the credential is unknown or revoked",
+            ))
+    }
+
+    async fn audit(&self, by: &OperatorCredential, record: AuditRecord) -> Result<(), ApiError> {
+        self.state
+            .store
+            .record_operator_action(&by.id, &record)
+            .await?;
+        Ok(())
+    }
+
+    /// An operator names a webhook by id alone; its scope comes from the store.
+    async fn webhook(&self, id: &str) -> Result<Webhook, ApiError> {
+        Ok(self.state.store.webhook_for_ingest(id).await?)
+    }
+}
+
+fn scope(text: &str) -> Result<OwnerScope, ApiError> {
+    OwnerScope::from_str(text).map_err(|m| ApiError::invalid("owner_scope", m))
+}
+
+fn human(h: crate::store::Human) -> pb::Human {
+    pb::Human {
+        login: h.login,
+        display_name: h.display_name.unwrap_or_default(),
+        created_at_ms: h.created_at,
+    }
+}
+
+fn team(t: crate::store::Team) -> pb::Team {
+    pb::Team {
+        slug: t.slug,
+        name: t.name,
+        created_at_ms: t.created_at,
+    }
+}
+
+fn allowance(a: GrantAllowance) -> pb::GrantAllowance {
+    pb::GrantAllowance {
+        owner_scope: a.owner_scope.to_string(),
+        queues: a.queues,
+    }
+}
+
+fn endpoint(e: Endpoint) -> pb::Endpoint {
+    pb::Endpoint {
+        id: e.id,
+        name: e.name,
+        human: e.human_login,
+        owner_scope: e.owner_scope.to_string(),
+        verbs: e.verbs,
+        created_at_ms: e.created_at,
+        revoked_at_ms: e.revoked_at,
+    }
+}
+
+fn operator_credential(c: OperatorCredential) -> pb::OperatorCredential {
+    pb::OperatorCredential {
+        id: c.id,
+        name: c.name,
+        created_at_ms: c.created_at,
+        revoked_at_ms: c.revoked_at,
+        created_by: c.created_by.unwrap_or_default(),
+    }
+}
+
+/// Queues the saved rules (and default action) route to that the grant does not hold.
+pub fn queues_outside_grant(w: &Webhook) -> Vec<String> {
+    let Ok(config) = switchboard_model::Configuration::from_json(&w.configuration.to_string())
+    else {
+        return Vec::new();
+    };
+    let mut outside: Vec<String> = config
+        .rules
+        .iter()
+        .map(|r| &r.action)
+        .chain(config.default_action.as_ref())
+        .filter_map(|a| match a {
+            switchboard_model::Action::Queue(q) if !w.grant.contains(q) => Some(q.clone()),
+            _ => None,
+        })
+        .collect();
+    outside.sort();
+    outside.dedup();
+    outside
+}
+
+/// What an endpoint asked for would be able to call, grouped by family: the consent step.
+fn families(expanded: &[&'static str]) -> Vec<pb::VerbFamilyGrant> {
+    verbs::group_by_family(expanded)
+        .into_iter()
+        .map(|(family, held)| pb::VerbFamilyGrant {
+            family: family.to_string(),
+            whole_family: verbs::FAMILIES
+                .iter()
+                .find(|f| f.name == family)
+                .is_some_and(|f| f.verbs.len() == held.len()),
+            verbs: held.into_iter().map(str::to_string).collect(),
+        })
+        .collect()
+}
+
+#[tonic::async_trait]
+impl Operators for OperatorsApi {
+    async fn create_human(
+        &self,
+        request: Request<pb::CreateHumanRequest>,
+    ) -> Result<Response<pb::CreateHumanResponse>, Status> {
+        respond(async {
+            let op = self.operator(request.metadata()).await?;
+            let r = request.get_ref();
+            let h = self
+                .state
+                .store
+                .create_human(&r.login, r.display_name.as_deref())
+                .await?;
+            self.audit(
+                &op,
+                AuditRecord::new(OperatorAction::CreateHuman, format!("human:{}", h.login)),
+            )
+            .await?;
+            Ok(pb::CreateHumanResponse {
+                human: Some(human(h)),
+            })
+        })
+        .await
+    }
+
+    async fn list_humans(
+        &self,
+        request: Request<pb::ListHumansRequest>,
+    ) -> Result<Response<pb::ListHumansResponse>, Status> {
+        respond(async {
+            self.operator(request.metadata()).await?;
+            let humans = self.state.store.list_humans().await?;
+            Ok(pb::ListHumansResponse {
+                humans: humans.into_iter().map(human).collect(),
+            })
+        })
+        .await
+    }
+
+    async fn create_sign_in_link(
+        &self,
+        request: Request<pb::CreateSignInLinkRequest>,
+    ) -> Result<Response<pb::CreateSignInLinkResponse>, Status> {
+        respond(async {
+            let op = self.operator(request.metadata()).await?;
+            let r = request.get_ref();
+            let ttl = crate::console::SIGN_IN_LINK_TTL;
+            let token = self
+                .state
+                .store
+                .create_sign_in_link(&r.login, i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX))
+                .await?;
+            let base = r
+                .console_url
+                .as_deref()
+                .or(self.state.console_base.as_deref());
+            self.audit(
+                &op,
+                AuditRecord::new(
+                    OperatorAction::CreateSignInLink,
+                    format!("human:{}", r.login),
+                ),
+            )
+            .await?;
+            Ok(pb::CreateSignInLinkResponse {
+                url: crate::console::sign_in_url(base, &token),
+                valid_for_secs: i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX),
+            })
+        })
+        .await
+    }
+
+    async fn create_team(
+        &self,
+        request: Request<pb::CreateTeamRequest>,
+    ) -> Result<Response<pb::CreateTeamResponse>, Status> {
+        respond(async {
+            let op = self.operator(request.metadata()).await?;
+            let r = request.get_ref();
+            let t = self
+                .state
+                .store
+                .create_team(&r.slug, r.name.as_deref().unwrap_or(&r.slug))
+                .await?;
+            self.audit(
+                &op,
+                AuditRecord::new(OperatorAction::CreateTeam, format!("team:{}", t.slug))
+                    .with("name", t.name.as_str()),
+            )
+            .await?;
+            Ok(pb::CreateTeamResponse {
+                team: Some(team(t)),
+            })
+        })
+        .await
+    }
+
+    async fn list_teams(
+        &self,
+        request: Request<pb::ListTeamsRequest>,
+    ) -> Result<Response<pb::ListTeamsResponse>, Status> {
+        respond(async {
+            self.operator(request.metadata()).await?;
+            let teams = self.state.store.list_teams().await?;
+            Ok(pb::ListTeamsResponse {
+                teams: teams.into_iter().map(team).collect(),
+            })
+        })
+        .await
+    }
+
+    async fn set_team_member(
+        &self,
+        request: Request<pb::SetTeamMemberRequest>,
+    ) -> Result<Response<pb::SetTeamMemberResponse>, Status> {
+        respond(async {
+            let op = self.operator(request.metadata()).await?;
+            let r = request.get_ref();
+            let role = Role::from_str(&r.role).map_err(|m| ApiError::invalid("role", m))?;
+            let m = self
+                .state
+                .store
+                .set_membership(&r.team, &r.login, role)
+                .await?;
+            self.audit(
+                &op,
+                AuditRecord::new(
+                    OperatorAction::SetTeamMember,
+                    format!("team:{}", m.team_slug),
+                )
+                .with("human", m.human_login.as_str())
+                .with("role", m.role.as_str()),
+            )
+            .await?;
+            Ok(pb::SetTeamMemberResponse {
+                team: m.team_slug,
+                login: m.human_login,
+                role: m.role.as_str().to_string(),
+            })
+        })
+        .await
+    }
+
+    async fn provision_webhook(
+        &self,
+        request: Request<pb::ProvisionWebhookRequest>,
+    ) -> Result<Response<pb::ProvisionWebhookResponse>, Status> {
+        respond(async {
+            let op = self.operator(request.metadata()).await?;
+            let r = request.into_inner();
+            let w = self
+                .state
+                .store
+                .create_webhook(NewWebhook {
+                    owner_scope: scope(&r.owner_scope)?,
+                    source_type: convert::source_type_from(r.source_type)?,
+                    secret: r.secret,
+                    grant: r.grant,
+                    reject_unverified: r.reject_unverified,
+                    configuration: None,
+                    actor: Actor::operator(),
+                })
+                .await?;
+            self.audit(
+                &op,
+                AuditRecord::new(OperatorAction::CreateWebhook, w.id.as_str())
+                    .with("owner_scope", w.owner_scope.to_string())
+                    .with("source", w.source_type.to_string())
+                    .with("grant", w.grant.join(","))
+                    .with("reject_unverified", w.reject_unverified.to_string()),
+            )
+            .await?;
+            Ok(pb::ProvisionWebhookResponse {
+                webhook: Some(convert::webhook(&w)),
+                secret: w.secret,
+            })
+        })
+        .await
+    }
+
+    async fn list_scope_webhooks(
+        &self,
+        request: Request<pb::ListScopeWebhooksRequest>,
+    ) -> Result<Response<pb::ListScopeWebhooksResponse>, Status> {
+        respond(async {
+            self.operator(request.metadata()).await?;
+            let scope = scope(&request.get_ref().owner_scope)?;
+            let webhooks = self.state.store.list_webhooks(&scope).await?;
+            Ok(pb::ListScopeWebhooksResponse {
+                webhooks: webhooks.iter().map(convert::webhook).collect(),
+            })
+        })
+        .await
+    }
+
+    async fn set_webhook_grant(
+        &self,
+        request: Request<pb::SetWebhookGrantRequest>,
+    ) -> Result<Response<pb::SetWebhookGrantResponse>, Status> {
+        respond(async {
+            let op = self.operator(request.metadata()).await?;
+            let r = request.get_ref();
+            let current = self.webhook(&r.webhook_id).await?;
+            let w = self
+                .state
+                .store
+                .set_webhook_grant(&current.owner_scope, &current.id, &r.grant)
+                .await?;
+            self.audit(
+                &op,
+                AuditRecord::new(OperatorAction::SetWebhookGrant, w.id.as_str())
+                    .with("grant", w.grant.join(",")),
+            )
+            .await?;
+            Ok(pb::SetWebhookGrantResponse {
+                routed_outside_grant: queues_outside_grant(&w),
+                webhook: Some(convert::webhook(&w)),
+            })
+        })
+        .await
+    }
+
+    async fn set_webhook_confirm_policy(
+        &self,
+        request: Request<pb::SetWebhookConfirmPolicyRequest>,
+    ) -> Result<Response<pb::SetWebhookConfirmPolicyResponse>, Status> {
+        respond(async {
+            let op = self.operator(request.metadata()).await?;
+            let r = request.get_ref();
+            let policy =
+                ConfirmPolicy::from_str(&r.policy).map_err(|m| ApiError::invalid("policy", m))?;
+            let current = self.webhook(&r.webhook_id).await?;
+            let w = self
+                .state
+                .store
+                .set_confirm_policy(&current.owner_scope, &current.id, policy)
+                .await?;
+            self.audit(
+                &op,
+                AuditRecord::new(OperatorAction::SetWebhookConfirmPolicy, w.id.as_str())
+                    .with("policy", w.confirm_policy.to_string()),
+            )
+            .await?;
+            Ok(pb::SetWebhookConfirmPolicyResponse {
+                webhook: Some(convert::webhook(&w)),
+            })
+        })
+        .await
+    }
+
+    async fn set_webhook_claim_ttl(
+        &self,
+        request: Request<pb::SetWebhookClaimTtlRequest>,
+    ) -> Result<Response<pb::SetWebhookClaimTtlResponse>, Status> {
+        respond(async {
+            let op = self.operator(request.metadata()).await?;
+            let r = request.get_ref();
+            let current = self.webhook(&r.webhook_id).await?;
+            let w = self
+                .state
+                .store
+                .set_claim_ttl(
+                    &current.owner_scope,
+                    &current.id,
+                    r.ttl_secs.map(std::time::Duration::from_secs),
+                )
+                .await?;
+            let ttl_secs = w.claim_ttl.map(|t| t.as_secs());
+            self.audit(
+                &op,
+                AuditRecord::new(OperatorAction::SetWebhookClaimTtl, w.id.as_str()).with(
+                    "ttl_secs",
+                    ttl_secs.map_or("default".to_string(), |s| s.to_string()),
+                ),
+            )
+            .await?;
+            Ok(pb::SetWebhookClaimTtlResponse {
+                webhook_id: w.id,
+                ttl_secs,
+            })
+        })
+        .await
+    }
+
+    async fn set_grant_allowance(
+        &self,
+        request: Request<pb::SetGrantAllowanceRequest>,
+    ) -> Result<Response<pb::SetGrantAllowanceResponse>, Status> {
+        respond(async {
+            let op = self.operator(request.metadata()).await?;
+            let r = request.get_ref();
+            let scope = scope(&r.owner_scope)?;
+            let a = self
+                .state
+                .store
+                .set_grant_allowance(&scope, &r.queues)
+                .await?;
+            self.audit(
+                &op,
+                AuditRecord::new(OperatorAction::SetGrantAllowance, scope.to_string())
+                    .with("queues", a.queues.join(",")),
+            )
+            .await?;
+            let webhooks_outside = self
+                .state
+                .store
+                .list_webhooks(&scope)
+                .await?
+                .into_iter()
+                .filter_map(|w| {
+                    within_allowance(&w.grant, &a.queues).err().map(|outside| {
+                        pb::GrantOutsideAllowance {
+                            webhook_id: w.id,
+                            outside,
+                        }
+                    })
+                })
+                .collect();
+            Ok(pb::SetGrantAllowanceResponse {
+                allowance: Some(allowance(a)),
+                webhooks_outside,
+            })
+        })
+        .await
+    }
+
+    async fn get_grant_allowance(
+        &self,
+        request: Request<pb::GetGrantAllowanceRequest>,
+    ) -> Result<Response<pb::GetGrantAllowanceResponse>, Status> {
+        respond(async {
+            self.operator(request.metadata()).await?;
+            let scope = scope(&request.get_ref().owner_scope)?;
+            let a = self.state.store.grant_allowance(&scope).await?;
+            Ok(pb::GetGrantAllowanceResponse {
+                allowance: a.map(allowance),
+            })
+        })
+        .await
+    }
+
+    async fn clear_grant_allowance(
+        &self,
+        request: Request<pb::ClearGrantAllowanceRequest>,
+    ) -> Result<Response<pb::ClearGrantAllowanceResponse>, Status> {
+        respond(async {
+            let op = self.operator(request.metadata()).await?;
+            let scope = scope(&request.get_ref().owner_scope)?;
+            let cleared = self.state.store.clear_grant_allowance(&scope).await?;
+            if cleared {
+                self.audit(
+                    &op,
+                    AuditRecord::new(OperatorAction::ClearGrantAllowance, scope.to_string()),
+                )
+                .await?;
+            }
+            Ok(pb::ClearGrantAllowanceResponse { cleared })
+        })
+        .await
+    }
+
+    async fn list_grant_allowances(
+        &self,
+        request: Request<pb::ListGrantAllowancesRequest>,
+    ) -> Result<Response<pb::ListGrantAllowancesResponse>, Status> {
+        respond(async {
+            self.operator(request.metadata()).await?;
+            let all = self.state.store.list_grant_allowances().await?;
+            Ok(pb::ListGrantAllowancesResponse {
+                allowances: all.into_iter().map(allowance).collect(),
+            })
+        })
+        .await
+    }
+
+    async fn vend_endpoint(
+        &self,
+        request: Request<pb::VendEndpointRequest>,
+    ) -> Result<Response<pb::VendEndpointResponse>, Status> {
+        respond(async {
+            let op = self.operator(request.metadata()).await?;
+            let r = request.into_inner();
+            let owner_scope = scope(&r.owner_scope)?;
+            let expanded = verbs::expand(&r.verbs).map_err(|m| ApiError::invalid("verbs", m))?;
+            if expanded.is_empty() {
+                return Err(ApiError::invalid(
+                    "verbs",
+                    "name at least one verb or family",
+                ));
+            }
+            let Some(role) = self
+                .state
+                .store
+                .role_in_scope(&r.human, &owner_scope)
+                .await?
+            else {
+                return Err(ApiError::invalid(
+                    "owner_scope",
+                    format!("{} holds no role in {owner_scope}: nothing vended", r.human),
+                ));
+            };
+            let mut answer = pb::VendEndpointResponse {
+                role: role.as_str().to_string(),
+                families: families(&expanded),
+                ..Default::default()
+            };
+            if !r.consent {
+                return Ok(answer);
+            }
+            let vended = self
+                .state
+                .store
+                .vend_endpoint(NewEndpoint {
+                    name: r.name.unwrap_or_else(|| format!("{}-agent", r.human)),
+                    human_login: r.human,
+                    owner_scope,
+                    verbs: r.verbs,
+                })
+                .await?;
+            let e = vended.endpoint;
+            self.audit(
+                &op,
+                AuditRecord::new(OperatorAction::VendEndpoint, e.id.as_str())
+                    .with("human", e.human_login.as_str())
+                    .with("owner_scope", e.owner_scope.to_string())
+                    .with("verbs", e.verbs.join(",")),
+            )
+            .await?;
+            answer.vended = true;
+            answer.endpoint = Some(endpoint(e));
+            answer.credential = vended.credential;
+            Ok(answer)
+        })
+        .await
+    }
+
+    async fn revoke_endpoint(
+        &self,
+        request: Request<pb::RevokeEndpointRequest>,
+    ) -> Result<Response<pb::RevokeEndpointResponse>, Status> {
+        respond(async {
+            let op = self.operator(request.metadata()).await?;
+            let e = self
+                .state
+                .store
+                .revoke_endpoint(&request.get_ref().endpoint_id)
+                .await?;
+            self.audit(
+                &op,
+                AuditRecord::new(OperatorAction::RevokeEndpoint, e.id.as_str())
+                    .with("owner_scope", e.owner_scope.to_string()),
+            )
+            .await?;
+            Ok(pb::RevokeEndpointResponse {
+                endpoint: Some(endpoint(e)),
+            })
+        })
+        .await
+    }
+
+    async fn list_endpoints(
+        &self,
+        request: Request<pb::ListEndpointsRequest>,
+    ) -> Result<Response<pb::ListEndpointsResponse>, Status> {
+        respond(async {
+            self.operator(request.metadata()).await?;
+            let filter = request
+                .get_ref()
+                .owner_scope
+                .as_deref()
+                .map(scope)
+                .transpose()?;
+            let all = self.state.store.list_endpoints(filter.as_ref()).await?;
+            Ok(pb::ListEndpointsResponse {
+                endpoints: all.into_iter().map(endpoint).collect(),
+            })
+        })
+        .await
+    }
+
+    async fn list_audit_entries(
+        &self,
+        request: Request<pb::ListAuditEntriesRequest>,
+    ) -> Result<Response<pb::ListAuditEntriesResponse>, Status> {
+        respond(async {
+            self.operator(request.metadata()).await?;
+            let r = request.get_ref();
+            let page = self
+                .state
+                .store
+                .list_audit_entries(&convert::page(&r.cursor, r.limit))
+                .await?;
+            Ok(pb::ListAuditEntriesResponse {
+                entries: page
+                    .items
+                    .into_iter()
+                    .map(|e| pb::AuditEntry {
+                        id: e.id,
+                        at_ms: e.at,
+                        operator_id: e.operator_id.unwrap_or_default(),
+                        action: e.action,
+                        target: e.target,
+                        detail: e.detail.into_iter().collect(),
+                    })
+                    .collect(),
+                next_cursor: page.next_cursor.unwrap_or_default(),
+            })
+        })
+        .await
+    }
+
+    async fn create_operator_credential(
+        &self,
+        request: Request<pb::CreateOperatorCredentialRequest>,
+    ) -> Result<Response<pb::CreateOperatorCredentialResponse>, Status> {
+        respond(async {
+            let op = self.operator(request.metadata()).await?;
+            let minted = self
+                .state
+                .store
+                .create_operator_credential(&request.get_ref().name, Some(&op.id))
+                .await?;
+            Ok(pb::CreateOperatorCredentialResponse {
+                credential: Some(operator_credential(minted.credential)),
+                token: minted.token,
+            })
+        })
+        .await
+    }
+
+    async fn list_operator_credentials(
+        &self,
+        request: Request<pb::ListOperatorCredentialsRequest>,
+    ) -> Result<Response<pb::ListOperatorCredentialsResponse>, Status> {
+        respond(async {
+            self.operator(request.metadata()).await?;
+            let all = self.state.store.list_operator_credentials().await?;
+            Ok(pb::ListOperatorCredentialsResponse {
+                credentials: all.into_iter().map(operator_credential).collect(),
+            })
+        })
+        .await
+    }
+
+    async fn revoke_operator_credential(
+        &self,
+        request: Request<pb::RevokeOperatorCredentialRequest>,
+    ) -> Result<Response<pb::RevokeOperatorCredentialResponse>, Status> {
+        respond(async {
+            let op = self.operator(request.metadata()).await?;
+            let revoked = self
+                .state
+                .store
+                .revoke_operator_credential(&request.get_ref().id, &op.id)
+                .await?;
+            Ok(pb::RevokeOperatorCredentialResponse {
+                credential: Some(operator_credential(revoked)),
+            })
+        })
+        .await
+    }
+}

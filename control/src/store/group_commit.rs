@@ -1,0 +1,451 @@
+//! Group commit (issue 22): ingest's two writes per delivery — the event, then its decision
+//! and todo — from many concurrent deliveries share one transaction and one commit.
+//!
+//! Why: every delivery used to pay for two write transactions of its own (on PostgreSQL, two
+//! fsyncs; on SQLite, two turns at the one write lock and two WAL appends). One committer task
+//! per store takes the writes that queued while its previous commit ran, applies them in
+//! arrival order in one transaction, commits, and only then answers each caller: an answer
+//! still means the write is durable. The batching clocks itself: with one sender a batch is
+//! one write and adds no wait; under load a batch holds what arrived during one commit, up to
+//! [`Bounds`]. Nothing waits on a timer.
+//!
+//! A batch that fails as a whole (a write's error, a failed commit) is rolled back and each of
+//! its writes is applied again alone, in its own transaction, so one bad write never costs the
+//! others their answer. Writes are idempotent across that retry: the event id and arrival time
+//! are chosen before the first try, the decision is an UPDATE of that event, the todo is the
+//! once-key insert.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use sqlx::AnyPool;
+use tokio::sync::{mpsc, oneshot};
+
+use super::Event;
+use super::dialect::{self, Backend, WriteTurns, WriteTx};
+use super::events::{NewEvent, RecordDecision, insert_event_in, record_decision_in};
+use super::todos::TodoInsert;
+use crate::error::{Error, Result};
+
+/// How much one batch may hold. A batch ends at whichever bound comes first, so one webhook's
+/// big bodies cannot hold another's small deliveries in a long transaction: a write that would
+/// take the batch over `max_bytes` waits for the next one (a write bigger than the bound goes
+/// alone). `max_writes` of 1 turns group commit off: each write is its own transaction, in
+/// its caller's task, as before issue 22 (the benchmark's single-row baseline).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Bounds {
+    pub max_writes: usize,
+    pub max_bytes: usize,
+}
+
+impl Default for Bounds {
+    fn default() -> Self {
+        Bounds {
+            max_writes: 64,
+            max_bytes: 4 * 1024 * 1024,
+        }
+    }
+}
+
+/// One write waiting for its commit, and where its answer goes.
+pub(crate) enum Write {
+    Event {
+        id: String,
+        received_at: i64,
+        new: NewEvent,
+        reply: oneshot::Sender<Result<Event>>,
+    },
+    Decision {
+        event_id: String,
+        outcome: RecordDecision,
+        now: i64,
+        reply: oneshot::Sender<Result<Option<TodoInsert>>>,
+    },
+}
+
+/// What a write came to, before its answer is sent.
+enum Done {
+    Event(Result<Event>),
+    Decision(Result<Option<TodoInsert>>),
+}
+
+impl Done {
+    fn is_err(&self) -> bool {
+        match self {
+            Done::Event(r) => r.is_err(),
+            Done::Decision(r) => r.is_err(),
+        }
+    }
+
+    /// Whether the write failed having written something, or in a way that may have broken
+    /// the transaction (PostgreSQL aborts it at an error): then the batch cannot commit. An
+    /// event whose webhook is gone wrote nothing — its one statement inserted no row — and
+    /// the batch goes on without it.
+    fn spoils_the_batch(&self) -> bool {
+        match self {
+            Done::Event(Err(Error::NotFound { .. })) => false,
+            other => other.is_err(),
+        }
+    }
+}
+
+impl Write {
+    /// The bytes it writes, as far as batching cares: the body of an event.
+    fn weight(&self) -> usize {
+        match self {
+            Write::Event { new, .. } => new.body.len(),
+            Write::Decision { .. } => 0,
+        }
+    }
+
+    async fn apply(&self, tx: &mut WriteTx) -> Done {
+        match self {
+            Write::Event {
+                id,
+                received_at,
+                new,
+                ..
+            } => Done::Event(insert_event_in(tx, id, new, *received_at).await),
+            Write::Decision {
+                event_id,
+                outcome,
+                now,
+                ..
+            } => Done::Decision(record_decision_in(tx, event_id, outcome, *now).await),
+        }
+    }
+
+    fn answer(self, done: Done) {
+        // A caller that stopped waiting (its client hung up) finds its write committed all
+        // the same: the event is stored and the retry task routes it.
+        match (self, done) {
+            (Write::Event { reply, .. }, Done::Event(r)) => {
+                let _ = reply.send(r);
+            }
+            (Write::Decision { reply, .. }, Done::Decision(r)) => {
+                let _ = reply.send(r);
+            }
+            (write, _) => write.fail(Error::internal("group commit: answer of the wrong kind")),
+        }
+    }
+
+    fn fail(self, error: Error) {
+        match self {
+            Write::Event { reply, .. } => {
+                let _ = reply.send(Err(error));
+            }
+            Write::Decision { reply, .. } => {
+                let _ = reply.send(Err(error));
+            }
+        }
+    }
+}
+
+/// Takes writes from `queue` for one batch: `first`, then whatever is already waiting, up to
+/// `bounds`. A write that does not fit is returned to start the next batch. Pure apart from
+/// the non-blocking reads, so the bounds are tested without a database.
+pub(crate) fn gather<T>(
+    first: T,
+    weight: impl Fn(&T) -> usize,
+    mut next: impl FnMut() -> Option<T>,
+    bounds: Bounds,
+) -> (Vec<T>, Option<T>) {
+    let mut bytes = weight(&first);
+    let mut batch = vec![first];
+    while batch.len() < bounds.max_writes {
+        let Some(write) = next() else { break };
+        let w = weight(&write);
+        if bytes.saturating_add(w) > bounds.max_bytes {
+            return (batch, Some(write));
+        }
+        bytes += w;
+        batch.push(write);
+    }
+    (batch, None)
+}
+
+/// The committer's side: what it needs to write, and nothing of the `Store` (which holds the
+/// sender), so the task ends when the last `Store` clone is dropped.
+struct Committer {
+    pool: AnyPool,
+    backend: Backend,
+    turns: WriteTurns,
+    bounds: Bounds,
+    tally: Arc<Tally>,
+}
+
+/// The writes waiting, shared by the committers, and the one a batch left for the next.
+struct Intake {
+    queue: mpsc::UnboundedReceiver<Write>,
+    carried: Option<Write>,
+}
+
+/// Writes and the commits that held them, since the store opened: how much batching there is.
+#[derive(Debug, Default)]
+pub(crate) struct Tally {
+    commits: AtomicU64,
+    writes: AtomicU64,
+}
+
+/// [`Tally`] read at one moment.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct GroupCommitTally {
+    /// Transactions committed (a batch, or one write of a failed batch applied alone).
+    pub commits: u64,
+    /// Writes answered.
+    pub writes: u64,
+}
+
+impl Committer {
+    /// Takes a batch while no other committer is taking one, then commits it while the next
+    /// committer takes the next: PostgreSQL's commits (each an fsync) overlap; SQLite's one
+    /// committer gathers while nothing else can write anyway.
+    async fn run(self, intake: Arc<tokio::sync::Mutex<Intake>>) {
+        loop {
+            let batch = {
+                let mut intake = intake.lock().await;
+                let first = match intake.carried.take() {
+                    Some(w) => w,
+                    None => match intake.queue.recv().await {
+                        Some(w) => w,
+                        None => return,
+                    },
+                };
+                let queue = &mut intake.queue;
+                let (batch, rest) =
+                    gather(first, Write::weight, || queue.try_recv().ok(), self.bounds);
+                intake.carried = rest;
+                batch
+            };
+            self.tally
+                .writes
+                .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            self.commit(batch).await;
+        }
+    }
+
+    /// One transaction for the whole batch; if anything in it fails, each write alone.
+    async fn commit(&self, batch: Vec<Write>) {
+        if batch.len() > 1 {
+            match self.together(&batch).await {
+                Ok(results) => {
+                    for (write, done) in batch.into_iter().zip(results) {
+                        write.answer(done);
+                    }
+                    return;
+                }
+                Err(e) => tracing::warn!(
+                    error = %e.log_text(),
+                    writes = batch.len(),
+                    "group commit: the batch failed; applying its writes one by one"
+                ),
+            }
+        }
+        for write in batch {
+            let done = alone(&self.pool, self.backend, &self.turns, &write).await;
+            if !done.is_err() {
+                self.tally.commits.fetch_add(1, Ordering::Relaxed);
+                switchboard_telemetry::metrics().group_commit(1);
+            }
+            write.answer(done);
+        }
+    }
+
+    async fn together(&self, batch: &[Write]) -> Result<Vec<Done>> {
+        let mut tx = dialect::begin_write(&self.pool, self.backend, &self.turns).await?;
+        let mut results = Vec::with_capacity(batch.len());
+        for write in batch {
+            let done = write.apply(&mut tx).await;
+            if done.spoils_the_batch() {
+                // Dropping the transaction rolls it back.
+                return Err(Error::internal("a write in the batch failed"));
+            }
+            results.push(done);
+        }
+        tx.commit().await?;
+        self.tally.commits.fetch_add(1, Ordering::Relaxed);
+        switchboard_telemetry::metrics().group_commit(batch.len());
+        Ok(results)
+    }
+}
+
+/// One write in a transaction of its own: a failed batch's writes, or every write when group
+/// commit is off.
+async fn alone(pool: &AnyPool, backend: Backend, turns: &WriteTurns, write: &Write) -> Done {
+    let mut tx = match dialect::begin_write(pool, backend, turns).await {
+        Ok(tx) => tx,
+        Err(e) => return write.failed(e),
+    };
+    let done = write.apply(&mut tx).await;
+    if done.is_err() {
+        return done;
+    }
+    match tx.commit().await {
+        Ok(()) => done,
+        Err(e) => write.failed(e),
+    }
+}
+
+impl Write {
+    fn failed(&self, error: Error) -> Done {
+        match self {
+            Write::Event { .. } => Done::Event(Err(error)),
+            Write::Decision { .. } => Done::Decision(Err(error)),
+        }
+    }
+}
+
+/// The store's handle on its committer, started at the first write (inside the runtime that
+/// makes it) and shared by every clone of the store.
+#[derive(Clone, Default)]
+pub(crate) struct GroupCommit {
+    queue: Arc<Mutex<Option<mpsc::UnboundedSender<Write>>>>,
+    bounds: Bounds,
+    committers: usize,
+    tally: Arc<Tally>,
+}
+
+impl std::fmt::Debug for GroupCommit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GroupCommit")
+            .field("bounds", &self.bounds)
+            .field("committers", &self.committers)
+            .finish()
+    }
+}
+
+impl GroupCommit {
+    /// `committers` batches may be committing at once: one on SQLite (one writer at a time
+    /// is all it has), a few on PostgreSQL (rows are locked, not the database, and a commit's
+    /// fsync is worth overlapping with gathering and writing the next batch).
+    pub(crate) fn new(bounds: Bounds, committers: usize) -> GroupCommit {
+        GroupCommit {
+            queue: Arc::default(),
+            bounds,
+            committers: committers.max(1),
+            tally: Arc::default(),
+        }
+    }
+
+    pub(crate) fn tally(&self) -> GroupCommitTally {
+        GroupCommitTally {
+            commits: self.tally.commits.load(Ordering::Relaxed),
+            writes: self.tally.writes.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Queues `write` for the next batch and waits for its commit. The queue is unbounded on
+    /// purpose: every write in it has a caller waiting, so its length is bounded by the
+    /// requests in flight, which ingest already limits.
+    pub(crate) async fn submit<T>(
+        &self,
+        pool: &AnyPool,
+        backend: Backend,
+        turns: &WriteTurns,
+        make: impl FnOnce(oneshot::Sender<Result<T>>) -> Write,
+    ) -> Result<T> {
+        let (reply, answer) = oneshot::channel();
+        let write = make(reply);
+        if self.bounds.max_writes <= 1 {
+            // Off: each write in a transaction of its own, in the caller's task.
+            let done = alone(pool, backend, turns, &write).await;
+            if !done.is_err() {
+                self.tally.commits.fetch_add(1, Ordering::Relaxed);
+                switchboard_telemetry::metrics().group_commit(1);
+            }
+            self.tally.writes.fetch_add(1, Ordering::Relaxed);
+            write.answer(done);
+            return answer
+                .await
+                .map_err(|_| Error::internal("group commit: no answer"))?;
+        }
+        let sent = {
+            let mut queue = self
+                .queue
+                .lock()
+                .map_err(|_| Error::internal("group commit: queue lock poisoned"))?;
+            let sender = match queue.as_ref() {
+                Some(s) if !s.is_closed() => s.clone(),
+                // First write, or the runtime that ran the committer is gone (a test's):
+                // start one here.
+                _ => {
+                    let (tx, rx) = mpsc::unbounded_channel();
+                    let intake = Arc::new(tokio::sync::Mutex::new(Intake {
+                        queue: rx,
+                        carried: None,
+                    }));
+                    for _ in 0..self.committers {
+                        let committer = Committer {
+                            pool: pool.clone(),
+                            backend,
+                            turns: turns.clone(),
+                            bounds: self.bounds,
+                            tally: Arc::clone(&self.tally),
+                        };
+                        tokio::spawn(committer.run(Arc::clone(&intake)));
+                    }
+                    *queue = Some(tx.clone());
+                    tx
+                }
+            };
+            sender.send(write)
+        };
+        if let Err(mpsc::error::SendError(write)) = sent {
+            write.fail(Error::internal("group commit: the committer stopped"));
+        }
+        answer
+            .await
+            .map_err(|_| Error::internal("group commit: the committer stopped before answering"))?
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn run(weights: &[usize], bounds: Bounds) -> Vec<Vec<usize>> {
+        let mut queue: std::collections::VecDeque<usize> = weights.iter().copied().collect();
+        let mut batches = Vec::new();
+        let mut carried = None;
+        loop {
+            let first = match carried.take().or_else(|| queue.pop_front()) {
+                Some(w) => w,
+                None => return batches,
+            };
+            let (batch, rest) = gather(first, |w| *w, || queue.pop_front(), bounds);
+            carried = rest;
+            batches.push(batch);
+        }
+    }
+
+    #[test]
+    fn a_batch_takes_what_is_waiting_up_to_its_count() {
+        let bounds = Bounds {
+            max_writes: 3,
+            max_bytes: 1000,
+        };
+        assert_eq!(
+            run(&[1, 1, 1, 1, 1, 1, 1], bounds),
+            vec![vec![1, 1, 1], vec![1, 1, 1], vec![1]]
+        );
+    }
+
+    #[test]
+    fn a_big_body_does_not_hold_small_deliveries_in_its_batch() {
+        let bounds = Bounds {
+            max_writes: 64,
+            max_bytes: 100,
+        };
+        // Small writes queued before the big one commit without it; the big one goes alone
+        // (it is over the bound by itself); the small ones after it start the next batch.
+        assert_eq!(
+            run(&[10, 10, 500, 10, 10, 90, 10], bounds),
+            vec![vec![10, 10], vec![500], vec![10, 10], vec![90, 10]]
+        );
+    }
+
+    #[test]
+    fn one_write_alone_is_a_batch_of_one() {
+        assert_eq!(run(&[7], Bounds::default()), vec![vec![7]]);
+    }
+}

@@ -1,0 +1,224 @@
+//! `switchboard events list|show`: a webhook's stored deliveries and their decisions.
+
+use clap::{Args, Subcommand};
+use switchboard_mcp_gateway::tools::convert;
+use switchboard_mcp_gateway::tools::output::{
+    EventSummaryOut, GetWebhookEventOut, ListWebhookEventsOut,
+};
+use switchboard_proto::control::v1 as pb;
+
+use super::{Common, Failure, Session, Table, decision_cell, emit, exit, facts, printable, time};
+
+#[derive(Args, Debug)]
+pub struct EventsArgs {
+    #[command(subcommand)]
+    command: EventsCommand,
+    #[command(flatten)]
+    common: Common,
+}
+
+#[derive(Subcommand, Debug)]
+enum EventsCommand {
+    /// A webhook's stored deliveries, newest first (list_webhook_events).
+    #[command(after_help = super::EXIT_CODES_HELP)]
+    List {
+        /// The webhook's id (`wh_…`).
+        webhook_id: String,
+        /// Only deliveries with this decision: a label (`queue:<name>`, `drop`,
+        /// `quarantine`, `default`, `fault`), `queue` for any queue, or `unrouted`.
+        #[arg(long, value_parser = decision_filter)]
+        decision: Option<String>,
+        /// At most this many deliveries (1–1000).
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        limit: u32,
+    },
+    /// One stored delivery: its decision, headers and body (get_webhook_event).
+    #[command(after_help = super::EXIT_CODES_HELP)]
+    Show {
+        /// The delivery's id (`ev_…`).
+        event_id: String,
+    },
+}
+
+/// Largest page control serves.
+const PAGE: u32 = 200;
+
+/// A `--decision` value: a decision label, `queue` or `unrouted`; anything else is a usage
+/// error rather than a filter that silently matches nothing.
+fn decision_filter(value: &str) -> Result<String, String> {
+    let known = matches!(
+        value,
+        "queue" | "unrouted" | "drop" | "quarantine" | "default" | "fault"
+    ) || value.strip_prefix("queue:").is_some_and(|q| !q.is_empty());
+    if known {
+        Ok(value.to_string())
+    } else {
+        Err("expected queue:<name>, queue, drop, quarantine, default, fault or unrouted".into())
+    }
+}
+
+/// Whether an event's decision is the one asked for.
+fn decided(e: &EventSummaryOut, wanted: &str) -> bool {
+    let label = e
+        .decision
+        .as_ref()
+        .and_then(|d| d["decision"].as_str())
+        .unwrap_or("");
+    match wanted {
+        "unrouted" => !e.routed,
+        "queue" => label.starts_with("queue:"),
+        other => label == other,
+    }
+}
+
+pub async fn run(args: EventsArgs) -> Result<u8, Failure> {
+    match args.command {
+        EventsCommand::List {
+            webhook_id,
+            decision,
+            limit,
+        } => {
+            let s = Session::open("list_webhook_events", &args.common)?;
+            // Pages of control's, filtered here: `--decision` has no server-side filter, so
+            // pages are read until `limit` match or the deliveries end.
+            let mut out = ListWebhookEventsOut {
+                events: Vec::new(),
+                next_cursor: None,
+                retention: None,
+            };
+            let mut cursor = String::new();
+            loop {
+                let want = limit - out.events.len() as u32;
+                let page = if decision.is_some() {
+                    PAGE
+                } else {
+                    want.min(PAGE)
+                };
+                let r = s
+                    .client
+                    .list_webhook_events(
+                        &s.bearer,
+                        pb::ListWebhookEventsRequest {
+                            webhook_id: webhook_id.clone(),
+                            cursor: cursor.clone(),
+                            limit: page,
+                        },
+                    )
+                    .await
+                    .map_err(|e| s.status(e))?;
+                out.retention = r.retention.map(convert::retention);
+                let mut events = r.events.into_iter();
+                for e in events.by_ref() {
+                    let e = convert::event_summary(e).map_err(Failure::tool)?;
+                    if decision.as_deref().is_none_or(|d| decided(&e, d)) {
+                        out.events.push(e);
+                        if out.events.len() as u32 == limit {
+                            break;
+                        }
+                    }
+                }
+                let consumed_page = events.next().is_none();
+                let full = out.events.len() as u32 == limit;
+                if full || r.next_cursor.is_empty() {
+                    // An answer that stopped mid-page has no cursor to go on from.
+                    out.next_cursor = (full && consumed_page && !r.next_cursor.is_empty())
+                        .then_some(r.next_cursor);
+                    break;
+                }
+                cursor = r.next_cursor;
+            }
+            emit(s.output, &out, list_table)?;
+        }
+        EventsCommand::Show { event_id } => {
+            let s = Session::open("get_webhook_event", &args.common)?;
+            let r = s
+                .client
+                .get_webhook_event(
+                    &s.bearer,
+                    pb::GetWebhookEventRequest {
+                        event_id,
+                        webhook_id: String::new(),
+                    },
+                )
+                .await
+                .map_err(|e| s.status(e))?;
+            let out = convert::get_event(r).map_err(Failure::tool)?;
+            emit(s.output, &out, show)?;
+        }
+    }
+    Ok(exit::OK)
+}
+
+fn list_table(o: &ListWebhookEventsOut) -> String {
+    if o.events.is_empty() {
+        return "no deliveries\n".into();
+    }
+    let mut t = Table::new(&["id", "received", "kind", "verified", "decision"]);
+    for e in &o.events {
+        t.row([
+            e.id.clone(),
+            time(Some(e.received_at_ms)),
+            e.kind.clone(),
+            if e.verified { "yes" } else { "no" }.to_string(),
+            if e.routed {
+                decision_cell(e.decision.as_ref())
+            } else {
+                "(not routed yet)".into()
+            },
+        ]);
+    }
+    t.render(0)
+}
+
+fn show(o: &GetWebhookEventOut) -> String {
+    let e = &o.event;
+    let mut out = facts(&[
+        ("event", e.id.clone()),
+        ("webhook", e.webhook_id.clone()),
+        ("delivery", e.delivery_id.clone()),
+        ("source", e.source.clone()),
+        ("kind", e.kind.clone()),
+        ("verified", if e.verified { "yes" } else { "no" }.into()),
+        ("received", time(Some(e.received_at_ms))),
+        (
+            "decision",
+            if e.routed {
+                decision_cell(e.decision.as_ref())
+            } else {
+                "(not routed yet)".into()
+            },
+        ),
+    ]);
+    if let Some(f) = &e.fault {
+        out.push_str(&format!(
+            "fault     {} in rule {}: {}\n",
+            f["code"].as_str().unwrap_or("?"),
+            f["rule_id"].as_str().unwrap_or("?"),
+            f["reason"].as_str().unwrap_or("")
+        ));
+    }
+    out.push_str("\nheaders\n");
+    for h in &o.headers {
+        out.push_str(&format!(
+            "  {}: {}\n",
+            printable(&h.name),
+            printable(&h.value)
+        ));
+    }
+    out.push_str("\nbody\n");
+    match (&o.payload, &o.body) {
+        (Some(p), _) => {
+            out.push_str(&serde_json::to_string_pretty(p).unwrap_or_default());
+            out.push('\n');
+        }
+        (None, Some(b)) => {
+            if o.body_encoding.as_deref() == Some("base64") {
+                out.push_str("(not UTF-8; base64)\n");
+            }
+            out.push_str(&printable(b));
+            out.push('\n');
+        }
+        (None, None) => out.push_str("(empty)\n"),
+    }
+    out
+}

@@ -1,0 +1,586 @@
+//! The `Operators` gRPC API (issue 21 item 1) through a real control on both backends: who may
+//! call it (operator credentials only), every change audited (and no refusal), vending with
+//! consent; and a Python grpcio client through the real binary.
+
+use std::time::Duration;
+
+use switchboard_control::store::NewEndpoint;
+use switchboard_control::{OwnerScope, Store};
+use switchboard_proto::control::v1 as pb;
+use switchboard_proto::control::v1::identity_client::IdentityClient;
+use switchboard_proto::control::v1::operators_client::OperatorsClient;
+use tonic::transport::Channel;
+use tonic::{Code, Request};
+
+use crate::control_harness::{Control, ControlSetup, TestDb, human, on_every_backend};
+
+on_every_backend! {
+    only_operator_credentials_open_the_operators_api,
+    each_change_is_audited_and_refusals_write_nothing,
+    vending_without_consent_makes_nothing,
+    a_python_grpc_client_manages_tenancy_and_reads_the_audit,
+}
+
+fn with<T>(token: &str, message: T) -> Request<T> {
+    let mut r = Request::new(message);
+    r.metadata_mut().insert(
+        "authorization",
+        format!("Bearer {token}").parse().expect("header"),
+    );
+    r
+}
+
+async fn client(control: &Control) -> OperatorsClient<Channel> {
+    let channel = Channel::from_shared(format!("http://{}", control.grpc))
+        .expect("uri")
+        .connect()
+        .await
+        .expect("connect");
+    OperatorsClient::new(channel)
+}
+
+async fn endpoint_credential(store: &Store, login: &str) -> String {
+    let scope = human(store, login).await;
+    store
+        .vend_endpoint(NewEndpoint {
+            name: "agent".into(),
+            human_login: login.into(),
+            owner_scope: scope,
+            verbs: vec!["webhooks".into()],
+        })
+        .await
+        .expect("vend")
+        .credential
+}
+
+async fn audit(api: &mut OperatorsClient<Channel>, token: &str) -> Vec<pb::AuditEntry> {
+    api.list_audit_entries(with(
+        token,
+        pb::ListAuditEntriesRequest {
+            limit: 200,
+            cursor: String::new(),
+        },
+    ))
+    .await
+    .expect("audit")
+    .into_inner()
+    .entries
+}
+
+async fn only_operator_credentials_open_the_operators_api(db: TestDb) {
+    let control = Control::start(&db.store, &[], ControlSetup::default()).await;
+    let mut api = client(&control).await;
+    let root = db
+        .store
+        .create_operator_credential("root", None)
+        .await
+        .expect("bootstrap")
+        .token;
+    let endpoint = endpoint_credential(&db.store, "alice").await;
+
+    let teams = |token: Option<&str>| {
+        let mut r = Request::new(pb::ListTeamsRequest {});
+        if let Some(t) = token {
+            r.metadata_mut()
+                .insert("authorization", format!("Bearer {t}").parse().unwrap());
+        }
+        r
+    };
+    let none = api
+        .list_teams(teams(None))
+        .await
+        .expect_err("no credential");
+    assert_eq!(none.code(), Code::Unauthenticated);
+    let unknown = api
+        .list_teams(teams(Some("sbo_0000")))
+        .await
+        .expect_err("unknown");
+    let as_endpoint = api
+        .list_teams(teams(Some(&endpoint)))
+        .await
+        .expect_err("an endpoint credential");
+    assert_eq!(as_endpoint.code(), Code::Unauthenticated);
+    assert_eq!(
+        as_endpoint.message(),
+        unknown.message(),
+        "an endpoint credential answers as an unknown one"
+    );
+    api.list_teams(teams(Some(&root)))
+        .await
+        .expect("an operator");
+
+    // An operator credential opens no endpoint API, answering as an unknown one.
+    let mut identity = IdentityClient::new(
+        Channel::from_shared(format!("http://{}", control.grpc))
+            .unwrap()
+            .connect()
+            .await
+            .unwrap(),
+    );
+    let refused = identity
+        .who_am_i(with(&root, pb::WhoAmIRequest { uncharged: false }))
+        .await
+        .expect_err("an operator is no endpoint");
+    let unknown_endpoint = identity
+        .who_am_i(with("sbe_0000", pb::WhoAmIRequest { uncharged: false }))
+        .await
+        .expect_err("unknown");
+    assert_eq!(refused.code(), Code::Unauthenticated);
+    assert_eq!(refused.message(), unknown_endpoint.message());
+
+    // A second operator credential works until revoked, then stops at once.
+    let made = api
+        .create_operator_credential(with(
+            &root,
+            pb::CreateOperatorCredentialRequest { name: "ci".into() },
+        ))
+        .await
+        .expect("create")
+        .into_inner();
+    assert!(made.token.starts_with("sbo_"));
+    let ci = made.credential.expect("credential");
+    api.list_teams(teams(Some(&made.token)))
+        .await
+        .expect("ci works");
+    api.revoke_operator_credential(with(
+        &root,
+        pb::RevokeOperatorCredentialRequest { id: ci.id.clone() },
+    ))
+    .await
+    .expect("revoke");
+    let revoked = api
+        .list_teams(teams(Some(&made.token)))
+        .await
+        .expect_err("revoked");
+    assert_eq!(revoked.code(), Code::Unauthenticated);
+    assert_eq!(revoked.message(), unknown.message());
+    let listed = api
+        .list_operator_credentials(with(&root, pb::ListOperatorCredentialsRequest {}))
+        .await
+        .expect("list")
+        .into_inner()
+        .credentials;
+    assert_eq!(listed.len(), 2);
+    assert!(
+        listed
+            .iter()
+            .any(|c| c.id == ci.id && c.revoked_at_ms.is_some())
+    );
+    let gone = api
+        .revoke_operator_credential(with(
+            &root,
+            pb::RevokeOperatorCredentialRequest {
+                id: "op_nope".into(),
+            },
+        ))
+        .await
+        .expect_err("unknown id");
+    assert_eq!(gone.code(), Code::NotFound);
+    control.stop().await;
+}
+
+async fn each_change_is_audited_and_refusals_write_nothing(db: TestDb) {
+    let control = Control::start(&db.store, &[], ControlSetup::default()).await;
+    let mut api = client(&control).await;
+    let root = db
+        .store
+        .create_operator_credential("root", None)
+        .await
+        .expect("bootstrap");
+    let token = root.token.as_str();
+    let op_id = root.credential.id.as_str();
+
+    api.create_human(with(
+        token,
+        pb::CreateHumanRequest {
+            login: "bob".into(),
+            display_name: None,
+        },
+    ))
+    .await
+    .expect("human");
+    api.create_team(with(
+        token,
+        pb::CreateTeamRequest {
+            slug: "infra".into(),
+            name: Some("Infra".into()),
+        },
+    ))
+    .await
+    .expect("team");
+    api.set_team_member(with(
+        token,
+        pb::SetTeamMemberRequest {
+            team: "infra".into(),
+            login: "bob".into(),
+            role: "editor".into(),
+        },
+    ))
+    .await
+    .expect("member");
+    let made = api
+        .provision_webhook(with(
+            token,
+            pb::ProvisionWebhookRequest {
+                owner_scope: "team:infra".into(),
+                source_type: pb::SourceType::Github as i32,
+                grant: vec!["forge".into(), "review".into()],
+                secret: None,
+                reject_unverified: true,
+            },
+        ))
+        .await
+        .expect("webhook")
+        .into_inner();
+    let wh = made.webhook.expect("webhook");
+    assert_eq!(wh.grant, ["forge", "review"]);
+    assert_eq!(wh.owner_scope, "team:infra");
+    assert!(!made.secret.is_empty());
+    api.set_webhook_grant(with(
+        token,
+        pb::SetWebhookGrantRequest {
+            webhook_id: wh.id.clone(),
+            grant: vec!["forge".into()],
+        },
+    ))
+    .await
+    .expect("grant");
+    api.set_webhook_confirm_policy(with(
+        token,
+        pb::SetWebhookConfirmPolicyRequest {
+            webhook_id: wh.id.clone(),
+            policy: "person".into(),
+        },
+    ))
+    .await
+    .expect("policy");
+    let ttl = api
+        .set_webhook_claim_ttl(with(
+            token,
+            pb::SetWebhookClaimTtlRequest {
+                webhook_id: wh.id.clone(),
+                ttl_secs: Some(600),
+            },
+        ))
+        .await
+        .expect("ttl")
+        .into_inner();
+    assert_eq!(ttl.ttl_secs, Some(600));
+    let allowed = api
+        .set_grant_allowance(with(
+            token,
+            pb::SetGrantAllowanceRequest {
+                owner_scope: "team:infra".into(),
+                queues: vec!["triage".into()],
+            },
+        ))
+        .await
+        .expect("allow")
+        .into_inner();
+    assert_eq!(allowed.webhooks_outside.len(), 1, "the webhook keeps forge");
+    let cleared = api
+        .clear_grant_allowance(with(
+            token,
+            pb::ClearGrantAllowanceRequest {
+                owner_scope: "team:infra".into(),
+            },
+        ))
+        .await
+        .expect("clear")
+        .into_inner();
+    assert!(cleared.cleared);
+
+    // Refused calls: each its typed error, and no audit row.
+    let before = audit(&mut api, token).await.len();
+    let dup = api
+        .create_team(with(
+            token,
+            pb::CreateTeamRequest {
+                slug: "infra".into(),
+                name: None,
+            },
+        ))
+        .await
+        .expect_err("duplicate");
+    assert_eq!(dup.code(), Code::FailedPrecondition, "{dup:?}");
+    assert!(dup.message().starts_with("conflict: "), "{dup:?}");
+    let bad_role = api
+        .set_team_member(with(
+            token,
+            pb::SetTeamMemberRequest {
+                team: "infra".into(),
+                login: "bob".into(),
+                role: "owner".into(),
+            },
+        ))
+        .await
+        .expect_err("bad role");
+    assert_eq!(bad_role.code(), Code::InvalidArgument);
+    let unknown = api
+        .set_webhook_grant(with(
+            token,
+            pb::SetWebhookGrantRequest {
+                webhook_id: "wh_nope".into(),
+                grant: vec!["forge".into()],
+            },
+        ))
+        .await
+        .expect_err("unknown webhook");
+    assert_eq!(unknown.code(), Code::NotFound);
+    let bad_scope = api
+        .provision_webhook(with(
+            token,
+            pb::ProvisionWebhookRequest {
+                owner_scope: "nobody".into(),
+                source_type: pb::SourceType::Github as i32,
+                grant: vec!["forge".into()],
+                secret: None,
+                reject_unverified: false,
+            },
+        ))
+        .await
+        .expect_err("bad scope");
+    assert_eq!(bad_scope.code(), Code::InvalidArgument);
+    let endpoint = endpoint_credential(&db.store, "carol").await;
+    api.create_team(with(
+        &endpoint,
+        pb::CreateTeamRequest {
+            slug: "sneaky".into(),
+            name: None,
+        },
+    ))
+    .await
+    .expect_err("an endpoint is refused");
+    assert_eq!(audit(&mut api, token).await.len(), before);
+
+    let entries = audit(&mut api, token).await;
+    let got: Vec<(&str, &str)> = entries
+        .iter()
+        .map(|e| (e.action.as_str(), e.target.as_str()))
+        .collect();
+    let wh_id = wh.id.as_str();
+    assert_eq!(
+        got,
+        [
+            ("clear_grant_allowance", "team:infra"),
+            ("set_grant_allowance", "team:infra"),
+            ("set_webhook_claim_ttl", wh_id),
+            ("set_webhook_confirm_policy", wh_id),
+            ("set_webhook_grant", wh_id),
+            ("create_webhook", wh_id),
+            ("set_team_member", "team:infra"),
+            ("create_team", "team:infra"),
+            ("create_human", "human:bob"),
+            (
+                "bootstrap_operator_credential",
+                root_target(&root.credential.id).as_str()
+            ),
+        ]
+    );
+    assert!(entries[..9].iter().all(|e| e.operator_id == op_id));
+    assert_eq!(entries[9].operator_id, "", "a bootstrap has no operator");
+    assert_eq!(entries[6].detail["role"], "editor");
+    assert_eq!(entries[4].detail["grant"], "forge");
+    assert!(
+        !entries
+            .iter()
+            .any(|e| e.detail.values().any(|v| v.contains(&made.secret))),
+        "no secret in the audit"
+    );
+    // Pages, newest first.
+    let first = api
+        .list_audit_entries(with(
+            token,
+            pb::ListAuditEntriesRequest {
+                limit: 4,
+                cursor: String::new(),
+            },
+        ))
+        .await
+        .expect("page")
+        .into_inner();
+    assert_eq!(first.entries, entries[..4]);
+    let next = api
+        .list_audit_entries(with(
+            token,
+            pb::ListAuditEntriesRequest {
+                limit: 4,
+                cursor: first.next_cursor,
+            },
+        ))
+        .await
+        .expect("page")
+        .into_inner();
+    assert_eq!(next.entries, entries[4..8]);
+    control.stop().await;
+}
+
+fn root_target(id: &str) -> String {
+    format!("operator:{id}")
+}
+
+async fn vending_without_consent_makes_nothing(db: TestDb) {
+    let control = Control::start(&db.store, &[], ControlSetup::default()).await;
+    let mut api = client(&control).await;
+    let token = db
+        .store
+        .create_operator_credential("root", None)
+        .await
+        .expect("bootstrap")
+        .token;
+    let scope = human(&db.store, "alice").await;
+    let ask = |consent: bool| pb::VendEndpointRequest {
+        human: "alice".into(),
+        owner_scope: scope.to_string(),
+        verbs: vec!["todos".into(), "get_webhook".into()],
+        name: None,
+        consent,
+    };
+    let shown = api
+        .vend_endpoint(with(&token, ask(false)))
+        .await
+        .expect("shown")
+        .into_inner();
+    assert!(!shown.vended && shown.credential.is_empty() && shown.endpoint.is_none());
+    assert_eq!(shown.role, "admin");
+    let families: Vec<(&str, bool, usize)> = shown
+        .families
+        .iter()
+        .map(|f| (f.family.as_str(), f.whole_family, f.verbs.len()))
+        .collect();
+    assert_eq!(families, [("webhooks", false, 1), ("todos", true, 4)]);
+    assert!(db.store.list_endpoints(None).await.unwrap().is_empty());
+    assert!(
+        audit(&mut api, &token).await.len() == 1,
+        "only the bootstrap"
+    );
+
+    let vended = api
+        .vend_endpoint(with(&token, ask(true)))
+        .await
+        .expect("vended")
+        .into_inner();
+    assert!(vended.vended);
+    let e = vended.endpoint.expect("endpoint");
+    assert_eq!(e.name, "alice-agent");
+    let stored = db
+        .store
+        .authenticate(&vended.credential)
+        .await
+        .unwrap()
+        .expect("the credential works on the endpoint API's store");
+    assert_eq!(stored.id, e.id);
+    let entries = audit(&mut api, &token).await;
+    assert_eq!(entries[0].action, "vend_endpoint");
+    assert_eq!(entries[0].target, e.id);
+    assert_eq!(entries[0].detail["human"], "alice");
+    assert!(!entries[0].detail.values().any(|v| v.contains("sbe_")));
+
+    // A human without a role in the scope is refused before any consent, and so are bad verbs.
+    let other = OwnerScope::team("nobody");
+    let refused = api
+        .vend_endpoint(with(
+            &token,
+            pb::VendEndpointRequest {
+                owner_scope: other.to_string(),
+                ..ask(false)
+            },
+        ))
+        .await
+        .expect_err("no role");
+    assert_eq!(refused.code(), Code::InvalidArgument);
+    assert!(refused.message().contains("holds no role"), "{refused:?}");
+    let bad = api
+        .vend_endpoint(with(
+            &token,
+            pb::VendEndpointRequest {
+                verbs: vec!["drop_tables".into()],
+                ..ask(true)
+            },
+        ))
+        .await
+        .expect_err("bad verbs");
+    assert_eq!(bad.code(), Code::InvalidArgument);
+
+    let revoked = api
+        .revoke_endpoint(with(
+            &token,
+            pb::RevokeEndpointRequest {
+                endpoint_id: e.id.clone(),
+            },
+        ))
+        .await
+        .expect("revoke")
+        .into_inner()
+        .endpoint
+        .expect("endpoint");
+    assert!(revoked.revoked_at_ms.is_some());
+    assert!(
+        db.store
+            .authenticate(&vended.credential)
+            .await
+            .unwrap()
+            .is_none()
+    );
+    assert_eq!(db.store.list_endpoints(None).await.unwrap().len(), 1);
+    control.stop().await;
+}
+
+/// Through the real binary: `switchboard control` on the test's database, the first operator
+/// credential from `switchboard admin operator bootstrap`, and a Python grpcio client (protos
+/// compiled by grpcio-tools) that creates a team, vends an endpoint with consent, reads the
+/// audit, and is refused with the endpoint credential it just got.
+async fn a_python_grpc_client_manages_tenancy_and_reads_the_audit(db: TestDb) {
+    let python = crate::mcp_e2e::venv().join("bin/python");
+    if !python.exists() {
+        eprintln!(
+            "SKIPPED: no test virtualenv at {}; create it with scripts/mcp-venv",
+            python.display()
+        );
+        return;
+    }
+    human(&db.store, "alice").await;
+    let token = crate::cli::bootstrap_operator(&db.url);
+    let (_router, _control, grpc) = crate::cli::control_for_admin(&db.url);
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let output = tokio::process::Command::new(&python)
+        .arg(root.join("tests/grpc/operators.py"))
+        .arg("--proto-root")
+        .arg(root.join("proto"))
+        .args(["--addr", &grpc])
+        .env("SWITCHBOARD_OPERATOR_TOKEN", &token)
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(120), output)
+        .await
+        .expect("the python client finishes")
+        .expect("python runs");
+    assert!(
+        output.status.success(),
+        "operators.py failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let read: serde_json::Value = serde_json::from_slice(&output.stdout).expect("one JSON line");
+    assert_eq!(read["endpoint_refused"], "UNAUTHENTICATED", "{read}");
+    assert_eq!(
+        read["shown_families"],
+        serde_json::json!(["todos"]),
+        "{read}"
+    );
+    let actions = read["audit"].as_array().expect("audit");
+    assert_eq!(
+        actions[..3],
+        [
+            serde_json::json!(["vend_endpoint", read["endpoint_id"].clone()]),
+            serde_json::json!(["set_team_member", "team:infra"]),
+            serde_json::json!(["create_team", "team:infra"]),
+        ]
+    );
+    let stored = db
+        .store
+        .list_endpoints(Some(&OwnerScope::team("infra")))
+        .await
+        .expect("list");
+    assert_eq!(stored.len(), 1, "one endpoint: the one consented to");
+    assert_eq!(serde_json::json!(stored[0].id), read["endpoint_id"]);
+}
