@@ -1,12 +1,16 @@
-//! `switchboard events list|show`: a webhook's stored deliveries and their decisions.
+//! `switchboard events list|show|redrive|redrive-confirm`: a webhook's stored deliveries and
+//! their decisions, and re-routing the quarantined, faulted or pending ones after a fix
+//! (planned, then confirmed: docs/redrive.md).
 
 use clap::{Args, Subcommand};
 use switchboard_mcp_gateway::tools::convert;
 use switchboard_mcp_gateway::tools::output::{
-    EventSummaryOut, GetWebhookEventOut, ListWebhookEventsOut,
+    ConfirmWebhookRedriveOut, EventSummaryOut, GetWebhookEventOut, ListWebhookEventsOut,
+    RedrivePlanOut,
 };
 use switchboard_proto::control::v1 as pb;
 
+use super::paint::{self, styled};
 use super::{Common, Failure, Session, Table, decision_cell, emit, exit, facts, printable, time};
 
 #[derive(Args, Debug)]
@@ -37,6 +41,32 @@ enum EventsCommand {
     Show {
         /// The delivery's id (`ev_…`).
         event_id: String,
+    },
+    /// Plans re-routing a webhook's quarantined, faulted or pending deliveries under its
+    /// current rules (redrive_webhook_events). Changes nothing: prints what would change and
+    /// the exact `switchboard events redrive-confirm` command that applies it.
+    #[command(after_help = super::EXIT_CODES_HELP)]
+    Redrive {
+        /// The webhook's id (`wh_…`).
+        webhook_id: String,
+        /// Which deliveries: `quarantine`, `fault`, `pending`, comma-separated (default: all
+        /// three).
+        #[arg(long, value_delimiter = ',')]
+        decision: Vec<String>,
+        /// Only these deliveries (`ev_…`), comma-separated.
+        #[arg(long, value_delimiter = ',')]
+        event: Vec<String>,
+        /// At most this many deliveries (1–1000; control's default 100).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        limit: Option<u32>,
+    },
+    /// Applies a redrive plan exactly as planned (confirm_webhook_redrive).
+    #[command(after_help = super::EXIT_CODES_HELP)]
+    RedriveConfirm {
+        /// The webhook's id (`wh_…`).
+        webhook_id: String,
+        /// The plan's token (`sbp_…`), as `events redrive` printed it.
+        plan_token: String,
     },
 }
 
@@ -145,8 +175,165 @@ pub async fn run(args: EventsArgs) -> Result<u8, Failure> {
             let out = convert::get_event(r).map_err(Failure::tool)?;
             emit(s.output, &out, show)?;
         }
+        EventsCommand::Redrive {
+            webhook_id,
+            decision,
+            event,
+            limit,
+        } => {
+            let s = Session::open("redrive_webhook_events", &args.common)?;
+            let r = s
+                .client
+                .redrive_webhook_events(
+                    &s.bearer,
+                    pb::RedriveWebhookEventsRequest {
+                        webhook_id,
+                        filter: Some(pb::RedriveFilter {
+                            decisions: decision,
+                            since_ms: None,
+                            until_ms: None,
+                            event_ids: event,
+                        }),
+                        limit: limit.unwrap_or(0),
+                    },
+                )
+                .await
+                .map_err(|e| s.status(e))?;
+            let out = convert::redrive_plan(r).map_err(Failure::tool)?;
+            emit(s.output, &out, redrive_plan)?;
+        }
+        EventsCommand::RedriveConfirm {
+            webhook_id,
+            plan_token,
+        } => {
+            let s = Session::open("confirm_webhook_redrive", &args.common)?;
+            let r = s
+                .client
+                .confirm_webhook_redrive(
+                    &s.bearer,
+                    pb::ConfirmWebhookRedriveRequest {
+                        webhook_id,
+                        plan_token,
+                    },
+                )
+                .await
+                .map_err(|e| s.status(e))?;
+            let out = convert::confirm_redrive(r);
+            emit(s.output, &out, redrive_confirmed)?;
+        }
     }
     Ok(exit::OK)
+}
+
+/// A redrive plan for people: lost work (deliveries a confirm would drop) first, then the
+/// other moves, each delivery, and the command that applies it.
+fn redrive_plan(p: &RedrivePlanOut) -> String {
+    let mut out = format!(
+        "redrive plan for {} under configuration version {}\nnothing is changed until the plan is confirmed\n\n",
+        p.webhook_id, p.config_version
+    );
+    if p.events.is_empty() {
+        out.push_str("no quarantined, faulted or pending deliveries matched\n");
+        return out;
+    }
+    let (lost, moved): (Vec<_>, Vec<_>) = p.transitions.iter().partition(|t| t.to == "drop");
+    let moves = |ts: &[&switchboard_mcp_gateway::tools::output::RedriveTransitionOut]| {
+        let mut t = Table::new(&["from", "to", "deliveries", "examples"]);
+        for tr in ts {
+            t.row([
+                tr.from.clone(),
+                tr.to.clone(),
+                tr.count.to_string(),
+                tr.example_event_ids
+                    .iter()
+                    .take(3)
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            ]);
+        }
+        t.render(2)
+    };
+    if !lost.is_empty() {
+        let n: u64 = lost.iter().map(|t| t.count).sum();
+        out.push_str(&styled(
+            paint::LOST,
+            &format!("LOST WORK: {n} would be dropped"),
+        ));
+        out.push('\n');
+        out.push_str(&moves(&lost));
+        out.push('\n');
+    }
+    out.push_str(&format!(
+        "changes: {} of {} selected deliveries would be recorded{}\n",
+        p.changes,
+        p.events.len(),
+        if p.truncated {
+            " (more matched than the limit: redrive again after confirming)"
+        } else {
+            ""
+        }
+    ));
+    if !moved.is_empty() {
+        out.push_str(&moves(&moved));
+    }
+    out.push('\n');
+    let mut t = Table::new(&["event", "received", "kind", "now", "after", "changes"]);
+    for e in &p.events {
+        let style = (e.after == "drop" && e.changes).then_some(paint::LOST);
+        t.styled_row(
+            style,
+            [
+                e.event_id.clone(),
+                time(Some(e.received_at_ms)),
+                e.kind.clone(),
+                e.before.clone(),
+                e.after.clone(),
+                if e.changes { "yes" } else { "no" }.to_string(),
+            ],
+        );
+    }
+    out.push_str(&t.render(0));
+    out.push('\n');
+    out.push_str(&facts(&[
+        ("expires", p.expires_at.clone()),
+        ("token", p.plan_token.clone()),
+        (
+            "confirm",
+            format!(
+                "switchboard events redrive-confirm {} {}",
+                p.webhook_id, p.plan_token
+            ),
+        ),
+    ]));
+    out
+}
+
+fn redrive_confirmed(o: &ConfirmWebhookRedriveOut) -> String {
+    let mut out = format!(
+        "redrive {} applied to {} under configuration version {}: {} re-routed\n\n",
+        o.redrive_id, o.webhook_id, o.config_version, o.applied
+    );
+    let mut t = Table::new(&["event", "before", "after", "applied", "todo"]);
+    for e in &o.events {
+        t.row([
+            e.event_id.clone(),
+            e.before.clone(),
+            e.after.clone(),
+            if e.applied {
+                "yes".to_string()
+            } else {
+                "no: routed since the plan".to_string()
+            },
+            match (&e.todo_id, e.todo_created) {
+                (Some(id), true) => format!("{id} (new)"),
+                (Some(id), false) => id.clone(),
+                (None, _) => "-".into(),
+            },
+        ]);
+    }
+    out.push_str(&t.render(0));
+    out
 }
 
 fn list_table(o: &ListWebhookEventsOut) -> String {

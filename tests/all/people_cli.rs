@@ -10,7 +10,9 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::time::Duration;
 
-use switchboard_control::store::{ConfirmPolicy, NewEndpoint, SourceType};
+use switchboard_control::store::{
+    Actor, ConfirmPolicy, NewEndpoint, SaveConfiguration, SourceType,
+};
 
 use crate::cli::Process;
 use crate::control_harness::{TestDb, human, on_every_backend, post, signed, webhook};
@@ -541,6 +543,101 @@ pub async fn people_cli_answers_every_command_as_table_and_json(db: TestDb) {
     assert_eq!(done.code, 0, "{}", done.stderr);
     let completed = both("todos-complete", &["todos", "complete", &todos[0]], &known);
     assert_eq!(completed["todo"]["state"], "completed");
+
+    // Redrive: a rule that faults quarantines two pull requests; after the fix, `events
+    // redrive` plans their re-routing (nothing changes), the printed confirm command applies
+    // it, each gets one todo, and the same command again is refused as stale (exit 4).
+    let save = |configuration: serde_json::Value| {
+        let store = db.store.clone();
+        let (dev, wh) = (dev.clone(), wh.to_string());
+        async move {
+            store
+                .save_configuration(
+                    &dev,
+                    &wh,
+                    SaveConfiguration {
+                        expected_version: None,
+                        configuration,
+                        actor: Actor::operator(),
+                        change: serde_json::json!({"op": "set_webhook_rules"}),
+                        provenance: None,
+                        installed_packs: None,
+                        trusted_actors: None,
+                        plan_token_hash: None,
+                    },
+                )
+                .await
+                .expect("save the rules")
+        }
+    };
+    // `.payload.action` is a string, not a boolean: the rule faults.
+    save(serde_json::json!({"rules": [
+        {"id": "prs", "when": ".payload.action", "action": {"queue": "forge"}}
+    ], "params": {}}))
+    .await;
+    let p = payload("github", "pull_request.opened.json");
+    for n in 1..=2 {
+        let headers = signed(
+            "github",
+            "pull_request",
+            &format!("q-{n}"),
+            &hook.secret,
+            &p.body,
+        );
+        let resp = post(http, &format!("/{path}"), &headers, &p.body).await;
+        assert_eq!(resp.json()["decision"], "fault", "{resp:?}");
+    }
+    save(serde_json::json!({"rules": [
+        {"id": "prs", "when": ".payload.action == \"opened\"", "action": {"queue": "forge"}}
+    ], "params": {}}))
+    .await;
+    let plan = run(
+        grpc,
+        token,
+        &["events", "redrive", wh, "--output", "json"],
+        &[],
+    );
+    assert_eq!(plan.code, 0, "{plan:?}");
+    let plan: serde_json::Value = serde_json::from_str(&plan.stdout).expect("a plan");
+    assert_eq!(plan["changes"], 2, "{plan}");
+    for e in plan["events"].as_array().expect("events") {
+        assert_eq!(e["before"], "fault", "{e}");
+        assert_eq!(e["after"], "queue:forge", "{e}");
+    }
+    let table = run(grpc, token, &["events", "redrive", wh], &[]);
+    assert_eq!(table.code, 0, "{table:?}");
+    assert!(
+        table
+            .stdout
+            .contains("changes: 2 of 2 selected deliveries would be recorded"),
+        "{}",
+        table.stdout
+    );
+    let confirm = table
+        .stdout
+        .lines()
+        .find_map(|l| l.strip_prefix("confirm"))
+        .expect("the confirm command")
+        .trim()
+        .to_string();
+    let confirm: Vec<&str> = confirm.split_whitespace().collect();
+    assert_eq!(confirm[..2], ["switchboard", "events"], "{confirm:?}");
+    let applied = run(grpc, token, &confirm[1..], &[]);
+    assert_eq!(applied.code, 0, "{applied:?}");
+    assert!(
+        applied.stdout.contains(": 2 re-routed"),
+        "{}",
+        applied.stdout
+    );
+    assert_eq!(
+        applied.stdout.matches(" (new)").count(),
+        2,
+        "{}",
+        applied.stdout
+    );
+    let again = run(grpc, token, &confirm[1..], &[]);
+    assert_eq!(again.code, 4, "{again:?}");
+    assert!(again.stderr.contains("plan_stale"), "{}", again.stderr);
 
     // Exit codes: not found 3 (named by the typed code), no credential 2, a bad flag 2, a
     // wrong credential 3, no control 1; errors name no address.
