@@ -198,6 +198,12 @@ pub async fn route_events(
             Err(Error::NotFound { .. }) => {
                 tracing::info!(event = %event.id, "event deleted before its decision was recorded");
             }
+            // Another pass (the retry task, a redrive) recorded a decision first: it stands,
+            // and it is what this routing answers.
+            Err(Error::Conflict { .. }) => match standing(state, &event.id).await {
+                Some(routed) => out.push((event.id.clone(), routed)),
+                None => out.push((event.id.clone(), Routed::Unrouted)),
+            },
             Err(e) => {
                 tracing::error!(event = %event.id, error = %e.log_text(), "recording a decision failed; left unrouted");
                 out.push((event.id.clone(), Routed::Unrouted));
@@ -205,6 +211,29 @@ pub async fn route_events(
         }
     }
     Ok(out)
+}
+
+/// The decision another pass recorded on `event_id`, as this routing's answer: its label, and
+/// its todo, made by this delivery when the todo's event is this one.
+async fn standing(state: &ControlState, event_id: &str) -> Option<Routed> {
+    let (decision, todo) = match state.store.standing_decision(event_id).await {
+        Ok(standing) => standing,
+        Err(e) => {
+            tracing::warn!(event = %event_id, error = %e.log_text(), "reading the decision that stands failed");
+            return None;
+        }
+    };
+    let label = decision?.get("decision")?.as_str()?.to_string();
+    tracing::info!(event = %event_id, decision = %label, "event routed by another pass; its decision stands");
+    Some(Routed::Decided {
+        label,
+        todo: todo.map(|todo| {
+            Box::new(TodoInsert {
+                inserted: todo.event_id == event_id,
+                todo,
+            })
+        }),
+    })
 }
 
 /// Routes one freshly stored event; `Unrouted` when no router answers.

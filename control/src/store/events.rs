@@ -247,8 +247,9 @@ pub(crate) async fn insert_event_in(
         .unwrap_or(Err(Error::not_found("webhook")))
 }
 
-/// Records a decision (and the todo a queue decision makes) in `tx`; `not_found` when the
-/// event is gone, and then nothing is written.
+/// Records a decision (and the todo a queue decision makes) in `tx` on an event not routed
+/// yet; `conflict` when it was routed already, `not_found` when it is gone, and then nothing
+/// is written.
 pub(crate) async fn record_decision_in(
     tx: &mut WriteTx,
     event_id: &str,
@@ -266,7 +267,7 @@ pub(crate) async fn record_decision_in(
     let update = match &outcome.decided_by {
         Some(by) => sqlx::query(
             "UPDATE events SET decision = $1, fault = $2, routed = 1, routed_at = $3, \
-             config_version = $4, config_digest = $5 WHERE id = $6",
+             config_version = $4, config_digest = $5 WHERE id = $6 AND routed = 0",
         )
         .bind(decision.as_str())
         .bind(fault.as_deref())
@@ -274,7 +275,8 @@ pub(crate) async fn record_decision_in(
         .bind(by.version)
         .bind(by.digest.as_str()),
         None => sqlx::query(
-            "UPDATE events SET decision = $1, fault = $2, routed = 1, routed_at = $3 WHERE id = $4",
+            "UPDATE events SET decision = $1, fault = $2, routed = 1, routed_at = $3 \
+             WHERE id = $4 AND routed = 0",
         )
         .bind(decision.as_str())
         .bind(fault.as_deref())
@@ -285,7 +287,16 @@ pub(crate) async fn record_decision_in(
         .execute(&mut **tx)
         .await?;
     if done.rows_affected() == 0 {
-        return Err(Error::not_found("event"));
+        // Routed already — ingest's own routing and the retry pass raced, or a redrive routed
+        // it first — or gone. A decision is recorded once: the first one stands.
+        let exists = sqlx::query("SELECT id FROM events WHERE id = $1")
+            .bind(super::lookup_id(event_id))
+            .fetch_optional(&mut **tx)
+            .await?;
+        return Err(match exists {
+            Some(_) => Error::conflict("the event was routed already"),
+            None => Error::not_found("event"),
+        });
     }
     match &outcome.todo {
         Some(new) => Ok(Some(insert_todo_in(tx, event_id, new, now).await?)),

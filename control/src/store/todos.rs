@@ -176,6 +176,32 @@ pub(crate) async fn insert_todo_in(
 }
 
 impl Store {
+    /// The decision that stands on an event (`None`: not routed) and the todo its delivery
+    /// has, if any: what ingest answers when another pass recorded the event's decision first.
+    pub async fn standing_decision(
+        &self,
+        event_id: &str,
+    ) -> Result<(Option<serde_json::Value>, Option<Todo>)> {
+        let Some(row) = sqlx::query("SELECT decision FROM events WHERE id = $1")
+            .bind(super::lookup_id(event_id))
+            .fetch_optional(&self.pool)
+            .await?
+        else {
+            return Err(Error::not_found("event"));
+        };
+        let decision = super::json_opt(&row, "decision")?;
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            todo_columns!(),
+            " FROM todos WHERE (webhook_id, delivery_id, verified) IN \
+             (SELECT webhook_id, delivery_id, verified FROM events WHERE id = $1)"
+        ))
+        .bind(super::lookup_id(event_id))
+        .fetch_optional(&self.pool)
+        .await?;
+        Ok((decision, row.as_ref().map(todo).transpose()?))
+    }
+
     /// Creates the todo for an event unless its delivery already has one (the once-key).
     pub async fn insert_todo(&self, event_id: &str, new: NewTodo) -> Result<TodoInsert> {
         let mut tx = self.begin_write().await?;

@@ -384,6 +384,50 @@ pub async fn recording_a_decision_on_an_unknown_event_writes_nothing(db: TestDb)
     );
 }
 
+/// A decision is recorded once: a second pass over the same event (the retry task racing
+/// ingest's own routing, or one after a redrive routed it) is refused with `conflict`, writes
+/// nothing, and the first decision and its todo stand, as `standing_decision` reads them.
+pub async fn a_decision_is_recorded_once_and_the_first_stands(db: TestDb) {
+    let alice = human(&db, "alice").await;
+    let wh = webhook(&db, &alice).await;
+    let stored = db.insert_event(event(&wh.id, "once-1")).await.unwrap();
+    let to = |queue: &str| RecordDecision {
+        decision: json!({"decision": format!("queue:{queue}"), "queue": queue}),
+        fault: None,
+        todo: Some(NewTodo {
+            queue: queue.into(),
+            rule_id: None,
+        }),
+        decided_by: None,
+    };
+    let first = db.record_decision(&stored.id, to("forge")).await.unwrap();
+    let first = first.expect("a todo");
+    assert!(first.inserted);
+    let second = db.record_decision(&stored.id, to("triage")).await;
+    assert!(
+        matches!(second, Err(switchboard_control::Error::Conflict { .. })),
+        "{second:?}"
+    );
+    let (decision, todo) = db.standing_decision(&stored.id).await.unwrap();
+    assert_eq!(
+        decision,
+        Some(json!({"decision": "queue:forge", "queue": "forge"}))
+    );
+    let todo = todo.expect("the first decision's todo");
+    assert_eq!((todo.id, todo.queue), (first.todo.id, "forge".to_string()));
+    let triage = db
+        .list_todos(
+            &alice,
+            "triage",
+            switchboard_control::store::TodoFilter::All,
+            &Page::first(10),
+        )
+        .await
+        .unwrap();
+    assert!(triage.items.is_empty(), "the refused decision made no todo");
+    not_found(db.standing_decision("ev_unknown").await, "event");
+}
+
 /// A stored event is visible to every other connection the moment `insert_event` returns:
 /// ingest routes it (and answers 202) right after, from wherever the pool hands out. On
 /// PostgreSQL a row taken before the statement's end came before the commit (found by

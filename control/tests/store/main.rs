@@ -84,6 +84,7 @@ store_test_suite! {
         a_window_of_big_bodies_is_cut_at_its_byte_bound_and_says_so,
         unrouted_events_are_found_until_routed,
         recording_a_decision_on_an_unknown_event_writes_nothing,
+        a_decision_is_recorded_once_and_the_first_stands,
         a_stored_event_is_visible_to_other_connections_at_once,
         failed_writes_leave_the_next_writer_free,
         concurrent_deliveries_share_commits_and_each_is_stored_once,
