@@ -2,7 +2,7 @@ use sqlx::Row;
 use switchboard_control::store::Backend;
 use switchboard_control::{Error, Store};
 
-use crate::harness::TestDb;
+use crate::harness::{ALL_MIGRATIONS, TestDb, applied_migrations};
 
 pub async fn migrations_apply_once_and_reconnect(db: TestDb) {
     crate::harness::human(&db, "alice").await;
@@ -14,18 +14,12 @@ pub async fn migrations_apply_once_and_reconnect(db: TestDb) {
         again.get_human("alice").await.expect("data kept").login,
         "alice"
     );
-    let applied: i64 = sqlx::query("SELECT COUNT(*) AS n FROM _sqlx_migrations")
-        .fetch_one(again.pool())
-        .await
-        .expect("count migrations")
-        .try_get("n")
-        .expect("n");
     // Every migration once: 0001 (the schema), 0002 (rate-limit grants), 0003 (the once-key),
     // 0004 (events by age), 0005 (the sliding replay limit's log), 0006 (grant allowances),
     // 0007 (plan approval), 0008 (console sessions), 0009 (todo leases), 0010 (the
     // configuration a decision was made under), 0011 (operator credentials and audit), 0012
     // (redrives).
-    assert_eq!(applied, 12);
+    assert_eq!(applied_migrations(&again).await, ALL_MIGRATIONS);
     again.close().await;
 }
 
@@ -123,13 +117,7 @@ pub async fn upgrading_from_0002_keeps_todos_and_a_forgery_no_longer_takes_the_o
     let new = Store::connect(&url, db.store.sealing_key())
         .await
         .expect("upgrade to the current schema");
-    let applied: i64 = sqlx::query("SELECT COUNT(*) AS n FROM _sqlx_migrations")
-        .fetch_one(new.pool())
-        .await
-        .expect("count")
-        .try_get("n")
-        .expect("n");
-    assert_eq!(applied, 12);
+    assert_eq!(applied_migrations(&new).await, ALL_MIGRATIONS);
     assert_eq!(
         new.webhook_for_ingest(&hook.id).await.expect("kept").secret,
         hook.secret,

@@ -6,7 +6,8 @@ use switchboard_control::Clock;
 use switchboard_control::store::{NewEvent, NewTodo, Page, RecordDecision};
 
 use crate::harness::{
-    TestDb, decision_refused_mid_transaction, human, invalid, not_found, webhook,
+    ALL_MIGRATIONS, TestDb, applied_migrations, decision_refused_mid_transaction, human, invalid,
+    not_found, webhook,
 };
 
 fn payload() -> std::path::PathBuf {
@@ -625,7 +626,6 @@ async fn thirty_two_senders(db: &TestDb, store: &switchboard_control::Store) -> 
 /// it say "unknown" (NULL), decisions recorded after it name their configuration, nothing else
 /// moves, and every endpoint that could read an event may now explain one.
 pub async fn upgrading_from_0009_leaves_old_decisions_unknown_and_grants_explain(db: TestDb) {
-    use sqlx::Row;
     use switchboard_control::Store;
     use switchboard_control::store::{DecidedBy, NewEndpoint, StoreOptions};
     let url = crate::harness::second_database(&db).await;
@@ -688,13 +688,7 @@ pub async fn upgrading_from_0009_leaves_old_decisions_unknown_and_grants_explain
     let new = Store::connect(&url, db.store.sealing_key())
         .await
         .expect("upgrade to the current schema");
-    let applied: i64 = sqlx::query("SELECT COUNT(*) AS n FROM _sqlx_migrations")
-        .fetch_one(new.pool())
-        .await
-        .expect("count")
-        .try_get("n")
-        .expect("n");
-    assert_eq!(applied, 12);
+    assert_eq!(applied_migrations(&new).await, ALL_MIGRATIONS);
     let (event, decided_by) = new
         .get_event_decided_by(&alice, &decided.id)
         .await
@@ -761,7 +755,6 @@ pub async fn upgrading_from_0009_leaves_old_decisions_unknown_and_grants_explain
 /// is kept, a quarantined one is a redrive candidate as ingest decided it, and every endpoint
 /// that could set rules may now redrive and confirm a redrive; no other endpoint gains them.
 pub async fn upgrading_from_0010_keeps_events_redrivable_and_grants_redrive(db: TestDb) {
-    use sqlx::Row;
     use switchboard_control::Store;
     use switchboard_control::store::{NewEndpoint, Redrivable, RedriveFilter, StoreOptions};
     let url = crate::harness::second_database(&db).await;
@@ -822,13 +815,7 @@ pub async fn upgrading_from_0010_keeps_events_redrivable_and_grants_redrive(db: 
     let new = Store::connect(&url, db.store.sealing_key())
         .await
         .expect("upgrade to the current schema");
-    let applied: i64 = sqlx::query("SELECT COUNT(*) AS n FROM _sqlx_migrations")
-        .fetch_one(new.pool())
-        .await
-        .expect("count")
-        .try_get("n")
-        .expect("n");
-    assert_eq!(applied, 12);
+    assert_eq!(applied_migrations(&new).await, ALL_MIGRATIONS);
     let (kept, decided_by) = new
         .get_event_decided_by(&alice, &quarantined.id)
         .await

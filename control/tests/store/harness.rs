@@ -225,3 +225,16 @@ pub async fn drop_second_database(db: &TestDb, url: &str) {
             .expect("drop the second schema");
     }
 }
+
+/// How many migrations the binary embeds: what a database upgraded to the current schema has
+/// applied. One number to move when a migration is added.
+pub const ALL_MIGRATIONS: i64 = 12;
+
+/// The migrations `store`'s database has applied.
+pub async fn applied_migrations(store: &Store) -> i64 {
+    let row = sqlx::query("SELECT COUNT(*) AS n FROM _sqlx_migrations")
+        .fetch_one(store.pool())
+        .await
+        .expect("count migrations");
+    sqlx::Row::try_get(&row, "n").expect("n")
+}

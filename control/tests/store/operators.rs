@@ -4,7 +4,9 @@ use switchboard_control::store::{
     AuditRecord, NewEndpoint, OPERATOR_CREDENTIAL_PREFIX, OperatorAction, Page, StoreOptions,
 };
 
-use crate::harness::{TestDb, human, invalid, not_found, webhook};
+use crate::harness::{
+    ALL_MIGRATIONS, TestDb, applied_migrations, human, invalid, not_found, webhook,
+};
 
 /// An operator credential is made once, stored as a hash, authenticates until revoked, and
 /// is never an endpoint credential (nor the other way round).
@@ -157,13 +159,7 @@ pub async fn upgrading_from_0010_adds_operators_and_keeps_everything(db: TestDb)
     let new = Store::connect(&url, db.store.sealing_key())
         .await
         .expect("upgrade to the current schema");
-    let applied: i64 = sqlx::query("SELECT COUNT(*) AS n FROM _sqlx_migrations")
-        .fetch_one(new.pool())
-        .await
-        .expect("count")
-        .try_get("n")
-        .expect("n");
-    assert_eq!(applied, 12);
+    assert_eq!(applied_migrations(&new).await, ALL_MIGRATIONS);
     assert_eq!(new.get_webhook(&alice, &wh.id).await.expect("kept"), wh);
     assert_eq!(
         new.authenticate(&vended.credential).await.expect("read"),

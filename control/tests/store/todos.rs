@@ -5,7 +5,9 @@ use sqlx::Row;
 use switchboard_control::store::{NewEvent, NewTodo, Page, RecordDecision, Todo, TodoFilter};
 use switchboard_control::{Clock, Error, Store};
 
-use crate::harness::{CLAIM_TTL, TestDb, human, invalid, not_found, webhook};
+use crate::harness::{
+    ALL_MIGRATIONS, CLAIM_TTL, TestDb, applied_migrations, human, invalid, not_found, webhook,
+};
 
 fn delivery(webhook_id: &str, delivery_id: &str) -> NewEvent {
     NewEvent {
@@ -760,13 +762,7 @@ pub async fn upgrading_from_0008_gives_old_claims_a_lease(db: TestDb) {
         .await
         .expect("upgrade to the current schema")
         .with_clock(Clock::manual(T));
-    let applied: i64 = sqlx::query("SELECT COUNT(*) AS n FROM _sqlx_migrations")
-        .fetch_one(new.pool())
-        .await
-        .unwrap()
-        .try_get("n")
-        .unwrap();
-    assert_eq!(applied, 12);
+    assert_eq!(applied_migrations(&new).await, ALL_MIGRATIONS);
     let get = |id: &'static str| {
         let (new, alice) = (new.clone(), alice.clone());
         async move { new.get_todo(&alice, id).await.expect("kept") }
