@@ -3,12 +3,13 @@
 
 use bytes::Bytes;
 use serde_json::Value;
-use sqlx::Row;
 use sqlx::any::AnyRow;
+use sqlx::{AssertSqlSafe, Row};
 
 use super::dialect::WriteTx;
 use super::group_commit::Write;
-use super::todos::{NewTodo, TodoInsert, insert_todo_in};
+use super::multi_row;
+use super::todos::{NewTodo, TodoInsert, TodoRow, insert_todos_in};
 use super::{Listing, Page, Paged, Store, cursor_for, flag, into_page, json_opt};
 use crate::error::{Error, Result};
 use crate::scope::OwnerScope;
@@ -213,95 +214,232 @@ fn summary(row: &AnyRow) -> Result<EventSummary> {
     })
 }
 
-/// Inserts one delivery in `tx` under the id and arrival time chosen for it. `not_found` when
-/// the webhook is gone (deleted between its lookup and the insert).
-pub(crate) async fn insert_event_in(
-    tx: &mut WriteTx,
-    id: &str,
-    new: &NewEvent,
-    received_at: i64,
-) -> Result<Event> {
-    let headers = serde_json::to_string(&new.headers)?;
-    let row = sqlx::query(concat!(
-        "INSERT INTO events (id, webhook_id, owner_scope, delivery_id, source, kind, headers, body, verified, \
-         received_at, routed) \
-         SELECT $1, id, owner_scope, $2, source_type, $3, $4, $5, $6, $7, 0 FROM webhooks WHERE id = $8 \
-         RETURNING ",
-        event_columns_but_body!()
-    ))
-    .bind(id)
-    .bind(new.delivery_id.as_str())
-    .bind(new.kind.as_str())
-    .bind(headers.as_str())
-    .bind(new.body.as_ref())
-    .bind(i32::from(new.verified))
-    .bind(received_at)
-    .bind(new.webhook_id.as_str())
-    // To the end of the statement: see `store` (writes that return rows).
-    .fetch_all(&mut **tx)
-    .await?
-    .into_iter()
-    .next();
-    row.as_ref()
-        .map(|row| event_with(row, new.body.clone()))
-        .unwrap_or(Err(Error::not_found("webhook")))
+/// An event to insert in a group commit: its id and arrival time are chosen before the first
+/// try, so applying it again (a failed batch's writes, one by one) stores the same row.
+pub(crate) struct EventRow<'a> {
+    pub id: &'a str,
+    pub received_at: i64,
+    pub new: &'a NewEvent,
 }
 
-/// Records a decision (and the todo a queue decision makes) in `tx` on an event not routed
-/// yet; `conflict` when it was routed already, `not_found` when it is gone, and then nothing
-/// is written.
-pub(crate) async fn record_decision_in(
+/// Inserts `rows` in their order, a run of them per statement; each comes back as its stored
+/// event, or `not_found` when its webhook is gone (that row inserts nothing and the others go
+/// on). `Err` is a failed statement: the transaction cannot commit.
+pub(crate) async fn insert_events_in(
     tx: &mut WriteTx,
-    event_id: &str,
-    outcome: &RecordDecision,
-    now: i64,
-) -> Result<Option<TodoInsert>> {
-    let decision = serde_json::to_string(&outcome.decision)?;
-    let fault = outcome
-        .fault
-        .as_ref()
-        .map(serde_json::to_string)
-        .transpose()?;
-    // Without a configuration to record, 0010's columns are not named at all: they stay
-    // NULL ("unknown"), and the statement is the one older schemas know.
-    let update = match &outcome.decided_by {
-        Some(by) => sqlx::query(
-            "UPDATE events SET decision = $1, fault = $2, routed = 1, routed_at = $3, \
-             config_version = $4, config_digest = $5 WHERE id = $6 AND routed = 0",
-        )
-        .bind(decision.as_str())
-        .bind(fault.as_deref())
-        .bind(now)
-        .bind(by.version)
-        .bind(by.digest.as_str()),
-        None => sqlx::query(
-            "UPDATE events SET decision = $1, fault = $2, routed = 1, routed_at = $3 \
-             WHERE id = $4 AND routed = 0",
-        )
-        .bind(decision.as_str())
-        .bind(fault.as_deref())
-        .bind(now),
-    };
-    let done = update
-        .bind(super::lookup_id(event_id))
-        .execute(&mut **tx)
-        .await?;
-    if done.rows_affected() == 0 {
-        // Routed already — ingest's own routing and the retry pass raced, or a redrive routed
-        // it first — or gone. A decision is recorded once: the first one stands.
-        let exists = sqlx::query("SELECT id FROM events WHERE id = $1")
-            .bind(super::lookup_id(event_id))
-            .fetch_optional(&mut **tx)
-            .await?;
-        return Err(match exists {
-            Some(_) => Error::conflict("the event was routed already"),
-            None => Error::not_found("event"),
-        });
+    rows: &[EventRow<'_>],
+) -> Result<Vec<Result<Event>>> {
+    let mut out = Vec::with_capacity(rows.len());
+    for run in multi_row::runs(rows.len(), multi_row::MAX_RUN) {
+        let run = &rows[run];
+        let headers = run
+            .iter()
+            .map(|r| serde_json::to_string(&r.new.headers))
+            .collect::<std::result::Result<Vec<_>, _>>()?;
+        let sql = format!(
+            "WITH n (id, delivery_id, kind, headers, body, verified, received_at, webhook_id, ord) \
+             AS (VALUES {}) \
+             INSERT INTO events (id, webhook_id, owner_scope, delivery_id, source, kind, headers, body, \
+             verified, received_at, routed) \
+             SELECT n.id, w.id, w.owner_scope, n.delivery_id, w.source_type, n.kind, n.headers, n.body, \
+             n.verified, n.received_at, 0 FROM n JOIN webhooks w ON w.id = n.webhook_id ORDER BY n.ord \
+             RETURNING {}",
+            multi_row::values(run.len(), 9),
+            event_columns_but_body!()
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        for (ord, (row, headers)) in run.iter().zip(&headers).enumerate() {
+            query = query
+                .bind(row.id)
+                .bind(row.new.delivery_id.as_str())
+                .bind(row.new.kind.as_str())
+                .bind(headers.as_str())
+                .bind(row.new.body.as_ref())
+                .bind(i32::from(row.new.verified))
+                .bind(row.received_at)
+                .bind(row.new.webhook_id.as_str())
+                .bind(ord as i64);
+        }
+        // To the end of the statement: see `store` (writes that return rows).
+        let stored = query.fetch_all(&mut **tx).await?;
+        let mut by_id = std::collections::HashMap::with_capacity(stored.len());
+        for row in &stored {
+            let id: String = row.try_get("id")?;
+            by_id.insert(id, row);
+        }
+        for row in run {
+            out.push(match by_id.get(row.id) {
+                Some(stored) => event_with(stored, row.new.body.clone()),
+                None => Err(Error::not_found("webhook")),
+            });
+        }
     }
-    match &outcome.todo {
-        Some(new) => Ok(Some(insert_todo_in(tx, event_id, new, now).await?)),
-        None => Ok(None),
+    Ok(out)
+}
+
+/// A decision to record in a group commit, on an event not routed yet.
+pub(crate) struct DecisionRow<'a> {
+    pub event_id: &'a str,
+    pub outcome: &'a RecordDecision,
+    pub now: i64,
+}
+
+/// Records each decision (and the todo a queue decision makes) on an event not routed yet, a
+/// run of them per statement; each comes back as its todo, `conflict` when its event was
+/// routed already (the first decision stands), `not_found` when the event is gone — and then
+/// that row wrote nothing. Two rows for one event: the first is recorded, the second is a
+/// conflict, as if one came after the other. `Err` is a failed statement.
+pub(crate) async fn record_decisions_in(
+    tx: &mut WriteTx,
+    rows: &[DecisionRow<'_>],
+) -> Result<Vec<Result<Option<TodoInsert>>>> {
+    let mut out: Vec<Option<Result<Option<TodoInsert>>>> = (0..rows.len()).map(|_| None).collect();
+    // The rows each statement updates: first occurrences of their event, grouped by whether
+    // they name the configuration they were made under. Without one, 0010's columns are not
+    // named at all: they stay NULL ("unknown"), and the statement is the one older schemas know.
+    let mut first_of = std::collections::HashMap::with_capacity(rows.len());
+    let mut repeats = Vec::new();
+    let (mut with_config, mut without) = (Vec::new(), Vec::new());
+    for (i, row) in rows.iter().enumerate() {
+        if let Some(todo) = &row.outcome.todo
+            && todo.queue.is_empty()
+        {
+            out[i] = Some(Err(Error::invalid("queue", "must not be empty")));
+        } else if let Some(&first) = first_of.get(row.event_id) {
+            repeats.push((i, first));
+        } else {
+            first_of.insert(row.event_id, i);
+            if row.outcome.decided_by.is_some() {
+                with_config.push(i);
+            } else {
+                without.push(i);
+            }
+        }
     }
+    let mut updated = std::collections::HashSet::with_capacity(rows.len());
+    for (group, decided_by) in [(&with_config, true), (&without, false)] {
+        for run in multi_row::runs(group.len(), multi_row::MAX_RUN) {
+            let run = &group[run];
+            let width = if decided_by { 6 } else { 4 };
+            let sql = if decided_by {
+                format!(
+                    "WITH v (event_id, new_decision, new_fault, new_routed_at, new_version, new_digest) \
+                     AS (VALUES {}) \
+                     UPDATE events SET decision = v.new_decision, fault = v.new_fault, routed = 1, \
+                     routed_at = v.new_routed_at, config_version = v.new_version, \
+                     config_digest = v.new_digest FROM v WHERE events.id = v.event_id AND events.routed = 0 \
+                     RETURNING id",
+                    multi_row::values(run.len(), width)
+                )
+            } else {
+                format!(
+                    "WITH v (event_id, new_decision, new_fault, new_routed_at) AS (VALUES {}) \
+                     UPDATE events SET decision = v.new_decision, fault = v.new_fault, routed = 1, \
+                     routed_at = v.new_routed_at FROM v WHERE events.id = v.event_id AND events.routed = 0 \
+                     RETURNING id",
+                    multi_row::values(run.len(), width)
+                )
+            };
+            let mut texts = Vec::with_capacity(run.len());
+            for &i in run {
+                let outcome = rows[i].outcome;
+                let fault = outcome
+                    .fault
+                    .as_ref()
+                    .map(serde_json::to_string)
+                    .transpose()?;
+                texts.push((serde_json::to_string(&outcome.decision)?, fault));
+            }
+            let mut query = sqlx::query(AssertSqlSafe(sql));
+            for (&i, (decision, fault)) in run.iter().zip(&texts) {
+                let row = &rows[i];
+                query = query
+                    .bind(super::lookup_id(row.event_id))
+                    .bind(decision.as_str())
+                    .bind(fault.as_deref())
+                    .bind(row.now);
+                if let Some(by) = &row.outcome.decided_by {
+                    query = query.bind(by.version).bind(by.digest.as_str());
+                }
+            }
+            for done in query.fetch_all(&mut **tx).await? {
+                updated.insert(done.try_get::<String, _>("id")?);
+            }
+        }
+    }
+    // Rows that updated nothing: routed already (a conflict) or gone.
+    let missed: Vec<&str> = with_config
+        .iter()
+        .chain(&without)
+        .map(|&i| rows[i].event_id)
+        .filter(|id| !updated.contains(*id))
+        .collect();
+    let existing = existing_events(tx, &missed).await?;
+    let mut todos = Vec::new();
+    for &i in with_config.iter().chain(&without) {
+        let row = &rows[i];
+        if !updated.contains(row.event_id) {
+            out[i] = Some(Err(if existing.contains(row.event_id) {
+                Error::conflict("the event was routed already")
+            } else {
+                Error::not_found("event")
+            }));
+            continue;
+        }
+        match &row.outcome.todo {
+            Some(new) => todos.push((
+                i,
+                TodoRow {
+                    event_id: row.event_id,
+                    new,
+                    now: row.now,
+                },
+            )),
+            None => out[i] = Some(Ok(None)),
+        }
+    }
+    let made = insert_todos_in(
+        tx,
+        &todos.iter().map(|(_, t)| t.clone()).collect::<Vec<_>>(),
+    )
+    .await?;
+    for ((i, _), todo) in todos.iter().zip(made) {
+        out[*i] = Some(todo.map(Some));
+    }
+    // A second row for an event is answered as if it came after the first.
+    for (i, first) in repeats {
+        out[i] = Some(Err(match &out[first] {
+            Some(Err(Error::NotFound { .. })) => Error::not_found("event"),
+            _ => Error::conflict("the event was routed already"),
+        }));
+    }
+    Ok(out
+        .into_iter()
+        .map(|o| o.unwrap_or_else(|| Err(Error::internal("a decision row was not answered"))))
+        .collect())
+}
+
+/// Which of `ids` name a stored event.
+async fn existing_events(
+    tx: &mut WriteTx,
+    ids: &[&str],
+) -> Result<std::collections::HashSet<String>> {
+    let mut found = std::collections::HashSet::new();
+    for run in multi_row::runs(ids.len(), multi_row::MAX_RUN) {
+        let ids = &ids[run];
+        let sql = format!(
+            "WITH v (event_id) AS (VALUES {}) SELECT id FROM events JOIN v ON events.id = v.event_id",
+            multi_row::values(ids.len(), 1)
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        for id in ids {
+            query = query.bind(super::lookup_id(id));
+        }
+        for row in query.fetch_all(&mut **tx).await? {
+            found.insert(row.try_get::<String, _>("id")?);
+        }
+    }
+    Ok(found)
 }
 
 impl Store {

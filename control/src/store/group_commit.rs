@@ -4,12 +4,15 @@
 //! Why: every delivery used to pay for two write transactions of its own (on PostgreSQL, two
 //! fsyncs; on SQLite, two turns at the one write lock and two WAL appends). One committer task
 //! per store takes the writes that queued while its previous commit ran, applies them in
-//! arrival order in one transaction, commits, and only then answers each caller: an answer
+//! arrival order in one transaction — a few multi-row statements for the whole batch
+//! (`multi_row`), not a few per write — commits, and only then answers each caller: an answer
 //! still means the write is durable. The batching clocks itself: with one sender a batch is
 //! one write and adds no wait; under load a batch holds what arrived during one commit, up to
 //! [`Bounds`]. Nothing waits on a timer.
 //!
-//! A batch that fails as a whole (a write's error, a failed commit) is rolled back and each of
+//! A write refused on its own (its webhook or event gone, its event routed already) writes
+//! nothing and the rest of its batch commits. A batch that fails as a whole (a failed
+//! statement, a failed commit) is rolled back and each of
 //! its writes is applied again alone, in its own transaction, so one bad write never costs the
 //! others their answer. Writes are idempotent across that retry: the event id and arrival time
 //! are chosen before the first try, the decision is an UPDATE of that event, the todo is the
@@ -23,7 +26,9 @@ use tokio::sync::{mpsc, oneshot};
 
 use super::Event;
 use super::dialect::{self, Backend, WriteTurns, WriteTx};
-use super::events::{NewEvent, RecordDecision, insert_event_in, record_decision_in};
+use super::events::{
+    DecisionRow, EventRow, NewEvent, RecordDecision, insert_events_in, record_decisions_in,
+};
 use super::todos::TodoInsert;
 use crate::error::{Error, Result};
 
@@ -76,17 +81,6 @@ impl Done {
             Done::Decision(r) => r.is_err(),
         }
     }
-
-    /// Whether the write failed having written something, or in a way that may have broken
-    /// the transaction (PostgreSQL aborts it at an error): then the batch cannot commit. An
-    /// event whose webhook is gone wrote nothing — its one statement inserted no row — and
-    /// the batch goes on without it.
-    fn spoils_the_batch(&self) -> bool {
-        match self {
-            Done::Event(Err(Error::NotFound { .. })) => false,
-            other => other.is_err(),
-        }
-    }
 }
 
 impl Write {
@@ -95,23 +89,6 @@ impl Write {
         match self {
             Write::Event { new, .. } => new.body.len(),
             Write::Decision { .. } => 0,
-        }
-    }
-
-    async fn apply(&self, tx: &mut WriteTx) -> Done {
-        match self {
-            Write::Event {
-                id,
-                received_at,
-                new,
-                ..
-            } => Done::Event(insert_event_in(tx, id, new, *received_at).await),
-            Write::Decision {
-                event_id,
-                outcome,
-                now,
-                ..
-            } => Done::Decision(record_decision_in(tx, event_id, outcome, *now).await),
         }
     }
 
@@ -130,14 +107,8 @@ impl Write {
     }
 
     fn fail(self, error: Error) {
-        match self {
-            Write::Event { reply, .. } => {
-                let _ = reply.send(Err(error));
-            }
-            Write::Decision { reply, .. } => {
-                let _ = reply.send(Err(error));
-            }
-        }
+        let done = self.failed(error);
+        self.answer(done);
     }
 }
 
@@ -253,20 +224,58 @@ impl Committer {
 
     async fn together(&self, batch: &[Write]) -> Result<Vec<Done>> {
         let mut tx = dialect::begin_write(&self.pool, self.backend, &self.turns).await?;
-        let mut results = Vec::with_capacity(batch.len());
-        for write in batch {
-            let done = write.apply(&mut tx).await;
-            if done.spoils_the_batch() {
-                // Dropping the transaction rolls it back.
-                return Err(Error::internal("a write in the batch failed"));
-            }
-            results.push(done);
-        }
+        // A write refused on its own (its webhook or event gone, its event routed already)
+        // wrote nothing, and the others commit without it; a failed statement drops the
+        // transaction, which rolls it back.
+        let results = apply(&mut tx, batch).await?;
         tx.commit().await?;
         self.tally.commits.fetch_add(1, Ordering::Relaxed);
         switchboard_telemetry::metrics().group_commit(batch.len());
         Ok(results)
     }
+}
+
+/// Applies `writes` in `tx` with a few statements for all of them (`multi_row`): the events
+/// in one run of inserts, the decisions with their todos in another. Each write's own outcome
+/// comes back in its place; `Err` is a statement that failed, and the transaction with it.
+async fn apply(tx: &mut WriteTx, writes: &[Write]) -> Result<Vec<Done>> {
+    let mut events = Vec::new();
+    let mut decisions = Vec::new();
+    for write in writes {
+        match write {
+            Write::Event {
+                id,
+                received_at,
+                new,
+                ..
+            } => events.push(EventRow {
+                id,
+                received_at: *received_at,
+                new,
+            }),
+            Write::Decision {
+                event_id,
+                outcome,
+                now,
+                ..
+            } => decisions.push(DecisionRow {
+                event_id,
+                outcome,
+                now: *now,
+            }),
+        }
+    }
+    let mut events = insert_events_in(tx, &events).await?.into_iter();
+    let mut decisions = record_decisions_in(tx, &decisions).await?.into_iter();
+    let mut out = Vec::with_capacity(writes.len());
+    for write in writes {
+        let done = match write {
+            Write::Event { .. } => events.next().map(Done::Event),
+            Write::Decision { .. } => decisions.next().map(Done::Decision),
+        };
+        out.push(done.unwrap_or_else(|| write.failed(Error::internal("a write was not answered"))));
+    }
+    Ok(out)
 }
 
 /// One write in a transaction of its own: a failed batch's writes, or every write when group
@@ -276,7 +285,12 @@ async fn alone(pool: &AnyPool, backend: Backend, turns: &WriteTurns, write: &Wri
         Ok(tx) => tx,
         Err(e) => return write.failed(e),
     };
-    let done = write.apply(&mut tx).await;
+    let done = match apply(&mut tx, std::slice::from_ref(write)).await {
+        Ok(mut done) => done
+            .pop()
+            .unwrap_or_else(|| write.failed(Error::internal("the write was not answered"))),
+        Err(e) => return write.failed(e),
+    };
     if done.is_err() {
         return done;
     }

@@ -19,6 +19,7 @@ mod endpoints;
 mod events;
 mod group_commit;
 mod leases;
+mod multi_row;
 mod operators;
 mod plans;
 mod rate_limits;

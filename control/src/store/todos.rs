@@ -11,10 +11,11 @@
 
 use std::time::Duration;
 
-use sqlx::Row;
 use sqlx::any::AnyRow;
+use sqlx::{AssertSqlSafe, Row};
 
 use super::dialect::WriteTx;
+use super::multi_row;
 use super::{Listing, Page, Paged, Store, cursor_for, into_page, parse_col};
 use crate::error::{Error, Result};
 use crate::scope::OwnerScope;
@@ -130,6 +131,14 @@ fn todo(row: &AnyRow) -> Result<Todo> {
     })
 }
 
+/// A todo to insert for an event, unless its delivery's once-key already has one.
+#[derive(Clone, Copy)]
+pub(crate) struct TodoRow<'a> {
+    pub event_id: &'a str,
+    pub new: &'a NewTodo,
+    pub now: i64,
+}
+
 /// Inserts the todo for `event_id` unless its once-key already has one; both ways returns it.
 pub(crate) async fn insert_todo_in(
     tx: &mut WriteTx,
@@ -137,42 +146,95 @@ pub(crate) async fn insert_todo_in(
     new: &NewTodo,
     now: i64,
 ) -> Result<TodoInsert> {
-    if new.queue.is_empty() {
-        return Err(Error::invalid("queue", "must not be empty"));
+    insert_todos_in(tx, &[TodoRow { event_id, new, now }])
+        .await?
+        .pop()
+        .unwrap_or_else(|| Err(Error::internal("no todo answered")))
+}
+
+/// Inserts each row's todo unless its once-key already has one (an earlier row of the same
+/// delivery included: the first row inserts, the rest find its todo), a run per statement, and
+/// returns each todo either way; `not_found` for a row whose event is gone. `Err` is a failed
+/// statement.
+pub(crate) async fn insert_todos_in(
+    tx: &mut WriteTx,
+    rows: &[TodoRow<'_>],
+) -> Result<Vec<Result<TodoInsert>>> {
+    let mut out = Vec::with_capacity(rows.len());
+    for run in multi_row::runs(rows.len(), multi_row::MAX_RUN) {
+        let run = &rows[run];
+        let mut ids = Vec::with_capacity(run.len());
+        for row in run {
+            if row.new.queue.is_empty() {
+                return Err(Error::invalid("queue", "must not be empty"));
+            }
+            ids.push(new_id("td_")?);
+        }
+        // The WHERE clause is needed: it keeps SQLite from reading ON CONFLICT as a join
+        // constraint.
+        let sql = format!(
+            "WITH n (todo_id, event_id, queue, rule_id, created_at, ord) AS (VALUES {}) \
+             INSERT INTO todos (id, owner_scope, webhook_id, event_id, delivery_id, verified, queue, \
+             rule_id, created_at) \
+             SELECT n.todo_id, e.owner_scope, e.webhook_id, e.id, e.delivery_id, e.verified, n.queue, \
+             n.rule_id, n.created_at FROM n JOIN events e ON e.id = n.event_id WHERE true ORDER BY n.ord \
+             ON CONFLICT (webhook_id, delivery_id, verified) DO NOTHING",
+            multi_row::values(run.len(), 6)
+        );
+        let mut insert = sqlx::query(AssertSqlSafe(sql));
+        for (ord, (row, id)) in run.iter().zip(&ids).enumerate() {
+            insert = insert
+                .bind(id.as_str())
+                .bind(super::lookup_id(row.event_id))
+                .bind(row.new.queue.as_str())
+                .bind(row.new.rule_id.as_deref())
+                .bind(row.now)
+                .bind(ord as i64);
+        }
+        insert.execute(&mut **tx).await?;
+        // Without the claim's expiry, so ingest runs at every schema since 0003 (upgrade tests
+        // route deliveries on a database not yet migrated). Ingest needs only the id; the todo
+        // a redelivery finds comes back with `claim_expires_at: None`, `get_todo` reads it whole.
+        let sql = format!(
+            "WITH n (event_id) AS (VALUES {}) \
+             SELECT {}, e.id AS for_event FROM n JOIN events e ON e.id = n.event_id \
+             JOIN todos t ON t.webhook_id = e.webhook_id AND t.delivery_id = e.delivery_id \
+             AND t.verified = e.verified",
+            multi_row::values(run.len(), 1),
+            qualified_todo_columns()
+        );
+        let mut read = sqlx::query(AssertSqlSafe(sql));
+        for row in run {
+            read = read.bind(super::lookup_id(row.event_id));
+        }
+        let mut found = std::collections::HashMap::with_capacity(run.len());
+        for row in read.fetch_all(&mut **tx).await? {
+            let for_event: String = row.try_get("for_event")?;
+            found.insert(for_event, todo(&row)?);
+        }
+        for (row, id) in run.iter().zip(&ids) {
+            out.push(match found.get(row.event_id) {
+                Some(todo) => Ok(TodoInsert {
+                    inserted: todo.id == *id,
+                    todo: todo.clone(),
+                }),
+                None => Err(Error::not_found("event")),
+            });
+        }
     }
-    let id = new_id("td_")?;
-    // The WHERE clause is needed: it keeps SQLite from reading ON CONFLICT as a join constraint.
-    let done = sqlx::query(
-        "INSERT INTO todos (id, owner_scope, webhook_id, event_id, delivery_id, verified, queue, rule_id, created_at) \
-         SELECT $1, owner_scope, webhook_id, id, delivery_id, verified, $2, $3, $4 FROM events WHERE id = $5 \
-         ON CONFLICT (webhook_id, delivery_id, verified) DO NOTHING",
-    )
-    .bind(id.as_str())
-    .bind(new.queue.as_str())
-    .bind(new.rule_id.as_deref())
-    .bind(now)
-    .bind(super::lookup_id(event_id))
-    .execute(&mut **tx)
-    .await?;
-    // Without the claim's expiry, so ingest runs at every schema since 0003 (upgrade tests
-    // route deliveries on a database not yet migrated). Ingest needs only the id; the todo a
-    // redelivery finds comes back with `claim_expires_at: None`, `get_todo` reads it whole.
-    let row = sqlx::query(concat!(
-        "SELECT ",
-        todo_columns!(),
-        " FROM todos WHERE (webhook_id, delivery_id, verified) IN \
-         (SELECT webhook_id, delivery_id, verified FROM events WHERE id = $1)"
-    ))
-    .bind(super::lookup_id(event_id))
-    .fetch_optional(&mut **tx)
-    .await?;
-    let Some(row) = row else {
-        return Err(Error::not_found("event"));
-    };
-    Ok(TodoInsert {
-        todo: todo(&row)?,
-        inserted: done.rows_affected() == 1,
-    })
+    Ok(out)
+}
+
+/// [`todo_columns!`] of the table named `t`, for reads that join it.
+fn qualified_todo_columns() -> &'static str {
+    static COLUMNS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        todo_columns!()
+            .split(',')
+            .map(|c| format!("t.{}", c.trim()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    });
+    &COLUMNS
 }
 
 impl Store {

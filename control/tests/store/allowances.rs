@@ -2,7 +2,7 @@
 //! when they create webhooks over the API. The operator's own `create_webhook` is not gated.
 
 use sqlx::Row;
-use switchboard_control::store::{NewWebhook, StoreOptions};
+use switchboard_control::store::NewWebhook;
 use switchboard_control::{Error, Store};
 
 use crate::harness::{TestDb, human, invalid, new_webhook, webhook};
@@ -145,17 +145,7 @@ pub async fn upgrading_from_0005_allows_each_scope_the_queues_its_webhooks_alrea
     db: TestDb,
 ) {
     let url = crate::harness::second_database(&db).await;
-    let old = Store::connect_with(
-        &url,
-        StoreOptions {
-            migrations_up_to: Some(5),
-            max_connections: 2,
-            sealing_key: Some(db.store.sealing_key().clone()),
-            ..StoreOptions::default()
-        },
-    )
-    .await
-    .expect("open at 0005");
+    let old = crate::harness::open_at(&db, &url, 5).await;
     let alice = human(&old, "alice").await;
     let bob = human(&old, "bob").await;
     let carol = human(&old, "carol").await;

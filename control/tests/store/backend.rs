@@ -66,20 +66,10 @@ pub async fn unknown_database_url_is_refused(db: TestDb) {
 pub async fn upgrading_from_0002_keeps_todos_and_a_forgery_no_longer_takes_the_once_key(
     db: TestDb,
 ) {
-    use switchboard_control::store::{NewEvent, NewTodo, RecordDecision, StoreOptions};
+    use switchboard_control::store::{NewEvent, NewTodo, RecordDecision};
 
     let url = crate::harness::second_database(&db).await;
-    let old = Store::connect_with(
-        &url,
-        StoreOptions {
-            migrations_up_to: Some(2),
-            max_connections: 2,
-            sealing_key: Some(db.store.sealing_key().clone()),
-            ..StoreOptions::default()
-        },
-    )
-    .await
-    .expect("open at 0002");
+    let old = crate::harness::open_at(&db, &url, 2).await;
     let alice = crate::harness::human(&old, "alice").await;
     let hook = crate::harness::webhook(&old, &alice).await;
     let event = |delivery_id: &str, verified: bool| NewEvent {

@@ -429,6 +429,100 @@ pub async fn a_decision_is_recorded_once_and_the_first_stands(db: TestDb) {
     not_found(db.standing_decision("ev_unknown").await, "event");
 }
 
+/// Decisions that race in shared commits (issue 22's multi-row statements): for each of 8
+/// events, 16 passes record at once, half naming their configuration and half not, beside 16
+/// decisions on events that do not exist. Whatever batches they land in, each event keeps
+/// exactly one decision and one todo, every other pass on it is a `conflict` answered nothing,
+/// and the unknown events are `not_found`.
+pub async fn racing_decisions_in_shared_commits_record_one_each(db: TestDb) {
+    use switchboard_control::store::DecidedBy;
+    let alice = human(&db, "alice").await;
+    let wh = webhook(&db, &alice).await;
+    let mut events = Vec::new();
+    for i in 0..8 {
+        events.push(
+            db.insert_event(event(&wh.id, &format!("race-{i}")))
+                .await
+                .unwrap()
+                .id,
+        );
+    }
+    let before = db.group_commit_tally();
+    let passes = events
+        .iter()
+        .flat_map(|id| (0..16).map(move |p| (id.clone(), p)));
+    let unknown = (0..16).map(|p| (format!("ev_missing{p}"), p));
+    let tasks: Vec<_> = passes
+        .chain(unknown)
+        .map(|(event_id, pass)| {
+            let store = db.store.clone();
+            tokio::spawn(async move {
+                let queue = format!("q{}", pass % 4);
+                let outcome = RecordDecision {
+                    decision: json!({"decision": format!("queue:{queue}"), "pass": pass}),
+                    fault: None,
+                    todo: Some(NewTodo {
+                        queue,
+                        rule_id: Some(format!("r-{pass}")),
+                    }),
+                    decided_by: (pass % 2 == 0).then(|| DecidedBy {
+                        version: 1,
+                        digest: "ab".repeat(32),
+                    }),
+                };
+                (
+                    event_id.clone(),
+                    store.record_decision(&event_id, outcome).await,
+                )
+            })
+        })
+        .collect();
+    let mut won = std::collections::HashMap::new();
+    for task in futures::future::join_all(tasks).await {
+        let (event_id, answer) = task.expect("a pass");
+        match answer {
+            Ok(Some(todo)) => {
+                assert!(todo.inserted, "the decision that stands made its todo");
+                assert_eq!(todo.todo.event_id, event_id);
+                assert!(
+                    won.insert(event_id, todo.todo).is_none(),
+                    "one winner per event"
+                );
+            }
+            Err(switchboard_control::Error::Conflict { .. }) => {
+                assert!(
+                    events.contains(&event_id),
+                    "{event_id}: conflict on a real event"
+                );
+            }
+            Err(switchboard_control::Error::NotFound { .. }) => {
+                assert!(event_id.starts_with("ev_missing"), "{event_id}: not found");
+            }
+            other => panic!("{event_id}: {other:?}"),
+        }
+    }
+    assert_eq!(won.len(), 8, "every event was routed once");
+    for id in &events {
+        let (decision, todo) = db.standing_decision(id).await.unwrap();
+        let todo = todo.expect("a todo");
+        assert_eq!(todo, won[id], "the todo answered is the one stored");
+        let pass = decision.expect("a decision")["pass"]
+            .as_i64()
+            .expect("a pass");
+        assert_eq!(
+            todo.rule_id,
+            Some(format!("r-{pass}")),
+            "decision and todo of one pass"
+        );
+    }
+    let after = db.group_commit_tally();
+    assert_eq!(
+        after.writes - before.writes,
+        8 * 16 + 16,
+        "every write answered once"
+    );
+}
+
 /// A stored event is visible to every other connection the moment `insert_event` returns:
 /// ingest routes it (and answers 202) right after, from wherever the pool hands out. On
 /// PostgreSQL a row taken before the statement's end came before the commit (found by
@@ -627,19 +721,9 @@ async fn thirty_two_senders(db: &TestDb, store: &switchboard_control::Store) -> 
 /// moves, and every endpoint that could read an event may now explain one.
 pub async fn upgrading_from_0009_leaves_old_decisions_unknown_and_grants_explain(db: TestDb) {
     use switchboard_control::Store;
-    use switchboard_control::store::{DecidedBy, NewEndpoint, StoreOptions};
+    use switchboard_control::store::{DecidedBy, NewEndpoint};
     let url = crate::harness::second_database(&db).await;
-    let old = Store::connect_with(
-        &url,
-        StoreOptions {
-            migrations_up_to: Some(9),
-            max_connections: 2,
-            sealing_key: Some(db.store.sealing_key().clone()),
-            ..StoreOptions::default()
-        },
-    )
-    .await
-    .expect("open at 0009");
+    let old = crate::harness::open_at(&db, &url, 9).await;
     let alice = human(&old, "alice").await;
     let wh = webhook(&old, &alice).await;
     let delivery = |id: &str| NewEvent {
@@ -756,19 +840,9 @@ pub async fn upgrading_from_0009_leaves_old_decisions_unknown_and_grants_explain
 /// that could set rules may now redrive and confirm a redrive; no other endpoint gains them.
 pub async fn upgrading_from_0010_keeps_events_redrivable_and_grants_redrive(db: TestDb) {
     use switchboard_control::Store;
-    use switchboard_control::store::{NewEndpoint, Redrivable, RedriveFilter, StoreOptions};
+    use switchboard_control::store::{NewEndpoint, Redrivable, RedriveFilter};
     let url = crate::harness::second_database(&db).await;
-    let old = Store::connect_with(
-        &url,
-        StoreOptions {
-            migrations_up_to: Some(10),
-            max_connections: 2,
-            sealing_key: Some(db.store.sealing_key().clone()),
-            ..StoreOptions::default()
-        },
-    )
-    .await
-    .expect("open at 0010");
+    let old = crate::harness::open_at(&db, &url, 10).await;
     let alice = human(&old, "alice").await;
     let wh = webhook(&old, &alice).await;
     let delivery = |id: &str| NewEvent {

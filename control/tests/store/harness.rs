@@ -230,6 +230,22 @@ pub async fn drop_second_database(db: &TestDb, url: &str) {
 /// applied. One number to move when a migration is added.
 pub const ALL_MIGRATIONS: i64 = 12;
 
+/// A second store on `url` (from [`second_database`]) with migrations applied up to
+/// `version` only: the previous landing's schema, for an upgrade test to write data into.
+pub async fn open_at(db: &TestDb, url: &str, version: i64) -> Store {
+    Store::connect_with(
+        url,
+        StoreOptions {
+            migrations_up_to: Some(version),
+            max_connections: 2,
+            sealing_key: Some(db.store.sealing_key().clone()),
+            ..StoreOptions::default()
+        },
+    )
+    .await
+    .unwrap_or_else(|e| panic!("open at {version:04}: {e}"))
+}
+
 /// The migrations `store`'s database has applied.
 pub async fn applied_migrations(store: &Store) -> i64 {
     let row = sqlx::query("SELECT COUNT(*) AS n FROM _sqlx_migrations")

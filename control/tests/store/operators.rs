@@ -1,7 +1,7 @@
 use sqlx::Row;
 use switchboard_control::secrets::sha256_hex;
 use switchboard_control::store::{
-    AuditRecord, NewEndpoint, OPERATOR_CREDENTIAL_PREFIX, OperatorAction, Page, StoreOptions,
+    AuditRecord, NewEndpoint, OPERATOR_CREDENTIAL_PREFIX, OperatorAction, Page,
 };
 
 use crate::harness::{
@@ -132,17 +132,7 @@ pub async fn operator_credentials_are_hashed_and_their_own_kind(db: TestDb) {
 pub async fn upgrading_from_0010_adds_operators_and_keeps_everything(db: TestDb) {
     use switchboard_control::Store;
     let url = crate::harness::second_database(&db).await;
-    let old = Store::connect_with(
-        &url,
-        StoreOptions {
-            migrations_up_to: Some(10),
-            max_connections: 2,
-            sealing_key: Some(db.store.sealing_key().clone()),
-            ..StoreOptions::default()
-        },
-    )
-    .await
-    .expect("open at 0010");
+    let old = crate::harness::open_at(&db, &url, 10).await;
     let alice = human(&old, "alice").await;
     let wh = webhook(&old, &alice).await;
     let vended = old

@@ -220,19 +220,9 @@ pub async fn confirm_refuses_a_plan_the_webhook_moved_past(db: TestDb) {
 /// that could only list packs may read states; others gain nothing; webhooks keep confirming
 /// as before (`self`).
 pub async fn upgrading_from_0006_keeps_every_endpoints_right_to_confirm(db: TestDb) {
-    use switchboard_control::store::{ConfirmPolicy, NewEndpoint, StoreOptions};
+    use switchboard_control::store::{ConfirmPolicy, NewEndpoint};
     let url = crate::harness::second_database(&db).await;
-    let old = Store::connect_with(
-        &url,
-        StoreOptions {
-            migrations_up_to: Some(6),
-            max_connections: 2,
-            sealing_key: Some(db.store.sealing_key().clone()),
-            ..StoreOptions::default()
-        },
-    )
-    .await
-    .expect("open at 0006");
+    let old = crate::harness::open_at(&db, &url, 6).await;
     let alice = human(&old, "alice").await;
     let hook = webhook(&old, &alice).await;
     let mut ids = Vec::new();

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use switchboard_control::Clock;
-use switchboard_control::store::{NewEvent, NewTodo, RecordDecision, StoreOptions};
+use switchboard_control::store::{NewEvent, NewTodo, RecordDecision};
 use switchboard_control::{OwnerScope, Store};
 
 use crate::harness::{TestDb, human, webhook};
@@ -274,18 +274,9 @@ pub async fn upgrading_from_0003_keeps_every_event_and_retention_purges_only_pas
 ) {
     let url = crate::harness::second_database(&db).await;
     let clock = Clock::manual(1_800_000_000_000);
-    let old = Store::connect_with(
-        &url,
-        StoreOptions {
-            migrations_up_to: Some(3),
-            max_connections: 2,
-            sealing_key: Some(db.store.sealing_key().clone()),
-            ..StoreOptions::default()
-        },
-    )
-    .await
-    .expect("open at 0003")
-    .with_clock(clock.clone());
+    let old = crate::harness::open_at(&db, &url, 3)
+        .await
+        .with_clock(clock.clone());
     let alice = human(&old, "alice").await;
     let wh = webhook(&old, &alice).await;
     let mut ids = Vec::new();

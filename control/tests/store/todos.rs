@@ -690,20 +690,10 @@ pub async fn a_webhooks_claim_ttl_is_bounded_and_scoped(db: TestDb) {
 /// gets the default lease from when it was made (an old one is back in its queue at once),
 /// and every endpoint that could claim may now release.
 pub async fn upgrading_from_0008_gives_old_claims_a_lease(db: TestDb) {
-    use switchboard_control::store::{NewEndpoint, StoreOptions};
+    use switchboard_control::store::NewEndpoint;
     const T: i64 = 1_800_000_000_000;
     let url = crate::harness::second_database(&db).await;
-    let old = Store::connect_with(
-        &url,
-        StoreOptions {
-            migrations_up_to: Some(8),
-            max_connections: 2,
-            sealing_key: Some(db.store.sealing_key().clone()),
-            ..StoreOptions::default()
-        },
-    )
-    .await
-    .expect("open at 0008");
+    let old = crate::harness::open_at(&db, &url, 8).await;
     let alice = human(&old, "alice").await;
     let wh = webhook(&old, &alice).await;
     // Todos as 0008 wrote them: no claim_expires_at.
