@@ -116,6 +116,11 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "redrives",
         include_str!("../../migrations/sqlite/0012_redrives.sql"),
     ),
+    (
+        13,
+        "body_compression",
+        include_str!("../../migrations/sqlite/0013_body_compression.sql"),
+    ),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -177,6 +182,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         12,
         "redrives",
         include_str!("../../migrations/postgres/0012_redrives.sql"),
+    ),
+    (
+        13,
+        "body_compression",
+        include_str!("../../migrations/postgres/0013_body_compression.sql"),
     ),
 ];
 

@@ -835,6 +835,74 @@ pub async fn upgrading_from_0009_leaves_old_decisions_unknown_and_grants_explain
     crate::harness::drop_second_database(&db, &url).await;
 }
 
+/// Migration 0013 from a database written at 0012 with a real delivery in it: the body stored
+/// before reads back byte for byte, a body stored after does too, and on PostgreSQL the new
+/// one is compressed with lz4 (the old keeps pglz) when the server has lz4.
+pub async fn upgrading_from_0012_keeps_bodies_and_compresses_new_ones_with_lz4(db: TestDb) {
+    use switchboard_control::Store;
+    use switchboard_control::store::Backend;
+    let body = std::fs::read(payload()).expect("the vendored github payload");
+    assert!(body.len() > 4096, "big enough to be compressed");
+    let url = crate::harness::second_database(&db).await;
+    let old = crate::harness::open_at(&db, &url, 12).await;
+    let alice = human(&old, "alice").await;
+    let wh = webhook(&old, &alice).await;
+    let delivery = |id: &str| NewEvent {
+        body: body.clone().into(),
+        ..event(&wh.id, id)
+    };
+    let before = old.insert_event(delivery("d-before")).await.expect("event");
+    old.close().await;
+
+    let new = Store::connect(&url, db.store.sealing_key())
+        .await
+        .expect("upgrade to the current schema");
+    assert_eq!(applied_migrations(&new).await, ALL_MIGRATIONS);
+    let after = new.insert_event(delivery("d-after")).await.expect("event");
+    for stored in [&before, &after] {
+        let read = new.get_event(&alice, &stored.id).await.expect("kept");
+        assert_eq!(
+            read.body.as_ref(),
+            body.as_slice(),
+            "{} byte for byte",
+            stored.id
+        );
+        assert_eq!(&read, stored);
+    }
+    if new.backend() == Backend::Postgres {
+        let setting: String = sqlx::Row::get(
+            &sqlx::query(
+                "SELECT attcompression::text AS c FROM pg_attribute \
+                 WHERE attrelid = 'events'::regclass AND attname = 'body'",
+            )
+            .fetch_one(new.pool())
+            .await
+            .expect("the column's compression"),
+            "c",
+        );
+        let method = |id: String| {
+            let pool = new.pool().clone();
+            async move {
+                let row = sqlx::query(
+                    "SELECT pg_column_compression(body) AS m FROM events WHERE id = $1",
+                )
+                .bind(id)
+                .fetch_one(&pool)
+                .await
+                .expect("the body's compression");
+                sqlx::Row::get::<Option<String>, _>(&row, "m")
+            }
+        };
+        assert_eq!(method(before.id.clone()).await.as_deref(), Some("pglz"));
+        if setting == "l" {
+            assert_eq!(method(after.id.clone()).await.as_deref(), Some("lz4"));
+        } else {
+            eprintln!("this PostgreSQL has no lz4: events.body keeps pglz");
+        }
+    }
+    new.close().await;
+}
+
 /// Migration 0012 from a database written at 0010 with events in it: every event and decision
 /// is kept, a quarantined one is a redrive candidate as ingest decided it, and every endpoint
 /// that could set rules may now redrive and confirm a redrive; no other endpoint gains them.

@@ -89,6 +89,7 @@ store_test_suite! {
         failed_writes_leave_the_next_writer_free,
         concurrent_deliveries_share_commits_and_each_is_stored_once,
         racing_decisions_in_shared_commits_record_one_each,
+        upgrading_from_0012_keeps_bodies_and_compresses_new_ones_with_lz4,
         with_group_commit_off_each_write_commits_alone,
         upgrading_from_0009_leaves_old_decisions_unknown_and_grants_explain,
         upgrading_from_0010_keeps_events_redrivable_and_grants_redrive,
