@@ -171,15 +171,17 @@ pub(crate) async fn insert_todos_in(
             ids.push(new_id("td_")?);
         }
         // The WHERE clause is needed: it keeps SQLite from reading ON CONFLICT as a join
-        // constraint.
+        // constraint. RETURNING answers the todos this statement made; only a row whose
+        // once-key had one already (a redelivery) needs the read after it.
         let sql = format!(
             "WITH n (todo_id, event_id, queue, rule_id, created_at, ord) AS (VALUES {}) \
              INSERT INTO todos (id, owner_scope, webhook_id, event_id, delivery_id, verified, queue, \
              rule_id, created_at) \
              SELECT n.todo_id, e.owner_scope, e.webhook_id, e.id, e.delivery_id, e.verified, n.queue, \
              n.rule_id, n.created_at FROM n JOIN events e ON e.id = n.event_id WHERE true ORDER BY n.ord \
-             ON CONFLICT (webhook_id, delivery_id, verified) DO NOTHING",
-            multi_row::values(run.len(), 6)
+             ON CONFLICT (webhook_id, delivery_id, verified) DO NOTHING RETURNING {}",
+            multi_row::values(run.len(), 6),
+            todo_columns!()
         );
         let mut insert = sqlx::query(AssertSqlSafe(sql));
         for (ord, (row, id)) in run.iter().zip(&ids).enumerate() {
@@ -191,26 +193,38 @@ pub(crate) async fn insert_todos_in(
                 .bind(row.now)
                 .bind(ord as i64);
         }
-        insert.execute(&mut **tx).await?;
-        // Without the claim's expiry, so ingest runs at every schema since 0003 (upgrade tests
-        // route deliveries on a database not yet migrated). Ingest needs only the id; the todo
-        // a redelivery finds comes back with `claim_expires_at: None`, `get_todo` reads it whole.
-        let sql = format!(
-            "WITH n (event_id) AS (VALUES {}) \
-             SELECT {}, e.id AS for_event FROM n JOIN events e ON e.id = n.event_id \
-             JOIN todos t ON t.webhook_id = e.webhook_id AND t.delivery_id = e.delivery_id \
-             AND t.verified = e.verified",
-            multi_row::values(run.len(), 1),
-            qualified_todo_columns()
-        );
-        let mut read = sqlx::query(AssertSqlSafe(sql));
-        for row in run {
-            read = read.bind(super::lookup_id(row.event_id));
-        }
         let mut found = std::collections::HashMap::with_capacity(run.len());
-        for row in read.fetch_all(&mut **tx).await? {
-            let for_event: String = row.try_get("for_event")?;
-            found.insert(for_event, todo(&row)?);
+        // To the end of the statement: see `store` (writes that return rows).
+        for row in insert.fetch_all(&mut **tx).await? {
+            let todo = todo(&row)?;
+            found.insert(todo.event_id.clone(), todo);
+        }
+        let waiting: Vec<&str> = run
+            .iter()
+            .map(|r| r.event_id)
+            .filter(|id| !found.contains_key(*id))
+            .collect();
+        if !waiting.is_empty() {
+            // Without the claim's expiry, so ingest runs at every schema since 0003 (upgrade
+            // tests route deliveries on a database not yet migrated). Ingest needs only the
+            // id; the todo a redelivery finds comes back with `claim_expires_at: None`,
+            // `get_todo` reads it whole.
+            let sql = format!(
+                "WITH n (event_id) AS (VALUES {}) \
+                 SELECT {}, e.id AS for_event FROM n JOIN events e ON e.id = n.event_id \
+                 JOIN todos t ON t.webhook_id = e.webhook_id AND t.delivery_id = e.delivery_id \
+                 AND t.verified = e.verified",
+                multi_row::values(waiting.len(), 1),
+                qualified_todo_columns()
+            );
+            let mut read = sqlx::query(AssertSqlSafe(sql));
+            for id in &waiting {
+                read = read.bind(super::lookup_id(id));
+            }
+            for row in read.fetch_all(&mut **tx).await? {
+                let for_event: String = row.try_get("for_event")?;
+                found.insert(for_event, todo(&row)?);
+            }
         }
         for (row, id) in run.iter().zip(&ids) {
             out.push(match found.get(row.event_id) {
