@@ -398,11 +398,7 @@ pub(crate) async fn record_decisions_in(
             None => out[i] = Some(Ok(None)),
         }
     }
-    let made = insert_todos_in(
-        tx,
-        &todos.iter().map(|(_, t)| t.clone()).collect::<Vec<_>>(),
-    )
-    .await?;
+    let made = insert_todos_in(tx, &todos.iter().map(|(_, t)| *t).collect::<Vec<_>>()).await?;
     for ((i, _), todo) in todos.iter().zip(made) {
         out[*i] = Some(todo.map(Some));
     }
