@@ -401,7 +401,9 @@ pub async fn past_the_backlog_bound_a_signed_delivery_answers_429_with_retry_aft
         *counts.entry(key).or_default() += 1;
     }
     let routed = counts.get("queue:review").copied().unwrap_or(0);
-    assert!((1..=10).contains(&routed), "{counts:?}");
+    // 10 a minute, in minute windows: a run that crosses a window's end is given the next
+    // window's 10 as well.
+    assert!((1..=20).contains(&routed), "{counts:?}");
     assert_eq!(counts.get("deferred").copied(), Some(30), "{counts:?}");
     assert_eq!(
         counts.get("429").copied(),

@@ -102,9 +102,13 @@ enum Attempts {
     /// answered after its hedge delay, the same request goes to another one as well, and the
     /// first answer wins; all within the call timeout.
     Hedged,
-    /// Large calls (replay chunks), whose time says nothing about health: one instance at a
-    /// time, each given the whole call timeout, the next tried on failure.
+    /// Large calls, whose time says nothing about health: one instance at a time, each given
+    /// the whole call timeout, the next tried on failure.
     OneByOne,
+    /// Replay chunks: as [`Attempts::OneByOne`], but an attempt may take until the replay's
+    /// own deadline. A replay yields to live work, so under load its chunks wait, and that is
+    /// no router's failure: the replay ends truncated at its deadline instead of failing.
+    Until(tokio::time::Instant),
 }
 
 /// A balanced set of router instances ([`balance`]).
@@ -271,7 +275,7 @@ impl Routers {
          -> Option<tokio::time::Instant> {
             let measure = match attempts {
                 Attempts::Hedged => balance::Measure::Latency,
-                Attempts::OneByOne => balance::Measure::InFlight,
+                Attempts::OneByOne | Attempts::Until(_) => balance::Measure::InFlight,
             };
             let i = balance::choose(&healths, tried, Instant::now(), measure, |n| {
                 fastrand::usize(..n)
@@ -281,6 +285,9 @@ impl Routers {
             let timeout = match attempts {
                 Attempts::Hedged => deadline.saturating_duration_since(tokio::time::Instant::now()),
                 Attempts::OneByOne => self.call_timeout,
+                Attempts::Until(at) => at
+                    .saturating_duration_since(tokio::time::Instant::now())
+                    .max(self.call_timeout),
             };
             let began = Instant::now();
             running.push((i, began));
@@ -307,6 +314,7 @@ impl Routers {
             let wait_until = match attempts {
                 Attempts::Hedged => deadline,
                 Attempts::OneByOne => tokio::time::Instant::now() + self.call_timeout * 2,
+                Attempts::Until(at) => at.max(tokio::time::Instant::now() + self.call_timeout * 2),
             };
             tokio::select! {
                 Some(end) = futures::StreamExt::next(&mut pending) => {
@@ -319,7 +327,9 @@ impl Routers {
                             // seconds would make its router look slow for the next ingest.
                             match attempts {
                                 Attempts::Hedged => instances[i].health.observe(now - began, now),
-                                Attempts::OneByOne => instances[i].health.answered(),
+                                Attempts::OneByOne | Attempts::Until(_) => {
+                                    instances[i].health.answered()
+                                }
                             }
                             // Those asked before the winner and still silent are late.
                             for (j, asked) in &running {
@@ -406,6 +416,16 @@ impl Routers {
         req: EvaluateRequest,
     ) -> Result<Vec<DeliveryDecisions>, RoutingError> {
         self.evaluate_with(Attempts::OneByOne, req).await
+    }
+
+    /// Evaluates a replay chunk: like [`Routers::evaluate`], but an attempt may run until
+    /// `deadline` (the replay's own), never less than the call timeout.
+    pub async fn evaluate_until(
+        &self,
+        req: EvaluateRequest,
+        deadline: tokio::time::Instant,
+    ) -> Result<Vec<DeliveryDecisions>, RoutingError> {
+        self.evaluate_with(Attempts::Until(deadline), req).await
     }
 
     /// Evaluates a small request a sender waits on: hedged on another router when the

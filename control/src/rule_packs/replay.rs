@@ -211,12 +211,17 @@ impl Replayer {
                     )
                 };
                 let routers = self.state.routers.clone();
+                // A chunk may wait behind live work until the replay's deadline (a second
+                // more, so the deadline below ends the replay first and reports it truncated).
+                let until = deadline + Duration::from_secs(1);
                 calls.push_back(async move {
                     let result = match second {
-                        None => routers.evaluate(first).await,
+                        None => routers.evaluate_until(first, until).await,
                         Some(second) => {
-                            let (before, after) =
-                                futures::join!(routers.evaluate(first), routers.evaluate(second));
+                            let (before, after) = futures::join!(
+                                routers.evaluate_until(first, until),
+                                routers.evaluate_until(second, until)
+                            );
                             before.and_then(|before| {
                                 after.map(|after| {
                                     before
