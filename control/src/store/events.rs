@@ -320,26 +320,7 @@ pub(crate) async fn record_decisions_in(
     for (group, decided_by) in [(&with_config, true), (&without, false)] {
         for run in multi_row::runs(group.len(), multi_row::MAX_RUN) {
             let run = &group[run];
-            let width = if decided_by { 6 } else { 4 };
-            let sql = if decided_by {
-                format!(
-                    "WITH v (event_id, new_decision, new_fault, new_routed_at, new_version, new_digest) \
-                     AS (VALUES {}) \
-                     UPDATE events SET decision = v.new_decision, fault = v.new_fault, routed = 1, \
-                     routed_at = v.new_routed_at, config_version = v.new_version, \
-                     config_digest = v.new_digest FROM v WHERE events.id = v.event_id AND events.routed = 0 \
-                     RETURNING id",
-                    multi_row::values(run.len(), width)
-                )
-            } else {
-                format!(
-                    "WITH v (event_id, new_decision, new_fault, new_routed_at) AS (VALUES {}) \
-                     UPDATE events SET decision = v.new_decision, fault = v.new_fault, routed = 1, \
-                     routed_at = v.new_routed_at FROM v WHERE events.id = v.event_id AND events.routed = 0 \
-                     RETURNING id",
-                    multi_row::values(run.len(), width)
-                )
-            };
+            let sql = decisions_update(run.len(), decided_by);
             let mut texts = Vec::with_capacity(run.len());
             for &i in run {
                 let outcome = rows[i].outcome;
@@ -375,7 +356,7 @@ pub(crate) async fn record_decisions_in(
         .filter(|id| !updated.contains(*id))
         .collect();
     let existing = existing_events(tx, &missed).await?;
-    let mut todos = Vec::new();
+    let (mut todo_of, mut todos) = (Vec::new(), Vec::new());
     for &i in with_config.iter().chain(&without) {
         let row = &rows[i];
         if !updated.contains(row.event_id) {
@@ -387,20 +368,20 @@ pub(crate) async fn record_decisions_in(
             continue;
         }
         match &row.outcome.todo {
-            Some(new) => todos.push((
-                i,
-                TodoRow {
+            Some(new) => {
+                todo_of.push(i);
+                todos.push(TodoRow {
                     event_id: row.event_id,
                     new,
                     now: row.now,
-                },
-            )),
+                });
+            }
             None => out[i] = Some(Ok(None)),
         }
     }
-    let made = insert_todos_in(tx, &todos.iter().map(|(_, t)| *t).collect::<Vec<_>>()).await?;
-    for ((i, _), todo) in todos.iter().zip(made) {
-        out[*i] = Some(todo.map(Some));
+    let made = insert_todos_in(tx, &todos).await?;
+    for (i, todo) in todo_of.into_iter().zip(made) {
+        out[i] = Some(todo.map(Some));
     }
     // A second row for an event is answered as if it came after the first.
     for (i, first) in repeats {
@@ -413,6 +394,28 @@ pub(crate) async fn record_decisions_in(
         .into_iter()
         .map(|o| o.unwrap_or_else(|| Err(Error::internal("a decision row was not answered"))))
         .collect())
+}
+
+/// The statement recording `rows` decisions at once. With `decided_by`, each row also names the
+/// configuration it was made under (0010's columns); without, those columns are not named at
+/// all and stay NULL ("unknown"), as in the statement older schemas know.
+fn decisions_update(rows: usize, decided_by: bool) -> String {
+    let (columns, sets) = if decided_by {
+        (
+            ", new_version, new_digest",
+            ", config_version = v.new_version, config_digest = v.new_digest",
+        )
+    } else {
+        ("", "")
+    };
+    let width = if decided_by { 6 } else { 4 };
+    format!(
+        "WITH v (event_id, new_decision, new_fault, new_routed_at{columns}) AS (VALUES {}) \
+         UPDATE events SET decision = v.new_decision, fault = v.new_fault, routed = 1, \
+         routed_at = v.new_routed_at{sets} FROM v WHERE events.id = v.event_id AND events.routed = 0 \
+         RETURNING id",
+        multi_row::values(rows, width)
+    )
 }
 
 /// Which of `ids` name a stored event.
