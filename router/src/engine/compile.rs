@@ -11,7 +11,7 @@ use super::config::{Action, Configuration};
 use super::decision::{self, fault};
 use super::dialect::{self, PARAMS_VAR};
 
-type Data = data::JustLut<Val>;
+pub(super) type Data = data::JustLut<Val>;
 /// A compiled jq filter.
 pub type JqFilter = jaq_core::Filter<Data>;
 
@@ -49,9 +49,10 @@ pub fn compile_expression(code: &str) -> Result<JqFilter, Vec<ExpressionProblem>
         return Err(problems);
     }
     let defs = jaq_core::defs()
-        .chain(jaq_std::defs())
+        .chain(jaq_std::defs().filter(|def| !super::regex::replaces(def)))
         .chain(jaq_json::defs());
     let funs = jaq_core::funs()
+        .chain(super::regex::funs())
         .chain(jaq_std::funs())
         .chain(jaq_json::funs());
     let arena = Arena::default();

@@ -11,6 +11,7 @@ pub mod dialect;
 pub mod envelope;
 pub mod payload;
 pub mod prescan;
+mod regex;
 pub mod validate;
 
 pub use compile::CompiledConfiguration;

@@ -6,7 +6,10 @@
 //!   the read at that depth instead of needing a scan of its own first (jaq's reader recurses
 //!   without a limit and aborts the process on deep input);
 //! - **strings without escapes are slices of the body**, not copies: the stored body is one
-//!   reference-counted buffer, and most of a forge payload's bytes are plain strings.
+//!   reference-counted buffer, and most of a forge payload's bytes are plain strings;
+//! - **arrays and objects are allocated once, at their size**: their members gather on one
+//!   scratch stack per read and move into a collection of the right capacity when it closes,
+//!   instead of growing (and an object rehashing) member by member.
 
 use bytes::Bytes;
 use hifijson::str::LexWrite;
@@ -53,7 +56,11 @@ pub fn parse_payload(body: &Bytes) -> Val {
 /// Exactly one JSON value (whitespace and `#` comments around it), as jaq reads it.
 fn read_json(body: &Bytes) -> Result<Val, NotJson> {
     let mut lexer = SliceLexer::new(body);
-    let reader = Reader { body };
+    let mut reader = Reader {
+        body,
+        items: Vec::new(),
+        members: Vec::new(),
+    };
     lexer.exactly_one(ws_tk, |next, lexer| reader.value(next, lexer, 0))
 }
 
@@ -88,10 +95,19 @@ impl Text<'_> {
 
 struct Reader<'b> {
     body: &'b Bytes,
+    /// Members of the arrays being read, innermost last.
+    items: Vec<Val>,
+    /// Key and value pairs of the objects being read, innermost last.
+    members: Vec<(Val, Val)>,
 }
 
 impl<'b> Reader<'b> {
-    fn value(&self, next: u8, lexer: &mut SliceLexer<'b>, depth: usize) -> Result<Val, NotJson> {
+    fn value(
+        &mut self,
+        next: u8,
+        lexer: &mut SliceLexer<'b>,
+        depth: usize,
+    ) -> Result<Val, NotJson> {
         Ok(match next {
             b'n' if lexer.strip_prefix(b"null") => Val::Null,
             b't' if lexer.strip_prefix(b"true") => Val::Bool(true),
@@ -103,22 +119,29 @@ impl<'b> Reader<'b> {
             b'"' => Val::utf8_str(self.string(lexer.discarded(), false)?),
             b'[' | b'{' if depth >= MAX_BODY_DEPTH => return Err(NotJson::TooDeep),
             b'[' => {
-                let mut arr = Vec::new();
+                let start = self.items.len();
                 lexer.discarded().seq(b']', ws_tk, |next, lexer| {
-                    arr.push(self.value(next, lexer, depth + 1)?);
+                    let item = self.value(next, lexer, depth + 1)?;
+                    self.items.push(item);
                     Ok::<_, NotJson>(())
                 })?;
+                let arr: Vec<Val> = self.items.drain(start..).collect();
                 Val::Arr(arr.into())
             }
             b'{' => {
-                let mut obj = Map::default();
+                let start = self.members.len();
                 lexer.discarded().seq(b'}', ws_tk, |next, lexer| {
                     let key = self.value(next, lexer, depth + 1)?;
                     lexer.expect(ws_tk, b':').ok_or(Expect::Colon)?;
                     let value = self.value(ws_tk(lexer).ok_or(Expect::Value)?, lexer, depth + 1)?;
-                    obj.insert(key, value);
+                    self.members.push((key, value));
                     Ok::<_, NotJson>(())
                 })?;
+                let members = self.members.drain(start..);
+                let mut obj = Map::with_capacity_and_hasher(members.len(), Default::default());
+                // In order, a repeated key keeping its first place and its last value: as
+                // inserting one by one does.
+                obj.extend(members);
                 Val::obj(obj)
             }
             _ => return Err(NotJson::Syntax),
@@ -220,6 +243,8 @@ mod tests {
             br#"b"\x41\x42""#,
             br#"{"1": NaN, "2": Infinity, "3": -Infinity}"#,
             br#"{1: 2}"#,
+            br#"{"a": 1, "b": [2, {"a": 3, "a": [4]}], "a": 5, "c": {}}"#,
+            br#"[[], [[1, 2], []], {"x": [3]}]"#,
             b"{\"bad\": \"\xff\xfe\"}",
             b"hello=world",
             b"",
