@@ -28,7 +28,7 @@ const CACHE_PATTERNS: usize = 256;
 /// Patterns longer than this (bytes) are compiled each time, never kept.
 const CACHE_PATTERN_BYTES: usize = 1024;
 
-/// The native `test/2`, to be chained before jaq-std's so that these are found first.
+/// The native `test/2`; jaq-std's definition of it is left out ([`replaces`]).
 pub(super) fn funs() -> impl Iterator<Item = Fun<Data>> {
     fn native(cv: Cv<'_, Data>) -> ValXs<'_, Val> {
         bome(test(cv))
@@ -42,11 +42,10 @@ pub(super) fn replaces(def: &jaq_core::load::parse::Def<&'static str>) -> bool {
     def.name == "test" && def.args.len() == 2
 }
 
-/// The regex flags jq accepts (jaq-std's set and meanings).
+/// The regex flags jq accepts (jaq-std's set and meanings). `g` (every match) is accepted and
+/// changes nothing here: `test` needs one match.
 #[derive(Copy, Clone, Default, PartialEq, Eq)]
 struct Flags {
-    /// g: every match, not only the first.
-    global: bool,
     /// n: ignore empty matches.
     ignore_empty: bool,
     /// i: case-insensitive.
@@ -66,7 +65,7 @@ impl Flags {
         let mut out = Self::default();
         for flag in flags.chars() {
             match flag {
-                'g' => out.global = true,
+                'g' => {}
                 'n' => out.ignore_empty = true,
                 'i' => out.case_insensitive = true,
                 'm' => out.multi_line = true,
@@ -83,10 +82,9 @@ impl Flags {
         Ok(out)
     }
 
-    /// The flags that change the compiled pattern (g and n only change how it is used).
+    /// The flags that change the compiled pattern (n only changes how it is used).
     fn compile_key(self) -> Self {
         Self {
-            global: false,
             ignore_empty: false,
             ..self
         }
