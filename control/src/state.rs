@@ -39,6 +39,9 @@ pub struct Limits {
     pub ingest_backlog_per_webhook: u32,
     /// A delivery is answered within this of its body being read: routed, or `pending`.
     pub ingest_deadline: Duration,
+    /// How long a delivery waits for its decision before it is stored unrouted (at most a
+    /// quarter of `ingest_deadline`); zero stores every delivery before routing it.
+    pub ingest_decide_before_store: Duration,
     /// Requests per endpoint per minute on the vended surface.
     pub requests_per_endpoint_per_minute: u32,
     /// The total time budget of one replay (SPEC-0031 REQ-4); past it a plan is truncated.
@@ -65,6 +68,7 @@ impl Default for Limits {
             ingest_unverified_per_webhook_per_minute: 60,
             ingest_backlog_per_webhook: 10_000,
             ingest_deadline: Duration::from_secs(2),
+            ingest_decide_before_store: Duration::from_millis(250),
             requests_per_endpoint_per_minute: 600,
             replay_budget: Duration::from_secs(30),
             replay_max_child_faults: 3,

@@ -8,7 +8,7 @@ use switchboard_proto::router::v1::{
 };
 
 use crate::state::Capabilities;
-use crate::store::{Event, Webhook};
+use crate::store::{DraftEvent, Event, Webhook};
 
 /// What the webhook allows and what this instance can do, as routers take it.
 pub fn routing_context(webhook: &Webhook, capabilities: &Capabilities) -> RoutingContext {
@@ -30,19 +30,37 @@ pub fn stored_delivery(event: &Event) -> StoredDelivery {
         event_id: event.id.clone(),
         source: event.source.clone(),
         kind: event.kind.clone(),
-        headers: event
-            .headers
-            .iter()
-            .map(|(name, value)| Header {
-                name: name.clone(),
-                value: value.clone(),
-            })
-            .collect(),
+        headers: headers(&event.headers),
         body: event.body.clone(),
         verified: event.verified,
         delivery_id: event.delivery_id.clone(),
         received_at_ms: event.received_at,
     }
+}
+
+/// A delivery not stored yet (ingest routes it first), exactly as [`stored_delivery`] will
+/// give it once it is stored: the same envelope, so the decision is the one a replay makes.
+pub fn drafted_delivery(draft: &DraftEvent, webhook: &Webhook) -> StoredDelivery {
+    StoredDelivery {
+        event_id: draft.id.clone(),
+        source: webhook.source_type.as_str().to_string(),
+        kind: draft.new.kind.clone(),
+        headers: headers(&draft.new.headers),
+        body: draft.new.body.clone(),
+        verified: draft.new.verified,
+        delivery_id: draft.new.delivery_id.clone(),
+        received_at_ms: draft.received_at,
+    }
+}
+
+fn headers(headers: &[(String, String)]) -> Vec<Header> {
+    headers
+        .iter()
+        .map(|(name, value)| Header {
+            name: name.clone(),
+            value: value.clone(),
+        })
+        .collect()
 }
 
 /// A router decision as the JSON every `*decision_json` field carries:

@@ -118,6 +118,17 @@ pub struct ControlTuning {
     /// or `pending` (stored, routed in the background).
     #[arg(long, env = "SWITCHBOARD_INGEST_DEADLINE_MS", default_value_t = 2_000)]
     pub ingest_deadline_ms: u64,
+    /// How long a delivery waits for its router decision before it is stored without one
+    /// (at most a quarter of the ingest deadline). Decided in time, a delivery is stored with
+    /// its decision and todo in one write; `0` stores every delivery before routing it (two
+    /// writes each, and nothing received lives only in memory while a router decides).
+    #[arg(
+        long,
+        env = "SWITCHBOARD_INGEST_DECIDE_BEFORE_STORE_MS",
+        default_value_t = 250,
+        value_parser = clap::value_parser!(u64).range(0..=10_000),
+    )]
+    pub ingest_decide_before_store_ms: u64,
     /// The biggest delivery body taken, in MiB (GitHub sends up to 25 MB); bigger answers 413.
     #[arg(
         long,
@@ -337,6 +348,9 @@ impl ControlTuning {
                 ingest_unverified_per_webhook_per_minute: self.ingest_unverified_per_minute.max(1),
                 ingest_backlog_per_webhook: self.ingest_backlog_per_webhook,
                 ingest_deadline: Duration::from_millis(self.ingest_deadline_ms.max(1)),
+                ingest_decide_before_store: Duration::from_millis(
+                    self.ingest_decide_before_store_ms,
+                ),
                 requests_per_endpoint_per_minute: self.requests_per_endpoint_per_minute.max(1),
                 retention: Retention {
                     max_age: Duration::from_secs(self.retention_days.saturating_mul(24 * 3600)),

@@ -20,6 +20,7 @@ use crate::support::{RouterProcess, kind_of, payload, payloads};
 on_every_backend! {
     real_payloads_of_every_forge_route_to_todos,
     deliveries_arriving_together_share_router_calls,
+    a_delivery_decided_in_time_is_stored_with_its_decision_in_one_write,
     each_forge_is_verified_by_its_own_header,
     a_bad_signature_is_stored_unverified_and_routed,
     malformed_signature_headers_are_never_a_server_error,
@@ -120,6 +121,73 @@ pub async fn deliveries_arriving_together_share_router_calls(db: TestDb) {
         "{calls} router calls for {} deliveries arriving together",
         github.len()
     );
+}
+
+/// A delivery its router decides in time is stored once with its decision and todo: one write
+/// (issue 22). With `ingest_decide_before_store` at zero it is stored first and its decision
+/// recorded after: two writes. The answers, events and todos are the same either way, a
+/// redelivery finds its todo both ways, and nothing is left unrouted.
+pub async fn a_delivery_decided_in_time_is_stored_with_its_decision_in_one_write(db: TestDb) {
+    let router = router();
+    let scope = human(&db.store, "alice").await;
+    let pr = payload("github", "pull_request.opened.json");
+    let ping = payload("github", "ping.json");
+    // Time to decide that no loaded machine runs out of, and none at all.
+    for (decide_first, writes) in [(Duration::from_secs(5), 1), (Duration::ZERO, 2)] {
+        let limits = Limits {
+            ingest_deadline: Duration::from_secs(30),
+            ingest_decide_before_store: decide_first,
+            ..Limits::default()
+        };
+        let setup = ControlSetup {
+            limits,
+            ..ControlSetup::default()
+        };
+        let control = Control::start(&db.store, &[&router.addr], setup).await;
+        let hook = webhook(
+            &db.store,
+            &scope,
+            SourceType::Github,
+            Some(routing_config()),
+        )
+        .await;
+        let cases = [
+            (&pr, "pull_request", "d-1", "queue:review"),
+            (&ping, "ping", "d-2", "drop"),
+            (&pr, "pull_request", "d-1", "queue:review"),
+        ];
+        let mut todo_ids = Vec::new();
+        for (p, event, delivery, want) in cases {
+            let headers = signed("github", event, delivery, &hook.secret, &p.body);
+            let before = db.store.group_commit_tally();
+            let resp = control.deliver(&hook.id, &headers, &p.body).await;
+            assert_eq!(resp.status, 202, "{resp:?}");
+            let answer = resp.json();
+            assert_eq!(answer["decision"], want, "{answer}");
+            let written = db.store.group_commit_tally().writes - before.writes;
+            assert_eq!(written, writes, "{decide_first:?}: {answer}");
+            let id = answer["event_id"].as_str().expect("event id");
+            let stored = db.store.get_event(&scope, id).await.expect("stored");
+            assert!(stored.routed, "{answer}");
+            assert_eq!(stored.body, p.body);
+            assert_eq!(stored.decision.expect("decision")["decision"], want);
+            if let Some(todo) = answer["todo_id"].as_str() {
+                todo_ids.push((todo.to_string(), answer["redelivery"].clone()));
+            }
+        }
+        assert_eq!(todo_ids.len(), 2, "{todo_ids:?}");
+        assert_eq!(
+            todo_ids[0].0, todo_ids[1].0,
+            "the redelivery found its todo"
+        );
+        assert_eq!(
+            (&todo_ids[0].1, &todo_ids[1].1),
+            (&json!(false), &json!(true))
+        );
+        assert_eq!(events_of(&db.store, &scope, &hook.id).await, 3);
+        assert_eq!(db.store.unrouted_count(&hook.id).await.expect("count"), 0);
+        control.stop().await;
+    }
 }
 
 pub async fn real_payloads_of_every_forge_route_to_todos(db: TestDb) {

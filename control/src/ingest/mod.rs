@@ -8,10 +8,13 @@
 //! answers 401 and stores nothing); the rate limit is taken from the verified or the
 //! unverified budget, so unsigned junk never spends a signed delivery's share; a signed
 //! delivery over its rate is stored and *deferred* (routed later, in order) up to a backlog
-//! bound; the event is stored, durably, before anything routes it; then a router decides
-//! within what is left of the ingest deadline. Past the deadline the answer is 202
-//! `decision: "pending"` and routing finishes in the background; when no router answers it
-//! is `unrouted`, and [`spawn_unrouted_retry`] routes the event later.
+//! bound; a router decides, and the event is stored with its decision and todo in one write
+//! (`route::route_then_store`) — but a delivery waits for its decision only briefly
+//! (`Limits::ingest_decide_before_store`): when routing is later, or no router answers, it is stored
+//! unrouted first, durably, and the decision is recorded when it comes. Nothing is answered
+//! before it is stored. Past the deadline the answer is 202 `decision: "pending"` and routing
+//! finishes in the background; when no router answers it is `unrouted`, and
+//! [`spawn_unrouted_retry`] routes the event later.
 
 pub mod body;
 pub mod delivery;
@@ -41,7 +44,7 @@ use crate::error::Error;
 use crate::error::Reason;
 use crate::secrets::new_id;
 use crate::state::ControlState;
-use crate::store::{Event, NewEvent, Webhook};
+use crate::store::{NewEvent, Webhook};
 
 /// Deliveries worked on at once (looked up, verified, stored, routed); more wait for a slot.
 /// Taken after the body is read, so a stalled sender never holds one.
@@ -322,36 +325,46 @@ async fn receive_delivery(
         },
     };
 
-    // Durable first: from here on the delivery is not lost, whatever happens to routing.
-    let event = match state
-        .store
-        .insert_event(NewEvent {
-            webhook_id: webhook.id.clone(),
-            delivery_id,
-            kind,
-            headers: delivery::stored_headers(&headers),
-            body,
-            verified,
-        })
-        .await
-    {
-        Ok(e) => e,
-        // Deleted between the lookup and the insert.
-        Err(Error::NotFound { .. }) => return not_found().await,
+    let draft = match state.store.draft_event(NewEvent {
+        webhook_id: webhook.id.clone(),
+        delivery_id,
+        kind,
+        headers: delivery::stored_headers(&headers),
+        body,
+        verified,
+    }) {
+        Ok(draft) => draft,
         Err(e) => return unavailable(&e),
     };
-
-    let answer = if deferred {
-        Answer::Deferred
+    let deadline = read_at + state.limits.ingest_deadline;
+    let (event, answer) = if deferred {
+        match state.store.store_event(draft, None).await {
+            Ok((event, _)) => (event, Answer::Deferred),
+            Err(e) => return stored_failed(e).await,
+        }
     } else {
-        route_within(
-            state,
-            webhook.clone(),
-            event.clone(),
-            read_at + state.limits.ingest_deadline,
-        )
-        .await
+        // Routed, then stored with its decision; or stored unrouted first when routing is late.
+        let decide_by = read_at + decide_before_store(&state.limits);
+        let (stored, durable) = tokio::sync::oneshot::channel();
+        let routing = tokio::spawn(
+            route::route_then_store(state.clone(), webhook.clone(), draft, decide_by, stored)
+                .in_current_span(),
+        );
+        let event = match durable.await {
+            Ok(Ok(event)) => event,
+            Ok(Err(e)) => return stored_failed(e).await,
+            Err(_) => return unavailable(&Error::internal("routing ended before storing")),
+        };
+        // Past the deadline the task goes on: a late router never strands the stored event,
+        // and whatever it cannot finish the retry task routes.
+        let answer = match tokio::time::timeout_at(deadline, routing).await {
+            Ok(Ok(routed)) => Answer::Routed(routed),
+            Ok(Err(_)) => Answer::Routed(Routed::Unrouted),
+            Err(_) => Answer::Pending,
+        };
+        (event, answer)
     };
+
     let (decision, todo) = match &answer {
         Answer::Routed(Routed::Decided { label, todo }) => (label.as_str(), todo.as_deref()),
         Answer::Routed(Routed::Unrouted) => ("unrouted", None),
@@ -385,23 +398,22 @@ async fn receive_delivery(
     (StatusCode::ACCEPTED, Json(answer)).into_response()
 }
 
-/// Routes a stored event in a task of its own and waits for it until `deadline`. Past it the
-/// task goes on (a sender that hangs up or a late router never strands the event), and
-/// whatever it cannot finish the retry task routes.
-async fn route_within(
-    state: &ControlState,
-    webhook: Webhook,
-    event: Event,
-    deadline: tokio::time::Instant,
-) -> Answer {
-    let state = state.clone();
-    let task = tokio::spawn(
-        async move { route::route_one(&state, &webhook, &event).await }.in_current_span(),
-    );
-    match tokio::time::timeout_at(deadline, task).await {
-        Ok(Ok(routed)) => Answer::Routed(routed),
-        Ok(Err(_)) => Answer::Routed(Routed::Unrouted),
-        Err(_) => Answer::Pending,
+/// How long a delivery waits for its decision before it is stored unrouted: the operator's
+/// `ingest_decide_before_store`, at most a quarter of the ingest deadline. Until it is stored
+/// a delivery exists only in this process, so the wait is short; routing usually takes a few
+/// milliseconds. Zero: every delivery is stored before it is routed.
+fn decide_before_store(limits: &crate::state::Limits) -> Duration {
+    limits
+        .ingest_decide_before_store
+        .min(limits.ingest_deadline / 4)
+}
+
+/// The answer when a delivery could not be stored.
+async fn stored_failed(e: Error) -> Response {
+    match e {
+        // Deleted between the lookup and the insert.
+        Error::NotFound { .. } => not_found().await,
+        e => unavailable(&e),
     }
 }
 

@@ -7,15 +7,18 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::json;
-use switchboard_proto::router::v1::{Configuration, Decision, Outcome, StoredDelivery};
+use switchboard_proto::router::v1::{
+    Configuration, Decision, DeliveryDecisions, Outcome, StoredDelivery,
+};
+use tokio::sync::oneshot;
 
 use switchboard_model::Label;
 
 use crate::error::Error;
 use crate::routing::RoutingError;
 use crate::state::{Capabilities, ControlState};
-use crate::store::{DecidedBy, Event, NewTodo, RecordDecision, TodoInsert, Webhook};
-use crate::wire::{decision_json, routing_context, stored_delivery};
+use crate::store::{DecidedBy, DraftEvent, Event, NewTodo, RecordDecision, TodoInsert, Webhook};
+use crate::wire::{decision_json, drafted_delivery, routing_context, stored_delivery};
 
 /// The most a caller may ask a router to spend on one envelope (the router's own ceiling).
 const MAX_BUDGET_MS: u32 = 10_000;
@@ -127,6 +130,28 @@ pub fn record_for(
     (label, record)
 }
 
+/// One fresh delivery of `webhook` on a router (ingest): it may share a call with others
+/// arriving now (`Routers::evaluate_one`).
+async fn evaluate_one(
+    state: &ControlState,
+    webhook: &Webhook,
+    delivery: StoredDelivery,
+) -> Result<DeliveryDecisions, RoutingError> {
+    let configuration = Configuration {
+        json: webhook.configuration.to_string(),
+    };
+    state
+        .routers
+        .evaluate_one(
+            &routing_context(webhook, &state.capabilities),
+            &[configuration],
+            delivery,
+            budget_ms(state),
+            &webhook.owner_scope.to_string(),
+        )
+        .await
+}
+
 /// Evaluates `events` (all of `webhook`) on a router and records each decision. Events whose
 /// decision could not be recorded (deleted meanwhile) are skipped.
 ///
@@ -147,18 +172,7 @@ pub async fn route_events(
     let mut deliveries: Vec<StoredDelivery> = events.iter().map(stored_delivery).collect();
     let results = match deliveries.pop() {
         // One fresh delivery (ingest): it may share a call with others arriving now.
-        Some(one) if deliveries.is_empty() => vec![
-            state
-                .routers
-                .evaluate_one(
-                    &context,
-                    &[configuration],
-                    one,
-                    budget_ms(state),
-                    &webhook.owner_scope.to_string(),
-                )
-                .await?,
-        ],
+        Some(one) if deliveries.is_empty() => vec![evaluate_one(state, webhook, one).await?],
         Some(last) => {
             deliveries.push(last);
             state
@@ -186,31 +200,41 @@ pub async fn route_events(
             out.push((event.id.clone(), Routed::Unrouted));
             continue;
         };
-        let (label, record) = record_for(decision, webhook, &state.capabilities);
-        match state.store.record_decision(&event.id, record).await {
-            Ok(todo) => out.push((
-                event.id.clone(),
-                Routed::Decided {
-                    label,
-                    todo: todo.map(Box::new),
-                },
-            )),
-            Err(Error::NotFound { .. }) => {
-                tracing::info!(event = %event.id, "event deleted before its decision was recorded");
-            }
-            // Another pass (the retry task, a redrive) recorded a decision first: it stands,
-            // and it is what this routing answers.
-            Err(Error::Conflict { .. }) => match standing(state, &event.id).await {
-                Some(routed) => out.push((event.id.clone(), routed)),
-                None => out.push((event.id.clone(), Routed::Unrouted)),
-            },
-            Err(e) => {
-                tracing::error!(event = %event.id, error = %e.log_text(), "recording a decision failed; left unrouted");
-                out.push((event.id.clone(), Routed::Unrouted));
-            }
+        if let Some(routed) = record(state, webhook, &event.id, decision).await {
+            out.push((event.id.clone(), routed));
         }
     }
     Ok(out)
+}
+
+/// Records a router's `decision` on the stored, unrouted event `event_id`. `None`: the event
+/// was deleted meanwhile.
+async fn record(
+    state: &ControlState,
+    webhook: &Webhook,
+    event_id: &str,
+    decision: &Decision,
+) -> Option<Routed> {
+    let (label, record) = record_for(decision, webhook, &state.capabilities);
+    match state.store.record_decision(event_id, record).await {
+        Ok(todo) => Some(Routed::Decided {
+            label,
+            todo: todo.map(Box::new),
+        }),
+        Err(Error::NotFound { .. }) => {
+            tracing::info!(event = %event_id, "event deleted before its decision was recorded");
+            None
+        }
+        // Another pass (the retry task, a redrive) recorded a decision first: it stands,
+        // and it is what this routing answers.
+        Err(Error::Conflict { .. }) => {
+            Some(standing(state, event_id).await.unwrap_or(Routed::Unrouted))
+        }
+        Err(e) => {
+            tracing::error!(event = %event_id, error = %e.log_text(), "recording a decision failed; left unrouted");
+            Some(Routed::Unrouted)
+        }
+    }
 }
 
 /// The decision another pass recorded on `event_id`, as this routing's answer: its label, and
@@ -243,6 +267,92 @@ pub async fn route_one(state: &ControlState, webhook: &Webhook, event: &Event) -
         Err(e) => {
             tracing::warn!(event = %event.id, webhook = %webhook.id, error = %e.log_text(), "event stored unrouted");
             Routed::Unrouted
+        }
+    }
+}
+
+/// Ingest's routing: a router decides the delivery before it is stored, and the event goes to
+/// the store with its decision and todo — one write, one commit, where storing first and
+/// recording the decision after took two (issue 22). Until `decide_by` only: when routing is
+/// later than that, or no router answers, the event is stored unrouted at once, durably, and a
+/// late decision is recorded on it when it comes (the retry task routes what none decides).
+///
+/// `stored` gets the event as soon as it is durable (or why it could not be stored); the
+/// return value is how routing ended. Run it in a task of its own: a sender that hangs up
+/// must not stop a delivery half way between routed and stored.
+pub async fn route_then_store(
+    state: ControlState,
+    webhook: Webhook,
+    draft: DraftEvent,
+    decide_by: tokio::time::Instant,
+    stored: oneshot::Sender<crate::Result<Event>>,
+) -> Routed {
+    // Lazy: nothing is sent to a router until it is polled.
+    let evaluation = evaluate_one(&state, &webhook, drafted_delivery(&draft, &webhook));
+    tokio::pin!(evaluation);
+    // No time to decide first (`ingest_decide_before_store` of zero): stored before routing.
+    let early = if tokio::time::Instant::now() >= decide_by {
+        None
+    } else {
+        Some(tokio::time::timeout_at(decide_by, &mut evaluation).await)
+    };
+    let early = match early {
+        Some(Ok(Ok(results))) => results.decisions.into_iter().next().ok_or_else(|| {
+            tracing::warn!(event = %draft.id, "the router answered no decision for an event; left unrouted");
+        }),
+        Some(Ok(Err(e))) => {
+            tracing::warn!(event = %draft.id, webhook = %webhook.id, error = %e.log_text(), "event stored unrouted");
+            Err(())
+        }
+        None | Some(Err(_)) => {
+            // Durable now, whatever the router does; its decision is recorded when it comes.
+            let Some((event, _)) = store(&state, draft, None, stored).await else {
+                return Routed::Unrouted;
+            };
+            return match evaluation.await {
+                Ok(results) => match results.decisions.first() {
+                    Some(decision) => record(&state, &webhook, &event.id, decision)
+                        .await
+                        .unwrap_or(Routed::Unrouted),
+                    None => Routed::Unrouted,
+                },
+                Err(e) => {
+                    tracing::warn!(event = %event.id, webhook = %webhook.id, error = %e.log_text(), "event stored unrouted");
+                    Routed::Unrouted
+                }
+            };
+        }
+    };
+    let Ok(decision) = early else {
+        store(&state, draft, None, stored).await;
+        return Routed::Unrouted;
+    };
+    let (label, record) = record_for(&decision, &webhook, &state.capabilities);
+    match store(&state, draft, Some(record), stored).await {
+        Some((_, todo)) => Routed::Decided {
+            label,
+            todo: todo.map(Box::new),
+        },
+        None => Routed::Unrouted,
+    }
+}
+
+/// Stores `draft` as [`route_then_store`] does and tells `stored`; the event and its todo
+/// when it is stored.
+async fn store(
+    state: &ControlState,
+    draft: DraftEvent,
+    decided: Option<RecordDecision>,
+    stored: oneshot::Sender<crate::Result<Event>>,
+) -> Option<(Event, Option<TodoInsert>)> {
+    match state.store.store_event(draft, decided).await {
+        Ok((event, todo)) => {
+            let _ = stored.send(Ok(event.clone()));
+            Some((event, todo))
+        }
+        Err(e) => {
+            let _ = stored.send(Err(e));
+            None
         }
     }
 }

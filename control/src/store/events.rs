@@ -36,6 +36,14 @@ pub struct NewEvent {
     pub verified: bool,
 }
 
+/// A delivery with the id and arrival time it will be stored under ([`Store::draft_event`]).
+#[derive(Clone, Debug)]
+pub struct DraftEvent {
+    pub id: String,
+    pub received_at: i64,
+    pub new: NewEvent,
+}
+
 #[derive(Clone, Debug, PartialEq)]
 pub struct Event {
     pub id: String,
@@ -215,50 +223,64 @@ fn summary(row: &AnyRow) -> Result<EventSummary> {
 }
 
 /// An event to insert in a group commit: its id and arrival time are chosen before the first
-/// try, so applying it again (a failed batch's writes, one by one) stores the same row.
+/// try, so applying it again (a failed batch's writes, one by one) stores the same row. With
+/// `decided`, the row is stored routed, with its decision and todo, in the same statement run:
+/// one write instead of an insert and an update.
 pub(crate) struct EventRow<'a> {
-    pub id: &'a str,
-    pub received_at: i64,
-    pub new: &'a NewEvent,
+    pub draft: &'a DraftEvent,
+    pub decided: Option<&'a RecordDecision>,
 }
 
-/// Inserts `rows` in their order, a run of them per statement; each comes back as its stored
-/// event, or `not_found` when its webhook is gone (that row inserts nothing and the others go
-/// on). `Err` is a failed statement: the transaction cannot commit.
+/// Inserts `rows` in their order, a run of them per statement, then the todos of the decided
+/// ones; each comes back as its stored event with its todo, or `not_found` when its webhook is
+/// gone (that row inserts nothing and the others go on). `Err` is a failed statement: the
+/// transaction cannot commit.
 pub(crate) async fn insert_events_in(
     tx: &mut WriteTx,
     rows: &[EventRow<'_>],
-) -> Result<Vec<Result<Event>>> {
+) -> Result<Vec<Result<(Event, Option<TodoInsert>)>>> {
     let mut out = Vec::with_capacity(rows.len());
     for run in multi_row::runs(rows.len(), multi_row::MAX_RUN) {
         let run = &rows[run];
-        let headers = run
+        let mut texts = Vec::with_capacity(run.len());
+        for row in run {
+            let headers = serde_json::to_string(&row.draft.new.headers)?;
+            let (decision, fault) = match row.decided {
+                Some(d) => (
+                    Some(serde_json::to_string(&d.decision)?),
+                    d.fault.as_ref().map(serde_json::to_string).transpose()?,
+                ),
+                None => (None, None),
+            };
+            texts.push((headers, decision, fault));
+        }
+        let decided_by = run
             .iter()
-            .map(|r| serde_json::to_string(&r.new.headers))
-            .collect::<std::result::Result<Vec<_>, _>>()?;
-        let sql = format!(
-            "WITH n (id, delivery_id, kind, headers, body, verified, received_at, webhook_id, ord) \
-             AS (VALUES {}) \
-             INSERT INTO events (id, webhook_id, owner_scope, delivery_id, source, kind, headers, body, \
-             verified, received_at, routed) \
-             SELECT n.id, w.id, w.owner_scope, n.delivery_id, w.source_type, n.kind, n.headers, n.body, \
-             n.verified, n.received_at, 0 FROM n JOIN webhooks w ON w.id = n.webhook_id ORDER BY n.ord \
-             RETURNING {}",
-            multi_row::values(run.len(), 9),
-            event_columns_but_body!()
-        );
+            .any(|r| r.decided.is_some_and(|d| d.decided_by.is_some()));
+        let sql = events_insert(run.len(), decided_by);
         let mut query = sqlx::query(AssertSqlSafe(sql));
-        for (ord, (row, headers)) in run.iter().zip(&headers).enumerate() {
+        for (ord, (row, (headers, decision, fault))) in run.iter().zip(&texts).enumerate() {
+            let draft = row.draft;
             query = query
-                .bind(row.id)
-                .bind(row.new.delivery_id.as_str())
-                .bind(row.new.kind.as_str())
+                .bind(draft.id.as_str())
+                .bind(draft.new.delivery_id.as_str())
+                .bind(draft.new.kind.as_str())
                 .bind(headers.as_str())
-                .bind(row.new.body.as_ref())
-                .bind(i32::from(row.new.verified))
-                .bind(row.received_at)
-                .bind(row.new.webhook_id.as_str())
-                .bind(ord as i64);
+                .bind(draft.new.body.as_ref())
+                .bind(i32::from(draft.new.verified))
+                .bind(draft.received_at)
+                .bind(draft.new.webhook_id.as_str())
+                .bind(ord as i64)
+                .bind(decision.as_deref())
+                .bind(fault.as_deref())
+                .bind(i32::from(row.decided.is_some()))
+                .bind(row.decided.map(|_| draft.received_at));
+            if decided_by {
+                let by = row.decided.and_then(|d| d.decided_by.as_ref());
+                query = query
+                    .bind(by.map(|by| by.version))
+                    .bind(by.map(|by| by.digest.as_str()));
+            }
         }
         // To the end of the statement: see `store` (writes that return rows).
         let stored = query.fetch_all(&mut **tx).await?;
@@ -268,13 +290,67 @@ pub(crate) async fn insert_events_in(
             by_id.insert(id, row);
         }
         for row in run {
-            out.push(match by_id.get(row.id) {
-                Some(stored) => event_with(stored, row.new.body.clone()),
+            out.push(match by_id.get(row.draft.id.as_str()) {
+                Some(stored) => event_with(stored, row.draft.new.body.clone()),
                 None => Err(Error::not_found("webhook")),
             });
         }
     }
-    Ok(out)
+    // The todos of the decided rows that were stored, once-keyed as a decision's are.
+    let todos: Vec<TodoRow> = rows
+        .iter()
+        .zip(&out)
+        .filter(|(_, stored)| stored.is_ok())
+        .filter_map(|(row, _)| {
+            Some(TodoRow {
+                event_id: &row.draft.id,
+                new: row.decided?.todo.as_ref()?,
+                now: row.draft.received_at,
+            })
+        })
+        .collect();
+    let mut made = insert_todos_in(tx, &todos).await?.into_iter();
+    Ok(out
+        .into_iter()
+        .zip(rows)
+        .map(|(stored, row)| {
+            let event = stored?;
+            match row.decided.and_then(|d| d.todo.as_ref()) {
+                Some(_) => made
+                    .next()
+                    .unwrap_or_else(|| Err(Error::internal("a todo row was not answered")))
+                    .map(|todo| (event, Some(todo))),
+                None => Ok((event, None)),
+            }
+        })
+        .collect())
+}
+
+/// The statement inserting `rows` events. With `decided_by`, each row also names the
+/// configuration its decision was made under (0010's columns); without, those columns are not
+/// named, as in the statement older schemas know (`decisions_update` does the same).
+fn events_insert(rows: usize, decided_by: bool) -> String {
+    let columns = if decided_by {
+        ", config_version, config_digest"
+    } else {
+        ""
+    };
+    let selected = if decided_by {
+        ", n.config_version, n.config_digest"
+    } else {
+        ""
+    };
+    format!(
+        "WITH n (id, delivery_id, kind, headers, body, verified, received_at, webhook_id, ord, \
+         decision, fault, routed, routed_at{columns}) AS (VALUES {}) \
+         INSERT INTO events (id, webhook_id, owner_scope, delivery_id, source, kind, headers, body, \
+         verified, received_at, decision, fault, routed, routed_at{columns}) \
+         SELECT n.id, w.id, w.owner_scope, n.delivery_id, w.source_type, n.kind, n.headers, n.body, \
+         n.verified, n.received_at, n.decision, n.fault, n.routed, n.routed_at{selected} \
+         FROM n JOIN webhooks w ON w.id = n.webhook_id ORDER BY n.ord RETURNING {}",
+        multi_row::values(rows, if decided_by { 15 } else { 13 }),
+        event_columns_but_body!()
+    )
 }
 
 /// A decision to record in a group commit, on an event not routed yet.
@@ -446,20 +522,44 @@ impl Store {
     /// with other deliveries arriving at the same time (`group_commit`); the answer comes
     /// once that commit holds it.
     pub async fn insert_event(&self, new: NewEvent) -> Result<Event> {
+        let draft = self.draft_event(new)?;
+        Ok(self.store_event(draft, None).await?.0)
+    }
+
+    /// A delivery given its event id and arrival time (the store's clock) before it is stored,
+    /// so a router can decide it first and [`Store::store_event`] store it with its decision.
+    pub fn draft_event(&self, new: NewEvent) -> Result<DraftEvent> {
         if new.delivery_id.is_empty() || new.delivery_id.len() > 200 {
             return Err(Error::invalid("delivery_id", "1–200 bytes"));
         }
         if new.kind.is_empty() || new.kind.len() > 200 {
             return Err(Error::invalid("kind", "1–200 bytes"));
         }
-        let id = new_id("ev_")?;
-        let received_at = self.now();
+        Ok(DraftEvent {
+            id: new_id("ev_")?,
+            received_at: self.now(),
+            new,
+        })
+    }
+
+    /// Stores a drafted delivery, durably: unrouted, or with `decided` already recorded on it
+    /// and the todo it makes — one write, all of it or none. Shares a commit with other
+    /// deliveries' writes (`group_commit`) and answers once that commit holds it.
+    pub async fn store_event(
+        &self,
+        draft: DraftEvent,
+        decided: Option<RecordDecision>,
+    ) -> Result<(Event, Option<TodoInsert>)> {
+        if let Some(RecordDecision { todo: Some(t), .. }) = &decided
+            && t.queue.is_empty()
+        {
+            return Err(Error::invalid("queue", "must not be empty"));
+        }
         self.group_commit
             .submit(&self.pool, self.backend, &self.write_turns, |reply| {
                 Write::Event {
-                    id,
-                    received_at,
-                    new,
+                    draft,
+                    decided,
                     reply,
                 }
             })

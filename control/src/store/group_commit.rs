@@ -1,5 +1,6 @@
-//! Group commit (issue 22): ingest's two writes per delivery — the event, then its decision
-//! and todo — from many concurrent deliveries share one transaction and one commit.
+//! Group commit (issue 22): ingest's writes — an event stored with its decision and todo, or
+//! (when routing is late or no router answers) the event and later its decision — from many
+//! concurrent deliveries share one transaction and one commit.
 //!
 //! Why: every delivery used to pay for two write transactions of its own (on PostgreSQL, two
 //! fsyncs; on SQLite, two turns at the one write lock and two WAL appends). One committer task
@@ -27,7 +28,7 @@ use tokio::sync::{mpsc, oneshot};
 use super::Event;
 use super::dialect::{self, Backend, WriteTurns, WriteTx};
 use super::events::{
-    DecisionRow, EventRow, NewEvent, RecordDecision, insert_events_in, record_decisions_in,
+    DecisionRow, DraftEvent, EventRow, RecordDecision, insert_events_in, record_decisions_in,
 };
 use super::todos::TodoInsert;
 use crate::error::{Error, Result};
@@ -54,11 +55,11 @@ impl Default for Bounds {
 
 /// One write waiting for its commit, and where its answer goes.
 pub(crate) enum Write {
+    /// A delivery, stored unrouted or with its decision (and todo) already made.
     Event {
-        id: String,
-        received_at: i64,
-        new: NewEvent,
-        reply: oneshot::Sender<Result<Event>>,
+        draft: DraftEvent,
+        decided: Option<RecordDecision>,
+        reply: oneshot::Sender<Result<(Event, Option<TodoInsert>)>>,
     },
     Decision {
         event_id: String,
@@ -69,8 +70,11 @@ pub(crate) enum Write {
 }
 
 /// What a write came to, before its answer is sent.
+// One per write, held only between its commit and its answer: boxing would cost an
+// allocation per write to save bytes nobody keeps.
+#[allow(clippy::large_enum_variant)]
 enum Done {
-    Event(Result<Event>),
+    Event(Result<(Event, Option<TodoInsert>)>),
     Decision(Result<Option<TodoInsert>>),
 }
 
@@ -87,7 +91,7 @@ impl Write {
     /// The bytes it writes, as far as batching cares: the body of an event.
     fn weight(&self) -> usize {
         match self {
-            Write::Event { new, .. } => new.body.len(),
+            Write::Event { draft, .. } => draft.new.body.len(),
             Write::Decision { .. } => 0,
         }
     }
@@ -243,15 +247,9 @@ async fn apply(tx: &mut WriteTx, writes: &[Write]) -> Result<Vec<Done>> {
     let mut decisions = Vec::new();
     for write in writes {
         match write {
-            Write::Event {
-                id,
-                received_at,
-                new,
-                ..
-            } => events.push(EventRow {
-                id,
-                received_at: *received_at,
-                new,
+            Write::Event { draft, decided, .. } => events.push(EventRow {
+                draft,
+                decided: decided.as_ref(),
             }),
             Write::Decision {
                 event_id,

@@ -652,6 +652,195 @@ pub async fn with_group_commit_off_each_write_commits_alone(db: TestDb) {
     off.close().await;
 }
 
+/// Ingest's one write (issue 22): a delivery a router decided before it was stored goes to the
+/// store with its decision, the configuration it was made under and its todo — routed at
+/// once, never in the unrouted backlog, one write answered — and a second decision on it is a
+/// `conflict`. A redelivery stored decided finds the first one's todo; a decided delivery for
+/// a deleted webhook stores nothing, todo included; a todo without a queue is refused before
+/// anything is written.
+pub async fn a_delivery_decided_before_it_is_stored_is_one_write_with_its_todo(db: TestDb) {
+    use switchboard_control::store::DecidedBy;
+    let alice = human(&db, "alice").await;
+    let wh = webhook(&db, &alice).await;
+    let decided = |queue: &str| RecordDecision {
+        decision: json!({"decision": format!("queue:{queue}"), "queue": queue, "rule_id": "r-1"}),
+        fault: None,
+        todo: Some(NewTodo {
+            queue: queue.into(),
+            rule_id: Some("r-1".into()),
+        }),
+        decided_by: Some(DecidedBy {
+            version: 3,
+            digest: "cd".repeat(32),
+        }),
+    };
+    let before = db.group_commit_tally();
+    let draft = db.draft_event(event(&wh.id, "one-write")).unwrap();
+    let (id, received_at) = (draft.id.clone(), draft.received_at);
+    let (stored, todo) = db
+        .store_event(draft, Some(decided("review")))
+        .await
+        .unwrap();
+    assert_eq!(
+        db.group_commit_tally().writes - before.writes,
+        1,
+        "one write"
+    );
+    assert_eq!(
+        (stored.id.as_str(), stored.received_at),
+        (id.as_str(), received_at)
+    );
+    assert!(stored.routed);
+    assert_eq!(stored.routed_at, Some(received_at));
+    assert_eq!(stored.decision, Some(decided("review").decision));
+    let first = todo.expect("the decision's todo");
+    assert!(first.inserted);
+    assert_eq!(
+        (first.todo.queue.as_str(), first.todo.event_id.as_str()),
+        ("review", id.as_str())
+    );
+    let (read, by) = db.get_event_decided_by(&alice, &id).await.unwrap();
+    assert_eq!(read, stored);
+    assert_eq!(by, decided("review").decided_by);
+    assert!(db.unrouted_events(100).await.unwrap().is_empty());
+    assert_eq!(db.unrouted_count(&wh.id).await.unwrap(), 0);
+    let again = db.record_decision(&id, decided("triage")).await;
+    assert!(
+        matches!(again, Err(switchboard_control::Error::Conflict { .. })),
+        "{again:?}"
+    );
+
+    // A fault recorded with the event, and a delivery stored with no decision beside it.
+    let faulted = RecordDecision {
+        decision: json!({"decision": "fault", "fault_code": "budget_exceeded"}),
+        fault: Some(json!({"rule_id": "r-2", "code": "budget_exceeded"})),
+        todo: None,
+        decided_by: None,
+    };
+    let draft = db.draft_event(event(&wh.id, "faulted")).unwrap();
+    let (stored, todo) = db.store_event(draft, Some(faulted.clone())).await.unwrap();
+    assert!(stored.routed && todo.is_none());
+    assert_eq!(
+        (stored.decision, stored.fault),
+        (Some(faulted.decision), faulted.fault)
+    );
+    let draft = db.draft_event(event(&wh.id, "undecided")).unwrap();
+    let (stored, todo) = db.store_event(draft, None).await.unwrap();
+    assert!(!stored.routed && stored.decision.is_none() && todo.is_none());
+    assert_eq!(db.unrouted_count(&wh.id).await.unwrap(), 1);
+
+    // The forge redelivers: stored decided again, it finds the first delivery's todo.
+    let draft = db.draft_event(event(&wh.id, "one-write")).unwrap();
+    let (_, again) = db
+        .store_event(draft, Some(decided("review")))
+        .await
+        .unwrap();
+    let again = again.expect("the first delivery's todo");
+    assert!(!again.inserted);
+    assert_eq!(again.todo.id, first.todo.id);
+
+    let gone = webhook(&db, &alice).await;
+    db.delete_webhook(&alice, &gone.id).await.unwrap();
+    let draft = db.draft_event(event(&gone.id, "lost")).unwrap();
+    not_found(
+        db.store_event(draft, Some(decided("review"))).await,
+        "webhook",
+    );
+    let draft = db.draft_event(event(&wh.id, "no-queue")).unwrap();
+    invalid(db.store_event(draft, Some(decided(""))).await, "queue");
+    let row = sqlx::query("SELECT COUNT(*) AS n FROM todos")
+        .fetch_one(db.pool())
+        .await
+        .unwrap();
+    assert_eq!(
+        sqlx::Row::try_get::<i64, _>(&row, "n").unwrap(),
+        1,
+        "one todo in all"
+    );
+}
+
+/// 32 senders storing decided deliveries at once (senders s and s + 16 send the same ones),
+/// with decided deliveries for a deleted webhook in the same batches: every delivery stored
+/// once and routed, one todo per delivery made by exactly one of its two deliveries, one write
+/// each, and the writes shared commits.
+pub async fn concurrent_decided_deliveries_share_commits_and_make_each_todo_once(db: TestDb) {
+    let alice = human(&db, "alice").await;
+    let hooks = [webhook(&db, &alice).await.id, webhook(&db, &alice).await.id];
+    let gone = webhook(&db, &alice).await.id;
+    db.delete_webhook(&alice, &gone).await.unwrap();
+    let before = db.group_commit_tally();
+    let queued = RecordDecision {
+        decision: json!("queue:triage"),
+        fault: None,
+        todo: Some(NewTodo {
+            queue: "triage".into(),
+            rule_id: None,
+        }),
+        decided_by: None,
+    };
+    let senders = (0..32).map(|s| {
+        let (store, wh, gone, queued) = (
+            db.store.clone(),
+            hooks[s % 2].clone(),
+            gone.clone(),
+            queued.clone(),
+        );
+        tokio::spawn(async move {
+            let mut todos = Vec::new();
+            for i in 0..10 {
+                let draft = store
+                    .draft_event(event(&wh, &format!("d-{}-{i}", s % 16)))
+                    .unwrap();
+                let (stored, todo) = store
+                    .store_event(draft, Some(queued.clone()))
+                    .await
+                    .expect("store");
+                assert!(stored.routed);
+                todos.push(todo.expect("a todo"));
+                if i % 5 == 0 {
+                    let draft = store.draft_event(event(&gone, "lost")).unwrap();
+                    not_found(
+                        store.store_event(draft, Some(queued.clone())).await,
+                        "webhook",
+                    );
+                }
+            }
+            todos
+        })
+    });
+    let mut todos = Vec::new();
+    for sender in futures::future::join_all(senders).await {
+        todos.extend(sender.expect("a sender"));
+    }
+    let count = |sql: &'static str| {
+        let pool = db.pool().clone();
+        async move {
+            let row = sqlx::query(sql).fetch_one(&pool).await.unwrap();
+            sqlx::Row::try_get::<i64, _>(&row, "n").unwrap()
+        }
+    };
+    assert_eq!(
+        count("SELECT COUNT(*) AS n FROM events WHERE routed = 1").await,
+        320
+    );
+    assert_eq!(count("SELECT COUNT(*) AS n FROM events").await, 320);
+    assert_eq!(count("SELECT COUNT(*) AS n FROM todos").await, 160);
+    assert_eq!(todos.iter().filter(|t| t.inserted).count(), 160);
+    let ids: HashSet<_> = todos.iter().map(|t| t.todo.id.clone()).collect();
+    assert_eq!(ids.len(), 160);
+    let after = db.group_commit_tally();
+    assert_eq!(
+        after.writes - before.writes,
+        320 + 64,
+        "one write per delivery"
+    );
+    let commits = after.commits - before.commits;
+    assert!(
+        commits * 2 <= 320,
+        "concurrent writes shared commits: {commits} commits"
+    );
+}
+
 /// 32 senders through `store` (on `db`'s database); the commits and writes they took.
 async fn thirty_two_senders(db: &TestDb, store: &switchboard_control::Store) -> (u64, u64) {
     let alice = human(db, "alice").await;

@@ -88,6 +88,8 @@ store_test_suite! {
         a_stored_event_is_visible_to_other_connections_at_once,
         failed_writes_leave_the_next_writer_free,
         concurrent_deliveries_share_commits_and_each_is_stored_once,
+        a_delivery_decided_before_it_is_stored_is_one_write_with_its_todo,
+        concurrent_decided_deliveries_share_commits_and_make_each_todo_once,
         racing_decisions_in_shared_commits_record_one_each,
         upgrading_from_0012_keeps_bodies_and_compresses_new_ones_with_lz4,
         with_group_commit_off_each_write_commits_alone,
