@@ -42,6 +42,8 @@
 //! one per core), `INGEST_BENCH_ROUTERS` (router processes control balances over, default 1),
 //! `INGEST_BENCH_DB_CONNECTIONS` (the store's pool, default 8 as `switchboard control`'s),
 //! `INGEST_BENCH_WRITE_TURNS` (`0`: SQLite writers wait in SQLite's busy handler instead),
+//! `INGEST_BENCH_DECIDE_BEFORE_STORE_MS` (control's `--ingest-decide-before-store-ms`; `0`:
+//! every delivery stored before it is routed, two writes each),
 //! `INGEST_BENCH_GROUP_COMMIT_WRITES` (the writes one group commit may hold in every row but
 //! raw, default 64 as `switchboard control`'s; `1`: group commit off),
 //! `INGEST_BENCH_HUNG` (`1`: the first of the routers is SIGSTOPped for every run: the
@@ -551,9 +553,17 @@ async fn start_nodelay_router(children: Option<usize>) -> String {
 }
 
 fn limits() -> Limits {
+    let defaults = Limits::default();
     Limits {
         ingest_per_webhook_per_minute: INGEST_PER_MINUTE,
-        ..Limits::default()
+        // INGEST_BENCH_DECIDE_BEFORE_STORE_MS=0: every delivery stored before it is routed
+        // (two writes each), as before a delivery could be stored with its decision.
+        ingest_decide_before_store: std::env::var("INGEST_BENCH_DECIDE_BEFORE_STORE_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .map(Duration::from_millis)
+            .unwrap_or(defaults.ingest_decide_before_store),
+        ..defaults
     }
 }
 

@@ -21,6 +21,7 @@ on_every_backend! {
     real_payloads_of_every_forge_route_to_todos,
     deliveries_arriving_together_share_router_calls,
     a_delivery_decided_in_time_is_stored_with_its_decision_in_one_write,
+    a_webhook_changed_by_another_replica_is_read_again_before_a_delivery_is_stored,
     each_forge_is_verified_by_its_own_header,
     a_bad_signature_is_stored_unverified_and_routed,
     malformed_signature_headers_are_never_a_server_error,
@@ -188,6 +189,103 @@ pub async fn a_delivery_decided_in_time_is_stored_with_its_decision_in_one_write
         assert_eq!(db.store.unrouted_count(&hook.id).await.expect("count"), 0);
         control.stop().await;
     }
+}
+
+/// Ingest keeps the webhook rows it read (issue 22, `store::webhook_cache`), and a change made
+/// through another replica's store is never missed: the next delivery is routed under the new
+/// configuration, verified with the new secret, refused under the new switch, and a deleted
+/// webhook answers 404. Nothing is stored under the row this control read first.
+pub async fn a_webhook_changed_by_another_replica_is_read_again_before_a_delivery_is_stored(
+    db: TestDb,
+) {
+    use switchboard_control::store::{Actor, SaveConfiguration};
+    let router = router();
+    let control = Control::start(&db.store, &[&router.addr], ControlSetup::default()).await;
+    let (scope, hook) = alices_routed_github_webhook(&db.store).await;
+    let elsewhere = Store::connect(&db.url, &crate::support::secret_key())
+        .await
+        .expect("another replica's store");
+    let pr = payload("github", "pull_request.opened.json");
+    let send = |delivery: &'static str, secret: String| {
+        let headers = signed("github", "pull_request", delivery, &secret, &pr.body);
+        let (control, hook, body) = (&control, &hook, pr.body.clone());
+        async move { control.deliver(&hook.id, &headers, &body).await }
+    };
+    let first = send("d-1", hook.secret.clone()).await.json();
+    assert_eq!(first["decision"], "queue:review", "{first}");
+
+    // Pull requests now go to triage.
+    let grant = ["forge".to_string(), "review".into(), "triage".into()];
+    elsewhere
+        .set_webhook_grant(&scope, &hook.id, &grant)
+        .await
+        .expect("grant elsewhere");
+    let mut triage = routing_config();
+    triage["rules"][0]["action"] = json!({"queue": "triage"});
+    elsewhere
+        .save_configuration(
+            &scope,
+            &hook.id,
+            SaveConfiguration {
+                configuration: triage,
+                actor: Actor::operator(),
+                change: json!({"op": "set_webhook_rules"}),
+                ..SaveConfiguration::default()
+            },
+        )
+        .await
+        .expect("save elsewhere");
+    let second = send("d-2", hook.secret.clone()).await.json();
+    assert_eq!(second["decision"], "queue:triage", "{second}");
+    let id = second["event_id"].as_str().expect("event id");
+    let (_, decided_by) = db
+        .store
+        .get_event_decided_by(&scope, id)
+        .await
+        .expect("stored");
+    let now = elsewhere.webhook_for_ingest(&hook.id).await.expect("row");
+    assert_eq!(decided_by.map(|d| d.version), Some(now.config_version));
+
+    // A new secret, and unverified deliveries refused.
+    let rotated = elsewhere
+        .rotate_webhook_secret(&scope, &hook.id, None)
+        .await
+        .expect("rotate elsewhere");
+    let verified = send("d-3", rotated.secret.clone()).await.json();
+    assert_eq!(verified["verified"], true, "{verified}");
+    let unverified = send("d-4", hook.secret.clone()).await.json();
+    assert_eq!(unverified["verified"], false, "{unverified}");
+    elsewhere
+        .set_reject_unverified(&scope, &hook.id, true)
+        .await
+        .expect("reject elsewhere");
+    let refused = send("d-5", hook.secret.clone()).await;
+    assert_eq!(refused.status, 401, "{refused:?}");
+    let taken = send("d-6", rotated.secret.clone()).await;
+    assert_eq!(taken.status, 202, "{taken:?}");
+    assert_eq!(
+        events_of(&db.store, &scope, &hook.id).await,
+        5,
+        "d-5 stored nothing"
+    );
+    // Rotated again while this control's copy refuses unverified deliveries: a delivery signed
+    // with the newest secret is taken, not refused on the copy's word.
+    let newest = elsewhere
+        .rotate_webhook_secret(&scope, &hook.id, None)
+        .await
+        .expect("rotate again elsewhere");
+    let taken = send("d-7", newest.secret.clone()).await;
+    assert_eq!(taken.status, 202, "{taken:?}");
+    assert_eq!(taken.json()["verified"], true);
+
+    elsewhere
+        .delete_webhook(&scope, &hook.id)
+        .await
+        .expect("delete elsewhere");
+    let gone = send("d-8", newest.secret.clone()).await;
+    assert_eq!(gone.status, 404, "{gone:?}");
+    elsewhere.close().await;
+    control.stop().await;
 }
 
 pub async fn real_payloads_of_every_forge_route_to_todos(db: TestDb) {

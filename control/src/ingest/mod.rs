@@ -44,7 +44,7 @@ use crate::error::Error;
 use crate::error::Reason;
 use crate::secrets::new_id;
 use crate::state::ControlState;
-use crate::store::{NewEvent, Webhook};
+use crate::store::{IngestWebhook, NewEvent, Webhook, is_stale_webhook};
 
 /// Deliveries worked on at once (looked up, verified, stored, routed); more wait for a slot.
 /// Taken after the body is read, so a stalled sender never holds one.
@@ -248,6 +248,12 @@ async fn take_budget(state: &ControlState, webhook: &Webhook, verified: bool) ->
         .await
 }
 
+/// How many times a delivery is taken with a webhook row that a write found stale: the first
+/// try uses this process's copy, the next ones a row read anew, and the last stores the
+/// delivery under whatever the row is then, so a webhook changed without pause cannot keep a
+/// delivery from being stored.
+const TAKES: usize = 3;
+
 async fn receive_delivery(
     state: &ControlState,
     path: Result<Path<String>, PathRejection>,
@@ -263,97 +269,160 @@ async fn receive_delivery(
         .ok()
         .filter(|id| could_be_id(id))
         .unwrap_or_default();
-    let webhook = match state.store.webhook_for_ingest(&id).await {
-        Ok(w) => w,
-        Err(Error::NotFound { .. }) => return not_found().await,
-        Err(e) => return unavailable(&e),
-    };
+    let mut budget = None;
+    for take in 1..=TAKES {
+        // This process's copy of the row first (`store::webhook_cache`); anew after a stale one.
+        let webhook = match state.store.webhook_for_ingest_cached(&id, take > 1).await {
+            Ok(w) => w,
+            Err(Error::NotFound { .. }) => return not_found().await,
+            Err(e) => return unavailable(&e),
+        };
+        let delivery = Delivery {
+            headers: &headers,
+            body: &body,
+            read_at,
+            started,
+            copy: take == 1,
+            last: take == TAKES,
+        };
+        match take_delivery(state, &webhook, delivery, &mut budget).await {
+            Ok(answer) => return answer,
+            Err(Stale) => {
+                tracing::debug!(webhook = %id, take, "taking the delivery again with its webhook row read anew");
+            }
+        }
+    }
+    unavailable(&Error::internal("the webhook kept changing"))
+}
 
+/// One delivery as it was received, for [`take_delivery`].
+struct Delivery<'a> {
+    headers: &'a HeaderMap,
+    body: &'a axum::body::Bytes,
+    read_at: tokio::time::Instant,
+    started: std::time::Instant,
+    /// The row may be this process's copy: a refusal it would make is checked on a row read
+    /// anew (a copy from before a secret rotation must not refuse the new secret's deliveries).
+    copy: bool,
+    /// The last take: stored under whatever the webhook row is when it is stored.
+    last: bool,
+}
+
+/// The write found the webhook row changed since it was read: nothing was stored.
+struct Stale;
+
+/// Takes a delivery under one read of its webhook: verifies it, takes its budget (once:
+/// `budget` keeps whether it was deferred), stores and routes it.
+async fn take_delivery(
+    state: &ControlState,
+    row: &std::sync::Arc<IngestWebhook>,
+    delivery: Delivery<'_>,
+    budget: &mut Option<bool>,
+) -> Result<Response, Stale> {
+    let Delivery {
+        headers,
+        body,
+        read_at,
+        started,
+        copy,
+        last,
+    } = delivery;
+    let webhook = &row.webhook;
     // The payload's JSON text, decoded once (a form delivery's `payload` field, else the body
     // itself, borrowed): the signature and the kind read the same bytes.
-    let payload =
-        switchboard_model::payload_json(delivery::content_type(&headers).as_deref(), &body);
+    let payload = switchboard_model::payload_json(delivery::content_type(headers).as_deref(), body);
     // The signature first: what it proves decides whose budget the delivery spends.
     let verified = signature::verify_payload(
         webhook.source_type,
         &webhook.secret,
-        &headers,
-        &body,
+        headers,
+        body,
         &payload,
     );
     if !verified && webhook.reject_unverified {
+        if copy {
+            return Err(Stale);
+        }
         tracing::info!(webhook = %webhook.id, "unverified delivery rejected at the door");
-        return error(
+        return Ok(error(
             Reason::Unauthenticated,
             "the delivery's signature is missing or wrong",
-        );
+        ));
     }
-    let mut deferred = false;
-    match take_budget(state, &webhook, verified).await {
-        Ok(()) => {}
-        // A signed delivery over its rate is kept and routed later, up to the backlog bound.
-        Err(Error::ResourceExhausted { retry_after }) if verified => {
-            match state.store.unrouted_count(&webhook.id).await {
-                Ok(n) if n < u64::from(state.limits.ingest_backlog_per_webhook) => deferred = true,
-                Ok(_) => {
-                    switchboard_telemetry::metrics().ingest_refusal("backlog_full");
-                    return too_many(
-                        retry_after,
-                        "this webhook's delivery rate is reached and its backlog is full; retry later",
-                    );
+    let deferred = match *budget {
+        Some(deferred) => deferred,
+        None => match take_budget(state, webhook, verified).await {
+            Ok(()) => false,
+            // A signed delivery over its rate is kept and routed later, up to the backlog bound.
+            Err(Error::ResourceExhausted { retry_after }) if verified => {
+                match state.store.unrouted_count(&webhook.id).await {
+                    Ok(n) if n < u64::from(state.limits.ingest_backlog_per_webhook) => true,
+                    Ok(_) => {
+                        switchboard_telemetry::metrics().ingest_refusal("backlog_full");
+                        return Ok(too_many(
+                            retry_after,
+                            "this webhook's delivery rate is reached and its backlog is full; retry later",
+                        ));
+                    }
+                    Err(e) => return Ok(unavailable(&e)),
                 }
-                Err(e) => return unavailable(&e),
             }
-        }
-        Err(Error::ResourceExhausted { retry_after }) => {
-            switchboard_telemetry::metrics().ingest_refusal("rate_limited");
-            return too_many(
-                retry_after,
-                "this webhook's rate limit for unverified deliveries is reached; retry later",
-            );
-        }
-        Err(e) => return unavailable(&e),
-    }
+            Err(Error::ResourceExhausted { retry_after }) => {
+                switchboard_telemetry::metrics().ingest_refusal("rate_limited");
+                return Ok(too_many(
+                    retry_after,
+                    "this webhook's rate limit for unverified deliveries is reached; retry later",
+                ));
+            }
+            Err(e) => return Ok(unavailable(&e)),
+        },
+    };
+    *budget = Some(deferred);
 
-    let kind = delivery::kind_of_payload(webhook.source_type, &headers, &payload);
+    let kind = delivery::kind_of_payload(webhook.source_type, headers, &payload);
     drop(payload);
-    let delivery_id = match delivery::delivery_id(webhook.source_type, &headers) {
+    let delivery_id = match delivery::delivery_id(webhook.source_type, headers) {
         Some(id) => id,
         None => match new_id("sb-") {
             Ok(id) => id,
-            Err(e) => return unavailable(&e),
+            Err(e) => return Ok(unavailable(&e)),
         },
     };
 
-    let draft = match state.store.draft_event(NewEvent {
+    let mut draft = match state.store.draft_event(NewEvent {
         webhook_id: webhook.id.clone(),
         delivery_id,
         kind,
-        headers: delivery::stored_headers(&headers),
-        body,
+        headers: delivery::stored_headers(headers),
+        body: body.clone(),
         verified,
     }) {
         Ok(draft) => draft,
-        Err(e) => return unavailable(&e),
+        Err(e) => return Ok(unavailable(&e)),
     };
+    draft.webhook_revision = (!last).then_some(row.revision);
     let deadline = read_at + state.limits.ingest_deadline;
     let (event, answer) = if deferred {
         match state.store.store_event(draft, None).await {
             Ok((event, _)) => (event, Answer::Deferred),
-            Err(e) => return stored_failed(e).await,
+            Err(e) => return stored_failed(state, &webhook.id, e).await,
         }
     } else {
         // Routed, then stored with its decision; or stored unrouted first when routing is late.
         let decide_by = read_at + decide_before_store(&state.limits);
         let (stored, durable) = tokio::sync::oneshot::channel();
         let routing = tokio::spawn(
-            route::route_then_store(state.clone(), webhook.clone(), draft, decide_by, stored)
+            route::route_then_store(state.clone(), row.clone(), draft, decide_by, stored)
                 .in_current_span(),
         );
         let event = match durable.await {
             Ok(Ok(event)) => event,
-            Ok(Err(e)) => return stored_failed(e).await,
-            Err(_) => return unavailable(&Error::internal("routing ended before storing")),
+            Ok(Err(e)) => return stored_failed(state, &webhook.id, e).await,
+            Err(_) => {
+                return Ok(unavailable(&Error::internal(
+                    "routing ended before storing",
+                )));
+            }
         };
         // Past the deadline the task goes on: a late router never strands the stored event,
         // and whatever it cannot finish the retry task routes.
@@ -395,7 +464,7 @@ async fn receive_delivery(
         answer["todo_id"] = json!(t.todo.id);
         answer["redelivery"] = json!(!t.inserted);
     }
-    (StatusCode::ACCEPTED, Json(answer)).into_response()
+    Ok((StatusCode::ACCEPTED, Json(answer)).into_response())
 }
 
 /// How long a delivery waits for its decision before it is stored unrouted: the operator's
@@ -408,12 +477,20 @@ fn decide_before_store(limits: &crate::state::Limits) -> Duration {
         .min(limits.ingest_deadline / 4)
 }
 
-/// The answer when a delivery could not be stored.
-async fn stored_failed(e: Error) -> Response {
+/// The answer when a delivery could not be stored; `Stale` when its webhook row moved on.
+async fn stored_failed(
+    state: &ControlState,
+    webhook_id: &str,
+    e: Error,
+) -> Result<Response, Stale> {
     match e {
-        // Deleted between the lookup and the insert.
-        Error::NotFound { .. } => not_found().await,
-        e => unavailable(&e),
+        e if is_stale_webhook(&e) => Err(Stale),
+        // Deleted between the lookup and the insert (or since this process's copy was read).
+        Error::NotFound { .. } => {
+            state.store.forget_webhook_copy(webhook_id);
+            Ok(not_found().await)
+        }
+        e => Ok(unavailable(&e)),
     }
 }
 

@@ -1,9 +1,11 @@
 //! Routing stored events: the saved configuration and the webhook's routing context go to a
 //! router (`Routers::evaluate`), and its decision is recorded on the event with the todo a
-//! queue decision creates. Control never reads the rules itself. Ingest routes one event right
-//! after storing it; [`spawn_unrouted_retry`] routes the events no router could take.
+//! queue decision creates. Control never reads the rules itself. Ingest routes a delivery
+//! before storing it and stores it with its decision ([`route_then_store`]);
+//! [`spawn_unrouted_retry`] routes the events no router could take.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use serde_json::json;
@@ -17,7 +19,9 @@ use switchboard_model::Label;
 use crate::error::Error;
 use crate::routing::RoutingError;
 use crate::state::{Capabilities, ControlState};
-use crate::store::{DecidedBy, DraftEvent, Event, NewTodo, RecordDecision, TodoInsert, Webhook};
+use crate::store::{
+    DecidedBy, DraftEvent, Event, IngestWebhook, NewTodo, RecordDecision, TodoInsert, Webhook,
+};
 use crate::wire::{decision_json, drafted_delivery, routing_context, stored_delivery};
 
 /// The most a caller may ask a router to spend on one envelope (the router's own ceiling).
@@ -282,13 +286,14 @@ pub async fn route_one(state: &ControlState, webhook: &Webhook, event: &Event) -
 /// must not stop a delivery half way between routed and stored.
 pub async fn route_then_store(
     state: ControlState,
-    webhook: Webhook,
+    row: Arc<IngestWebhook>,
     draft: DraftEvent,
     decide_by: tokio::time::Instant,
     stored: oneshot::Sender<crate::Result<Event>>,
 ) -> Routed {
+    let webhook = &row.webhook;
     // Lazy: nothing is sent to a router until it is polled.
-    let evaluation = evaluate_one(&state, &webhook, drafted_delivery(&draft, &webhook));
+    let evaluation = evaluate_one(&state, webhook, drafted_delivery(&draft, webhook));
     tokio::pin!(evaluation);
     // No time to decide first (`ingest_decide_before_store` of zero): stored before routing.
     let early = if tokio::time::Instant::now() >= decide_by {
@@ -311,7 +316,7 @@ pub async fn route_then_store(
             };
             return match evaluation.await {
                 Ok(results) => match results.decisions.first() {
-                    Some(decision) => record(&state, &webhook, &event.id, decision)
+                    Some(decision) => record(&state, webhook, &event.id, decision)
                         .await
                         .unwrap_or(Routed::Unrouted),
                     None => Routed::Unrouted,
@@ -327,7 +332,7 @@ pub async fn route_then_store(
         store(&state, draft, None, stored).await;
         return Routed::Unrouted;
     };
-    let (label, record) = record_for(&decision, &webhook, &state.capabilities);
+    let (label, record) = record_for(&decision, webhook, &state.capabilities);
     match store(&state, draft, Some(record), stored).await {
         Some((_, todo)) => Routed::Decided {
             label,

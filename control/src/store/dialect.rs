@@ -121,6 +121,11 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "body_compression",
         include_str!("../../migrations/sqlite/0013_body_compression.sql"),
     ),
+    (
+        14,
+        "webhook_revision",
+        include_str!("../../migrations/sqlite/0014_webhook_revision.sql"),
+    ),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -187,6 +192,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         13,
         "body_compression",
         include_str!("../../migrations/postgres/0013_body_compression.sql"),
+    ),
+    (
+        14,
+        "webhook_revision",
+        include_str!("../../migrations/postgres/0014_webhook_revision.sql"),
     ),
 ];
 

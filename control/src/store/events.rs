@@ -42,6 +42,9 @@ pub struct DraftEvent {
     pub id: String,
     pub received_at: i64,
     pub new: NewEvent,
+    /// The webhook row's revision the delivery was verified and routed under (ingest's copy,
+    /// `webhook_cache`): stored only while the row is still at it. `None`: stored whatever it is.
+    pub webhook_revision: Option<i64>,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -257,7 +260,8 @@ pub(crate) async fn insert_events_in(
         let decided_by = run
             .iter()
             .any(|r| r.decided.is_some_and(|d| d.decided_by.is_some()));
-        let sql = events_insert(run.len(), decided_by);
+        let at_revision = run.iter().any(|r| r.draft.webhook_revision.is_some());
+        let sql = events_insert(run.len(), decided_by, at_revision);
         let mut query = sqlx::query(AssertSqlSafe(sql));
         for (ord, (row, (headers, decision, fault))) in run.iter().zip(&texts).enumerate() {
             let draft = row.draft;
@@ -281,6 +285,9 @@ pub(crate) async fn insert_events_in(
                     .bind(by.map(|by| by.version))
                     .bind(by.map(|by| by.digest.as_str()));
             }
+            if at_revision {
+                query = query.bind(draft.webhook_revision);
+            }
         }
         // To the end of the statement: see `store` (writes that return rows).
         let stored = query.fetch_all(&mut **tx).await?;
@@ -289,9 +296,19 @@ pub(crate) async fn insert_events_in(
             let id: String = row.try_get("id")?;
             by_id.insert(id, row);
         }
+        // A row not inserted: its webhook is gone, or (a copy's revision named) moved on.
+        let missed: Vec<&str> = run
+            .iter()
+            .filter(|r| r.draft.webhook_revision.is_some() && !by_id.contains_key(&r.draft.id))
+            .map(|r| r.draft.new.webhook_id.as_str())
+            .collect();
+        let webhooks = existing(tx, "webhooks", &missed).await?;
         for row in run {
             out.push(match by_id.get(row.draft.id.as_str()) {
                 Some(stored) => event_with(stored, row.draft.new.body.clone()),
+                None if webhooks.contains(&row.draft.new.webhook_id) => {
+                    Err(super::webhook_cache::stale_webhook())
+                }
                 None => Err(Error::not_found("webhook")),
             });
         }
@@ -329,26 +346,32 @@ pub(crate) async fn insert_events_in(
 /// The statement inserting `rows` events. With `decided_by`, each row also names the
 /// configuration its decision was made under (0010's columns); without, those columns are not
 /// named, as in the statement older schemas know (`decisions_update` does the same).
-fn events_insert(rows: usize, decided_by: bool) -> String {
-    let columns = if decided_by {
-        ", config_version, config_digest"
-    } else {
-        ""
-    };
-    let selected = if decided_by {
-        ", n.config_version, n.config_digest"
-    } else {
-        ""
-    };
+///
+/// With `at_revision`, a row naming a webhook revision (`DraftEvent::webhook_revision`) is
+/// inserted only while its webhook is at it (migration 0014's column, likewise named only then).
+fn events_insert(rows: usize, decided_by: bool, at_revision: bool) -> String {
+    let (mut columns, mut values, mut selected) = (String::new(), String::new(), String::new());
+    if decided_by {
+        columns.push_str(", config_version, config_digest");
+        selected.push_str(", n.config_version, n.config_digest");
+    }
+    values.push_str(&columns);
+    let mut width = if decided_by { 15 } else { 13 };
+    let mut check = "";
+    if at_revision {
+        values.push_str(", revision");
+        width += 1;
+        check = " WHERE n.revision IS NULL OR n.revision = w.revision";
+    }
     format!(
         "WITH n (id, delivery_id, kind, headers, body, verified, received_at, webhook_id, ord, \
-         decision, fault, routed, routed_at{columns}) AS (VALUES {}) \
+         decision, fault, routed, routed_at{values}) AS (VALUES {}) \
          INSERT INTO events (id, webhook_id, owner_scope, delivery_id, source, kind, headers, body, \
          verified, received_at, decision, fault, routed, routed_at{columns}) \
          SELECT n.id, w.id, w.owner_scope, n.delivery_id, w.source_type, n.kind, n.headers, n.body, \
          n.verified, n.received_at, n.decision, n.fault, n.routed, n.routed_at{selected} \
-         FROM n JOIN webhooks w ON w.id = n.webhook_id ORDER BY n.ord RETURNING {}",
-        multi_row::values(rows, if decided_by { 15 } else { 13 }),
+         FROM n JOIN webhooks w ON w.id = n.webhook_id{check} ORDER BY n.ord RETURNING {}",
+        multi_row::values(rows, width),
         event_columns_but_body!()
     )
 }
@@ -431,12 +454,12 @@ pub(crate) async fn record_decisions_in(
         .map(|&i| rows[i].event_id)
         .filter(|id| !updated.contains(*id))
         .collect();
-    let existing = existing_events(tx, &missed).await?;
+    let still_stored = existing(tx, "events", &missed).await?;
     let (mut todo_of, mut todos) = (Vec::new(), Vec::new());
     for &i in with_config.iter().chain(&without) {
         let row = &rows[i];
         if !updated.contains(row.event_id) {
-            out[i] = Some(Err(if existing.contains(row.event_id) {
+            out[i] = Some(Err(if still_stored.contains(row.event_id) {
                 Error::conflict("the event was routed already")
             } else {
                 Error::not_found("event")
@@ -494,16 +517,17 @@ fn decisions_update(rows: usize, decided_by: bool) -> String {
     )
 }
 
-/// Which of `ids` name a stored event.
-async fn existing_events(
+/// Which of `ids` name a row of `table` (`events` or `webhooks`).
+async fn existing(
     tx: &mut WriteTx,
+    table: &'static str,
     ids: &[&str],
 ) -> Result<std::collections::HashSet<String>> {
     let mut found = std::collections::HashSet::new();
     for run in multi_row::runs(ids.len(), multi_row::MAX_RUN) {
         let ids = &ids[run];
         let sql = format!(
-            "WITH v (event_id) AS (VALUES {}) SELECT id FROM events JOIN v ON events.id = v.event_id",
+            "WITH v (row_id) AS (VALUES {}) SELECT id FROM {table} JOIN v ON {table}.id = v.row_id",
             multi_row::values(ids.len(), 1)
         );
         let mut query = sqlx::query(AssertSqlSafe(sql));
@@ -539,6 +563,7 @@ impl Store {
             id: new_id("ev_")?,
             received_at: self.now(),
             new,
+            webhook_revision: None,
         })
     }
 

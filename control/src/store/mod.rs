@@ -27,6 +27,7 @@ mod redrives;
 mod retention;
 mod tenancy;
 mod todos;
+mod webhook_cache;
 mod webhooks;
 
 use std::sync::Arc;
@@ -62,6 +63,7 @@ pub use redrives::{
 pub use retention::{Retention, Window as RetentionWindow};
 pub use tenancy::{Human, Membership, Team};
 pub use todos::{MAX_CLAIM_TTL, NewTodo, Todo, TodoFilter, TodoInsert};
+pub use webhook_cache::{IngestWebhook, is_stale_webhook};
 pub use webhooks::{
     ConfirmPolicy, MAX_CONFIGURATION_BYTES, NewWebhook, SourceType, Webhook, is_queue_name,
 };
@@ -81,6 +83,8 @@ pub struct Store {
     group_commit: group_commit::GroupCommit,
     /// Seals webhook secrets on write and opens them on read (`crate::sealing`).
     sealing: std::sync::Arc<SealingKey>,
+    /// The webhook rows ingest read, checked at the write (`webhook_cache`).
+    webhook_cache: std::sync::Arc<webhook_cache::WebhookCache>,
 }
 
 /// Pool settings. SQLite serializes writers anyway, so its pool stays small.
@@ -175,6 +179,7 @@ impl Store {
                 },
             ),
             sealing: std::sync::Arc::new(key),
+            webhook_cache: Default::default(),
         };
         if options.migrations_up_to.is_none() {
             store.seal_plaintext_secrets().await?;

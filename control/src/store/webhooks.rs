@@ -379,6 +379,30 @@ impl Store {
             .unwrap_or(Err(Error::not_found("webhook")))
     }
 
+    /// [`Store::webhook_for_ingest`] with the row's revision (migration 0014), which an event
+    /// stored with it names (`webhook_cache`). Read here alone, so the webhook reads of older
+    /// schemas stay as they were.
+    pub(crate) async fn webhook_for_ingest_at_revision(
+        &self,
+        id: &str,
+    ) -> Result<super::webhook_cache::IngestWebhook> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            webhook_columns!(),
+            ", revision FROM webhooks WHERE id = $1"
+        ))
+        .bind(super::lookup_id(id))
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else {
+            return Err(Error::not_found("webhook"));
+        };
+        Ok(super::webhook_cache::IngestWebhook {
+            webhook: webhook(&row, &self.sealing)?,
+            revision: row.try_get("revision")?,
+        })
+    }
+
     /// The scope's webhooks, oldest first.
     pub async fn list_webhooks(&self, scope: &OwnerScope) -> Result<Vec<Webhook>> {
         let rows = sqlx::query(concat!(

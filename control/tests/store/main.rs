@@ -76,6 +76,8 @@ store_test_suite! {
         rotate_grant_and_switches,
         delete_takes_events_todos_and_history_along,
         bad_webhook_arguments_are_refused,
+        a_webhook_copy_is_trusted_only_at_its_revision,
+        upgrading_from_0013_gives_webhooks_a_revision_every_change_moves,
     ],
     events: [
         body_and_headers_round_trip_byte_exact,

@@ -312,3 +312,138 @@ pub async fn bad_webhook_arguments_are_refused(db: TestDb) {
         "no refused webhook was stored"
     );
 }
+
+/// Ingest's copy of a webhook row (issue 22, `webhook_cache`): every change to the row moves its
+/// revision — through this store, another replica's, or plain SQL — and an event stored naming
+/// a revision the row has left is refused as stale and stores nothing; at the current revision,
+/// or naming none, it is stored. The copy is kept until asked for anew.
+pub async fn a_webhook_copy_is_trusted_only_at_its_revision(db: TestDb) {
+    use switchboard_control::store::is_stale_webhook;
+    let alice = human(&db, "alice").await;
+    let wh = webhook(&db, &alice).await;
+    let copy = db.webhook_for_ingest_cached(&wh.id, false).await.unwrap();
+    assert_eq!(copy.webhook, wh);
+    let elsewhere = switchboard_control::Store::connect(&db.url, db.store.sealing_key())
+        .await
+        .expect("another replica's store");
+    let mut revisions = vec![copy.revision];
+    let current = |store: switchboard_control::Store, id: String| async move {
+        store.webhook_for_ingest_cached(&id, true).await.unwrap()
+    };
+    elsewhere
+        .set_reject_unverified(&alice, &wh.id, true)
+        .await
+        .unwrap();
+    revisions.push(current(db.store.clone(), wh.id.clone()).await.revision);
+    elsewhere
+        .rotate_webhook_secret(&alice, &wh.id, None)
+        .await
+        .unwrap();
+    revisions.push(current(db.store.clone(), wh.id.clone()).await.revision);
+    sqlx::query("UPDATE webhooks SET reject_unverified = 0 WHERE id = $1")
+        .bind(wh.id.as_str())
+        .execute(elsewhere.pool())
+        .await
+        .unwrap();
+    let now = current(db.store.clone(), wh.id.clone()).await;
+    revisions.push(now.revision);
+    assert!(
+        revisions.windows(2).all(|w| w[0] < w[1]),
+        "each change moves the revision: {revisions:?}"
+    );
+    assert!(!now.webhook.reject_unverified && now.webhook.secret != wh.secret);
+    // A fresh read replaced the copy; asked for without `fresh`, it is the new one.
+    let kept = db.webhook_for_ingest_cached(&wh.id, false).await.unwrap();
+    assert_eq!(kept.revision, now.revision);
+
+    let event = |delivery: &str| NewEvent {
+        webhook_id: wh.id.clone(),
+        delivery_id: delivery.into(),
+        kind: "push".into(),
+        headers: vec![],
+        body: b"{}".to_vec().into(),
+        verified: true,
+    };
+    let queued = RecordDecision {
+        decision: json!("queue:forge"),
+        fault: None,
+        todo: Some(NewTodo {
+            queue: "forge".into(),
+            rule_id: None,
+        }),
+        decided_by: None,
+    };
+    for decided in [None, Some(queued.clone())] {
+        let mut draft = db.draft_event(event("stale")).unwrap();
+        draft.webhook_revision = Some(copy.revision);
+        let refused = db.store_event(draft, decided.clone()).await;
+        assert!(refused.as_ref().is_err_and(is_stale_webhook), "{refused:?}");
+    }
+    let count = |sql: &'static str| {
+        let pool = db.pool().clone();
+        async move {
+            let row = sqlx::query(sql).fetch_one(&pool).await.unwrap();
+            row.try_get::<i64, _>("n").unwrap()
+        }
+    };
+    assert_eq!(count("SELECT COUNT(*) AS n FROM events").await, 0);
+    assert_eq!(count("SELECT COUNT(*) AS n FROM todos").await, 0);
+    let mut draft = db.draft_event(event("current")).unwrap();
+    draft.webhook_revision = Some(now.revision);
+    let (stored, todo) = db.store_event(draft, Some(queued.clone())).await.unwrap();
+    assert!(stored.routed && todo.is_some());
+    let draft = db.draft_event(event("any")).unwrap();
+    assert!(
+        db.store_event(draft, None).await.is_ok(),
+        "no revision named"
+    );
+
+    // Gone: `not_found`, not stale, with or without a revision.
+    elsewhere.delete_webhook(&alice, &wh.id).await.unwrap();
+    let mut draft = db.draft_event(event("gone")).unwrap();
+    draft.webhook_revision = Some(now.revision);
+    not_found(db.store_event(draft, None).await, "webhook");
+    not_found(db.webhook_for_ingest_cached(&wh.id, true).await, "webhook");
+    elsewhere.close().await;
+}
+
+/// Migration 0014 from a database written at 0013 with a webhook and events in it: everything
+/// is kept, the webhook starts at revision 0, and a change made the way an older replica makes
+/// it (an `UPDATE` that knows nothing of revisions) still moves it.
+pub async fn upgrading_from_0013_gives_webhooks_a_revision_every_change_moves(db: TestDb) {
+    use crate::harness::{ALL_MIGRATIONS, applied_migrations};
+    let url = crate::harness::second_database(&db).await;
+    let old = crate::harness::open_at(&db, &url, 13).await;
+    let alice = human(&old, "alice").await;
+    let wh = webhook(&old, &alice).await;
+    let before = old
+        .insert_event(NewEvent {
+            webhook_id: wh.id.clone(),
+            delivery_id: "d-before".into(),
+            kind: "push".into(),
+            headers: vec![("X-GitHub-Event".into(), "push".into())],
+            body: b"{\"ref\":\"main\"}".to_vec().into(),
+            verified: true,
+        })
+        .await
+        .unwrap();
+    old.close().await;
+
+    let new = switchboard_control::Store::connect(&url, db.store.sealing_key())
+        .await
+        .expect("upgrade to the current schema");
+    assert_eq!(applied_migrations(&new).await, ALL_MIGRATIONS);
+    assert_eq!(new.webhook_for_ingest(&wh.id).await.unwrap(), wh);
+    assert_eq!(new.get_event(&alice, &before.id).await.unwrap(), before);
+    let copy = new.webhook_for_ingest_cached(&wh.id, false).await.unwrap();
+    assert_eq!(copy.revision, 0);
+    sqlx::query("UPDATE webhooks SET grant_queues = '[\"forge\"]' WHERE id = $1")
+        .bind(wh.id.as_str())
+        .execute(new.pool())
+        .await
+        .unwrap();
+    let read = new.webhook_for_ingest_cached(&wh.id, true).await.unwrap();
+    assert_eq!(read.revision, 1);
+    assert_eq!(read.webhook.grant, vec!["forge"]);
+    new.close().await;
+}
