@@ -172,10 +172,12 @@ async fn metrics_are_scraped_and_the_backlog_gauges_move_with_the_work() {
         3.0,
         "every delivery counted once"
     );
-    assert_eq!(
-        total(&during, "switchboard_store_group_commit_writes_sum", &[]),
-        6.0,
-        "each delivery's two writes (event, decision) went through group commit"
+    // One write per delivery decided within `--ingest-decide-before-store-ms`, two (event,
+    // then decision) for one a loaded machine routed later than that: never none, never more.
+    let writes = total(&during, "switchboard_store_group_commit_writes_sum", &[]);
+    assert!(
+        (3.0..=6.0).contains(&writes),
+        "each delivery's writes went through group commit: {writes}"
     );
     assert!(
         total(
