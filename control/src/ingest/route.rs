@@ -139,11 +139,9 @@ pub fn record_for(
 async fn evaluate_one(
     state: &ControlState,
     webhook: &Webhook,
+    configuration: Configuration,
     delivery: StoredDelivery,
 ) -> Result<DeliveryDecisions, RoutingError> {
-    let configuration = Configuration {
-        json: webhook.configuration.to_string(),
-    };
     state
         .routers
         .evaluate_one(
@@ -176,7 +174,9 @@ pub async fn route_events(
     let mut deliveries: Vec<StoredDelivery> = events.iter().map(stored_delivery).collect();
     let results = match deliveries.pop() {
         // One fresh delivery (ingest): it may share a call with others arriving now.
-        Some(one) if deliveries.is_empty() => vec![evaluate_one(state, webhook, one).await?],
+        Some(one) if deliveries.is_empty() => {
+            vec![evaluate_one(state, webhook, configuration, one).await?]
+        }
         Some(last) => {
             deliveries.push(last);
             state
@@ -293,7 +293,11 @@ pub async fn route_then_store(
 ) -> Routed {
     let webhook = &row.webhook;
     // Lazy: nothing is sent to a router until it is polled.
-    let evaluation = evaluate_one(&state, webhook, drafted_delivery(&draft, webhook));
+    let configuration = Configuration {
+        json: row.configuration_text.clone(),
+    };
+    let delivery = drafted_delivery(&draft, webhook);
+    let evaluation = evaluate_one(&state, webhook, configuration, delivery);
     tokio::pin!(evaluation);
     // No time to decide first (`ingest_decide_before_store` of zero): stored before routing.
     let early = if tokio::time::Instant::now() >= decide_by {

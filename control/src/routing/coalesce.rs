@@ -1,6 +1,6 @@
 //! Sharing router calls between deliveries that arrive together ("natural batching").
 //!
-//! Ingest routes each delivery right after storing it. One gRPC call per delivery costs the
+//! Ingest routes each delivery as it arrives. One gRPC call per delivery costs the
 //! router more per delivery than the evaluation itself (docs/benchmarks.md). So deliveries for
 //! the same routing context and configuration queue behind the call in flight and go together
 //! in the next one: no added wait when control is idle, fewer and larger calls when it is
@@ -126,10 +126,15 @@ impl Routers {
                 queue.waiting.drain(..n).collect()
             };
             let span = batch[0].span.clone();
+            // The deliveries move into the request; each waiter keeps its event id.
+            let (waiters, deliveries): (Vec<_>, Vec<_>) = batch
+                .into_iter()
+                .map(|w| ((w.delivery.event_id.clone(), w.answer), w.delivery))
+                .unzip();
             let request = EvaluateRequest {
                 context: Some(ctx.clone()),
                 configurations: configurations.clone(),
-                deliveries: batch.iter().map(|w| w.delivery.clone()).collect(),
+                deliveries,
                 budget_ms: key.budget_ms,
                 work_class: WorkClass::Live as i32,
                 tenant: key.tenant.clone(),
@@ -141,19 +146,18 @@ impl Routers {
                         .into_iter()
                         .map(|r| (r.event_id.clone(), r))
                         .collect();
-                    for w in batch {
-                        let answer = by_event.remove(&w.delivery.event_id).ok_or_else(|| {
+                    for (event_id, answer) in waiters {
+                        let decided = by_event.remove(&event_id).ok_or_else(|| {
                             RoutingError::Refused(format!(
-                                "the router answered no decision for {}",
-                                w.delivery.event_id
+                                "the router answered no decision for {event_id}"
                             ))
                         });
-                        let _ = w.answer.send(answer);
+                        let _ = answer.send(decided);
                     }
                 }
                 Err(e) => {
-                    for w in batch {
-                        let _ = w.answer.send(Err(e.clone()));
+                    for (_, answer) in waiters {
+                        let _ = answer.send(Err(e.clone()));
                     }
                 }
             }

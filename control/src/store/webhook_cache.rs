@@ -25,6 +25,9 @@ pub struct IngestWebhook {
     pub webhook: Webhook,
     /// The row's `revision` when it was read: the event stored with it names it.
     pub revision: i64,
+    /// The configuration as the row stores it (JSON text), sent to routers as it is rather
+    /// than serialized again for every delivery.
+    pub configuration_text: String,
 }
 
 /// This process's copies, by webhook id.

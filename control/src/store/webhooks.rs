@@ -400,6 +400,7 @@ impl Store {
         Ok(super::webhook_cache::IngestWebhook {
             webhook: webhook(&row, &self.sealing)?,
             revision: row.try_get("revision")?,
+            configuration_text: row.try_get("configuration")?,
         })
     }
 
