@@ -42,6 +42,7 @@
 //! one per core), `INGEST_BENCH_ROUTERS` (router processes control balances over, default 1),
 //! `INGEST_BENCH_DB_CONNECTIONS` (the store's pool, default 8 as `switchboard control`'s),
 //! `INGEST_BENCH_WRITE_TURNS` (`0`: SQLite writers wait in SQLite's busy handler instead),
+//! `INGEST_BENCH_LOG` (`1`: control's logs on stderr instead of discarded),
 //! `INGEST_BENCH_DECIDE_BEFORE_STORE_MS` (control's `--ingest-decide-before-store-ms`; `0`:
 //! every delivery stored before it is routed, two writes each),
 //! `INGEST_BENCH_GROUP_COMMIT_WRITES` (the writes one group commit may hold in every row but
@@ -1470,9 +1471,17 @@ fn main() {
     };
     // Control logs every delivery at info, as JSON, like `switchboard control` off a terminal;
     // here into a sink, so formatting costs what it costs and nothing floods the output.
+    // INGEST_BENCH_LOG=1: to stderr instead, to see what control did.
+    let to_stderr = std::env::var("INGEST_BENCH_LOG").is_ok_and(|v| v == "1");
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
-        .with_writer(std::io::sink)
+        .with_writer(move || -> Box<dyn std::io::Write> {
+            if to_stderr {
+                Box::new(std::io::stderr())
+            } else {
+                Box::new(std::io::sink())
+            }
+        })
         .json()
         .init();
 
