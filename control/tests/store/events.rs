@@ -7,7 +7,7 @@ use switchboard_control::store::{NewEvent, NewTodo, Page, RecordDecision};
 
 use crate::harness::{
     ALL_MIGRATIONS, TestDb, applied_migrations, decision_refused_mid_transaction, human, invalid,
-    not_found, webhook,
+    not_found, queued, webhook,
 };
 
 fn payload() -> std::path::PathBuf {
@@ -582,15 +582,7 @@ pub async fn failed_writes_leave_the_next_writer_free(db: TestDb) {
                     .expect("insert");
                 let refused = decision_refused_mid_transaction();
                 assert!(store.record_decision(&stored.id, refused).await.is_err());
-                let good = RecordDecision {
-                    decision: json!("queue:triage"),
-                    fault: None,
-                    todo: Some(NewTodo {
-                        queue: "triage".into(),
-                        rule_id: None,
-                    }),
-                    decided_by: None,
-                };
+                let good = queued("triage");
                 let todo = store.record_decision(&stored.id, good).await;
                 assert!(todo.expect("record").is_some_and(|t| t.inserted));
             }
@@ -769,21 +761,13 @@ pub async fn concurrent_decided_deliveries_share_commits_and_make_each_todo_once
     let gone = webhook(&db, &alice).await.id;
     db.delete_webhook(&alice, &gone).await.unwrap();
     let before = db.group_commit_tally();
-    let queued = RecordDecision {
-        decision: json!("queue:triage"),
-        fault: None,
-        todo: Some(NewTodo {
-            queue: "triage".into(),
-            rule_id: None,
-        }),
-        decided_by: None,
-    };
+    let to_triage = queued("triage");
     let senders = (0..32).map(|s| {
-        let (store, wh, gone, queued) = (
+        let (store, wh, gone, to_triage) = (
             db.store.clone(),
             hooks[s % 2].clone(),
             gone.clone(),
-            queued.clone(),
+            to_triage.clone(),
         );
         tokio::spawn(async move {
             let mut todos = Vec::new();
@@ -792,7 +776,7 @@ pub async fn concurrent_decided_deliveries_share_commits_and_make_each_todo_once
                     .draft_event(event(&wh, &format!("d-{}-{i}", s % 16)))
                     .unwrap();
                 let (stored, todo) = store
-                    .store_event(draft, Some(queued.clone()))
+                    .store_event(draft, Some(to_triage.clone()))
                     .await
                     .expect("store");
                 assert!(stored.routed);
@@ -800,7 +784,7 @@ pub async fn concurrent_decided_deliveries_share_commits_and_make_each_todo_once
                 if i % 5 == 0 {
                     let draft = store.draft_event(event(&gone, "lost")).unwrap();
                     not_found(
-                        store.store_event(draft, Some(queued.clone())).await,
+                        store.store_event(draft, Some(to_triage.clone())).await,
                         "webhook",
                     );
                 }
@@ -858,16 +842,8 @@ async fn thirty_two_senders(db: &TestDb, store: &switchboard_control::Store) -> 
                     .insert_event(event(&wh, &format!("d-{}-{i}", s % 16)))
                     .await
                     .expect("insert");
-                let queued = RecordDecision {
-                    decision: json!("queue:triage"),
-                    fault: None,
-                    todo: Some(NewTodo {
-                        queue: "triage".into(),
-                        rule_id: None,
-                    }),
-                    decided_by: None,
-                };
-                let todo = store.record_decision(&stored.id, queued).await;
+                let to_triage = queued("triage");
+                let todo = store.record_decision(&stored.id, to_triage).await;
                 todos.push(todo.expect("record").expect("a todo"));
                 if i % 5 == 0 {
                     not_found(store.insert_event(event(&gone, "lost")).await, "webhook");

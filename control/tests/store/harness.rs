@@ -178,6 +178,19 @@ pub fn config_routing_to(queue: &str) -> serde_json::Value {
     json!({"rules": [{"id": "r-1", "when": ".kind == \"pull_request.opened\"", "action": {"queue": queue}}], "params": {}})
 }
 
+/// A decision for `queue` that makes a todo there (no rule, no configuration named).
+pub fn queued(queue: &str) -> switchboard_control::store::RecordDecision {
+    switchboard_control::store::RecordDecision {
+        decision: json!(format!("queue:{queue}")),
+        fault: None,
+        todo: Some(switchboard_control::store::NewTodo {
+            queue: queue.into(),
+            rule_id: None,
+        }),
+        decided_by: None,
+    }
+}
+
 /// A decision whose todo is refused (an empty queue) after its UPDATE of the event ran, so
 /// the transaction is dropped, not committed.
 pub fn decision_refused_mid_transaction() -> switchboard_control::store::RecordDecision {

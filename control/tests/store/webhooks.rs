@@ -6,7 +6,7 @@ use switchboard_control::store::{
     Actor, NewEvent, NewTodo, NewWebhook, Page, RecordDecision, SaveConfiguration, SourceType,
 };
 
-use crate::harness::{TestDb, human, invalid, not_found, webhook};
+use crate::harness::{TestDb, human, invalid, not_found, queued, webhook};
 
 pub async fn create_sets_version_one_and_a_strong_id(db: TestDb) {
     let alice = human(&db, "alice").await;
@@ -364,16 +364,8 @@ pub async fn a_webhook_copy_is_trusted_only_at_its_revision(db: TestDb) {
         body: b"{}".to_vec().into(),
         verified: true,
     };
-    let queued = RecordDecision {
-        decision: json!("queue:forge"),
-        fault: None,
-        todo: Some(NewTodo {
-            queue: "forge".into(),
-            rule_id: None,
-        }),
-        decided_by: None,
-    };
-    for decided in [None, Some(queued.clone())] {
+    let to_forge = queued("forge");
+    for decided in [None, Some(to_forge.clone())] {
         let mut draft = db.draft_event(event("stale")).unwrap();
         draft.webhook_revision = Some(copy.revision);
         let refused = db.store_event(draft, decided.clone()).await;
@@ -390,7 +382,7 @@ pub async fn a_webhook_copy_is_trusted_only_at_its_revision(db: TestDb) {
     assert_eq!(count("SELECT COUNT(*) AS n FROM todos").await, 0);
     let mut draft = db.draft_event(event("current")).unwrap();
     draft.webhook_revision = Some(now.revision);
-    let (stored, todo) = db.store_event(draft, Some(queued.clone())).await.unwrap();
+    let (stored, todo) = db.store_event(draft, Some(to_forge.clone())).await.unwrap();
     assert!(stored.routed && todo.is_some());
     let draft = db.draft_event(event("any")).unwrap();
     assert!(
