@@ -48,6 +48,7 @@ pub struct Metrics {
     sandbox_cpu: Counter<f64>,
     plan_confirms: Counter<u64>,
     ingest_refusals: Counter<u64>,
+    ingest_stored: Counter<u64>,
     router_ejections: Counter<u64>,
     retention_purged: Counter<u64>,
     group_commit_writes: Histogram<u64>,
@@ -122,6 +123,10 @@ pub fn metrics() -> &'static Metrics {
             ingest_refusals: meter
                 .u64_counter("switchboard.ingest.refusals")
                 .with_description("Ingest requests refused before a delivery was stored, by reason (connections, slow_body, rate_limited, backlog_full)")
+                .build(),
+            ingest_stored: meter
+                .u64_counter("switchboard.ingest.stored")
+                .with_description("Deliveries stored on the routing path, by how: with_decision (one write) or before_decision (routing late or no router: stored first, decided later)")
                 .build(),
             router_ejections: meter
                 .u64_counter("switchboard.routing.ejections")
@@ -204,6 +209,12 @@ impl Metrics {
     pub fn ingest_refusal(&self, reason: &'static str) {
         self.ingest_refusals
             .add(1, &[KeyValue::new("reason", reason)]);
+    }
+
+    /// A delivery stored on the routing path: `with_decision` (decided in time, one write) or
+    /// `before_decision` (stored first: routing was late or no router answered).
+    pub fn ingest_stored(&self, how: &'static str) {
+        self.ingest_stored.add(1, &[KeyValue::new("how", how)]);
     }
 
     /// A router ejected from the balancer.

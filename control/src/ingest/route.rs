@@ -354,8 +354,14 @@ async fn store(
     decided: Option<RecordDecision>,
     stored: oneshot::Sender<crate::Result<Event>>,
 ) -> Option<(Event, Option<TodoInsert>)> {
+    let how = if decided.is_some() {
+        "with_decision"
+    } else {
+        "before_decision"
+    };
     match state.store.store_event(draft, decided).await {
         Ok((event, todo)) => {
+            switchboard_telemetry::metrics().ingest_stored(how);
             let _ = stored.send(Ok(event.clone()));
             Some((event, todo))
         }
