@@ -292,11 +292,11 @@ pub async fn route_then_store(
     stored: oneshot::Sender<crate::Result<Event>>,
 ) -> Routed {
     let webhook = &row.webhook;
-    // Lazy: nothing is sent to a router until it is polled.
     let configuration = Configuration {
         json: row.configuration_text.clone(),
     };
     let delivery = drafted_delivery(&draft, webhook);
+    // Lazy: nothing is sent to a router until it is polled.
     let evaluation = evaluate_one(&state, webhook, configuration, delivery);
     tokio::pin!(evaluation);
     // No time to decide first (`ingest_decide_before_store` of zero): stored before routing.
