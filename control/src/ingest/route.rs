@@ -303,41 +303,29 @@ pub async fn route_then_store(
     let early = if tokio::time::Instant::now() >= decide_by {
         None
     } else {
-        Some(tokio::time::timeout_at(decide_by, &mut evaluation).await)
+        tokio::time::timeout_at(decide_by, &mut evaluation)
+            .await
+            .ok()
     };
-    let early = match early {
-        Some(Ok(Ok(results))) => results.decisions.into_iter().next().ok_or_else(|| {
-            tracing::warn!(event = %draft.id, "the router answered no decision for an event; left unrouted");
-        }),
-        Some(Ok(Err(e))) => {
-            tracing::warn!(event = %draft.id, webhook = %webhook.id, error = %e.log_text(), "event stored unrouted");
-            Err(())
-        }
-        None | Some(Err(_)) => {
-            // Durable now, whatever the router does; its decision is recorded when it comes.
-            let Some((event, _)) = store(&state, draft, None, stored).await else {
-                return Routed::Unrouted;
-            };
-            return match evaluation.await {
-                Ok(results) => match results.decisions.first() {
-                    Some(decision) => record(&state, webhook, &event.id, decision)
-                        .await
-                        .unwrap_or(Routed::Unrouted),
-                    None => Routed::Unrouted,
-                },
-                Err(e) => {
-                    tracing::warn!(event = %event.id, webhook = %webhook.id, error = %e.log_text(), "event stored unrouted");
-                    Routed::Unrouted
-                }
-            };
-        }
+    let Some(answer) = early else {
+        // Late: durable now, whatever the router does; its decision is recorded when it comes.
+        let Some((event_id, _)) = store_draft(&state, draft, None, stored).await else {
+            return Routed::Unrouted;
+        };
+        let decision = decision_of(evaluation.await, &event_id, &webhook.id);
+        return match decision {
+            Some(decision) => record(&state, webhook, &event_id, &decision)
+                .await
+                .unwrap_or(Routed::Unrouted),
+            None => Routed::Unrouted,
+        };
     };
-    let Ok(decision) = early else {
-        store(&state, draft, None, stored).await;
+    let Some(decision) = decision_of(answer, &draft.id, &webhook.id) else {
+        store_draft(&state, draft, None, stored).await;
         return Routed::Unrouted;
     };
     let (label, record) = record_for(&decision, webhook, &state.capabilities);
-    match store(&state, draft, Some(record), stored).await {
+    match store_draft(&state, draft, Some(record), stored).await {
         Some((_, todo)) => Routed::Decided {
             label,
             todo: todo.map(Box::new),
@@ -346,14 +334,36 @@ pub async fn route_then_store(
     }
 }
 
-/// Stores `draft` as [`route_then_store`] does and tells `stored`; the event and its todo
-/// when it is stored.
-async fn store(
+/// The decision a router's answer holds for one delivery; `None`, and a warning, when no
+/// router answered or the answer holds none: the event is (or stays) stored unrouted.
+fn decision_of(
+    answer: Result<DeliveryDecisions, RoutingError>,
+    event_id: &str,
+    webhook_id: &str,
+) -> Option<Decision> {
+    match answer {
+        Ok(results) => {
+            let decision = results.decisions.into_iter().next();
+            if decision.is_none() {
+                tracing::warn!(event = %event_id, "the router answered no decision for an event; left unrouted");
+            }
+            decision
+        }
+        Err(e) => {
+            tracing::warn!(event = %event_id, webhook = %webhook_id, error = %e.log_text(), "event stored unrouted");
+            None
+        }
+    }
+}
+
+/// Stores `draft` as [`route_then_store`] does and hands the stored event to `stored`; its id
+/// and todo when it is stored.
+async fn store_draft(
     state: &ControlState,
     draft: DraftEvent,
     decided: Option<RecordDecision>,
     stored: oneshot::Sender<crate::Result<Event>>,
-) -> Option<(Event, Option<TodoInsert>)> {
+) -> Option<(String, Option<TodoInsert>)> {
     let how = if decided.is_some() {
         "with_decision"
     } else {
@@ -362,8 +372,9 @@ async fn store(
     match state.store.store_event(draft, decided).await {
         Ok((event, todo)) => {
             switchboard_telemetry::metrics().ingest_stored(how);
-            let _ = stored.send(Ok(event.clone()));
-            Some((event, todo))
+            let event_id = event.id.clone();
+            let _ = stored.send(Ok(event));
+            Some((event_id, todo))
         }
         Err(e) => {
             let _ = stored.send(Err(e));

@@ -350,26 +350,30 @@ pub(crate) async fn insert_events_in(
 /// With `at_revision`, a row naming a webhook revision (`DraftEvent::webhook_revision`) is
 /// inserted only while its webhook is at it (migration 0014's column, likewise named only then).
 fn events_insert(rows: usize, decided_by: bool, at_revision: bool) -> String {
-    let (mut columns, mut values, mut selected) = (String::new(), String::new(), String::new());
-    if decided_by {
-        columns.push_str(", config_version, config_digest");
-        selected.push_str(", n.config_version, n.config_digest");
-    }
-    values.push_str(&columns);
-    let mut width = if decided_by { 15 } else { 13 };
-    let mut check = "";
-    if at_revision {
-        values.push_str(", revision");
-        width += 1;
-        check = " WHERE n.revision IS NULL OR n.revision = w.revision";
-    }
+    let (by_columns, by_values) = if decided_by {
+        (
+            ", config_version, config_digest",
+            ", n.config_version, n.config_digest",
+        )
+    } else {
+        ("", "")
+    };
+    let (revision, check) = if at_revision {
+        (
+            ", revision",
+            " WHERE n.revision IS NULL OR n.revision = w.revision",
+        )
+    } else {
+        ("", "")
+    };
+    let width = 13 + 2 * usize::from(decided_by) + usize::from(at_revision);
     format!(
         "WITH n (id, delivery_id, kind, headers, body, verified, received_at, webhook_id, ord, \
-         decision, fault, routed, routed_at{values}) AS (VALUES {}) \
+         decision, fault, routed, routed_at{by_columns}{revision}) AS (VALUES {}) \
          INSERT INTO events (id, webhook_id, owner_scope, delivery_id, source, kind, headers, body, \
-         verified, received_at, decision, fault, routed, routed_at{columns}) \
+         verified, received_at, decision, fault, routed, routed_at{by_columns}) \
          SELECT n.id, w.id, w.owner_scope, n.delivery_id, w.source_type, n.kind, n.headers, n.body, \
-         n.verified, n.received_at, n.decision, n.fault, n.routed, n.routed_at{selected} \
+         n.verified, n.received_at, n.decision, n.fault, n.routed, n.routed_at{by_values} \
          FROM n JOIN webhooks w ON w.id = n.webhook_id{check} ORDER BY n.ord RETURNING {}",
         multi_row::values(rows, width),
         event_columns_but_body!()
