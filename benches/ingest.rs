@@ -45,6 +45,8 @@
 //! `INGEST_BENCH_LOG` (`1`: control's logs on stderr instead of discarded),
 //! `INGEST_BENCH_DECIDE_BEFORE_STORE_MS` (control's `--ingest-decide-before-store-ms`; `0`:
 //! every delivery stored before it is routed, two writes each),
+//! `INGEST_BENCH_ONE_STATEMENT` (`0`: on PostgreSQL a group commit of events takes `BEGIN`,
+//! its inserts and `COMMIT` instead of one statement),
 //! `INGEST_BENCH_GROUP_COMMIT_WRITES` (the writes one group commit may hold in every row but
 //! raw, default 64 as `switchboard control`'s; `1`: group commit off),
 //! `INGEST_BENCH_HUNG` (`1`: the first of the routers is SIGSTOPped for every run: the
@@ -430,6 +432,8 @@ async fn fresh_db(
             },
             ..GroupCommitBounds::default()
         },
+        postgres_one_statement: std::env::var("INGEST_BENCH_ONE_STATEMENT")
+            .map_or(true, |v| v.trim() != "0"),
         ..StoreOptions::default()
     };
     let store = Store::connect_with(&url, options)

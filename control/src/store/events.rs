@@ -245,49 +245,14 @@ pub(crate) async fn insert_events_in(
     let mut out = Vec::with_capacity(rows.len());
     for run in multi_row::runs(rows.len(), multi_row::MAX_RUN) {
         let run = &rows[run];
-        let mut texts = Vec::with_capacity(run.len());
-        for row in run {
-            let headers = serde_json::to_string(&row.draft.new.headers)?;
-            let (decision, fault) = match row.decided {
-                Some(d) => (
-                    Some(serde_json::to_string(&d.decision)?),
-                    d.fault.as_ref().map(serde_json::to_string).transpose()?,
-                ),
-                None => (None, None),
-            };
-            texts.push((headers, decision, fault));
-        }
-        let decided_by = run
+        let columns = InsertColumns::of(run, false);
+        let texts = run
             .iter()
-            .any(|r| r.decided.is_some_and(|d| d.decided_by.is_some()));
-        let at_revision = run.iter().any(|r| r.draft.webhook_revision.is_some());
-        let sql = events_insert(run.len(), decided_by, at_revision);
-        let mut query = sqlx::query(AssertSqlSafe(sql));
-        for (ord, (row, (headers, decision, fault))) in run.iter().zip(&texts).enumerate() {
-            let draft = row.draft;
-            query = query
-                .bind(draft.id.as_str())
-                .bind(draft.new.delivery_id.as_str())
-                .bind(draft.new.kind.as_str())
-                .bind(headers.as_str())
-                .bind(draft.new.body.as_ref())
-                .bind(i32::from(draft.new.verified))
-                .bind(draft.received_at)
-                .bind(draft.new.webhook_id.as_str())
-                .bind(ord as i64)
-                .bind(decision.as_deref())
-                .bind(fault.as_deref())
-                .bind(i32::from(row.decided.is_some()))
-                .bind(row.decided.map(|_| draft.received_at));
-            if decided_by {
-                let by = row.decided.and_then(|d| d.decided_by.as_ref());
-                query = query
-                    .bind(by.map(|by| by.version))
-                    .bind(by.map(|by| by.digest.as_str()));
-            }
-            if at_revision {
-                query = query.bind(draft.webhook_revision);
-            }
+            .map(|row| RowTexts::of(row, columns))
+            .collect::<Result<Vec<_>>>()?;
+        let mut query = sqlx::query(AssertSqlSafe(events_insert(run.len(), columns)));
+        for (ord, (row, texts)) in run.iter().zip(&texts).enumerate() {
+            query = bind_row(query, row, texts, ord, columns);
         }
         // To the end of the statement: see `store` (writes that return rows).
         let stored = query.fetch_all(&mut **tx).await?;
@@ -343,14 +308,119 @@ pub(crate) async fn insert_events_in(
         .collect())
 }
 
-/// The statement inserting `rows` events. With `decided_by`, each row also names the
-/// configuration its decision was made under (0010's columns); without, those columns are not
-/// named, as in the statement older schemas know (`decisions_update` does the same).
-///
-/// With `at_revision`, a row naming a webhook revision (`DraftEvent::webhook_revision`) is
-/// inserted only while its webhook is at it (migration 0014's column, likewise named only then).
-fn events_insert(rows: usize, decided_by: bool, at_revision: bool) -> String {
-    let (by_columns, by_values) = if decided_by {
+/// Which optional columns a statement inserting events names. `decided_by`: the configuration
+/// a decision was made under (0010's columns); without, they are not named, as in the statement
+/// older schemas know (`decisions_update` does the same). `at_revision`: a row naming a webhook
+/// revision (`DraftEvent::webhook_revision`) is inserted only while its webhook is at it
+/// (migration 0014's column, likewise named only then). `todos`: each row also carries the todo
+/// its decision makes, for the one-statement write ([`insert_events_at_once`]).
+#[derive(Clone, Copy)]
+struct InsertColumns {
+    decided_by: bool,
+    at_revision: bool,
+    todos: bool,
+}
+
+impl InsertColumns {
+    fn of(rows: &[EventRow<'_>], todos: bool) -> InsertColumns {
+        InsertColumns {
+            decided_by: rows
+                .iter()
+                .any(|r| r.decided.is_some_and(|d| d.decided_by.is_some())),
+            at_revision: rows.iter().any(|r| r.draft.webhook_revision.is_some()),
+            todos,
+        }
+    }
+
+    fn width(self) -> usize {
+        13 + 2 * usize::from(self.decided_by)
+            + usize::from(self.at_revision)
+            + 3 * usize::from(self.todos)
+    }
+}
+
+/// The texts one row stores: its headers, its decision and fault when decided, and with
+/// [`InsertColumns::todos`] the id of the todo its decision makes.
+struct RowTexts {
+    headers: String,
+    decision: Option<String>,
+    fault: Option<String>,
+    todo_id: Option<String>,
+}
+
+impl RowTexts {
+    fn of(row: &EventRow<'_>, columns: InsertColumns) -> Result<RowTexts> {
+        let todo = row.decided.and_then(|d| d.todo.as_ref());
+        if todo.is_some_and(|t| t.queue.is_empty()) {
+            return Err(Error::invalid("queue", "must not be empty"));
+        }
+        let (decision, fault) = match row.decided {
+            Some(d) => (
+                Some(serde_json::to_string(&d.decision)?),
+                d.fault.as_ref().map(serde_json::to_string).transpose()?,
+            ),
+            None => (None, None),
+        };
+        Ok(RowTexts {
+            headers: serde_json::to_string(&row.draft.new.headers)?,
+            decision,
+            fault,
+            todo_id: match todo {
+                Some(_) if columns.todos => Some(new_id("td_")?),
+                _ => None,
+            },
+        })
+    }
+}
+
+type AnyQuery<'q> = sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>;
+
+/// Binds one row of the `n` list [`events_values`] declares, in its column order.
+fn bind_row<'q>(
+    query: AnyQuery<'q>,
+    row: &'q EventRow<'_>,
+    texts: &'q RowTexts,
+    ord: usize,
+    columns: InsertColumns,
+) -> AnyQuery<'q> {
+    let draft = row.draft;
+    let mut query = query
+        .bind(draft.id.as_str())
+        .bind(draft.new.delivery_id.as_str())
+        .bind(draft.new.kind.as_str())
+        .bind(texts.headers.as_str())
+        .bind(draft.new.body.as_ref())
+        .bind(i32::from(draft.new.verified))
+        .bind(draft.received_at)
+        .bind(draft.new.webhook_id.as_str())
+        .bind(ord as i64)
+        .bind(texts.decision.as_deref())
+        .bind(texts.fault.as_deref())
+        .bind(i32::from(row.decided.is_some()))
+        .bind(row.decided.map(|_| draft.received_at));
+    if columns.decided_by {
+        let by = row.decided.and_then(|d| d.decided_by.as_ref());
+        query = query
+            .bind(by.map(|by| by.version))
+            .bind(by.map(|by| by.digest.as_str()));
+    }
+    if columns.at_revision {
+        query = query.bind(draft.webhook_revision);
+    }
+    if columns.todos {
+        let todo = row.decided.and_then(|d| d.todo.as_ref());
+        query = query
+            .bind(texts.todo_id.as_deref())
+            .bind(todo.map(|t| t.queue.as_str()))
+            .bind(todo.and_then(|t| t.rule_id.as_deref()));
+    }
+    query
+}
+
+/// The rows to insert, as `WITH n (…) AS (VALUES …)`, and the `INSERT INTO events` that takes
+/// them (without its `RETURNING`): one definition for both ways of writing a batch.
+fn events_values(rows: usize, columns: InsertColumns) -> (String, String) {
+    let (by_columns, by_values) = if columns.decided_by {
         (
             ", config_version, config_digest",
             ", n.config_version, n.config_digest",
@@ -358,7 +428,7 @@ fn events_insert(rows: usize, decided_by: bool, at_revision: bool) -> String {
     } else {
         ("", "")
     };
-    let (revision, check) = if at_revision {
+    let (revision, check) = if columns.at_revision {
         (
             ", revision",
             " WHERE n.revision IS NULL OR n.revision = w.revision",
@@ -366,18 +436,138 @@ fn events_insert(rows: usize, decided_by: bool, at_revision: bool) -> String {
     } else {
         ("", "")
     };
-    let width = 13 + 2 * usize::from(decided_by) + usize::from(at_revision);
-    format!(
-        "WITH n (id, delivery_id, kind, headers, body, verified, received_at, webhook_id, ord, \
-         decision, fault, routed, routed_at{by_columns}{revision}) AS (VALUES {}) \
-         INSERT INTO events (id, webhook_id, owner_scope, delivery_id, source, kind, headers, body, \
-         verified, received_at, decision, fault, routed, routed_at{by_columns}) \
-         SELECT n.id, w.id, w.owner_scope, n.delivery_id, w.source_type, n.kind, n.headers, n.body, \
-         n.verified, n.received_at, n.decision, n.fault, n.routed, n.routed_at{by_values} \
-         FROM n JOIN webhooks w ON w.id = n.webhook_id{check} ORDER BY n.ord RETURNING {}",
-        multi_row::values(rows, width),
-        event_columns_but_body!()
+    let todo = if columns.todos {
+        ", new_todo_id, queue, rule_id"
+    } else {
+        ""
+    };
+    (
+        format!(
+            "WITH n (id, delivery_id, kind, headers, body, verified, received_at, webhook_id, ord, \
+             decision, fault, routed, routed_at{by_columns}{revision}{todo}) AS (VALUES {})",
+            multi_row::values(rows, columns.width()),
+        ),
+        format!(
+            "INSERT INTO events (id, webhook_id, owner_scope, delivery_id, source, kind, headers, \
+             body, verified, received_at, decision, fault, routed, routed_at{by_columns}) \
+             SELECT n.id, w.id, w.owner_scope, n.delivery_id, w.source_type, n.kind, n.headers, \
+             n.body, n.verified, n.received_at, n.decision, n.fault, n.routed, \
+             n.routed_at{by_values} FROM n JOIN webhooks w ON w.id = n.webhook_id{check} \
+             ORDER BY n.ord"
+        ),
     )
+}
+
+/// The statement inserting `rows` events, answering each stored one.
+fn events_insert(rows: usize, columns: InsertColumns) -> String {
+    let (with_n, insert) = events_values(rows, columns);
+    format!("{with_n} {insert} RETURNING {}", event_columns_but_body!())
+}
+
+/// PostgreSQL only: the events and the todos of the decided ones in one statement (a
+/// data-modifying `WITH`), answering one row per `n` row: `draft_id`, `webhook_found` (its
+/// webhook's id, or NULL when gone), the stored event's columns (NULL when not inserted) and its
+/// new todo's, named `todo_…` (NULL when none was made).
+fn events_and_todos_insert(rows: usize, columns: InsertColumns) -> String {
+    let (with_n, insert) = events_values(rows, columns);
+    format!(
+        "{with_n}, e AS ({insert} RETURNING {}), \
+         t AS (INSERT INTO todos (id, owner_scope, webhook_id, event_id, delivery_id, verified, \
+         queue, rule_id, created_at) \
+         SELECT n.new_todo_id, e.owner_scope, e.webhook_id, e.id, e.delivery_id, e.verified, \
+         n.queue, n.rule_id, n.received_at FROM n JOIN e ON e.id = n.id \
+         WHERE n.queue IS NOT NULL ORDER BY n.ord \
+         ON CONFLICT (webhook_id, delivery_id, verified) DO NOTHING RETURNING {}) \
+         SELECT n.id AS draft_id, w.id AS webhook_found, e.*, t.* FROM n \
+         LEFT JOIN webhooks w ON w.id = n.webhook_id LEFT JOIN e ON e.id = n.id \
+         LEFT JOIN t ON t.todo_event_id = n.id ORDER BY n.ord",
+        event_columns_but_body!(),
+        super::todos::todo_columns_beside_event(),
+    )
+}
+
+/// PostgreSQL only: stores `rows` — each event, and the todo of each decided one — with one
+/// statement sent on its own, so it commits by itself: one round trip and one WAL flush for
+/// the whole batch, where [`insert_events_in`] takes `BEGIN`, a statement per run, the todos'
+/// and `COMMIT`. The answers are [`insert_events_in`]'s. `Err` is a failed statement, which
+/// wrote nothing.
+pub(crate) async fn insert_events_at_once(
+    conn: &mut sqlx::AnyConnection,
+    rows: &[EventRow<'_>],
+) -> Result<Vec<Result<(Event, Option<TodoInsert>)>>> {
+    let columns = InsertColumns::of(rows, true);
+    let texts = rows
+        .iter()
+        .map(|row| RowTexts::of(row, columns))
+        .collect::<Result<Vec<_>>>()?;
+    let sql = events_and_todos_insert(rows.len(), columns);
+    let mut query = sqlx::query(AssertSqlSafe(sql));
+    for (ord, (row, texts)) in rows.iter().zip(&texts).enumerate() {
+        query = bind_row(query, row, texts, ord, columns);
+    }
+    let answered = query.fetch_all(&mut *conn).await?;
+    if answered.len() != rows.len() {
+        return Err(Error::internal(
+            "the batch's statement answered another count of rows",
+        ));
+    }
+    // A decided row whose todo was not made: its delivery's once-key had one already (a
+    // redelivery), now committed; it is read as the transactional path reads it.
+    let mut redelivered = Vec::new();
+    let mut out = Vec::with_capacity(rows.len());
+    for (row, answer) in rows.iter().zip(&answered) {
+        let draft_id: String = answer.try_get("draft_id")?;
+        if draft_id != row.draft.id {
+            return Err(Error::internal(
+                "the batch's statement answered out of order",
+            ));
+        }
+        let stored: Option<String> = answer.try_get("id")?;
+        if stored.is_none() {
+            let found: Option<String> = answer.try_get("webhook_found")?;
+            out.push(Err(
+                if found.is_some() && row.draft.webhook_revision.is_some() {
+                    super::webhook_cache::stale_webhook()
+                } else {
+                    Error::not_found("webhook")
+                },
+            ));
+            continue;
+        }
+        let event = event_with(answer, row.draft.new.body.clone())?;
+        let made: Option<String> = answer.try_get("todo_id")?;
+        let todo = match (row.decided.and_then(|d| d.todo.as_ref()), made) {
+            (None, _) => None,
+            (Some(_), Some(_)) => Some(TodoInsert {
+                todo: super::todos::todo_beside_event(answer)?,
+                inserted: true,
+            }),
+            (Some(_), None) => {
+                redelivered.push(row.draft.id.as_str());
+                None
+            }
+        };
+        out.push(Ok((event, todo)));
+    }
+    if !redelivered.is_empty() {
+        let mut found = super::todos::todos_of_events(conn, &redelivered).await?;
+        for (row, stored) in rows.iter().zip(out.iter_mut()) {
+            if let Ok((_, todo @ None)) = stored
+                && redelivered.contains(&row.draft.id.as_str())
+            {
+                match found.remove(row.draft.id.as_str()) {
+                    Some(existing) => {
+                        *todo = Some(TodoInsert {
+                            todo: existing,
+                            inserted: false,
+                        })
+                    }
+                    None => *stored = Err(Error::not_found("event")),
+                }
+            }
+        }
+    }
+    Ok(out)
 }
 
 /// A decision to record in a group commit, on an event not routed yet.

@@ -18,17 +18,24 @@
 //! others their answer. Writes are idempotent across that retry: the event id and arrival time
 //! are chosen before the first try, the decision is an UPDATE of that event, the todo is the
 //! once-key insert.
+//!
+//! On PostgreSQL a batch of events alone (ingest's, when its router answered in time) skips the
+//! transaction: one statement writes the events and their todos and commits by itself
+//! (`events::insert_events_at_once`), on a connection the committer keeps between batches —
+//! one round trip per batch instead of five.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use sqlx::AnyPool;
+use sqlx::pool::PoolConnection;
+use sqlx::{Any, AnyPool};
 use tokio::sync::{mpsc, oneshot};
 
 use super::Event;
 use super::dialect::{self, Backend, WriteTurns, WriteTx};
 use super::events::{
-    DecisionRow, DraftEvent, EventRow, RecordDecision, insert_events_in, record_decisions_in,
+    DecisionRow, DraftEvent, EventRow, RecordDecision, insert_events_at_once, insert_events_in,
+    record_decisions_in,
 };
 use super::todos::TodoInsert;
 use crate::error::{Error, Result};
@@ -147,6 +154,21 @@ struct Committer {
     turns: WriteTurns,
     bounds: Bounds,
     tally: Arc<Tally>,
+    /// PostgreSQL: batches of events alone go in one statement (`in_one_statement`).
+    one_statement: bool,
+    /// PostgreSQL: the connection this committer writes batches of events on with one
+    /// statement each, kept from one batch to the next (no pool checkout and ping per batch).
+    /// Closed after any failure on it, and let go when the pool closes.
+    held: Option<PoolConnection<Any>>,
+}
+
+/// What a committer waited for.
+enum Next {
+    Batch(Vec<Write>),
+    /// Every `Store` is gone: nothing more will come.
+    Ended,
+    /// The pool is closing: let go of the connection held.
+    Closing,
 }
 
 /// The writes waiting, shared by the committers, and the one a batch left for the next.
@@ -175,22 +197,42 @@ impl Committer {
     /// Takes a batch while no other committer is taking one, then commits it while the next
     /// committer takes the next: PostgreSQL's commits (each an fsync) overlap; SQLite's one
     /// committer gathers while nothing else can write anyway.
-    async fn run(self, intake: Arc<tokio::sync::Mutex<Intake>>) {
+    async fn run(mut self, intake: Arc<tokio::sync::Mutex<Intake>>) {
         loop {
-            let batch = {
+            let bounds = self.bounds;
+            let next = async {
                 let mut intake = intake.lock().await;
                 let first = match intake.carried.take() {
                     Some(w) => w,
                     None => match intake.queue.recv().await {
                         Some(w) => w,
-                        None => return,
+                        None => return Next::Ended,
                     },
                 };
                 let queue = &mut intake.queue;
-                let (batch, rest) =
-                    gather(first, Write::weight, || queue.try_recv().ok(), self.bounds);
+                let (batch, rest) = gather(first, Write::weight, || queue.try_recv().ok(), bounds);
                 intake.carried = rest;
-                batch
+                Next::Batch(batch)
+            };
+            // Both waits are cancel-safe: a write is taken from the queue only once nothing
+            // else can stop the gathering.
+            let next = if self.held.is_some() {
+                let closing = self.pool.close_event();
+                tokio::select! {
+                    biased;
+                    () = closing => Next::Closing,
+                    next = next => next,
+                }
+            } else {
+                next.await
+            };
+            let batch = match next {
+                Next::Batch(batch) => batch,
+                Next::Ended => return,
+                Next::Closing => {
+                    self.held = None;
+                    continue;
+                }
             };
             self.tally
                 .writes
@@ -200,8 +242,8 @@ impl Committer {
     }
 
     /// One transaction for the whole batch; if anything in it fails, each write alone.
-    async fn commit(&self, batch: Vec<Write>) {
-        if batch.len() > 1 {
+    async fn commit(&mut self, batch: Vec<Write>) {
+        if batch.len() > 1 || self.in_one_statement(&batch) {
             match self.together(&batch).await {
                 Ok(results) => {
                     for (write, done) in batch.into_iter().zip(results) {
@@ -226,7 +268,10 @@ impl Committer {
         }
     }
 
-    async fn together(&self, batch: &[Write]) -> Result<Vec<Done>> {
+    async fn together(&mut self, batch: &[Write]) -> Result<Vec<Done>> {
+        if self.in_one_statement(batch) {
+            return self.at_once(batch).await;
+        }
         let mut tx = dialect::begin_write(&self.pool, self.backend, &self.turns).await?;
         // A write refused on its own (its webhook or event gone, its event routed already)
         // wrote nothing, and the others commit without it; a failed statement drops the
@@ -236,6 +281,47 @@ impl Committer {
         self.tally.commits.fetch_add(1, Ordering::Relaxed);
         switchboard_telemetry::metrics().group_commit(batch.len());
         Ok(results)
+    }
+}
+
+impl Committer {
+    /// A batch of events alone, on PostgreSQL, goes in one statement that commits by itself
+    /// (`insert_events_at_once`): what ingest writes when its router answers in time. A batch
+    /// longer than one statement's run (`--group-commit-writes` over 64) takes the transaction.
+    fn in_one_statement(&self, batch: &[Write]) -> bool {
+        self.one_statement
+            && batch.len() <= super::multi_row::MAX_RUN
+            && batch.iter().all(|w| matches!(w, Write::Event { .. }))
+    }
+
+    async fn at_once(&mut self, batch: &[Write]) -> Result<Vec<Done>> {
+        let mut conn = match self.held.take() {
+            Some(conn) => conn,
+            None => self.pool.acquire().await?,
+        };
+        let rows: Vec<EventRow<'_>> = batch
+            .iter()
+            .filter_map(|write| match write {
+                Write::Event { draft, decided, .. } => Some(EventRow {
+                    draft,
+                    decided: decided.as_ref(),
+                }),
+                Write::Decision { .. } => None,
+            })
+            .collect();
+        match insert_events_at_once(&mut conn, &rows).await {
+            Ok(stored) => {
+                self.held = Some(conn);
+                self.tally.commits.fetch_add(1, Ordering::Relaxed);
+                switchboard_telemetry::metrics().group_commit(batch.len());
+                Ok(stored.into_iter().map(Done::Event).collect())
+            }
+            Err(e) => {
+                // Whatever failed, the next batch starts on a connection the pool has checked.
+                conn.close_on_drop();
+                Err(e)
+            }
+        }
     }
 }
 
@@ -314,6 +400,8 @@ pub(crate) struct GroupCommit {
     queue: Arc<Mutex<Option<mpsc::UnboundedSender<Write>>>>,
     bounds: Bounds,
     committers: usize,
+    /// PostgreSQL: a batch of events alone is written with one statement.
+    one_statement: bool,
     tally: Arc<Tally>,
 }
 
@@ -322,6 +410,7 @@ impl std::fmt::Debug for GroupCommit {
         f.debug_struct("GroupCommit")
             .field("bounds", &self.bounds)
             .field("committers", &self.committers)
+            .field("one_statement", &self.one_statement)
             .finish()
     }
 }
@@ -330,11 +419,12 @@ impl GroupCommit {
     /// `committers` batches may be committing at once: one on SQLite (one writer at a time
     /// is all it has), a few on PostgreSQL (rows are locked, not the database, and a commit's
     /// fsync is worth overlapping with gathering and writing the next batch).
-    pub(crate) fn new(bounds: Bounds, committers: usize) -> GroupCommit {
+    pub(crate) fn new(bounds: Bounds, committers: usize, one_statement: bool) -> GroupCommit {
         GroupCommit {
             queue: Arc::default(),
             bounds,
             committers: committers.max(1),
+            one_statement,
             tally: Arc::default(),
         }
     }
@@ -393,6 +483,8 @@ impl GroupCommit {
                             turns: turns.clone(),
                             bounds: self.bounds,
                             tally: Arc::clone(&self.tally),
+                            one_statement: self.one_statement,
+                            held: None,
                         };
                         tokio::spawn(committer.run(Arc::clone(&intake)));
                     }

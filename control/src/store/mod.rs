@@ -102,6 +102,9 @@ pub struct StoreOptions {
     pub migrations_up_to: Option<i64>,
     /// How much one group commit of ingest's writes may hold (`group_commit`).
     pub group_commit: GroupCommitBounds,
+    /// PostgreSQL: a group commit of events alone goes in one statement that commits by itself
+    /// (`events::insert_events_at_once`). On by default; off only to measure.
+    pub postgres_one_statement: bool,
 }
 
 impl Default for StoreOptions {
@@ -113,6 +116,7 @@ impl Default for StoreOptions {
             migrations_up_to: None,
             sealing_key: None,
             group_commit: GroupCommitBounds::default(),
+            postgres_one_statement: true,
         }
     }
 }
@@ -177,6 +181,7 @@ impl Store {
                     // At most half the pool, so reads always find connections.
                     Backend::Postgres => (options.max_connections / 2).clamp(1, 4) as usize,
                 },
+                backend == Backend::Postgres && options.postgres_one_statement,
             ),
             sealing: std::sync::Arc::new(key),
             webhook_cache: Default::default(),

@@ -109,26 +109,85 @@ macro_rules! leased_todo_columns {
     };
 }
 
+/// A todo from a row naming its columns `<prefix><column>`: as stored (`""`), or beside an
+/// event's columns (`"todo_"`).
+macro_rules! todo_from {
+    ($row:expr, $prefix:literal) => {
+        Todo {
+            id: $row.try_get(concat!($prefix, "id"))?,
+            owner_scope: parse_col($row, concat!($prefix, "owner_scope"))?,
+            webhook_id: $row.try_get(concat!($prefix, "webhook_id"))?,
+            event_id: $row.try_get(concat!($prefix, "event_id"))?,
+            delivery_id: $row.try_get(concat!($prefix, "delivery_id"))?,
+            queue: $row.try_get(concat!($prefix, "queue"))?,
+            rule_id: $row.try_get(concat!($prefix, "rule_id"))?,
+            created_at: $row.try_get(concat!($prefix, "created_at"))?,
+            claimed_by: $row.try_get(concat!($prefix, "claimed_by"))?,
+            claimed_at: $row.try_get(concat!($prefix, "claimed_at"))?,
+            // Read where selected (`leased_todo_columns`); ingest's insert leaves it out.
+            claim_expires_at: match $row.try_get(concat!($prefix, "claim_expires_at")) {
+                Err(sqlx::Error::ColumnNotFound(_)) => None,
+                other => other?,
+            },
+            completed_by: $row.try_get(concat!($prefix, "completed_by"))?,
+            completed_at: $row.try_get(concat!($prefix, "completed_at"))?,
+        }
+    };
+}
+
 fn todo(row: &AnyRow) -> Result<Todo> {
-    Ok(Todo {
-        id: row.try_get("id")?,
-        owner_scope: parse_col(row, "owner_scope")?,
-        webhook_id: row.try_get("webhook_id")?,
-        event_id: row.try_get("event_id")?,
-        delivery_id: row.try_get("delivery_id")?,
-        queue: row.try_get("queue")?,
-        rule_id: row.try_get("rule_id")?,
-        created_at: row.try_get("created_at")?,
-        claimed_by: row.try_get("claimed_by")?,
-        claimed_at: row.try_get("claimed_at")?,
-        // Read where selected (`leased_todo_columns`); ingest's insert leaves it out.
-        claim_expires_at: match row.try_get("claim_expires_at") {
-            Err(sqlx::Error::ColumnNotFound(_)) => None,
-            other => other?,
-        },
-        completed_by: row.try_get("completed_by")?,
-        completed_at: row.try_get("completed_at")?,
-    })
+    Ok(todo_from!(row, ""))
+}
+
+/// A todo returned beside an event's columns ([`todo_columns_beside_event`]).
+pub(crate) fn todo_beside_event(row: &AnyRow) -> Result<Todo> {
+    Ok(todo_from!(row, "todo_"))
+}
+
+/// [`todo_columns!`] named `todo_<column>`, for a statement answering an event's columns and
+/// its todo's in one row.
+pub(crate) fn todo_columns_beside_event() -> &'static str {
+    static COLUMNS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
+        todo_columns!()
+            .split(',')
+            .map(|c| format!("{0} AS todo_{0}", c.trim()))
+            .collect::<Vec<_>>()
+            .join(", ")
+    });
+    &COLUMNS
+}
+
+/// The todo each of `event_ids`' deliveries has under its once-key, by event id: what a
+/// redelivery finds when the first delivery made it.
+pub(crate) async fn todos_of_events(
+    conn: &mut sqlx::AnyConnection,
+    event_ids: &[&str],
+) -> Result<std::collections::HashMap<String, Todo>> {
+    let mut found = std::collections::HashMap::with_capacity(event_ids.len());
+    for run in multi_row::runs(event_ids.len(), multi_row::MAX_RUN) {
+        let ids = &event_ids[run];
+        // Without the claim's expiry, so ingest runs at every schema since 0003 (upgrade
+        // tests route deliveries on a database not yet migrated). Ingest needs only the
+        // id; the todo a redelivery finds comes back with `claim_expires_at: None`,
+        // `get_todo` reads it whole.
+        let sql = format!(
+            "WITH n (event_id) AS (VALUES {}) \
+             SELECT {}, e.id AS for_event FROM n JOIN events e ON e.id = n.event_id \
+             JOIN todos t ON t.webhook_id = e.webhook_id AND t.delivery_id = e.delivery_id \
+             AND t.verified = e.verified",
+            multi_row::values(ids.len(), 1),
+            qualified_todo_columns()
+        );
+        let mut read = sqlx::query(AssertSqlSafe(sql));
+        for id in ids {
+            read = read.bind(super::lookup_id(id));
+        }
+        for row in read.fetch_all(&mut *conn).await? {
+            let for_event: String = row.try_get("for_event")?;
+            found.insert(for_event, todo(&row)?);
+        }
+    }
+    Ok(found)
 }
 
 /// A todo to insert for an event, unless its delivery's once-key already has one.
@@ -205,26 +264,7 @@ pub(crate) async fn insert_todos_in(
             .filter(|id| !found.contains_key(*id))
             .collect();
         if !waiting.is_empty() {
-            // Without the claim's expiry, so ingest runs at every schema since 0003 (upgrade
-            // tests route deliveries on a database not yet migrated). Ingest needs only the
-            // id; the todo a redelivery finds comes back with `claim_expires_at: None`,
-            // `get_todo` reads it whole.
-            let sql = format!(
-                "WITH n (event_id) AS (VALUES {}) \
-                 SELECT {}, e.id AS for_event FROM n JOIN events e ON e.id = n.event_id \
-                 JOIN todos t ON t.webhook_id = e.webhook_id AND t.delivery_id = e.delivery_id \
-                 AND t.verified = e.verified",
-                multi_row::values(waiting.len(), 1),
-                qualified_todo_columns()
-            );
-            let mut read = sqlx::query(AssertSqlSafe(sql));
-            for id in &waiting {
-                read = read.bind(super::lookup_id(id));
-            }
-            for row in read.fetch_all(&mut **tx).await? {
-                let for_event: String = row.try_get("for_event")?;
-                found.insert(for_event, todo(&row)?);
-            }
+            found.extend(todos_of_events(tx, &waiting).await?);
         }
         for (row, id) in run.iter().zip(&ids) {
             out.push(match found.get(row.event_id) {

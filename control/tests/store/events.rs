@@ -2,6 +2,7 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use serde_json::json;
+use sqlx::AssertSqlSafe;
 use switchboard_control::Clock;
 use switchboard_control::store::{NewEvent, NewTodo, Page, RecordDecision};
 
@@ -756,15 +757,41 @@ pub async fn a_delivery_decided_before_it_is_stored_is_one_write_with_its_todo(d
 /// once and routed, one todo per delivery made by exactly one of its two deliveries, one write
 /// each, and the writes shared commits.
 pub async fn concurrent_decided_deliveries_share_commits_and_make_each_todo_once(db: TestDb) {
-    let alice = human(&db, "alice").await;
-    let hooks = [webhook(&db, &alice).await.id, webhook(&db, &alice).await.id];
-    let gone = webhook(&db, &alice).await.id;
+    decided_senders(&db, &db.store).await;
+}
+
+/// The same 32 senders through a store whose PostgreSQL batches take `BEGIN`, their inserts
+/// and `COMMIT` instead of one statement (`StoreOptions::postgres_one_statement` off): the same
+/// outcome, so both ways of writing a batch stay right.
+pub async fn with_one_statement_off_decided_deliveries_are_stored_the_same(db: TestDb) {
+    let off = store_without_one_statement(&db).await;
+    decided_senders(&db, &off).await;
+    off.close().await;
+}
+
+async fn store_without_one_statement(db: &TestDb) -> switchboard_control::Store {
+    switchboard_control::Store::connect_with(
+        &db.url,
+        switchboard_control::store::StoreOptions {
+            sealing_key: Some(db.store.sealing_key().clone()),
+            postgres_one_statement: false,
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("open the store again")
+}
+
+async fn decided_senders(db: &TestDb, store: &switchboard_control::Store) {
+    let alice = human(db, "alice").await;
+    let hooks = [webhook(db, &alice).await.id, webhook(db, &alice).await.id];
+    let gone = webhook(db, &alice).await.id;
     db.delete_webhook(&alice, &gone).await.unwrap();
-    let before = db.group_commit_tally();
+    let before = store.group_commit_tally();
     let to_triage = queued("triage");
     let senders = (0..32).map(|s| {
         let (store, wh, gone, to_triage) = (
-            db.store.clone(),
+            store.clone(),
             hooks[s % 2].clone(),
             gone.clone(),
             to_triage.clone(),
@@ -812,7 +839,7 @@ pub async fn concurrent_decided_deliveries_share_commits_and_make_each_todo_once
     assert_eq!(todos.iter().filter(|t| t.inserted).count(), 160);
     let ids: HashSet<_> = todos.iter().map(|t| t.todo.id.clone()).collect();
     assert_eq!(ids.len(), 160);
-    let after = db.group_commit_tally();
+    let after = store.group_commit_tally();
     assert_eq!(
         after.writes - before.writes,
         320 + 64,
@@ -823,6 +850,214 @@ pub async fn concurrent_decided_deliveries_share_commits_and_make_each_todo_once
         commits * 2 <= 320,
         "concurrent writes shared commits: {commits} commits"
     );
+}
+
+/// What a stored write answered, without the ids and times chosen for it: comparable between
+/// two stores.
+fn answered_shape(
+    answer: &switchboard_control::Result<(
+        switchboard_control::store::Event,
+        Option<switchboard_control::store::TodoInsert>,
+    )>,
+) -> String {
+    match answer {
+        Ok((event, todo)) => format!(
+            "stored {} {} routed={} at_arrival={} decision={:?} fault={:?} verified={} todo={:?}",
+            event.delivery_id,
+            event.kind,
+            event.routed,
+            event.routed_at == Some(event.received_at),
+            event.decision,
+            event.fault,
+            event.verified,
+            todo.as_ref().map(|t| (
+                t.inserted,
+                t.todo.queue.clone(),
+                t.todo.rule_id.clone(),
+                t.todo.event_id == event.id || !t.inserted,
+                t.todo.delivery_id.clone(),
+                t.todo.created_at == event.received_at || !t.inserted,
+                t.todo.claimed_by.clone(),
+                t.todo.completed_at,
+            ))
+        ),
+        Err(e) => format!("refused {e:?}"),
+    }
+}
+
+/// The same writes through a store writing PostgreSQL batches with one statement (the
+/// default) and one writing them with `BEGIN`, inserts and `COMMIT`, each sent at once so
+/// they share batches: decided with a todo, decided with none, undecided, a fault, for a
+/// deleted webhook, under a webhook revision that moved on, then redeliveries. Both answer
+/// the same, and what each answered is what is stored.
+pub async fn a_batch_in_one_statement_answers_as_its_transaction_does(db: TestDb) {
+    use switchboard_control::store::{DecidedBy, is_stale_webhook};
+    let off = store_without_one_statement(&db).await;
+    let alice = human(&db, "alice").await;
+    let decided = |queue: Option<&str>| RecordDecision {
+        decision: json!({"decision": queue.map_or("drop".into(), |q| format!("queue:{q}"))}),
+        fault: None,
+        todo: queue.map(|q| NewTodo {
+            queue: q.into(),
+            rule_id: Some("r-1".into()),
+        }),
+        decided_by: Some(DecidedBy {
+            version: 2,
+            digest: "ab".repeat(32),
+        }),
+    };
+    let faulted = RecordDecision {
+        decision: json!({"decision": "fault"}),
+        fault: Some(json!({"rule_id": "r-2", "code": "budget_exceeded"})),
+        todo: None,
+        decided_by: None,
+    };
+    let mut shapes = Vec::new();
+    for store in [&db.store, &off] {
+        let wh = webhook(&db, &alice).await;
+        let old = store.webhook_for_ingest_cached(&wh.id, true).await.unwrap();
+        store
+            .set_reject_unverified(&alice, &wh.id, true)
+            .await
+            .unwrap();
+        let gone = webhook(&db, &alice).await;
+        db.delete_webhook(&alice, &gone.id).await.unwrap();
+        let draft = |hook: &str, delivery: &str, revision: Option<i64>| {
+            let mut draft = store.draft_event(event(hook, delivery)).unwrap();
+            draft.webhook_revision = revision;
+            draft
+        };
+        let first = vec![
+            (draft(&wh.id, "d-todo", None), Some(decided(Some("review")))),
+            (draft(&wh.id, "d-drop", None), Some(decided(None))),
+            (draft(&wh.id, "d-undecided", None), None),
+            (draft(&wh.id, "d-fault", None), Some(faulted.clone())),
+            (
+                draft(&gone.id, "d-gone", None),
+                Some(decided(Some("review"))),
+            ),
+            (
+                draft(&wh.id, "d-stale", Some(old.revision)),
+                Some(decided(Some("review"))),
+            ),
+            (
+                draft(&wh.id, "d-other", None),
+                Some(decided(Some("triage"))),
+            ),
+        ];
+        let first = futures::future::join_all(
+            first
+                .into_iter()
+                .map(|(draft, decided)| store.store_event(draft, decided)),
+        )
+        .await;
+        assert!(
+            first[5].as_ref().is_err_and(is_stale_webhook),
+            "{:?}",
+            first[5]
+        );
+        let again = futures::future::join_all(
+            ["d-todo", "d-todo", "d-other"]
+                .map(|d| store.store_event(draft(&wh.id, d, None), Some(decided(Some("review"))))),
+        )
+        .await;
+        // What each answered is what is stored; a redelivery answers its first one's todo.
+        for answer in first.iter().chain(&again) {
+            let Ok((event, todo)) = answer else { continue };
+            assert_eq!(&store.get_event(&alice, &event.id).await.unwrap(), event);
+            if let Some(todo) = todo {
+                assert_eq!(
+                    store.get_todo(&alice, &todo.todo.id).await.unwrap(),
+                    todo.todo
+                );
+            }
+        }
+        let first_todo = |delivery: &str| {
+            first
+                .iter()
+                .flatten()
+                .find(|(e, _)| e.delivery_id == delivery)
+                .and_then(|(_, t)| t.as_ref())
+                .map(|t| t.todo.id.clone())
+        };
+        for (answer, delivery) in again.iter().zip(["d-todo", "d-todo", "d-other"]) {
+            let todo = answer.as_ref().ok().and_then(|(_, t)| t.as_ref());
+            assert_eq!(todo.map(|t| t.todo.id.clone()), first_todo(delivery));
+        }
+        shapes.push(
+            first
+                .iter()
+                .chain(&again)
+                .map(answered_shape)
+                .collect::<Vec<_>>(),
+        );
+    }
+    assert_eq!(shapes[0], shapes[1]);
+    off.close().await;
+}
+
+/// PostgreSQL: a committer keeps its connection from one batch to the next. When the server
+/// ends every connection of the store (a restart, a proxy, `pg_terminate_backend`), the next
+/// batches fail on the dead ones and are written again on fresh connections: every delivery
+/// is answered, stored once, with its todo.
+pub async fn a_committer_whose_connection_died_loses_no_delivery(db: TestDb) {
+    use switchboard_control::store::Backend;
+    if db.backend() != Backend::Postgres {
+        return;
+    }
+    let name = format!(
+        "sb_{}",
+        switchboard_control::secrets::random_hex(6).expect("random")
+    );
+    let store = switchboard_control::Store::connect_with(
+        &format!("{}&application_name={name}", db.url),
+        switchboard_control::store::StoreOptions {
+            sealing_key: Some(db.store.sealing_key().clone()),
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("open the store again");
+    let alice = human(&db, "alice").await;
+    let wh = webhook(&db, &alice).await;
+    let send = |delivery: String| {
+        let store = store.clone();
+        let wh = wh.id.clone();
+        async move {
+            let draft = store.draft_event(event(&wh, &delivery)).unwrap();
+            store.store_event(draft, Some(queued("triage"))).await
+        }
+    };
+    // One after another, so each committer takes a batch and keeps its connection.
+    for i in 0..8 {
+        send(format!("before-{i}")).await.expect("stored");
+    }
+    let row = sqlx::query(AssertSqlSafe(format!(
+        "SELECT COUNT(pg_terminate_backend(pid)) AS n FROM pg_stat_activity \
+         WHERE application_name = '{name}'"
+    )))
+    .fetch_one(db.pool())
+    .await
+    .unwrap();
+    assert!(sqlx::Row::try_get::<i64, _>(&row, "n").unwrap() >= 1);
+    for i in 0..8 {
+        let (stored, todo) = send(format!("after-{i}"))
+            .await
+            .expect("stored after the kill");
+        assert!(stored.routed && todo.is_some_and(|t| t.inserted));
+    }
+    let after = futures::future::join_all((8..16).map(|i| send(format!("after-{i}")))).await;
+    assert!(after.iter().all(|a| a.is_ok()), "{after:?}");
+    let count = |sql: &'static str| {
+        let pool = db.pool().clone();
+        async move {
+            let row = sqlx::query(sql).fetch_one(&pool).await.unwrap();
+            sqlx::Row::try_get::<i64, _>(&row, "n").unwrap()
+        }
+    };
+    assert_eq!(count("SELECT COUNT(*) AS n FROM events").await, 24);
+    assert_eq!(count("SELECT COUNT(*) AS n FROM todos").await, 24);
+    store.close().await;
 }
 
 /// 32 senders through `store` (on `db`'s database); the commits and writes they took.
