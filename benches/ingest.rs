@@ -944,15 +944,10 @@ impl Bench<'_> {
             self.routers
         };
         let state = control_state(&db.store, router).await;
-        let (control, conns) = if mode.http() {
-            let (addr, stop, task) = start_control(state.clone()).await;
-            let mut conns = Vec::new();
-            for _ in 0..clients {
-                conns.push(tokio::sync::Mutex::new(Conn::open(addr).await));
-            }
-            (Some((addr, stop, task)), Arc::new(conns))
+        let control = if mode.http() {
+            Some(start_control(state.clone()).await)
         } else {
-            (None, Arc::new(Vec::new()))
+            None
         };
         let addr = control
             .as_ref()
@@ -1004,6 +999,17 @@ impl Bench<'_> {
                 todos_expected += batch.iter().filter(|p| p.record.todo.is_some()).count();
             }
             let batch = Arc::new(batch);
+            // Connections open once the phase's deliveries are prepared: control closes a
+            // keep-alive connection idle for its header timeout (5 s), and preparing tens of
+            // thousands of deliveries can take that long, so connections opened before it
+            // found themselves closed at their first request.
+            let mut conns = Vec::new();
+            if control.is_some() {
+                for _ in 0..clients {
+                    conns.push(tokio::sync::Mutex::new(Conn::open(addr).await));
+                }
+            }
+            let conns = Arc::new(conns);
             let work = {
                 let batch = batch.clone();
                 let state = state.clone();
@@ -1041,7 +1047,6 @@ impl Bench<'_> {
             let _ = stop.send(());
             task.await.expect("control stops");
         }
-        drop(conns);
         if mode.stores() {
             let events = db.count("SELECT COUNT(*) FROM events").await;
             let routed = db
