@@ -506,68 +506,84 @@ pub(crate) async fn insert_events_at_once(
         query = bind_row(query, row, texts, ord, columns);
     }
     let answered = query.fetch_all(&mut *conn).await?;
-    if answered.len() != rows.len() {
-        return Err(Error::internal(
-            "the batch's statement answered another count of rows",
-        ));
-    }
+    // Committed from here on: whatever goes wrong now is answered per row, never as `Err`,
+    // which would have the batch written again write by write.
+    let mut answered = answered.iter();
+    let mut out: Vec<Result<(Event, Option<TodoInsert>)>> = rows
+        .iter()
+        .map(|row| match answered.next() {
+            Some(answer) => stored_at_once(row, answer),
+            None => Err(Error::internal("the batch's statement answered fewer rows")),
+        })
+        .collect();
     // A decided row whose todo was not made: its delivery's once-key had one already (a
     // redelivery), now committed; it is read as the transactional path reads it.
-    let mut redelivered = Vec::new();
-    let mut out = Vec::with_capacity(rows.len());
-    for (row, answer) in rows.iter().zip(&answered) {
-        let draft_id: String = answer.try_get("draft_id")?;
-        if draft_id != row.draft.id {
-            return Err(Error::internal(
-                "the batch's statement answered out of order",
-            ));
-        }
-        let stored: Option<String> = answer.try_get("id")?;
-        if stored.is_none() {
-            let found: Option<String> = answer.try_get("webhook_found")?;
-            out.push(Err(
-                if found.is_some() && row.draft.webhook_revision.is_some() {
-                    super::webhook_cache::stale_webhook()
-                } else {
-                    Error::not_found("webhook")
-                },
-            ));
-            continue;
-        }
-        let event = event_with(answer, row.draft.new.body.clone())?;
-        let made: Option<String> = answer.try_get("todo_id")?;
-        let todo = match (row.decided.and_then(|d| d.todo.as_ref()), made) {
-            (None, _) => None,
-            (Some(_), Some(_)) => Some(TodoInsert {
-                todo: super::todos::todo_beside_event(answer)?,
-                inserted: true,
-            }),
-            (Some(_), None) => {
-                redelivered.push(row.draft.id.as_str());
-                None
-            }
-        };
-        out.push(Ok((event, todo)));
-    }
+    let redelivered: Vec<&str> = rows
+        .iter()
+        .zip(&out)
+        .filter(|(row, stored)| {
+            row.decided.is_some_and(|d| d.todo.is_some()) && matches!(stored, Ok((_, None)))
+        })
+        .map(|(row, _)| row.draft.id.as_str())
+        .collect();
     if !redelivered.is_empty() {
-        let mut found = super::todos::todos_of_events(conn, &redelivered).await?;
+        let mut found = super::todos::todos_of_events(conn, &redelivered).await;
         for (row, stored) in rows.iter().zip(out.iter_mut()) {
-            if let Ok((_, todo @ None)) = stored
-                && redelivered.contains(&row.draft.id.as_str())
-            {
-                match found.remove(row.draft.id.as_str()) {
-                    Some(existing) => {
-                        *todo = Some(TodoInsert {
-                            todo: existing,
-                            inserted: false,
-                        })
-                    }
-                    None => *stored = Err(Error::not_found("event")),
+            if !redelivered.contains(&row.draft.id.as_str()) {
+                continue;
+            }
+            let existing = match &mut found {
+                Ok(found) => found
+                    .remove(row.draft.id.as_str())
+                    .ok_or_else(|| Error::not_found("event")),
+                Err(e) => Err(Error::internal(format!(
+                    "reading a redelivery's todo: {}",
+                    e.log_text()
+                ))),
+            };
+            match (existing, stored.as_mut()) {
+                (Ok(existing), Ok((_, todo))) => {
+                    *todo = Some(TodoInsert {
+                        todo: existing,
+                        inserted: false,
+                    })
                 }
+                (Err(e), _) => *stored = Err(e),
+                (Ok(_), Err(_)) => {}
             }
         }
     }
     Ok(out)
+}
+
+/// One row of [`events_and_todos_insert`]'s answer: the stored event and the todo it made
+/// (`None` for a redelivery's, read after), or why the row was not stored.
+fn stored_at_once(row: &EventRow<'_>, answer: &AnyRow) -> Result<(Event, Option<TodoInsert>)> {
+    let draft_id: String = answer.try_get("draft_id")?;
+    if draft_id != row.draft.id {
+        return Err(Error::internal(
+            "the batch's statement answered out of order",
+        ));
+    }
+    let stored: Option<String> = answer.try_get("id")?;
+    if stored.is_none() {
+        let found: Option<String> = answer.try_get("webhook_found")?;
+        return Err(if found.is_some() && row.draft.webhook_revision.is_some() {
+            super::webhook_cache::stale_webhook()
+        } else {
+            Error::not_found("webhook")
+        });
+    }
+    let event = event_with(answer, row.draft.new.body.clone())?;
+    let made: Option<String> = answer.try_get("todo_id")?;
+    let todo = match (row.decided.and_then(|d| d.todo.as_ref()), made) {
+        (Some(_), Some(_)) => Some(TodoInsert {
+            todo: super::todos::todo_beside_event(answer)?,
+            inserted: true,
+        }),
+        _ => None,
+    };
+    Ok((event, todo))
 }
 
 /// A decision to record in a group commit, on an event not routed yet.
