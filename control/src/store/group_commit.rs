@@ -241,10 +241,18 @@ impl Committer {
         }
     }
 
-    /// One transaction for the whole batch; if anything in it fails, each write alone.
+    /// One statement or one transaction for the whole batch; if anything in it fails, each
+    /// write alone.
     async fn commit(&mut self, batch: Vec<Write>) {
-        if batch.len() > 1 || self.in_one_statement(&batch) {
-            match self.together(&batch).await {
+        let written = if self.in_one_statement(&batch) {
+            Some(self.at_once(&batch).await)
+        } else if batch.len() > 1 {
+            Some(self.together(&batch).await)
+        } else {
+            None
+        };
+        if let Some(written) = written {
+            match written {
                 Ok(results) => {
                     for (write, done) in batch.into_iter().zip(results) {
                         write.answer(done);
@@ -268,10 +276,8 @@ impl Committer {
         }
     }
 
+    // `&mut`: the committer holds a connection, which is `Send` but not `Sync`.
     async fn together(&mut self, batch: &[Write]) -> Result<Vec<Done>> {
-        if self.in_one_statement(batch) {
-            return self.at_once(batch).await;
-        }
         let mut tx = dialect::begin_write(&self.pool, self.backend, &self.turns).await?;
         // A write refused on its own (its webhook or event gone, its event routed already)
         // wrote nothing, and the others commit without it; a failed statement drops the
@@ -282,9 +288,7 @@ impl Committer {
         switchboard_telemetry::metrics().group_commit(batch.len());
         Ok(results)
     }
-}
 
-impl Committer {
     /// A batch of events alone, on PostgreSQL, goes in one statement that commits by itself
     /// (`insert_events_at_once`): what ingest writes when its router answers in time. A batch
     /// longer than one statement's run (`--group-commit-writes` over 64) takes the transaction.

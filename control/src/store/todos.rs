@@ -147,14 +147,18 @@ pub(crate) fn todo_beside_event(row: &AnyRow) -> Result<Todo> {
 /// [`todo_columns!`] named `todo_<column>`, for a statement answering an event's columns and
 /// its todo's in one row.
 pub(crate) fn todo_columns_beside_event() -> &'static str {
-    static COLUMNS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-        todo_columns!()
-            .split(',')
-            .map(|c| format!("{0} AS todo_{0}", c.trim()))
-            .collect::<Vec<_>>()
-            .join(", ")
-    });
+    static COLUMNS: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| each_todo_column(|c| format!("{c} AS todo_{c}")));
     &COLUMNS
+}
+
+/// [`todo_columns!`], each written as `column` writes it, comma-separated.
+fn each_todo_column(column: impl Fn(&str) -> String) -> String {
+    todo_columns!()
+        .split(',')
+        .map(|c| column(c.trim()))
+        .collect::<Vec<_>>()
+        .join(", ")
 }
 
 /// The todo each of `event_ids`' deliveries has under its once-key, by event id: what a
@@ -281,13 +285,8 @@ pub(crate) async fn insert_todos_in(
 
 /// [`todo_columns!`] of the table named `t`, for reads that join it.
 fn qualified_todo_columns() -> &'static str {
-    static COLUMNS: std::sync::LazyLock<String> = std::sync::LazyLock::new(|| {
-        todo_columns!()
-            .split(',')
-            .map(|c| format!("t.{}", c.trim()))
-            .collect::<Vec<_>>()
-            .join(", ")
-    });
+    static COLUMNS: std::sync::LazyLock<String> =
+        std::sync::LazyLock::new(|| each_todo_column(|c| format!("t.{c}")));
     &COLUMNS
 }
 
