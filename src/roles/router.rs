@@ -81,6 +81,11 @@ pub struct SandboxArgs {
     #[arg(long, env = "SWITCHBOARD_ROUTER_REPLAY_NICE", default_value_t = 10,
           value_parser = clap::value_parser!(i32).range(0..=19))]
     pub replay_nice: i32,
+    /// The nice value of the children that run interactive work (fixtures, dry runs,
+    /// validations; 0–19): on a busy machine live deliveries get the CPU first.
+    #[arg(long, env = "SWITCHBOARD_ROUTER_INTERACTIVE_NICE", default_value_t = 5,
+          value_parser = clap::value_parser!(i32).range(0..=19))]
+    pub interactive_nice: i32,
 }
 
 impl SandboxArgs {
@@ -101,6 +106,7 @@ impl SandboxArgs {
         config.require_confinement = !self.allow_unconfined_sandbox;
         config.spares = self.spare_children;
         config.replay_nice = self.replay_nice;
+        config.interactive_nice = self.interactive_nice;
         Ok(config)
     }
 }

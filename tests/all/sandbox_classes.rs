@@ -1,8 +1,9 @@
 //! Tenants isolated in the sandbox pool (issue 17), with real sandbox children: live work goes
 //! ahead of replays, tenants take turns within a class, budgets are CPU time (a unit paused
 //! or preempted past its budget is not blamed), every fault names the rule it interrupted, a
-//! call stops at its `max_child_faults`, spare children are ready when a fault kills one, and
-//! the CPU children spend is counted per tenant.
+//! call stops at its `max_child_faults`, spare children are ready when a fault kills one, each
+//! class runs on children of its own (so interactive work neither delays nor kills a live
+//! delivery's child), and the CPU children spend is counted per tenant.
 
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
@@ -74,6 +75,24 @@ fn spawn_call(
             .expect("evaluates");
         (resp, Instant::now())
     })
+}
+
+/// One delivery of a quiet tenant's live webhook (one cheap rule): its answer, how long it
+/// took, and when it ended.
+async fn one_live_delivery(pool: &Arc<SandboxPool>) -> (EvaluateResponse, Duration, Instant) {
+    let started = Instant::now();
+    let trivial = config(serde_json::json!([
+        {"id": "issues", "when": ".event == \"issues\"", "action": {"queue": "forge"}}
+    ]));
+    let (resp, done) = spawn_call(
+        pool,
+        trivial,
+        deliveries(1),
+        work(Class::Live, "team:quiet"),
+    )
+    .await
+    .expect("joins");
+    (resp, done - started, done)
 }
 
 fn faults(resp: &EvaluateResponse) -> Vec<&switchboard_proto::router::v1::Decision> {
@@ -282,8 +301,9 @@ async fn a_spare_child_is_ready_when_a_fault_kills_one() {
     }
     assert_eq!(
         on_demand,
-        [3, 0],
-        "without a spare every replacement is started while work waits; with one, never"
+        [4, 0],
+        "without a spare the first child and every replacement is started while work waits; \
+         with one, never"
     );
 }
 
@@ -351,20 +371,9 @@ async fn live_work_goes_ahead_of_a_replay_that_holds_every_child() {
         pool.child_pids()
     );
 
-    let live_started = Instant::now();
-    let trivial = config(serde_json::json!([
-        {"id": "issues", "when": ".event == \"issues\"", "action": {"queue": "forge"}}
-    ]));
-    let live = spawn_call(
-        &pool,
-        trivial,
-        deliveries(1),
-        work(Class::Live, "team:quiet"),
-    );
-    let (live_resp, live_done) = live.await.expect("joins");
+    let (live_resp, live_took, live_done) = one_live_delivery(&pool).await;
     let (replay_resp, replay_done) = replay.await.expect("joins");
     assert!(faults(&live_resp).is_empty() && faults(&replay_resp).is_empty());
-    let live_took = live_done - live_started;
     let replay_took = replay_done - replay_started;
     assert!(
         live_done < replay_done,
@@ -380,6 +389,96 @@ async fn live_work_goes_ahead_of_a_replay_that_holds_every_child() {
         by.iter()
             .any(|(t, c, d)| t == "team:quiet" && *c == Class::Live && !d.is_zero()),
         "{by:?}"
+    );
+}
+
+/// Costs a hundred milliseconds of CPU or more per envelope (sorting the envelope's
+/// characters over and over) and decides nothing.
+fn heavy() -> String {
+    let copies = vec!["$e"; 48].join(",");
+    format!("((tojson | split(\"\")) as $e | [{copies}] | map(sort) | length) < 0")
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn live_work_goes_ahead_of_interactive_work_that_holds_every_child() {
+    // One child slot; every chunk one delivery, each costing a long unit.
+    let pool = pool(1, Duration::from_secs(10), 1, 1).await;
+    let heavy = config(serde_json::json!([
+        {"id": "heavy", "when": heavy(), "action": {"drop": true}}
+    ]));
+    let fixtures_started = Instant::now();
+    let fixtures = spawn_call(
+        &pool,
+        heavy,
+        deliveries(4),
+        work(Class::Interactive, "team:noisy"),
+    );
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    // The interactive work runs at its own, lower priority, not on a live child.
+    let interactive: Vec<u32> = pool
+        .child_pids()
+        .into_iter()
+        .filter(|p| nice_of(*p) == Some(5))
+        .collect();
+    assert_eq!(interactive.len(), 1, "{:?}", pool.child_pids());
+
+    let (live_resp, live_took, _) = one_live_delivery(&pool).await;
+    let (fixtures_resp, fixtures_done) = fixtures.await.expect("joins");
+    assert!(faults(&live_resp).is_empty(), "{:?}", faults(&live_resp));
+    assert!(
+        faults(&fixtures_resp).is_empty(),
+        "{:?}",
+        faults(&fixtures_resp)
+    );
+    let fixtures_took = fixtures_done - fixtures_started;
+    // Without the live reserve slot the delivery waits for the unit running and the one in
+    // the child's pipe behind it: half the interactive call.
+    assert!(
+        live_took * 4 < fixtures_took,
+        "live {live_took:?} against the interactive call's {fixtures_took:?}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_fault_in_interactive_work_never_costs_live_work_its_child() {
+    let pool = pool(1, Duration::from_millis(300), 128, 1).await;
+    let (resp, _, _) = one_live_delivery(&pool).await;
+    assert!(faults(&resp).is_empty());
+    let live_children: Vec<u32> = pool
+        .child_pids()
+        .into_iter()
+        .filter(|p| nice_of(*p) == Some(0))
+        .collect();
+    assert!(!live_children.is_empty(), "{:?}", pool.child_pids());
+
+    // A dry run whose rule exceeds the budget on three deliveries: three children killed.
+    let on = |n: usize| format!("(.delivery_id | endswith(\"{n:012}\"))");
+    let three = config(serde_json::json!([
+        {"id": "slow", "when": format!("({} or {} or {}) and {SLOW}", on(1), on(4), on(7)), "action": {"drop": true}}
+    ]));
+    let (resp, _) = spawn_call(
+        &pool,
+        three,
+        deliveries(9),
+        work(Class::Interactive, "team:noisy"),
+    )
+    .await
+    .expect("joins");
+    assert_eq!(faults(&resp).len(), 3, "{:?}", faults(&resp));
+
+    // Every live child (the one that worked and the spare) is still there, and live work
+    // never had to start one.
+    let alive = pool.child_pids();
+    for pid in &live_children {
+        assert!(alive.contains(pid), "live child {pid} gone: {alive:?}");
+    }
+    let on_demand = pool.stats().spawned_on_demand.load(Ordering::Relaxed);
+    let (resp, _, _) = one_live_delivery(&pool).await;
+    assert!(faults(&resp).is_empty());
+    assert_eq!(
+        pool.stats().spawned_on_demand.load(Ordering::Relaxed),
+        on_demand,
+        "the delivery found a live child ready"
     );
 }
 

@@ -335,7 +335,10 @@ impl RulePacks {
                             })
                             .collect(),
                         budget_ms: 0,
+                        // The candidate holds the tenant's own rules: its share, not a
+                        // shared line.
                         work_class: WorkClass::Interactive as i32,
+                        tenant: webhook.owner_scope.to_string(),
                         ..Default::default()
                     })
             });

@@ -85,6 +85,9 @@ pub struct SandboxConfig {
     /// The nice value replays run at (children for replays are started with it): on a
     /// busy machine the kernel gives live and interactive work the CPU first.
     pub replay_nice: i32,
+    /// The nice value interactive work runs at (fixtures, dry runs and validations evaluate
+    /// a tenant's own rules): on a busy machine live deliveries get the CPU first.
+    pub interactive_nice: i32,
 }
 
 impl SandboxConfig {
@@ -103,6 +106,16 @@ impl SandboxConfig {
             max_chunk: 128,
             spares: 1,
             replay_nice: 10,
+            interactive_nice: 5,
+        }
+    }
+
+    /// The nice value children running `class` are started with.
+    pub fn nice(&self, class: Class) -> i32 {
+        match class {
+            Class::Live => 0,
+            Class::Interactive => self.interactive_nice,
+            Class::Replay => self.replay_nice,
         }
     }
 }
@@ -203,8 +216,9 @@ struct ChildProcess {
     /// Evaluate requests written to this child. The child counts the ones it reads the same
     /// way and shows the ordinal of the one it runs on its board.
     sent: u64,
-    /// Started at `replay_nice`: runs replays only.
-    niced: bool,
+    /// The class of work this child runs, and only that: it was started at that class's
+    /// nice value, and a fault in one class's work never costs another class its child.
+    class: Class,
 }
 
 impl ChildProcess {
@@ -384,13 +398,17 @@ struct Inner {
     idle: Mutex<Vec<ChildProcess>>,
     /// One per child slot: held by a lane, or by a validation.
     permits: Arc<Semaphore>,
-    /// The one slot beyond `children` that only live and interactive work may take: while
-    /// replays hold every child, a delivery still finds one.
-    reserve: Arc<Semaphore>,
+    /// Two slots beyond `children`, so that work never waits behind less urgent work that
+    /// holds every child: one for live work (while interactive work or replays hold
+    /// slots), one for live or interactive work (while replays do).
+    reserve_live: Arc<Semaphore>,
+    reserve_interactive: Arc<Semaphore>,
     /// Spare children being started now.
     spawning: AtomicUsize,
-    /// Lanes running replays now: the reserve slot opens only while there are some.
+    /// Lanes running replays now: both reserve slots open.
     replay_lanes: AtomicUsize,
+    /// Lanes running interactive work now: the live reserve slot opens.
+    interactive_lanes: AtomicUsize,
     stats: SandboxStats,
     /// CPU time children spent per tenant and class.
     cpu: Mutex<HashMap<(String, Class), Duration>>,
@@ -414,11 +432,6 @@ struct Queue {
     hungry: usize,
 }
 
-/// Live and interactive work: what the reserve slot may take, and what replays yield to.
-fn urgent(class: Class) -> bool {
-    class != Class::Replay
-}
-
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|poisoned| poisoned.into_inner())
 }
@@ -433,9 +446,11 @@ impl SandboxPool {
     pub async fn start(config: SandboxConfig) -> Result<Arc<Self>, SandboxError> {
         let inner = Arc::new(Inner {
             permits: Arc::new(Semaphore::new(config.children.max(1))),
-            reserve: Arc::new(Semaphore::new(1)),
+            reserve_live: Arc::new(Semaphore::new(1)),
+            reserve_interactive: Arc::new(Semaphore::new(1)),
             spawning: AtomicUsize::new(0),
             replay_lanes: AtomicUsize::new(0),
+            interactive_lanes: AtomicUsize::new(0),
             cpu: Mutex::new(HashMap::new()),
             config,
             idle: Mutex::new(Vec::new()),
@@ -445,7 +460,7 @@ impl SandboxPool {
             queued: Notify::new(),
             validations_waiting: AtomicUsize::new(0),
         });
-        let (first, ready) = inner.spawn(false).await?;
+        let (first, ready) = inner.spawn(Class::Live).await?;
         if inner.config.require_confinement && (!ready.seccomp || ready.landlock == "none") {
             return Err(SandboxError::Unconfined(format!(
                 "seccomp: {}, landlock: {}{}",
@@ -458,7 +473,14 @@ impl SandboxPool {
                 }
             )));
         }
-        lock(&inner.idle).push(first);
+        // The first child is the first live spare; without spares each class starts its
+        // children when its work needs them.
+        if inner.config.spares > 0 {
+            lock(&inner.idle).push(first);
+        } else {
+            inner.forget(first.pid);
+            drop(first);
+        }
         inner.refill();
         Ok(Arc::new(Self { inner }))
     }
@@ -520,10 +542,11 @@ impl SandboxPool {
         let pool = &self.inner;
         let _slot = {
             let waiting = Waiting::new(pool);
-            // A validation is interactive: while replays run, the reserve slot if it is
-            // free, so it does not wait for a replay's chunks; else the next child slot.
-            let reserved = (pool.replay_lanes.load(Ordering::SeqCst) > 0)
-                .then(|| pool.reserve.clone().try_acquire_owned().ok())
+            // A validation is interactive: while replays run, the interactive reserve slot if
+            // it is free, so it does not wait for a replay's chunks; else the next child slot.
+            let reserved = pool
+                .may_reserve(Class::Interactive)
+                .then(|| pool.reserve_interactive.clone().try_acquire_owned().ok())
                 .flatten();
             let permit = match reserved {
                 Some(permit) => permit,
@@ -542,7 +565,7 @@ impl SandboxPool {
                 permit: Some(permit),
             }
         };
-        let mut child = pool.checkout(false).await?;
+        let mut child = pool.checkout(Class::Interactive).await?;
         let req = ValidateRequest {
             configuration: Some(Configuration {
                 json: json.to_string(),
@@ -795,8 +818,8 @@ impl Inner {
         lock(&self.live).retain(|p| *p != pid);
     }
 
-    /// Starts a child; `niced` ones run at `replay_nice` and take replays only.
-    async fn spawn(&self, niced: bool) -> Result<(ChildProcess, ChildReady), SandboxError> {
+    /// Starts a child for work of `class`, at that class's nice value.
+    async fn spawn(&self, class: Class) -> Result<(ChildProcess, ChildReady), SandboxError> {
         let board = ProgressBoard::create()
             .map_err(|e| SandboxError::Spawn(format!("progress board: {e}")))?;
         let board_fd = board.fd().as_raw_fd();
@@ -835,16 +858,17 @@ impl Inner {
             stdout: FrameReader::new(stdout, 1 << 16),
             board,
             sent: 0,
-            niced,
+            class,
         };
-        if niced
+        let nice = self.config.nice(class);
+        if nice != 0
             && let Err(e) = rustix::process::setpriority_process(
                 rustix::process::Pid::from_raw(pid as i32),
-                self.config.replay_nice,
+                nice,
             )
         {
-            // Best effort: replays then only yield at chunk boundaries.
-            tracing::debug!(pid, error = %e, "could not lower a replay child's priority");
+            // Best effort: the work then only yields at chunk boundaries.
+            tracing::debug!(pid, error = %e, class = class.label(), "could not lower a child's priority");
         }
         self.stats.spawned.fetch_add(1, Ordering::Relaxed);
         lock(&self.live).push(pid);
@@ -857,14 +881,14 @@ impl Inner {
         }
     }
 
-    /// An idle child of the kind asked for that is still alive, or a new one; then spares
-    /// are topped up in the background.
-    async fn checkout(self: &Arc<Self>, niced: bool) -> Result<ChildProcess, SandboxError> {
+    /// An idle child for `class` that is still alive, or a new one; then spares are topped
+    /// up in the background.
+    async fn checkout(self: &Arc<Self>, class: Class) -> Result<ChildProcess, SandboxError> {
         let found = loop {
             let next = {
                 let mut idle = lock(&self.idle);
                 idle.iter()
-                    .rposition(|c| c.niced == niced)
+                    .rposition(|c| c.class == class)
                     .map(|i| idle.swap_remove(i))
             };
             match next {
@@ -881,27 +905,31 @@ impl Inner {
             Some(c) => c,
             None => {
                 self.stats.spawned_on_demand.fetch_add(1, Ordering::Relaxed);
-                self.spawn(niced).await.map(|(c, _)| c)?
+                self.spawn(class).await.map(|(c, _)| c)?
             }
         };
         self.refill();
         Ok(child)
     }
 
-    /// Starts spare children in the background until `spares` normal ones are idle or on
-    /// their way, so live work never waits for a child to start.
+    /// Starts spare children in the background until `spares` live ones are idle or on
+    /// their way, so live work never waits for a child to start (other classes start theirs
+    /// when they need one: a fault in their work never takes live work's spare).
     fn refill(self: &Arc<Self>) {
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {
             return;
         };
-        let idle = lock(&self.idle).iter().filter(|c| !c.niced).count();
+        let idle = lock(&self.idle)
+            .iter()
+            .filter(|c| c.class == Class::Live)
+            .count();
         let wanted = self.config.spares.saturating_sub(idle);
         let spawning = self.spawning.load(Ordering::SeqCst);
         for _ in spawning..wanted {
             self.spawning.fetch_add(1, Ordering::SeqCst);
             let pool = self.clone();
             runtime.spawn(async move {
-                let spawned = pool.spawn(false).await;
+                let spawned = pool.spawn(Class::Live).await;
                 pool.spawning.fetch_sub(1, Ordering::SeqCst);
                 match spawned {
                     Ok((child, _)) => pool.checkin(child),
@@ -953,20 +981,38 @@ impl Inner {
         while queue.jobs.len() > queue.hungry {
             if let Ok(permit) = self.permits.clone().try_acquire_owned() {
                 queue.hungry += 1;
-                runtime.spawn(lane(self.clone(), permit, false));
+                runtime.spawn(lane(self.clone(), permit, None));
                 continue;
             }
-            // Every child slot is taken, replays among them: live and interactive work may
-            // take the reserve.
-            if queue.jobs.len_of(urgent) > 0
-                && self.replay_lanes.load(Ordering::SeqCst) > 0
-                && let Ok(permit) = self.reserve.clone().try_acquire_owned()
-            {
+            // Every child slot is taken, less urgent work among them: what outranks it takes
+            // a reserve slot (a delivery never waits for a fixture's or a replay's units).
+            let reserved = [Class::Live, Class::Interactive].into_iter().find_map(|r| {
+                if queue.jobs.len_of(|c| c <= r && self.may_reserve(c)) == 0 {
+                    return None;
+                }
+                let slot = match r {
+                    Class::Live => &self.reserve_live,
+                    _ => &self.reserve_interactive,
+                };
+                slot.clone().try_acquire_owned().ok().map(|p| (r, p))
+            });
+            if let Some((r, permit)) = reserved {
                 queue.hungry += 1;
-                runtime.spawn(lane(self.clone(), permit, true));
+                runtime.spawn(lane(self.clone(), permit, Some(r)));
                 continue;
             }
             break;
+        }
+    }
+
+    /// Whether work of `class` may run on a reserve slot now: live work while lanes run
+    /// interactive work or replays, interactive work while lanes run replays.
+    fn may_reserve(&self, class: Class) -> bool {
+        let replays = self.replay_lanes.load(Ordering::SeqCst) > 0;
+        match class {
+            Class::Live => replays || self.interactive_lanes.load(Ordering::SeqCst) > 0,
+            Class::Interactive => replays,
+            Class::Replay => false,
         }
     }
 
@@ -988,11 +1034,11 @@ impl Inner {
         self.validations_waiting.load(Ordering::SeqCst) > 0
     }
 
-    /// The next job for a lane whose child (`niced`: a replay child) runs `in_flight`
-    /// requests already, of the kind that child runs: none while a validation waits, none to
-    /// queue behind its own while a lane started for it has not taken it yet, and no further
-    /// replay while live or interactive work waits (replays yield at chunk boundaries).
-    fn next_job(&self, in_flight: usize, niced: bool) -> Option<Job> {
+    /// The next job for a lane whose child (running `class`) runs `in_flight` requests
+    /// already, of the class that child runs: none while a validation waits, none to queue
+    /// behind its own while a lane started for it has not taken it yet, and none while more
+    /// urgent work waits (less urgent work yields at chunk boundaries).
+    fn next_job(&self, in_flight: usize, class: Class) -> Option<Job> {
         if self.yielding() {
             return None;
         }
@@ -1000,27 +1046,24 @@ impl Inner {
         if in_flight > 0 && queue.jobs.len() <= queue.hungry {
             return None;
         }
-        if niced {
-            if queue.jobs.len_of(urgent) > 0 {
-                return None;
-            }
-            queue.jobs.take(|c| c == Class::Replay)
-        } else {
-            queue.jobs.take(urgent)
+        if queue.jobs.len_of(|c| c < class) > 0 {
+            return None;
         }
+        queue.jobs.take(|c| c == class)
     }
 }
 
 /// One child slot at work: takes jobs off the queue, most urgent class first, and runs them
 /// on a child of their kind until none is left, then checks the child in and gives the slot
-/// up. The `reserve` lane takes live and interactive work only.
-async fn lane(pool: Arc<Inner>, permit: OwnedSemaphorePermit, reserve: bool) {
+/// up. A lane on the `reserve` slot opened for a class takes only that class or more urgent
+/// work, and only while it may run there ([`Inner::may_reserve`]).
+async fn lane(pool: Arc<Inner>, permit: OwnedSemaphorePermit, reserve: Option<Class>) {
     let mut child: Option<ChildProcess> = None;
     let mut started = true;
-    // Counts this lane in `replay_lanes` while it runs replays.
-    let mut replaying = ReplayLane {
+    // Counts this lane in `replay_lanes` or `interactive_lanes` by what it runs.
+    let mut running = Running {
         pool: pool.clone(),
-        on: false,
+        class: Class::Live,
     };
     loop {
         let job = {
@@ -1028,7 +1071,8 @@ async fn lane(pool: Arc<Inner>, permit: OwnedSemaphorePermit, reserve: bool) {
             if std::mem::take(&mut started) {
                 queue.hungry = queue.hungry.saturating_sub(1);
             }
-            let allowed = |class: Class| !reserve || urgent(class);
+            let allowed =
+                |class: Class| reserve.is_none_or(|r| class <= r && pool.may_reserve(class));
             match (!pool.yielding())
                 .then(|| queue.jobs.take(allowed))
                 .flatten()
@@ -1048,13 +1092,13 @@ async fn lane(pool: Arc<Inner>, permit: OwnedSemaphorePermit, reserve: bool) {
             job.finish_stopped(&pool.stats);
             continue;
         }
-        let niced = job.class() == Class::Replay;
-        replaying.set(niced);
+        let class = job.class();
+        running.set(class);
         let kept = child.take().and_then(|mut c| {
             if !c.alive() {
                 pool.forget(c.pid);
                 None
-            } else if c.niced != niced {
+            } else if c.class != class {
                 pool.checkin(c);
                 None
             } else {
@@ -1063,7 +1107,7 @@ async fn lane(pool: Arc<Inner>, permit: OwnedSemaphorePermit, reserve: bool) {
         });
         let c = match kept {
             Some(c) => c,
-            None => match pool.checkout(niced).await {
+            None => match pool.checkout(class).await {
                 Ok(c) => c,
                 Err(e) => {
                     let _ = job.reply.send(Err(e));
@@ -1075,28 +1119,38 @@ async fn lane(pool: Arc<Inner>, permit: OwnedSemaphorePermit, reserve: bool) {
     }
 }
 
-/// A lane counted in `replay_lanes` while it runs replays (and not after it ends).
-struct ReplayLane {
+/// A lane counted in `replay_lanes` or `interactive_lanes` while it runs that class (and not
+/// after it ends).
+struct Running {
     pool: Arc<Inner>,
-    on: bool,
+    class: Class,
 }
 
-impl ReplayLane {
-    fn set(&mut self, on: bool) {
-        if on != self.on {
-            self.on = on;
-            if on {
-                self.pool.replay_lanes.fetch_add(1, Ordering::SeqCst);
-            } else {
-                self.pool.replay_lanes.fetch_sub(1, Ordering::SeqCst);
+impl Running {
+    fn counter(&self, class: Class) -> Option<&AtomicUsize> {
+        match class {
+            Class::Live => None,
+            Class::Interactive => Some(&self.pool.interactive_lanes),
+            Class::Replay => Some(&self.pool.replay_lanes),
+        }
+    }
+
+    fn set(&mut self, class: Class) {
+        if class != self.class {
+            if let Some(c) = self.counter(self.class) {
+                c.fetch_sub(1, Ordering::SeqCst);
             }
+            if let Some(c) = self.counter(class) {
+                c.fetch_add(1, Ordering::SeqCst);
+            }
+            self.class = class;
         }
     }
 }
 
-impl Drop for ReplayLane {
+impl Drop for Running {
     fn drop(&mut self) {
-        self.set(false);
+        self.set(Class::Live);
     }
 }
 
@@ -1267,7 +1321,7 @@ async fn run(pool: &Arc<Inner>, mut child: ChildProcess, first: Job) -> Option<C
             && inflight.len() < DEPTH
             && let Some(job) = first
                 .take()
-                .or_else(|| pool.next_job(inflight.len(), child.niced))
+                .or_else(|| pool.next_job(inflight.len(), child.class))
         {
             if job.call.stopped() {
                 job.finish_stopped(&pool.stats);
