@@ -28,10 +28,10 @@ use serde_json::{Value, json};
 use switchboard_proto::router::v1::router_client::RouterClient;
 use switchboard_proto::router::v1::{
     Configuration as WireConfiguration, Decision, EvaluateRequest, EvaluateResponse, Header,
-    Outcome, RoutingContext, StoredDelivery,
+    Outcome, RoutingContext, StoredDelivery, WorkClass,
 };
 use switchboard_router::engine::{CompiledConfiguration, Configuration, build_envelope};
-use switchboard_router::sandbox::{SandboxConfig, SandboxPool};
+use switchboard_router::sandbox::{Class, SandboxConfig, SandboxPool, Work};
 use switchboard_testkit::router_process::RouterProcess;
 
 /// The same allocator as the `switchboard` binary, so (a) and the children compare like for like.
@@ -866,7 +866,7 @@ fn start_pool(
         .block_on(SandboxPool::start(config))
         .expect("the sandbox pool starts (confined)");
     let warm = rt
-        .block_on(pool.evaluate(ctx, configs, deliveries, None))
+        .block_on(pool.evaluate_as(ctx, configs, deliveries, &live()))
         .expect("the warm-up batch evaluates");
     check_decisions(
         &format!("(b) {children} children, {} configs", configs.len()),
@@ -883,6 +883,14 @@ fn start_pool(
 }
 
 type Client = RouterClient<tonic::transport::Channel>;
+
+/// Ingest's work: what (b) and (c) measure, on children at the router's own priority.
+fn live() -> Work {
+    Work {
+        class: Some(Class::Live),
+        ..Work::default()
+    }
+}
 
 /// The deliveries in `calls` Evaluate calls made at once; the results in request order.
 async fn grpc_batch(
@@ -901,6 +909,7 @@ async fn grpc_batch(
                 configurations: configs.to_vec(),
                 deliveries: chunk.to_vec(),
                 budget_ms: 0,
+                work_class: WorkClass::Live as i32,
                 ..Default::default()
             };
             let mut client = client.clone();
@@ -1225,10 +1234,9 @@ fn main() {
                     // On a runtime worker, as the router's Evaluate handler runs it.
                     let (pool, ctx, configs, deliveries) =
                         (pool.clone(), ctx.clone(), configs.clone(), shared.clone());
-                    let batch =
-                        rt.spawn(
-                            async move { pool.evaluate(&ctx, &configs, &deliveries, None).await },
-                        );
+                    let batch = rt.spawn(async move {
+                        pool.evaluate_as(&ctx, &configs, &deliveries, &live()).await
+                    });
                     black_box(
                         rt.block_on(batch)
                             .expect("the batch task completes")
