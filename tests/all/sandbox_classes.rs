@@ -135,6 +135,14 @@ fn nice_of(pid: u32) -> Option<i64> {
     rest.split_whitespace().nth(16)?.parse().ok()
 }
 
+/// The pool's children running at `nice`: the children of one class.
+fn children_at(pool: &SandboxPool, nice: i64) -> Vec<u32> {
+    pool.child_pids()
+        .into_iter()
+        .filter(|p| nice_of(*p) == Some(nice))
+        .collect()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_budget_fault_names_the_rule_it_interrupted_and_counts_against_it() {
     let pool = pool(1, Duration::from_millis(100), 128, 0).await;
@@ -320,12 +328,8 @@ async fn a_unit_paused_past_its_budget_is_not_blamed() {
         work(Class::Replay, "human:alice"),
     );
     tokio::time::sleep(Duration::from_millis(150)).await;
-    // The replay's child (the pool's first child, a normal one, stays idle).
-    let pids: Vec<u32> = pool
-        .child_pids()
-        .into_iter()
-        .filter(|p| nice_of(*p) == Some(10))
-        .collect();
+    // The replay's child, the pool's only one (without spares it keeps no live child).
+    let pids = children_at(&pool, 10);
     assert_eq!(pids.len(), 1, "{:?}", pool.child_pids());
     let signal = |sig: &str| {
         let status = std::process::Command::new("kill")
@@ -360,11 +364,7 @@ async fn live_work_goes_ahead_of_a_replay_that_holds_every_child() {
     );
     tokio::time::sleep(Duration::from_millis(300)).await;
     // The replay's child runs at the replay priority.
-    let niced: Vec<u32> = pool
-        .child_pids()
-        .into_iter()
-        .filter(|p| nice_of(*p) == Some(10))
-        .collect();
+    let niced = children_at(&pool, 10);
     assert!(
         !niced.is_empty(),
         "a replay child at nice 10: {:?}",
@@ -415,11 +415,7 @@ async fn live_work_goes_ahead_of_interactive_work_that_holds_every_child() {
     );
     tokio::time::sleep(Duration::from_millis(100)).await;
     // The interactive work runs at its own, lower priority, not on a live child.
-    let interactive: Vec<u32> = pool
-        .child_pids()
-        .into_iter()
-        .filter(|p| nice_of(*p) == Some(5))
-        .collect();
+    let interactive = children_at(&pool, 5);
     assert_eq!(interactive.len(), 1, "{:?}", pool.child_pids());
 
     let (live_resp, live_took, _) = one_live_delivery(&pool).await;
@@ -444,11 +440,7 @@ async fn a_fault_in_interactive_work_never_costs_live_work_its_child() {
     let pool = pool(1, Duration::from_millis(300), 128, 1).await;
     let (resp, _, _) = one_live_delivery(&pool).await;
     assert!(faults(&resp).is_empty());
-    let live_children: Vec<u32> = pool
-        .child_pids()
-        .into_iter()
-        .filter(|p| nice_of(*p) == Some(0))
-        .collect();
+    let live_children = children_at(&pool, 0);
     assert!(!live_children.is_empty(), "{:?}", pool.child_pids());
 
     // A dry run whose rule exceeds the budget on three deliveries: three children killed.
