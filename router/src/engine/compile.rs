@@ -10,6 +10,8 @@ use switchboard_proto::router::v1::{Decision, Problem, RoutingContext};
 use super::config::{Action, Configuration};
 use super::decision::{self, fault};
 use super::dialect::{self, PARAMS_VAR};
+use super::envelope::envelope_reads;
+use super::projection::Projection;
 
 pub(super) type Data = data::JustLut<Val>;
 /// A compiled jq filter.
@@ -32,6 +34,11 @@ fn parse_problem(message: String) -> Vec<ExpressionProblem> {
 /// Pre-scans `code` (length, depth), parses it, checks it against the routing dialect, and
 /// compiles it with `$params` as the only global.
 pub fn compile_expression(code: &str) -> Result<JqFilter, Vec<ExpressionProblem>> {
+    compile_reading(code).map(|(filter, _)| filter)
+}
+
+/// [`compile_expression`], with what the expression can read of the envelope.
+fn compile_reading(code: &str) -> Result<(JqFilter, Projection), Vec<ExpressionProblem>> {
     if let Some((code, message)) = super::validate::prescan_expression(code) {
         return Err(vec![ExpressionProblem { code, message }]);
     }
@@ -48,6 +55,7 @@ pub fn compile_expression(code: &str) -> Result<JqFilter, Vec<ExpressionProblem>
     if !problems.is_empty() {
         return Err(problems);
     }
+    let reads = Projection::of_expression(&term);
     let defs = jaq_core::defs()
         .chain(jaq_std::defs().filter(|def| !super::regex::replaces(def)))
         .chain(jaq_json::defs());
@@ -63,6 +71,7 @@ pub fn compile_expression(code: &str) -> Result<JqFilter, Vec<ExpressionProblem>
         .with_funs(funs)
         .with_global_vars([PARAMS_VAR])
         .compile(modules)
+        .map(|filter| (filter, reads))
         .map_err(|errs| {
             let names: Vec<String> = errs
                 .iter()
@@ -136,6 +145,8 @@ pub struct CompiledConfiguration {
     pub rules: Vec<CompiledRule>,
     pub default_action: Option<Action>,
     params: Val,
+    /// What its rules, and building the envelope, read of the envelope.
+    reads: Projection,
 }
 
 impl CompiledConfiguration {
@@ -143,9 +154,10 @@ impl CompiledConfiguration {
     /// that does not compile.
     pub fn compile(config: &Configuration) -> Result<Self, String> {
         let mut rules = Vec::with_capacity(config.rules.len());
+        let mut reads = envelope_reads();
         for (i, rule) in config.rules.iter().enumerate() {
             let id = rule_id(rule, i);
-            let filter = compile_expression(&rule.when).map_err(|ps| {
+            let (filter, rule_reads) = compile_reading(&rule.when).map_err(|ps| {
                 format!(
                     "rule {id}: {}",
                     ps.iter()
@@ -154,6 +166,7 @@ impl CompiledConfiguration {
                         .join("; ")
                 )
             })?;
+            reads.merge(&rule_reads);
             rules.push(CompiledRule {
                 id,
                 action: rule.action.clone(),
@@ -168,7 +181,30 @@ impl CompiledConfiguration {
             rules,
             default_action: config.default_action.clone(),
             params,
+            reads,
         })
+    }
+
+    /// What evaluating this configuration reads of an envelope: build it with
+    /// [`build_envelope_reading`](super::build_envelope_reading) and these reads (merged
+    /// with every other configuration the same envelope is evaluated under).
+    pub fn reads(&self) -> &Projection {
+        &self.reads
+    }
+
+    /// Up to `limit` outputs of rule `index` over `envelope`, `None` for an error: what the
+    /// rule yields, for tests that compare envelopes (evaluation takes only the first).
+    pub fn outputs(&self, index: usize, envelope: &Val, limit: usize) -> Vec<Option<Val>> {
+        let Some(rule) = self.rules.get(index) else {
+            return Vec::new();
+        };
+        let run_ctx = Ctx::<Data>::new(&rule.filter.lut, Vars::new([self.params.clone()]));
+        rule.filter
+            .id
+            .run((run_ctx, envelope.clone()))
+            .take(limit)
+            .map(Result::ok)
+            .collect()
     }
 
     pub fn rule_ids(&self) -> Vec<String> {

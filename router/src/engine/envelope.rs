@@ -8,7 +8,8 @@ use bytes::Bytes;
 use jaq_json::{Map, Val};
 use switchboard_proto::router::v1::{RoutingContext, StoredDelivery};
 
-use super::payload::parse_payload;
+use super::payload::parse_payload_reading;
+use super::projection::Projection;
 
 /// Header names never shown to rules: credentials and signatures.
 fn is_secret_header(lower: &str) -> bool {
@@ -109,10 +110,34 @@ fn content_type(delivery: &StoredDelivery) -> Option<&str> {
 /// `.payload` is the JSON the body carries ([`switchboard_model::payload_json`]): a
 /// form-encoded delivery's `payload` field, so it reaches rules exactly as its JSON twin.
 pub fn build_envelope(delivery: &StoredDelivery, ctx: &RoutingContext) -> Val {
+    build_envelope_reading(delivery, ctx, &Projection::Whole)
+}
+
+/// What building the envelope itself reads of the payload: the actor's login and kind.
+pub fn envelope_reads() -> Projection {
+    Projection::reading(&[
+        &["payload", "actor", "login"],
+        &["payload", "actor", "kind"],
+        &["payload", "sender", "login"],
+        &["payload", "sender", "type"],
+    ])
+}
+
+/// [`build_envelope`] with `.payload` built only as far as `reads` reaches: what a sandbox
+/// child evaluates. `reads` is what the configurations evaluated read of the envelope
+/// ([`CompiledConfiguration::reads`](super::CompiledConfiguration::reads), which includes
+/// [`envelope_reads`]); no rule can tell the result from the whole envelope.
+pub fn build_envelope_reading(
+    delivery: &StoredDelivery,
+    ctx: &RoutingContext,
+    reads: &Projection,
+) -> Val {
+    static TYPE_ONLY: Projection = Projection::TYPE;
+    let payload_reads = reads.member(b"payload").unwrap_or(&TYPE_ONLY);
     let payload = match switchboard_model::payload_json(content_type(delivery), &delivery.body) {
         // The body itself: read in place, its plain strings shared rather than copied.
-        Cow::Borrowed(_) => parse_payload(&delivery.body),
-        Cow::Owned(json) => parse_payload(&Bytes::from(json)),
+        Cow::Borrowed(_) => parse_payload_reading(&delivery.body, payload_reads),
+        Cow::Owned(json) => parse_payload_reading(&Bytes::from(json), payload_reads),
     };
     let (event, action) = split_kind(&delivery.kind);
     let mut headers = Map::default();
@@ -188,7 +213,8 @@ mod tests {
         let payload = |d: &StoredDelivery| {
             get(&build_envelope(d, &RoutingContext::default()), "payload").cloned()
         };
-        let want = parse_payload(&Bytes::from_static(br#"{"action":"opened"}"#));
+        let want =
+            super::super::payload::parse_payload(&Bytes::from_static(br#"{"action":"opened"}"#));
         assert_eq!(payload(&delivery), Some(want.clone()));
         // Stored headers in any casing; the first Content-Type is the one.
         delivery.headers = vec![

@@ -11,9 +11,11 @@ pub mod dialect;
 pub mod envelope;
 pub mod payload;
 pub mod prescan;
+pub mod projection;
 mod regex;
 pub mod validate;
 
 pub use compile::CompiledConfiguration;
 pub use config::{Action, Configuration, Rule};
-pub use envelope::build_envelope;
+pub use envelope::{build_envelope, build_envelope_reading};
+pub use projection::Projection;

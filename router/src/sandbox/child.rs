@@ -22,7 +22,8 @@ use super::memory;
 use super::progress::{PROGRESS_FD_ARG, ProgressBoard};
 use crate::engine::compile::CompiledConfiguration;
 use crate::engine::decision::{self, fault};
-use crate::engine::envelope::build_envelope;
+use crate::engine::envelope::build_envelope_reading;
+use crate::engine::projection::Projection;
 use crate::engine::validate::{parse_configuration, validate};
 
 /// The child's argument that turns confinement off, for kernels that lack it; the parent
@@ -207,6 +208,15 @@ fn evaluate(
         child_response::Response::Compiled(ChildCompiled { errors }),
     )?;
     let n = configs.len();
+    // What any of the configurations reads: each delivery's envelope is built that far.
+    let mut reads: Option<Projection> = None;
+    for c in configs.iter().filter_map(|c| c.as_ref().as_ref().ok()) {
+        match &mut reads {
+            Some(r) => r.merge(c.reads()),
+            None => reads = Some(c.reads().clone()),
+        }
+    }
+    let reads = reads.unwrap_or(Projection::Whole);
     let skip = e.skip_units as usize;
     let omit: std::collections::HashSet<usize> = e.omit_units.iter().map(|u| *u as usize).collect();
     let mut pending = Vec::new();
@@ -224,7 +234,8 @@ fn evaluate(
             if unit < skip || omit.contains(&unit) {
                 continue;
             }
-            let envelope = envelope.get_or_insert_with(|| build_envelope(delivery, &ctx));
+            let envelope =
+                envelope.get_or_insert_with(|| build_envelope_reading(delivery, &ctx, &reads));
             if let Some(b) = board {
                 b.begin(unit as u64);
             }
