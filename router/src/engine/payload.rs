@@ -12,7 +12,6 @@
 //!   instead of growing (and an object rehashing) member by member.
 
 use bytes::Bytes;
-use hifijson::str::LexWrite;
 use hifijson::token::{Expect, Lex};
 use hifijson::{Read, SliceLexer};
 use jaq_json::{Map, Num, Val};
@@ -255,32 +254,10 @@ impl<'b> Reader<'b> {
     /// A string's bytes after its opening quote. Invalid UTF-8 is kept as it is, as jaq does;
     /// `bytes` strings (`b"…"`) take `\xHH` and no `\u`.
     fn string(&self, lexer: &mut SliceLexer<'b>, bytes: bool) -> Result<Bytes, NotJson> {
-        let on_string = |segment: &mut &'b [u8], text: &mut Text<'b>| {
-            match text {
-                Text::Borrowed([]) => *text = Text::Borrowed(segment),
-                _ => text.owned().extend_from_slice(segment),
-            }
-            Ok::<_, NotJson>(())
-        };
-        let on_escape = |lexer: &mut SliceLexer<'b>, text: &mut Text<'b>| {
-            use hifijson::escape::{Error, Lex as _};
-            let out = text.owned();
-            match lexer.take_next().ok_or(Error::Eof).map_err(str_error)? {
-                b'u' if bytes => return Err(NotJson::Syntax),
-                b'x' if bytes => out.push(lexer.hex().map_err(str_error)?),
-                c => {
-                    let c = lexer.escape(c).map_err(str_error)?;
-                    out.extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes())
-                }
-            }
-            Ok(())
-        };
-        Ok(
-            match lexer.str_fold(Text::Borrowed(&[]), on_string, on_escape)? {
-                Text::Borrowed(slice) => self.body.slice_ref(slice),
-                Text::Owned(v) => Bytes::from(v),
-            },
-        )
+        Ok(match lex_string(lexer, bytes, true)? {
+            Text::Borrowed(slice) => self.body.slice_ref(slice),
+            Text::Owned(v) => Bytes::from(v),
+        })
     }
 }
 
@@ -293,23 +270,75 @@ enum Key {
 
 /// Checks a string after its opening quote as [`Reader::string`] reads it, keeping nothing.
 fn skip_string(lexer: &mut SliceLexer<'_>, bytes: bool) -> Result<(), NotJson> {
-    lexer.str_fold(
-        (),
-        |_, _| Ok::<_, NotJson>(()),
-        |lexer, _| {
-            use hifijson::escape::{Error, Lex as _};
-            match lexer.take_next().ok_or(Error::Eof).map_err(str_error)? {
-                b'u' if bytes => return Err(NotJson::Syntax),
-                b'x' if bytes => {
-                    lexer.hex::<u8>().map_err(str_error)?;
-                }
-                c => {
-                    lexer.escape(c).map_err(str_error)?;
-                }
+    lex_string(lexer, bytes, false).map(drop)
+}
+
+/// Reads a string after its opening quote: hifijson's string grammar (a control byte or the
+/// end of the body inside a string is an error; escapes as [`hifijson::escape::Lex::escape`]
+/// reads them), with runs of plain bytes found a word at a time rather than byte by byte —
+/// most of a forge payload is strings. `keep`: collect the text (else only check it).
+fn lex_string<'b>(
+    lexer: &mut SliceLexer<'b>,
+    bytes: bool,
+    keep: bool,
+) -> Result<Text<'b>, NotJson> {
+    use hifijson::escape::{Error, Lex as _};
+    let mut rest = lexer.as_slice();
+    let mut text = Text::Borrowed(&[]);
+    loop {
+        let run = plain_run(rest);
+        if keep {
+            match &mut text {
+                Text::Borrowed([]) => text = Text::Borrowed(&rest[..run]),
+                _ => text.owned().extend_from_slice(&rest[..run]),
             }
-            Ok(())
-        },
-    )
+        }
+        let Some(&end) = rest.get(run) else {
+            return Err(NotJson::Syntax);
+        };
+        rest = &rest[run + 1..];
+        match end {
+            b'"' => {
+                *lexer = SliceLexer::new(rest);
+                return Ok(text);
+            }
+            b'\\' => {
+                let mut escape = SliceLexer::new(rest);
+                match escape.take_next().ok_or(Error::Eof).map_err(str_error)? {
+                    b'u' if bytes => return Err(NotJson::Syntax),
+                    b'x' if bytes => {
+                        let b = escape.hex::<u8>().map_err(str_error)?;
+                        if keep {
+                            text.owned().push(b);
+                        }
+                    }
+                    c => {
+                        let c = escape.escape(c).map_err(str_error)?;
+                        if keep {
+                            text.owned()
+                                .extend_from_slice(c.encode_utf8(&mut [0; 4]).as_bytes());
+                        }
+                    }
+                }
+                rest = escape.as_slice();
+            }
+            // A control byte.
+            _ => return Err(NotJson::Syntax),
+        }
+    }
+}
+
+/// The length of the run of plain string bytes at the start of `s`: up to the first `"`,
+/// `\\` or control byte (below 0x20), or all of `s`.
+fn plain_run(s: &[u8]) -> usize {
+    let end = memchr::memchr2(b'"', b'\\', s).unwrap_or(s.len());
+    let run = &s[..end];
+    // Control bytes are rare: one branch-free pass to rule them out, a second to find one.
+    if run.iter().fold(0u8, |any, &b| any | u8::from(b < 0x20)) == 0 {
+        end
+    } else {
+        run.iter().position(|&b| b < 0x20).unwrap_or(end)
+    }
 }
 
 /// Checks a number as [`number`] reads it, keeping nothing.
@@ -411,6 +440,13 @@ mod tests {
             b"\"tab\tinside\"",
             br#""\q""#,
             br#""\ud800""#,
+            b"\"unterminated",
+            b"\"ends in a backslash\\",
+            b"\"\\nstarts with an escape and ends plain\"",
+            br#"b"\x4""#,
+            br#""\u00""#,
+            b"{\"k\": \"a run longer than a machine word or two, then \\u00e9 and \x01\"}",
+            "{\"\u{e9}t\u{e9}\": \"non-ASCII \u{1f600} runs\"}".as_bytes(),
         ] {
             same(body);
         }
@@ -472,6 +508,20 @@ mod tests {
         fn any_json_reads_as_jaq_reads_it(v in json_value()) {
             same(v.to_string().as_bytes());
             same(serde_json::to_string_pretty(&v).expect("json").as_bytes());
+        }
+
+        #[test]
+        fn any_string_reads_as_jaq_reads_it(
+            text in proptest::collection::vec(
+                proptest::sample::select(&b"ab \"\\\\ux0e9D8\x01\x1f\xc3\xa9{}[]:,"[..]), 0..48),
+            close in proptest::prelude::any::<bool>(),
+        ) {
+            let mut body = b"{\"k\": [\"".to_vec();
+            body.extend(&text);
+            if close {
+                body.extend(b"\"]}");
+            }
+            same(&body);
         }
 
         #[test]
