@@ -57,9 +57,11 @@ fn compile_reading(code: &str) -> Result<(JqFilter, Projection), Vec<ExpressionP
     }
     let reads = Projection::of_expression(&term);
     let defs = jaq_core::defs()
+        .filter(|def| !super::quantifiers::replaces(def))
         .chain(jaq_std::defs().filter(|def| !super::regex::replaces(def)))
         .chain(jaq_json::defs());
     let funs = jaq_core::funs()
+        .chain(super::quantifiers::funs())
         .chain(super::regex::funs())
         .chain(jaq_std::funs())
         .chain(jaq_json::funs());

@@ -12,6 +12,7 @@ pub mod envelope;
 pub mod payload;
 pub mod prescan;
 pub mod projection;
+mod quantifiers;
 mod regex;
 pub mod validate;
 
