@@ -38,12 +38,19 @@ pub fn end_unit() {
 }
 
 /// Counts `grow` bytes against the running unit, if any; past its budget the child exits.
+///
+/// A child parses and evaluates on one thread (its main thread only waits for it), so the
+/// count is a plain load and store, not a locked read-modify-write: every allocation and
+/// free of a child goes through here, and `fetch_add` made the count about a fifth of a
+/// child's CPU time (docs/benchmarks.md, "Building only what rules read").
+#[inline(always)]
 fn charge(grow: usize) {
     let limit = LIMIT.load(Ordering::Relaxed);
     if limit == 0 {
         return;
     }
-    let held = HELD.fetch_add(grow as isize, Ordering::Relaxed) + grow as isize;
+    let held = HELD.load(Ordering::Relaxed) + grow as isize;
+    HELD.store(held, Ordering::Relaxed);
     if held > limit as isize {
         // Nothing may allocate here (this is the allocator): no message, no unwinding.
         // SAFETY: `_exit` ends the process at once; it is async-signal-safe.
@@ -51,9 +58,11 @@ fn charge(grow: usize) {
     }
 }
 
+#[inline(always)]
 fn credit(shrink: usize) {
     if LIMIT.load(Ordering::Relaxed) != 0 {
-        HELD.fetch_sub(shrink as isize, Ordering::Relaxed);
+        let held = HELD.load(Ordering::Relaxed) - shrink as isize;
+        HELD.store(held, Ordering::Relaxed);
     }
 }
 
