@@ -5,6 +5,7 @@
 //! chromedriver on this machine the test says it skipped (`.ci/run` installs them).
 
 use std::net::SocketAddr;
+use std::os::unix::process::CommandExt as _;
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
@@ -48,10 +49,13 @@ impl Browser {
             .and_then(|l| l.local_addr())
             .expect("a free port")
             .port();
+        // A process group of its own, so that Chromium, which chromedriver starts, goes
+        // with it (killing chromedriver alone left Chromium running after the test).
         let driver = Command::new(chromedriver)
             .arg(format!("--port={port}"))
             .stdout(Stdio::null())
             .stderr(Stdio::null())
+            .process_group(0)
             .spawn()
             .expect("chromedriver starts");
         let mut caps = serde_json::Map::new();
@@ -126,7 +130,12 @@ impl Browser {
 }
 
 impl Drop for Browser {
+    /// Kills chromedriver's whole process group: chromedriver and every Chromium process.
     fn drop(&mut self) {
+        let _ = Command::new("kill")
+            .args(["-KILL", "--", &format!("-{}", self.driver.id())])
+            .stderr(Stdio::null())
+            .status();
         let _ = self.driver.kill();
         let _ = self.driver.wait();
     }
