@@ -134,8 +134,7 @@ impl<'b> Reader<'b> {
                     self.items.push(item);
                     Ok::<_, NotJson>(())
                 })?;
-                let arr: Vec<Val> = self.items.drain(start..).collect();
-                Val::Arr(arr.into())
+                self.array_from(start)
             }
             b'{' => {
                 let start = self.members.len();
@@ -146,15 +145,26 @@ impl<'b> Reader<'b> {
                     self.members.push((key, value));
                     Ok::<_, NotJson>(())
                 })?;
-                let members = self.members.drain(start..);
-                let mut obj = Map::with_capacity_and_hasher(members.len(), Default::default());
-                // In order, a repeated key keeping its first place and its last value: as
-                // inserting one by one does.
-                obj.extend(members);
-                Val::obj(obj)
+                self.object_from(start)
             }
             _ => return Err(NotJson::Syntax),
         })
+    }
+
+    /// The array of the items gathered since `start`, allocated once at its size.
+    fn array_from(&mut self, start: usize) -> Val {
+        let arr: Vec<Val> = self.items.drain(start..).collect();
+        Val::Arr(arr.into())
+    }
+
+    /// The object of the members gathered since `start`, allocated once at its size: in
+    /// order, a repeated key keeping its first place and its last value, as inserting one by
+    /// one does.
+    fn object_from(&mut self, start: usize) -> Val {
+        let members = self.members.drain(start..);
+        let mut obj = Map::with_capacity_and_hasher(members.len(), Default::default());
+        obj.extend(members);
+        Val::obj(obj)
     }
 
     /// The value starting with `next`, built as far as `reads` reaches.
@@ -183,8 +193,7 @@ impl<'b> Reader<'b> {
                     }
                     Ok::<_, NotJson>(())
                 })?;
-                let arr: Vec<Val> = self.items.drain(start..).collect();
-                Val::Arr(arr.into())
+                self.array_from(start)
             }
             b'{' => {
                 let start = self.members.len();
@@ -216,10 +225,7 @@ impl<'b> Reader<'b> {
                     }
                     Ok::<_, NotJson>(())
                 })?;
-                let members = self.members.drain(start..);
-                let mut obj = Map::with_capacity_and_hasher(members.len(), Default::default());
-                obj.extend(members);
-                Val::obj(obj)
+                self.object_from(start)
             }
             _ => self.value(next, lexer, depth)?,
         })
