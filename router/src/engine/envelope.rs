@@ -140,20 +140,24 @@ pub fn build_envelope_reading(
         Cow::Owned(json) => parse_payload_reading(&Bytes::from(json), payload_reads),
     };
     let (event, action) = split_kind(&delivery.kind);
+    // Only the headers some rule can read (`.headers["x-github-event"]`), all of them when a
+    // rule can see the whole object.
     let mut headers = Map::default();
-    for h in &delivery.headers {
-        let name = h.name.to_ascii_lowercase();
-        if is_secret_header(&name) {
-            continue;
-        }
-        let key = s(&name);
-        let value = match headers.get(&key) {
-            Some(Val::TStr(prev) | Val::BStr(prev)) => {
-                format!("{}, {}", String::from_utf8_lossy(&prev[..]), h.value)
+    if let Some(header_reads) = reads.member(b"headers") {
+        for h in &delivery.headers {
+            let name = h.name.to_ascii_lowercase();
+            if is_secret_header(&name) || header_reads.member(name.as_bytes()).is_none() {
+                continue;
             }
-            _ => h.value.clone(),
-        };
-        headers.insert(key, s(&value));
+            let key = s(&name);
+            let value = match headers.get(&key) {
+                Some(Val::TStr(prev) | Val::BStr(prev)) => {
+                    format!("{}, {}", String::from_utf8_lossy(&prev[..]), h.value)
+                }
+                _ => h.value.clone(),
+            };
+            headers.insert(key, s(&value));
+        }
     }
     let mut m = Map::default();
     m.insert(s("source"), s(&delivery.source));
