@@ -31,7 +31,7 @@ use switchboard_proto::router::v1::{
     Outcome, RoutingContext, StoredDelivery, WorkClass,
 };
 use switchboard_router::engine::{
-    CompiledConfiguration, Configuration, build_envelope, build_envelope_reading,
+    CompiledConfiguration, Configuration, Projection, build_envelope, build_envelope_reading,
 };
 use switchboard_router::sandbox::{Class, SandboxConfig, SandboxPool, Work};
 use switchboard_testkit::router_process::RouterProcess;
@@ -1123,6 +1123,8 @@ fn main() {
     let me = std::process::id();
     let mut notes = Vec::new();
 
+    // What both configurations read (declared before the paths that borrow it).
+    let both_reads = Projection::union([saved.reads(), candidate.reads()]);
     // Everything is started and checked first; then the paths are timed in interleaved rounds,
     // so load from elsewhere on the machine falls on every path alike.
     let mut paths: Vec<Timed> = Vec::new();
@@ -1131,17 +1133,16 @@ fn main() {
 
     // (a) in-process, building the envelope as far as the configurations read, as a sandbox
     // child does (the decisions checked above came from whole envelopes).
-    let mut both_reads = saved.reads().clone();
-    both_reads.merge(candidate.reads());
-    let (saved_reads, both_reads) = (saved.reads(), &*Box::leak(Box::new(both_reads)));
+    let (saved_reads, both_reads) = (saved.reads(), &both_reads);
+    let in_process = || Accounting::Processes {
+        parent: me,
+        children: Vec::new(),
+    };
     paths.push(Timed::new(
         "(a) in-process, parse + build whole envelope only".into(),
         1,
         Some((1, 0.0)),
-        Accounting::Processes {
-            parent: me,
-            children: Vec::new(),
-        },
+        in_process(),
         move || {
             for d in deliveries {
                 black_box(build_envelope(d, ctx));
@@ -1152,10 +1153,7 @@ fn main() {
         "(a) in-process, 1 config, whole envelope".into(),
         1,
         Some((3, 0.0)),
-        Accounting::Processes {
-            parent: me,
-            children: Vec::new(),
-        },
+        in_process(),
         move || {
             for d in deliveries {
                 let envelope = build_envelope(d, ctx);
@@ -1167,10 +1165,7 @@ fn main() {
         "(a) in-process, parse + build envelope only".into(),
         1,
         Some((3, 0.0)),
-        Accounting::Processes {
-            parent: me,
-            children: Vec::new(),
-        },
+        in_process(),
         move || {
             for d in deliveries {
                 black_box(build_envelope_reading(d, ctx, saved_reads));
@@ -1181,10 +1176,7 @@ fn main() {
         "(a) in-process, 1 config".into(),
         1,
         None,
-        Accounting::Processes {
-            parent: me,
-            children: Vec::new(),
-        },
+        in_process(),
         move || {
             for d in deliveries {
                 let envelope = build_envelope_reading(d, ctx, saved_reads);
@@ -1197,10 +1189,7 @@ fn main() {
         "(a) in-process, 2 configs (replay)".into(),
         1,
         Some((a1, 0.0)),
-        Accounting::Processes {
-            parent: me,
-            children: Vec::new(),
-        },
+        in_process(),
         move || {
             for d in deliveries {
                 let envelope = build_envelope_reading(d, ctx, both_reads);

@@ -3,7 +3,7 @@
 //! sandbox child, or in tests and benchmarks.
 
 use jaq_core::load::{Arena, File, Loader};
-use jaq_core::{Compiler, Ctx, Vars, data};
+use jaq_core::{Compiler, Ctx, ValXs, Vars, data};
 use jaq_json::Val;
 use switchboard_proto::router::v1::{Decision, Problem, RoutingContext};
 
@@ -200,13 +200,16 @@ impl CompiledConfiguration {
         let Some(rule) = self.rules.get(index) else {
             return Vec::new();
         };
-        let run_ctx = Ctx::<Data>::new(&rule.filter.lut, Vars::new([self.params.clone()]));
-        rule.filter
-            .id
-            .run((run_ctx, envelope.clone()))
+        self.run(rule, envelope)
             .take(limit)
             .map(Result::ok)
             .collect()
+    }
+
+    /// `rule`'s outputs over `envelope`, with `$params` bound.
+    fn run<'a>(&self, rule: &'a CompiledRule, envelope: &Val) -> ValXs<'a, Val> {
+        let run_ctx = Ctx::<Data>::new(&rule.filter.lut, Vars::new([self.params.clone()]));
+        rule.filter.id.run((run_ctx, envelope.clone()))
     }
 
     pub fn rule_ids(&self) -> Vec<String> {
@@ -231,8 +234,7 @@ impl CompiledConfiguration {
     ) -> Decision {
         for (i, rule) in self.rules.iter().enumerate() {
             starting(i);
-            let run_ctx = Ctx::<Data>::new(&rule.filter.lut, Vars::new([self.params.clone()]));
-            let first = rule.filter.id.run((run_ctx, envelope.clone())).next();
+            let first = self.run(rule, envelope).next();
             match first {
                 None | Some(Ok(Val::Bool(false))) | Some(Ok(Val::Null)) => continue,
                 Some(Ok(Val::Bool(true))) => return enforce(ctx, &rule.action, &rule.id, false),

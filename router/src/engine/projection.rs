@@ -101,6 +101,15 @@ impl Projection {
         analysis.root.settled()
     }
 
+    /// What any of `all` reads (nothing but the type when `all` is empty).
+    pub fn union<'p>(all: impl IntoIterator<Item = &'p Projection>) -> Projection {
+        let mut union = Projection::TYPE;
+        for p in all {
+            union.merge(p);
+        }
+        union
+    }
+
     /// The union: what `self` or `other` reads.
     pub fn merge(&mut self, other: &Projection) {
         *self = std::mem::replace(self, Projection::Whole)

@@ -209,14 +209,12 @@ fn evaluate(
     )?;
     let n = configs.len();
     // What any of the configurations reads: each delivery's envelope is built that far.
-    let mut reads: Option<Projection> = None;
-    for c in configs.iter().filter_map(|c| c.as_ref().as_ref().ok()) {
-        match &mut reads {
-            Some(r) => r.merge(c.reads()),
-            None => reads = Some(c.reads().clone()),
-        }
-    }
-    let reads = reads.unwrap_or(Projection::Whole);
+    let reads = Projection::union(
+        configs
+            .iter()
+            .filter_map(|c| c.as_ref().as_ref().ok())
+            .map(|c| c.reads()),
+    );
     let skip = e.skip_units as usize;
     let omit: std::collections::HashSet<usize> = e.omit_units.iter().map(|u| *u as usize).collect();
     let mut pending = Vec::new();
