@@ -24,6 +24,14 @@ pub enum Error {
         current_version: Option<i64>,
     },
 
+    /// The webhook's `confirm_policy` is `person` and an endpoint tried to change its
+    /// configuration: only a person's acceptance of a plan does that (ADR-0028).
+    #[error(
+        "webhook {webhook_id} takes configuration changes only from a person (confirm_policy: person); nothing was saved. \
+         Plan the change as a rule pack install, upgrade or removal: a person accepts the plan in the console"
+    )]
+    ApprovalRequired { webhook_id: String },
+
     /// The request collides with existing state (a duplicate name, a todo claimed by another).
     #[error("{message}")]
     Conflict { message: String },
@@ -119,6 +127,7 @@ impl Error {
             Error::NotFound { .. } => Reason::NotFound,
             Error::FailedPrecondition { reason, .. } => *reason,
             Error::Conflict { .. } => Reason::Conflict,
+            Error::ApprovalRequired { .. } => Reason::ApprovalRequired,
             Error::GrantNotAllowed { .. } => Reason::GrantNotAllowed,
             Error::InvalidArgument { .. } => Reason::InvalidArgument,
             Error::ResourceExhausted { .. } => Reason::RateLimited,

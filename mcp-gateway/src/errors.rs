@@ -308,6 +308,10 @@ fn next_call(tool: &str, error: &ToolError) -> Option<String> {
             }
             _ => "read the current state again and retry".into(),
         },
+        Reason::ApprovalRequired => {
+            "this webhook takes configuration changes only from a person: propose the change as a plan (install_rule_pack or remove_rule_pack, then confirm_rule_pack_plan, which puts it before a person) and tell your user it awaits their approval in the console"
+                .into()
+        }
         Reason::InvalidArgument => format!("fix the named argument and call {tool} again"),
         Reason::Unimplemented => "this instance does not serve that yet".into(),
         _ => return None,

@@ -15,7 +15,7 @@ impl std::fmt::Display for Reason {
 
 impl Reason {
     /// Every reason a caller can see (all but `REASON_UNSPECIFIED`), in the proto's order.
-    pub const ALL: [Reason; 29] = [
+    pub const ALL: [Reason; 30] = [
         Reason::Unauthenticated,
         Reason::PermissionDenied,
         Reason::GrantNotAllowed,
@@ -45,6 +45,7 @@ impl Reason {
         Reason::Cancelled,
         Reason::Unimplemented,
         Reason::Internal,
+        Reason::ApprovalRequired,
     ];
 
     /// The reason as callers read it: the proto name without `REASON_`, in lower case.
@@ -80,6 +81,7 @@ impl Reason {
             Reason::Cancelled => "cancelled",
             Reason::Unimplemented => "unimplemented",
             Reason::Internal => "internal",
+            Reason::ApprovalRequired => "approval_required",
         }
     }
 
@@ -110,7 +112,8 @@ impl Reason {
             | Reason::DefaultConflict
             | Reason::TooManyRules
             | Reason::UnavailableVersion
-            | Reason::Conflict => Code::FailedPrecondition,
+            | Reason::Conflict
+            | Reason::ApprovalRequired => Code::FailedPrecondition,
             Reason::RateLimited => Code::ResourceExhausted,
             Reason::RouterUnavailable | Reason::Unavailable | Reason::ControlUnavailable => {
                 Code::Unavailable
@@ -140,7 +143,8 @@ impl Reason {
             | Reason::TooManyRules
             | Reason::UnavailableVersion
             | Reason::Busy
-            | Reason::Conflict => 409,
+            | Reason::Conflict
+            | Reason::ApprovalRequired => 409,
             Reason::RateLimited => 429,
             Reason::RouterUnavailable | Reason::Unavailable | Reason::ControlUnavailable => 503,
             // A body that arrived too slowly: the client's request timed out.

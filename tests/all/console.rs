@@ -477,14 +477,40 @@ async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
         .await
         .expect("open");
     assert!(browser.has("#accept").await);
-    let edit = tool(
+    // Under `person` the agent cannot edit the rules directly either: refused, nothing saved.
+    let delete = json!({"webhook_id": webhook, "rule_id": "drop-ci-noise--deleted"});
+    let refused = tool(mcp, bearer, "delete_webhook_rule", delete.clone()).await;
+    assert_eq!(refused["code"], "approval_required", "{refused}");
+    assert!(
+        refused["details"]["next"]
+            .as_str()
+            .is_some_and(|n| n.contains("install_rule_pack")),
+        "{refused}"
+    );
+    let unchanged = tool(
         mcp,
         bearer,
-        "delete_webhook_rule",
-        json!({"webhook_id": webhook, "rule_id": "drop-ci-noise--deleted"}),
+        "list_webhook_rules",
+        json!({"webhook_id": webhook}),
     )
     .await;
+    assert!(
+        unchanged.to_string().contains("drop-ci-noise--deleted"),
+        "{unchanged}"
+    );
+    // The operator lifts the policy, the agent edits, the policy is back: the plan is stale.
+    admin(
+        &lines.grpc,
+        &lines.operator_token,
+        &["webhook", "confirm-policy", webhook, "self"],
+    );
+    let edit = tool(mcp, bearer, "delete_webhook_rule", delete).await;
     assert!(edit["version"].is_i64(), "{edit}");
+    admin(
+        &lines.grpc,
+        &lines.operator_token,
+        &["webhook", "confirm-policy", webhook, "person"],
+    );
     browser.click("#accept").await;
     browser.text_becomes("#plan-state", "stale").await;
     assert!(

@@ -384,6 +384,7 @@ on_every_backend!(
     a_mistyped_allowlist_is_refused_before_replay,
     a_cross_family_pair_map,
     under_confirm_policy_person_an_agents_confirm_waits_for_a_person,
+    under_confirm_policy_person_an_agent_cannot_edit_rules_directly,
     a_plan_only_endpoint_plans_but_its_confirm_is_refused,
     same_family_pairs_are_refused_at_install,
     an_operator_adds_external_packs,
@@ -2780,6 +2781,11 @@ async fn under_confirm_policy_person_an_agents_confirm_waits_for_a_person(db: Te
     confirm.allow_unproven = true;
     let pending = remove(&env, &cred, confirm).await.expect("pending");
     let stale_id = pending["plan_id"].as_str().expect("id").to_string();
+    // The policy is lifted for an edit meanwhile (under `person` the endpoint could not).
+    env.store
+        .set_confirm_policy(&scope, &w.id, ConfirmPolicy::SelfConfirm)
+        .await
+        .expect("policy");
     env.rules(&cred)
         .delete_webhook_rule(switchboard_proto::control::v1::DeleteWebhookRuleRequest {
             webhook_id: w.id.clone(),
@@ -2788,6 +2794,10 @@ async fn under_confirm_policy_person_an_agents_confirm_waits_for_a_person(db: Te
         })
         .await
         .expect("someone edits meanwhile");
+    env.store
+        .set_confirm_policy(&scope, &w.id, ConfirmPolicy::Person)
+        .await
+        .expect("policy");
     let status = state_of(upgrade["plan_token"].as_str().expect("t").to_string()).await;
     assert_eq!(
         (status.state, status.stale_reason.as_str()),
@@ -2798,6 +2808,112 @@ async fn under_confirm_policy_person_an_agents_confirm_waits_for_a_person(db: Te
         .await
         .expect_err("stale");
     assert_eq!(stale.reason.as_str(), "plan_stale");
+}
+
+/// ADR-0028 holds for every way into the configuration: on a `person` webhook an endpoint's
+/// `set_webhook_rules`, `update_webhook_rule` and `delete_webhook_rule` are each refused
+/// `approval_required` (FAILED_PRECONDITION, the webhook named in ErrorInfo), and save nothing:
+/// the version and the history stay as they were. Under `self` the same calls save.
+async fn under_confirm_policy_person_an_agent_cannot_edit_rules_directly(db: TestDb) {
+    use switchboard_control::store::ConfirmPolicy;
+    use switchboard_proto::control::v1::{
+        DeleteWebhookRuleRequest, ListWebhookHistoryRequest, RulePatch, UpdateWebhookRuleRequest,
+    };
+    use tonic_types::StatusExt;
+    let env = Env::start(&db, Options::default()).await;
+    let (scope, cred) = env.owner("alice", ALL).await;
+    let w = env.webhook(&scope, None).await;
+    let config = json!({"rules": [
+        {"id": "prs", "when": ".kind == \"pull_request.opened\"", "action": {"queue": "review"}},
+        {"id": "ci", "when": ".kind == \"check_run.completed\"", "action": {"drop": true}},
+    ]});
+    set_rules(&env, &cred, &w, &config)
+        .await
+        .expect("saved under self");
+    env.store
+        .set_confirm_policy(&scope, &w.id, ConfirmPolicy::Person)
+        .await
+        .expect("policy");
+    let history_len = |env: &Env| {
+        let mut rules = env.rules(&cred);
+        let id = w.id.clone();
+        async move {
+            rules
+                .list_webhook_history(ListWebhookHistoryRequest {
+                    webhook_id: id,
+                    ..Default::default()
+                })
+                .await
+                .expect("history")
+                .into_inner()
+                .records
+                .len()
+        }
+    };
+    let (before, version) = env.configuration(&cred, &w).await;
+    let records = history_len(&env).await;
+
+    let mut other = config.clone();
+    other["rules"][0]["action"] = json!({"queue": "triage"});
+    let set = set_rules(&env, &cred, &w, &other).await;
+    let update = env
+        .rules(&cred)
+        .update_webhook_rule(UpdateWebhookRuleRequest {
+            webhook_id: w.id.clone(),
+            rule_id: "prs".into(),
+            patch: Some(RulePatch {
+                description: Some("changed".into()),
+                ..Default::default()
+            }),
+            expected_version: Some(version),
+        })
+        .await;
+    let delete = env
+        .rules(&cred)
+        .delete_webhook_rule(DeleteWebhookRuleRequest {
+            webhook_id: w.id.clone(),
+            rule_id: "ci".into(),
+            expected_version: None,
+        })
+        .await;
+    for (verb, refused) in [
+        ("set_webhook_rules", set.err()),
+        ("update_webhook_rule", update.err()),
+        ("delete_webhook_rule", delete.err()),
+    ] {
+        let refused = refused.unwrap_or_else(|| panic!("{verb}: saved under person"));
+        assert_eq!(
+            refused.code(),
+            tonic::Code::FailedPrecondition,
+            "{verb}: {refused:?}"
+        );
+        let details = refused.get_error_details();
+        let info = details.error_info().expect("ErrorInfo");
+        assert_eq!(info.reason, "approval_required", "{verb}");
+        assert_eq!(info.metadata.get("webhook_id"), Some(&w.id), "{verb}");
+        assert!(
+            refused.message().starts_with("approval_required: ")
+                && refused.message().contains("confirm_policy: person"),
+            "{verb}: {}",
+            refused.message()
+        );
+    }
+    assert_eq!(
+        env.configuration(&cred, &w).await,
+        (before.clone(), version),
+        "nothing saved"
+    );
+    assert_eq!(history_len(&env).await, records, "no history written");
+
+    // Under `self` again, the same edit saves.
+    env.store
+        .set_confirm_policy(&scope, &w.id, ConfirmPolicy::SelfConfirm)
+        .await
+        .expect("policy");
+    let saved = set_rules(&env, &cred, &w, &other)
+        .await
+        .expect("saved under self");
+    assert_eq!(saved.version, version + 1);
 }
 
 /// Issue 20 item 2: an endpoint vended `webhook-rules` without `rule-pack-confirm` plans, reads

@@ -242,6 +242,20 @@ fn control_status(e: Error) -> Status {
             // a stale plan FAILED_PRECONDITION: it must be looked at again, not retried.
             with_reason(reason, &message, metadata, details)
         }
+        Error::ApprovalRequired { webhook_id } => {
+            let mut details = ErrorDetails::new();
+            details.add_precondition_failure_violation(
+                Reason::ApprovalRequired.as_str(),
+                "confirm_policy",
+                "the webhook's confirm_policy is person",
+            );
+            with_reason(
+                Reason::ApprovalRequired,
+                &message,
+                HashMap::from([("webhook_id".to_string(), webhook_id)]),
+                details,
+            )
+        }
         Error::Conflict { .. } => with_reason(
             Reason::Conflict,
             &message,

@@ -11,7 +11,9 @@ use sqlx::any::AnyRow;
 use switchboard_model::TrustedActors;
 
 use super::plans::consume_plan_in;
-use super::webhooks::{configuration_text, webhook, webhook_columns};
+use super::webhooks::{
+    ConfirmPolicy, configuration_text, webhook, webhook_columns, webhook_policy_columns,
+};
 use super::{Actor, Page, Paged, Store, dialect, json_col, json_opt};
 use crate::error::{Error, PLAN_STALE, Result, VERSION_MISMATCH};
 use crate::scope::OwnerScope;
@@ -113,20 +115,43 @@ impl Store {
         let now = self.now();
 
         let mut tx = self.begin_write().await?;
-        let row = sqlx::query(dialect::for_update!(
-            self.backend,
-            "SELECT ",
-            webhook_columns!(),
-            " FROM webhooks WHERE id = $1 AND owner_scope = $2"
-        ))
-        .bind(super::lookup_id(webhook_id))
-        .bind(scope.to_string())
-        .fetch_optional(&mut *tx)
-        .await?;
+        // An endpoint's save reads the confirm policy in the same locked read, so a person's
+        // switch to `person` can never be overtaken by a save that read the policy before it.
+        // (Other actors' saves select only the columns every schema has: upgrade tests write
+        // through this path into databases from before 0007.)
+        let by_endpoint = save.actor.endpoint_id.is_some();
+        let select = if by_endpoint {
+            dialect::for_update!(
+                self.backend,
+                "SELECT ",
+                webhook_columns!(),
+                webhook_policy_columns!(),
+                " FROM webhooks WHERE id = $1 AND owner_scope = $2"
+            )
+        } else {
+            dialect::for_update!(
+                self.backend,
+                "SELECT ",
+                webhook_columns!(),
+                " FROM webhooks WHERE id = $1 AND owner_scope = $2"
+            )
+        };
+        let row = sqlx::query(select)
+            .bind(super::lookup_id(webhook_id))
+            .bind(scope.to_string())
+            .fetch_optional(&mut *tx)
+            .await?;
         let Some(row) = row else {
             return Err(Error::not_found("webhook"));
         };
         let current = webhook(&row, &self.sealing)?;
+        // ADR-0028: under `person` an agent's call puts nothing live; only a person's
+        // acceptance (a save with no endpoint) changes the configuration.
+        if by_endpoint && current.confirm_policy == ConfirmPolicy::Person {
+            return Err(Error::ApprovalRequired {
+                webhook_id: current.id,
+            });
+        }
 
         if let Some(token_hash) = &save.plan_token_hash {
             // A save by a person (no endpoint) is an acceptance: the plan records who decided.

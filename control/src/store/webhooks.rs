@@ -51,7 +51,8 @@ pub enum ConfirmPolicy {
     /// The endpoint that planned may confirm (the default, and the behaviour before issue 20).
     #[default]
     SelfConfirm,
-    /// An endpoint's confirm puts the plan before a person, who accepts or rejects it.
+    /// An endpoint's confirm puts the plan before a person, who accepts or rejects it; any
+    /// other save by an endpoint is refused `approval_required`.
     Person,
 }
 
@@ -175,6 +176,7 @@ macro_rules! webhook_policy_columns {
         ", confirm_policy, claim_ttl_secs"
     };
 }
+pub(crate) use webhook_policy_columns;
 
 /// A stored configuration is at most this large; the router's own limits (32 rules, 4 KiB
 /// expressions, 64 KiB params) stay well inside it.

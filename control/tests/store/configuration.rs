@@ -396,3 +396,70 @@ pub async fn packs_and_trusted_actors_are_saved_with_the_configuration(db: TestD
             .duplicate
     );
 }
+
+/// ADR-0028 in the store: under `confirm_policy: person` a save by an endpoint is refused
+/// `approval_required` inside the save's own locked read (so a switch to `person` is never
+/// overtaken by a save that read `self` before it), writing nothing; a person's save (an
+/// acceptance) and an operator's still save.
+pub async fn under_person_only_a_person_or_an_operator_saves(db: TestDb) {
+    use switchboard_control::store::ConfirmPolicy;
+    let alice = human(&db, "alice").await;
+    let ep = endpoint(&db, "alice").await;
+    let wh = webhook(&db, &alice).await;
+    db.set_confirm_policy(&alice, &wh.id, ConfirmPolicy::Person)
+        .await
+        .unwrap();
+    let refused = db
+        .save_configuration(
+            &alice,
+            &wh.id,
+            save(config_routing_to("forge"), &Actor::endpoint(&ep)),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, Error::ApprovalRequired { webhook_id } if *webhook_id == wh.id),
+        "{refused:?}"
+    );
+    assert_eq!(refused.reason().as_str(), "approval_required");
+    let now = db.get_webhook(&alice, &wh.id).await.unwrap();
+    assert_eq!(now.config_version, 1, "nothing saved");
+    let history = db
+        .list_history(&alice, &wh.id, &Page::default())
+        .await
+        .unwrap()
+        .items;
+    assert_eq!(history.len(), 1, "no history written");
+
+    let person = Actor {
+        endpoint_id: None,
+        human_login: Some("alice".into()),
+    };
+    let accepted = db
+        .save_configuration(&alice, &wh.id, save(config_routing_to("forge"), &person))
+        .await
+        .unwrap();
+    assert_eq!(accepted.version, 2);
+    let by_operator = db
+        .save_configuration(
+            &alice,
+            &wh.id,
+            save(config_routing_to("review"), &Actor::operator()),
+        )
+        .await
+        .unwrap();
+    assert_eq!(by_operator.version, 3);
+
+    db.set_confirm_policy(&alice, &wh.id, ConfirmPolicy::SelfConfirm)
+        .await
+        .unwrap();
+    let by_endpoint = db
+        .save_configuration(
+            &alice,
+            &wh.id,
+            save(config_routing_to("forge"), &Actor::endpoint(&ep)),
+        )
+        .await
+        .unwrap();
+    assert_eq!(by_endpoint.version, 4);
+}

@@ -123,6 +123,7 @@ store_test_suite! {
         failed_decision_leaves_the_event_unrouted,
         history_pages_newest_first,
         packs_and_trusted_actors_are_saved_with_the_configuration,
+        under_person_only_a_person_or_an_operator_saves,
     ],
     plans: [
         a_plan_is_consumed_once,
