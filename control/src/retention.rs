@@ -1,7 +1,7 @@
 //! The retention task: every `interval`, purges what [`Retention`](crate::store::Retention)
-//! bounds (events past their age or their webhook's count, plans past their expiry) in small
-//! batches with a pause between them, so a first purge of a big backlog never holds the
-//! store's writers away from live ingest for long. Counts go to the
+//! bounds (events past their age or their webhook's count, plans and unconfirmed redrive plans
+//! past their expiry) in small batches with a pause between them, so a first purge of a big
+//! backlog never holds the store's writers away from live ingest for long. Counts go to the
 //! `switchboard.retention.purged` metric. Safe on every replica at once: each batch is one
 //! `DELETE` of rows chosen by the statement itself.
 
@@ -38,10 +38,12 @@ pub struct Purged {
     /// Events past their webhook's count bound.
     pub by_count: u64,
     pub plans: u64,
+    /// Redrive plans never confirmed, past their expiry and the grace.
+    pub redrives: u64,
 }
 
-/// A plan is kept this long past its expiry, so a late confirm still hears "expired" rather
-/// than "not found".
+/// A plan (a rule pack's or a redrive's) is kept this long past its expiry, so a late confirm
+/// still hears "expired" rather than "not found".
 pub const PLAN_GRACE: Duration = Duration::from_secs(24 * 3600);
 
 /// Repeats `purge` (one batch) until a batch comes back short, pausing between batches.
@@ -61,7 +63,8 @@ where
     }
 }
 
-/// One pass: events past the age bound, then past each webhook's count, then plans.
+/// One pass: events past the age bound, then past each webhook's count, then plans, then
+/// redrive plans never confirmed.
 pub async fn purge_once(state: &ControlState, options: &RetentionOptions) -> crate::Result<Purged> {
     let store = &state.store;
     let retention = state.limits.retention;
@@ -92,13 +95,19 @@ pub async fn purge_once(state: &ControlState, options: &RetentionOptions) -> cra
     })
     .await?;
     metrics.retention_purged("plan", plans);
+    let redrives = in_batches(options, || {
+        store.purge_redrives_expired_before(now.saturating_sub(grace), batch)
+    })
+    .await?;
+    metrics.retention_purged("redrive", redrives);
     let purged = Purged {
         by_age,
         by_count,
         plans,
+        redrives,
     };
     if purged != Purged::default() {
-        tracing::info!(by_age, by_count, plans, "retention purged");
+        tracing::info!(by_age, by_count, plans, redrives, "retention purged");
     }
     Ok(purged)
 }

@@ -134,7 +134,7 @@ pub fn metrics() -> &'static Metrics {
                 .build(),
             retention_purged: meter
                 .u64_counter("switchboard.retention.purged")
-                .with_description("Rows purged by retention, by what (event, plan)")
+                .with_description("Rows purged by retention, by what (event, plan, redrive)")
                 .build(),
             group_commit_writes: meter
                 .u64_histogram("switchboard.store.group_commit_writes")

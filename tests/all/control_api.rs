@@ -2656,6 +2656,51 @@ async fn retention_purges_in_batches_and_listings_say_what_window_remains(api: A
         .map(|e| e.id)
         .collect();
     assert_eq!(ids, [events[3].id.clone(), events[0].id.clone()]);
+
+    // Redrive plans: one never confirmed goes a day past its expiry; a confirmed one stays
+    // (the record of what it replaced), and so does one not yet expired.
+    let current = api.store.get_webhook(&alice, &w.id).await.expect("webhook");
+    let redrive = |token: &str, expires_at: i64| switchboard_control::store::NewRedrive {
+        webhook_id: w.id.clone(),
+        owner_scope: alice.clone(),
+        token_hash: format!("redrive-{token}"),
+        base_config_version: current.config_version,
+        base_config_digest: current.config_digest.clone(),
+        entries: vec![],
+        expires_at,
+    };
+    let soon = api.clock.now_ms() + 60_000;
+    let confirmed = api
+        .store
+        .insert_redrive(redrive("confirmed", soon))
+        .await
+        .expect("a redrive");
+    api.store
+        .confirm_redrive(&alice, &w.id, "redrive-confirmed")
+        .await
+        .expect("confirmed");
+    let abandoned = api
+        .store
+        .insert_redrive(redrive("abandoned", soon))
+        .await
+        .expect("a redrive");
+    let live = api
+        .store
+        .insert_redrive(redrive("live", api.clock.now_ms() + 48 * 3_600_000))
+        .await
+        .expect("a redrive");
+    api.clock.advance(Duration::from_secs(23 * 3600));
+    let purged = purge_once(&state, &options).await.expect("a pass");
+    assert_eq!(purged.redrives, 0, "still within the grace: {purged:?}");
+    api.clock.advance(Duration::from_secs(2 * 3600));
+    let purged = purge_once(&state, &options).await.expect("a pass");
+    assert_eq!(purged.redrives, 1, "{purged:?}");
+    assert!(api.store.get_redrive(&alice, &confirmed.id).await.is_ok());
+    assert!(api.store.get_redrive(&alice, &live.id).await.is_ok());
+    assert!(matches!(
+        api.store.get_redrive(&alice, &abandoned.id).await,
+        Err(switchboard_control::Error::NotFound { .. })
+    ));
 }
 
 async fn events_list_newest_first_and_read_exactly(api: Api) {

@@ -480,6 +480,23 @@ impl Store {
         let outcomes = result.map(|r| serde_json::from_str(&r)).transpose()?;
         Ok((redrive(&row)?, outcomes))
     }
+
+    /// Deletes up to `batch` of the redrive plans never confirmed that expired before `before`
+    /// (ms); returns how many. A confirmed redrive stays (until its webhook goes): it is the
+    /// record of the decisions it replaced, and its events name it.
+    pub async fn purge_redrives_expired_before(&self, before: i64, batch: u32) -> Result<u64> {
+        let _turn = self.write_turn().await?;
+        let done = sqlx::query(
+            "DELETE FROM redrives WHERE id IN \
+             (SELECT id FROM redrives WHERE used_at IS NULL AND expires_at < $1 \
+              ORDER BY expires_at, id LIMIT $2)",
+        )
+        .bind(before)
+        .bind(i64::from(batch.max(1)))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
 }
 
 #[cfg(test)]
