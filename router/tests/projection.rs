@@ -69,6 +69,20 @@ fn difference(
     let whole = build_envelope(delivery, ctx);
     let projected = build_envelope_reading(delivery, ctx, config.reads());
     for (i, id) in config.rule_ids().iter().enumerate() {
+        // Where a rule's shortcut decides, it decides what jaq's first output is.
+        for envelope in [&whole, &projected] {
+            if let Some(decided) = config.shortcut(i, envelope) {
+                let first = config.outputs(i, envelope, 1);
+                if first != [Some(Val::Bool(decided))] {
+                    return Some(format!(
+                        "rule {id} over {} ({}): the shortcut decides {decided}, jaq's first output is {:?}",
+                        delivery.delivery_id,
+                        delivery.kind,
+                        first.first().map(observed)
+                    ));
+                }
+            }
+        }
         let a: Vec<String> = config
             .outputs(i, &whole, OUTPUTS)
             .iter()

@@ -12,6 +12,7 @@ use super::decision::{self, fault};
 use super::dialect::{self, PARAMS_VAR};
 use super::envelope::envelope_reads;
 use super::projection::Projection;
+use super::shortcut::Shortcut;
 
 pub(super) type Data = data::JustLut<Val>;
 /// A compiled jq filter.
@@ -34,11 +35,19 @@ fn parse_problem(message: String) -> Vec<ExpressionProblem> {
 /// Pre-scans `code` (length, depth), parses it, checks it against the routing dialect, and
 /// compiles it with `$params` as the only global.
 pub fn compile_expression(code: &str) -> Result<JqFilter, Vec<ExpressionProblem>> {
-    compile_reading(code).map(|(filter, _)| filter)
+    compile_reading(code).map(|c| c.filter)
 }
 
-/// [`compile_expression`], with what the expression can read of the envelope.
-fn compile_reading(code: &str) -> Result<(JqFilter, Projection), Vec<ExpressionProblem>> {
+/// What compiling one expression gives: its filter, what it can read of the envelope, and
+/// the part of it a plain reading decides ([`Shortcut`]).
+struct Compiled {
+    filter: JqFilter,
+    reads: Projection,
+    shortcut: Option<Shortcut>,
+}
+
+/// [`compile_expression`], with what the expression reads and its shortcut.
+fn compile_reading(code: &str) -> Result<Compiled, Vec<ExpressionProblem>> {
     if let Some((code, message)) = super::validate::prescan_expression(code) {
         return Err(vec![ExpressionProblem { code, message }]);
     }
@@ -56,6 +65,7 @@ fn compile_reading(code: &str) -> Result<(JqFilter, Projection), Vec<ExpressionP
         return Err(problems);
     }
     let reads = Projection::of_expression(&term);
+    let shortcut = Shortcut::of(&term);
     let defs = jaq_core::defs()
         .filter(|def| !super::quantifiers::replaces(def))
         .chain(jaq_std::defs().filter(|def| !super::regex::replaces(def)))
@@ -73,7 +83,11 @@ fn compile_reading(code: &str) -> Result<(JqFilter, Projection), Vec<ExpressionP
         .with_funs(funs)
         .with_global_vars([PARAMS_VAR])
         .compile(modules)
-        .map(|filter| (filter, reads))
+        .map(|filter| Compiled {
+            filter,
+            reads,
+            shortcut,
+        })
         .map_err(|errs| {
             let names: Vec<String> = errs
                 .iter()
@@ -139,6 +153,8 @@ pub struct CompiledRule {
     pub id: String,
     pub action: Action,
     filter: JqFilter,
+    /// Decides the rule's output without jaq when a plain reading of the envelope can.
+    shortcut: Option<Shortcut>,
 }
 
 /// A configuration whose every rule compiled; cached by digest in sandbox children.
@@ -159,7 +175,7 @@ impl CompiledConfiguration {
         let mut reads = envelope_reads();
         for (i, rule) in config.rules.iter().enumerate() {
             let id = rule_id(rule, i);
-            let (filter, rule_reads) = compile_reading(&rule.when).map_err(|ps| {
+            let compiled = compile_reading(&rule.when).map_err(|ps| {
                 format!(
                     "rule {id}: {}",
                     ps.iter()
@@ -168,11 +184,12 @@ impl CompiledConfiguration {
                         .join("; ")
                 )
             })?;
-            reads.merge(&rule_reads);
+            reads.merge(&compiled.reads);
             rules.push(CompiledRule {
                 id,
                 action: rule.action.clone(),
-                filter,
+                filter: compiled.filter,
+                shortcut: compiled.shortcut,
             });
         }
         let params_text = serde_json::to_string(&config.params).map_err(|e| e.to_string())?;
@@ -212,6 +229,16 @@ impl CompiledConfiguration {
         rule.filter.id.run((run_ctx, envelope.clone()))
     }
 
+    /// What rule `index`'s shortcut decides over `envelope` without jaq (`None`: jaq must
+    /// run): for tests that hold it to jaq's first output.
+    pub fn shortcut(&self, index: usize, envelope: &Val) -> Option<bool> {
+        self.rules
+            .get(index)?
+            .shortcut
+            .as_ref()
+            .and_then(|s| s.decide(envelope))
+    }
+
     pub fn rule_ids(&self) -> Vec<String> {
         self.rules.iter().map(|r| r.id.clone()).collect()
     }
@@ -234,7 +261,10 @@ impl CompiledConfiguration {
     ) -> Decision {
         for (i, rule) in self.rules.iter().enumerate() {
             starting(i);
-            let first = self.run(rule, envelope).next();
+            let first = match rule.shortcut.as_ref().and_then(|s| s.decide(envelope)) {
+                Some(decided) => Some(Ok(Val::Bool(decided))),
+                None => self.run(rule, envelope).next(),
+            };
             match first {
                 None | Some(Ok(Val::Bool(false))) | Some(Ok(Val::Null)) => continue,
                 Some(Ok(Val::Bool(true))) => return enforce(ctx, &rule.action, &rule.id, false),

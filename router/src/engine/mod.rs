@@ -14,6 +14,7 @@ pub mod prescan;
 pub mod projection;
 mod quantifiers;
 mod regex;
+mod shortcut;
 pub mod validate;
 
 pub use compile::CompiledConfiguration;

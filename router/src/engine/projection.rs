@@ -208,7 +208,7 @@ struct Analysis<'t> {
 }
 
 /// The key of a path part `.k`, `."k"` or `.["k"]`: a string with no interpolation.
-fn static_key(term: &Term<&str>) -> Option<Box<[u8]>> {
+pub(super) fn static_key(term: &Term<&str>) -> Option<Box<[u8]>> {
     let Term::Str(None, parts) = term else {
         return None;
     };
