@@ -1,6 +1,6 @@
 //! A rule's shortcut (`router/src/engine/shortcut.rs`) decides without jaq only what jaq
-//! itself would answer: over random expressions of the shapes it reads (static paths compared
-//! with literals, `and`, `or`, `| not`) mixed with terms it must leave to jaq (errors, numbers,
+//! itself would answer: over random expressions of the shapes it reads (static paths of the
+//! envelope or of `$params` compared with literals, `and`, `or`, `| not`) mixed with terms it must leave to jaq (errors, numbers,
 //! optional and computed paths, several outputs, no output), over random envelopes, every
 //! decision it makes equals jaq's first output. `router/tests/projection.rs` holds every
 //! shipped rule to the same over real deliveries.
@@ -23,6 +23,9 @@ fn expression() -> impl Strategy<Value = String> {
         Just(".payload.a?"),
         Just(".payload.a[0]"),
         Just(".missing.deeper"),
+        Just("$params.p"),
+        Just("$params.p.a"),
+        Just("$params.q.r"),
     ];
     let literal = prop_oneof![
         Just("\"a\""),
@@ -95,10 +98,12 @@ proptest! {
     fn a_shortcut_decides_only_what_jaq_answers(
         code in expression(),
         body in payload(),
+        params in payload(),
         event in prop_oneof![Just("issues"), Just("push")],
     ) {
         let text = json!({
             "rules": [{"id": "r", "when": code, "action": {"queue": "forge"}}],
+            "params": {"p": params},
         })
         .to_string();
         let config = Configuration::from_json(&text).expect("parses");
@@ -122,13 +127,18 @@ fn the_shortcut_decides_often_and_defers_sometimes() {
         ("error(\"x\") or .event == \"issues\"", None),
         (".payload.a.b == \"1\"", None),
         (".payload.b == null and .missing.deeper == null", Some(true)),
+        ("$params.flag == true and .event == \"issues\"", Some(true)),
+        ("$params.flag == false and error(\"x\")", Some(false)),
     ];
     let body = json!({"a": "text", "b": null});
     let delivery = raw_delivery("github", "issues", body.to_string().into_bytes(), true, "d");
     let envelope = build_envelope(&delivery, &ctx());
     for (code, want) in cases {
-        let text =
-            json!({"rules": [{"id": "r", "when": code, "action": {"queue": "forge"}}]}).to_string();
+        let text = json!({
+            "rules": [{"id": "r", "when": code, "action": {"queue": "forge"}}],
+            "params": {"flag": true},
+        })
+        .to_string();
         let config = Configuration::from_json(&text).expect("parses");
         let config = CompiledConfiguration::compile(&config).expect("compiles");
         assert_eq!(config.shortcut(0, &envelope), want, "{code}");

@@ -35,7 +35,7 @@ fn parse_problem(message: String) -> Vec<ExpressionProblem> {
 /// Pre-scans `code` (length, depth), parses it, checks it against the routing dialect, and
 /// compiles it with `$params` as the only global.
 pub fn compile_expression(code: &str) -> Result<JqFilter, Vec<ExpressionProblem>> {
-    compile_reading(code).map(|c| c.filter)
+    compile_reading(code, None).map(|c| c.filter)
 }
 
 /// What compiling one expression gives: its filter, what it can read of the envelope, and
@@ -46,8 +46,9 @@ struct Compiled {
     shortcut: Option<Shortcut>,
 }
 
-/// [`compile_expression`], with what the expression reads and its shortcut.
-fn compile_reading(code: &str) -> Result<Compiled, Vec<ExpressionProblem>> {
+/// [`compile_expression`], with what the expression reads and, given the configuration's
+/// `$params`, its shortcut.
+fn compile_reading(code: &str, params: Option<&Val>) -> Result<Compiled, Vec<ExpressionProblem>> {
     if let Some((code, message)) = super::validate::prescan_expression(code) {
         return Err(vec![ExpressionProblem { code, message }]);
     }
@@ -65,7 +66,7 @@ fn compile_reading(code: &str) -> Result<Compiled, Vec<ExpressionProblem>> {
         return Err(problems);
     }
     let reads = Projection::of_expression(&term);
-    let shortcut = Shortcut::of(&term);
+    let shortcut = params.and_then(|params| Shortcut::of(&term, params));
     let defs = jaq_core::defs()
         .filter(|def| !super::quantifiers::replaces(def))
         .chain(jaq_std::defs().filter(|def| !super::regex::replaces(def)))
@@ -171,11 +172,14 @@ impl CompiledConfiguration {
     /// Compiles a configuration that has passed validation. Errors name the first rule
     /// that does not compile.
     pub fn compile(config: &Configuration) -> Result<Self, String> {
+        let params_text = serde_json::to_string(&config.params).map_err(|e| e.to_string())?;
+        let params =
+            jaq_json::read::parse_single(params_text.as_bytes()).map_err(|e| e.to_string())?;
         let mut rules = Vec::with_capacity(config.rules.len());
         let mut reads = envelope_reads();
         for (i, rule) in config.rules.iter().enumerate() {
             let id = rule_id(rule, i);
-            let compiled = compile_reading(&rule.when).map_err(|ps| {
+            let compiled = compile_reading(&rule.when, Some(&params)).map_err(|ps| {
                 format!(
                     "rule {id}: {}",
                     ps.iter()
@@ -192,9 +196,6 @@ impl CompiledConfiguration {
                 shortcut: compiled.shortcut,
             });
         }
-        let params_text = serde_json::to_string(&config.params).map_err(|e| e.to_string())?;
-        let params =
-            jaq_json::read::parse_single(params_text.as_bytes()).map_err(|e| e.to_string())?;
         Ok(Self {
             digest: config.digest(),
             rules,

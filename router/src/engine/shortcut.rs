@@ -6,7 +6,9 @@
 //! keys and comparing bytes costs a few nanoseconds. So each rule keeps, next to its compiled
 //! filter, the part of its expression this module can read: static paths (`.a.b`, `.["k"]`)
 //! compared with `==`/`!=` to a string, `true`, `false` or `null`, joined by `and`, `or` and
-//! `| not`. Every other term is *opaque*.
+//! `| not`. Every other term is *opaque*. A comparison of `$params.a.b` with a literal is
+//! settled when the configuration compiles (its params are part of it): `$params.flag == true
+//! and …` reads as `true and …` or `false`.
 //!
 //! Evaluation is three-valued: a reading is `Some(bool)` only when jq's own evaluation would
 //! give exactly that one output and no error; anything else (an opaque term it depends on, a
@@ -16,12 +18,14 @@
 //! short-circuit. A rule whose reading is `None` costs one failed reading more than before.
 //!
 //! `true`, `false`, `null` and `not` are calls, but the dialect refuses `def`, so a rule
-//! cannot rebind them.
+//! cannot rebind them; and only `and`, `or`, `not` and comparisons are looked into, none of
+//! which binds a variable, so every `$params` this module reads is the configuration's.
 
 use jaq_core::load::parse::{BinaryOp, Term};
 use jaq_core::ops::Cmp;
 use jaq_json::Val;
 
+use super::dialect::PARAMS_VAR;
 use super::projection::static_key;
 
 /// The readable part of one rule's expression.
@@ -36,6 +40,8 @@ enum Node {
         literal: Val,
         equal: bool,
     },
+    /// Known when the configuration compiled (a comparison of `$params`).
+    Known(bool),
     And(Box<Node>, Box<Node>),
     Or(Box<Node>, Box<Node>),
     Not(Box<Node>),
@@ -46,8 +52,8 @@ enum Node {
 impl Shortcut {
     /// The readable part of `term`; `None` when nothing of it can be read (the rule always
     /// runs in jaq then, with no reading tried first).
-    pub fn of(term: &Term<&str>) -> Option<Shortcut> {
-        let node = node(term);
+    pub fn of(term: &Term<&str>, params: &Val) -> Option<Shortcut> {
+        let node = node(term, params);
         node.reads().then_some(Shortcut(node))
     }
 
@@ -57,24 +63,32 @@ impl Shortcut {
     }
 }
 
-fn node(term: &Term<&str>) -> Node {
+fn node(term: &Term<&str>, params: &Val) -> Node {
+    let node = |t| Box::new(node(t, params));
     match term {
-        Term::BinOp(l, BinaryOp::And, r) => Node::And(Box::new(node(l)), Box::new(node(r))),
-        Term::BinOp(l, BinaryOp::Or, r) => Node::Or(Box::new(node(l)), Box::new(node(r))),
-        Term::BinOp(l, BinaryOp::Pipe(None), r) if is_call(r, "not") => {
-            Node::Not(Box::new(node(l)))
-        }
+        Term::BinOp(l, BinaryOp::And, r) => Node::And(node(l), node(r)),
+        Term::BinOp(l, BinaryOp::Or, r) => Node::Or(node(l), node(r)),
+        Term::BinOp(l, BinaryOp::Pipe(None), r) if is_call(r, "not") => Node::Not(node(l)),
         Term::BinOp(l, BinaryOp::Cmp(op @ (Cmp::Eq | Cmp::Ne)), r) => {
             let equal = matches!(op, Cmp::Eq);
-            match (static_path(l), literal(r), static_path(r), literal(l)) {
-                (Some(path), Some(literal), ..) | (.., Some(path), Some(literal)) => {
-                    Node::Compare {
-                        path,
-                        literal,
-                        equal,
-                    }
-                }
-                _ => Node::Opaque,
+            let (path, literal) = match (literal(r), literal(l)) {
+                (Some(literal), _) => (l, literal),
+                (None, Some(literal)) => (r, literal),
+                (None, None) => return Node::Opaque,
+            };
+            if let Some(path) = static_path(path, Term::Id) {
+                return Node::Compare {
+                    path,
+                    literal,
+                    equal,
+                };
+            }
+            let Some(path) = static_path(path, Term::Var(PARAMS_VAR)) else {
+                return Node::Opaque;
+            };
+            match walk(params, &path).and_then(|v| same(v, &literal)) {
+                Some(same) => Node::Known(same == equal),
+                None => Node::Opaque,
             }
         }
         _ => Node::Opaque,
@@ -90,13 +104,18 @@ fn is_call(term: &Term<&str>, name: &str) -> bool {
     matches!(term, Term::Call(n, args) if *n == name && args.is_empty())
 }
 
-/// `.a.b`, `."a"`, `.["a"]` from the input: the keys, as the envelope's object keys are.
-/// Optional parts (`.a?`) and anything computed are not static.
-fn static_path(term: &Term<&str>) -> Option<Vec<Val>> {
+/// `.a.b`, `."a"`, `.["a"]` from `from` (the input, or `$params`): the keys, as object
+/// keys are. Optional parts (`.a?`) and anything computed are not static.
+fn static_path(term: &Term<&str>, from: Term<&str>) -> Option<Vec<Val>> {
     let Term::Path(base, path) = term else {
         return None;
     };
-    if !matches!(**base, Term::Id) {
+    let from_here = match (&**base, &from) {
+        (Term::Id, Term::Id) => true,
+        (Term::Var(a), Term::Var(b)) => a == b,
+        _ => false,
+    };
+    if !from_here {
         return None;
     }
     path.0
@@ -129,7 +148,7 @@ impl Node {
     /// opaque term before it.
     fn reads(&self) -> bool {
         match self {
-            Node::Compare { .. } => true,
+            Node::Compare { .. } | Node::Known(_) => true,
             Node::And(l, _) | Node::Or(l, _) => l.reads(),
             Node::Not(x) => x.reads(),
             Node::Opaque => false,
@@ -151,6 +170,7 @@ impl Node {
                 true => Some(true),
                 false => r.eval(envelope),
             },
+            Node::Known(b) => Some(*b),
             Node::Not(x) => x.eval(envelope).map(|b| !b),
             Node::Opaque => None,
         }
@@ -194,7 +214,8 @@ mod tests {
 
     fn shortcut(code: &str) -> Option<Shortcut> {
         let term = jaq_core::load::parse(code, |p| p.term()).expect("parses");
-        Shortcut::of(&term)
+        let params = envelope(r#"{"flag": true, "name": "octocat", "n": 1}"#);
+        Shortcut::of(&term, &params)
     }
 
     fn envelope(json: &str) -> Val {
@@ -229,6 +250,16 @@ mod tests {
                 Some(true),
             ),
             (r#".n == 1"#, None),
+            (r#"$params.flag == true and .event == "push""#, Some(true)),
+            (r#"$params.flag != true and error("x")"#, Some(false)),
+            (r#"$params.name == "octocat" or error("x")"#, Some(true)),
+            (
+                r#"$params.missing == null and .event == "issues""#,
+                Some(false),
+            ),
+            // A step through a string is jq's error, whoever reads it.
+            (r#"$params.name.x == null or .event == "push""#, None),
+            (r#"$params.n == 1 or .event == "push""#, None),
         ];
         for (code, want) in cases {
             let got = shortcut(code).and_then(|s| s.decide(&env));
