@@ -84,6 +84,17 @@ fn payload() -> impl Strategy<Value = Value> {
     })
 }
 
+/// A configuration of the one rule `when`, with `params`.
+fn one_rule(when: &str, params: Value) -> CompiledConfiguration {
+    let text = json!({
+        "rules": [{"id": "r", "when": when, "action": {"queue": "forge"}}],
+        "params": params,
+    })
+    .to_string();
+    let config = Configuration::from_json(&text).expect("parses");
+    CompiledConfiguration::compile(&config).expect("compiles")
+}
+
 fn ctx() -> RoutingContext {
     RoutingContext {
         grant: vec!["forge".into()],
@@ -101,13 +112,7 @@ proptest! {
         params in payload(),
         event in prop_oneof![Just("issues"), Just("push")],
     ) {
-        let text = json!({
-            "rules": [{"id": "r", "when": code, "action": {"queue": "forge"}}],
-            "params": {"p": params},
-        })
-        .to_string();
-        let config = Configuration::from_json(&text).expect("parses");
-        let config = CompiledConfiguration::compile(&config).expect("compiles");
+        let config = one_rule(&code, json!({"p": params}));
         let delivery = raw_delivery("github", event, body.to_string().into_bytes(), true, "d");
         let envelope = build_envelope(&delivery, &ctx());
         if let Some(decided) = config.shortcut(0, &envelope) {
@@ -134,13 +139,7 @@ fn the_shortcut_decides_often_and_defers_sometimes() {
     let delivery = raw_delivery("github", "issues", body.to_string().into_bytes(), true, "d");
     let envelope = build_envelope(&delivery, &ctx());
     for (code, want) in cases {
-        let text = json!({
-            "rules": [{"id": "r", "when": code, "action": {"queue": "forge"}}],
-            "params": {"flag": true},
-        })
-        .to_string();
-        let config = Configuration::from_json(&text).expect("parses");
-        let config = CompiledConfiguration::compile(&config).expect("compiles");
+        let config = one_rule(code, json!({"flag": true}));
         assert_eq!(config.shortcut(0, &envelope), want, "{code}");
         if let Some(decided) = want {
             assert_eq!(
