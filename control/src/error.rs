@@ -25,10 +25,11 @@ pub enum Error {
     },
 
     /// The webhook's `confirm_policy` is `person` and an endpoint tried to change its
-    /// configuration: only a person's acceptance of a plan does that (ADR-0028).
+    /// configuration or delete it: only a person's acceptance of a plan changes what is live
+    /// (ADR-0028).
     #[error(
-        "webhook {webhook_id} takes configuration changes only from a person (confirm_policy: person); nothing was saved. \
-         Plan the change as a rule pack install, upgrade or removal: a person accepts the plan in the console"
+        "webhook {webhook_id} takes changes only from a person (confirm_policy: person); nothing was changed. \
+         Plan a rule change as a rule pack install, upgrade or removal: a person accepts the plan in the console"
     )]
     ApprovalRequired { webhook_id: String },
 

@@ -308,6 +308,10 @@ fn next_call(tool: &str, error: &ToolError) -> Option<String> {
             }
             _ => "read the current state again and retry".into(),
         },
+        Reason::ApprovalRequired if tool == "delete_webhook" => {
+            "this webhook is under a person's oversight (confirm_policy: person): an agent cannot delete it; ask your user, and an editor of its scope can switch the policy on the console's webhook page"
+                .into()
+        }
         Reason::ApprovalRequired => {
             "this webhook takes configuration changes only from a person: propose the change as a plan (install_rule_pack or remove_rule_pack, then confirm_rule_pack_plan, which puts it before a person) and tell your user it awaits their approval in the console"
                 .into()

@@ -2813,7 +2813,8 @@ async fn under_confirm_policy_person_an_agents_confirm_waits_for_a_person(db: Te
 /// ADR-0028 holds for every way into the configuration: on a `person` webhook an endpoint's
 /// `set_webhook_rules`, `update_webhook_rule` and `delete_webhook_rule` are each refused
 /// `approval_required` (FAILED_PRECONDITION, the webhook named in ErrorInfo), and save nothing:
-/// the version and the history stay as they were. Under `self` the same calls save.
+/// the version and the history stay as they were; `delete_webhook` is refused the same way.
+/// Under `self` the same calls save, and the webhook can be deleted.
 async fn under_confirm_policy_person_an_agent_cannot_edit_rules_directly(db: TestDb) {
     use switchboard_control::store::ConfirmPolicy;
     use switchboard_proto::control::v1::{
@@ -2904,8 +2905,31 @@ async fn under_confirm_policy_person_an_agent_cannot_edit_rules_directly(db: Tes
         "nothing saved"
     );
     assert_eq!(history_len(&env).await, records, "no history written");
+    // Nor can the endpoint take the webhook away.
+    let mut webhooks =
+        switchboard_proto::control::v1::webhooks_client::WebhooksClient::with_interceptor(
+            env.channel.clone(),
+            Bearer(cred.clone()),
+        );
+    let delete = switchboard_proto::control::v1::DeleteWebhookRequest {
+        webhook_id: w.id.clone(),
+    };
+    let refused = webhooks
+        .delete_webhook(delete.clone())
+        .await
+        .expect_err("deleted under person");
+    assert_eq!(
+        refused.code(),
+        tonic::Code::FailedPrecondition,
+        "{refused:?}"
+    );
+    assert!(
+        refused.message().starts_with("approval_required: "),
+        "{refused:?}"
+    );
+    assert_eq!(env.configuration(&cred, &w).await.1, version, "still there");
 
-    // Under `self` again, the same edit saves.
+    // Under `self` again, the same edit saves, and the webhook can be deleted.
     env.store
         .set_confirm_policy(&scope, &w.id, ConfirmPolicy::SelfConfirm)
         .await
@@ -2914,6 +2938,17 @@ async fn under_confirm_policy_person_an_agent_cannot_edit_rules_directly(db: Tes
         .await
         .expect("saved under self");
     assert_eq!(saved.version, version + 1);
+    webhooks
+        .delete_webhook(delete)
+        .await
+        .expect("deleted under self");
+    let gone = webhooks
+        .delete_webhook(switchboard_proto::control::v1::DeleteWebhookRequest {
+            webhook_id: w.id.clone(),
+        })
+        .await
+        .expect_err("gone");
+    assert_eq!(gone.code(), tonic::Code::NotFound, "{gone:?}");
 }
 
 /// Issue 20 item 2: an endpoint vended `webhook-rules` without `rule-pack-confirm` plans, reads

@@ -95,7 +95,10 @@ impl Webhooks for WebhooksApi {
         respond(async {
             let caller = authorize(&self.state, request.metadata(), "delete_webhook").await?;
             let id = &request.get_ref().webhook_id;
-            self.state.store.delete_webhook(caller.scope(), id).await?;
+            self.state
+                .store
+                .delete_webhook_by_endpoint(caller.scope(), id)
+                .await?;
             tracing::info!(webhook = %id, endpoint = %caller.endpoint.id, "webhook deleted");
             Ok(pb::DeleteWebhookResponse {
                 webhook_id: id.clone(),

@@ -434,6 +434,34 @@ impl Store {
         Ok(())
     }
 
+    /// [`Store::delete_webhook`] for an endpoint: refused `approval_required` while the
+    /// webhook's `confirm_policy` is `person` (ADR-0028: an agent's call takes nothing live
+    /// away either). One conditional statement, so a switch to `person` cannot be overtaken.
+    pub async fn delete_webhook_by_endpoint(&self, scope: &OwnerScope, id: &str) -> Result<()> {
+        let _turn = self.write_turn().await?;
+        let done = sqlx::query(
+            "DELETE FROM webhooks WHERE id = $1 AND owner_scope = $2 AND confirm_policy = 'self'",
+        )
+        .bind(super::lookup_id(id))
+        .bind(scope.to_string())
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 1 {
+            return Ok(());
+        }
+        let kept = sqlx::query("SELECT id FROM webhooks WHERE id = $1 AND owner_scope = $2")
+            .bind(super::lookup_id(id))
+            .bind(scope.to_string())
+            .fetch_optional(&self.pool)
+            .await?;
+        match kept {
+            Some(row) => Err(Error::ApprovalRequired {
+                webhook_id: row.try_get("id")?,
+            }),
+            None => Err(Error::not_found("webhook")),
+        }
+    }
+
     /// Replaces the signing secret with `secret`, or with 256 fresh random bits.
     pub async fn rotate_webhook_secret(
         &self,

@@ -72,6 +72,7 @@ store_test_suite! {
     ],
     webhooks: [
         create_sets_version_one_and_a_strong_id,
+        an_endpoint_deletes_a_webhook_only_under_self,
         another_scopes_id_is_not_found_like_an_unknown_or_malformed_one,
         rotate_grant_and_switches,
         delete_takes_events_todos_and_history_along,

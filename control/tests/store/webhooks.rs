@@ -439,3 +439,35 @@ pub async fn upgrading_from_0013_gives_webhooks_a_revision_every_change_moves(db
     assert_eq!(read.webhook.grant, vec!["forge"]);
     new.close().await;
 }
+
+/// An endpoint's delete of a `person` webhook is refused `approval_required` and deletes
+/// nothing; another scope's (and an unknown) id is `not_found` as ever; under `self` it goes.
+pub async fn an_endpoint_deletes_a_webhook_only_under_self(db: TestDb) {
+    use switchboard_control::Error;
+    use switchboard_control::store::ConfirmPolicy;
+    let alice = human(&db, "alice").await;
+    let bob = human(&db, "bob").await;
+    let wh = webhook(&db, &alice).await;
+    db.set_confirm_policy(&alice, &wh.id, ConfirmPolicy::Person)
+        .await
+        .unwrap();
+    let refused = db
+        .delete_webhook_by_endpoint(&alice, &wh.id)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, Error::ApprovalRequired { webhook_id } if *webhook_id == wh.id),
+        "{refused:?}"
+    );
+    assert!(db.get_webhook(&alice, &wh.id).await.is_ok(), "still there");
+    not_found(db.delete_webhook_by_endpoint(&bob, &wh.id).await, "webhook");
+    not_found(
+        db.delete_webhook_by_endpoint(&alice, "wh_unknown").await,
+        "webhook",
+    );
+    db.set_confirm_policy(&alice, &wh.id, ConfirmPolicy::SelfConfirm)
+        .await
+        .unwrap();
+    db.delete_webhook_by_endpoint(&alice, &wh.id).await.unwrap();
+    not_found(db.get_webhook(&alice, &wh.id).await, "webhook");
+}
