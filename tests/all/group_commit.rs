@@ -112,20 +112,7 @@ pub async fn control_killed_mid_batch_loses_no_answered_delivery_and_routes_none
     );
 
     // Every delivery answered 202 is stored, under the event id its answer named, once.
-    let mut stored: HashMap<String, String> = HashMap::new();
-    let rows = sqlx::query("SELECT id, delivery_id FROM events WHERE webhook_id = $1")
-        .bind(hook.id.as_str())
-        .fetch_all(db.store.pool())
-        .await
-        .expect("events");
-    for row in &rows {
-        let delivery: String = row.try_get("delivery_id").expect("delivery_id");
-        let event: String = row.try_get("id").expect("id");
-        assert!(
-            stored.insert(delivery.clone(), event).is_none(),
-            "{delivery} stored twice"
-        );
-    }
+    let stored = events_by_delivery(&db, &hook.id).await;
     for (delivery, answer) in &answered {
         let event = stored
             .get(delivery)
@@ -175,20 +162,7 @@ pub async fn control_killed_mid_batch_loses_no_answered_delivery_and_routes_none
     // the snapshot above (PostgreSQL finishes a statement whose client is gone), so an
     // *unanswered* delivery may appear late: whole (routed, with its todo, checked below) and
     // once. Every event there was is still there, and none appeared for an answered delivery.
-    let rows = sqlx::query("SELECT id, delivery_id FROM events WHERE webhook_id = $1")
-        .bind(hook.id.as_str())
-        .fetch_all(db.store.pool())
-        .await
-        .expect("events");
-    let mut now: HashMap<String, String> = HashMap::new();
-    for row in &rows {
-        let delivery: String = row.try_get("delivery_id").expect("delivery_id");
-        let event: String = row.try_get("id").expect("id");
-        assert!(
-            now.insert(delivery.clone(), event).is_none(),
-            "{delivery} stored twice"
-        );
-    }
+    let now = events_by_delivery(&db, &hook.id).await;
     for (delivery, event) in &stored {
         assert_eq!(now.get(delivery), Some(event), "{delivery} changed");
     }
@@ -214,4 +188,23 @@ pub async fn control_killed_mid_batch_loses_no_answered_delivery_and_routes_none
         events,
         "every pull request stored is one todo in review"
     );
+}
+
+/// The webhook's stored events, event id by delivery id; a delivery stored twice fails.
+async fn events_by_delivery(db: &TestDb, webhook_id: &str) -> HashMap<String, String> {
+    let rows = sqlx::query("SELECT id, delivery_id FROM events WHERE webhook_id = $1")
+        .bind(webhook_id)
+        .fetch_all(db.store.pool())
+        .await
+        .expect("events");
+    let mut by_delivery = HashMap::new();
+    for row in &rows {
+        let delivery: String = row.try_get("delivery_id").expect("delivery_id");
+        let event: String = row.try_get("id").expect("id");
+        assert!(
+            by_delivery.insert(delivery.clone(), event).is_none(),
+            "{delivery} stored twice"
+        );
+    }
+    by_delivery
 }
