@@ -5,7 +5,7 @@
 //! (a) in-process: parse the stored bytes, build the envelope, evaluate the rules;
 //! (b) through a `SandboxPool` of sandbox children (1 and 2 children), one 1,000-delivery batch;
 //! (c) over gRPC to a `switchboard router` process with 2 children (one call, 8 parallel calls,
-//!     one and two configurations per call);
+//!     one streamed call (`EvaluateStream`), one and two configurations per call);
 //! (d) for reference, the `jq` command line evaluating the same rules over the same envelopes.
 //!
 //! No criterion (build time): `Instant`, repeated runs, medians. Run it with
@@ -23,6 +23,7 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use futures::StreamExt as _;
 use prost::Message as _;
 use serde_json::{Value, json};
 use switchboard_proto::router::v1::router_client::RouterClient;
@@ -930,6 +931,45 @@ async fn grpc_batch(
     all
 }
 
+/// Deliveries per message of the streamed call (`EvaluateStream`): the size of control's
+/// replay calls.
+const STREAM_PART: usize = 100;
+
+/// The deliveries in one `EvaluateStream` call, `STREAM_PART` per message, each message
+/// sent as soon as it is built: children start on the first part while the rest is encoded.
+async fn grpc_streamed(
+    client: &Client,
+    ctx: &RoutingContext,
+    configs: &[WireConfiguration],
+    deliveries: &[StoredDelivery],
+) -> EvaluateResponse {
+    let (ctx, configs, deliveries) = (ctx.clone(), configs.to_vec(), deliveries.to_vec());
+    let parts = futures::stream::iter(0..deliveries.len().div_ceil(STREAM_PART)).map(move |i| {
+        let part =
+            deliveries[i * STREAM_PART..((i + 1) * STREAM_PART).min(deliveries.len())].to_vec();
+        if i == 0 {
+            EvaluateRequest {
+                context: Some(ctx.clone()),
+                configurations: configs.clone(),
+                deliveries: part,
+                work_class: WorkClass::Live as i32,
+                ..Default::default()
+            }
+        } else {
+            EvaluateRequest {
+                deliveries: part,
+                ..Default::default()
+            }
+        }
+    });
+    client
+        .clone()
+        .evaluate_stream(parts)
+        .await
+        .expect("EvaluateStream succeeds")
+        .into_inner()
+}
+
 /// The transport alone: 1,000 deliveries sent in one call that the router refuses right after
 /// decoding it (no configuration), so no child sees them.
 async fn grpc_transfer_only(client: &Client, ctx: &RoutingContext, deliveries: &[StoredDelivery]) {
@@ -1302,6 +1342,15 @@ fn main() {
                 );
             }
         }
+        for (configs, want_c) in [(&saved_wire, &want_saved), (&both_wire, &want)] {
+            let warm = rt.block_on(grpc_streamed(&client, ctx, configs, deliveries));
+            check_decisions(
+                &format!("(c) 1 streamed call × {} configs", configs.len()),
+                &warm,
+                want_c,
+                deliveries,
+            );
+        }
         // Both children exist once a batch has run on two chunks at once.
         let kids = children_of(router.pid());
         println!(
@@ -1336,6 +1385,25 @@ fn main() {
                     },
                 ));
             }
+        }
+        for (configs, base) in [(&saved_wire, a1), (&both_wire, a2)] {
+            let (rt, client) = (&rt, client.clone());
+            paths.push(Timed::new(
+                format!(
+                    "(c) gRPC router, 2 children, 1 streamed call × 1,000 ({STREAM_PART} per message), {} config{}",
+                    configs.len(),
+                    if configs.len() == 1 { "" } else { "s" }
+                ),
+                2.min(cores),
+                Some((base, 1.6)),
+                Accounting::Processes {
+                    parent: router.pid(),
+                    children: kids.clone(),
+                },
+                move || {
+                    black_box(rt.block_on(grpc_streamed(&client, ctx, configs, deliveries)));
+                },
+            ));
         }
         let (rt, client) = (&rt, client.clone());
         paths.push(Timed::new(

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use switchboard_proto::router::v1::router_client::RouterClient;
 use switchboard_proto::router::v1::{
-    Configuration, EvaluateRequest, EvaluateResponse, Outcome, ValidateRequest,
+    Configuration, EvaluateRequest, EvaluateResponse, Outcome, StoredDelivery, ValidateRequest,
 };
 use tonic::Code;
 use tonic_health::pb::HealthCheckRequest;
@@ -13,7 +13,7 @@ use tonic_health::pb::health_check_response::ServingStatus;
 use tonic_health::pb::health_client::HealthClient;
 
 use crate::router_sandbox::realistic;
-use crate::support::{RouterProcess, context, deliveries, payload, stored};
+use crate::support::{RouterProcess, children_of, context, cpu_ticks, deliveries, payload, stored};
 
 async fn client(router: &RouterProcess) -> RouterClient<tonic::transport::Channel> {
     RouterClient::connect(router.url())
@@ -148,6 +148,227 @@ async fn bad_requests_are_invalid_argument_and_the_router_keeps_serving() {
         .expect("evaluates")
         .into_inner();
     assert_eq!(ok.results.len(), 5);
+}
+
+/// `request` sent as an `EvaluateStream`: the first message carries the call and the first
+/// part's deliveries, each later message the next part's.
+fn streamed(request: &EvaluateRequest, parts: &[usize]) -> Vec<EvaluateRequest> {
+    let mut rest = request.deliveries.as_slice();
+    parts
+        .iter()
+        .enumerate()
+        .map(|(i, &n)| {
+            let (part, after) = rest.split_at(n.min(rest.len()));
+            rest = after;
+            let deliveries = part.to_vec();
+            if i == 0 {
+                EvaluateRequest {
+                    deliveries,
+                    ..request.clone()
+                }
+            } else {
+                EvaluateRequest {
+                    deliveries,
+                    ..Default::default()
+                }
+            }
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_streamed_call_answers_exactly_as_the_same_call_in_one_message() {
+    let router = RouterProcess::spawn(&["--children", "2"]);
+    let mut c = client(&router).await;
+    let saved = realistic();
+    let candidate = r#"{"rules":[{"id":"drop-prs","when":".event == \"pull_request\"","action":{"drop":true}}]}"#;
+    let request = evaluate_request(&[&saved, candidate], 300);
+    let whole = c
+        .evaluate(request.clone())
+        .await
+        .expect("evaluates")
+        .into_inner();
+    assert_eq!(whole.results.len(), 300);
+    // Parts of every shape: one delivery with the call, an empty part, a part bigger than
+    // a chunk, and the first message carrying no delivery at all.
+    for parts in [vec![1, 0, 57, 130, 112], vec![0, 300], vec![300]] {
+        let got = c
+            .evaluate_stream(futures::stream::iter(streamed(&request, &parts)))
+            .await
+            .expect("evaluates")
+            .into_inner();
+        assert_eq!(got, whole, "parts {parts:?}");
+    }
+    // One configuration too.
+    let one = evaluate_request(&[&saved], 40);
+    let whole = c
+        .evaluate(one.clone())
+        .await
+        .expect("evaluates")
+        .into_inner();
+    let got = c
+        .evaluate_stream(futures::stream::iter(streamed(&one, &[10, 10, 20])))
+        .await
+        .expect("evaluates")
+        .into_inner();
+    assert_eq!(got, whole);
+}
+
+/// CPU ticks a router's sandbox children have used so far (those alive now).
+fn children_ticks(router: &RouterProcess) -> u64 {
+    children_of(router.child.id())
+        .into_iter()
+        .map(cpu_ticks)
+        .sum()
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_streamed_call_is_evaluated_while_its_caller_is_still_sending() {
+    let router = RouterProcess::spawn(&["--children", "2", "--spare-children", "0"]);
+    let mut c = client(&router).await;
+    let request = evaluate_request(&[&realistic()], 600);
+    let whole = c
+        .evaluate(request.clone())
+        .await
+        .expect("evaluates")
+        .into_inner();
+    // What the first part costs the children, measured as one call of its own.
+    let mut first = request.clone();
+    first.deliveries.truncate(500);
+    let before = children_ticks(&router);
+    c.evaluate(first).await.expect("evaluates");
+    let cost = children_ticks(&router).saturating_sub(before);
+    // The first message goes out; the caller holds the last one back.
+    let before = children_ticks(&router);
+    let (send, parts) = tokio::sync::mpsc::channel(2);
+    let mut messages = streamed(&request, &[500, 100]).into_iter();
+    for m in messages.by_ref().take(1) {
+        send.send(m)
+            .await
+            .expect("the call takes its first message");
+    }
+    let call = tokio::spawn({
+        let mut c = c.clone();
+        async move {
+            c.evaluate_stream(tokio_stream::wrappers::ReceiverStream::new(parts))
+                .await
+        }
+    });
+    // None of this CPU is spent if the router waits for the stream's end.
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while children_ticks(&router).saturating_sub(before) < (cost / 2).max(2) {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .unwrap_or_else(|_| {
+        panic!("the children evaluate the first part before the call has ended ({cost} ticks as a call of its own)")
+    });
+    assert!(!call.is_finished(), "the call waits for its last part");
+    for m in messages {
+        send.send(m).await.expect("the call takes its last message");
+    }
+    drop(send);
+    let got = call
+        .await
+        .expect("the call task completes")
+        .expect("evaluates")
+        .into_inner();
+    assert_eq!(got, whole);
+}
+
+#[tokio::test(flavor = "multi_thread")]
+async fn a_streamed_call_is_refused_when_a_later_part_sets_terms_or_the_whole_breaks_a_limit() {
+    let router = RouterProcess::spawn(&["--children", "1"]);
+    let mut c = client(&router).await;
+    let request = evaluate_request(&[&realistic()], 4);
+    let refused = |what: &'static str| {
+        move |e: tonic::Status| {
+            assert_eq!(e.code(), Code::InvalidArgument, "{what}: {e:?}");
+            e.message().to_string()
+        }
+    };
+    // No message at all.
+    let empty = c
+        .evaluate_stream(futures::stream::iter(Vec::<EvaluateRequest>::new()))
+        .await
+        .map(|_| ())
+        .map_err(refused("an empty stream"));
+    assert!(empty.is_err());
+    // A later message that sets the call's terms again: each field on its own.
+    let later_sets: [fn(&mut EvaluateRequest); 6] = [
+        |m| m.context = Some(context()),
+        |m| m.configurations = vec![Configuration { json: "{}".into() }],
+        |m| m.budget_ms = 10,
+        |m| m.work_class = 3,
+        |m| m.tenant = "someone-else".into(),
+        |m| m.max_child_faults = 1,
+    ];
+    for set in later_sets {
+        let mut messages = streamed(&request, &[2, 2]);
+        set(&mut messages[1]);
+        let message = c
+            .evaluate_stream(futures::stream::iter(messages))
+            .await
+            .map(|_| ())
+            .map_err(refused("a later message with terms"))
+            .expect_err("refused");
+        assert!(message.contains("deliveries only"), "{message}");
+    }
+    // The first message's terms are checked as Evaluate checks them.
+    let mut none = streamed(&request, &[4]);
+    none[0].configurations.clear();
+    c.evaluate_stream(futures::stream::iter(none))
+        .await
+        .map(|_| ())
+        .map_err(refused("no configuration"))
+        .expect_err("refused");
+    // A body over the limit in a later part, named by its index in the whole call.
+    let mut big = streamed(&request, &[2, 2]);
+    big[1].deliveries[1].body = bytes::Bytes::from(vec![
+        b' ';
+        switchboard_model::body::MAX_BODY_BYTES_CEILING
+            + 1
+    ]);
+    let message = c
+        .evaluate_stream(futures::stream::iter(big))
+        .await
+        .map(|_| ())
+        .map_err(refused("a big body"))
+        .expect_err("refused");
+    assert!(message.contains("deliveries[3].body"), "{message}");
+    // More deliveries than one call may carry, over the whole stream (small bodies).
+    let mut many = evaluate_request(&["{}"], 1);
+    let one = many.deliveries[0].clone();
+    many.deliveries = vec![
+        StoredDelivery {
+            body: bytes::Bytes::from_static(b"{}"),
+            ..one
+        };
+        switchboard_router::service::MAX_DELIVERIES_PER_CALL + 1
+    ];
+    let message = c
+        .evaluate_stream(futures::stream::iter(streamed(&many, &[2_500, 2_500, 1])))
+        .await
+        .map(|_| ())
+        .map_err(refused("too many deliveries"))
+        .expect_err("refused");
+    assert!(
+        message.contains("at most 5000 per call, got 5001"),
+        "{message}"
+    );
+    // Still serving, streamed and not.
+    let ok = c
+        .evaluate_stream(futures::stream::iter(streamed(&request, &[1, 3])))
+        .await
+        .expect("evaluates")
+        .into_inner();
+    assert_eq!(ok.results.len(), 4);
+    assert!(
+        ok.results
+            .iter()
+            .all(|r| r.decisions[0].outcome != Outcome::Fault as i32)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread")]

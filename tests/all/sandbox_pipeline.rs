@@ -327,3 +327,41 @@ async fn dropping_the_pool_stops_its_children() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// A call whose deliveries arrive in parts (the router's `EvaluateStream`): children are at
+/// work on the first part before the second exists, and the answer is the whole call's, in
+/// order, decided as in-process evaluation decides.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_call_in_parts_is_evaluated_as_its_parts_arrive() {
+    let pool = pool_with(2, Duration::from_secs(5), 16).await;
+    let ctx = context();
+    let json = realistic();
+    let all = deliveries(90);
+    let configurations = [Configuration { json: json.clone() }];
+    let mut evaluation = pool.begin(&ctx, &configurations, &Default::default());
+    evaluation.push(&all[..40]).expect("queued");
+    // The first part is answered while the call is still open.
+    let done = pool.stats().units.load(Ordering::Relaxed);
+    tokio::time::timeout(Duration::from_secs(60), async {
+        while pool.stats().units.load(Ordering::Relaxed) < done + 40 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the children evaluate the first part before the call ends");
+    assert_eq!(evaluation.deliveries(), 40);
+    evaluation.push(&[]).expect("an empty part is nothing");
+    evaluation.push(&all[40..]).expect("queued");
+    let got = evaluation.finish().await.expect("evaluates");
+    let want = in_process(&json, &ctx, &all);
+    assert_eq!(got.results.len(), all.len());
+    for ((r, d), w) in got.results.iter().zip(&all).zip(&want) {
+        assert_eq!(r.event_id, d.event_id);
+        assert_eq!(r.decisions, vec![w.clone()], "{}", d.event_id);
+    }
+    let whole = pool
+        .evaluate(&ctx, &configurations, &all, Some(Duration::from_secs(5)))
+        .await
+        .expect("evaluates");
+    assert_eq!(got, whole, "the same call in one part");
+}

@@ -26,7 +26,7 @@ use crate::control_harness::{
 use crate::ingest::{alices_routed_github_webhook, decision_for, events_of, router, todos};
 use crate::pack_api::{Api, owner};
 use crate::rule_packs::{ALL, ControlProcess, confirm_req, plan_req};
-use crate::support::{RouterProcess, payloads};
+use crate::support::{RouterProcess, payloads, tree_cpu_ticks};
 
 on_every_backend! {
     a_replay_over_three_routers_reports_what_one_router_reports,
@@ -217,41 +217,6 @@ async fn plan_through_one_router(
     api.install(replay_plan_req(hook))
         .await
         .expect("the plan with one router")
-}
-
-/// CPU time (clock ticks) used so far by process `pid` and its live children: a router and
-/// its sandbox children. Zero once the process is gone.
-fn tree_cpu_ticks(pid: u32) -> u64 {
-    let ticks = |pid: u32| -> u64 {
-        let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
-            return 0;
-        };
-        // After the command name, in parentheses: state is field 3, utime 14, stime 15.
-        let Some((_, rest)) = stat.rsplit_once(") ") else {
-            return 0;
-        };
-        let fields: Vec<&str> = rest.split_whitespace().collect();
-        let get = |i: usize| {
-            fields
-                .get(i)
-                .and_then(|f| f.parse::<u64>().ok())
-                .unwrap_or(0)
-        };
-        get(11) + get(12)
-    };
-    let mut total = ticks(pid);
-    if let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) {
-        for task in tasks.flatten() {
-            if let Ok(children) = std::fs::read_to_string(task.path().join("children")) {
-                total += children
-                    .split_whitespace()
-                    .filter_map(|c| c.parse::<u32>().ok())
-                    .map(ticks)
-                    .sum::<u64>();
-            }
-        }
-    }
-    total
 }
 
 /// CPU ticks below this are what starting, validating and fixture routing cost a router;

@@ -225,8 +225,42 @@ impl Drop for RouterProcess {
 
 /// Child process ids of this (test) process.
 pub fn own_children() -> Vec<u32> {
+    children_in("/proc/self/task")
+}
+
+/// Child process ids of process `pid` (a router's sandbox children).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    children_in(&format!("/proc/{pid}/task"))
+}
+
+/// CPU time (clock ticks, user and system) process `pid` has used so far; zero once it is gone.
+pub fn cpu_ticks(pid: u32) -> u64 {
+    let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else {
+        return 0;
+    };
+    // After the command name, in parentheses: state is field 3, utime 14, stime 15.
+    let Some((_, rest)) = stat.rsplit_once(") ") else {
+        return 0;
+    };
+    let fields: Vec<&str> = rest.split_whitespace().collect();
+    let get = |i: usize| {
+        fields
+            .get(i)
+            .and_then(|f| f.parse::<u64>().ok())
+            .unwrap_or(0)
+    };
+    get(11) + get(12)
+}
+
+/// CPU ticks used so far by process `pid` and its live children: a router and its sandbox
+/// children.
+pub fn tree_cpu_ticks(pid: u32) -> u64 {
+    cpu_ticks(pid) + children_of(pid).into_iter().map(cpu_ticks).sum::<u64>()
+}
+
+fn children_in(tasks: &str) -> Vec<u32> {
     let mut out = Vec::new();
-    let Ok(tasks) = std::fs::read_dir("/proc/self/task") else {
+    let Ok(tasks) = std::fs::read_dir(tasks) else {
         return out;
     };
     for t in tasks.flatten() {

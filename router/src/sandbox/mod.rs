@@ -9,5 +9,5 @@ pub mod progress;
 pub mod schedule;
 
 pub use confine::ChildLimits;
-pub use pool::{SandboxConfig, SandboxError, SandboxPool, Work};
+pub use pool::{Evaluation, SandboxConfig, SandboxError, SandboxPool, Work};
 pub use schedule::Class;

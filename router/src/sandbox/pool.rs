@@ -682,8 +682,21 @@ impl SandboxPool {
         deliveries: &[StoredDelivery],
         work: &Work,
     ) -> Result<EvaluateResponse, SandboxError> {
+        let mut evaluation = self.begin(ctx, configurations, work);
+        evaluation.push(deliveries)?;
+        evaluation.finish().await
+    }
+
+    /// Starts a call whose deliveries arrive in parts ([`Evaluation::push`]): each part's
+    /// chunks are queued as soon as it arrives, so children start on the first part while
+    /// the caller is still sending the rest.
+    pub fn begin(
+        &self,
+        ctx: &RoutingContext,
+        configurations: &[Configuration],
+        work: &Work,
+    ) -> Evaluation<'_> {
         let pool = &self.inner;
-        let budget = work.budget.unwrap_or(pool.config.budget);
         let parsed: Vec<Option<Config>> = configurations
             .iter()
             .map(|c| parse_configuration(&c.json).ok())
@@ -704,6 +717,50 @@ impl SandboxPool {
             ctx: ctx.clone(),
             configurations: configurations.to_vec(),
         });
+        Evaluation {
+            pool,
+            call,
+            parsed,
+            budget: work.budget.unwrap_or(pool.config.budget),
+            answers: Vec::new(),
+            event_ids: Vec::new(),
+        }
+    }
+}
+
+/// One call's evaluation, begun with [`SandboxPool::begin`]: its chunks are on the pool's
+/// queue from the moment their part is pushed; [`Evaluation::finish`] waits for them all.
+/// Dropped unfinished, its queued chunks are abandoned (lanes skip them).
+pub struct Evaluation<'p> {
+    pool: &'p Arc<Inner>,
+    call: Arc<Call>,
+    parsed: Vec<Option<Config>>,
+    budget: Duration,
+    answers: Vec<oneshot::Receiver<Answers>>,
+    /// Per delivery pushed so far, in order: the results name them.
+    event_ids: Vec<String>,
+}
+
+impl Evaluation<'_> {
+    /// Deliveries pushed so far.
+    pub fn deliveries(&self) -> usize {
+        self.event_ids.len()
+    }
+
+    /// Queues `deliveries` (the next part of the call, in order) for the children.
+    pub fn push(&mut self, deliveries: &[StoredDelivery]) -> Result<(), SandboxError> {
+        let pool = self.pool;
+        let n = self.call.configurations.len();
+        self.event_ids
+            .extend(deliveries.iter().map(|d| d.event_id.clone()));
+        if n == 0 || deliveries.is_empty() {
+            return Ok(());
+        }
+        if tokio::runtime::Handle::try_current().is_err() {
+            return Err(SandboxError::Spawn(
+                "no tokio runtime to run lanes on".into(),
+            ));
+        }
         let children = pool.config.children.max(1);
         let chunk = deliveries
             .len()
@@ -715,41 +772,39 @@ impl SandboxPool {
             chunk,
             switchboard_model::body::CHUNK_BYTES,
         );
-        let n = configurations.len();
-        if n > 0 && !deliveries.is_empty() && tokio::runtime::Handle::try_current().is_err() {
-            return Err(SandboxError::Spawn(
-                "no tokio runtime to run lanes on".into(),
-            ));
-        }
-        let mut answers = Vec::new();
         for c in chunks.into_iter().map(|r| &deliveries[r]) {
-            if n == 0 {
-                continue;
-            }
             let (reply, answer) = oneshot::channel();
             pool.submit(Job {
                 // Bodies are shared, not copied: a clone holds the same buffer.
                 deliveries: c.to_vec(),
                 configurations: n,
                 units: vec![None; c.len() * n],
-                budget,
+                budget: self.budget,
                 reply,
-                call: call.clone(),
+                call: self.call.clone(),
                 lost_children: 0,
             });
-            answers.push(answer);
+            self.answers.push(answer);
         }
-        let mut units = Vec::with_capacity(deliveries.len() * n);
-        for answer in answers {
+        Ok(())
+    }
+
+    /// Waits for every unit pushed: one result per delivery, in push order, and the
+    /// configurations' rule counters.
+    pub async fn finish(self) -> Result<EvaluateResponse, SandboxError> {
+        let n = self.call.configurations.len();
+        let mut units = Vec::with_capacity(self.event_ids.len() * n);
+        for answer in self.answers {
             units.extend(answer.await.map_err(|_| {
                 SandboxError::Spawn("the sandbox pool stopped before answering".into())
             })??);
         }
         let mut it = units.into_iter();
-        let results = deliveries
-            .iter()
-            .map(|d| DeliveryDecisions {
-                event_id: d.event_id.clone(),
+        let results = self
+            .event_ids
+            .into_iter()
+            .map(|event_id| DeliveryDecisions {
+                event_id,
                 decisions: (0..n)
                     .map(|_| {
                         it.next().flatten().unwrap_or_else(|| {
@@ -759,7 +814,8 @@ impl SandboxPool {
                     .collect(),
             })
             .collect::<Vec<_>>();
-        let counters = parsed
+        let counters = self
+            .parsed
             .iter()
             .enumerate()
             .map(|(j, c)| {
