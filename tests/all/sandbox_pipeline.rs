@@ -365,3 +365,53 @@ async fn a_call_in_parts_is_evaluated_as_its_parts_arrive() {
         .expect("evaluates");
     assert_eq!(got, whole, "the same call in one part");
 }
+
+/// A pool keeps what it parsed of each configuration (its rules' ids, its digest) between
+/// calls: a call with another configuration, or a configuration that does not parse, still
+/// gets exactly its own counters and fault names.
+#[tokio::test(flavor = "multi_thread")]
+async fn each_call_counts_its_own_configuration_when_the_pool_has_seen_others() {
+    let pool = pool_with(1, Duration::from_secs(5), 16).await;
+    let ctx = context();
+    let ds = deliveries(6);
+    let config = |id: &str, when: &str| Configuration {
+        json: format!(r#"{{"rules":[{{"id":"{id}","when":"{when}","action":{{"drop":true}}}}]}}"#),
+    };
+    let a = config("all", "true");
+    let b = config("none", "false");
+    let bad = Configuration {
+        json: "{not json".into(),
+    };
+    let faulting = Configuration {
+        json: r#"{"rules":[{"id":"boom","when":"error(\"boom\")","action":{"drop":true}}]}"#.into(),
+    };
+    for c in [&a, &b, &a, &bad, &faulting, &b] {
+        let got = pool
+            .evaluate(&ctx, std::slice::from_ref(c), &ds, None)
+            .await
+            .expect("evaluates");
+        let counters = &got.counters[0];
+        match switchboard_model::Configuration::from_json(&c.json) {
+            Ok(parsed) => {
+                assert_eq!(counters.digest, parsed.digest(), "{}", c.json);
+                let id = parsed.rules[0].id.clone().unwrap_or_default();
+                assert_eq!(counters.rules.len(), 1);
+                assert_eq!(counters.rules[0].rule_id, id);
+                let (matched, faults) = match id.as_str() {
+                    "all" => (6, 0),
+                    "boom" => (0, 6),
+                    _ => (0, 0),
+                };
+                assert_eq!(counters.rules[0].first_matches, matched, "{}", c.json);
+                assert_eq!(counters.rules[0].faults, faults, "{}", c.json);
+                if id == "boom" {
+                    assert!(got.results.iter().all(|r| r.decisions[0].rule_id == "boom"));
+                }
+            }
+            Err(_) => {
+                assert_eq!(counters.digest, "", "{}", c.json);
+                assert!(got.results.iter().all(|r| is_fault(&r.decisions[0])));
+            }
+        }
+    }
+}

@@ -166,14 +166,55 @@ pub struct Work {
 }
 
 /// What the chunks of one call share.
+/// What a call needs to know of one of its configurations besides evaluating it. Parsing
+/// and hashing a 32-rule configuration cost the router more than a one-delivery call's own
+/// work, and ingest sends the same saved configuration call after call, so each pool keeps
+/// them by the configuration's text ([`Inner::terms_of`]).
+#[derive(Debug, Default)]
+struct Terms {
+    /// Per rule, the id a fault names (`#<index>` for a rule without one).
+    rule_ids: Vec<String>,
+    /// Per rule, the id its counters carry (empty for a rule without one).
+    counted_ids: Vec<String>,
+    /// Empty for a configuration that does not parse (its units all fault anyway).
+    digest: String,
+}
+
+impl Terms {
+    fn of(json: &str) -> Self {
+        match parse_configuration(json) {
+            Ok(cfg) => Terms {
+                rule_ids: cfg
+                    .rules
+                    .iter()
+                    .enumerate()
+                    .map(|(i, r)| rule_id(r, i))
+                    .collect(),
+                counted_ids: cfg
+                    .rules
+                    .iter()
+                    .map(|r| r.id.clone().unwrap_or_default())
+                    .collect(),
+                digest: cfg.digest(),
+            },
+            Err(_) => Terms::default(),
+        }
+    }
+}
+
+/// Configurations' [`Terms`] kept by a pool, at most this many (then it starts over): a
+/// router serves the saved configurations of the webhooks receiving deliveries now.
+const TERMS_KEPT: usize = 256;
+
 struct Call {
     class: Class,
     tenant: String,
     /// What every chunk's request carries besides its deliveries.
     ctx: RoutingContext,
     configurations: Vec<Configuration>,
-    /// Per configuration, the ids of its rules, to name the rule a fault interrupted.
-    rule_ids: Vec<Vec<String>>,
+    /// Per configuration, what the call needs to know of it (the ids of its rules, to name
+    /// the rule a fault interrupted, and its digest).
+    terms: Vec<Arc<Terms>>,
     max_child_faults: u32,
     child_faults: AtomicU32,
 }
@@ -337,7 +378,7 @@ impl Job {
     /// The id of the rule `rule` of the configuration unit `unit` evaluates.
     fn rule_of(&self, unit: usize, rule: Option<usize>) -> &str {
         let config = unit % self.configurations.max(1);
-        rule.and_then(|r| self.call.rule_ids.get(config)?.get(r))
+        rule.and_then(|r| self.call.terms.get(config)?.rule_ids.get(r))
             .map(String::as_str)
             .unwrap_or("")
     }
@@ -395,6 +436,9 @@ struct InFlight {
 /// What the pool shares with its lanes.
 struct Inner {
     config: SandboxConfig,
+    /// [`Terms`] by configuration text. Keys are tenants' text: a seeded hash, so no tenant
+    /// can choose texts that collide.
+    terms: Mutex<HashMap<String, Arc<Terms>, foldhash::fast::RandomState>>,
     idle: Mutex<Vec<ChildProcess>>,
     /// One per child slot: held by a lane, or by a validation.
     permits: Arc<Semaphore>,
@@ -445,6 +489,7 @@ impl SandboxPool {
     /// Starts the pool and one child to check that children start and are confined.
     pub async fn start(config: SandboxConfig) -> Result<Arc<Self>, SandboxError> {
         let inner = Arc::new(Inner {
+            terms: Mutex::default(),
             permits: Arc::new(Semaphore::new(config.children.max(1))),
             reserve_live: Arc::new(Semaphore::new(1)),
             reserve_interactive: Arc::new(Semaphore::new(1)),
@@ -697,20 +742,12 @@ impl SandboxPool {
         work: &Work,
     ) -> Evaluation<'_> {
         let pool = &self.inner;
-        let parsed: Vec<Option<Config>> = configurations
-            .iter()
-            .map(|c| parse_configuration(&c.json).ok())
-            .collect();
         let call = Arc::new(Call {
             class: work.class.unwrap_or(Class::Interactive),
             tenant: work.tenant.clone(),
-            rule_ids: parsed
+            terms: configurations
                 .iter()
-                .map(|p| {
-                    p.iter()
-                        .flat_map(|cfg| cfg.rules.iter().enumerate().map(|(i, r)| rule_id(r, i)))
-                        .collect()
-                })
+                .map(|c| pool.terms_of(&c.json))
                 .collect(),
             max_child_faults: work.max_child_faults,
             child_faults: AtomicU32::new(0),
@@ -720,7 +757,6 @@ impl SandboxPool {
         Evaluation {
             pool,
             call,
-            parsed,
             budget: work.budget.unwrap_or(pool.config.budget),
             answers: Vec::new(),
             event_ids: Vec::new(),
@@ -734,7 +770,6 @@ impl SandboxPool {
 pub struct Evaluation<'p> {
     pool: &'p Arc<Inner>,
     call: Arc<Call>,
-    parsed: Vec<Option<Config>>,
     budget: Duration,
     answers: Vec<oneshot::Receiver<Answers>>,
     /// Per delivery pushed so far, in order: the results name them.
@@ -815,23 +850,14 @@ impl Evaluation<'_> {
             })
             .collect::<Vec<_>>();
         let counters = self
-            .parsed
+            .call
+            .terms
             .iter()
             .enumerate()
-            .map(|(j, c)| {
-                let (digest, ids) = match c {
-                    Some(cfg) => (
-                        cfg.digest(),
-                        cfg.rules
-                            .iter()
-                            .map(|r| r.id.clone().unwrap_or_default())
-                            .collect(),
-                    ),
-                    None => (String::new(), Vec::new()),
-                };
+            .map(|(j, terms)| {
                 count_rules(
-                    &digest,
-                    &ids,
+                    &terms.digest,
+                    &terms.counted_ids,
                     results.iter().filter_map(|r| r.decisions.get(j)),
                 )
             })
@@ -1063,6 +1089,21 @@ impl Inner {
 
     /// Whether work of `class` may run on a reserve slot now: live work while lanes run
     /// interactive work or replays, interactive work while lanes run replays.
+    /// The [`Terms`] of the configuration `json`, parsed once while kept.
+    fn terms_of(&self, json: &str) -> Arc<Terms> {
+        if let Some(terms) = lock(&self.terms).get(json) {
+            return terms.clone();
+        }
+        // Parsed outside the lock: a big configuration does not hold up other calls.
+        let terms = Arc::new(Terms::of(json));
+        let mut kept = lock(&self.terms);
+        if kept.len() >= TERMS_KEPT {
+            kept.clear();
+        }
+        kept.insert(json.to_string(), terms.clone());
+        terms
+    }
+
     fn may_reserve(&self, class: Class) -> bool {
         let replays = self.replay_lanes.load(Ordering::SeqCst) > 0;
         match class {
@@ -1731,7 +1772,15 @@ mod tests {
             call: Arc::new(Call {
                 class: Class::Replay,
                 tenant: "human:alice".into(),
-                rule_ids: vec![vec!["a".into(), "b".into()], vec!["c".into()]],
+                terms: [vec!["a", "b"], vec!["c"]]
+                    .into_iter()
+                    .map(|ids| {
+                        Arc::new(Terms {
+                            rule_ids: ids.iter().map(|id| id.to_string()).collect(),
+                            ..Terms::default()
+                        })
+                    })
+                    .collect(),
                 max_child_faults: 0,
                 child_faults: AtomicU32::new(0),
                 ctx: RoutingContext::default(),
