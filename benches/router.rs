@@ -1359,11 +1359,12 @@ fn main() {
             router.addr
         );
         for (configs, base) in [(&saved_wire, a1), (&both_wire, a2)] {
-            for calls in [1usize, 8] {
-                let shape = if calls == 1 {
-                    "1 call × 1,000".to_string()
-                } else {
-                    format!("{calls} calls × {}", ENVELOPES / calls)
+            // 1 call, 8 calls at once, or 1 streamed call (`None`).
+            for calls in [Some(1usize), Some(8), None] {
+                let shape = match calls {
+                    Some(1) => "1 call × 1,000".to_string(),
+                    Some(calls) => format!("{calls} calls × {}", ENVELOPES / calls),
+                    None => format!("1 streamed call × 1,000 ({STREAM_PART} per message)"),
                 };
                 let (rt, client) = (&rt, client.clone());
                 paths.push(Timed::new(
@@ -1379,31 +1380,17 @@ fn main() {
                         children: kids.clone(),
                     },
                     move || {
-                        black_box(
-                            rt.block_on(grpc_batch(&client, ctx, configs, deliveries, calls)),
-                        );
+                        black_box(rt.block_on(async {
+                            match calls {
+                                Some(calls) => {
+                                    grpc_batch(&client, ctx, configs, deliveries, calls).await
+                                }
+                                None => grpc_streamed(&client, ctx, configs, deliveries).await,
+                            }
+                        }));
                     },
                 ));
             }
-        }
-        for (configs, base) in [(&saved_wire, a1), (&both_wire, a2)] {
-            let (rt, client) = (&rt, client.clone());
-            paths.push(Timed::new(
-                format!(
-                    "(c) gRPC router, 2 children, 1 streamed call × 1,000 ({STREAM_PART} per message), {} config{}",
-                    configs.len(),
-                    if configs.len() == 1 { "" } else { "s" }
-                ),
-                2.min(cores),
-                Some((base, 1.6)),
-                Accounting::Processes {
-                    parent: router.pid(),
-                    children: kids.clone(),
-                },
-                move || {
-                    black_box(rt.block_on(grpc_streamed(&client, ctx, configs, deliveries)));
-                },
-            ));
         }
         let (rt, client) = (&rt, client.clone());
         paths.push(Timed::new(

@@ -277,24 +277,29 @@ async fn a_streamed_call_is_evaluated_while_its_caller_is_still_sending() {
     assert_eq!(got, whole);
 }
 
+/// `messages` sent as one `EvaluateStream`, which must be refused as `INVALID_ARGUMENT`: the
+/// refusal's message.
+async fn refused(
+    c: &mut RouterClient<tonic::transport::Channel>,
+    messages: Vec<EvaluateRequest>,
+    what: &str,
+) -> String {
+    let e = c
+        .evaluate_stream(futures::stream::iter(messages))
+        .await
+        .map(|_| ())
+        .expect_err(what);
+    assert_eq!(e.code(), Code::InvalidArgument, "{what}: {e:?}");
+    e.message().to_string()
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_streamed_call_is_refused_when_a_later_part_sets_terms_or_the_whole_breaks_a_limit() {
     let router = RouterProcess::spawn(&["--children", "1"]);
     let mut c = client(&router).await;
     let request = evaluate_request(&[&realistic()], 4);
-    let refused = |what: &'static str| {
-        move |e: tonic::Status| {
-            assert_eq!(e.code(), Code::InvalidArgument, "{what}: {e:?}");
-            e.message().to_string()
-        }
-    };
     // No message at all.
-    let empty = c
-        .evaluate_stream(futures::stream::iter(Vec::<EvaluateRequest>::new()))
-        .await
-        .map(|_| ())
-        .map_err(refused("an empty stream"));
-    assert!(empty.is_err());
+    refused(&mut c, Vec::new(), "an empty stream").await;
     // A later message that sets the call's terms again: each field on its own.
     let later_sets: [fn(&mut EvaluateRequest); 6] = [
         |m| m.context = Some(context()),
@@ -307,22 +312,13 @@ async fn a_streamed_call_is_refused_when_a_later_part_sets_terms_or_the_whole_br
     for set in later_sets {
         let mut messages = streamed(&request, &[2, 2]);
         set(&mut messages[1]);
-        let message = c
-            .evaluate_stream(futures::stream::iter(messages))
-            .await
-            .map(|_| ())
-            .map_err(refused("a later message with terms"))
-            .expect_err("refused");
+        let message = refused(&mut c, messages, "a later message with terms").await;
         assert!(message.contains("deliveries only"), "{message}");
     }
     // The first message's terms are checked as Evaluate checks them.
     let mut none = streamed(&request, &[4]);
     none[0].configurations.clear();
-    c.evaluate_stream(futures::stream::iter(none))
-        .await
-        .map(|_| ())
-        .map_err(refused("no configuration"))
-        .expect_err("refused");
+    refused(&mut c, none, "no configuration").await;
     // A body over the limit in a later part, named by its index in the whole call.
     let mut big = streamed(&request, &[2, 2]);
     big[1].deliveries[1].body = bytes::Bytes::from(vec![
@@ -330,12 +326,7 @@ async fn a_streamed_call_is_refused_when_a_later_part_sets_terms_or_the_whole_br
         switchboard_model::body::MAX_BODY_BYTES_CEILING
             + 1
     ]);
-    let message = c
-        .evaluate_stream(futures::stream::iter(big))
-        .await
-        .map(|_| ())
-        .map_err(refused("a big body"))
-        .expect_err("refused");
+    let message = refused(&mut c, big, "a big body").await;
     assert!(message.contains("deliveries[3].body"), "{message}");
     // More deliveries than one call may carry, over the whole stream (small bodies).
     let mut many = evaluate_request(&["{}"], 1);
@@ -347,12 +338,8 @@ async fn a_streamed_call_is_refused_when_a_later_part_sets_terms_or_the_whole_br
         };
         switchboard_router::service::MAX_DELIVERIES_PER_CALL + 1
     ];
-    let message = c
-        .evaluate_stream(futures::stream::iter(streamed(&many, &[2_500, 2_500, 1])))
-        .await
-        .map(|_| ())
-        .map_err(refused("too many deliveries"))
-        .expect_err("refused");
+    let parts = streamed(&many, &[2_500, 2_500, 1]);
+    let message = refused(&mut c, parts, "too many deliveries").await;
     assert!(
         message.contains("at most 5000 per call, got 5001"),
         "{message}"
