@@ -20,6 +20,7 @@ mod operators_api;
 mod pack_api;
 mod pack_sources;
 mod people_cli;
+mod plan_faults;
 mod repository;
 mod router_grpc;
 mod router_sandbox;

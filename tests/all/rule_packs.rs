@@ -972,7 +972,7 @@ async fn another_tenants_deliveries_never_enter_a_replay(db: TestDb) {
     }
 }
 
-async fn replay_report(env: &Env, cred: &str, w: &Webhook, candidate: Value) -> Value {
+pub(crate) async fn replay_report(env: &Env, cred: &str, w: &Webhook, candidate: Value) -> Value {
     let r = env
         .rules(cred)
         .test_webhook_rules(TestWebhookRulesRequest {

@@ -285,6 +285,73 @@ async fn a_call_stops_at_its_max_child_faults_and_leaves_the_rest_not_evaluated(
     );
 }
 
+/// Issue 42: a replay evaluates the saved configuration and the candidate on each delivery.
+/// When the candidate's rule stops the call, every delivery it faulted on is answered whole
+/// (the saved decision too, though the child that decided it was killed before sending it),
+/// so a plan can count those faults; the deliveries the call never reached are not evaluated
+/// on either side.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_stopped_call_answers_every_delivery_it_faulted_on_whole() {
+    for (children, count, max_faults) in [(2, 3, 3), (2, 12, 2), (1, 8, 3), (2, 40, 3)] {
+        let pool = pool(children, Duration::from_millis(50), 128, 1).await;
+        let ds = deliveries(count);
+        let saved = config(serde_json::json!([
+            {"id": "issues", "when": ".event == \"issues\"", "action": {"queue": "forge"}}
+        ]));
+        let candidate = config(serde_json::json!([
+            {"id": "always-slow", "when": SLOW, "action": {"drop": true}},
+            {"id": "issues", "when": ".event == \"issues\"", "action": {"queue": "forge"}}
+        ]));
+        let resp = pool
+            .evaluate_as(
+                &context(),
+                &[saved.clone(), candidate],
+                &ds,
+                &Work {
+                    max_child_faults: max_faults,
+                    ..work(Class::Replay, "human:alice")
+                },
+            )
+            .await
+            .expect("evaluates");
+        let case = format!("{children} children, {count} deliveries, stop after {max_faults}");
+        let not_evaluated =
+            |d: &switchboard_proto::router::v1::Decision| d.fault_code == fault::NOT_EVALUATED;
+        let mut blamed = 0;
+        for (r, d) in resp.results.iter().zip(&ds) {
+            let (before, after) = (&r.decisions[0], &r.decisions[1]);
+            assert_eq!(
+                not_evaluated(before),
+                not_evaluated(after),
+                "{case}: a delivery is answered whole or not at all: {r:?}"
+            );
+            if not_evaluated(after) {
+                continue;
+            }
+            assert!(
+                after.fault_code == fault::BUDGET_EXCEEDED
+                    || after.fault_code == fault::SANDBOX_CRASHED,
+                "{case}: {after:?}"
+            );
+            assert_eq!(after.rule_id, "always-slow", "{case}");
+            let alone = in_process(&saved.json, &context(), std::slice::from_ref(d));
+            assert_eq!(
+                before, &alone[0],
+                "{case}: the saved decision is the one it makes alone"
+            );
+            blamed += 1;
+        }
+        assert!(
+            blamed >= max_faults as usize,
+            "{case}: the faults that stopped the call are answered: {blamed}"
+        );
+        assert!(
+            count <= max_faults as usize || blamed < count,
+            "{case}: the call stopped early: {blamed}"
+        );
+    }
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn a_spare_child_is_ready_when_a_fault_kills_one() {
     let ds = deliveries(20);

@@ -23,8 +23,8 @@ use switchboard_packs::merge::{
 use switchboard_packs::plan::wire::{CONFIRM_TOOL, TOKEN_PLACEHOLDER};
 use switchboard_packs::plan::{
     Applied, AppliedPack, Apply, Binding, CandidateReplay, ConfirmArguments, ConfirmWith,
-    FixtureOutcome, Pending, Plan, PlanKind, PlanPack, PlanState, Replayed, Report, Retention,
-    Routed, StaleReason, StoredPlan, aggregate, pack_rule_faults, proven,
+    Delivered, Evidence, FixtureOutcome, Pending, Plan, PlanKind, PlanPack, PlanState, Report,
+    Retention, Routed, StaleReason, StoredPlan, proven, routed,
 };
 use switchboard_packs::provenance::{self, InstalledBy, ReplaySummary, drift};
 use switchboard_packs::{Catalog, Pack, ResolveError};
@@ -140,23 +140,6 @@ fn canonical(v: &Value) -> String {
 
 pub(crate) fn rfc3339(ms: i64) -> String {
     switchboard_model::rfc3339_millis(ms)
-}
-
-/// A decision reduced to what a plan reports.
-fn routed(d: &Decision) -> Routed {
-    let label = d.label().to_string();
-    let rule_id = (!d.rule_id.is_empty() && !d.by_default_action).then(|| d.rule_id.clone());
-    Routed { label, rule_id }
-}
-
-/// The result of replaying two configurations over a window.
-pub(super) struct ReplayOutcome {
-    pub(super) replayed: Vec<Replayed>,
-    pub(super) truncated: bool,
-    /// Why the replay stopped early, when a router stopped a call at its
-    /// `max_child_faults` (rules that kept exceeding the budget or crashing the sandbox):
-    /// the replay ends there, truncated, and the report says so.
-    pub(super) stopped: Option<String>,
 }
 
 impl RulePacks {

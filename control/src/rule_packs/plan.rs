@@ -375,7 +375,7 @@ impl RulePacks {
                 });
             }
         }
-        let mut faults = pack_rule_faults(&outcome.replayed, &candidate.pack_rule_ids);
+        let mut faults = outcome.pack_rule_faults(&candidate.pack_rule_ids);
         for (rule, id) in fixture_faults {
             match faults.iter_mut().find(|f| f.rule == rule) {
                 Some(f) => {
@@ -392,19 +392,29 @@ impl RulePacks {
             }
         }
         if !faults.is_empty() {
-            let first = &faults[0];
+            // Every faulting rule is named, each with its examples (a stopped replay's too).
+            let named: Vec<String> = faults
+                .iter()
+                .map(|f| {
+                    format!(
+                        "pack rule {} faults on {} replayed deliveries or fixtures (e.g. {})",
+                        f.rule,
+                        f.count,
+                        f.event_ids.join(", ")
+                    )
+                })
+                .collect();
             return Err(PackError::new(
                 Reason::PackRuleFaults,
                 format!(
-                    "pack rule {} faults on {} replayed deliveries or fixtures (e.g. {}); the plan is refused — inspect them with get_webhook_event",
-                    first.rule,
-                    first.count,
-                    first.event_ids.join(", ")
+                    "{}; the plan is refused — inspect them with get_webhook_event",
+                    named.join("; ")
                 ),
                 json!({"faults": faults}),
             ));
         }
-        let mut report = outcome.report(
+        let mut report = replay::report_of(
+            &outcome,
             &candidate.configuration,
             &candidate.provenance,
             self.state.capabilities.trusted_actors,

@@ -54,7 +54,12 @@ impl Replayer {
                 progress,
             )
             .await?;
-        let mut report = outcome.report(&candidate, &prov, self.state.capabilities.trusted_actors);
+        let mut report = report_of(
+            &outcome,
+            &candidate,
+            &prov,
+            self.state.capabilities.trusted_actors,
+        );
         report.retention = Some(self.retention(&webhook.id).await?);
         Ok(CandidateReplay {
             report,
@@ -112,7 +117,7 @@ impl Replayer {
         candidate: &Configuration,
         window: &ReplayWindow,
         progress: Option<Progress>,
-    ) -> Result<ReplayOutcome, PackError> {
+    ) -> Result<Evidence, PackError> {
         let limit = window.limit.unwrap_or(DEFAULT_REPLAY_LIMIT);
         if !(1..=MAX_REPLAY_LIMIT).contains(&limit) {
             return Err(PackError::new(
@@ -239,15 +244,18 @@ impl Replayer {
                     (start, result)
                 });
             }
-            let mut replayed = Vec::with_capacity(deliveries.len());
-            let mut truncated = loaded.capped;
-            let mut stopped = None;
+            let mut evidence = Evidence {
+                truncated: loaded.capped,
+                ..Evidence::default()
+            };
             let mut done = 0u64;
             use futures::StreamExt;
-            while stopped.is_none() {
+            // A stopped call ends the replay: the chunks still queued are dropped (cancelled)
+            // below, and the faults that stopped it are in the evidence.
+            while evidence.stopped.is_none() {
                 match tokio::time::timeout_at(deadline, calls.next()).await {
                     Err(_) => {
-                        truncated = true;
+                        evidence.truncated = true;
                         break;
                     }
                     Ok(None) => break,
@@ -260,23 +268,16 @@ impl Replayer {
                             else {
                                 continue;
                             };
-                            // The router stopped the call: this delivery was not replayed,
-                            // and the calls still queued are dropped (cancelled) below.
-                            if let Some(d) = [before, after]
-                                .into_iter()
-                                .find(|d| d.fault_code == switchboard_model::fault::NOT_EVALUATED)
-                            {
-                                stopped.get_or_insert_with(|| d.reason.clone());
-                                truncated = true;
-                                continue;
-                            }
-                            replayed.push(Replayed {
-                                event_id: e.id.clone(),
-                                received_at_ms: e.received_at,
-                                source: e.source.to_string(),
-                                before: routed(before),
-                                after: routed(after),
-                            });
+                            let source = e.source.to_string();
+                            evidence.read(
+                                Delivered {
+                                    event_id: &e.id,
+                                    received_at_ms: e.received_at,
+                                    source: &source,
+                                },
+                                before,
+                                after,
+                            );
                         }
                         done += results.len() as u64;
                         if let Some(p) = &progress {
@@ -285,11 +286,7 @@ impl Replayer {
                     }
                 }
             }
-            Ok::<_, PackError>(ReplayOutcome {
-                replayed,
-                truncated,
-                stopped,
-            })
+            Ok::<_, PackError>(evidence)
         }
         .await;
         lease.release().await;
@@ -356,36 +353,24 @@ pub(super) fn retention(w: &crate::store::RetentionWindow) -> Retention {
     }
 }
 
-impl ReplayOutcome {
-    /// The replay half of a plan (or REQ-8's report) for `candidate`, whose rules
-    /// `provenance` says which pack installed; `fail_closed` quarantines faults.
-    pub(super) fn report(
-        &self,
-        candidate: &Configuration,
-        provenance: &[provenance::InstalledPack],
-        fail_closed: bool,
-    ) -> Report {
-        let ids: Vec<String> = candidate
-            .rules
+/// The replay half of a plan (or REQ-8's report) for `candidate`, whose rules `provenance`
+/// says which pack installed; `fail_closed` quarantines faults.
+pub(super) fn report_of(
+    evidence: &Evidence,
+    candidate: &Configuration,
+    provenance: &[provenance::InstalledPack],
+    fail_closed: bool,
+) -> Report {
+    let ids: Vec<String> = candidate
+        .rules
+        .iter()
+        .filter_map(|r| r.id.clone())
+        .collect();
+    let from_pack = |id: &str| {
+        provenance
             .iter()
-            .filter_map(|r| r.id.clone())
-            .collect();
-        let from_pack = |id: &str| {
-            provenance
-                .iter()
-                .find(|p| p.rule_ids.iter().any(|r| r == id))
-                .map(|p| p.name.clone())
-        };
-        Report {
-            stopped: self.stopped.clone(),
-            ..aggregate(
-                &self.replayed,
-                &ids,
-                &from_pack,
-                fail_closed,
-                self.truncated,
-                &rfc3339,
-            )
-        }
-    }
+            .find(|p| p.rule_ids.iter().any(|r| r == id))
+            .map(|p| p.name.clone())
+    };
+    evidence.report(&ids, &from_pack, fail_closed, &rfc3339)
 }

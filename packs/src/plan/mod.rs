@@ -3,10 +3,12 @@
 //! MCP tools' JSON is these types' serde form; the gRPC messages are converted from them in
 //! [`wire`], so agents and services read one definition.
 
+mod evidence;
 mod report;
 mod state;
 pub mod wire;
 
+pub use evidence::{Delivered, Evidence, Unpaired, routed, rule_faults};
 pub use report::*;
 pub use state::{PlanFacts, PlanState, StaleReason};
 

@@ -244,29 +244,13 @@ pub fn aggregate(
 
 /// The pack rules that fault on any replayed delivery (REQ-4 `pack_rule_faults`).
 pub fn pack_rule_faults(replayed: &[Replayed], pack_rule_ids: &[String]) -> Vec<RuleFaults> {
-    let mut out: Vec<RuleFaults> = Vec::new();
-    for e in replayed {
-        let Some(rule) = &e.after.rule_id else {
-            continue;
-        };
-        if e.after.label != "fault" || !pack_rule_ids.contains(rule) {
-            continue;
-        }
-        match out.iter_mut().find(|f| &f.rule == rule) {
-            Some(f) => {
-                f.count += 1;
-                if f.event_ids.len() < MAX_EXAMPLES {
-                    f.event_ids.push(e.event_id.clone());
-                }
-            }
-            None => out.push(RuleFaults {
-                rule: rule.clone(),
-                count: 1,
-                event_ids: vec![e.event_id.clone()],
-            }),
-        }
-    }
-    out
+    super::evidence::rule_faults(
+        replayed
+            .iter()
+            .filter(|e| e.after.label == "fault")
+            .filter_map(|e| Some((e.event_id.as_str(), e.after.rule_id.as_deref()?)))
+            .filter(|(_, rule)| pack_rule_ids.iter().any(|p| p == rule)),
+    )
 }
 
 /// Proven: the window held a delivery of one of the pack's source types (any, when the pack

@@ -361,18 +361,34 @@ impl Job {
         let _ = self.reply.send(Ok(self.units));
     }
 
-    /// Its call stopped at its `max_child_faults`: every unit not answered yet is
-    /// `not_evaluated`, and the chunk is done without a child.
-    fn finish_stopped(mut self, stats: &SandboxStats) {
+    /// Its call stopped at its `max_child_faults`: every unit of a delivery none of whose
+    /// units was answered is `not_evaluated`. A delivery already partly answered (the
+    /// saved configuration decided, the candidate faulted, or a child was killed before it
+    /// sent what it had) keeps its remaining units to run, so the faults that stopped the
+    /// call are answered whole, as they would be had it not stopped. Returns the job when
+    /// such units remain; otherwise the chunk is done without a child.
+    fn stop(mut self, stats: &SandboxStats) -> Option<Self> {
         let reason = format!(
             "not evaluated: the call stopped after {} of its evaluations exceeded their budget or crashed their child",
             self.call.max_child_faults
         );
-        for unit in self.units.iter_mut().filter(|u| u.is_none()) {
-            stats.not_evaluated.fetch_add(1, Ordering::Relaxed);
-            *unit = Some(decision::fault("", fault::NOT_EVALUATED, reason.clone()));
+        let n = self.configurations.max(1);
+        let mut remaining = false;
+        for delivery in self.units.chunks_mut(n) {
+            if delivery.iter().all(Option::is_none) {
+                for unit in delivery.iter_mut() {
+                    stats.not_evaluated.fetch_add(1, Ordering::Relaxed);
+                    *unit = Some(decision::fault("", fault::NOT_EVALUATED, reason.clone()));
+                }
+            } else {
+                remaining |= delivery.iter().any(Option::is_none);
+            }
+        }
+        if remaining {
+            return Some(self);
         }
         self.finish(stats);
+        None
     }
 
     /// The id of the rule `rule` of the configuration unit `unit` evaluates.
@@ -1185,10 +1201,14 @@ async fn lane(pool: Arc<Inner>, permit: OwnedSemaphorePermit, reserve: Option<Cl
                 }
             }
         };
-        if job.call.stopped() {
-            job.finish_stopped(&pool.stats);
-            continue;
-        }
+        let job = if job.call.stopped() {
+            match job.stop(&pool.stats) {
+                Some(job) => job,
+                None => continue,
+            }
+        } else {
+            job
+        };
         let class = job.class();
         running.set(class);
         let kept = child.take().and_then(|mut c| {
@@ -1420,10 +1440,14 @@ async fn run(pool: &Arc<Inner>, mut child: ChildProcess, first: Job) -> Option<C
                 .take()
                 .or_else(|| pool.next_job(inflight.len(), child.class))
         {
-            if job.call.stopped() {
-                job.finish_stopped(&pool.stats);
-                continue;
-            }
+            let job = if job.call.stopped() {
+                match job.stop(&pool.stats) {
+                    Some(job) => job,
+                    None => continue,
+                }
+            } else {
+                job
+            };
             if inflight.is_empty() && child.sent > 0 && !child.alive() {
                 // Exited on its own between jobs: nothing to blame, a new child runs it.
                 // (A child that never ran a job is held to it instead, so a child that
