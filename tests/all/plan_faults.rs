@@ -201,7 +201,61 @@ async fn a_pack_rule_over_the_budget_on_any_number_of_deliveries_refuses_the_pla
             "{case}: nothing saved"
         );
         reported_per_rule(&env, &cred, &w, &when, faulting, &case).await;
+        if faulting == 10 {
+            the_cli_says_it(
+                &env,
+                &cred,
+                &w,
+                "slow-noise",
+                "slow-noise--deleted-comments",
+                &ids,
+            )
+            .await;
+        }
     }
+}
+
+/// `switchboard packs install` (the CLI for people) prints the refusal with the rule and
+/// example event ids, exits 4 (refused until you act), and offers no confirm.
+async fn the_cli_says_it(
+    env: &Env,
+    cred: &str,
+    w: &Webhook,
+    pack: &str,
+    rule: &str,
+    faulting: &BTreeSet<String>,
+) {
+    let (addr, cred, webhook, pack) = (
+        env.addr.clone(),
+        cred.to_string(),
+        w.id.clone(),
+        pack.to_string(),
+    );
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(binary())
+            .args(["packs", "install", &webhook, &pack])
+            .env("SWITCHBOARD_CONTROL", &addr)
+            .env("SWITCHBOARD_TOKEN", &cred)
+            .env("SWITCHBOARD_LOG", "warn")
+            .output()
+            .expect("switchboard runs")
+    })
+    .await
+    .expect("joins");
+    let (stdout, stderr) = (
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr),
+    );
+    assert_eq!(out.status.code(), Some(4), "{stdout}{stderr}");
+    assert!(
+        stderr.contains("pack_rule_faults") && stderr.contains(rule),
+        "{stderr}"
+    );
+    assert!(
+        faulting.iter().any(|id| stderr.contains(id.as_str())),
+        "names example events: {stderr}"
+    );
+    assert!(!stdout.contains("confirm"), "nothing to confirm: {stdout}");
 }
 
 async fn a_pack_rule_that_exhausts_its_memory_refuses_the_plan(db: TestDb) {
