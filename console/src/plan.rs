@@ -169,9 +169,9 @@ fn transitions(p: &Plan) -> Markup {
 }
 
 /// Work that stops reaching a queue: it went to a queue (or the default one) and now does not.
+/// Lost work, the one definition ([`switchboard_model::Label::loses_work`]).
 fn is_lost(from: &str, to: &str) -> bool {
-    let works = |l: &str| l.starts_with("queue:") || l == "default";
-    works(from) && !works(to)
+    switchboard_model::Label::loses_work_text(from, to)
 }
 
 fn rules(p: &Plan) -> Markup {

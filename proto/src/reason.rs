@@ -7,6 +7,23 @@ use tonic::Code;
 
 pub use crate::control::v1::Reason;
 
+/// The exit codes of the `switchboard` command lines (docs/cli.md), one table for the CLI for
+/// people and `switchboard admin`; [`Reason::exit_code`] gives a refusal's.
+pub mod exit {
+    /// Done.
+    pub const OK: u8 = 0;
+    /// Anything else: control unreachable, an internal error, a retryable refusal.
+    pub const OTHER: u8 = 1;
+    /// Bad usage: a bad flag or argument, no credential, an input control refused as invalid.
+    pub const USAGE: u8 = 2;
+    /// Not found or not permitted: an unknown id, another scope's, a verb or role the
+    /// endpoint lacks, an unknown or revoked credential.
+    pub const NOT_FOUND: u8 = 3;
+    /// A refusal the user must act on: the plan is stale, unproven or refused, it waits for a
+    /// person's approval, or the configuration changed underneath (conflict).
+    pub const REFUSED: u8 = 4;
+}
+
 impl std::fmt::Display for Reason {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -157,6 +174,44 @@ impl Reason {
         }
     }
 
+    /// The exit code of a `switchboard` command line that this reason refused ([`exit`],
+    /// docs/cli.md): what a script branches on without reading stderr.
+    pub const fn exit_code(self) -> u8 {
+        match self {
+            Reason::Unauthenticated | Reason::PermissionDenied | Reason::NotFound => {
+                exit::NOT_FOUND
+            }
+            Reason::InvalidArgument
+            | Reason::InvalidConfiguration
+            | Reason::InvalidParams
+            | Reason::GrantNotAllowed
+            | Reason::TooManyRules
+            | Reason::PayloadTooLarge => exit::USAGE,
+            Reason::PlanStale
+            | Reason::Unproven
+            | Reason::Conflict
+            | Reason::VersionMismatch
+            | Reason::LocalEdits
+            | Reason::RequiresPack
+            | Reason::RequiredByPack
+            | Reason::DefaultConflict
+            | Reason::PackRuleFaults
+            | Reason::UnavailableVersion
+            | Reason::ApprovalRequired => exit::REFUSED,
+            Reason::Busy
+            | Reason::RateLimited
+            | Reason::RouterUnavailable
+            | Reason::Unavailable
+            | Reason::ControlUnavailable
+            | Reason::DeadlineExceeded
+            | Reason::MethodNotAllowed
+            | Reason::Cancelled
+            | Reason::Unimplemented
+            | Reason::Unspecified
+            | Reason::Internal => exit::OTHER,
+        }
+    }
+
     /// Whether the same call, made again unchanged, may succeed: the state that refused it
     /// passes by itself (a budget refills, a replay ends, a router or control comes back).
     /// Every other reason needs the caller to change something first.
@@ -176,16 +231,17 @@ impl Reason {
     /// code and whether a retry may succeed.
     pub fn table_markdown() -> String {
         let mut out = String::from(
-            "| reason | gRPC code | HTTP status | MCP tool error `code` | retry the same call? |\n| --- | --- | --- | --- | --- |\n",
+            "| reason | gRPC code | HTTP status | MCP tool error `code` | retry the same call? | CLI exit code |\n| --- | --- | --- | --- | --- | --- |\n",
         );
         for r in Reason::ALL {
             out.push_str(&format!(
-                "| `{}` | {} | {} | `{}` | {} |\n",
+                "| `{}` | {} | {} | `{}` | {} | {} |\n",
                 r.as_str(),
                 code_name(r.grpc_code()),
                 r.http_status(),
                 r.as_str(),
                 if r.retryable() { "yes" } else { "no" },
+                r.exit_code(),
             ));
         }
         out

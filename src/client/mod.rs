@@ -23,23 +23,10 @@ use switchboard_mcp_gateway::{Bearer, ControlClient};
 use tonic::Status;
 
 /// Exit codes, the same for every command (docs/cli.md, `--help`).
-pub mod exit {
-    /// Done.
-    pub const OK: u8 = 0;
-    /// Anything else: control unreachable, an internal error.
-    pub const OTHER: u8 = 1;
-    /// Bad usage: a bad flag or argument, no credential, an input control refused as invalid.
-    pub const USAGE: u8 = 2;
-    /// Not found or not permitted: an unknown id, another scope's, a verb or role the
-    /// endpoint lacks, an unknown or revoked credential.
-    pub const NOT_FOUND: u8 = 3;
-    /// A refusal the user must act on: the plan is stale or unproven, it waits for a person's
-    /// approval, or the configuration changed underneath (conflict).
-    pub const REFUSED: u8 = 4;
-}
+pub use switchboard_proto::reason::exit;
 
 /// What every command's exit code and `--help` say.
-pub const EXIT_CODES_HELP: &str = "Exit codes: 0 ok, 1 other (control unreachable, internal), 2 bad usage (a bad flag, no SWITCHBOARD_TOKEN, invalid input), 3 not found or not permitted, 4 refused until you act (plan_stale, unproven, pending_approval, conflict, version_mismatch, local_edits, requires_pack, required_by_pack, default_conflict, pack_rule_faults).";
+pub const EXIT_CODES_HELP: &str = "Exit codes: 0 ok, 1 other (control unreachable, internal), 2 bad usage (a bad flag, no SWITCHBOARD_TOKEN, invalid input), 3 not found or not permitted, 4 refused until you act (plan_stale, unproven, pending_approval, conflict, version_mismatch, local_edits, requires_pack, required_by_pack, default_conflict, pack_rule_faults, unavailable_version, approval_required).";
 
 /// The flags every people's command takes; `global` so they may follow the subcommand.
 #[derive(Args, Debug, Clone)]
@@ -93,20 +80,10 @@ impl Failure {
     }
 }
 
-/// The exit code of a typed error code (control's reason, one vocabulary).
+/// The exit code of a typed error code: control's reason, read from the one reason table
+/// ([`Reason::exit_code`]); a code that is no reason is `OTHER`.
 pub fn exit_for(code: &str) -> u8 {
-    match code {
-        "not_found" | "permission_denied" | "unauthenticated" => exit::NOT_FOUND,
-        "invalid_argument"
-        | "invalid_configuration"
-        | "invalid_params"
-        | "grant_not_allowed"
-        | "too_many_rules" => exit::USAGE,
-        "plan_stale" | "unproven" | "pending_approval" | "conflict" | "version_mismatch"
-        | "local_edits" | "requires_pack" | "required_by_pack" | "default_conflict"
-        | "pack_rule_faults" => exit::REFUSED,
-        _ => exit::OTHER,
-    }
+    switchboard_proto::reason::Reason::parse(code).map_or(exit::OTHER, |r| r.exit_code())
 }
 
 /// One command's connection to control: the client, the caller's bearer, and how to print.
@@ -358,7 +335,13 @@ mod tests {
 
     #[test]
     fn every_refusal_to_act_on_exits_4_and_the_rest_as_documented() {
-        for code in ["plan_stale", "unproven", "pending_approval", "conflict"] {
+        for code in [
+            "plan_stale",
+            "unproven",
+            "conflict",
+            "pack_rule_faults",
+            "approval_required",
+        ] {
             assert_eq!(exit_for(code), exit::REFUSED, "{code}");
         }
         for code in ["not_found", "permission_denied", "unauthenticated"] {
@@ -367,5 +350,6 @@ mod tests {
         assert_eq!(exit_for("invalid_configuration"), exit::USAGE);
         assert_eq!(exit_for("control_unavailable"), exit::OTHER);
         assert_eq!(exit_for("internal"), exit::OTHER);
+        assert_eq!(exit_for("no_such_reason"), exit::OTHER);
     }
 }

@@ -325,9 +325,9 @@ fn list_table(o: &ListRulePacksOut) -> String {
 }
 
 /// Work that stops reaching a queue: it went to a queue (or the default one) and now does not.
+/// Lost work, the one definition ([`switchboard_model::Label::loses_work`]).
 fn is_lost(t: &Transition) -> bool {
-    let works = |l: &str| l.starts_with("queue:") || l == "default";
-    works(&t.from) && !works(&t.to)
+    switchboard_model::Label::loses_work_text(&t.from, &t.to)
 }
 
 /// At most three example ids, then how many more.

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use switchboard_model::Label;
 
 /// Example event ids kept per transition group and per faulting rule.
 pub const MAX_EXAMPLES: usize = 20;
@@ -90,7 +91,8 @@ pub struct Report {
     pub window_to: Option<String>,
     pub totals: Totals,
     pub changed: u64,
-    /// Queue → drop groups (lost work) first, then by count.
+    /// Lost work first (work that a change would drop, quarantine or fault:
+    /// [`Label::loses_work`]), then by count.
     pub transitions: Vec<Transition>,
     /// Every rule of the candidate, in order.
     pub rules: Vec<RuleReport>,
@@ -125,12 +127,14 @@ pub struct RuleFaults {
     pub event_ids: Vec<String>,
 }
 
+/// Whether a delivery so decided becomes a todo ([`Label::delivers_work`]).
 fn is_work(label: &str, fail_closed: bool) -> bool {
-    label.starts_with("queue:") || label == "default" || (label == "fault" && !fail_closed)
+    Label::parse(label).is_ok_and(|l| l.delivers_work(fail_closed))
 }
 
+/// Lost work, the one definition ([`Label::loses_work`]).
 fn lost_work(t: &Transition) -> bool {
-    (t.from.starts_with("queue:") || t.from == "default") && t.to == "drop"
+    Label::loses_work_text(&t.from, &t.to)
 }
 
 /// Aggregates a replay. `from_pack` names the pack of a candidate rule id; `fail_closed`
@@ -339,6 +343,47 @@ mod tests {
             (r.todos_per_day.after - 20.6).abs() < 0.01,
             "{}",
             r.todos_per_day.after
+        );
+    }
+
+    /// Issue 44: one definition of lost work. Work a change quarantines or faults is lost too,
+    /// listed before a bigger change that keeps every delivery in a queue (before, only
+    /// `→ drop` came first here, while the console and the CLI marked all three).
+    #[test]
+    fn work_quarantined_or_faulted_is_lost_work_and_listed_first() {
+        let mut events = Vec::new();
+        for n in 0..10 {
+            events.push(event(
+                n,
+                routed("default", None),
+                routed("queue:review", Some("r")),
+            ));
+        }
+        for n in 10..13 {
+            events.push(event(
+                n,
+                routed("queue:forge", Some("a")),
+                routed("quarantine", Some("q")),
+            ));
+        }
+        events.push(event(
+            13,
+            routed("default", None),
+            routed("fault", Some("f")),
+        ));
+        let r = aggregate(&events, &[], &|_| None, false, false, &|ms| ms.to_string());
+        let order: Vec<(&str, &str)> = r
+            .transitions
+            .iter()
+            .map(|t| (t.from.as_str(), t.to.as_str()))
+            .collect();
+        assert_eq!(
+            order,
+            [
+                ("queue:forge", "quarantine"),
+                ("default", "fault"),
+                ("default", "queue:review")
+            ]
         );
     }
 
