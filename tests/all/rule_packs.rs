@@ -361,6 +361,7 @@ async fn history(env: &Env, w: &Webhook) -> Vec<String> {
 }
 
 on_every_backend!(
+    a_stored_configuration_that_does_not_read_is_an_internal_error_not_no_rules,
     no_external_packs_by_default,
     the_first_call_saves_nothing,
     a_stale_plan_is_refused,
@@ -1273,6 +1274,58 @@ fn rule_ids(config: &Value) -> Vec<String> {
         .iter()
         .map(|r| r["id"].as_str().expect("rule id").to_string())
         .collect()
+}
+
+/// Issue 44: a stored configuration is read once, with one policy. A row that does not read
+/// back (edited outside control) is an internal error that names nothing inside — never an
+/// empty configuration a plan would replay against, a listing would show without its packs'
+/// rules, or a confirm would save over.
+async fn a_stored_configuration_that_does_not_read_is_an_internal_error_not_no_rules(db: TestDb) {
+    let env = Env::start(&db, Options::default()).await;
+    let (scope, cred) = env.owner("alice", ALL).await;
+    let w = env
+        .webhook(
+            &scope,
+            Some(json!({"rules": [{"id": "prs", "when": ".event == \"pull_request\"", "action": {"queue": "review"}}]})),
+        )
+        .await;
+    history(&env, &w).await;
+    sqlx::query("UPDATE webhooks SET configuration = $1 WHERE id = $2")
+        .bind(r#"{"rules": 5}"#)
+        .bind(w.id.as_str())
+        .execute(env.store.pool())
+        .await
+        .expect("a row edited outside control");
+    let err = install(&env, &cred, plan_req(&w, "drop-ci-noise"))
+        .await
+        .expect_err("no plan over a configuration that does not read");
+    assert_eq!(err.code(), tonic::Code::Internal, "{err:?}");
+    assert!(
+        !err.message().contains("rules"),
+        "nothing inside is named: {err:?}"
+    );
+    let listed = env
+        .packs(&cred)
+        .list_rule_packs(ListRulePacksRequest {
+            webhook_id: w.id.clone(),
+        })
+        .await
+        .expect_err("no listing that shows no rules");
+    assert_eq!(listed.code(), tonic::Code::Internal, "{listed:?}");
+    let replay = env
+        .rules(&cred)
+        .test_webhook_rules(TestWebhookRulesRequest {
+            webhook_id: w.id.clone(),
+            replay: Some(TestReplay {
+                limit: 10,
+                since_ms: 0,
+            }),
+            configuration: crate::support::typed::config(&json!({"rules": []})),
+            ..Default::default()
+        })
+        .await
+        .expect_err("no replay against an empty saved configuration");
+    assert_eq!(replay.code(), tonic::Code::Internal, "{replay:?}");
 }
 
 /// The structured details a rule-pack refusal carries (ErrorInfo metadata `details`).

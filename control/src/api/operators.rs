@@ -110,11 +110,8 @@ fn operator_credential(c: OperatorCredential) -> pb::OperatorCredential {
 }
 
 /// Queues the saved rules (and default action) route to that the grant does not hold.
-pub fn queues_outside_grant(w: &Webhook) -> Vec<String> {
-    let Ok(config) = switchboard_model::Configuration::from_json(&w.configuration.to_string())
-    else {
-        return Vec::new();
-    };
+pub fn queues_outside_grant(w: &Webhook) -> Result<Vec<String>, crate::Error> {
+    let config = w.saved_configuration()?;
     let mut outside: Vec<String> = config
         .rules
         .iter()
@@ -127,7 +124,7 @@ pub fn queues_outside_grant(w: &Webhook) -> Vec<String> {
         .collect();
     outside.sort();
     outside.dedup();
-    outside
+    Ok(outside)
 }
 
 /// What an endpoint asked for would be able to call, grouped by family: the consent step.
@@ -361,7 +358,7 @@ impl Operators for OperatorsApi {
             )
             .await?;
             Ok(pb::SetWebhookGrantResponse {
-                routed_outside_grant: queues_outside_grant(&w),
+                routed_outside_grant: queues_outside_grant(&w)?,
                 webhook: Some(convert::webhook(&w)),
             })
         })

@@ -205,8 +205,7 @@ fn parse_candidate(field: &'static str, text: &str) -> Result<Configuration, Api
 /// The webhook's saved configuration. It was validated when saved, so failing to read it back
 /// is control's fault, not the caller's.
 fn saved_configuration(w: &Webhook) -> Result<Configuration, ApiError> {
-    serde_json::from_value(w.configuration.clone())
-        .map_err(|e| ApiError::internal(format!("stored configuration of {}: {e}", w.id)))
+    Ok(w.saved_configuration()?)
 }
 
 /// `--` ids belong to pack rules (`<pack>--<local-id>`). A candidate may keep (or edit) a `--`

@@ -366,9 +366,7 @@ async fn webhook_view(
 ) -> Result<WebhookView, crate::Error> {
     let store = &c.state.store;
     let scope: &OwnerScope = &w.owner_scope;
-    // Validated when saved; a configuration that does not read back shows no rules.
-    let configuration: Configuration =
-        serde_json::from_value(w.configuration.clone()).unwrap_or_default();
+    let configuration: Configuration = w.saved_configuration()?;
     let rules = configuration
         .rules
         .iter()

@@ -18,10 +18,10 @@ impl RulePacks {
             .as_ref()
             .map(|w| provenance::from_json(&w.provenance))
             .unwrap_or_default();
-        let saved: Configuration = webhook
-            .as_ref()
-            .and_then(|w| serde_json::from_value(w.configuration.clone()).ok())
-            .unwrap_or_default();
+        let saved: Configuration = match &webhook {
+            Some(w) => w.saved_configuration()?,
+            None => Configuration::default(),
+        };
         let mut names: Vec<&str> = self
             .catalog
             .packs()

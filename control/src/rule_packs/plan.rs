@@ -42,8 +42,7 @@ impl RulePacks {
             ),
         })?;
         let pack = cp.pack.clone();
-        let saved: Configuration =
-            serde_json::from_value(webhook.configuration.clone()).unwrap_or_default();
+        let saved: Configuration = webhook.saved_configuration()?;
         let prov = provenance::from_json(&webhook.provenance);
         let request = InstallRequest {
             params: args.params.clone().unwrap_or_default(),
@@ -113,8 +112,7 @@ impl RulePacks {
             .store
             .get_webhook(&caller.scope, &args.webhook_id)
             .await?;
-        let saved: Configuration =
-            serde_json::from_value(webhook.configuration.clone()).unwrap_or_default();
+        let saved: Configuration = webhook.saved_configuration()?;
         let prov = provenance::from_json(&webhook.provenance);
         let keep_params = args.keep_params.clone().unwrap_or_default();
         let candidate = removal_candidate(&saved, &prov, &args.name, &keep_params, &|n, v| {
@@ -261,8 +259,7 @@ impl RulePacks {
             window,
             binding,
         } = request;
-        let saved: Configuration =
-            serde_json::from_value(webhook.configuration.clone()).unwrap_or_default();
+        let saved: Configuration = webhook.saved_configuration()?;
         // The candidate is replayed with the trusted actors it would set (trusted-actors@2),
         // the saved configuration with the webhook's current ones.
         let candidate_ctx = match &candidate.trusted_actors {

@@ -36,8 +36,7 @@ impl Replayer {
         let minted = candidate.mint_rule_ids();
         let ctx = routing_context(&webhook, &self.state.capabilities);
         self.validate_candidate(&candidate, &ctx).await?;
-        let saved: Configuration =
-            serde_json::from_value(webhook.configuration.clone()).unwrap_or_default();
+        let saved: Configuration = webhook.saved_configuration()?;
         let prov = provenance::from_json(&webhook.provenance);
         let outcome = self
             .replay(

@@ -44,6 +44,20 @@ pub struct Webhook {
     pub claim_ttl: Option<std::time::Duration>,
 }
 
+impl Webhook {
+    /// The saved configuration, read once at the row's boundary with one policy: it was
+    /// validated when saved, so a row that does not read back is an internal error naming the
+    /// webhook — never an empty configuration that would plan, list or show as "no rules".
+    pub fn saved_configuration(&self) -> Result<switchboard_model::Configuration> {
+        serde_json::from_value(self.configuration.clone()).map_err(|e| {
+            Error::internal(format!(
+                "the stored configuration of {} does not read: {e}",
+                self.id
+            ))
+        })
+    }
+}
+
 /// Who may put a rule-pack plan live on a webhook. ADR-0028: "an agent's acceptance puts
 /// nothing live" is `Person`; `SelfConfirm` keeps the endpoint that planned able to confirm.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
