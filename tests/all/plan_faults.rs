@@ -40,6 +40,18 @@ on_every_backend!(
     an_upgrade_whose_new_rule_faults_is_refused,
 );
 
+/// Control with `catalog` and a real router process.
+async fn with_catalog(db: &TestDb, catalog: Catalog) -> Env {
+    Env::start(
+        db,
+        Options {
+            catalog,
+            ..Options::default()
+        },
+    )
+    .await
+}
+
 /// drop-ci-noise@1.0.0 under `name`@`version`, with one more rule first: `id`, deciding
 /// `when`. Added to the built-in catalog.
 fn pack_with(catalog: &mut Catalog, name: &str, version: &str, id: &str, when: &str) {
@@ -178,14 +190,7 @@ async fn a_pack_rule_over_the_budget_on_any_number_of_deliveries_refuses_the_pla
         "deleted-comments",
         &when,
     );
-    let env = Env::start(
-        &db,
-        Options {
-            catalog,
-            ..Options::default()
-        },
-    )
-    .await;
+    let env = with_catalog(&db, catalog).await;
     for (faulting, total) in [(1, 12), (2, 12), (3, 12), (10, 20), (200, 200)] {
         let case = format!("{faulting} of {total} over the budget");
         let (scope, cred) = env.owner(&format!("owner-{faulting}"), ALL).await;
@@ -262,14 +267,7 @@ async fn a_pack_rule_that_exhausts_its_memory_refuses_the_plan(db: TestDb) {
     let mut catalog = Catalog::builtin();
     let when = format!("{DELETED} and {HOARD}");
     pack_with(&mut catalog, "hoarding-noise", "1.0.0", "hoard", &when);
-    let env = Env::start(
-        &db,
-        Options {
-            catalog,
-            ..Options::default()
-        },
-    )
-    .await;
+    let env = with_catalog(&db, catalog).await;
     for (faulting, total) in [(3, 12), (12, 12)] {
         let case = format!("{faulting} of {total} over the memory budget");
         let (scope, cred) = env.owner(&format!("hoarder-{faulting}"), ALL).await;
@@ -310,14 +308,7 @@ async fn a_pack_rule_that_faults_only_on_a_fixture_refuses_the_plan(db: TestDb) 
     catalog
         .add_external(pack, "test")
         .expect("structurally valid");
-    let env = Env::start(
-        &db,
-        Options {
-            catalog,
-            ..Options::default()
-        },
-    )
-    .await;
+    let env = with_catalog(&db, catalog).await;
     let (scope, cred) = env.owner("alice", ALL).await;
     let w = env.webhook(&scope, None).await;
     history(&env, &w, 0, 8).await;
@@ -345,14 +336,7 @@ async fn an_upgrade_whose_new_rule_faults_is_refused(db: TestDb) {
         "deleted-comments",
         &format!("{DELETED} and {SLOW}"),
     );
-    let env = Env::start(
-        &db,
-        Options {
-            catalog,
-            ..Options::default()
-        },
-    )
-    .await;
+    let env = with_catalog(&db, catalog).await;
     let (scope, cred) = env.owner("alice", ALL).await;
     let w = env.webhook(&scope, None).await;
     let ids = history(&env, &w, 5, 15).await;

@@ -361,6 +361,15 @@ impl Job {
         let _ = self.reply.send(Ok(self.units));
     }
 
+    /// The job, or `None` when its call stopped and nothing of it is left to run ([`Job::stop`]).
+    fn unless_done(self, stats: &SandboxStats) -> Option<Self> {
+        if self.call.stopped() {
+            self.stop(stats)
+        } else {
+            Some(self)
+        }
+    }
+
     /// Its call stopped at its `max_child_faults`: every unit of a delivery none of whose
     /// units was answered is `not_evaluated`. A delivery already partly answered (the
     /// saved configuration decided, the candidate faulted, or a child was killed before it
@@ -1201,13 +1210,8 @@ async fn lane(pool: Arc<Inner>, permit: OwnedSemaphorePermit, reserve: Option<Cl
                 }
             }
         };
-        let job = if job.call.stopped() {
-            match job.stop(&pool.stats) {
-                Some(job) => job,
-                None => continue,
-            }
-        } else {
-            job
+        let Some(job) = job.unless_done(&pool.stats) else {
+            continue;
         };
         let class = job.class();
         running.set(class);
@@ -1440,13 +1444,8 @@ async fn run(pool: &Arc<Inner>, mut child: ChildProcess, first: Job) -> Option<C
                 .take()
                 .or_else(|| pool.next_job(inflight.len(), child.class))
         {
-            let job = if job.call.stopped() {
-                match job.stop(&pool.stats) {
-                    Some(job) => job,
-                    None => continue,
-                }
-            } else {
-                job
+            let Some(job) = job.unless_done(&pool.stats) else {
+                continue;
             };
             if inflight.is_empty() && child.sent > 0 && !child.alive() {
                 // Exited on its own between jobs: nothing to blame, a new child runs it.

@@ -202,7 +202,7 @@ mod tests {
             .filter(|v| !v.is_empty())
             .map(std::path::PathBuf::from)
             .unwrap_or_else(|| {
-                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../testkit/data/webhooks")
+                std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../testkit/data/webhooks")
             });
         let mut seen = 0;
         for forge in ["github", "gitea", "forgejo"] {
