@@ -87,41 +87,6 @@ impl Role {
     }
 }
 
-/// A future that resolves on SIGTERM or Ctrl-C (SIGINT). The handlers are installed when this
-/// is called, not when the future is first polled: call it before printing the lines that tell
-/// a supervisor the process is up, so a signal sent right after them is never the default
-/// (fatal) one.
-#[cfg(unix)]
-pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
-    use tokio::signal::unix::{SignalKind, signal};
-    let term = signal(SignalKind::terminate());
-    let int = signal(SignalKind::interrupt());
-    async move {
-        match (term, int) {
-            (Ok(mut term), Ok(mut int)) => {
-                tokio::select! {
-                    _ = term.recv() => {},
-                    _ = int.recv() => {},
-                }
-            }
-            (Ok(mut one), Err(_)) | (Err(_), Ok(mut one)) => {
-                one.recv().await;
-            }
-            (Err(e), Err(_)) => {
-                tracing::warn!(error = %e, "no signal handlers; stop the process by killing it");
-                std::future::pending::<()>().await;
-            }
-        }
-    }
-}
-
-#[cfg(not(unix))]
-pub fn shutdown_signal() -> impl std::future::Future<Output = ()> + Send + 'static {
-    async {
-        let _ = tokio::signal::ctrl_c().await;
-    }
-}
-
 pub fn main() -> ExitCode {
     let argv: Vec<OsString> = std::env::args_os().collect();
     let command = Cli::command();

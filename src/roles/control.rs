@@ -17,7 +17,7 @@ use switchboard_control::state::{Capabilities, ControlState, Limits};
 use switchboard_control::store::{GroupCommitBounds, Retention};
 use switchboard_control::{SealingKey, Store, StoreOptions};
 
-use crate::cli::shutdown_signal;
+use super::shutdown_signal;
 
 #[derive(Args, Debug, Clone)]
 pub struct ControlArgs {

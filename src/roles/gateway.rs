@@ -9,7 +9,7 @@ use anyhow::Context;
 use clap::Args;
 use switchboard_mcp_gateway::{BoundGateway, GatewayConfig, loopback_hosts, loopback_origins};
 
-use crate::cli::shutdown_signal;
+use super::shutdown_signal;
 
 #[derive(Args, Debug, Clone)]
 pub struct GatewayArgs {

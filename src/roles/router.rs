@@ -8,7 +8,7 @@ use clap::Args;
 use switchboard_router::sandbox::{ChildLimits, SandboxConfig};
 use switchboard_router::server::BoundRouter;
 
-use crate::cli::shutdown_signal;
+use super::shutdown_signal;
 
 #[derive(Args, Debug, Clone)]
 pub struct RouterArgs {

@@ -21,7 +21,7 @@ use tokio::sync::watch;
 
 use super::control::{ControlTuning, ListenArgs, bind_and_announce, grpc_routes};
 use super::router::SandboxArgs;
-use crate::cli::shutdown_signal;
+use super::shutdown_signal;
 
 /// The dev human `up` creates and acts for.
 pub const DEV_LOGIN: &str = "dev";

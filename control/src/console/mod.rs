@@ -8,6 +8,7 @@
 //! time; every answer carries a strict Content-Security-Policy; another scope's plan or
 //! webhook answers the same not-found page as an unknown id.
 
+mod answer;
 mod pages;
 mod person;
 
@@ -144,19 +145,19 @@ async fn sign_in(State(c): State<Console>, Query(q): Query<SignInQuery>) -> Resp
                 }
             );
             let mut response =
-                pages::html(StatusCode::OK, switchboard_console::sign_in_done(&login));
+                answer::html(StatusCode::OK, switchboard_console::sign_in_done(&login));
             if let Ok(v) = HeaderValue::from_str(&cookie) {
                 response.headers_mut().insert(header::SET_COOKIE, v);
             }
             response
         }
-        Err(crate::Error::NotFound { .. }) => pages::message(
+        Err(crate::Error::NotFound { .. }) => answer::message(
             StatusCode::NOT_FOUND,
             None,
             "This sign-in link does not work",
             "It was used already, it expired, or it never existed. Ask an operator for a new one.",
         ),
-        Err(e) => pages::internal(&e),
+        Err(e) => answer::internal(&e),
     }
 }
 
@@ -179,9 +180,9 @@ async fn sign_out(
     if let Some(token) = person.session_token()
         && let Err(e) = c.state.store.end_console_session(token).await
     {
-        return pages::internal(&e);
+        return answer::internal(&e);
     }
-    let mut response = pages::message(
+    let mut response = answer::message(
         StatusCode::OK,
         None,
         "Signed out",

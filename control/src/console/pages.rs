@@ -1,13 +1,10 @@
 //! Loading what a page shows, for the person asking, and rendering it. Another scope's plan
 //! or webhook, a malformed id and an unknown one all answer the one not-found page.
 
-use axum::http::{HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use maud::Markup;
+use axum::http::StatusCode;
+use axum::response::Response;
 use serde_json::Value;
-use switchboard_console::{
-    Chrome, EventRow, HistoryRow, InboxItem, PlanView, RuleRow, WebhookView,
-};
+use switchboard_console::{EventRow, HistoryRow, InboxItem, PlanView, RuleRow, WebhookView};
 use switchboard_model::Configuration;
 use switchboard_packs::plan::{PlanState, StoredPlan};
 
@@ -18,37 +15,7 @@ use crate::rule_packs::{Caller, rfc3339};
 use crate::scope::{OwnerScope, Role};
 use crate::store::{ConfirmPolicy, Page, Plan, Webhook};
 
-pub(super) fn html(status: StatusCode, markup: Markup) -> Response {
-    let mut response = (status, markup.into_string()).into_response();
-    response.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/html; charset=utf-8"),
-    );
-    response
-}
-
-pub(super) fn message(
-    status: StatusCode,
-    chrome: Option<&Chrome>,
-    title: &str,
-    text: &str,
-) -> Response {
-    html(
-        status,
-        switchboard_console::message_page(title, chrome, text),
-    )
-}
-
-/// Control's fault: logged, never shown.
-pub(super) fn internal(e: &crate::Error) -> Response {
-    tracing::error!(error = %e.log_text(), "console failed inside control");
-    message(
-        StatusCode::INTERNAL_SERVER_ERROR,
-        None,
-        "Something went wrong",
-        "Switchboard could not answer this page. Try again in a moment.",
-    )
-}
+use super::answer::{html, internal, message};
 
 fn not_found(person: &Person) -> Response {
     message(

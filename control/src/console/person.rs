@@ -7,7 +7,7 @@ use axum::extract::ConnectInfo;
 use axum::http::{HeaderMap, HeaderName, HeaderValue, StatusCode, header};
 use axum::response::Response;
 
-use super::{Console, pages};
+use super::{Console, answer};
 use crate::secrets::{hashes_match, random_hex, sha256_hex};
 
 /// The session cookie's name.
@@ -74,19 +74,19 @@ impl Person {
             match c.state.store.get_human(&login).await {
                 Ok(_) => {}
                 Err(crate::Error::NotFound { .. }) => {
-                    return Err(pages::message(
+                    return Err(answer::message(
                         StatusCode::FORBIDDEN,
                         None,
                         "Not a person this console knows",
                         "Your sign-in is not a human Switchboard knows; ask an operator to add you.",
                     ));
                 }
-                Err(e) => return Err(pages::internal(&e)),
+                Err(e) => return Err(answer::internal(&e)),
             }
             let (secret, new_csrf_cookie) = match cookie(headers, CSRF_COOKIE) {
                 Some(v) => (v.to_string(), None),
                 None => {
-                    let fresh = random_hex(32).map_err(|e| pages::internal(&e))?;
+                    let fresh = random_hex(32).map_err(|e| answer::internal(&e))?;
                     (fresh.clone(), Some(fresh))
                 }
             };
@@ -108,10 +108,10 @@ impl Person {
                     });
                 }
                 Ok(None) => {}
-                Err(e) => return Err(pages::internal(&e)),
+                Err(e) => return Err(answer::internal(&e)),
             }
         }
-        Err(pages::message(
+        Err(answer::message(
             StatusCode::UNAUTHORIZED,
             None,
             "Sign in",
@@ -128,7 +128,7 @@ impl Person {
     ) -> Result<Person, Response> {
         let person = Person::of(c, headers, peer).await?;
         if person.new_csrf_cookie.is_some() || !hashes_match(&person.csrf, form_csrf.trim()) {
-            return Err(pages::message(
+            return Err(answer::message(
                 StatusCode::FORBIDDEN,
                 Some(&person.chrome()),
                 "This form has expired",

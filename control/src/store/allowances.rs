@@ -10,7 +10,7 @@
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use super::webhooks::{check_queues, owner_exists};
+use super::tenancy::owner_exists;
 use super::{Backend, Store, dialect, parse_col};
 use crate::error::{Error, Result};
 use crate::scope::OwnerScope;
@@ -22,6 +22,35 @@ pub struct GrantAllowance {
     /// Sorted, each once.
     pub queues: Vec<String>,
     pub updated_at: i64,
+}
+
+/// A queue name: 1–64 lower-case letters, digits, '.', '_' or '-', starting with a letter or digit.
+pub fn is_queue_name(s: &str) -> bool {
+    let mut chars = s.chars();
+    s.len() <= 64
+        && chars
+            .next()
+            .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
+        && chars
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-'))
+}
+
+/// Checks a list of queues as grants and grant allowances name them: at least one (`empty`
+/// says why when there is none), each a queue name ([`is_queue_name`]), none twice. `field`
+/// names the argument in the error.
+pub(crate) fn check_queues(field: &'static str, queues: &[String], empty: &str) -> Result<()> {
+    if queues.is_empty() {
+        return Err(Error::invalid(field, empty));
+    }
+    for (i, q) in queues.iter().enumerate() {
+        if !is_queue_name(q) {
+            return Err(Error::invalid(field, format!("{q:?} is not a queue name")));
+        }
+        if queues[..i].contains(q) {
+            return Err(Error::invalid(field, format!("{q:?} is named twice")));
+        }
+    }
+    Ok(())
 }
 
 /// Checks a grant against an allowance: `Err` with the grant's queues the allowance does
@@ -140,6 +169,16 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn queue_names() {
+        assert!(is_queue_name("forge"));
+        assert!(is_queue_name("triage.high_2-x"));
+        assert!(!is_queue_name(""));
+        assert!(!is_queue_name("Forge"));
+        assert!(!is_queue_name("-x"));
+        assert!(!is_queue_name(&"q".repeat(65)));
+    }
 
     fn queues(list: &[&str]) -> Vec<String> {
         list.iter().map(|q| q.to_string()).collect()

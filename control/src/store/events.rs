@@ -7,7 +7,6 @@ use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
 use super::dialect::WriteTx;
-use super::group_commit::Write;
 use super::multi_row;
 use super::todos::{NewTodo, TodoInsert, TodoRow, insert_todos_in};
 use super::{Listing, Page, Paged, Store, cursor_for, flag, into_page, json_opt};
@@ -775,53 +774,6 @@ impl Store {
             new,
             webhook_revision: None,
         })
-    }
-
-    /// Stores a drafted delivery, durably: unrouted, or with `decided` already recorded on it
-    /// and the todo it makes — one write, all of it or none. Shares a commit with other
-    /// deliveries' writes (`group_commit`) and answers once that commit holds it.
-    pub async fn store_event(
-        &self,
-        draft: DraftEvent,
-        decided: Option<RecordDecision>,
-    ) -> Result<(Event, Option<TodoInsert>)> {
-        if let Some(RecordDecision { todo: Some(t), .. }) = &decided
-            && t.queue.is_empty()
-        {
-            return Err(Error::invalid("queue", "must not be empty"));
-        }
-        self.group_commit
-            .submit(&self.pool, self.backend, &self.write_turns, |reply| {
-                Write::Event {
-                    draft,
-                    decided,
-                    reply,
-                }
-            })
-            .await
-    }
-
-    /// Records the routing decision on an event and, for a queue decision, creates its todo,
-    /// in one transaction: either both are stored or neither, so a crash leaves the event
-    /// unrouted and it is routed again (the once-key keeps that from doubling the todo). The
-    /// transaction is shared with other deliveries' writes (`group_commit`).
-    pub async fn record_decision(
-        &self,
-        event_id: &str,
-        outcome: RecordDecision,
-    ) -> Result<Option<TodoInsert>> {
-        let now = self.now();
-        let event_id = event_id.to_string();
-        self.group_commit
-            .submit(&self.pool, self.backend, &self.write_turns, |reply| {
-                Write::Decision {
-                    event_id,
-                    outcome,
-                    now,
-                    reply,
-                }
-            })
-            .await
     }
 
     pub async fn list_events(

@@ -31,13 +31,13 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyPool};
 use tokio::sync::{mpsc, oneshot};
 
-use super::Event;
 use super::dialect::{self, Backend, WriteTurns, WriteTx};
 use super::events::{
     DecisionRow, DraftEvent, EventRow, RecordDecision, insert_events_at_once, insert_events_in,
     record_decisions_in,
 };
 use super::todos::TodoInsert;
+use super::{Event, Store};
 use crate::error::{Error, Result};
 
 /// How much one batch may hold. A batch ends at whichever bound comes first, so one webhook's
@@ -57,6 +57,56 @@ impl Default for Bounds {
             max_writes: 64,
             max_bytes: 4 * 1024 * 1024,
         }
+    }
+}
+
+/// The writes that share a commit, as the store offers them.
+impl Store {
+    /// Stores a drafted delivery, durably: unrouted, or with `decided` already recorded on it
+    /// and the todo it makes — one write, all of it or none. Shares a commit with other
+    /// deliveries' writes (`group_commit`) and answers once that commit holds it.
+    pub async fn store_event(
+        &self,
+        draft: DraftEvent,
+        decided: Option<RecordDecision>,
+    ) -> Result<(Event, Option<TodoInsert>)> {
+        if let Some(RecordDecision { todo: Some(t), .. }) = &decided
+            && t.queue.is_empty()
+        {
+            return Err(Error::invalid("queue", "must not be empty"));
+        }
+        self.group_commit
+            .submit(&self.pool, self.backend, &self.write_turns, |reply| {
+                Write::Event {
+                    draft,
+                    decided,
+                    reply,
+                }
+            })
+            .await
+    }
+
+    /// Records the routing decision on an event and, for a queue decision, creates its todo,
+    /// in one transaction: either both are stored or neither, so a crash leaves the event
+    /// unrouted and it is routed again (the once-key keeps that from doubling the todo). The
+    /// transaction is shared with other deliveries' writes (`group_commit`).
+    pub async fn record_decision(
+        &self,
+        event_id: &str,
+        outcome: RecordDecision,
+    ) -> Result<Option<TodoInsert>> {
+        let now = self.now();
+        let event_id = event_id.to_string();
+        self.group_commit
+            .submit(&self.pool, self.backend, &self.write_turns, |reply| {
+                Write::Decision {
+                    event_id,
+                    outcome,
+                    now,
+                    reply,
+                }
+            })
+            .await
     }
 }
 

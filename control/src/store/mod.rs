@@ -40,7 +40,7 @@ use sqlx::{Executor, Row};
 
 use crate::error::{Error, Result};
 
-pub use allowances::{GrantAllowance, within_allowance};
+pub use allowances::{GrantAllowance, is_queue_name, within_allowance};
 pub use configuration::{HistoryRecord, MAX_PROVENANCE_BYTES, SaveConfiguration, Saved};
 pub use console::{SESSION_PREFIX, SIGN_IN_PREFIX};
 pub use dialect::Backend;
@@ -64,9 +64,7 @@ pub use retention::{Retention, Window as RetentionWindow};
 pub use tenancy::{Human, Membership, Team};
 pub use todos::{MAX_CLAIM_TTL, NewTodo, Todo, TodoFilter, TodoInsert};
 pub use webhook_cache::{IngestWebhook, is_stale_webhook};
-pub use webhooks::{
-    ConfirmPolicy, MAX_CONFIGURATION_BYTES, NewWebhook, SourceType, Webhook, is_queue_name,
-};
+pub use webhooks::{ConfirmPolicy, MAX_CONFIGURATION_BYTES, NewWebhook, SourceType, Webhook};
 
 use crate::sealing::SealingKey;
 

@@ -8,6 +8,24 @@ use super::{Store, parse_col};
 use crate::error::{Error, Result, is_unique_violation};
 use crate::scope::{OwnerScope, Role, is_login, is_slug};
 
+/// Does the human or team behind `scope` exist?
+pub(crate) async fn owner_exists(
+    conn: &mut sqlx::AnyConnection,
+    scope: &OwnerScope,
+) -> Result<bool> {
+    let found = match scope {
+        OwnerScope::Human(login) => {
+            sqlx::query("SELECT 1 FROM humans WHERE login = $1").bind(login.as_str())
+        }
+        OwnerScope::Team(slug) => {
+            sqlx::query("SELECT 1 FROM teams WHERE slug = $1").bind(slug.as_str())
+        }
+    }
+    .fetch_optional(conn)
+    .await?;
+    Ok(found.is_some())
+}
+
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Human {
     pub login: String,

@@ -11,9 +11,11 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
+use sqlx::Row;
+
 use super::Store;
-use super::webhooks::Webhook;
-use crate::error::Result;
+use super::webhooks::{Webhook, webhook, webhook_columns};
+use crate::error::{Error, Result};
 
 /// Rows kept at most. Past it the copies are dropped and read again as deliveries come: a
 /// bound on memory (a configuration may be large), not a working set anyone tunes.
@@ -106,4 +108,28 @@ pub fn is_stale_webhook(e: &crate::Error) -> bool {
             current_version: None,
         }
     )
+}
+
+impl Store {
+    /// [`Store::webhook_for_ingest`] with the row's revision (migration 0014), which an event
+    /// stored with it names (`webhook_cache`). Read here alone, so the webhook reads of older
+    /// schemas stay as they were.
+    pub(crate) async fn webhook_for_ingest_at_revision(&self, id: &str) -> Result<IngestWebhook> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            webhook_columns!(),
+            ", revision FROM webhooks WHERE id = $1"
+        ))
+        .bind(super::lookup_id(id))
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else {
+            return Err(Error::not_found("webhook"));
+        };
+        Ok(IngestWebhook {
+            webhook: webhook(&row, &self.sealing)?,
+            revision: row.try_get("revision")?,
+            configuration_text: row.try_get("configuration")?,
+        })
+    }
 }

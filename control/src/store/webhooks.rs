@@ -8,6 +8,8 @@ use serde_json::{Value, json};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+use super::allowances::check_queues;
+use super::tenancy::owner_exists;
 use super::{Actor, Store, flag, json_col, json_opt, parse_col};
 use crate::error::{Error, Result};
 use crate::scope::OwnerScope;
@@ -212,35 +214,6 @@ pub(crate) fn configuration_text(value: &Value) -> Result<String> {
     Ok(text)
 }
 
-/// A queue name: 1–64 lower-case letters, digits, '.', '_' or '-', starting with a letter or digit.
-pub fn is_queue_name(s: &str) -> bool {
-    let mut chars = s.chars();
-    s.len() <= 64
-        && chars
-            .next()
-            .is_some_and(|c| c.is_ascii_lowercase() || c.is_ascii_digit())
-        && chars
-            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '.' | '_' | '-'))
-}
-
-/// Checks a list of queues as grants and grant allowances name them: at least one (`empty`
-/// says why when there is none), each a queue name ([`is_queue_name`]), none twice. `field`
-/// names the argument in the error.
-pub(crate) fn check_queues(field: &'static str, queues: &[String], empty: &str) -> Result<()> {
-    if queues.is_empty() {
-        return Err(Error::invalid(field, empty));
-    }
-    for (i, q) in queues.iter().enumerate() {
-        if !is_queue_name(q) {
-            return Err(Error::invalid(field, format!("{q:?} is not a queue name")));
-        }
-        if queues[..i].contains(q) {
-            return Err(Error::invalid(field, format!("{q:?} is named twice")));
-        }
-    }
-    Ok(())
-}
-
 fn grant_text(grant: &[String]) -> Result<String> {
     check_queues(
         "grant",
@@ -248,24 +221,6 @@ fn grant_text(grant: &[String]) -> Result<String> {
         "name at least one queue; the first is the default queue",
     )?;
     Ok(serde_json::to_string(grant)?)
-}
-
-/// Does the human or team behind `scope` exist?
-pub(crate) async fn owner_exists(
-    conn: &mut sqlx::AnyConnection,
-    scope: &OwnerScope,
-) -> Result<bool> {
-    let found = match scope {
-        OwnerScope::Human(login) => {
-            sqlx::query("SELECT 1 FROM humans WHERE login = $1").bind(login.as_str())
-        }
-        OwnerScope::Team(slug) => {
-            sqlx::query("SELECT 1 FROM teams WHERE slug = $1").bind(slug.as_str())
-        }
-    }
-    .fetch_optional(conn)
-    .await?;
-    Ok(found.is_some())
 }
 
 /// A given signing secret: 16–256 characters, so an HMAC over it means something.
@@ -393,31 +348,6 @@ impl Store {
         row.as_ref()
             .map(|r| webhook(r, &self.sealing))
             .unwrap_or(Err(Error::not_found("webhook")))
-    }
-
-    /// [`Store::webhook_for_ingest`] with the row's revision (migration 0014), which an event
-    /// stored with it names (`webhook_cache`). Read here alone, so the webhook reads of older
-    /// schemas stay as they were.
-    pub(crate) async fn webhook_for_ingest_at_revision(
-        &self,
-        id: &str,
-    ) -> Result<super::webhook_cache::IngestWebhook> {
-        let row = sqlx::query(concat!(
-            "SELECT ",
-            webhook_columns!(),
-            ", revision FROM webhooks WHERE id = $1"
-        ))
-        .bind(super::lookup_id(id))
-        .fetch_optional(&self.pool)
-        .await?;
-        let Some(row) = row else {
-            return Err(Error::not_found("webhook"));
-        };
-        Ok(super::webhook_cache::IngestWebhook {
-            webhook: webhook(&row, &self.sealing)?,
-            revision: row.try_get("revision")?,
-            configuration_text: row.try_get("configuration")?,
-        })
     }
 
     /// The scope's webhooks, oldest first.
@@ -660,16 +590,6 @@ impl Store {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn queue_names() {
-        assert!(is_queue_name("forge"));
-        assert!(is_queue_name("triage.high_2-x"));
-        assert!(!is_queue_name(""));
-        assert!(!is_queue_name("Forge"));
-        assert!(!is_queue_name("-x"));
-        assert!(!is_queue_name(&"q".repeat(65)));
-    }
 
     #[test]
     fn grants_need_a_default_and_no_repeats() {

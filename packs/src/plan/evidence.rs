@@ -6,7 +6,7 @@
 use switchboard_model::fault;
 use switchboard_proto::router::v1::Decision;
 
-use super::report::{MAX_EXAMPLES, Replayed, Report, Routed, RuleFaults, aggregate};
+use super::report::{Replayed, Report, Routed, RuleFaults, aggregate, rule_faults};
 
 /// Example event ids a stop note names per rule (the refusal and the report name more).
 const NOTE_EXAMPLES: usize = 5;
@@ -165,28 +165,6 @@ impl Evidence {
         blamed.push(format!("{} deliveries not evaluated", self.not_evaluated));
         Some(format!("{reason}; {}", blamed.join("; ")))
     }
-}
-
-/// Faults grouped by rule, in the order each rule first faulted, with up to
-/// [`MAX_EXAMPLES`] event ids each.
-pub fn rule_faults<'a>(faults: impl Iterator<Item = (&'a str, &'a str)>) -> Vec<RuleFaults> {
-    let mut out: Vec<RuleFaults> = Vec::new();
-    for (event_id, rule) in faults {
-        match out.iter_mut().find(|f| f.rule == rule) {
-            Some(f) => {
-                f.count += 1;
-                if f.event_ids.len() < MAX_EXAMPLES {
-                    f.event_ids.push(event_id.to_string());
-                }
-            }
-            None => out.push(RuleFaults {
-                rule: rule.to_string(),
-                count: 1,
-                event_ids: vec![event_id.to_string()],
-            }),
-        }
-    }
-    out
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ mod report;
 mod state;
 pub mod wire;
 
-pub use evidence::{Delivered, Evidence, Unpaired, routed, rule_faults};
+pub use evidence::{Delivered, Evidence, Unpaired, routed};
 pub use report::*;
 pub use state::{PlanFacts, PlanState, StaleReason};
 

@@ -248,13 +248,35 @@ pub fn aggregate(
 
 /// The pack rules that fault on any replayed delivery (REQ-4 `pack_rule_faults`).
 pub fn pack_rule_faults(replayed: &[Replayed], pack_rule_ids: &[String]) -> Vec<RuleFaults> {
-    super::evidence::rule_faults(
+    rule_faults(
         replayed
             .iter()
             .filter(|e| e.after.label == "fault")
             .filter_map(|e| Some((e.event_id.as_str(), e.after.rule_id.as_deref()?)))
             .filter(|(_, rule)| pack_rule_ids.iter().any(|p| p == rule)),
     )
+}
+
+/// Faults grouped by rule, in the order each rule first faulted, with up to
+/// [`MAX_EXAMPLES`] event ids each.
+pub fn rule_faults<'a>(faults: impl Iterator<Item = (&'a str, &'a str)>) -> Vec<RuleFaults> {
+    let mut out: Vec<RuleFaults> = Vec::new();
+    for (event_id, rule) in faults {
+        match out.iter_mut().find(|f| f.rule == rule) {
+            Some(f) => {
+                f.count += 1;
+                if f.event_ids.len() < MAX_EXAMPLES {
+                    f.event_ids.push(event_id.to_string());
+                }
+            }
+            None => out.push(RuleFaults {
+                rule: rule.to_string(),
+                count: 1,
+                event_ids: vec![event_id.to_string()],
+            }),
+        }
+    }
+    out
 }
 
 /// Proven: the window held a delivery of one of the pack's source types (any, when the pack

@@ -3,7 +3,7 @@
 //! sandbox child, or in tests and benchmarks.
 
 use jaq_core::load::{Arena, File, Loader};
-use jaq_core::{Compiler, Ctx, ValXs, Vars, data};
+use jaq_core::{Compiler, Ctx, ValXs, Vars};
 use jaq_json::Val;
 use switchboard_proto::router::v1::{Decision, Problem, RoutingContext};
 
@@ -14,7 +14,8 @@ use super::envelope::envelope_reads;
 use super::projection::Projection;
 use super::shortcut::Shortcut;
 
-pub(super) type Data = data::JustLut<Val>;
+use super::Data;
+
 /// A compiled jq filter.
 pub type JqFilter = jaq_core::Filter<Data>;
 
@@ -49,7 +50,7 @@ struct Compiled {
 /// [`compile_expression`], with what the expression reads and, given the configuration's
 /// `$params`, its shortcut.
 fn compile_reading(code: &str, params: Option<&Val>) -> Result<Compiled, Vec<ExpressionProblem>> {
-    if let Some((code, message)) = super::validate::prescan_expression(code) {
+    if let Some((code, message)) = super::prescan::prescan_expression(code) {
         return Err(vec![ExpressionProblem { code, message }]);
     }
     let Some(term) = jaq_core::load::parse(code, |p| p.term()) else {

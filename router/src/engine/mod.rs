@@ -18,6 +18,10 @@ mod shortcut;
 pub mod validate;
 
 pub use compile::CompiledConfiguration;
+
+/// The data jq filters run over here (values and the lookup table every native shares):
+/// defined once, above the compiler and the natives it registers.
+pub(crate) type Data = jaq_core::data::JustLut<jaq_json::Val>;
 pub use config::{Action, Configuration, Rule};
 pub use envelope::{build_envelope, build_envelope_reading};
 pub use projection::Projection;

@@ -9,6 +9,31 @@ pub const MAX_EXPRESSION_DEPTH: usize = 32;
 
 pub use switchboard_model::body::{MAX_BODY_DEPTH, json_depth};
 
+use super::config::MAX_EXPRESSION_BYTES;
+
+/// Why an expression must not reach a parser, if it must not.
+pub fn prescan_expression(text: &str) -> Option<(&'static str, String)> {
+    if text.len() > MAX_EXPRESSION_BYTES {
+        return Some((
+            "expression_too_long",
+            format!(
+                "the expression is {} bytes; at most {MAX_EXPRESSION_BYTES} are allowed",
+                text.len()
+            ),
+        ));
+    }
+    let depth = expression_depth(text);
+    if depth > MAX_EXPRESSION_DEPTH {
+        return Some((
+            "expression_too_deep",
+            format!(
+                "the expression nests {depth} levels deep; at most {MAX_EXPRESSION_DEPTH} are allowed"
+            ),
+        ));
+    }
+    None
+}
+
 /// Nesting depth of a jq expression: brackets, string interpolations and `if … end`,
 /// skipping string contents. Unbalanced text gets whatever depth it reached; the parser
 /// reports it properly later.

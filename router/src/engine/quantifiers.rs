@@ -13,7 +13,7 @@ use jaq_core::native::{Fun, run};
 use jaq_core::{Bind, Cv, ValT as _, ValX, ValXs};
 use jaq_json::Val;
 
-use super::compile::Data;
+use super::Data;
 
 /// The natives `any/2` and `all/2`; jaq's definitions of them are left out ([`replaces`]).
 pub(super) fn funs() -> impl Iterator<Item = Fun<Data>> {

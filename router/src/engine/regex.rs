@@ -21,7 +21,7 @@ use jaq_json::Val;
 use jaq_std::ValT as _;
 use regex_bites::bytes::{Regex, RegexBuilder};
 
-use super::compile::Data;
+use super::Data;
 
 /// How many compiled patterns a thread keeps.
 const CACHE_PATTERNS: usize = 256;

@@ -6,10 +6,8 @@ use std::collections::HashSet;
 use switchboard_proto::router::v1::{Problem, RoutingContext, ValidateResponse};
 
 use super::compile::{compile_expression, to_problems};
-use super::config::{
-    Action, Configuration, MAX_EXPRESSION_BYTES, MAX_PARAMS_BYTES, MAX_RULES, is_valid_rule_id,
-};
-use super::prescan::{MAX_EXPRESSION_DEPTH, expression_depth};
+use super::config::{Action, Configuration, MAX_PARAMS_BYTES, MAX_RULES, is_valid_rule_id};
+use super::prescan::prescan_expression;
 
 fn problem(
     index: Option<usize>,
@@ -25,29 +23,6 @@ fn problem(
         message,
         field,
     }
-}
-
-/// Why an expression must not reach a parser, if it must not.
-pub fn prescan_expression(text: &str) -> Option<(&'static str, String)> {
-    if text.len() > MAX_EXPRESSION_BYTES {
-        return Some((
-            "expression_too_long",
-            format!(
-                "the expression is {} bytes; at most {MAX_EXPRESSION_BYTES} are allowed",
-                text.len()
-            ),
-        ));
-    }
-    let depth = expression_depth(text);
-    if depth > MAX_EXPRESSION_DEPTH {
-        return Some((
-            "expression_too_deep",
-            format!(
-                "the expression nests {depth} levels deep; at most {MAX_EXPRESSION_DEPTH} are allowed"
-            ),
-        ));
-    }
-    None
 }
 
 fn check_action(

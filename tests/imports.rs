@@ -1,0 +1,327 @@
+//! Every crate's files import one way (issue 44): inside each crate of the workspace, the
+//! graph of imports between source files has no circle. An import is a path through
+//! `crate::`, `super::` or `self::` that reaches another file's module; a module's use of its
+//! own ancestors or descendants is the module tree itself, not an arrow between rooms, and is
+//! left out. Comments are not imports, and neither are a file's `#[cfg(test)]` modules: a test
+//! may use whatever it checks against.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
+
+/// The workspace's crates: every folder holding a Cargo.toml with a `src/` beside it.
+fn crates(root: &Path) -> Vec<PathBuf> {
+    let mut out = vec![root.to_path_buf()];
+    for entry in std::fs::read_dir(root).expect("the workspace root") {
+        let path = entry.expect("an entry").path();
+        if path.join("Cargo.toml").exists() && path.join("src").is_dir() {
+            out.push(path);
+        }
+    }
+    out
+}
+
+fn rust_files(dir: &Path, out: &mut Vec<PathBuf>) {
+    for entry in std::fs::read_dir(dir).expect("a source folder") {
+        let path = entry.expect("an entry").path();
+        if path.is_dir() {
+            rust_files(&path, out);
+        } else if path.extension().is_some_and(|e| e == "rs") {
+            out.push(path);
+        }
+    }
+}
+
+/// A file's module path: `["engine", "compile"]` for `src/engine/compile.rs`, `["engine"]`
+/// for `src/engine/mod.rs`, `[]` for `lib.rs` and `main.rs`.
+fn module_of(src: &Path, file: &Path) -> Vec<String> {
+    let rel = file.strip_prefix(src).expect("under src");
+    let mut parts: Vec<String> = rel
+        .components()
+        .map(|c| c.as_os_str().to_string_lossy().into_owned())
+        .collect();
+    let last = parts.pop().unwrap_or_default();
+    let stem = last.trim_end_matches(".rs");
+    if !["mod", "lib", "main"].contains(&stem) {
+        parts.push(stem.to_string());
+    }
+    parts
+}
+
+/// The deepest module along `path` that is a file of its own, if any.
+fn resolve(files: &BTreeMap<Vec<String>, PathBuf>, path: &[String]) -> Option<Vec<String>> {
+    (1..=path.len())
+        .rev()
+        .map(|n| path[..n].to_vec())
+        .find(|m| files.contains_key(m))
+}
+
+/// The paths a file's code reaches through `crate::`, `super::` and `self::`, from module
+/// `at`, as module paths; `use` trees with nested `{…}` groups over several lines are read
+/// whole.
+fn paths_in(code: &str, at: &[String]) -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for prefix in ["crate::", "super::", "self::"] {
+        for (i, _) in code.match_indices(prefix) {
+            // Not the tail of another name (`x_crate::`) or path (`a::self::` is read whole).
+            if code[..i]
+                .chars()
+                .last()
+                .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+            {
+                continue;
+            }
+            let mut base: Vec<String> = match prefix {
+                "crate::" => Vec::new(),
+                _ => at.to_vec(),
+            };
+            let mut rest = &code[i + prefix.len()..];
+            if prefix == "super::" {
+                base.pop();
+                while let Some(r) = rest.strip_prefix("super::") {
+                    base.pop();
+                    rest = r;
+                }
+            }
+            tree(rest, base, &mut out);
+        }
+    }
+    out
+}
+
+/// Reads one use tree (`a::b`, `a::{b, c::{d, e}}`) from the start of `text`, each leaf's
+/// path onto `out`.
+fn tree(text: &str, mut path: Vec<String>, out: &mut Vec<Vec<String>>) {
+    let mut rest = text.trim_start();
+    loop {
+        if let Some(group) = rest.strip_prefix('{') {
+            // Split the group's items at top-level commas.
+            let (mut depth, mut start) = (0usize, 0usize);
+            for (k, c) in group.char_indices() {
+                match c {
+                    '{' => depth += 1,
+                    '}' if depth == 0 => {
+                        tree_item(&group[start..k], &path, out);
+                        return;
+                    }
+                    '}' => depth -= 1,
+                    ',' if depth == 0 => {
+                        tree_item(&group[start..k], &path, out);
+                        start = k + 1;
+                    }
+                    _ => {}
+                }
+            }
+            return;
+        }
+        let name: String = rest
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+            .collect();
+        if name.is_empty() {
+            break;
+        }
+        path.push(name.clone());
+        rest = &rest[name.len()..];
+        match rest.strip_prefix("::") {
+            Some(r) => rest = r.trim_start(),
+            None => break,
+        }
+    }
+    out.push(path);
+}
+
+fn tree_item(item: &str, path: &[String], out: &mut Vec<Vec<String>>) {
+    let item = item.trim();
+    if !item.is_empty() && item != "self" && item != "*" {
+        tree(item, path.to_vec(), out);
+    }
+}
+
+/// `code` without its `#[cfg(test)] mod … { … }` blocks (braces counted; test modules hold
+/// no unbalanced brace outside strings in this workspace, and a miscount only drops more).
+fn without_tests(code: &str) -> String {
+    let mut out = String::new();
+    let mut rest = code;
+    while let Some(at) = rest.find("#[cfg(test)]") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at..];
+        let is_mod = after["#[cfg(test)]".len()..]
+            .trim_start()
+            .starts_with("mod ");
+        let Some(open) = after.find('{').filter(|_| is_mod) else {
+            out.push_str("#[cfg(test)]");
+            rest = &after["#[cfg(test)]".len()..];
+            continue;
+        };
+        let mut depth = 0usize;
+        let mut end = after.len();
+        for (k, c) in after[open..].char_indices() {
+            match c {
+                '{' => depth += 1,
+                '}' => {
+                    depth -= 1;
+                    if depth == 0 {
+                        end = open + k + 1;
+                        break;
+                    }
+                }
+                _ => {}
+            }
+        }
+        rest = &after[end..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The circles of one crate: each set of files that reach one another through imports
+/// (strongly connected, more than one file), with the arrows among them.
+fn circle(src: &Path) -> BTreeMap<String, BTreeSet<String>> {
+    let mut list = Vec::new();
+    rust_files(src, &mut list);
+    let files: BTreeMap<Vec<String>, PathBuf> = list
+        .iter()
+        .map(|f| (module_of(src, f), f.clone()))
+        .collect();
+    let name = |m: &[String]| {
+        files[m]
+            .strip_prefix(src)
+            .expect("under src")
+            .display()
+            .to_string()
+    };
+    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    for (module, file) in &files {
+        let text = std::fs::read_to_string(file).expect("a source file");
+        let code = without_tests(
+            &text
+                .lines()
+                .map(|l| l.split("//").next().unwrap_or_default())
+                .collect::<Vec<_>>()
+                .join("\n"),
+        );
+        let mut paths = paths_in(&code, module);
+        // A module brought in by name (`use crate::roles;`) is then reached as `roles::up::…`.
+        let aliases: Vec<Vec<String>> = paths
+            .iter()
+            .filter(|p| files.contains_key(*p) && !p.is_empty())
+            .cloned()
+            .collect();
+        for alias in aliases {
+            let short = format!("{}::", alias[alias.len() - 1]);
+            for (i, _) in code.match_indices(&short) {
+                if code[..i]
+                    .chars()
+                    .last()
+                    .is_some_and(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':')
+                {
+                    continue;
+                }
+                tree(&code[i + short.len()..], alias.clone(), &mut paths);
+            }
+        }
+        for path in paths {
+            let Some(to) = resolve(&files, &path) else {
+                continue;
+            };
+            // Ancestors and descendants are the module tree, not an arrow.
+            if to.starts_with(module) || module.starts_with(&to) {
+                continue;
+            }
+            edges.entry(name(module)).or_default().insert(name(&to));
+        }
+    }
+    // Files in a circle: those that reach themselves through another file.
+    let reaches = |from: &String| -> BTreeSet<String> {
+        let mut seen = BTreeSet::new();
+        let mut todo: Vec<&String> = edges.get(from).into_iter().flatten().collect();
+        while let Some(next) = todo.pop() {
+            if seen.insert(next.clone()) {
+                todo.extend(edges.get(next).into_iter().flatten());
+            }
+        }
+        seen
+    };
+    let in_circle: BTreeSet<String> = edges
+        .keys()
+        .filter(|f| reaches(f).contains(*f))
+        .cloned()
+        .collect();
+    edges
+        .into_iter()
+        .filter(|(from, _)| in_circle.contains(from))
+        .map(|(from, to)| {
+            let to = to.into_iter().filter(|t| in_circle.contains(t)).collect();
+            (from, to)
+        })
+        .collect()
+}
+
+#[test]
+fn every_crate_imports_one_way() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut circles = Vec::new();
+    let mut crates_seen = 0;
+    for krate in crates(root) {
+        let src = krate.join("src");
+        crates_seen += 1;
+        let left = circle(&src);
+        if !left.is_empty() {
+            circles.push(format!("{}: {left:#?}", krate.display()));
+        }
+    }
+    assert!(crates_seen >= 8, "the scan found the workspace's crates");
+    assert!(
+        circles.is_empty(),
+        "files import in a circle:\n{}",
+        circles.join("\n")
+    );
+}
+
+#[test]
+fn the_scan_sees_a_circle_and_the_module_tree_is_none() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let src = dir.path();
+    std::fs::create_dir_all(src.join("a")).expect("dir");
+    std::fs::write(
+        src.join("lib.rs"),
+        "mod a; mod b;\nuse crate::a::x::Thing;\n",
+    )
+    .expect("lib");
+    std::fs::write(src.join("a/mod.rs"), "pub mod x;\nuse self::x::Thing;\n").expect("a");
+    std::fs::write(
+        src.join("a/x.rs"),
+        "use super::*;\nuse crate::b::Other; // crate::c\n#[cfg(test)]\nmod tests {\n    use crate::b::{c, d::{e}};\n}\n",
+    )
+    .expect("x");
+    std::fs::write(
+        src.join("b.rs"),
+        "pub struct Other;\nuse crate::a::x::Thing;\n",
+    )
+    .expect("b");
+    let left = circle(src);
+    assert_eq!(left.len(), 2, "a/x.rs and b.rs import each other: {left:?}");
+    std::fs::write(
+        src.join("a/x.rs"),
+        "use super::*;\n#[cfg(test)]\nmod tests {\n    use crate::b::Other;\n}\n",
+    )
+    .expect("x");
+    assert!(
+        circle(src).is_empty(),
+        "a test module imports nothing: {:?}",
+        circle(src)
+    );
+    // A nested `use` tree over several lines is read whole.
+    std::fs::write(src.join("a/x.rs"), "use crate::b::Other;\n").expect("x");
+    std::fs::write(
+        src.join("b.rs"),
+        "use crate::{\n    a::{x::{self, Thing}},\n};\n",
+    )
+    .expect("b");
+    let left = circle(src);
+    assert_eq!(
+        left.keys().cloned().collect::<Vec<_>>(),
+        ["a/x.rs", "b.rs"],
+        "{left:?}"
+    );
+}
