@@ -1,0 +1,296 @@
+//! A lane: one child slot at work. It takes jobs off the queue, checks out a child of their
+//! class, and runs them on it with up to [`DEPTH`] requests in the child's pipe, writing the
+//! next request while the child evaluates the current one and reading answers in order
+//! ([`run`]). It counts itself among the lanes running replays or interactive work (which
+//! opens the reserve slots) and charges the CPU its child spent to the call's tenant. When
+//! the child stops answering, the lane hands it to [`super::watchdog::fail`].
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use bytes::Bytes;
+use switchboard_proto::router::v1::ChildResponse;
+use tokio::io::AsyncWriteExt;
+use tokio::process::ChildStdin;
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::time::{Instant, sleep_until};
+
+use super::call::{Call, Job};
+use super::children::{ChildProcess, Failure, InFlight, on_frame};
+use super::watchdog::{Stopped, Watch, fail};
+use super::{DEPTH, Inner, lock};
+use crate::sandbox::progress::cpu_ns_of;
+use crate::sandbox::schedule::{Class, Queued};
+
+/// One child slot at work: takes jobs off the queue, most urgent class first, and runs them
+/// on a child of their kind until none is left, then checks the child in and gives the slot
+/// up. A lane on the `reserve` slot opened for a class takes only that class or more urgent
+/// work, and only while it may run there ([`Inner::may_reserve`]).
+pub(super) async fn lane(pool: Arc<Inner>, permit: OwnedSemaphorePermit, reserve: Option<Class>) {
+    let mut child: Option<ChildProcess> = None;
+    let mut started = true;
+    // Counts this lane in `replay_lanes` or `interactive_lanes` by what it runs.
+    let mut running = Running {
+        pool: pool.clone(),
+        class: Class::Live,
+    };
+    loop {
+        let job = {
+            let mut queue = lock(&pool.queue);
+            if std::mem::take(&mut started) {
+                queue.hungry = queue.hungry.saturating_sub(1);
+            }
+            let allowed =
+                |class: Class| reserve.is_none_or(|r| class <= r && pool.may_reserve(class));
+            match (!pool.yielding())
+                .then(|| queue.jobs.take(allowed))
+                .flatten()
+            {
+                Some(job) => job,
+                None => {
+                    // The child goes back before the slot does, so no lane starts another.
+                    if let Some(c) = child.take() {
+                        pool.checkin(c);
+                    }
+                    drop(permit);
+                    return;
+                }
+            }
+        };
+        let Some(job) = job.unless_done(&pool.stats) else {
+            continue;
+        };
+        let class = job.class();
+        running.set(class);
+        let kept = child.take().and_then(|mut c| {
+            if !c.alive() {
+                pool.forget(c.pid);
+                None
+            } else if c.class != class {
+                pool.checkin(c);
+                None
+            } else {
+                Some(c)
+            }
+        });
+        let c = match kept {
+            Some(c) => c,
+            None => match pool.checkout(class).await {
+                Ok(c) => c,
+                Err(e) => {
+                    let _ = job.reply.send(Err(e));
+                    continue;
+                }
+            },
+        };
+        child = run(&pool, c, job).await;
+    }
+}
+
+/// A lane counted in `replay_lanes` or `interactive_lanes` while it runs that class (and not
+/// after it ends).
+struct Running {
+    pool: Arc<Inner>,
+    class: Class,
+}
+
+impl Running {
+    fn counter(&self, class: Class) -> Option<&AtomicUsize> {
+        match class {
+            Class::Live => None,
+            Class::Interactive => Some(&self.pool.interactive_lanes),
+            Class::Replay => Some(&self.pool.replay_lanes),
+        }
+    }
+
+    fn set(&mut self, class: Class) {
+        if class != self.class {
+            if let Some(c) = self.counter(self.class) {
+                c.fetch_sub(1, Ordering::SeqCst);
+            }
+            if let Some(c) = self.counter(class) {
+                c.fetch_add(1, Ordering::SeqCst);
+            }
+            self.class = class;
+        }
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.set(Class::Live);
+    }
+}
+
+/// What a lane waits for.
+enum Event {
+    Frame(std::io::Result<ChildResponse>),
+    Wrote(std::io::Result<usize>),
+    Deadline,
+    Queued,
+}
+
+/// Writes some of a pending request; never resolves when there is none.
+async fn write_some(
+    stdin: &mut ChildStdin,
+    pending: Option<&(Bytes, usize)>,
+) -> std::io::Result<usize> {
+    match pending {
+        Some((bytes, at)) => stdin.write(&bytes[*at..]).await,
+        None => std::future::pending().await,
+    }
+}
+
+/// Runs `first` and every job it can take after it on `child`, keeping up to [`DEPTH`]
+/// requests in the child's pipe. Returns the child when no job is left for it, or `None`
+/// when it failed (after keeping its answers and queueing what it left undone).
+async fn run(pool: &Arc<Inner>, mut child: ChildProcess, first: Job) -> Option<ChildProcess> {
+    let idle = pool.config.compile_budget;
+    let mut inflight: VecDeque<InFlight> = VecDeque::with_capacity(DEPTH);
+    let mut writing: Option<(Bytes, usize)> = None;
+    let mut watch: Option<Watch> = None;
+    let mut first = Some(first);
+    // The child's CPU time when its current request began: what it spends is the tenant's.
+    let mut cpu_mark = cpu_ns_of(child.pid);
+    let stopped = loop {
+        let queued = pool.queued.notified();
+        tokio::pin!(queued);
+        queued.as_mut().enable();
+        if writing.is_none()
+            && inflight.len() < DEPTH
+            && let Some(job) = first
+                .take()
+                .or_else(|| pool.next_job(inflight.len(), child.class))
+        {
+            let Some(job) = job.unless_done(&pool.stats) else {
+                continue;
+            };
+            if inflight.is_empty() && child.sent > 0 && !child.alive() {
+                // Exited on its own between jobs: nothing to blame, a new child runs it.
+                // (A child that never ran a job is held to it instead, so a child that
+                // cannot start is blamed rather than replaced forever.)
+                pool.forget(child.pid);
+                pool.requeue(vec![job]);
+                return None;
+            }
+            match job.next_request() {
+                Some((request, base)) => {
+                    child.sent += 1;
+                    inflight.push_back(InFlight {
+                        job,
+                        ordinal: child.sent,
+                        base,
+                        compiled: false,
+                        since: Instant::now(),
+                    });
+                    writing = Some((request, 0));
+                }
+                None => job.finish(&pool.stats),
+            }
+            continue;
+        }
+        let Some(front) = inflight.front() else {
+            return Some(child);
+        };
+        let deadline = match (&watch, front.compiled) {
+            (Some(w), true) => w.deadline,
+            _ => front.since + pool.config.compile_budget,
+        };
+        let can_take = writing.is_none() && inflight.len() < DEPTH;
+        let event = tokio::select! {
+            biased;
+            frame = child.stdout.next::<ChildResponse>() => Event::Frame(frame),
+            wrote = write_some(&mut child.stdin, writing.as_ref()) => Event::Wrote(wrote),
+            _ = sleep_until(deadline) => Event::Deadline,
+            _ = &mut queued, if can_take => Event::Queued,
+        };
+        match event {
+            Event::Frame(Ok(frame)) => match on_frame(&mut inflight, frame) {
+                Ok(Some(done)) => {
+                    watch = None;
+                    pool.charge(&done.call, child.pid, &mut cpu_mark);
+                    done.finish(&pool.stats);
+                }
+                Ok(None) => {
+                    if watch.is_none() && inflight.front().is_some_and(|f| f.compiled) {
+                        watch = Some(Watch::start(&child.board, &inflight, idle));
+                    }
+                }
+                Err(failure) => {
+                    break Stopped {
+                        failure,
+                        at: None,
+                        drain: false,
+                    };
+                }
+            },
+            Event::Frame(Err(_)) => {
+                break Stopped {
+                    failure: Failure::Died,
+                    at: None,
+                    drain: false,
+                };
+            }
+            Event::Wrote(Ok(n)) if n > 0 => {
+                if let Some((bytes, at)) = writing.as_mut() {
+                    *at += n;
+                    if *at >= bytes.len() {
+                        writing = None;
+                    }
+                }
+            }
+            Event::Wrote(_) => {
+                break Stopped {
+                    failure: Failure::Died,
+                    at: None,
+                    drain: true,
+                };
+            }
+            Event::Deadline => match watch.as_mut() {
+                Some(w) if front_compiled(&inflight) => {
+                    if let Some(at) = w.check(&child.board, child.pid, &inflight, idle) {
+                        break Stopped {
+                            failure: Failure::Timeout,
+                            at,
+                            drain: true,
+                        };
+                    }
+                }
+                _ => {
+                    break Stopped {
+                        failure: Failure::Timeout,
+                        at: None,
+                        drain: true,
+                    };
+                }
+            },
+            Event::Queued => {}
+        }
+    };
+    if let Some(front) = inflight.front() {
+        pool.charge(&front.job.call, child.pid, &mut cpu_mark);
+    }
+    fail(pool, child, inflight, stopped).await;
+    None
+}
+
+fn front_compiled(inflight: &VecDeque<InFlight>) -> bool {
+    inflight.front().is_some_and(|f| f.compiled)
+}
+
+impl Inner {
+    /// Counts the CPU `pid` spent since `mark` as `call`'s, and moves the mark.
+    fn charge(&self, call: &Call, pid: u32, mark: &mut Option<u64>) {
+        let now = cpu_ns_of(pid);
+        if let (Some(before), Some(after)) = (*mark, now) {
+            let spent = Duration::from_nanos(after.saturating_sub(before));
+            *lock(&self.cpu)
+                .entry((call.tenant.clone(), call.class))
+                .or_default() += spent;
+            switchboard_telemetry::metrics().sandbox_cpu(&call.tenant, call.class.label(), spent);
+        }
+        *mark = now;
+    }
+}
