@@ -6,7 +6,7 @@
 
 use std::collections::BTreeSet;
 
-use switchboard_model::{Action, Configuration, Rule};
+use switchboard_model::{Action, Configuration, Label, Rule};
 
 use crate::manifest::{Fixture, Pack};
 
@@ -52,8 +52,11 @@ pub fn param_check_expression(expr: &str) -> String {
 /// queue however it was reached (`default`: no rule matched; `queue:<default queue>`: a rule
 /// routed there). One definition for the catalog's test, external packs at start and plans.
 pub fn fixture_passes(want: &str, got: &str, default_queue: &str) -> bool {
-    let is_default =
-        |label: &str| label == "default" || label.strip_prefix("queue:") == Some(default_queue);
+    let is_default = |label: &str| match Label::parse(label) {
+        Ok(Label::Default) => true,
+        Ok(Label::Queue(q)) => q == default_queue,
+        _ => false,
+    };
     got == want || (is_default(want) && is_default(got))
 }
 

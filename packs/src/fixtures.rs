@@ -50,7 +50,7 @@ pub fn fixture_context(pack: &Pack, config: &Configuration) -> RoutingContext {
         }
     }
     for f in &pack.fixtures {
-        if let Some(q) = f.want.strip_prefix("queue:") {
+        if let Ok(switchboard_model::Label::Queue(q)) = switchboard_model::Label::parse(&f.want) {
             grant.insert(q.to_string());
         }
     }

@@ -246,8 +246,8 @@ pub fn is_pack_name(name: &str) -> bool {
 
 /// Is `want` a decision label a fixture may expect?
 pub fn is_decision_label(want: &str) -> bool {
-    matches!(want, "drop" | "quarantine" | "default")
-        || want.strip_prefix("queue:").is_some_and(|q| !q.is_empty())
+    // Any label but `fault`: a fixture never expects its pack to fault.
+    switchboard_model::Label::parse(want).is_ok_and(|l| l != switchboard_model::Label::Fault)
 }
 
 /// Every structural problem of one pack; `dir` is `(name, version)` from its directory.

@@ -67,13 +67,11 @@ fn action_label(action: &Value) -> String {
 /// A decision label as an action's JSON; a label that is no action is kept as given, for
 /// the configuration's validation to refuse with its own message.
 fn action_json(label: &str) -> Value {
-    match label {
-        "drop" => json!({"drop": true}),
-        "quarantine" => json!({"quarantine": true}),
-        _ => match label.strip_prefix("queue:") {
-            Some(q) => json!({"queue": q}),
-            None => Value::String(label.to_string()),
-        },
+    match switchboard_model::Label::parse(label) {
+        Ok(switchboard_model::Label::Drop) => json!({"drop": true}),
+        Ok(switchboard_model::Label::Quarantine) => json!({"quarantine": true}),
+        Ok(switchboard_model::Label::Queue(q)) => json!({"queue": q}),
+        _ => Value::String(label.to_string()),
     }
 }
 

@@ -76,10 +76,8 @@ const PAGE: u32 = 200;
 /// A `--decision` value: a decision label, `queue` or `unrouted`; anything else is a usage
 /// error rather than a filter that silently matches nothing.
 fn decision_filter(value: &str) -> Result<String, String> {
-    let known = matches!(
-        value,
-        "queue" | "unrouted" | "drop" | "quarantine" | "default" | "fault"
-    ) || value.strip_prefix("queue:").is_some_and(|q| !q.is_empty());
+    let known =
+        matches!(value, "queue" | "unrouted") || switchboard_model::Label::parse(value).is_ok();
     if known {
         Ok(value.to_string())
     } else {
@@ -96,7 +94,10 @@ fn decided(e: &EventSummaryOut, wanted: &str) -> bool {
         .unwrap_or("");
     match wanted {
         "unrouted" => !e.routed,
-        "queue" => label.starts_with("queue:"),
+        "queue" => matches!(
+            switchboard_model::Label::parse(label),
+            Ok(switchboard_model::Label::Queue(_))
+        ),
         other => label == other,
     }
 }

@@ -91,8 +91,7 @@ pub struct Report {
     pub window_to: Option<String>,
     pub totals: Totals,
     pub changed: u64,
-    /// Lost work first (work that a change would drop, quarantine or fault:
-    /// [`Label::loses_work`]), then by count.
+    /// Lost work first (a queue or the default to drop, quarantine or fault), then by count.
     pub transitions: Vec<Transition>,
     /// Every rule of the candidate, in order.
     pub rules: Vec<RuleReport>,

@@ -496,12 +496,11 @@ fn action_to(a: &Action) -> String {
 
 /// A decision label back to an action; `None` for anything else.
 fn action_from(label: &str) -> Option<Action> {
-    match label {
-        "drop" => Some(Action::Drop),
-        "quarantine" => Some(Action::Quarantine),
-        _ => label
-            .strip_prefix("queue:")
-            .map(|q| Action::Queue(q.to_string())),
+    match switchboard_model::Label::parse(label).ok()? {
+        switchboard_model::Label::Drop => Some(Action::Drop),
+        switchboard_model::Label::Quarantine => Some(Action::Quarantine),
+        switchboard_model::Label::Queue(q) => Some(Action::Queue(q.to_string())),
+        switchboard_model::Label::Default | switchboard_model::Label::Fault => None,
     }
 }
 
