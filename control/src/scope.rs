@@ -3,6 +3,9 @@
 use std::fmt;
 use std::str::FromStr;
 
+/// The role type lives in the model, next to the verbs that need each role.
+pub use switchboard_model::Role;
+
 /// The unit of tenancy: every webhook, event, todo, plan and endpoint belongs to exactly one.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum OwnerScope {
@@ -63,46 +66,6 @@ pub fn is_slug(s: &str) -> bool {
         && chars.all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-')
 }
 
-/// A human's role in a scope. Ordered: each role can do everything the one before it can.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Role {
-    /// Reads.
-    Viewer,
-    /// Also changes rules and installs packs.
-    Editor,
-    /// Also manages webhooks and endpoints.
-    Admin,
-}
-
-impl Role {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Role::Viewer => "viewer",
-            Role::Editor => "editor",
-            Role::Admin => "admin",
-        }
-    }
-}
-
-impl fmt::Display for Role {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-impl FromStr for Role {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "viewer" => Ok(Role::Viewer),
-            "editor" => Ok(Role::Editor),
-            "admin" => Ok(Role::Admin),
-            _ => Err(format!("{s:?} is not a role (viewer, editor, admin)")),
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -134,12 +97,5 @@ mod tests {
                 .parse::<OwnerScope>()
                 .is_err()
         );
-    }
-
-    #[test]
-    fn roles_are_ordered() {
-        assert!(Role::Viewer < Role::Editor && Role::Editor < Role::Admin);
-        assert_eq!("editor".parse::<Role>().unwrap(), Role::Editor);
-        assert!("owner".parse::<Role>().is_err());
     }
 }

@@ -1,71 +1,20 @@
 //! Verb families (SPEC-0014 as BASE.md fixes it): the tool names an endpoint may call,
-//! grouped so that vending can name a whole family. Pure data; no I/O.
+//! grouped so that vending can name a whole family. The table is the model's [`Verb`] and
+//! [`Family`]; these are control's string-facing reads of it. Pure; no I/O.
 
-/// A family: its name and its verbs, in the order tools are listed.
-pub struct Family {
-    pub name: &'static str,
-    pub verbs: &'static [&'static str],
-}
+pub use switchboard_model::{Family, Verb};
 
-/// Every family, in the order the vend wizard shows them.
-pub const FAMILIES: &[Family] = &[
-    Family {
-        name: "webhooks",
-        verbs: &[
-            "create_webhook",
-            "list_webhooks",
-            "get_webhook",
-            "delete_webhook",
-            "list_webhook_events",
-            "get_webhook_event",
-            "explain_webhook_event",
-            "rotate_webhook_secret",
-        ],
-    },
-    Family {
-        name: "webhook-rules",
-        verbs: &[
-            "list_webhook_rules",
-            "set_webhook_rules",
-            "update_webhook_rule",
-            "delete_webhook_rule",
-            "test_webhook_rules",
-            "list_rule_packs",
-            "install_rule_pack",
-            "remove_rule_pack",
-            "get_rule_pack_plan",
-            "list_webhook_history",
-            "redrive_webhook_events",
-            "confirm_webhook_redrive",
-        ],
-    },
-    // Putting a plan live is a right of its own (issue 20): an endpoint vended `webhook-rules`
-    // without this family plans and proposes, but its confirm is refused.
-    Family {
-        name: "rule-pack-confirm",
-        verbs: &["confirm_rule_pack_plan"],
-    },
-    Family {
-        name: "todos",
-        verbs: &["list_todos", "claim_todo", "release_todo", "complete_todo"],
-    },
-];
+/// Every family, in the order the vend wizard shows them (the model's table).
+pub const FAMILIES: &[Family] = Family::ALL;
 
 /// The family a verb belongs to, or `None` for a name that is no verb.
 pub fn family_of(verb: &str) -> Option<&'static str> {
-    FAMILIES
-        .iter()
-        .find(|f| f.verbs.contains(&verb))
-        .map(|f| f.name)
+    Verb::parse(verb).map(|v| v.family().name())
 }
 
 /// The canonical `&'static str` for a verb name, if it is one.
 pub fn verb(name: &str) -> Option<&'static str> {
-    FAMILIES
-        .iter()
-        .flat_map(|f| f.verbs.iter())
-        .find(|v| **v == name)
-        .copied()
+    Verb::parse(name).map(Verb::as_str)
 }
 
 /// Expands family names and single verbs into verbs, deduplicated, in table order.
@@ -76,18 +25,18 @@ pub fn expand<S: AsRef<str>>(names: &[S]) -> Result<Vec<&'static str>, String> {
     let mut wanted = Vec::new();
     for name in names {
         let name = name.as_ref();
-        if let Some(family) = FAMILIES.iter().find(|f| f.name == name) {
-            wanted.extend_from_slice(family.verbs);
-        } else if let Some(v) = verb(name) {
+        if let Some(family) = Family::parse(name) {
+            wanted.extend_from_slice(family.verbs());
+        } else if let Some(v) = Verb::parse(name) {
             wanted.push(v);
         } else {
             return Err(format!("{name:?} is neither a verb family nor a verb"));
         }
     }
-    Ok(FAMILIES
+    Ok(Verb::ALL
         .iter()
-        .flat_map(|f| f.verbs.iter().copied())
         .filter(|v| wanted.contains(v))
+        .map(|v| v.as_str())
         .collect())
 }
 
@@ -97,12 +46,12 @@ pub fn group_by_family<S: AsRef<str>>(verbs: &[S]) -> Vec<(&'static str, Vec<&'s
         .iter()
         .filter_map(|f| {
             let held: Vec<&'static str> = f
-                .verbs
+                .verbs()
                 .iter()
-                .copied()
+                .map(|v| v.as_str())
                 .filter(|v| verbs.iter().any(|x| x.as_ref() == *v))
                 .collect();
-            (!held.is_empty()).then_some((f.name, held))
+            (!held.is_empty()).then_some((f.name(), held))
         })
         .collect()
 }
@@ -151,7 +100,7 @@ mod tests {
     fn every_verb_has_exactly_one_family() {
         let all: Vec<&str> = FAMILIES
             .iter()
-            .flat_map(|f| f.verbs.iter().copied())
+            .flat_map(|f| f.verbs().iter().map(|v| v.as_str()))
             .collect();
         for v in &all {
             assert_eq!(all.iter().filter(|x| *x == v).count(), 1, "{v}");

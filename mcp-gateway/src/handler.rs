@@ -90,8 +90,8 @@ impl Gateway {
     pub fn tools_for(&self, caller: &Caller) -> Vec<Tool> {
         tools::CATALOG
             .iter()
-            .filter(|spec| caller.allows(spec.name))
-            .filter(|spec| !self.policy.read_only || spec.read_only)
+            .filter(|spec| caller.allows(spec.name()))
+            .filter(|spec| !self.policy.read_only || spec.verb.read_only())
             .map(ToolSpec::tool)
             .collect()
     }
@@ -117,7 +117,7 @@ impl Gateway {
             }
             None => return Err(no_caller()),
         };
-        if !caller.allows(spec.name) {
+        if !caller.allows(spec.name()) {
             return Ok(ToolError::new(
                 Reason::PermissionDenied,
                 format!("{name} is not on this endpoint's allowlist"),
@@ -129,7 +129,7 @@ impl Gateway {
             )
             .into_result());
         }
-        if self.policy.read_only && !spec.read_only {
+        if self.policy.read_only && !spec.verb.read_only() {
             return Ok(ToolError::new(
                 Reason::PermissionDenied,
                 format!("this gateway serves read-only tools only, and {name} changes state"),
@@ -157,7 +157,7 @@ impl Gateway {
         }
         let ct = context.ct.clone();
         let call = tools::calls::Call {
-            tool: spec.name,
+            tool: spec.name(),
             control: self.control.clone(),
             bearer: caller.bearer.clone(),
             context,

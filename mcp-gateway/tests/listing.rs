@@ -8,6 +8,7 @@ use rmcp::ServiceExt;
 use serde_json::Value;
 use switchboard_mcp_gateway::handler::{Gateway, ToolPolicy};
 use switchboard_mcp_gateway::{Bearer, Caller, ControlClient};
+use switchboard_model::Verb;
 
 mod support;
 
@@ -98,17 +99,43 @@ async fn every_tool_listing_matches_its_golden_file() {
     );
 }
 
+/// The listing is the model's verb table: every `Verb` once, by its name, with its flags.
+#[tokio::test]
+async fn the_listing_is_exactly_the_verbs_with_their_flags() {
+    let all: Vec<&str> = Verb::ALL.iter().map(|v| v.as_str()).collect();
+    let tools = listed(&all, ToolPolicy::default()).await;
+    let mut expected = all.clone();
+    expected.sort();
+    let names: Vec<&str> = tools.iter().map(|t| t.name.as_ref()).collect();
+    assert_eq!(names, expected);
+    for tool in &tools {
+        let verb = Verb::parse(&tool.name).expect("a tool named as a verb");
+        let annotations = tool.annotations.as_ref().expect("annotations");
+        assert_eq!(annotations.read_only_hint, Some(verb.read_only()), "{verb}");
+        assert_eq!(
+            annotations.destructive_hint,
+            Some(verb.destructive()),
+            "{verb}"
+        );
+        assert_eq!(
+            annotations.idempotent_hint,
+            Some(verb.idempotent()),
+            "{verb}"
+        );
+    }
+}
+
 #[test]
 fn the_tools_are_control_s_verbs() {
     let control: Vec<&str> = switchboard_control::verbs::FAMILIES
         .iter()
-        .flat_map(|f| f.verbs.iter().copied())
+        .flat_map(|f| f.verbs().iter().map(|v| v.as_str()))
         .collect();
     let mut control_sorted = control.clone();
     control_sorted.sort();
     let mut ours: Vec<&str> = switchboard_mcp_gateway::tools::CATALOG
         .iter()
-        .map(|s| s.name)
+        .map(|s| s.name())
         .collect();
     ours.sort();
     assert_eq!(ours, control_sorted);

@@ -9,12 +9,16 @@ pub mod fault;
 pub mod form;
 pub mod kind;
 pub mod label;
+pub mod role;
 pub mod trusted;
+pub mod verb;
 
 pub use form::payload_json;
 pub use kind::SourceType;
 pub use label::Label;
+pub use role::Role;
 pub use trusted::TrustedActors;
+pub use verb::{Family, Verb};
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};

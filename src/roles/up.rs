@@ -96,7 +96,7 @@ async fn bootstrap(store: &Store) -> anyhow::Result<Dev> {
             owner_scope: scope,
             verbs: switchboard_control::verbs::FAMILIES
                 .iter()
-                .map(|f| f.name.to_string())
+                .map(|f| f.name().to_string())
                 .collect(),
         })
         .await

@@ -206,7 +206,7 @@ pub async fn people_cli_answers_every_command_as_table_and_json(db: TestDb) {
             owner_scope: dev.clone(),
             verbs: switchboard_control::verbs::FAMILIES
                 .iter()
-                .map(|f| f.name.to_string())
+                .map(|f| f.name().to_string())
                 .collect(),
         })
         .await

@@ -11,6 +11,7 @@ use super::status::ApiError;
 use crate::scope::{OwnerScope, Role};
 use crate::state::ControlState;
 use crate::store::{Actor, Endpoint};
+use crate::verbs::Verb;
 
 /// The rate-limit budget every API call of an endpoint takes from.
 pub const API_BUDGET: &str = "api";
@@ -37,34 +38,11 @@ impl Caller {
     }
 }
 
-/// The role a verb needs: viewer reads; editor changes rules, runs dry runs and takes work;
-/// admin manages webhooks. A name that is not a known verb needs admin (closed by default).
+/// The role a verb needs ([`Verb::role`]): viewer reads; editor changes rules, runs dry runs
+/// and takes work; admin manages webhooks. A name that is not a known verb needs admin
+/// (closed by default).
 pub fn required_role(verb: &str) -> Role {
-    match verb {
-        "list_webhooks"
-        | "get_webhook"
-        | "list_webhook_events"
-        | "get_webhook_event"
-        | "explain_webhook_event"
-        | "list_webhook_rules"
-        | "list_webhook_history"
-        | "list_rule_packs"
-        | "get_rule_pack_plan"
-        | "list_todos" => Role::Viewer,
-        "set_webhook_rules"
-        | "update_webhook_rule"
-        | "delete_webhook_rule"
-        | "test_webhook_rules"
-        | "install_rule_pack"
-        | "remove_rule_pack"
-        | "confirm_rule_pack_plan"
-        | "redrive_webhook_events"
-        | "confirm_webhook_redrive"
-        | "claim_todo"
-        | "release_todo"
-        | "complete_todo" => Role::Editor,
-        _ => Role::Admin,
-    }
+    Verb::parse(verb).map_or(Role::Admin, Verb::role)
 }
 
 /// The credential in `authorization: Bearer <credential>`, if the header is there and well formed.
@@ -169,7 +147,7 @@ mod tests {
     #[test]
     fn every_verb_needs_the_role_the_spec_gives_it() {
         for family in FAMILIES {
-            for verb in family.verbs {
+            for verb in family.verbs().iter().map(|v| v.as_str()) {
                 let role = required_role(verb);
                 // Reads, and explaining a decision (a read that asks a router, writes nothing).
                 let expected = if verb.starts_with("list_")
@@ -178,7 +156,7 @@ mod tests {
                 {
                     Role::Viewer
                 } else if matches!(
-                    *verb,
+                    verb,
                     "create_webhook" | "delete_webhook" | "rotate_webhook_secret"
                 ) {
                     Role::Admin

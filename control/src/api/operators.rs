@@ -133,10 +133,8 @@ fn families(expanded: &[&'static str]) -> Vec<pb::VerbFamilyGrant> {
         .into_iter()
         .map(|(family, held)| pb::VerbFamilyGrant {
             family: family.to_string(),
-            whole_family: verbs::FAMILIES
-                .iter()
-                .find(|f| f.name == family)
-                .is_some_and(|f| f.verbs.len() == held.len()),
+            whole_family: verbs::Family::parse(family)
+                .is_some_and(|f| f.verbs().len() == held.len()),
             verbs: held.into_iter().map(str::to_string).collect(),
         })
         .collect()
