@@ -372,22 +372,14 @@ impl RulePacks {
                 });
             }
         }
-        let mut faults = outcome.pack_rule_faults(&candidate.pack_rule_ids);
-        for (rule, id) in fixture_faults {
-            match faults.iter_mut().find(|f| f.rule == rule) {
-                Some(f) => {
-                    f.count += 1;
-                    if f.event_ids.len() < switchboard_packs::plan::MAX_EXAMPLES {
-                        f.event_ids.push(id);
-                    }
-                }
-                None => faults.push(switchboard_packs::plan::RuleFaults {
-                    rule,
-                    count: 1,
-                    event_ids: vec![id],
-                }),
-            }
-        }
+        // The replay's faults first, then the fixtures', grouped by rule (REQ-4).
+        let faults = switchboard_packs::plan::rule_faults(
+            outcome.pack_faults(&candidate.pack_rule_ids).chain(
+                fixture_faults
+                    .iter()
+                    .map(|(rule, id)| (id.as_str(), rule.as_str())),
+            ),
+        );
         if !faults.is_empty() {
             // Every faulting rule is named, each with its examples (a stopped replay's too).
             let named: Vec<String> = faults

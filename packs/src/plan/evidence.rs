@@ -3,7 +3,7 @@
 //! configuration's decision is unknown, and why the replay stopped early. A plan never hides
 //! a fault: a call the router stopped at its `max_child_faults` still blames its rule.
 
-use switchboard_model::fault;
+use switchboard_model::{Label, fault};
 use switchboard_proto::router::v1::Decision;
 
 use super::report::{Replayed, Report, Routed, RuleFaults, aggregate, rule_faults};
@@ -67,12 +67,10 @@ impl Evidence {
                 before: routed(before),
                 after: routed(after),
             }),
-            (true, false) if routed(after).label == "fault" => {
-                self.unpaired_faults.push(Unpaired {
-                    event_id: e.event_id.to_string(),
-                    rule_id: routed(after).rule_id,
-                })
-            }
+            (true, false) if after.label() == Label::Fault => self.unpaired_faults.push(Unpaired {
+                event_id: e.event_id.to_string(),
+                rule_id: routed(after).rule_id,
+            }),
             _ => self.not_evaluated += 1,
         }
     }
@@ -91,14 +89,21 @@ impl Evidence {
         paired.chain(unpaired)
     }
 
+    /// Each fault of a pack rule on a delivery the replay evaluated, stopped call or not:
+    /// (event id, rule).
+    pub fn pack_faults<'a>(
+        &'a self,
+        pack_rule_ids: &'a [String],
+    ) -> impl Iterator<Item = (&'a str, &'a str)> + 'a {
+        self.candidate_faults()
+            .filter_map(|(event, rule)| Some((event, rule?)))
+            .filter(|(_, rule)| pack_rule_ids.iter().any(|p| p == rule))
+    }
+
     /// The pack rules that faulted on any delivery the replay evaluated (REQ-4
-    /// `pack_rule_faults`), stopped call or not.
+    /// `pack_rule_faults`), grouped by rule.
     pub fn pack_rule_faults(&self, pack_rule_ids: &[String]) -> Vec<RuleFaults> {
-        rule_faults(
-            self.candidate_faults()
-                .filter_map(|(event, rule)| Some((event, rule?)))
-                .filter(|(_, rule)| pack_rule_ids.iter().any(|p| p == rule)),
-        )
+        rule_faults(self.pack_faults(pack_rule_ids))
     }
 
     /// The report (REQ-5) of this evidence, for a candidate whose rules are
