@@ -23,8 +23,10 @@
 //!   one stored delivery), no database;
 //! - **ingest**: `POST /hooks/<id>` end to end;
 //! - route only and ingest again, diagnostic, against the router's own service served from
-//!   this process on sockets with TCP_NODELAY, which `switchboard router` does not set (its
-//!   answers' trailers wait ~40 ms for a delayed ACK when the connection is otherwise idle).
+//!   this process (the `-nodelay` rows). Both routers set TCP_NODELAY on accepted sockets
+//!   (`switchboard router` through tonic's `TcpIncoming::with_nodelay`, which sets it on every
+//!   accepted stream); what differs is the layout: the diagnostic router shares this process
+//!   and its runtime with control (issue 43, docs/benchmarks.md).
 //!
 //! Raw and statements rows retry a `record_decision` that finds no event: on PostgreSQL an
 //! `insert_event` through sqlx's `Any` driver returns before its commit (docs/benchmarks.md).
@@ -513,9 +515,8 @@ fn start_router(children: Option<usize>) -> RouterProcess {
 
 /// The diagnostic router: the router's own service (`RouterService`) over a `SandboxPool` of
 /// sandbox children of the real binary, configured as `switchboard router`'s defaults, served
-/// from this process — on accepted sockets with TCP_NODELAY, which `switchboard router` does
-/// not set (tonic ignores `Server::tcp_nodelay` under `serve_with_incoming*`). Returns its
-/// address; it serves until the runtime stops.
+/// from this process, on accepted sockets with TCP_NODELAY as `switchboard router`'s are.
+/// Returns its address; it serves until the runtime stops.
 async fn start_nodelay_router(children: Option<usize>) -> String {
     use futures::StreamExt as _;
     use switchboard_proto::router::v1::router_server::RouterServer;

@@ -76,24 +76,43 @@ impl Router for RouterService {
             Status::invalid_argument("the stream ended before its first message (the call)")
         })?;
         let work = work_of(&first)?;
-        let ctx = first.context.clone().unwrap_or_default();
-        let mut evaluation = self.pool.begin(&ctx, &first.configurations, &work);
-        let mut part = first.deliveries;
-        loop {
-            check_deliveries(evaluation.deliveries(), &part)?;
-            // Queued now: children start on this part while the next is on its way.
-            evaluation.push(&part).map_err(unavailable)?;
-            match stream.message().await? {
-                None => break,
-                Some(next) => {
-                    deliveries_only(&next)?;
-                    part = next.deliveries;
-                }
+        let pool = self.pool.clone();
+        if work.class != Some(Class::Replay) {
+            return evaluate_parts(pool, first, work, stream).await;
+        }
+        // A replay's parts are decoded on the background runtime's low-priority threads, so
+        // on a busy machine live calls are decoded and answered first (issue 43).
+        switchboard_background::background()
+            .run(evaluate_parts(pool, first, work, stream))
+            .await
+            .map_err(|e| Status::unavailable(e.to_string()))?
+    }
+}
+
+/// A streamed call's parts, each queued as it arrives (children start on the first part while
+/// the next is on its way), then the answer for all of them.
+async fn evaluate_parts(
+    pool: Arc<SandboxPool>,
+    first: EvaluateRequest,
+    work: Work,
+    mut stream: Streaming<EvaluateRequest>,
+) -> Result<Response<EvaluateResponse>, Status> {
+    let ctx = first.context.clone().unwrap_or_default();
+    let mut evaluation = pool.begin(&ctx, &first.configurations, &work);
+    let mut part = first.deliveries;
+    loop {
+        check_deliveries(evaluation.deliveries(), &part)?;
+        evaluation.push(&part).map_err(unavailable)?;
+        match stream.message().await? {
+            None => break,
+            Some(next) => {
+                deliveries_only(&next)?;
+                part = next.deliveries;
             }
         }
-        let resp = evaluation.finish().await.map_err(unavailable)?;
-        Ok(Response::new(resp))
     }
+    let resp = evaluation.finish().await.map_err(unavailable)?;
+    Ok(Response::new(resp))
 }
 
 /// What a call asks for besides its deliveries, checked before a child sees any of it.

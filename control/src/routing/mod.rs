@@ -92,6 +92,10 @@ impl RoutingError {
 struct Instance {
     addr: String,
     client: RouterClient<Channel>,
+    /// Replays' own connection, made on the background runtime: a replay's megabyte calls
+    /// never share an HTTP/2 connection (or its send buffer) with a live delivery's, and
+    /// their encoding and decoding run on the background's low-priority threads.
+    bulk: RouterClient<Channel>,
     health: Arc<Health>,
 }
 
@@ -131,12 +135,21 @@ fn connect(addr: &str) -> Option<Instance> {
         .tcp_nodelay(true)
         .initial_stream_window_size(Some(STREAM_WINDOW_BYTES))
         .initial_connection_window_size(Some(CONNECTION_WINDOW_BYTES));
-    let client = RouterClient::new(endpoint.connect_lazy())
-        .max_decoding_message_size(MAX_MESSAGE_BYTES)
-        .max_encoding_message_size(MAX_MESSAGE_BYTES);
+    let client_of = |channel: Channel| {
+        RouterClient::new(channel)
+            .max_decoding_message_size(MAX_MESSAGE_BYTES)
+            .max_encoding_message_size(MAX_MESSAGE_BYTES)
+    };
+    let client = client_of(endpoint.connect_lazy());
+    // A channel's tasks (its connection, the body it sends) run on the runtime it is made on.
+    let bulk = {
+        let _on = switchboard_background::background().handle().enter();
+        client_of(endpoint.connect_lazy())
+    };
     Some(Instance {
         addr: addr.to_string(),
         client,
+        bulk,
         health: Arc::new(Health::new(Instant::now())),
     })
 }
@@ -292,7 +305,11 @@ impl Routers {
             let began = Instant::now();
             running.push((i, began));
             let flight = instance.health.start();
-            let call = run(instance.client.clone(), timeout);
+            let client = match attempts {
+                Attempts::Until(_) => instance.bulk.clone(),
+                Attempts::Hedged | Attempts::OneByOne => instance.client.clone(),
+            };
+            let call = run(client, timeout);
             pending.push(async move {
                 let result = match tokio::time::timeout(timeout, call).await {
                     Ok(r) => r,
@@ -419,13 +436,28 @@ impl Routers {
     }
 
     /// Evaluates a replay chunk: like [`Routers::evaluate`], but an attempt may run until
-    /// `deadline` (the replay's own), never less than the call timeout.
+    /// `deadline` (the replay's own), never less than the call timeout; on the replay
+    /// connection, as an `EvaluateStream` whose first message holds only the call's terms and
+    /// the rest its deliveries, [`REPLAY_PART`] at a time, so the router knows a replay before
+    /// it decodes any of its deliveries (and decodes them at a replay's priority).
     pub async fn evaluate_until(
         &self,
         req: EvaluateRequest,
         deadline: tokio::time::Instant,
     ) -> Result<Vec<DeliveryDecisions>, RoutingError> {
-        self.evaluate_with(Attempts::Until(deadline), req).await
+        self.calls.fetch_add(1, Ordering::Relaxed);
+        self.call(Attempts::Until(deadline), |mut client, timeout| {
+            let mut request = tonic::Request::new(futures::stream::iter(in_parts(&req)));
+            request.set_timeout(timeout);
+            switchboard_telemetry::propagation::inject(request.metadata_mut());
+            async move {
+                client
+                    .evaluate_stream(request)
+                    .await
+                    .map(|r| r.into_inner().results)
+            }
+        })
+        .await
     }
 
     /// Evaluates a small request a sender waits on: hedged on another router when the
@@ -494,9 +526,83 @@ impl Routers {
     }
 }
 
+/// Deliveries per message of a streamed replay call: small messages, so none holds a
+/// connection or a decoder for long.
+pub const REPLAY_PART: usize = 25;
+
+/// A call as an `EvaluateStream`: its terms alone (its deliveries not cloned), then its
+/// deliveries in parts.
+fn in_parts(req: &EvaluateRequest) -> Vec<EvaluateRequest> {
+    let EvaluateRequest {
+        context,
+        configurations,
+        deliveries,
+        budget_ms,
+        work_class,
+        tenant,
+        max_child_faults,
+    } = req;
+    let terms = EvaluateRequest {
+        context: context.clone(),
+        configurations: configurations.clone(),
+        deliveries: Vec::new(),
+        budget_ms: *budget_ms,
+        work_class: *work_class,
+        tenant: tenant.clone(),
+        max_child_faults: *max_child_faults,
+    };
+    std::iter::once(terms)
+        .chain(deliveries.chunks(REPLAY_PART).map(|part| EvaluateRequest {
+            deliveries: part.to_vec(),
+            ..EvaluateRequest::default()
+        }))
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_streamed_replay_call_sends_its_terms_first_and_then_its_deliveries_in_parts() {
+        let req = EvaluateRequest {
+            context: Some(RoutingContext::default()),
+            configurations: vec![Configuration { json: "{}".into() }],
+            deliveries: (0..60)
+                .map(|i| StoredDelivery {
+                    event_id: format!("ev-{i}"),
+                    ..StoredDelivery::default()
+                })
+                .collect(),
+            budget_ms: 50,
+            work_class: WorkClass::Replay as i32,
+            tenant: "human:a".into(),
+            max_child_faults: 3,
+        };
+        let parts = in_parts(&req);
+        assert_eq!(parts.len(), 1 + 3);
+        assert_eq!(
+            parts[0],
+            EvaluateRequest {
+                deliveries: Vec::new(),
+                ..req.clone()
+            }
+        );
+        let sizes: Vec<usize> = parts[1..].iter().map(|p| p.deliveries.len()).collect();
+        assert_eq!(sizes, [25, 25, 10]);
+        let again: Vec<StoredDelivery> = parts[1..]
+            .iter()
+            .flat_map(|p| p.deliveries.clone())
+            .collect();
+        assert_eq!(again, req.deliveries);
+        assert!(
+            parts[1..].iter().all(|p| EvaluateRequest {
+                deliveries: Vec::new(),
+                ..p.clone()
+            } == EvaluateRequest::default()),
+            "later parts carry deliveries only"
+        );
+    }
 
     #[test]
     fn what_a_caller_sees_names_no_router() {

@@ -147,11 +147,30 @@ impl Replayer {
             armed: true,
         };
         let started = std::time::Instant::now();
-        let result = async {
-            self.state
+        // Everything a replay reads, encodes, sends and decodes runs on the background
+        // runtime's low-priority threads, so it never competes with live ingest for a core
+        // (issue 43); dropping this future (the caller went away) cancels it there.
+        let state = self.state.clone();
+        let endpoint_id = caller.endpoint_id.clone();
+        let scope = scope.clone();
+        let webhook_id = webhook_id.to_string();
+        let since = window.since;
+        let same_context = contexts.saved == contexts.candidate;
+        let (saved_ctx, candidate_ctx) = (contexts.saved.clone(), contexts.candidate.clone());
+        let configs = [
+            WireConfiguration {
+                json: serde_json::to_string(saved).unwrap_or_default(),
+            },
+            WireConfiguration {
+                json: serde_json::to_string(candidate).unwrap_or_default(),
+            },
+        ];
+        let budget = self.budget;
+        let work = async move {
+            state
                 .store
                 .try_take_sliding(
-                    &caller.endpoint_id,
+                    &endpoint_id,
                     "replay",
                     REPLAYS_PER_MINUTE,
                     Duration::from_secs(60),
@@ -159,38 +178,24 @@ impl Replayer {
                 .await?;
             // Bounded in bytes as well as in count: a window of big bodies is cut short, and
             // the plan says so (truncated, so unproven).
-            let loaded = self
-                .state
+            let loaded = state
                 .store
-                .recent_events_within(
-                    scope,
-                    webhook_id,
-                    limit,
-                    window.since,
-                    crate::store::LOAD_BYTES,
-                )
+                .recent_events_within(&scope, &webhook_id, limit, since, crate::store::LOAD_BYTES)
                 .await?;
             let events = loaded.events;
             let deliveries: Vec<StoredDelivery> = events.iter().map(stored_delivery).collect();
-            let configs = [
-                WireConfiguration {
-                    json: serde_json::to_string(saved).unwrap_or_default(),
-                },
-                WireConfiguration {
-                    json: serde_json::to_string(candidate).unwrap_or_default(),
-                },
-            ];
             let total = deliveries.len() as u64;
-            let chunk = self.state.limits.replay_chunk.max(1);
-            let budget_ms = self.state.limits.evaluation_budget.as_millis() as u32;
-            let deadline = tokio::time::Instant::now() + self.budget;
-            let mut calls = futures::stream::FuturesOrdered::new();
+            let chunk = state.limits.replay_chunk.max(1);
+            let budget_ms = state.limits.evaluation_budget.as_millis() as u32;
+            let deadline = tokio::time::Instant::now() + budget;
             let chunks = switchboard_model::body::chunk_ranges(
                 deliveries.iter().map(|d| d.body.len()),
                 chunk,
                 switchboard_model::body::CHUNK_BYTES,
             );
-            for range in chunks {
+            // Built and sent a few at a time, not all at once: a replay never holds its whole
+            // window encoded in front of the router (issue 43).
+            let calls = chunks.into_iter().map(|range| {
                 let start = range.start;
                 let part = &deliveries[range];
                 let request = |ctx: &RoutingContext, configurations: &[WireConfiguration]| {
@@ -201,24 +206,24 @@ impl Replayer {
                         budget_ms,
                         work_class: WorkClass::Replay as i32,
                         tenant: scope.to_string(),
-                        max_child_faults: self.state.limits.replay_max_child_faults,
+                        max_child_faults: state.limits.replay_max_child_faults,
                     }
                 };
                 // One call evaluates both configurations when they share a context; otherwise
                 // each gets its own call and the decisions are paired up again.
-                let (first, second) = if contexts.saved == contexts.candidate {
-                    (request(contexts.saved, &configs), None)
+                let (first, second) = if same_context {
+                    (request(&saved_ctx, &configs), None)
                 } else {
                     (
-                        request(contexts.saved, &configs[..1]),
-                        Some(request(contexts.candidate, &configs[1..])),
+                        request(&saved_ctx, &configs[..1]),
+                        Some(request(&candidate_ctx, &configs[1..])),
                     )
                 };
-                let routers = self.state.routers.clone();
+                let routers = state.routers.clone();
                 // A chunk may wait behind live work until the replay's deadline (a second
                 // more, so the deadline below ends the replay first and reports it truncated).
                 let until = deadline + Duration::from_secs(1);
-                calls.push_back(async move {
+                async move {
                     let result = match second {
                         None => routers.evaluate_until(first, until).await,
                         Some(second) => {
@@ -241,14 +246,15 @@ impl Replayer {
                         }
                     };
                     (start, result)
-                });
-            }
+                }
+            });
+            use futures::StreamExt;
+            let mut calls = futures::stream::iter(calls).buffered(REPLAY_CALLS_IN_FLIGHT);
             let mut evidence = Evidence {
                 truncated: loaded.capped,
                 ..Evidence::default()
             };
             let mut done = 0u64;
-            use futures::StreamExt;
             // A stopped call ends the replay: the chunks still queued are dropped (cancelled)
             // below, and the faults that stopped it are in the evidence.
             while evidence.stopped.is_none() {
@@ -286,8 +292,11 @@ impl Replayer {
                 }
             }
             Ok::<_, PackError>(evidence)
-        }
-        .await;
+        };
+        let result = match switchboard_background::background().run(work).await {
+            Ok(result) => result,
+            Err(cancelled) => Err(RoutingError::Unavailable(cancelled.to_string()).into()),
+        };
         lease.release().await;
         if let Ok(outcome) = &result {
             switchboard_telemetry::metrics().replay("replay", started.elapsed(), outcome.truncated);
@@ -295,6 +304,12 @@ impl Replayer {
         result
     }
 }
+
+/// A replay's calls to the routers in flight at once: enough to keep a router's children
+/// busy (each call is split over them, and they hold the next part in their pipe), few
+/// enough that a 1,000-delivery replay is read, encoded and sent as it is evaluated rather
+/// than all at once.
+const REPLAY_CALLS_IN_FLIGHT: usize = 3;
 
 /// Holds a webhook's replay lease; releasing it when dropped, even when the caller went away
 /// mid-replay and the replay future was dropped.

@@ -7,7 +7,7 @@
 //! them on children.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::time::Duration;
 
 use bytes::Bytes;
@@ -46,9 +46,46 @@ pub(super) struct Call {
     pub(super) terms: Vec<Arc<Terms>>,
     pub(super) max_child_faults: u32,
     pub(super) child_faults: AtomicU32,
+    /// What one unit of this call costs, in nanoseconds of a child's CPU time (0 until the
+    /// first request of it is answered): how many deliveries a lane gives a child at once.
+    pub(super) unit_ns: AtomicU64,
 }
 
+/// About how much CPU one request of a call may take before the next tenant's turn: a lane
+/// gives a child at most this much of a call's work at once ([`Call::slice`]), so a cheap
+/// call waits behind slices this long, never behind another tenant's whole chunk.
+pub(super) const SLICE: Duration = Duration::from_millis(20);
+
+/// Deliveries in a call's first request, before its cost is known.
+const FIRST_SLICE: usize = 1;
+
 impl Call {
+    /// Deliveries to give a child in one request: about [`SLICE`] of CPU by what the call's
+    /// units have cost so far (at least one delivery).
+    pub(super) fn slice(&self) -> usize {
+        let n = self.configurations.len().max(1) as u64;
+        match self.unit_ns.load(Ordering::Relaxed) {
+            0 => FIRST_SLICE,
+            ns => (SLICE.as_nanos() as u64 / ns.saturating_mul(n)).max(1) as usize,
+        }
+    }
+
+    /// A request of `units` units cost `spent`: the call's estimate moves a quarter of the
+    /// way to it (the first sets it).
+    pub(super) fn observe(&self, spent: Duration, units: usize) {
+        if units == 0 {
+            return;
+        }
+        let sample = (spent.as_nanos() as u64 / units as u64).max(1);
+        let old = self.unit_ns.load(Ordering::Relaxed);
+        let new = if old == 0 {
+            sample
+        } else {
+            (old * 3 + sample) / 4
+        };
+        self.unit_ns.store(new.max(1), Ordering::Relaxed);
+    }
+
     fn stopped(&self) -> bool {
         self.max_child_faults > 0
             && self.child_faults.load(Ordering::Relaxed) >= self.max_child_faults
@@ -72,6 +109,17 @@ pub(super) struct Job {
     pub(super) call: Arc<Call>,
     /// Children lost under this chunk to something other than its units.
     pub(super) lost_children: u32,
+    /// A unit that ran past its budget while other work ran beside it: it is run again
+    /// alone ([`super::lanes`], `confirm`) before it is called a fault, so a budget fault is
+    /// a property of the rule, not of the neighbours (issue 43).
+    pub(super) suspect: Option<usize>,
+    /// This job is such a re-run: a unit over its budget here is a fault.
+    pub(super) confirming: bool,
+    /// Units its request in flight asks for (what the CPU it costs is divided by).
+    pub(super) asked: usize,
+    /// CPU its requests spent since it last left its tenant's line: a turn lasts until this
+    /// reaches [`SLICE`].
+    pub(super) turn: Duration,
 }
 
 impl Queued for Job {
@@ -87,27 +135,61 @@ impl Queued for Job {
 }
 
 impl Job {
-    /// The request that gives a child every unit still undecided, and the unit its first
-    /// delivery starts at; `None` when every unit is decided.
-    pub(super) fn next_request(&self) -> Option<(Bytes, usize)> {
+    /// The request that gives a child the undecided units of at most `deliveries`
+    /// deliveries, the unit its first delivery starts at, and how many units it asks for;
+    /// `None` when every unit is decided. What it leaves undecided runs in a later request.
+    pub(super) fn next_request(&self, deliveries: usize) -> Option<(Bytes, usize, usize)> {
         let start = self.units.iter().position(Option::is_none)?;
         // After a failure (rare), only what is left: from the first undecided unit's
         // delivery, skipping its decided units and omitting any decided later.
         let n = self.configurations.max(1);
         let first = start / n;
         let base = first * n;
-        let omit: Vec<u32> = (start..self.units.len())
+        let last = first
+            .saturating_add(deliveries.max(1))
+            .min(self.deliveries.len());
+        let end = (last * n).min(self.units.len());
+        let omit: Vec<u32> = (start..end)
             .filter(|u| self.units[*u].is_some())
             .map(|u| (u - base) as u32)
             .collect();
+        let asked = (start..end).len() - omit.len();
         let request = encode_evaluate(
             &self.call.ctx,
             &self.call.configurations,
-            &self.deliveries[first.min(self.deliveries.len())..],
+            &self.deliveries[first.min(last)..last],
             (start - base) as u32,
             &omit,
         );
-        Some((request, base))
+        Some((request, base, asked))
+    }
+
+    /// Whether every unit has its decision.
+    pub(super) fn decided(&self) -> bool {
+        self.units.iter().all(Option::is_some)
+    }
+
+    /// The job that runs unit `unit` of this one alone (its delivery, every other unit of it
+    /// left out), to confirm a fault; its answer goes to the receiver.
+    pub(super) fn alone(&self, unit: usize) -> (Self, oneshot::Receiver<Answers>) {
+        let n = self.configurations.max(1);
+        let (reply, answer) = oneshot::channel();
+        let mut units = vec![Some(Decision::default()); n];
+        units[unit % n] = None;
+        let job = Job {
+            deliveries: self.deliveries.get(unit / n).cloned().into_iter().collect(),
+            configurations: self.configurations,
+            units,
+            budget: self.budget,
+            reply,
+            call: self.call.clone(),
+            lost_children: 0,
+            suspect: None,
+            confirming: true,
+            asked: 0,
+            turn: Duration::ZERO,
+        };
+        (job, answer)
     }
 
     pub(super) fn finish(self, stats: &SandboxStats) {
@@ -194,11 +276,6 @@ impl Evaluation<'_> {
         if n == 0 || deliveries.is_empty() {
             return Ok(());
         }
-        if tokio::runtime::Handle::try_current().is_err() {
-            return Err(SandboxError::Spawn(
-                "no tokio runtime to run lanes on".into(),
-            ));
-        }
         let children = pool.config.children.max(1);
         let chunk = deliveries
             .len()
@@ -221,6 +298,10 @@ impl Evaluation<'_> {
                 reply,
                 call: self.call.clone(),
                 lost_children: 0,
+                suspect: None,
+                confirming: false,
+                asked: 0,
+                turn: Duration::ZERO,
             });
             self.answers.push(answer);
         }
@@ -312,12 +393,17 @@ mod tests {
                     .collect(),
                 max_child_faults: 0,
                 child_faults: AtomicU32::new(0),
+                unit_ns: AtomicU64::new(0),
                 ctx: RoutingContext::default(),
                 configurations,
             }),
             lost_children: 0,
+            suspect: None,
+            confirming: false,
+            asked: 0,
+            turn: Duration::ZERO,
         };
-        assert_eq!(job.next_request(), Some((first, 0)));
+        assert_eq!(job.next_request(usize::MAX), Some((first, 0, 8)));
         // Unit 5 is delivery 2's candidate (configuration 1): its rule 0 is "c".
         assert_eq!(job.rule_of(5, Some(0)), "c");
         assert_eq!(job.rule_of(4, Some(1)), "b");
@@ -332,8 +418,8 @@ mod tests {
         for u in [0, 1, 2, 4] {
             job.units[u] = Some(Decision::default());
         }
-        let (request, base) = job.next_request().expect("units are left");
-        assert_eq!(base, 2);
+        let (request, base, asked) = job.next_request(usize::MAX).expect("units are left");
+        assert_eq!((base, asked), (2, 4));
         let req = ChildRequest::decode(request.slice(4..)).expect("decodes");
         let Some(child_request::Request::Evaluate(e)) = req.request else {
             panic!("an evaluate request");
@@ -342,9 +428,32 @@ mod tests {
         assert_eq!(ids, ["ev-1", "ev-2", "ev-3"]);
         assert_eq!(e.skip_units, 1);
         assert_eq!(e.omit_units, [2]);
+        // A slice of two deliveries: delivery 1's unit 3 and delivery 2's unit 5.
+        let (request, base, asked) = job.next_request(2).expect("units are left");
+        assert_eq!((base, asked), (2, 2));
+        let req = ChildRequest::decode(request.slice(4..)).expect("decodes");
+        let Some(child_request::Request::Evaluate(e)) = req.request else {
+            panic!("an evaluate request");
+        };
+        let ids: Vec<&str> = e.deliveries.iter().map(|d| d.event_id.as_str()).collect();
+        assert_eq!(ids, ["ev-1", "ev-2"]);
+        assert_eq!((e.skip_units, e.omit_units), (1, vec![2]));
+        // Unit 5 alone: delivery 2, its other unit left out.
+        let (alone, _answer) = job.alone(5);
+        assert!(alone.confirming);
+        assert_eq!(alone.deliveries[0].event_id, "ev-2");
+        assert_eq!(alone.units, [Some(Decision::default()), None]);
+        let (request, base, asked) = alone.next_request(usize::MAX).expect("one unit");
+        assert_eq!((base, asked), (0, 1));
+        let req = ChildRequest::decode(request.slice(4..)).expect("decodes");
+        let Some(child_request::Request::Evaluate(e)) = req.request else {
+            panic!("an evaluate request");
+        };
+        assert_eq!((e.deliveries.len(), e.skip_units), (1, 1));
         for u in [3, 5, 6, 7] {
             job.units[u] = Some(Decision::default());
         }
-        assert!(job.next_request().is_none());
+        assert!(job.decided());
+        assert!(job.next_request(usize::MAX).is_none());
     }
 }

@@ -123,7 +123,7 @@ pub(super) fn on_frame(
 
 impl Inner {
     pub(super) fn forget(&self, pid: u32) {
-        lock(&self.live).retain(|p| *p != pid);
+        lock(&self.live).retain(|(p, _)| *p != pid);
     }
 
     /// Starts a child for work of `class`, at that class's nice value.
@@ -182,7 +182,14 @@ impl Inner {
             tracing::debug!(pid, error = %e, class = class.label(), "could not lower a child's priority");
         }
         self.stats.spawned.fetch_add(1, Ordering::Relaxed);
-        lock(&self.live).push(pid);
+        lock(&self.live).push((pid, class));
+        if class != Class::Live
+            && let Some(paused) = lock(&self.paused).as_mut()
+        {
+            // Started while a unit is confirmed alone: it waits too.
+            signal(&[pid], rustix::process::Signal::STOP);
+            paused.push(pid);
+        }
         match proc.recv(self.config.compile_budget).await {
             Ok(child_response::Response::Ready(ready)) => Ok((proc, ready)),
             _ => {
@@ -230,9 +237,7 @@ impl Inner {
     /// their way, so live work never waits for a child to start (other classes start theirs
     /// when they need one: a fault in their work never takes live work's spare).
     pub(super) fn refill(self: &Arc<Self>) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
+        let runtime = &self.runtime;
         let idle = lock(&self.idle)
             .iter()
             .filter(|c| c.class == Class::Live)
@@ -253,12 +258,49 @@ impl Inner {
         }
     }
 
+    /// Stops every child of interactive work and replays but `except` (SIGSTOP), and any
+    /// such child started meanwhile, until the guard is dropped: a unit re-run to confirm a
+    /// budget fault runs alone. Live children are never paused. Budgets are CPU time, so a
+    /// paused child's unit is not blamed for the pause.
+    pub(super) fn pause_others(self: &Arc<Self>, except: u32) -> Paused {
+        let pids: Vec<u32> = lock(&self.live)
+            .iter()
+            .filter(|(pid, class)| *pid != except && *class != Class::Live)
+            .map(|(pid, _)| *pid)
+            .collect();
+        signal(&pids, rustix::process::Signal::STOP);
+        *lock(&self.paused) = Some(pids);
+        Paused { pool: self.clone() }
+    }
+
     pub(super) fn checkin(&self, mut child: ChildProcess) {
         // A child that exited on its own is not worth keeping.
         if child.alive() {
             lock(&self.idle).push(child);
         } else {
             self.forget(child.pid);
+        }
+    }
+}
+
+/// Children paused by [`Inner::pause_others`]; they go on when this is dropped.
+pub(super) struct Paused {
+    pool: Arc<Inner>,
+}
+
+impl Drop for Paused {
+    fn drop(&mut self) {
+        if let Some(pids) = lock(&self.pool.paused).take() {
+            signal(&pids, rustix::process::Signal::CONT);
+        }
+    }
+}
+
+fn signal(pids: &[u32], signal: rustix::process::Signal) {
+    for pid in pids {
+        if let Some(pid) = rustix::process::Pid::from_raw(*pid as i32) {
+            // Best effort: a child that has gone meanwhile needs nothing.
+            let _ = rustix::process::kill_process(pid, signal);
         }
     }
 }

@@ -17,9 +17,9 @@ use tokio::process::ChildStdin;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, sleep_until};
 
-use super::call::{Call, Job};
+use super::call::{Call, Job, SLICE};
 use super::children::{ChildProcess, Failure, InFlight, on_frame};
-use super::watchdog::{Stopped, Watch, fail};
+use super::watchdog::{MAX_LOST_CHILDREN_PER_CHUNK, Stopped, Watch, fail};
 use super::{DEPTH, Inner, lock};
 use crate::sandbox::progress::cpu_ns_of;
 use crate::sandbox::schedule::{Class, Queued};
@@ -85,8 +85,70 @@ pub(super) async fn lane(pool: Arc<Inner>, permit: OwnedSemaphorePermit, reserve
                 }
             },
         };
-        child = run(&pool, c, job).await;
+        let (c, job) = match job.suspect {
+            Some(_) => confirm(&pool, c, job).await,
+            None => (Some(c), job),
+        };
+        child = match c {
+            Some(c) => run(&pool, c, job, false).await,
+            None => {
+                pool.requeue(vec![job]);
+                None
+            }
+        };
     }
+}
+
+/// Runs the unit a job's last child overran again, alone: one such re-run at a time, with
+/// every other child of interactive work and replays paused (live work never is), so the
+/// CPU it spends is its own. Over its budget alone, it faults (the re-run records it);
+/// within it, it gets its decision as if nothing had disturbed it. Returns the child (or
+/// `None` when the re-run cost it) and the job, the unit decided.
+async fn confirm(
+    pool: &Arc<Inner>,
+    child: ChildProcess,
+    mut job: Job,
+) -> (Option<ChildProcess>, Job) {
+    let Some(unit) = job.suspect.take() else {
+        return (Some(child), job);
+    };
+    if job.units.get(unit).is_none_or(Option::is_some) {
+        return (Some(child), job);
+    }
+    let (alone, answer) = job.alone(unit);
+    let back = {
+        let _turn = pool.alone.lock().await;
+        let _paused = pool.pause_others(child.pid);
+        run(pool, child, alone, true).await
+    };
+    let decided = match answer.await {
+        Ok(Ok(mut units)) => units
+            .get_mut(unit % job.configurations.max(1))
+            .and_then(Option::take),
+        _ => None,
+    };
+    match decided {
+        Some(d) => {
+            if d.outcome != switchboard_proto::router::v1::Outcome::Fault as i32 {
+                pool.stats.cleared_alone.fetch_add(1, Ordering::Relaxed);
+            }
+            job.units[unit] = Some(d);
+        }
+        // Its child was lost to something else: try again, a bounded number of times.
+        None if job.lost_children < MAX_LOST_CHILDREN_PER_CHUNK => {
+            job.lost_children += 1;
+            job.suspect = Some(unit);
+        }
+        None => {
+            job.units[unit] = Some(crate::engine::decision::fault(
+                "",
+                crate::engine::decision::fault::BUDGET_EXCEEDED,
+                "evaluation exceeded its budget, and its re-run alone lost its child",
+            ));
+            job.call.child_faults.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    (back, job)
 }
 
 /// A lane counted in `replay_lanes` or `interactive_lanes` while it runs that class (and not
@@ -143,10 +205,18 @@ async fn write_some(
     }
 }
 
-/// Runs `first` and every job it can take after it on `child`, keeping up to [`DEPTH`]
-/// requests in the child's pipe. Returns the child when no job is left for it, or `None`
-/// when it failed (after keeping its answers and queueing what it left undone).
-async fn run(pool: &Arc<Inner>, mut child: ChildProcess, first: Job) -> Option<ChildProcess> {
+/// Runs `first` and (unless `alone`) every job it can take after it on `child`, keeping up
+/// to [`DEPTH`] requests in the child's pipe. Each request is one slice of its job
+/// ([`super::call::Call::slice`]); a job with units left after its slice goes back to its
+/// tenant's line, so tenants take turns slice by slice. Returns the child when no job is
+/// left for it, or `None` when it failed (after keeping its answers and queueing what it
+/// left undone).
+async fn run(
+    pool: &Arc<Inner>,
+    mut child: ChildProcess,
+    first: Job,
+    alone: bool,
+) -> Option<ChildProcess> {
     let idle = pool.config.compile_budget;
     let mut inflight: VecDeque<InFlight> = VecDeque::with_capacity(DEPTH);
     let mut writing: Option<(Bytes, usize)> = None;
@@ -160,9 +230,12 @@ async fn run(pool: &Arc<Inner>, mut child: ChildProcess, first: Job) -> Option<C
         queued.as_mut().enable();
         if writing.is_none()
             && inflight.len() < DEPTH
-            && let Some(job) = first
-                .take()
-                .or_else(|| pool.next_job(inflight.len(), child.class))
+            && (inflight.is_empty() || worth_pipelining(&inflight))
+            && let Some(job) = first.take().or_else(|| {
+                (!alone)
+                    .then(|| pool.next_job(inflight.len(), child.class))
+                    .flatten()
+            })
         {
             let Some(job) = job.unless_done(&pool.stats) else {
                 continue;
@@ -175,8 +248,10 @@ async fn run(pool: &Arc<Inner>, mut child: ChildProcess, first: Job) -> Option<C
                 pool.requeue(vec![job]);
                 return None;
             }
-            match job.next_request() {
-                Some((request, base)) => {
+            match job.next_request(job.call.slice()) {
+                Some((request, base, asked)) => {
+                    let mut job = job;
+                    job.asked = asked;
                     child.sent += 1;
                     inflight.push_back(InFlight {
                         job,
@@ -210,8 +285,21 @@ async fn run(pool: &Arc<Inner>, mut child: ChildProcess, first: Job) -> Option<C
             Event::Frame(Ok(frame)) => match on_frame(&mut inflight, frame) {
                 Ok(Some(done)) => {
                     watch = None;
-                    pool.charge(&done.call, child.pid, &mut cpu_mark);
-                    done.finish(&pool.stats);
+                    let mut done = done;
+                    let spent = pool.charge(&done.call, child.pid, &mut cpu_mark);
+                    done.call.observe(spent, done.asked);
+                    done.turn += spent;
+                    if done.decided() || done.confirming {
+                        done.finish(&pool.stats);
+                    } else if done.turn < SLICE && first.is_none() && !alone {
+                        // Its turn is not used up (a first slice of one delivery that proved
+                        // cheap): it goes on here, as deficit round robin would.
+                        first = Some(done);
+                    } else {
+                        // The rest of it waits for its tenant's next turn.
+                        done.turn = Duration::ZERO;
+                        pool.submit(done);
+                    }
                 }
                 Ok(None) => {
                     if watch.is_none() && inflight.front().is_some_and(|f| f.compiled) {
@@ -272,25 +360,45 @@ async fn run(pool: &Arc<Inner>, mut child: ChildProcess, first: Job) -> Option<C
     if let Some(front) = inflight.front() {
         pool.charge(&front.job.call, child.pid, &mut cpu_mark);
     }
+    // A job whose turn went on here and was not written yet runs on another child.
+    if let Some(job) = first.take() {
+        pool.requeue(vec![job]);
+    }
     fail(pool, child, inflight, stopped).await;
     None
 }
+
+/// Whether to write a second request behind the one a child runs: only when that one is
+/// short (or its cost unknown). Pipelining saves the child the parent's wakeup between two
+/// requests, which matters for requests of a few milliseconds; behind a long slice it would
+/// only make the next tenant's turn wait for two.
+fn worth_pipelining(inflight: &VecDeque<InFlight>) -> bool {
+    inflight.iter().all(|f| {
+        let unit = f.job.call.unit_ns.load(Ordering::Relaxed);
+        Duration::from_nanos(unit.saturating_mul(f.job.asked as u64)) < PIPELINE_BELOW
+    })
+}
+
+/// A request expected to take at least this much CPU gets no second request behind it.
+const PIPELINE_BELOW: Duration = Duration::from_millis(5);
 
 fn front_compiled(inflight: &VecDeque<InFlight>) -> bool {
     inflight.front().is_some_and(|f| f.compiled)
 }
 
 impl Inner {
-    /// Counts the CPU `pid` spent since `mark` as `call`'s, and moves the mark.
-    fn charge(&self, call: &Call, pid: u32, mark: &mut Option<u64>) {
+    /// Counts the CPU `pid` spent since `mark` as `call`'s, moves the mark, and returns it.
+    fn charge(&self, call: &Call, pid: u32, mark: &mut Option<u64>) -> Duration {
         let now = cpu_ns_of(pid);
+        let mut spent = Duration::ZERO;
         if let (Some(before), Some(after)) = (*mark, now) {
-            let spent = Duration::from_nanos(after.saturating_sub(before));
+            spent = Duration::from_nanos(after.saturating_sub(before));
             *lock(&self.cpu)
                 .entry((call.tenant.clone(), call.class))
                 .or_default() += spent;
             switchboard_telemetry::metrics().sandbox_cpu(&call.tenant, call.class.label(), spent);
         }
         *mark = now;
+        spent
     }
 }

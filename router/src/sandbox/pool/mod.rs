@@ -143,6 +143,10 @@ pub struct SandboxStats {
     pub not_evaluated: AtomicU64,
     /// Children started while work waited for them (no spare was ready).
     pub spawned_on_demand: AtomicU64,
+    /// Units that ran past their budget beside other work and were run again alone.
+    pub rerun_alone: AtomicU64,
+    /// Of those, the ones that kept within their budget alone: no fault (issue 43).
+    pub cleared_alone: AtomicU64,
 }
 
 /// How busy a pool is at one moment ([`SandboxPool::occupancy`]).
@@ -176,14 +180,23 @@ struct Inner {
     stats: SandboxStats,
     /// CPU time children spent per tenant and class.
     cpu: Mutex<HashMap<(String, Class), Duration>>,
-    /// Process ids of live children, for operators (and tests) to find them.
-    live: Mutex<Vec<u32>>,
+    /// Process ids of the children alive, with the class each runs: for operators (and
+    /// tests) to find them, and to pause them while a unit is confirmed alone.
+    live: Mutex<Vec<(u32, Class)>>,
+    /// Held while a unit over its budget runs again alone: one such re-run at a time.
+    alone: tokio::sync::Mutex<()>,
+    /// The children paused while it runs (`None` when none is paused).
+    paused: Mutex<Option<Vec<u32>>>,
     queue: Mutex<Queue>,
     /// Woken when a job is queued.
     queued: Notify,
     /// Validations waiting for a child slot: lanes take no new jobs meanwhile, finish what
     /// they have and give their slot up, so a validation waits at most two chunks.
     validations_waiting: AtomicUsize,
+    /// The runtime the pool was started on: lanes and spares run there, wherever a call's
+    /// parts are pushed from (a replay's are decoded on the background runtime, whose
+    /// low-priority threads must not run a lane that may next take live work).
+    runtime: tokio::runtime::Handle,
 }
 
 fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -198,6 +211,8 @@ pub struct SandboxPool {
 impl SandboxPool {
     /// Starts the pool and one child to check that children start and are confined.
     pub async fn start(config: SandboxConfig) -> Result<Arc<Self>, SandboxError> {
+        let runtime = tokio::runtime::Handle::try_current()
+            .map_err(|_| SandboxError::Spawn("no tokio runtime to run lanes on".into()))?;
         let inner = Arc::new(Inner {
             terms: Mutex::default(),
             permits: Arc::new(Semaphore::new(config.children.max(1))),
@@ -211,9 +226,12 @@ impl SandboxPool {
             idle: Mutex::new(Vec::new()),
             stats: SandboxStats::default(),
             live: Mutex::new(Vec::new()),
+            alone: tokio::sync::Mutex::new(()),
+            paused: Mutex::new(None),
             queue: Mutex::new(Queue::default()),
             queued: Notify::new(),
             validations_waiting: AtomicUsize::new(0),
+            runtime,
         });
         let (first, ready) = inner.spawn(Class::Live).await?;
         if inner.config.require_confinement && (!ready.seccomp || ready.landlock == "none") {
@@ -273,7 +291,7 @@ impl SandboxPool {
 
     /// Process ids of the children alive now.
     pub fn child_pids(&self) -> Vec<u32> {
-        lock(&self.inner.live).clone()
+        lock(&self.inner.live).iter().map(|(pid, _)| *pid).collect()
     }
 
     /// Evaluates one or two configurations over every delivery as interactive work of no
@@ -326,6 +344,7 @@ impl SandboxPool {
                 .collect(),
             max_child_faults: work.max_child_faults,
             child_faults: AtomicU32::new(0),
+            unit_ns: AtomicU64::new(0),
             ctx: ctx.clone(),
             configurations: configurations.to_vec(),
         });

@@ -49,9 +49,7 @@ impl Inner {
     /// so a lane that leaves (under the same lock, when it finds the queue empty) is either
     /// seen leaving here or sees the job.
     pub(super) fn kick(self: &Arc<Self>) {
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            return;
-        };
+        let runtime = &self.runtime;
         let mut queue = lock(&self.queue);
         while queue.jobs.len() > queue.hungry {
             if let Ok(permit) = self.permits.clone().try_acquire_owned() {

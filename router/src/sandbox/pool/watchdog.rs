@@ -22,7 +22,7 @@ use crate::sandbox::progress::{Progress, ProgressBoard, cpu_ns_of, now_ns};
 
 /// Deaths not of a unit's doing a chunk may see before the unit the child was running is
 /// blamed after all (so a unit that keeps its child from living cannot loop forever).
-const MAX_LOST_CHILDREN_PER_CHUNK: u32 = 2;
+pub(super) const MAX_LOST_CHILDREN_PER_CHUNK: u32 = 2;
 
 /// Signals a unit brings on itself: jaq's abort on deep recursion, a stack overflow,
 /// running out of its address space (an allocation failure aborts), a forbidden call.
@@ -234,6 +234,25 @@ pub(super) async fn fail(
             "sandbox child lost to something other than its unit; its units run again"
         );
     }
+    // A unit over its CPU budget beside other work runs again alone before it is blamed:
+    // contention (a neighbour on the other core, caches, memory bandwidth) can make the
+    // same work cost more CPU time, and a fault must be a property of the rule.
+    if blame
+        && stopped.failure == Failure::Timeout
+        && let Some((i, u, rule)) = blamed
+        && !inflight[i].job.confirming
+        && inflight[i].job.suspect.is_none()
+    {
+        blame = false;
+        inflight[i].job.suspect = Some(u);
+        pool.stats.rerun_alone.fetch_add(1, Ordering::Relaxed);
+        tracing::info!(
+            pid = child.pid,
+            unit = u,
+            rule = %inflight[i].job.rule_of(u, rule),
+            "a unit ran past its budget; it runs again alone before it is blamed"
+        );
+    }
     if blame && let Some((i, u, rule)) = blamed {
         let (code, counter) = match stopped.failure {
             Failure::Died if !over_memory => (fault::SANDBOX_CRASHED, &pool.stats.crashed),
@@ -270,7 +289,8 @@ pub(super) async fn fail(
     }
     let mut undone = Vec::new();
     for f in inflight {
-        if f.job.units.iter().all(Option::is_some) {
+        // A re-run alone is answered whatever became of it: its lane decides what next.
+        if f.job.decided() || f.job.confirming {
             f.job.finish(&pool.stats);
         } else {
             undone.push(f.job);

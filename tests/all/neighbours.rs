@@ -1,0 +1,329 @@
+//! Neighbours leave no trace on the evidence (issue 43), with real sandbox children: a rule
+//! under its budget, measured alone, never faults however busy other tenants keep the pool,
+//! and is decided the same in a dry run, a replay, a fixture run and live ingest; a rule well
+//! over its budget always faults; a cheap replay is not stuck behind another tenant's
+//! expensive one.
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use switchboard_proto::router::v1::{Configuration, Decision, EvaluateResponse, Outcome};
+use switchboard_router::engine::decision::fault;
+use switchboard_router::sandbox::{Class, SandboxConfig, SandboxPool, Work};
+
+use crate::router_sandbox::in_process;
+use crate::support::{binary, context, deliveries};
+
+/// Never matches; costs CPU in proportion to `n` (about `n` steps of jq: a list of √n
+/// strings compared with each other, so it holds little memory).
+fn costly(n: u64) -> Configuration {
+    let k = (n as f64).sqrt().ceil().max(1.0) as u64;
+    Configuration {
+        json: serde_json::json!({"rules": [
+            {"id": "costly", "when": format!("((\"x\" * {k}) | split(\"\")) as $a | ([$a[] as $x | $a[] | select(. != $x)] | length) < 0"), "action": {"drop": true}},
+            {"id": "issues", "when": ".event == \"issues\"", "action": {"queue": "forge"}}
+        ]})
+        .to_string(),
+    }
+}
+
+/// Never matches, a few milliseconds of CPU per delivery: a busy neighbour's rules.
+fn busy() -> Configuration {
+    Configuration {
+        json: serde_json::json!({"rules": [
+            {"id": "busy", "when": "((. as $p | [$p,$p,$p,$p] | [.,.,.,.] | [.,.,.,.] | tojson | length) < 0)", "action": {"drop": true}}
+        ]})
+        .to_string(),
+    }
+}
+
+async fn pool(children: usize, budget: Duration) -> Arc<SandboxPool> {
+    let mut config = SandboxConfig::new(binary());
+    config.children = children;
+    config.budget = budget;
+    SandboxPool::start(config)
+        .await
+        .expect("sandbox pool starts")
+}
+
+fn work(class: Class, tenant: &str, budget: Option<Duration>) -> Work {
+    Work {
+        class: Some(class),
+        tenant: tenant.into(),
+        budget,
+        ..Work::default()
+    }
+}
+
+async fn run(
+    pool: &SandboxPool,
+    configuration: &Configuration,
+    count: usize,
+    work: &Work,
+) -> EvaluateResponse {
+    pool.evaluate_as(
+        &context(),
+        std::slice::from_ref(configuration),
+        &deliveries(count),
+        work,
+    )
+    .await
+    .expect("evaluates")
+}
+
+fn decisions(resp: &EvaluateResponse) -> Vec<Decision> {
+    resp.results
+        .iter()
+        .map(|r| r.decisions[0].clone())
+        .collect()
+}
+
+/// CPU per unit of `costly(n)`, measured alone (the pool's own per-tenant clock).
+async fn cost_alone(pool: &SandboxPool, n: u64) -> Duration {
+    static MEASURED: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    let tenant = format!("calibrate-{}", MEASURED.fetch_add(1, Ordering::Relaxed));
+    let units = 6;
+    let resp = run(
+        pool,
+        &costly(n),
+        units,
+        &work(Class::Interactive, &tenant, Some(Duration::from_secs(5))),
+    )
+    .await;
+    let ds = decisions(&resp);
+    assert!(
+        ds.iter().all(|d| d.outcome != Outcome::Fault as i32),
+        "{ds:?}"
+    );
+    let spent: Duration = pool
+        .cpu_by_tenant()
+        .into_iter()
+        .filter(|(t, _, _)| *t == tenant)
+        .map(|(_, _, d)| d)
+        .sum();
+    spent / units as u32
+}
+
+/// Other tenants keep the pool busy until dropped: B replays a busy neighbour's rules
+/// without a pause, C sends a live delivery every 20 ms.
+struct Neighbours {
+    stop: Arc<AtomicBool>,
+    tasks: Vec<tokio::task::JoinHandle<()>>,
+}
+
+impl Neighbours {
+    fn start(pool: &Arc<SandboxPool>) -> Self {
+        let stop = Arc::new(AtomicBool::new(false));
+        let replaying = {
+            let (pool, stop) = (pool.clone(), stop.clone());
+            tokio::spawn(async move {
+                while !stop.load(Ordering::Relaxed) {
+                    run(&pool, &busy(), 40, &work(Class::Replay, "team:b", None)).await;
+                }
+            })
+        };
+        let live = {
+            let (pool, stop) = (pool.clone(), stop.clone());
+            tokio::spawn(async move {
+                let trivial = Configuration {
+                    json: r#"{"rules":[{"id":"issues","when":".event == \"issues\"","action":{"queue":"forge"}}]}"#.into(),
+                };
+                while !stop.load(Ordering::Relaxed) {
+                    run(&pool, &trivial, 1, &work(Class::Live, "team:c", None)).await;
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+            })
+        };
+        Self {
+            stop,
+            tasks: vec![replaying, live],
+        }
+    }
+
+    async fn stop(self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for t in self.tasks {
+            t.await.expect("a neighbour's task ends");
+        }
+    }
+}
+
+/// A rule well under its budget (measured alone, just before) is never blamed for what its
+/// neighbours cost it: ten replays beside another tenant's replay and a third tenant's live
+/// deliveries, no fault, and the same decisions from a dry run, a replay, a fixture run and
+/// live ingest. A rule well over it always faults, naming itself, in every class.
+///
+/// The fractions leave room for this machine's own noise: CPU time here moves with the host's
+/// load (the same loop measured 60–170 ms of CPU within minutes, docs/sandbox.md), which
+/// nothing inside the router can pause; issue 43's 0.75× and 0.9× rows are not held here.
+#[tokio::test(flavor = "multi_thread")]
+async fn rules_under_their_budget_never_fault_beside_neighbours_and_rules_over_it_always_do() {
+    let budget = Duration::from_millis(40);
+    let pool = pool(2, budget).await;
+    let neighbours = Neighbours::start(&pool);
+    let ds = deliveries(4);
+    let under = costly(Cost::measure(&pool).await.n_for(budget.mul_f64(0.4)));
+    let want = in_process(&under.json, &context(), &ds);
+    for round in 0..10 {
+        let resp = run(&pool, &under, 4, &work(Class::Replay, "team:a", None)).await;
+        assert_eq!(decisions(&resp), want, "replay {round}");
+    }
+    for class in [Class::Live, Class::Interactive] {
+        let resp = run(&pool, &under, 4, &work(class, "team:a", None)).await;
+        assert_eq!(decisions(&resp), want, "{class:?}");
+    }
+    let over = costly(Cost::measure(&pool).await.n_for(budget * 4));
+    for class in [Class::Replay, Class::Live, Class::Interactive] {
+        let resp = run(&pool, &over, 2, &work(class, "team:a", None)).await;
+        for d in decisions(&resp) {
+            assert_eq!(
+                (d.fault_code.as_str(), d.rule_id.as_str()),
+                (fault::BUDGET_EXCEEDED, "costly"),
+                "{class:?}: {d:?}"
+            );
+        }
+    }
+    neighbours.stop().await;
+}
+
+/// A unit over its budget is run again alone before it is blamed: the re-run pauses every
+/// other child of interactive work and replays (another tenant's replay stops while it runs,
+/// and goes on after), and the fault is counted once.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_unit_over_its_budget_is_run_again_alone_before_it_is_blamed() {
+    let budget = Duration::from_millis(300);
+    let pool = pool(2, budget).await;
+    let neighbours = Neighbours::start(&pool);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let replay_children = |pool: &SandboxPool| -> Vec<u32> {
+        pool.child_pids()
+            .into_iter()
+            .filter(|p| nice_of(*p) == Some(10))
+            .collect()
+    };
+    let over = costly(Cost::measure(&pool).await.n_for(budget * 4));
+    let faults_before = pool.stats().budget_exceeded.load(Ordering::Relaxed);
+    let rerun_before = pool.stats().rerun_alone.load(Ordering::Relaxed);
+    let call = {
+        let (pool, over) = (pool.clone(), over.clone());
+        tokio::spawn(
+            async move { run(&pool, &over, 1, &work(Class::Replay, "team:a", None)).await },
+        )
+    };
+    // While A's unit runs again alone, every other replay child (B's) is stopped.
+    let mut seen_alone = false;
+    while !call.is_finished() {
+        let states: Vec<Option<char>> = replay_children(&pool).into_iter().map(state_of).collect();
+        let stopped = states.iter().filter(|s| **s == Some('T')).count();
+        seen_alone |= stopped >= 1 && stopped + 1 >= states.len();
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    let resp = call.await.expect("joins");
+    let d = &decisions(&resp)[0];
+    assert_eq!(
+        (d.fault_code.as_str(), d.rule_id.as_str()),
+        (fault::BUDGET_EXCEEDED, "costly"),
+        "{d:?}"
+    );
+    assert!(
+        seen_alone,
+        "B's replay children were paused during the re-run"
+    );
+    assert_eq!(
+        pool.stats().rerun_alone.load(Ordering::Relaxed) - rerun_before,
+        1
+    );
+    assert_eq!(
+        pool.stats().budget_exceeded.load(Ordering::Relaxed) - faults_before,
+        1,
+        "one fault, counted once"
+    );
+    // Nothing stays stopped: B goes on.
+    for p in replay_children(&pool) {
+        assert_ne!(state_of(p), Some('T'), "child {p} was left stopped");
+    }
+    neighbours.stop().await;
+}
+
+/// Field 3 of /proc/<pid>/stat: `T` while stopped.
+fn state_of(pid: u32) -> Option<char> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(") ")?;
+    rest.chars().next()
+}
+
+/// Field 19 of /proc/<pid>/stat: the nice value.
+fn nice_of(pid: u32) -> Option<i64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(") ")?;
+    rest.split_whitespace().nth(16)?.parse().ok()
+}
+
+/// Tenants take turns slice by slice, not chunk by chunk: a cheap replay beside another
+/// tenant's expensive one (about 10 ms of CPU per delivery, in chunks of many deliveries)
+/// waits only for the slices in the children's pipes, never for the other's chunks. Before
+/// issue 43 it finished when the expensive one did.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_cheap_replay_finishes_within_twice_its_time_alone_beside_an_expensive_one() {
+    let pool = pool(2, Duration::from_secs(2)).await;
+    let expensive = costly(Cost::measure(&pool).await.n_for(Duration::from_millis(10)));
+    let cheap = Configuration {
+        json: r#"{"rules":[{"id":"issues","when":".event == \"issues\"","action":{"queue":"forge"}}]}"#.into(),
+    };
+    let cheap_replay = |pool: Arc<SandboxPool>| {
+        let cheap = cheap.clone();
+        async move {
+            let started = Instant::now();
+            run(&pool, &cheap, 200, &work(Class::Replay, "team:b", None)).await;
+            started.elapsed()
+        }
+    };
+    // Alone, the best of three (the first starts the replay children).
+    let mut alone = Duration::MAX;
+    for _ in 0..3 {
+        alone = alone.min(cheap_replay(pool.clone()).await);
+    }
+    let a = {
+        let (pool, expensive) = (pool.clone(), expensive.clone());
+        tokio::spawn(async move {
+            let started = Instant::now();
+            run(&pool, &expensive, 240, &work(Class::Replay, "team:a", None)).await;
+            started.elapsed()
+        })
+    };
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    let together = cheap_replay(pool.clone()).await;
+    let a_took = a.await.expect("joins");
+    // A's replay is over two seconds of CPU on two children; B's chunks used to queue behind
+    // its 120-delivery chunks (1.2 s each), so B ended when A did. Now B waits for the one
+    // slice of A each child runs (about 20 ms of CPU, more in wall time on a machine other
+    // tests load too): the margin is a few such slices.
+    assert!(
+        together <= alone * 2 + Duration::from_millis(250),
+        "B alone {alone:?}, beside A {together:?} (A took {a_took:?})"
+    );
+    assert!(together * 3 < a_took, "B {together:?}, A {a_took:?}");
+}
+
+/// What `costly(n)` costs per unit and step, measured alone.
+struct Cost {
+    per: f64,
+}
+
+impl Cost {
+    /// Per unit of `costly(n)` for a big `n` (so what a request costs besides its units is
+    /// small beside it), after a first call has started the children and compiled.
+    async fn measure(pool: &SandboxPool) -> Self {
+        let n = 160_000u64;
+        cost_alone(pool, n / 4).await;
+        let c = cost_alone(pool, n).await;
+        Self {
+            per: c.as_secs_f64() / n as f64,
+        }
+    }
+    /// The `n` for which `costly(n)` costs about `target` per unit.
+    fn n_for(&self, target: Duration) -> u64 {
+        (target.as_secs_f64() / self.per).max(1.0) as u64
+    }
+}
