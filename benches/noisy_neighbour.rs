@@ -17,9 +17,18 @@
 //! store), timed apart: the `straight to the router` rows say how much of a tail is the router
 //! plane's.
 //!
+//! **Three tenants** (issue 43), after those rows: tenant C (B's webhook) receives live
+//! deliveries at 20/s while tenant A replays 400 deliveries under ten rules that are
+//! expensive but stay under the budget (regex scans, `indices`, repeated `tojson`: about
+//! 30 ms of CPU per delivery and configuration), and tenant B2 replays 1,000 deliveries under
+//! 32 ordinary rules. Each alone, then all together. Targets: C's p99 together ≤ 2× alone and
+//! < 50 ms; B2's replay together ≤ 2× alone; A's replay complete with no budget fault.
+//!
 //! Run: `cargo bench --bench noisy_neighbour` (`NOISY_BENCH_LIVE`, B's deliveries alone,
 //! default 200; `NOISY_BENCH_ROUTER_ARGS`, e.g. `--replay-nice 0` or `--children 1`;
-//! `NOISY_BENCH_SLOW`, the over-budget rule's expression).
+//! `NOISY_BENCH_SLOW`, the over-budget rule's expression; `NOISY_BENCH_DATABASE_URL`, a
+//! PostgreSQL database for control instead of a SQLite file; `NOISY_BENCH_ROWS`, `issue17`,
+//! `issue43` or both, the default).
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -126,6 +135,7 @@ async fn router_only(state: &ControlState, b: &Webhook, body: &[u8], n: usize) -
 
 /// B's deliveries one after another: `min` of them, and on until `running` ends. With
 /// `direct`, each is followed by one evaluation straight at the router, timed apart.
+#[allow(clippy::too_many_arguments)]
 async fn live(
     http: SocketAddr,
     hook: &str,
@@ -134,9 +144,14 @@ async fn live(
     min: usize,
     running: Option<&tokio::task::JoinHandle<Value>>,
     mut direct: Option<(&ControlState, &Webhook, &mut Vec<Duration>)>,
+    every: Option<Duration>,
 ) -> Vec<Duration> {
     let mut took = Vec::new();
+    let mut tick = every.map(tokio::time::interval);
     while took.len() < min || running.is_some_and(|r| !r.is_finished()) {
+        if let Some(t) = tick.as_mut() {
+            t.tick().await;
+        }
         let (status, answer, t) = deliver(http, hook, *next, body).await;
         *next += 1;
         assert_eq!(status, 202, "{answer}");
@@ -174,7 +189,10 @@ fn main() {
         }
         let router = RouterProcess::start(exe(), &args);
         let dir = tempfile::tempdir().expect("temp dir");
-        let url = format!("sqlite://{}?mode=rwc", dir.path().join("control.db").display());
+        let url = std::env::var("NOISY_BENCH_DATABASE_URL").unwrap_or_else(|_| {
+            format!("sqlite://{}?mode=rwc", dir.path().join("control.db").display())
+        });
+        let rows = std::env::var("NOISY_BENCH_ROWS").unwrap_or_else(|_| "issue17,issue43".into());
         let key = SealingKey::generate_hex().expect("a key");
         let store = Store::connect_with(
             &url,
@@ -185,8 +203,9 @@ fn main() {
         )
         .await
         .expect("open the store");
-        for login in ["a", "b"] {
-            store.create_human(login, None).await.expect("a human");
+        for login in ["a", "b", "b2"] {
+            // A PostgreSQL database may hold them from an earlier run.
+            let _ = store.create_human(login, None).await;
         }
         let state = ControlState {
             console_base: None,
@@ -233,7 +252,7 @@ fn main() {
             .clone();
         let mut next = 0;
         // Warm up: connections, children, compiled configurations.
-        live(http, &b.id, &pr, &mut next, 20, None, None).await;
+        live(http, &b.id, &pr, &mut next, 20, None, None, None).await;
         let mut alone_direct = Vec::new();
         let alone = live(
             http,
@@ -243,6 +262,7 @@ fn main() {
             min_live,
             None,
             Some((&state, &b, &mut alone_direct)),
+            None,
         )
         .await;
         alone_direct.sort();
@@ -265,67 +285,30 @@ fn main() {
         };
         row("alone", &alone, "");
         row("alone, straight to the router", &alone_direct, "");
-        for (n, (what, rules)) in [
-            (
-                "while A replays rules over the budget",
-                json!([
-                    {"id": "slow-1", "when": slow, "action": {"drop": true}},
-                    {"id": "slow-2", "when": slow, "action": {"drop": true}}
-                ]),
-            ),
-            (
-                "while A replays costly rules within the budget",
-                json!([
-                    {"id": "busy-1", "when": BUSY, "action": {"drop": true}},
-                    {"id": "busy-2", "when": BUSY, "action": {"drop": true}}
-                ]),
-            ),
-        ]
-        .into_iter()
-        .enumerate()
-        {
+        let issue17_rows = if rows.contains("issue17") {
+            vec![
+                    (
+                        "while A replays rules over the budget",
+                        json!([
+                            {"id": "slow-1", "when": slow, "action": {"drop": true}},
+                            {"id": "slow-2", "when": slow, "action": {"drop": true}}
+                        ]),
+                    ),
+                    (
+                        "while A replays costly rules within the budget",
+                        json!([
+                            {"id": "busy-1", "when": BUSY, "action": {"drop": true}},
+                            {"id": "busy-2", "when": BUSY, "action": {"drop": true}}
+                        ]),
+                    ),
+            ]
+        } else {
+            Vec::new()
+        };
+        for (n, (what, rules)) in issue17_rows.into_iter().enumerate() {
             let a = webhook(&store, "a", rules).await;
-            for (i, p) in payloads.iter().cycle().take(REPLAYED).enumerate() {
-                let d = raw_delivery(p.forge, &p.event, p.body.clone(), true, &format!("a-{n}-{i}"));
-                store
-                    .insert_event(NewEvent {
-                        webhook_id: a.id.clone(),
-                        delivery_id: d.delivery_id,
-                        kind: d.kind,
-                        headers: d.headers.into_iter().map(|h| (h.name, h.value)).collect(),
-                        body: d.body,
-                        verified: true,
-                    })
-                    .await
-                    .expect("a stored delivery");
-            }
-            let plan = {
-                let packs = packs.clone();
-                let caller = Caller {
-                    endpoint_id: format!("ep_bench_a_{n}"),
-                    human: "a".into(),
-                    scope: OwnerScope::human("a"),
-                };
-                let args = InstallArgs {
-                    webhook_id: a.id.clone(),
-                    name: "drop-ci-noise".into(),
-                    replay: ReplayWindow {
-                        limit: Some(REPLAYED as u32),
-                        since: None,
-                    },
-                    ..InstallArgs::default()
-                };
-                tokio::spawn(async move {
-                    let started = Instant::now();
-                    let answer = packs
-                        .install(&caller, args, None)
-                        .await
-                        .unwrap_or_else(|e| panic!("A's plan: {e:?}"));
-                    let mut plan = serde_json::to_value(answer).unwrap_or_default();
-                    plan["took_ms"] = json!(started.elapsed().as_millis() as u64);
-                    plan
-                })
-            };
+            store_replayed(&store, &a, &payloads, REPLAYED, &format!("a-{n}")).await;
+            let plan = plan(&packs, "a", &format!("ep_bench_a_{n}"), &a, REPLAYED);
             let mut direct = Vec::new();
             let during = live(
                 http,
@@ -335,6 +318,7 @@ fn main() {
                 20,
                 Some(&plan),
                 Some((&state, &b, &mut direct)),
+                None,
             )
             .await;
             direct.sort();
@@ -351,6 +335,187 @@ fn main() {
             row(what, &during, &replay);
             row(&format!("{what}, straight to the router"), &direct, "");
         }
+        if rows.contains("issue43") {
+            three_tenants(&store, &packs, &payloads, http, &b, &pr, &mut next).await;
+        }
         drop(router);
     });
+}
+
+/// Stores `count` real deliveries on `webhook`, as a replay will find them.
+async fn store_replayed(
+    store: &Store,
+    webhook: &Webhook,
+    payloads: &[switchboard_testkit::seed_cases::Payload],
+    count: usize,
+    prefix: &str,
+) {
+    for (i, p) in payloads.iter().cycle().take(count).enumerate() {
+        let d = raw_delivery(
+            p.forge,
+            &p.event,
+            p.body.clone(),
+            true,
+            &format!("{prefix}-{i}"),
+        );
+        store
+            .insert_event(NewEvent {
+                webhook_id: webhook.id.clone(),
+                delivery_id: d.delivery_id,
+                kind: d.kind,
+                headers: d.headers.into_iter().map(|h| (h.name, h.value)).collect(),
+                body: d.body,
+                verified: true,
+            })
+            .await
+            .expect("a stored delivery");
+    }
+}
+
+/// Plans installing `drop-ci-noise` on `webhook` over its last `limit` deliveries, on its own
+/// task: the plan as JSON, with `took_ms`.
+fn plan(
+    packs: &RulePacks,
+    human: &str,
+    endpoint: &str,
+    webhook: &Webhook,
+    limit: usize,
+) -> tokio::task::JoinHandle<Value> {
+    let packs = packs.clone();
+    let caller = Caller {
+        endpoint_id: endpoint.to_string(),
+        human: human.into(),
+        scope: OwnerScope::human(human),
+    };
+    let args = InstallArgs {
+        webhook_id: webhook.id.clone(),
+        name: "drop-ci-noise".into(),
+        replay: ReplayWindow {
+            limit: Some(limit as u32),
+            since: None,
+        },
+        ..InstallArgs::default()
+    };
+    tokio::spawn(async move {
+        let started = Instant::now();
+        let answer = packs
+            .install(&caller, args, None)
+            .await
+            .unwrap_or_else(|e| panic!("a plan: {e:?}"));
+        let mut plan = serde_json::to_value(answer).unwrap_or_default();
+        plan["took_ms"] = json!(started.elapsed().as_millis() as u64);
+        plan
+    })
+}
+
+/// Ten rules that are expensive but stay under the 50 ms budget together (about 30 ms of CPU
+/// per delivery here): regex scans over long strings built from the payload, `indices`,
+/// repeated `tojson`. None matches.
+fn expensive_rules() -> Value {
+    let shapes = [
+        r#"(.payload | tojson) as $s | [$s,$s] | map(test("\\w+\\s+\\w+zz")) | any"#,
+        r#"(.payload | tojson) as $s | ([$s,$s,$s,$s,$s,$s,$s,$s] | map(indices("a") | length) | add) < 0"#,
+        r#"((. as $p | [$p,$p,$p] | [.,.,.] | tojson | length) < 0)"#,
+        r#"(.payload | tojson) as $s | [$s,$s,$s,$s,$s,$s] | map(test("[0-9]+zq")) | any"#,
+        r#"(.payload | tojson | split("") | sort | length) < 0"#,
+    ];
+    Value::Array(
+        (0..10)
+            .map(|i| json!({"id": format!("costly-{i}"), "when": shapes[i % shapes.len()], "action": {"drop": true}}))
+            .collect(),
+    )
+}
+
+/// 32 ordinary rules: one event each, as a busy webhook's hand-written configuration reads.
+fn ordinary_rules() -> Value {
+    Value::Array(
+        (0..32)
+            .map(|i| json!({"id": format!("rule-{i}"), "when": format!(".event == \"event-{i}\" and (.payload.action // \"\") != \"deleted\""), "action": {"queue": "forge"}}))
+            .collect(),
+    )
+}
+
+/// Issue 43's three tenants: C live at 20/s, A's expensive replay, B2's cheap one; each alone,
+/// then together.
+async fn three_tenants(
+    store: &Store,
+    packs: &RulePacks,
+    payloads: &[switchboard_testkit::seed_cases::Payload],
+    http: SocketAddr,
+    c: &Webhook,
+    pr: &[u8],
+    next: &mut usize,
+) {
+    const A_REPLAYED: usize = 400;
+    const B_REPLAYED: usize = 1_000;
+    let every = Some(Duration::from_millis(50));
+    let a = webhook(store, "a", expensive_rules()).await;
+    store_replayed(store, &a, payloads, A_REPLAYED, "three-a").await;
+    let b = webhook(store, "b2", ordinary_rules()).await;
+    store_replayed(store, &b, payloads, B_REPLAYED, "three-b").await;
+    let mut endpoints = 0;
+    let mut plan_of = |human: &str, w: &Webhook, limit: usize| {
+        endpoints += 1;
+        plan(
+            packs,
+            human,
+            &format!("ep_bench_three_{endpoints}"),
+            w,
+            limit,
+        )
+    };
+    let c_alone = live(http, &c.id, pr, next, 200, None, None, every).await;
+    let b_alone = plan_of("b2", &b, B_REPLAYED).await.expect("B2's plan");
+    let a_alone = plan_of("a", &a, A_REPLAYED).await.expect("A's plan");
+    let a_plan = plan_of("a", &a, A_REPLAYED);
+    let b_plan = plan_of("b2", &b, B_REPLAYED);
+    let c_together = live(http, &c.id, pr, next, 40, Some(&a_plan), None, every).await;
+    let b_together = b_plan.await.expect("B2's plan");
+    let a_together = a_plan.await.expect("A's plan");
+    // Deliveries decided `fault` by either configuration.
+    let faults = |plan: &Value| {
+        ["before", "after"]
+            .iter()
+            .filter_map(|side| plan["totals"][side].as_object())
+            .flat_map(|totals| totals.iter())
+            .filter(|(label, _)| label.starts_with("fault"))
+            .map(|(_, n)| n.as_u64().unwrap_or(0))
+            .sum::<u64>()
+    };
+    let replay = |plan: &Value| {
+        format!(
+            "{} ms, {} replayed, {} faults{}",
+            plan["took_ms"],
+            plan["events_replayed"],
+            faults(plan),
+            plan["stopped"]
+                .as_str()
+                .map(|s| format!(", stopped ({s})"))
+                .unwrap_or_default()
+        )
+    };
+    println!(
+        "\n### Three tenants (issue 43): C live at 20/s, A expensive under budget, B2 cheap\n"
+    );
+    println!(
+        "| | C's live p50 ms | C's live p99 ms | C's p99 / alone | A's replay ({A_REPLAYED}) | B2's replay ({B_REPLAYED}) | B2's time / alone |"
+    );
+    println!("|---|---:|---:|---:|---|---|---:|");
+    println!(
+        "| each alone | {:.1} | {:.1} | 1.00 | {} | {} | 1.00 |",
+        quantile(&c_alone, 0.5),
+        quantile(&c_alone, 0.99),
+        replay(&a_alone),
+        replay(&b_alone),
+    );
+    let ms = |plan: &Value| plan["took_ms"].as_f64().unwrap_or(f64::NAN);
+    println!(
+        "| together | {:.1} | {:.1} | {:.2} | {} | {} | {:.2} |",
+        quantile(&c_together, 0.5),
+        quantile(&c_together, 0.99),
+        quantile(&c_together, 0.99) / quantile(&c_alone, 0.99),
+        replay(&a_together),
+        replay(&b_together),
+        ms(&b_together) / ms(&b_alone),
+    );
 }
