@@ -3,7 +3,8 @@
 //! tenants take turns, one chunk each, so one tenant's 1,000-delivery replay alternates with
 //! another's instead of queueing ahead of it. Pure: the pool holds it under its lock.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
+use std::time::Duration;
 
 use switchboard_proto::router::v1::WorkClass;
 
@@ -58,10 +59,12 @@ struct Line<T> {
     items: VecDeque<T>,
 }
 
-/// Queued items by class, each class a round of tenants.
+/// Queued items by class, each class a round of tenants, with the CPU each tenant's work of
+/// the class has used while it competed ([`Schedule::charge`]).
 pub struct Schedule<T> {
     classes: [VecDeque<Line<T>>; 3],
     len: [usize; 3],
+    used: [HashMap<String, Duration>; 3],
 }
 
 impl<T> Default for Schedule<T> {
@@ -69,22 +72,27 @@ impl<T> Default for Schedule<T> {
         Self {
             classes: Default::default(),
             len: [0; 3],
+            used: Default::default(),
         }
     }
 }
 
 impl<T: Queued> Schedule<T> {
     /// Queues `item` at the back of its tenant's line; a tenant not queued yet joins the end
-    /// of its class's round.
+    /// of its class's round, counted as having used no less than the least-served tenant
+    /// queued (a newcomer is not owed the time it was away).
     pub fn push(&mut self, item: T) {
         let class = item.class().index();
         let lines = &mut self.classes[class];
         match lines.iter_mut().find(|l| l.tenant == item.tenant()) {
             Some(line) => line.items.push_back(item),
-            None => lines.push_back(Line {
-                tenant: item.tenant().to_string(),
-                items: VecDeque::from([item]),
-            }),
+            None => {
+                self.joins(class, item.tenant());
+                self.classes[class].push_back(Line {
+                    tenant: item.tenant().to_string(),
+                    items: VecDeque::from([item]),
+                });
+            }
         }
         self.len[class] += 1;
     }
@@ -99,26 +107,63 @@ impl<T: Queued> Schedule<T> {
                 tenant: item.tenant().to_string(),
                 items: VecDeque::new(),
             }),
-            None => Line {
-                tenant: item.tenant().to_string(),
-                items: VecDeque::new(),
-            },
+            None => {
+                self.joins(class, item.tenant());
+                Line {
+                    tenant: item.tenant().to_string(),
+                    items: VecDeque::new(),
+                }
+            }
         };
         line.items.push_front(item);
-        lines.push_front(line);
+        self.classes[class].push_front(line);
         self.len[class] += 1;
     }
 
-    /// The next item of the most urgent class `allowed` admits: the first tenant in that
-    /// class's round gives its oldest item and goes to the end of the round. Abandoned items
-    /// met on the way are dropped.
+    /// A tenant's line is made: it starts no further behind than the least-served queued.
+    fn joins(&mut self, class: usize, tenant: &str) {
+        let floor = self.classes[class]
+            .iter()
+            .filter_map(|l| self.used[class].get(&l.tenant))
+            .min()
+            .copied()
+            .unwrap_or_default();
+        let used = self.used[class].entry(tenant.to_string()).or_default();
+        *used = (*used).max(floor);
+    }
+
+    /// `spent` of CPU went to `tenant`'s work of `class`: its turns come less often while it
+    /// has used more than the others (fair queuing by CPU, so a tenant whose every slice is
+    /// one long delivery does not get more than one whose slices are short).
+    pub fn charge(&mut self, class: Class, tenant: &str, spent: Duration) {
+        if let Some(used) = self.used[class.index()].get_mut(tenant) {
+            *used += spent;
+        }
+    }
+
+    /// The next item of the most urgent class `allowed` admits: from the tenant that has used
+    /// the least CPU in that class (the first of them in the round when several have), which
+    /// gives its oldest item and goes to the end of the round. Abandoned items met on the way
+    /// are dropped.
     pub fn take(&mut self, allowed: impl Fn(Class) -> bool) -> Option<T> {
         for class in Class::ALL {
             if !allowed(class) {
                 continue;
             }
             let c = class.index();
-            while let Some(mut line) = self.classes[c].pop_front() {
+            loop {
+                let used = &self.used[c];
+                let Some(i) = self.classes[c]
+                    .iter()
+                    .enumerate()
+                    .min_by_key(|(i, l)| (used.get(&l.tenant).copied().unwrap_or_default(), *i))
+                    .map(|(i, _)| i)
+                else {
+                    break;
+                };
+                let Some(mut line) = self.classes[c].remove(i) else {
+                    break;
+                };
                 let mut found = None;
                 while let Some(item) = line.items.pop_front() {
                     self.len[c] -= 1;
@@ -129,6 +174,10 @@ impl<T: Queued> Schedule<T> {
                 }
                 if !line.items.is_empty() {
                     self.classes[c].push_back(line);
+                }
+                if self.classes[c].is_empty() {
+                    // Nobody competes: what each used no longer matters.
+                    self.used[c].clear();
                 }
                 if found.is_some() {
                     return found;
@@ -265,6 +314,42 @@ mod tests {
         s.push(item(Class::Interactive, "a", 2));
         assert_eq!(s.take(|c| c != Class::Replay).map(|i| i.n), Some(2));
         assert_eq!(s.take(|c| c == Class::Replay).map(|i| i.n), Some(1));
+    }
+
+    #[test]
+    fn a_tenant_whose_slices_cost_more_gets_turns_less_often() {
+        let mut s = Schedule::default();
+        for n in 0..6 {
+            s.push(item(Class::Replay, "a", n));
+            s.push(item(Class::Replay, "b", 10 + n));
+        }
+        let ms = Duration::from_millis;
+        let mut order = Vec::new();
+        for _ in 0..8 {
+            let i = s.take(|_| true).expect("queued");
+            // A's slices are one 60 ms delivery each, B's 20 ms.
+            let spent = if i.tenant == "a" { ms(60) } else { ms(20) };
+            s.charge(Class::Replay, i.tenant, spent);
+            order.push(i.tenant);
+        }
+        assert_eq!(order, ["a", "b", "b", "b", "a", "b", "b", "b"]);
+    }
+
+    #[test]
+    fn a_newcomer_is_not_owed_the_time_it_was_away() {
+        let mut s = Schedule::default();
+        s.push(item(Class::Replay, "a", 1));
+        s.push(item(Class::Replay, "a", 2));
+        s.push(item(Class::Replay, "a", 3));
+        let first = s.take(|_| true).expect("a's");
+        s.charge(Class::Replay, first.tenant, Duration::from_secs(5));
+        // B arrives after A used five seconds: it starts level with A, not five seconds ahead.
+        s.push(item(Class::Replay, "b", 10));
+        s.push(item(Class::Replay, "b", 11));
+        let order: Vec<_> = std::iter::from_fn(|| s.take(|_| true))
+            .map(|i| (i.tenant, i.n))
+            .collect();
+        assert_eq!(order, [("a", 2), ("b", 10), ("a", 3), ("b", 11)]);
     }
 
     #[test]

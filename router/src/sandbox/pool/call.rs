@@ -117,9 +117,6 @@ pub(super) struct Job {
     pub(super) confirming: bool,
     /// Units its request in flight asks for (what the CPU it costs is divided by).
     pub(super) asked: usize,
-    /// CPU its requests spent since it last left its tenant's line: a turn lasts until this
-    /// reaches [`SLICE`].
-    pub(super) turn: Duration,
 }
 
 impl Queued for Job {
@@ -187,7 +184,6 @@ impl Job {
             suspect: None,
             confirming: true,
             asked: 0,
-            turn: Duration::ZERO,
         };
         (job, answer)
     }
@@ -301,7 +297,6 @@ impl Evaluation<'_> {
                 suspect: None,
                 confirming: false,
                 asked: 0,
-                turn: Duration::ZERO,
             });
             self.answers.push(answer);
         }
@@ -401,7 +396,6 @@ mod tests {
             suspect: None,
             confirming: false,
             asked: 0,
-            turn: Duration::ZERO,
         };
         assert_eq!(job.next_request(usize::MAX), Some((first, 0, 8)));
         // Unit 5 is delivery 2's candidate (configuration 1): its rule 0 is "c".

@@ -17,7 +17,7 @@ use tokio::process::ChildStdin;
 use tokio::sync::OwnedSemaphorePermit;
 use tokio::time::{Instant, sleep_until};
 
-use super::call::{Call, Job, SLICE};
+use super::call::{Call, Job};
 use super::children::{ChildProcess, Failure, InFlight, on_frame};
 use super::watchdog::{MAX_LOST_CHILDREN_PER_CHUNK, Stopped, Watch, fail};
 use super::{DEPTH, Inner, lock};
@@ -285,19 +285,12 @@ async fn run(
             Event::Frame(Ok(frame)) => match on_frame(&mut inflight, frame) {
                 Ok(Some(done)) => {
                     watch = None;
-                    let mut done = done;
                     let spent = pool.charge(&done.call, child.pid, &mut cpu_mark);
                     done.call.observe(spent, done.asked);
-                    done.turn += spent;
                     if done.decided() || done.confirming {
                         done.finish(&pool.stats);
-                    } else if done.turn < SLICE && first.is_none() && !alone {
-                        // Its turn is not used up (a first slice of one delivery that proved
-                        // cheap): it goes on here, as deficit round robin would.
-                        first = Some(done);
                     } else {
                         // The rest of it waits for its tenant's next turn.
-                        done.turn = Duration::ZERO;
                         pool.submit(done);
                     }
                 }
@@ -396,6 +389,9 @@ impl Inner {
             *lock(&self.cpu)
                 .entry((call.tenant.clone(), call.class))
                 .or_default() += spent;
+            lock(&self.queue)
+                .jobs
+                .charge(call.class, &call.tenant, spent);
             switchboard_telemetry::metrics().sandbox_cpu(&call.tenant, call.class.label(), spent);
         }
         *mark = now;
