@@ -487,7 +487,7 @@ async fn three_tenants(
     }
     let mut c_together: Vec<Duration> = c_timed.iter().map(|(took, _)| *took).collect();
     c_together.sort();
-    c_timed.sort_by(|x, y| y.0.cmp(&x.0));
+    c_timed.sort_by_key(|(took, _)| std::cmp::Reverse(*took));
     let b_together = b_plan.await.expect("B2's plan");
     let a_together = a_plan.await.expect("A's plan");
     // Deliveries decided `fault` by either configuration.
