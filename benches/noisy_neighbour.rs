@@ -465,12 +465,28 @@ async fn three_tenants(
             limit,
         )
     };
+    let before = cpu_by_who();
     let c_alone = live(http, &c.id, pr, next, 200, None, None, every).await;
+    let alone_cpu = per_delivery(&before, &cpu_by_who(), c_alone.len());
     let b_alone = plan_of("b2", &b, B_REPLAYED).await.expect("B2's plan");
     let a_alone = plan_of("a", &a, A_REPLAYED).await.expect("A's plan");
     let started = Instant::now();
     let a_plan = plan_of("a", &a, A_REPLAYED);
     let b_plan = plan_of("b2", &b, B_REPLAYED);
+    // Where the machine's CPU goes meanwhile, every 25 ms, by who spends it.
+    // On a thread of its own (named, so its reading of /proc is counted apart), not on the
+    // runtime that serves C's deliveries.
+    let sampling = std::thread::Builder::new()
+        .name("sampler".into())
+        .spawn(move || {
+            let mut samples = Vec::new();
+            while started.elapsed() < Duration::from_secs(3) {
+                std::thread::sleep(Duration::from_millis(25));
+                samples.push((started.elapsed(), cpu_by_who()));
+            }
+            samples
+        })
+        .expect("a sampler thread");
     // C's deliveries with when each was sent, to say where the slow ones fall.
     let mut c_timed = Vec::new();
     let mut tick = tokio::time::interval(Duration::from_millis(50));
@@ -536,6 +552,62 @@ async fn three_tenants(
         replay(&b_together),
         ms(&b_together) / ms(&b_alone),
     );
+    let samples = sampling.join().expect("samples");
+    // The same per C delivery in the steady part of "together" (from 1 s on: only A's replay
+    // besides C), beside what it was alone: what C's own work costs while A's children run.
+    let steady: Vec<_> = c_timed
+        .iter()
+        .filter(|(_, at)| at.as_millis() >= 1_000 && at.as_millis() < 2_900)
+        .collect();
+    if let (Some((_, first)), Some((_, last))) = (
+        samples.iter().find(|(t, _)| t.as_millis() >= 1_000),
+        samples.iter().rev().find(|(t, _)| t.as_millis() < 2_950),
+    ) {
+        let together_cpu = per_delivery(first, last, steady.len());
+        println!(
+            "\nCPU per C delivery (ms), alone → together from 1 s on (A's replay children excluded):"
+        );
+        for (who, alone) in &alone_cpu {
+            if who.starts_with("child-nice10")
+                || who.starts_with("child-nice5")
+                || who == "control:sampler"
+            {
+                continue;
+            }
+            println!(
+                "  {who}: {alone:.2} → {:.2}",
+                together_cpu.get(who).copied().unwrap_or(0.0)
+            );
+        }
+    }
+    for (took, at) in c_timed.iter().take(3) {
+        println!(
+            "\nC's delivery sent at {} ms took {:.1} ms; CPU ms per 25 ms around it:",
+            at.as_millis(),
+            took.as_secs_f64() * 1e3
+        );
+        for w in samples.windows(2) {
+            let (t0, a) = &w[0];
+            let (t1, b) = &w[1];
+            if *t1 + Duration::from_millis(100) < *at
+                || *t0 > *at + *took + Duration::from_millis(50)
+            {
+                continue;
+            }
+            let line: Vec<String> = b
+                .iter()
+                .map(|(who, ns)| (who, ns.saturating_sub(a.get(who).copied().unwrap_or(0))))
+                .filter(|(_, d)| *d > 500_000)
+                .map(|(who, d)| format!("{who} {:.1}", d as f64 / 1e6))
+                .collect();
+            println!(
+                "  {:>5}–{:<5} {}",
+                t0.as_millis(),
+                t1.as_millis(),
+                line.join(", ")
+            );
+        }
+    }
     println!(
         "\nC's slowest together (ms, sent at ms after the replays began): {}",
         c_timed
@@ -545,4 +617,79 @@ async fn three_tenants(
             .collect::<Vec<_>>()
             .join(", ")
     );
+}
+
+/// CPU time (ns, from schedstat) every process on the machine has spent, by who: PostgreSQL,
+/// this process's threads by name (control), the router process, its children by nice value.
+fn cpu_by_who() -> std::collections::BTreeMap<String, u64> {
+    let me = std::process::id();
+    let mut out = std::collections::BTreeMap::new();
+    let read = |path: String| std::fs::read_to_string(path).unwrap_or_default();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return out;
+    };
+    let mut router = None;
+    let mut procs = Vec::new();
+    for e in dir.flatten() {
+        let Ok(pid) = e.file_name().to_string_lossy().parse::<u32>() else {
+            continue;
+        };
+        let stat = read(format!("/proc/{pid}/stat"));
+        let Some((head, rest)) = stat.rsplit_once(") ") else {
+            continue;
+        };
+        let comm = head
+            .split_once(" (")
+            .map(|(_, c)| c.to_string())
+            .unwrap_or_default();
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ppid: u32 = f.get(1).and_then(|v| v.parse().ok()).unwrap_or(0);
+        let nice: i64 = f.get(16).and_then(|v| v.parse().ok()).unwrap_or(0);
+        if ppid == me && comm.starts_with("switchboard") {
+            router = Some(pid);
+        }
+        procs.push((pid, comm, ppid, nice));
+    }
+    for (pid, comm, ppid, nice) in procs {
+        let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+            continue;
+        };
+        for t in tasks.flatten() {
+            let tid = t.file_name().to_string_lossy().to_string();
+            let ns: u64 = read(format!("/proc/{pid}/task/{tid}/schedstat"))
+                .split_whitespace()
+                .next()
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(0);
+            let who = if pid == me {
+                let name = read(format!("/proc/{pid}/task/{tid}/comm"));
+                format!("control:{}", name.trim().split('-').next().unwrap_or(""))
+            } else if comm == "postgres" {
+                "postgres".to_string()
+            } else if Some(pid) == router {
+                let name = read(format!("/proc/{pid}/task/{tid}/comm"));
+                format!("router:{}", name.trim().split('-').next().unwrap_or(""))
+            } else if Some(ppid) == router {
+                format!("child-nice{nice}")
+            } else {
+                "other".to_string()
+            };
+            *out.entry(who).or_insert(0) += ns;
+        }
+    }
+    out
+}
+
+/// CPU ms per delivery by who, between two samples, over `n` deliveries.
+fn per_delivery(
+    a: &std::collections::BTreeMap<String, u64>,
+    b: &std::collections::BTreeMap<String, u64>,
+    n: usize,
+) -> std::collections::BTreeMap<String, f64> {
+    b.iter()
+        .map(|(who, ns)| {
+            let d = ns.saturating_sub(a.get(who).copied().unwrap_or(0));
+            (who.clone(), d as f64 / 1e6 / n.max(1) as f64)
+        })
+        .collect()
 }
