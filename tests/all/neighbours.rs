@@ -264,6 +264,12 @@ fn nice_of(pid: u32) -> Option<i64> {
 /// tenant's expensive one (about 10 ms of CPU per delivery, in chunks of many deliveries)
 /// waits only for the slices in the children's pipes, never for the other's chunks. Before
 /// issue 43 it finished when the expensive one did.
+///
+/// Two measures: the CPU the expensive tenant got while the cheap replay ran (the children's
+/// own clocks, so other tests loading the machine do not move it), and the cheap replay's wall
+/// time beside it against alone. Wall time on a machine the rest of the suite loads varies
+/// run to run, so the pair is measured up to three times and one holding pair is enough;
+/// with turns by chunk every try fails (the cheap replay waits for a 1.2 s chunk per child).
 #[tokio::test(flavor = "multi_thread")]
 async fn a_cheap_replay_finishes_within_twice_its_time_alone_beside_an_expensive_one() {
     let pool = pool(2, Duration::from_secs(2)).await;
@@ -279,31 +285,51 @@ async fn a_cheap_replay_finishes_within_twice_its_time_alone_beside_an_expensive
             started.elapsed()
         }
     };
-    // Alone, the best of three (the first starts the replay children).
-    let mut alone = Duration::MAX;
-    for _ in 0..3 {
-        alone = alone.min(cheap_replay(pool.clone()).await);
-    }
-    let a = {
-        let (pool, expensive) = (pool.clone(), expensive.clone());
-        tokio::spawn(async move {
-            let started = Instant::now();
-            run(&pool, &expensive, 240, &work(Class::Replay, "team:a", None)).await;
-            started.elapsed()
-        })
+    let replay_cpu = |pool: &SandboxPool, tenant: &str| -> Duration {
+        pool.cpu_by_tenant()
+            .into_iter()
+            .filter(|(t, c, _)| t == tenant && *c == Class::Replay)
+            .map(|(_, _, d)| d)
+            .sum()
     };
-    tokio::time::sleep(Duration::from_millis(150)).await;
-    let together = cheap_replay(pool.clone()).await;
-    let a_took = a.await.expect("joins");
-    // A's replay is over two seconds of CPU on two children; B's chunks used to queue behind
-    // its 120-delivery chunks (1.2 s each), so B ended when A did. Now B waits for the one
-    // slice of A each child runs (about 20 ms of CPU, more in wall time on a machine other
-    // tests load too): the margin is a few such slices.
-    assert!(
-        together <= alone * 2 + Duration::from_millis(250),
-        "B alone {alone:?}, beside A {together:?} (A took {a_took:?})"
-    );
-    assert!(together * 3 < a_took, "B {together:?}, A {a_took:?}");
+    let mut tries = Vec::new();
+    for attempt in 0..3 {
+        // Alone, the best of three (the first starts the replay children).
+        let mut alone = Duration::MAX;
+        for _ in 0..3 {
+            alone = alone.min(cheap_replay(pool.clone()).await);
+        }
+        let tenant_a = format!("team:a{attempt}");
+        let a = {
+            let (pool, expensive, tenant_a) = (pool.clone(), expensive.clone(), tenant_a.clone());
+            tokio::spawn(async move {
+                run(&pool, &expensive, 240, &work(Class::Replay, &tenant_a, None)).await;
+            })
+        };
+        tokio::time::sleep(Duration::from_millis(150)).await;
+        let (a_before, b_before) = (replay_cpu(&pool, &tenant_a), replay_cpu(&pool, "team:b"));
+        let together = cheap_replay(pool.clone()).await;
+        let a_beside = replay_cpu(&pool, &tenant_a).saturating_sub(a_before);
+        let b_beside = replay_cpu(&pool, "team:b").saturating_sub(b_before);
+        a.await.expect("joins");
+        let a_total = replay_cpu(&pool, &tenant_a);
+        // A's replay is over two seconds of CPU on two children; B's chunks used to queue
+        // behind its 120-delivery chunks (1.2 s of CPU each). Now, while B runs, A gets at
+        // most about what B gets plus the slices already in the children's pipes (about
+        // 20 ms each): a few hundred milliseconds at most, whatever else loads the machine.
+        assert!(
+            a_beside <= b_beside + Duration::from_millis(300) && a_beside * 4 < a_total,
+            "while B replayed A used {a_beside:?} of CPU (B {b_beside:?}; A in all {a_total:?})"
+        );
+        // Wall time: B waits for the one slice of A each child runs, more on a machine
+        // other tests load too; the margin is a few such slices.
+        let holds = together <= alone * 2 + Duration::from_millis(250);
+        tries.push(format!("B alone {alone:?}, beside A {together:?}"));
+        if holds {
+            return;
+        }
+    }
+    panic!("B's replay beside A's never within twice its time alone: {tries:?}");
 }
 
 /// What `costly(n)` costs per unit and step, measured alone.
