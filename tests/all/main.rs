@@ -16,7 +16,6 @@ mod ingest_big_bodies;
 mod ingest_forms;
 mod mcp_e2e;
 mod metrics;
-mod neighbours;
 mod operators_api;
 mod pack_api;
 mod pack_sources;

@@ -4,14 +4,11 @@
 use std::time::Duration;
 
 use proptest::prelude::*;
-use switchboard_proto::router::v1::{
-    Configuration, Decision, Outcome, RoutingContext, StoredDelivery,
-};
+use switchboard_proto::router::v1::{Configuration, Outcome};
 use switchboard_router::engine::decision::fault;
-use switchboard_router::engine::{CompiledConfiguration, Configuration as Config, build_envelope};
 use switchboard_router::sandbox::{SandboxConfig, SandboxError, SandboxPool};
 
-use crate::support::{binary, context, deliveries, own_children, pool};
+use crate::support::{binary, context, deliveries, in_process, own_children, pool};
 
 /// A configuration in the style of the built-in packs, used across these tests.
 pub const REALISTIC: &str = r#"{
@@ -32,15 +29,6 @@ pub fn realistic() -> String {
         ".kind | IN_KINDS",
         r#"[.kind] | inside([\"pull_request.opened\", \"pull_request.synchronize\", \"pull_request.review_requested\"])"#,
     )
-}
-
-/// Decisions made in this process, for comparison with the sandbox's.
-pub fn in_process(json: &str, ctx: &RoutingContext, ds: &[StoredDelivery]) -> Vec<Decision> {
-    let config = Config::from_json(json).expect("configuration parses");
-    let compiled = CompiledConfiguration::compile(&config).expect("configuration compiles");
-    ds.iter()
-        .map(|d| compiled.evaluate(ctx, &build_envelope(d, ctx)))
-        .collect()
 }
 
 fn runtime() -> tokio::runtime::Runtime {

@@ -13,8 +13,7 @@ use switchboard_proto::router::v1::{Configuration, EvaluateResponse, Outcome, St
 use switchboard_router::engine::decision::fault;
 use switchboard_router::sandbox::{Class, SandboxConfig, SandboxPool, Work};
 
-use crate::router_sandbox::in_process;
-use crate::support::{binary, context, deliveries};
+use crate::support::{binary, context, deliveries, in_process};
 
 /// Grows without bound: runs past any budget, or dies on the address-space limit.
 const SLOW: &str = r#"((. as $p | [$p,$p,$p,$p,$p,$p,$p,$p] | [.,.,.,.,.,.,.,.] | [.,.,.,.,.,.,.,.] | [.,.,.,.,.,.,.,.] | [.,.,.,.,.,.,.,.] | [.,.,.,.,.,.,.,.] | [.,.,.,.,.,.,.,.] | tojson | length) > 0)"#;
@@ -360,9 +359,10 @@ async fn a_spare_child_is_ready_when_a_fault_kills_one() {
         {"id": "slow", "when": format!("({} or {} or {}) and {SLOW}", on(2), on(8), on(14)), "action": {"drop": true}}
     ]));
     let mut on_demand = Vec::new();
-    // Two spares: a fault needs two replacements in quick succession (the unit's child, then
-    // its re-run alone's), and a loaded machine may not have started the next in between.
-    for spares in [0, 2] {
+    // Three spares: a fault needs three replacements in quick succession (the unit's child,
+    // then those of its two runs alone), and a loaded machine may not have started the next
+    // in between.
+    for spares in [0, 3] {
         let pool = pool(1, Duration::from_millis(300), 128, spares).await;
         let resp = pool
             .evaluate_as(
@@ -376,11 +376,12 @@ async fn a_spare_child_is_ready_when_a_fault_kills_one() {
         assert_eq!(faults(&resp).len(), 3, "spares {spares}");
         on_demand.push(pool.stats().spawned_on_demand.load(Ordering::Relaxed));
     }
-    assert_eq!(
-        on_demand,
-        [7, 0],
-        "without a spare the first child and every replacement (two per fault: the unit's, and \
-         its re-run alone's) is started while work waits; with spares, never"
+    // Without a spare, the first child and the replacements the work waits for are started
+    // on demand (up to ten: one and three per fault; fewer when the pool's refill wins the
+    // race); with spares, none.
+    assert!(
+        (2..=10).contains(&on_demand[0]) && on_demand[1] == 0,
+        "children started while work waited, without spares and with: {on_demand:?}"
     );
 }
 

@@ -15,7 +15,8 @@ use switchboard_proto::router::v1::{
 use switchboard_router::engine::decision::fault;
 use switchboard_router::sandbox::{SandboxConfig, SandboxPool};
 
-use crate::router_sandbox::{in_process, realistic};
+use crate::router_sandbox::realistic;
+use crate::support::in_process;
 use crate::support::{binary, context, deliveries, own_children};
 
 /// Grows without bound: runs past any budget, or dies on the address-space limit.

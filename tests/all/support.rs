@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use switchboard_proto::router::v1::{Header, RoutingContext, StoredDelivery};
+use switchboard_proto::router::v1::{Decision, Header, RoutingContext, StoredDelivery};
+use switchboard_router::engine::{CompiledConfiguration, Configuration as Config, build_envelope};
 use switchboard_router::sandbox::{SandboxConfig, SandboxPool};
 
 pub use switchboard_testkit::payloads_dir::webhooks_dir;
@@ -131,6 +132,15 @@ pub fn stored(p: &Payload, n: usize) -> StoredDelivery {
 pub fn deliveries(count: usize) -> Vec<StoredDelivery> {
     let all = payloads();
     (0..count).map(|i| stored(&all[i % all.len()], i)).collect()
+}
+
+/// Decisions made in this process, for comparison with the sandbox's.
+pub fn in_process(json: &str, ctx: &RoutingContext, ds: &[StoredDelivery]) -> Vec<Decision> {
+    let config = Config::from_json(json).expect("configuration parses");
+    let compiled = CompiledConfiguration::compile(&config).expect("configuration compiles");
+    ds.iter()
+        .map(|d| compiled.evaluate(ctx, &build_envelope(d, ctx)))
+        .collect()
 }
 
 pub fn context() -> RoutingContext {

@@ -113,8 +113,11 @@ pub(super) struct Job {
     /// alone ([`super::lanes`], `confirm`) before it is called a fault, so a budget fault is
     /// a property of the rule, not of the neighbours (issue 43).
     pub(super) suspect: Option<usize>,
-    /// This job is such a re-run: a unit over its budget here is a fault.
+    /// This job is such a re-run: a unit over its budget here is a fault...
     pub(super) confirming: bool,
+    /// ...unless another run alone follows: then the overrun is recorded in its decision
+    /// but neither counted nor logged as a fault.
+    pub(super) then_again: bool,
     /// Units its request in flight asks for (what the CPU it costs is divided by).
     pub(super) asked: usize,
 }
@@ -183,6 +186,7 @@ impl Job {
             lost_children: 0,
             suspect: None,
             confirming: true,
+            then_again: false,
             asked: 0,
         };
         (job, answer)
@@ -296,6 +300,7 @@ impl Evaluation<'_> {
                 lost_children: 0,
                 suspect: None,
                 confirming: false,
+                then_again: false,
                 asked: 0,
             });
             self.answers.push(answer);
@@ -395,6 +400,7 @@ mod tests {
             lost_children: 0,
             suspect: None,
             confirming: false,
+            then_again: false,
             asked: 0,
         };
         assert_eq!(job.next_request(usize::MAX), Some((first, 0, 8)));

@@ -258,21 +258,28 @@ pub(super) async fn fail(
             Failure::Died if !over_memory => (fault::SANDBOX_CRASHED, &pool.stats.crashed),
             _ => (fault::BUDGET_EXCEEDED, &pool.stats.budget_exceeded),
         };
-        counter.fetch_add(1, Ordering::Relaxed);
         metrics.child_restart(code);
-        if code == fault::BUDGET_EXCEEDED {
-            metrics.budget_fault();
-        }
         let job = &mut inflight[i].job;
+        // An overrun alone with another run alone to come is not a fault yet: its decision
+        // tells the lane, nothing counts it.
+        let counted = !(job.then_again && code == fault::BUDGET_EXCEEDED);
+        if counted {
+            counter.fetch_add(1, Ordering::Relaxed);
+            if code == fault::BUDGET_EXCEEDED {
+                metrics.budget_fault();
+            }
+        }
         let rule_id = job.rule_of(u, rule).to_string();
-        tracing::warn!(
-            pid = child.pid,
-            fault = code,
-            request = ?at.map(|(r, _, _)| r),
-            unit = ?at.map(|(_, u, _)| u),
-            rule = %rule_id,
-            "sandbox child replaced"
-        );
+        if counted {
+            tracing::warn!(
+                pid = child.pid,
+                fault = code,
+                request = ?at.map(|(r, _, _)| r),
+                unit = ?at.map(|(_, u, _)| u),
+                rule = %rule_id,
+                "sandbox child replaced"
+            );
+        }
         let reason = match stopped.failure {
             Failure::Timeout => format!(
                 "evaluation exceeded its budget of {} ms of CPU time",
@@ -285,7 +292,9 @@ pub(super) async fn fail(
             Failure::Died => "the sandbox child died during evaluation".to_string(),
         };
         job.units[u] = Some(decision::fault(&rule_id, code, reason));
-        job.call.child_faults.fetch_add(1, Ordering::Relaxed);
+        if counted {
+            job.call.child_faults.fetch_add(1, Ordering::Relaxed);
+        }
     }
     let mut undone = Vec::new();
     for f in inflight {
