@@ -729,14 +729,27 @@ fn expected_record(
 
 /// CPU time in ns of every thread of `pid` (/proc/<pid>/task/*/schedstat: exact).
 fn sched_ns(pid: u32) -> u64 {
+    sched(pid).0
+}
+
+/// (CPU ns, times put on a CPU) summed over every thread of `pid`: the first and third
+/// fields of /proc/<pid>/task/*/schedstat. A thread is put on a CPU again each time it wakes,
+/// which is what a call across processes costs more of than one within a process
+/// (docs/benchmarks.md, "The in-process router rows").
+fn sched(pid: u32) -> (u64, u64) {
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
-        return 0;
+        return (0, 0);
     };
     tasks
         .filter_map(Result::ok)
         .filter_map(|t| std::fs::read_to_string(t.path().join("schedstat")).ok())
-        .filter_map(|s| s.split_whitespace().next()?.parse::<u64>().ok())
-        .sum()
+        .filter_map(|s| {
+            let mut f = s.split_whitespace();
+            let ns = f.next()?.parse::<u64>().ok()?;
+            let slices = f.nth(1)?.parse::<u64>().ok()?;
+            Some((ns, slices))
+        })
+        .fold((0, 0), |(a, b), (ns, n)| (a + ns, b + n))
 }
 
 /// (busy, iowait, total) jiffies of the whole machine (/proc/stat's first line).
@@ -783,6 +796,9 @@ fn load_average() -> String {
 struct Cpu {
     bench: u64,
     router: u64,
+    /// Times the bench's and the router tree's threads were put on a CPU.
+    bench_slices: u64,
+    router_slices: u64,
     postgres: u64,
     machine_busy: u64,
     machine_iowait: u64,
@@ -794,14 +810,20 @@ struct Cpu {
 fn cpu_now(router_pids: &[u32]) -> Cpu {
     let procs = processes();
     let me = std::process::id();
-    let router: u64 = router_pids.iter().map(|p| sched_ns(*p)).sum::<u64>()
-        + procs
-            .iter()
-            .filter(|(pid, _, ppid)| {
-                router_pids.contains(ppid) || (*ppid == me && !router_pids.contains(pid))
-            })
-            .map(|(pid, _, _)| sched_ns(*pid))
-            .sum::<u64>();
+    let (router, router_slices) = router_pids
+        .iter()
+        .copied()
+        .chain(
+            procs
+                .iter()
+                .filter(|(pid, _, ppid)| {
+                    router_pids.contains(ppid) || (*ppid == me && !router_pids.contains(pid))
+                })
+                .map(|(pid, _, _)| *pid),
+        )
+        .map(sched)
+        .fold((0, 0), |(a, b), (ns, n)| (a + ns, b + n));
+    let (bench, bench_slices) = sched(me);
     let postgres = procs
         .iter()
         .filter(|(_, comm, _)| comm == "postgres")
@@ -809,8 +831,10 @@ fn cpu_now(router_pids: &[u32]) -> Cpu {
         .sum();
     let (busy, iowait, _) = machine_ticks();
     Cpu {
-        bench: sched_ns(std::process::id()),
+        bench,
         router,
+        bench_slices,
+        router_slices,
         postgres,
         machine_busy: busy,
         machine_iowait: iowait,
@@ -829,6 +853,8 @@ struct Run {
     latencies: Vec<Duration>,
     /// CPU µs per delivery: bench process, router tree, postgres; machine busy and iowait cores.
     cpu_us: [f64; 3],
+    /// Times put on a CPU per delivery: the bench process, the router tree.
+    slices: [f64; 2],
     busy_cores: f64,
     iowait_cores: f64,
 }
@@ -1090,6 +1116,16 @@ impl Bench<'_> {
                 per(cpu_after.bench, cpu_before.bench),
                 per(cpu_after.router, cpu_before.router),
                 per(cpu_after.postgres, cpu_before.postgres),
+            ],
+            slices: [
+                cpu_after
+                    .bench_slices
+                    .saturating_sub(cpu_before.bench_slices) as f64
+                    / n,
+                cpu_after
+                    .router_slices
+                    .saturating_sub(cpu_before.router_slices) as f64
+                    / n,
             ],
             busy_cores: cores(cpu_after.machine_busy, cpu_before.machine_busy),
             iowait_cores: cores(cpu_after.machine_iowait, cpu_before.machine_iowait),
@@ -1669,7 +1705,7 @@ fn main() {
                     let mut lat = r.latencies.clone();
                     lat.sort();
                     println!(
-                        "  round {} {:>10} {clients:>3} clients: {:>7.0} deliveries/s, p50 {} ms, p99 {} ms; CPU µs/delivery bench {:.0}, router {:.0}, postgres {:.0}; machine {:.2} cores busy ({:.2} by others), {:.2} iowait; {} answered unrouted, {} record_decision retried; load {}",
+                        "  round {} {:>10} {clients:>3} clients: {:>7.0} deliveries/s, p50 {} ms, p99 {} ms; CPU µs/delivery bench {:.0}, router {:.0}, postgres {:.0}; on-CPU slices/delivery bench {:.2}, router {:.2}; machine {:.2} cores busy ({:.2} by others), {:.2} iowait; {} answered unrouted, {} record_decision retried; load {}",
                         round + 1,
                         mode.key(),
                         r.rate(),
@@ -1678,6 +1714,8 @@ fn main() {
                         r.cpu_us[0],
                         r.cpu_us[1],
                         r.cpu_us[2],
+                        r.slices[0],
+                        r.slices[1],
                         r.busy_cores,
                         r.others_cores(),
                         r.iowait_cores,

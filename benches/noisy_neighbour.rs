@@ -620,7 +620,8 @@ async fn three_tenants(
 }
 
 /// CPU time (ns, from schedstat) every process on the machine has spent, by who: PostgreSQL,
-/// this process's threads by name (control), the router process, its children by nice value.
+/// this process's threads by name (control), the router process, its children by nice value;
+/// and as `<who> runnable`, the time they were ready to run but waited for a CPU.
 fn cpu_by_who() -> std::collections::BTreeMap<String, u64> {
     let me = std::process::id();
     let mut out = std::collections::BTreeMap::new();
@@ -656,11 +657,13 @@ fn cpu_by_who() -> std::collections::BTreeMap<String, u64> {
         };
         for t in tasks.flatten() {
             let tid = t.file_name().to_string_lossy().to_string();
-            let ns: u64 = read(format!("/proc/{pid}/task/{tid}/schedstat"))
+            // On a CPU, then runnable but waiting for one (ns).
+            let stat = read(format!("/proc/{pid}/task/{tid}/schedstat"));
+            let mut fields = stat
                 .split_whitespace()
-                .next()
-                .and_then(|v| v.parse().ok())
-                .unwrap_or(0);
+                .map(|v| v.parse::<u64>().unwrap_or(0));
+            let ns = fields.next().unwrap_or(0);
+            let waited = fields.next().unwrap_or(0);
             let who = if pid == me {
                 let name = read(format!("/proc/{pid}/task/{tid}/comm"));
                 format!("control:{}", name.trim().split('-').next().unwrap_or(""))
@@ -674,6 +677,7 @@ fn cpu_by_who() -> std::collections::BTreeMap<String, u64> {
             } else {
                 "other".to_string()
             };
+            *out.entry(format!("{who} runnable")).or_insert(0) += waited;
             *out.entry(who).or_insert(0) += ns;
         }
     }

@@ -462,6 +462,68 @@ async fn live_work_goes_ahead_of_a_replay_that_holds_every_child() {
     );
 }
 
+/// Field 6 of /proc/<pid>/stat: the session id.
+fn session_of(pid: u32) -> Option<i64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, rest) = stat.rsplit_once(") ")?;
+    rest.split_whitespace().nth(3)?.parse().ok()
+}
+
+/// A replay child's nice would count only inside the router's session where the kernel
+/// schedules sessions as groups (autogroup): so it has a session of its own, whose group
+/// runs at the replay's nice; a live child stays in the router's session at the router's
+/// priority.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_replay_child_runs_in_a_session_and_scheduling_group_of_its_own() {
+    let pool = pool(1, Duration::from_secs(2), 4, 1).await;
+    let (resp, _, _) = one_live_delivery(&pool).await;
+    assert!(faults(&resp).is_empty());
+    let replay = spawn_call(
+        &pool,
+        busy(),
+        deliveries(200),
+        work(Class::Replay, "team:noisy"),
+    );
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let ours = session_of(std::process::id()).expect("our session");
+    let replaying = children_at(&pool, 10);
+    assert!(!replaying.is_empty(), "{:?}", pool.child_pids());
+    let live = children_at(&pool, 0);
+    assert!(!live.is_empty(), "{:?}", pool.child_pids());
+    for pid in &replaying {
+        let session = session_of(*pid).expect("a replay child's session");
+        assert_eq!(
+            session,
+            i64::from(*pid),
+            "child {pid} leads its own session"
+        );
+        assert_ne!(session, ours);
+        // `/autogroup-<n> nice <k>`, where the kernel has autogroups (retried: a process
+        // without CAP_SYS_ADMIN may set it ten times a second).
+        if let Ok(group) = std::fs::read_to_string(format!("/proc/{pid}/autogroup")) {
+            let mut group = group;
+            for _ in 0..20 {
+                if group.trim().ends_with("nice 10") {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                group =
+                    std::fs::read_to_string(format!("/proc/{pid}/autogroup")).unwrap_or_default();
+            }
+            assert!(group.trim().ends_with("nice 10"), "child {pid}: {group:?}");
+        }
+    }
+    for pid in &live {
+        assert_eq!(
+            session_of(*pid),
+            Some(ours),
+            "live child {pid} stays in our session"
+        );
+    }
+    let (resp, _) = replay.await.expect("joins");
+    assert!(faults(&resp).is_empty());
+}
+
 /// Costs a hundred milliseconds of CPU or more per envelope (sorting the envelope's
 /// characters over and over) and decides nothing.
 fn heavy() -> String {

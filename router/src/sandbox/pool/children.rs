@@ -138,12 +138,18 @@ impl Inner {
         args.extend(self.config.limits.to_args());
         args.push(format!("{PROGRESS_FD_ARG}{board_fd}"));
         let mut command = Command::new(&self.config.program);
+        let own_session = class != Class::Live;
         // SAFETY: runs between fork and exec; it only clears FD_CLOEXEC on the board's
-        // descriptor (fcntl is async-signal-safe), so this child alone inherits it.
+        // descriptor (fcntl is async-signal-safe), so this child alone inherits it, and for
+        // interactive work and replays starts a session (setsid is async-signal-safe).
         unsafe {
             command.pre_exec(move || {
                 let fd = BorrowedFd::borrow_raw(board_fd);
-                fcntl_setfd(fd, FdFlags::empty()).map_err(std::io::Error::from)
+                fcntl_setfd(fd, FdFlags::empty()).map_err(std::io::Error::from)?;
+                if own_session {
+                    rustix::process::setsid().map_err(std::io::Error::from)?;
+                }
+                Ok(())
             });
         }
         let mut child = command
@@ -180,6 +186,9 @@ impl Inner {
         {
             // Best effort: the work then only yields at chunk boundaries.
             tracing::debug!(pid, error = %e, class = class.label(), "could not lower a child's priority");
+        }
+        if own_session && nice != 0 {
+            lower_autogroup(pid, nice);
         }
         self.stats.spawned.fetch_add(1, Ordering::Relaxed);
         lock(&self.live).push((pid, class));
@@ -302,5 +311,38 @@ fn signal(pids: &[u32], signal: rustix::process::Signal) {
             // Best effort: a child that has gone meanwhile needs nothing.
             let _ = rustix::process::kill_process(pid, signal);
         }
+    }
+}
+
+/// Where the kernel schedules by session first (`kernel.sched_autogroup_enabled`, on by
+/// default in many distributions, for tasks outside a CPU cgroup), a task's nice value counts
+/// only against its own session's other tasks: the session as a whole competes at full
+/// weight with every other session. A replay child at nice 10 in the router's session then
+/// still delays PostgreSQL, which runs in a session of its own — measured (issue 43): a pipe
+/// round trip to another session beside three nice-10 busy loops took 6–8 ms at p99 with the
+/// loops in the caller's session, 0.07–0.4 ms with each in its own session at autogroup nice
+/// 10. So an interactive or replay child starts its own session (`spawn`), and its session's
+/// group gets the class's nice here. Best effort: the file is absent without autogroup
+/// support, and a process without CAP_SYS_ADMIN may set it at most ten times a second
+/// (EAGAIN), so it is retried a few times off the caller's path.
+fn lower_autogroup(pid: u32, nice: i32) {
+    let path = format!("/proc/{pid}/autogroup");
+    let set = move || std::fs::write(&path, nice.to_string());
+    match set() {
+        Ok(()) => {}
+        Err(e) if e.raw_os_error() == Some(rustix::io::Errno::AGAIN.raw_os_error()) => {
+            tokio::spawn(async move {
+                for _ in 0..5 {
+                    tokio::time::sleep(std::time::Duration::from_millis(110)).await;
+                    match set() {
+                        Err(e)
+                            if e.raw_os_error()
+                                == Some(rustix::io::Errno::AGAIN.raw_os_error()) => {}
+                        _ => return,
+                    }
+                }
+            });
+        }
+        Err(e) => tracing::debug!(pid, error = %e, "could not lower a child's scheduling group"),
     }
 }
