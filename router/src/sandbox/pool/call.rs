@@ -86,7 +86,7 @@ impl Call {
         self.unit_ns.store(new.max(1), Ordering::Relaxed);
     }
 
-    fn stopped(&self) -> bool {
+    pub(super) fn stopped(&self) -> bool {
         self.max_child_faults > 0
             && self.child_faults.load(Ordering::Relaxed) >= self.max_child_faults
     }

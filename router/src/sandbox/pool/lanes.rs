@@ -135,7 +135,7 @@ async fn confirm(
             },
         };
         let (mut alone, answer) = job.alone(unit);
-        alone.then_again = attempt < ALONE_RUNS;
+        alone.then_again = attempt < ALONE_RUNS && !job.call.stopped();
         child = {
             let _turn = pool.alone.lock().await;
             let _paused = pool.pause_others(c.pid);

@@ -242,6 +242,9 @@ pub(super) async fn fail(
         && let Some((i, u, rule)) = blamed
         && !inflight[i].job.confirming
         && inflight[i].job.suspect.is_none()
+        // A call already stopped by its faults has its answer: what is left of it is not
+        // worth pausing every other tenant's replays for.
+        && !inflight[i].job.call.stopped()
     {
         blame = false;
         inflight[i].job.suspect = Some(u);
