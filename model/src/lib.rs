@@ -69,7 +69,7 @@ impl Action {
     /// The decision label used in plans and totals: `queue:<name>`, `drop`, `quarantine`.
     pub fn label(&self) -> Label<'_> {
         match self {
-            Action::Queue(q) => Label::Queue(q),
+            Action::Queue(q) => Label::queue(q),
             Action::Drop => Label::Drop,
             Action::Quarantine => Label::Quarantine,
         }
