@@ -63,7 +63,7 @@ impl RulePacks {
             .find(|p| p.name == pack.name)
             .map(|p| p.version.as_str());
         let kind = match pack.semver() {
-            Some(to) => PlanKind::of_install(installed, &to),
+            Some(to) => switchboard_packs::plan::plan_kind_of_install(installed, &to),
             None if installed.is_some() => PlanKind::Reinstall,
             None => PlanKind::Install,
         };

@@ -405,7 +405,7 @@ pub struct ListRulePacksOut {
     /// Every pack with its versions (availability, params_schema, requirements, rules) and,
     /// listed for a webhook, what is installed there (null when not installed): version,
     /// upgrade_available, proven, last replay and drift.
-    pub packs: Vec<switchboard_packs::listing::ListedPack>,
+    pub packs: Vec<switchboard_model::listing::ListedPack>,
 }
 
 /// What install_rule_pack and remove_rule_pack answer: the plan (nothing saved), the same type

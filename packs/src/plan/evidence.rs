@@ -3,10 +3,11 @@
 //! configuration's decision is unknown, and why the replay stopped early. A plan never hides
 //! a fault: a call the router stopped at its `max_child_faults` still blames its rule.
 
+use switchboard_model::plan::{Replayed, Report, Routed, RuleFaults};
 use switchboard_model::{Label, fault};
 use switchboard_proto::router::v1::Decision;
 
-use super::report::{Replayed, Report, Routed, RuleFaults, aggregate, rule_faults};
+use super::report::{aggregate, rule_faults};
 
 /// Example event ids a stop note names per rule (the refusal and the report name more).
 const NOTE_EXAMPLES: usize = 5;

@@ -6,23 +6,20 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 use switchboard_model::Action;
-use switchboard_proto::control::v1 as pb;
-use switchboard_proto::json::{from_struct, to_struct};
-
-use super::*;
-use crate::listing::{
+use switchboard_model::diff::{DefaultActionChange, ParamDiff, RuleDiff, VersionDiff};
+use switchboard_model::listing::{
     InstalledStatus, ListedPack, Listing, PackRule, PackVersion, ParamCheckSummary,
 };
-use crate::manifest::{Placement, Requires};
-use crate::merge::DefaultActionChange;
-use crate::provenance::{Drift, InstalledBy, ReplaySummary};
+use switchboard_model::manifest::{Placement, Requires};
+use switchboard_model::plan::{
+    Applied, AppliedPack, ConfirmArguments, ConfirmWith, FixtureOutcome, Pending, Plan, PlanKind,
+    PlanPack, PlanState, Report, Retention, RuleReport, RuleShift, TOKEN_PLACEHOLDER, TodosPerDay,
+    Totals, Transition,
+};
+use switchboard_model::provenance::{Drift, InstalledBy, InstalledPack, ReplaySummary};
 
-/// What `plan_token` holds in `confirm_with.arguments`: where the caller puts the token.
-pub const TOKEN_PLACEHOLDER: &str = "<plan_token>";
-
-/// The call that applies a plan (`confirm_with.tool`): a verb of its own, so that planning
-/// changes nothing and an endpoint may be allowed to plan but not to confirm.
-pub const CONFIRM_TOOL: &str = "confirm_rule_pack_plan";
+use crate::control::v1 as pb;
+use crate::json::{from_struct, to_struct};
 
 impl From<PlanKind> for pb::PlanKind {
     fn from(k: PlanKind) -> Self {
@@ -366,6 +363,17 @@ impl From<PlanState> for pb::PlanState {
             PlanState::Rejected => pb::PlanState::Rejected,
             PlanState::Stale => pb::PlanState::Stale,
         }
+    }
+}
+
+/// A wire plan state as the typed one (unknown: planned).
+pub fn plan_state(s: i32) -> PlanState {
+    match pb::PlanState::try_from(s).unwrap_or(pb::PlanState::Unspecified) {
+        pb::PlanState::PendingApproval => PlanState::PendingApproval,
+        pb::PlanState::Applied => PlanState::Applied,
+        pb::PlanState::Rejected => PlanState::Rejected,
+        pb::PlanState::Stale => PlanState::Stale,
+        pb::PlanState::Planned | pb::PlanState::Unspecified => PlanState::Planned,
     }
 }
 
