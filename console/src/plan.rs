@@ -5,7 +5,7 @@
 use std::collections::BTreeSet;
 
 use maud::{Markup, PreEscaped, html};
-use switchboard_packs::plan::{Plan, PlanState, StaleReason, TodosPerDay};
+use switchboard_model::plan::{Plan, PlanState, StaleReason, TodosPerDay};
 
 use crate::layout::{Chrome, page};
 

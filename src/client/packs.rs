@@ -13,8 +13,8 @@ use switchboard_mcp_gateway::tools::convert;
 use switchboard_mcp_gateway::tools::output::{
     ConfirmOut, ListRulePacksOut, PlanOut, RulePackPlanOut,
 };
-use switchboard_packs::merge::{ParamDiff, RuleDiff, VersionDiff};
-use switchboard_packs::plan::{PlanState, Report, Transition};
+use switchboard_model::diff::{ParamDiff, RuleDiff, VersionDiff};
+use switchboard_model::plan::{PlanState, Report, Transition};
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::control::v1::rule_pack_event::Event;
 

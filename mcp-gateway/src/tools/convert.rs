@@ -5,9 +5,8 @@
 use base64::Engine;
 use serde_json::{Map, Value};
 use switchboard_model::listing::Listing;
-use switchboard_packs::plan::AppliedPack;
-use switchboard_packs::plan::CandidateReplay;
-use switchboard_packs::provenance::InstalledPack;
+use switchboard_model::plan::{AppliedPack, CandidateReplay};
+use switchboard_model::provenance::InstalledPack;
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::convert::plan;
 use switchboard_proto::json;
