@@ -93,14 +93,6 @@ impl<'a> Label<'a> {
         matches!(from, Label::Queue(_) | Label::Default)
             && matches!(to, Label::Drop | Label::Quarantine | Label::Fault)
     }
-
-    /// [`Label::loses_work`] of two labels' text; a text that is no label loses nothing.
-    pub fn loses_work_text(from: &str, to: &str) -> bool {
-        match (Label::parse(from), Label::parse(to)) {
-            (Ok(from), Ok(to)) => Label::loses_work(&from, &to),
-            _ => false,
-        }
-    }
 }
 
 /// Labels order as their text does (`default` < `drop` < … < `queue:a`), so totals keyed by

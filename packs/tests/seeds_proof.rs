@@ -445,7 +445,7 @@ fn replay(fleet: &Seed, before: &Configuration, after: &Configuration) -> Vec<Re
     let (b, a) = (compile(before), compile(after));
     let context = ctx(&fleet.grant, false);
     let routed = |d: &Decision| Routed {
-        label: d.label().to_string(),
+        label: d.label().into_owned(),
         rule_id: (!d.rule_id.is_empty() && !d.by_default_action).then(|| d.rule_id.clone()),
     };
     deliveries

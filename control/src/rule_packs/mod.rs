@@ -13,10 +13,10 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
-use switchboard_model::Configuration;
 use switchboard_model::listing::{
     InstalledStatus, ListedPack, Listing, PackRule, PackVersion, ParamCheckSummary,
 };
+use switchboard_model::{Configuration, Label};
 use switchboard_packs::merge::{
     Candidate, InstallRequest, MergeError, install_candidate, removal_candidate,
 };

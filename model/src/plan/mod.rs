@@ -15,7 +15,7 @@ use serde_json::{Map, Value};
 
 use crate::diff::{ParamDiff, RuleDiff, VersionDiff};
 use crate::provenance::{self, InstalledPack, Provenance};
-use crate::{Configuration, TrustedActors};
+use crate::{Configuration, Label, TrustedActors};
 
 /// What `plan_token` holds in `confirm_with.arguments`: where the caller puts the token.
 pub const TOKEN_PLACEHOLDER: &str = "<plan_token>";
@@ -76,10 +76,13 @@ pub struct PlanPack {
 #[serde(default)]
 pub struct FixtureOutcome {
     pub name: String,
+    // The schema's default stays the one it had as text (`Label`'s is `default`).
     /// What the fixture expects (`drop`, `default`, `queue:<name>`, …).
-    pub want: String,
+    #[cfg_attr(feature = "schema", schemars(extend("default" = "")))]
+    pub want: Label<'static>,
     /// What the candidate decided.
-    pub got: String,
+    #[cfg_attr(feature = "schema", schemars(extend("default" = "")))]
+    pub got: Label<'static>,
     /// The rule that decided, if any.
     pub rule: Option<String>,
     pub passed: bool,

@@ -7,11 +7,13 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::Label;
+
 /// One configuration's decision on one delivery, reduced to what a plan reports.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Routed {
     /// `queue:<name>`, `drop`, `quarantine`, `default` or `fault`.
-    pub label: String,
+    pub label: Label<'static>,
     /// The rule that matched or faulted, if any (not set for a default_action decision).
     pub rule_id: Option<String>,
 }
@@ -30,21 +32,31 @@ pub struct Replayed {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Totals {
-    pub before: BTreeMap<String, u64>,
-    pub after: BTreeMap<String, u64>,
+    pub before: BTreeMap<Label<'static>, u64>,
+    pub after: BTreeMap<Label<'static>, u64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct Transition {
-    pub from: String,
-    pub to: String,
+    // The schema's default stays the one it had as text (`Label`'s is `default`).
+    #[cfg_attr(feature = "schema", schemars(extend("default" = "")))]
+    pub from: Label<'static>,
+    #[cfg_attr(feature = "schema", schemars(extend("default" = "")))]
+    pub to: Label<'static>,
     pub count: u64,
     pub example_event_ids: Vec<String>,
     /// Which rule decided these deliveries before and which decides them after (`null`: no
     /// rule, the default), most deliveries first: which rule now takes whose deliveries.
     pub by_rules: Vec<RuleShift>,
+}
+
+impl Transition {
+    /// Lost work, the one definition ([`Label::loses_work`]).
+    pub fn loses_work(&self) -> bool {
+        Label::loses_work(&self.from, &self.to)
+    }
 }
 
 /// Deliveries of one transition that moved from one deciding rule to another.

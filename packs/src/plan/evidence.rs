@@ -14,7 +14,7 @@ const NOTE_EXAMPLES: usize = 5;
 
 /// A decision reduced to what a plan reports.
 pub fn routed(d: &Decision) -> Routed {
-    let label = d.label().to_string();
+    let label = d.label().into_owned();
     let rule_id = (!d.rule_id.is_empty() && !d.by_default_action).then(|| d.rule_id.clone());
     Routed { label, rule_id }
 }
@@ -81,7 +81,7 @@ impl Evidence {
         let paired = self
             .replayed
             .iter()
-            .filter(|e| e.after.label == "fault")
+            .filter(|e| e.after.label == Label::Fault)
             .map(|e| (e.event_id.as_str(), e.after.rule_id.as_deref()));
         let unpaired = self
             .unpaired_faults
@@ -146,7 +146,7 @@ impl Evidence {
         let saved_faults = self
             .replayed
             .iter()
-            .filter(|e| e.before.label == "fault")
+            .filter(|e| e.before.label == Label::Fault)
             .map(|e| (e.event_id.as_str(), e.before.rule_id.as_deref()));
         for (side, faults) in [
             (

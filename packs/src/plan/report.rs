@@ -12,16 +12,6 @@ use switchboard_model::plan::{
 /// Example event ids kept per transition group and per faulting rule.
 pub const MAX_EXAMPLES: usize = 20;
 
-/// Whether a delivery so decided becomes a todo ([`Label::delivers_work`]).
-fn is_work(label: &str, fail_closed: bool) -> bool {
-    Label::parse(label).is_ok_and(|l| l.delivers_work(fail_closed))
-}
-
-/// Lost work, the one definition ([`Label::loses_work`]).
-fn lost_work(t: &Transition) -> bool {
-    Label::loses_work_text(&t.from, &t.to)
-}
-
 /// Aggregates a replay. `from_pack` names the pack of a candidate rule id; `fail_closed`
 /// (the trusted-actors capability) quarantines faults instead of queueing them.
 pub fn aggregate(
@@ -37,9 +27,10 @@ pub fn aggregate(
         truncated,
         ..Default::default()
     };
-    let mut groups: BTreeMap<(String, String), Transition> = BTreeMap::new();
+    type Pair = (Label<'static>, Label<'static>);
+    let mut groups: BTreeMap<Pair, Transition> = BTreeMap::new();
     type Shifts = BTreeMap<(Option<String>, Option<String>), u64>;
-    let mut shifts: BTreeMap<(String, String), Shifts> = BTreeMap::new();
+    let mut shifts: BTreeMap<Pair, Shifts> = BTreeMap::new();
     let mut first: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
     let (mut work_before, mut work_after) = (0u64, 0u64);
     for e in replayed {
@@ -68,14 +59,14 @@ pub fn aggregate(
         }
         if let Some(rule) = &e.after.rule_id {
             let c = first.entry(rule.as_str()).or_default();
-            if e.after.label == "fault" {
+            if e.after.label == Label::Fault {
                 c.1 += 1;
             } else {
                 c.0 += 1;
             }
         }
-        work_before += u64::from(is_work(&e.before.label, fail_closed));
-        work_after += u64::from(is_work(&e.after.label, fail_closed));
+        work_before += u64::from(e.before.label.delivers_work(fail_closed));
+        work_after += u64::from(e.after.label.delivers_work(fail_closed));
     }
     for (key, t) in groups.iter_mut() {
         let mut by_rules: Vec<RuleShift> = shifts
@@ -94,8 +85,8 @@ pub fn aggregate(
     }
     let mut transitions: Vec<Transition> = groups.into_values().collect();
     transitions.sort_by(|a, b| {
-        lost_work(b)
-            .cmp(&lost_work(a))
+        b.loses_work()
+            .cmp(&a.loses_work())
             .then(b.count.cmp(&a.count))
             .then(a.from.cmp(&b.from))
             .then(a.to.cmp(&b.to))
@@ -136,7 +127,7 @@ pub fn pack_rule_faults(replayed: &[Replayed], pack_rule_ids: &[String]) -> Vec<
     rule_faults(
         replayed
             .iter()
-            .filter(|e| e.after.label == "fault")
+            .filter(|e| e.after.label == Label::Fault)
             .filter_map(|e| Some((e.event_id.as_str(), e.after.rule_id.as_deref()?)))
             .filter(|(_, rule)| pack_rule_ids.iter().any(|p| p == rule)),
     )
@@ -180,7 +171,7 @@ mod tests {
 
     fn routed(label: &str, rule: Option<&str>) -> Routed {
         Routed {
-            label: label.into(),
+            label: label.parse().expect("a label"),
             rule_id: rule.map(str::to_string),
         }
     }
@@ -234,13 +225,13 @@ mod tests {
             }]
         );
         assert_eq!(r.changed, 35);
-        assert_eq!(r.transitions[0].from, "queue:forge");
-        assert_eq!(r.transitions[0].to, "drop");
+        assert_eq!(r.transitions[0].from, Label::queue("forge"));
+        assert_eq!(r.transitions[0].to, Label::Drop);
         assert_eq!(r.transitions[0].count, 5);
         assert_eq!(r.transitions[1].count, 30);
         assert_eq!(r.transitions[1].example_event_ids.len(), MAX_EXAMPLES);
-        assert_eq!(r.totals.before["queue:review"], 30);
-        assert_eq!(r.totals.after["drop"], 6);
+        assert_eq!(r.totals.before[&Label::queue("review")], 30);
+        assert_eq!(r.totals.after[&Label::Drop], 6);
         let dead = r.rules.iter().find(|x| x.id == "x--dead").unwrap();
         assert!(dead.never_matched);
         assert_eq!(dead.from_pack.as_deref(), Some("x"));
@@ -280,17 +271,17 @@ mod tests {
             routed("fault", Some("f")),
         ));
         let r = aggregate(&events, &[], &|_| None, false, false, &|ms| ms.to_string());
-        let order: Vec<(&str, &str)> = r
+        let order: Vec<(Label, Label)> = r
             .transitions
             .iter()
-            .map(|t| (t.from.as_str(), t.to.as_str()))
+            .map(|t| (t.from.clone(), t.to.clone()))
             .collect();
         assert_eq!(
             order,
             [
-                ("queue:forge", "quarantine"),
-                ("default", "fault"),
-                ("default", "queue:review")
+                (Label::queue("forge"), Label::Quarantine),
+                (Label::Default, Label::Fault),
+                (Label::Default, Label::queue("review"))
             ]
         );
     }
