@@ -1,7 +1,7 @@
 //! The inbox: plans awaiting this person's decision, across their scopes.
 
 use maud::{Markup, html};
-use switchboard_packs::plan::PlanKind;
+use switchboard_model::plan::PlanKind;
 
 use crate::layout::{Chrome, page};
 

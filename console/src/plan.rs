@@ -5,7 +5,8 @@
 use std::collections::BTreeSet;
 
 use maud::{Markup, PreEscaped, html};
-use switchboard_packs::plan::{Plan, PlanState, StaleReason, TodosPerDay};
+use switchboard_model::Label;
+use switchboard_model::plan::{Plan, PlanState, StaleReason, TodosPerDay};
 
 use crate::layout::{Chrome, page};
 
@@ -122,7 +123,7 @@ fn decision_block(v: &PlanView<'_>) -> Markup {
 }
 
 fn totals(p: &Plan) -> Markup {
-    let labels: BTreeSet<&String> = p
+    let labels: BTreeSet<&Label> = p
         .report
         .totals
         .before
@@ -130,14 +131,14 @@ fn totals(p: &Plan) -> Markup {
         .chain(p.report.totals.after.keys())
         .collect();
     let count =
-        |m: &std::collections::BTreeMap<String, u64>, l: &str| m.get(l).copied().unwrap_or(0);
+        |m: &std::collections::BTreeMap<Label, u64>, l: &Label| m.get(l).copied().unwrap_or(0);
     html! {
         table #totals {
             thead { tr { th { "Decision" } th.num { "Before" } th.num { "After" } } }
             tbody {
                 @for label in labels {
                     @let (before, after) = (count(&p.report.totals.before, label), count(&p.report.totals.after, label));
-                    tr.changed[before != after] { td { code { (label) } } td.num { (before) } td.num { (after) } }
+                    tr.changed[before != after] { td { code { (label.to_string()) } } td.num { (before) } td.num { (after) } }
                 }
             }
         }
@@ -154,8 +155,8 @@ fn transitions(p: &Plan) -> Markup {
                 thead { tr { th { "From" } th { "To" } th.num { "Deliveries" } th { "Which rule took them" } th { "Example events" } } }
                 tbody {
                     @for t in &p.report.transitions {
-                        tr.lost[is_lost(&t.from, &t.to)] {
-                            td { code { (t.from) } } td { code { (t.to) } } td.num { (t.count) }
+                        tr.lost[t.loses_work()] {
+                            td { code { (t.from.to_string()) } } td { code { (t.to.to_string()) } } td.num { (t.count) }
                             td { ul { @for s in &t.by_rules {
                                 li { (s.before_rule.as_deref().unwrap_or("(default)")) " → " (s.after_rule.as_deref().unwrap_or("(default)")) ": " (s.count) }
                             } } }
@@ -166,12 +167,6 @@ fn transitions(p: &Plan) -> Markup {
             }
         }
     }
-}
-
-/// Work that stops reaching a queue: it went to a queue (or the default one) and now does not.
-/// Lost work, the one definition ([`switchboard_model::Label::loses_work`]).
-fn is_lost(from: &str, to: &str) -> bool {
-    switchboard_model::Label::loses_work_text(from, to)
 }
 
 fn rules(p: &Plan) -> Markup {
@@ -198,7 +193,7 @@ fn fixtures(p: &Plan) -> Markup {
             tbody {
                 @for f in &p.fixtures {
                     tr.failed[!f.passed] {
-                        td { (f.name) } td { code { (f.want) } } td { code { (f.got) } }
+                        td { (f.name) } td { code { (f.want.to_string()) } } td { code { (f.got.to_string()) } }
                         td { (f.rule.as_deref().unwrap_or("")) }
                         td { @if f.passed { "passed" } @else { strong { "failed" } } }
                     }
@@ -266,17 +261,4 @@ fn todos_chart(t: &TodosPerDay) -> Markup {
     );
     // Only numbers and fixed words are formatted into it: nothing a tenant wrote.
     PreEscaped(svg)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn lost_work_is_work_that_stops_reaching_a_queue() {
-        assert!(is_lost("queue:review", "drop"));
-        assert!(is_lost("default", "quarantine"));
-        assert!(!is_lost("drop", "queue:review"));
-        assert!(!is_lost("queue:a", "queue:b"));
-    }
 }

@@ -3,7 +3,7 @@
 //! decision (never their payload).
 
 use maud::{Markup, html};
-use switchboard_packs::listing::InstalledStatus;
+use switchboard_model::listing::InstalledStatus;
 
 use crate::layout::{Chrome, page};
 

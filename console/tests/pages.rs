@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use switchboard_console::{
     Chrome, Decision, InboxItem, PlanView, RuleRow, WebhookView, inbox, plan_page, webhook_page,
 };
-use switchboard_packs::plan::{Plan, PlanKind, PlanState, StaleReason};
+use switchboard_model::plan::{Plan, PlanKind, PlanState, StaleReason};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")

@@ -1,13 +1,22 @@
 //! A decision's label: what plans count, totals group, transitions name and events record.
 //! One definition, shared by the router's decisions and the configuration's actions.
+//!
+//! A label borrows its queue name where it is read off a decision (`Label<'_>`) and owns it
+//! where a plan keeps it (`Label<'static>`). Either way it is its text in JSON, in order and
+//! in a schema, so plans stored as strings read back as labels and print the same.
 
+use std::borrow::Cow;
+use std::cmp::Ordering;
 use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// `queue:<name>`, `drop`, `quarantine`, `default` (the webhook's default queue, no rule
 /// matched) or `fault`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Label<'a> {
-    Queue(&'a str),
+    Queue(Cow<'a, str>),
     Drop,
     Quarantine,
     Default,
@@ -29,9 +38,37 @@ impl<'a> Label<'a> {
             "default" => Ok(Label::Default),
             "fault" => Ok(Label::Fault),
             _ => match text.strip_prefix("queue:") {
-                Some(q) if !q.is_empty() => Ok(Label::Queue(q)),
+                Some(q) if !q.is_empty() => Ok(Label::Queue(Cow::Borrowed(q))),
                 _ => Err(UnknownLabel(text.to_string())),
             },
+        }
+    }
+
+    /// The label of a decision to a queue named `name`.
+    pub fn queue(name: &'a str) -> Label<'a> {
+        Label::Queue(Cow::Borrowed(name))
+    }
+
+    /// The same label, owning its queue name, to be kept beyond the text it was read from.
+    pub fn into_owned(self) -> Label<'static> {
+        match self {
+            Label::Queue(q) => Label::Queue(Cow::Owned(q.into_owned())),
+            Label::Drop => Label::Drop,
+            Label::Quarantine => Label::Quarantine,
+            Label::Default => Label::Default,
+            Label::Fault => Label::Fault,
+        }
+    }
+
+    /// The label's text in two pieces (`queue:` and the name), so labels compare as their
+    /// text without writing it out.
+    fn text_parts(&self) -> (&'static str, &str) {
+        match self {
+            Label::Queue(q) => ("queue:", q),
+            Label::Drop => ("drop", ""),
+            Label::Quarantine => ("quarantine", ""),
+            Label::Default => ("default", ""),
+            Label::Fault => ("fault", ""),
         }
     }
 
@@ -56,13 +93,86 @@ impl<'a> Label<'a> {
         matches!(from, Label::Queue(_) | Label::Default)
             && matches!(to, Label::Drop | Label::Quarantine | Label::Fault)
     }
+}
 
-    /// [`Label::loses_work`] of two labels' text; a text that is no label loses nothing.
-    pub fn loses_work_text(from: &str, to: &str) -> bool {
-        match (Label::parse(from), Label::parse(to)) {
-            (Ok(from), Ok(to)) => Label::loses_work(&from, &to),
-            _ => false,
-        }
+/// Labels order as their text does (`default` < `drop` < … < `queue:a`), so totals keyed by
+/// label and transitions sorted by label list in the order they did as strings.
+impl Ord for Label<'_> {
+    fn cmp(&self, other: &Self) -> Ordering {
+        let (a, b) = (self.text_parts(), other.text_parts());
+        a.0.bytes()
+            .chain(a.1.bytes())
+            .cmp(b.0.bytes().chain(b.1.bytes()))
+    }
+}
+
+impl PartialOrd for Label<'_> {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// `default`: what a plan's label reads as where an odd stored plan left it out (plans'
+/// types read leniently, field by field).
+impl Default for Label<'_> {
+    fn default() -> Self {
+        Label::Default
+    }
+}
+
+impl FromStr for Label<'static> {
+    type Err = UnknownLabel;
+
+    fn from_str(text: &str) -> Result<Self, UnknownLabel> {
+        Label::parse(text).map(Label::into_owned)
+    }
+}
+
+impl PartialEq<str> for Label<'_> {
+    fn eq(&self, text: &str) -> bool {
+        let (head, tail) = self.text_parts();
+        text.strip_prefix(head) == Some(tail)
+    }
+}
+
+impl PartialEq<&str> for Label<'_> {
+    fn eq(&self, text: &&str) -> bool {
+        self == *text
+    }
+}
+
+impl Serialize for Label<'_> {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// Read from its text; a text that is no label is an error, never a guess.
+impl<'de> Deserialize<'de> for Label<'static> {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = Cow::<'de, str>::deserialize(d)?;
+        text.parse().map_err(serde::de::Error::custom)
+    }
+}
+
+/// A label is a string in JSON, so its schema is exactly a string's: output schemas read
+/// the same as when plans held label text.
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for Label<'_> {
+    fn inline_schema() -> bool {
+        <String as schemars::JsonSchema>::inline_schema()
+    }
+
+    fn schema_name() -> Cow<'static, str> {
+        <String as schemars::JsonSchema>::schema_name()
+    }
+
+    fn schema_id() -> Cow<'static, str> {
+        <String as schemars::JsonSchema>::schema_id()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        <String as schemars::JsonSchema>::json_schema(generator)
     }
 }
 
@@ -85,7 +195,7 @@ mod tests {
     #[test]
     fn labels_read_as_plans_print_them() {
         let all = [
-            (Label::Queue("review"), "queue:review"),
+            (Label::queue("review"), "queue:review"),
             (Label::Drop, "drop"),
             (Label::Quarantine, "quarantine"),
             (Label::Default, "default"),
@@ -102,7 +212,7 @@ mod tests {
 
     #[test]
     fn lost_work_is_work_that_stops_reaching_its_queue() {
-        let work = [Label::Queue("review"), Label::Default];
+        let work = [Label::queue("review"), Label::Default];
         let not_work = [Label::Drop, Label::Quarantine, Label::Fault];
         for from in &work {
             for to in &not_work {
@@ -117,9 +227,36 @@ mod tests {
                 assert!(!Label::loses_work(from, to), "{from} -> {to}");
             }
         }
-        assert!(Label::loses_work_text("queue:a", "drop"));
-        assert!(!Label::loses_work_text("queue:a", "queue:b"));
-        assert!(!Label::loses_work_text("nonsense", "drop"));
+    }
+
+    /// Plans stored as label text read back as labels, print and order the same.
+    #[test]
+    fn a_label_is_its_text_in_json_and_in_order() {
+        let texts = [
+            "default",
+            "drop",
+            "fault",
+            "quarantine",
+            "queue:a",
+            "queue:b",
+        ];
+        let labels: Vec<Label<'static>> = texts
+            .iter()
+            .map(|t| serde_json::from_value(serde_json::json!(t)).expect("a label"))
+            .collect();
+        let mut sorted = labels.clone();
+        sorted.sort();
+        assert_eq!(sorted, labels);
+        for (label, text) in labels.iter().zip(texts) {
+            assert_eq!(
+                serde_json::to_value(label).expect("json"),
+                serde_json::json!(text)
+            );
+            assert!(*label == text);
+        }
+        assert!(Label::queue("ab") > Label::queue("a"));
+        assert!(Label::queue("a") != "queue:");
+        assert!(serde_json::from_value::<Label<'static>>(serde_json::json!("todo")).is_err());
     }
 
     #[test]

@@ -1,14 +1,22 @@
 #![forbid(unsafe_code)]
-//! The configuration model: rules, `default_action`, `params`, and the limits every save obeys.
+//! The product's vocabulary: the configuration (rules, `default_action`, `params`, and the
+//! limits every save obeys), decision labels, and what a rule-pack change reports — plans,
+//! listings, provenance and diffs. Every surface (the MCP gateway, the console, the CLI)
+//! reads these types and nothing of the core's insides.
 //!
 //! Pure data with no jaq in it, so control can hold, merge and digest configurations
 //! without linking anything that parses tenant expressions.
 
 pub mod body;
+pub mod diff;
 pub mod fault;
 pub mod form;
 pub mod kind;
 pub mod label;
+pub mod listing;
+pub mod manifest;
+pub mod plan;
+pub mod provenance;
 pub mod role;
 pub mod trusted;
 pub mod verb;
@@ -69,7 +77,7 @@ impl Action {
     /// The decision label used in plans and totals: `queue:<name>`, `drop`, `quarantine`.
     pub fn label(&self) -> Label<'_> {
         match self {
-            Action::Queue(q) => Label::Queue(q),
+            Action::Queue(q) => Label::queue(q),
             Action::Drop => Label::Drop,
             Action::Quarantine => Label::Quarantine,
         }

@@ -6,7 +6,6 @@
 pub mod admission;
 pub mod catalog;
 pub mod fixtures;
-pub mod listing;
 pub mod manifest;
 pub mod merge;
 pub mod plan;

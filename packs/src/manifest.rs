@@ -13,6 +13,9 @@ use switchboard_model::{
 
 use crate::types::ParamType;
 
+/// The manifest's vocabulary that provenance and listings repeat lives in the model.
+pub use switchboard_model::manifest::{Placement, Requires};
+
 /// Source types a pack may require (BASE.md).
 pub const SOURCE_TYPES: &[&str] = &["forgejo", "gitea", "github", "cairn", "generic"];
 /// Capabilities a pack may require.
@@ -75,28 +78,6 @@ pub struct ParamCheck {
     pub message: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub each: Option<String>,
-}
-
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(rename_all = "snake_case")]
-pub enum Placement {
-    /// Before every hand-written rule.
-    Prepend,
-    /// After every hand-written rule.
-    Append,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
-pub struct Requires {
-    #[serde(default)]
-    pub source_types: Vec<String>,
-    #[serde(default)]
-    pub capabilities: Vec<String>,
-    #[serde(default)]
-    pub packs: Vec<String>,
 }
 
 /// Which params fill the webhook's first-class trusted actors.

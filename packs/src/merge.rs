@@ -4,13 +4,17 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 use switchboard_model::{Action, Configuration, MAX_RULES, Rule};
 use switchboard_proto::reason::Reason;
 
+pub use switchboard_model::diff::{DefaultActionChange, ParamDiff, RuleDiff, VersionDiff};
+
 use crate::manifest::{Pack, Placement};
-use crate::provenance::{InstalledPack, Provenance, drift, installed_digest, rule_digest};
+use crate::provenance::{
+    InstalledPack, Provenance, backfilled, drift, installed_digest, placement, required_packs,
+    rule_digest,
+};
 
 /// Why no candidate can be built. Each maps to a SPEC-0031 error code.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
@@ -56,63 +60,6 @@ impl MergeError {
             MergeError::NotInstalled(_) => Reason::NotFound,
         }
     }
-}
-
-/// The rule diff between the saved configuration and the candidate, by id.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(default)]
-pub struct RuleDiff {
-    pub added: Vec<String>,
-    pub removed: Vec<String>,
-    pub changed: Vec<String>,
-    /// Hand-written rules the pack takes over (`replaces`).
-    pub replaced: Vec<String>,
-    /// Whether the default_action changes, and to what.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub default_action: Option<DefaultActionChange>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(default)]
-pub struct DefaultActionChange {
-    pub before: Option<String>,
-    pub after: Option<String>,
-}
-
-/// The param diff: keys only, never values of other owners' secrets in a listing.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(default)]
-pub struct ParamDiff {
-    pub added: Vec<String>,
-    pub changed: Vec<String>,
-    pub removed: Vec<String>,
-    /// Keys the pack took over from values already on the webhook.
-    pub adopted: Vec<String>,
-    /// Keys the change leaves owned by no installed pack (a version that no longer declares
-    /// them, a removed pack's): removed with the change unless listed in `kept`.
-    pub orphaned: Vec<String>,
-    /// Orphaned keys the owner asked to keep (`keep_params`): they stay, owned by no pack.
-    pub kept: Vec<String>,
-    /// For every changed or adopted key, the installed packs that own it (this one included).
-    pub owners: BTreeMap<String, Vec<String>>,
-}
-
-/// Between the installed version and the target version of the same pack.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(default)]
-pub struct VersionDiff {
-    pub from: String,
-    pub to: String,
-    pub rules_added: Vec<String>,
-    pub rules_removed: Vec<String>,
-    pub rules_changed: Vec<String>,
-    pub params_added: Vec<String>,
-    pub params_removed: Vec<String>,
-    pub params_changed: Vec<String>,
 }
 
 /// A candidate configuration and everything a plan says about how it was built.
@@ -368,8 +315,8 @@ pub fn install_candidate(
     placement_of.insert(pack.name.clone(), pack.placement);
     for p in provenance.iter().filter(|p| p.name != pack.name) {
         let m = manifests(&p.name, &p.version);
-        requires.insert(p.name.clone(), p.required_packs(m.as_ref()));
-        placement_of.insert(p.name.clone(), p.placement(m.as_ref()));
+        requires.insert(p.name.clone(), required_packs(p, m.as_ref()));
+        placement_of.insert(p.name.clone(), placement(p, m.as_ref()));
     }
     let mut prepend: Vec<(String, Vec<Rule>)> = Vec::new();
     let mut append: Vec<(String, Vec<Rule>)> = Vec::new();
@@ -455,10 +402,7 @@ pub fn install_candidate(
     let mut new_provenance: Provenance = provenance
         .iter()
         .filter(|p| p.name != pack.name)
-        .map(|p| {
-            p.clone()
-                .backfilled(manifests(&p.name, &p.version).as_ref())
-        })
+        .map(|p| backfilled(p.clone(), manifests(&p.name, &p.version).as_ref()))
         .collect();
     new_provenance.push(InstalledPack {
         name: pack.name.clone(),
@@ -524,7 +468,7 @@ pub fn removal_candidate(
         .iter()
         .filter(|p| p.name != name)
         .filter(|p| {
-            p.required_packs(manifest(&p.name, &p.version).as_ref())
+            required_packs(p, manifest(&p.name, &p.version).as_ref())
                 .iter()
                 .any(|r| r == name)
         })
@@ -578,7 +522,7 @@ pub fn removal_candidate(
         configuration,
         provenance: others
             .into_iter()
-            .map(|p| p.clone().backfilled(manifest(&p.name, &p.version).as_ref()))
+            .map(|p| backfilled(p.clone(), manifest(&p.name, &p.version).as_ref()))
             .collect(),
         rule_diff,
         param_diff: diff,

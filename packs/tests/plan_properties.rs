@@ -12,14 +12,14 @@ use switchboard_proto::router::v1::{Decision, Outcome};
 
 const RULES: [&str; 4] = ["hand", "p--a", "p--b", "p--c"];
 
-fn label() -> impl Strategy<Value = String> {
+fn label() -> impl Strategy<Value = Label<'static>> {
     prop_oneof![
-        Just("queue:review".to_string()),
-        Just("queue:triage".to_string()),
-        Just("default".to_string()),
-        Just("drop".to_string()),
-        Just("quarantine".to_string()),
-        Just("fault".to_string()),
+        Just(Label::queue("review")),
+        Just(Label::queue("triage")),
+        Just(Label::Default),
+        Just(Label::Drop),
+        Just(Label::Quarantine),
+        Just(Label::Fault),
     ]
 }
 
@@ -30,7 +30,7 @@ fn routed() -> impl Strategy<Value = Routed> {
     )
         .prop_map(|(label, rule)| Routed {
             // A default decision names no rule.
-            rule_id: rule.filter(|_| label != "default").map(str::to_string),
+            rule_id: rule.filter(|_| label != Label::Default).map(str::to_string),
             label,
         })
 }
@@ -89,16 +89,17 @@ proptest! {
         let lost: Vec<bool> = r
             .transitions
             .iter()
-            .map(|t| Label::loses_work_text(&t.from, &t.to))
+            .map(|t| t.loses_work())
             .collect();
         // Every lost-work group precedes every other group.
         prop_assert!(lost.windows(2).all(|w| w[0] || !w[1]), "{:?}", r.transitions);
         for t in &r.transitions {
-            let works = |l: &str| l.starts_with("queue:") || l == "default";
-            prop_assert_eq!(
-                Label::loses_work_text(&t.from, &t.to),
-                works(&t.from) && !works(&t.to)
-            );
+            // The definition read off the labels' text, independently of `Label`.
+            let works = |l: &Label| {
+                let text = l.to_string();
+                text.starts_with("queue:") || text == "default"
+            };
+            prop_assert_eq!(t.loses_work(), works(&t.from) && !works(&t.to));
         }
     }
 
@@ -111,7 +112,7 @@ proptest! {
                 .iter()
                 .filter(|e| e.after.rule_id.as_deref() == Some(rule.id.as_str()))
                 .collect();
-            let faults = decided.iter().filter(|e| e.after.label == "fault").count() as u64;
+            let faults = decided.iter().filter(|e| e.after.label == Label::Fault).count() as u64;
             prop_assert_eq!(rule.faults, faults);
             prop_assert_eq!(rule.first_matches, decided.len() as u64 - faults);
             prop_assert_eq!(rule.never_matched, rule.first_matches == 0);

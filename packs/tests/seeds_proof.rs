@@ -24,7 +24,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value, json};
-use switchboard_model::{Action, Configuration};
+use switchboard_model::{Action, Configuration, Label};
 use switchboard_packs::merge::{Candidate, InstallRequest, install_candidate};
 use switchboard_packs::plan::{Replayed, Routed, aggregate, pack_rule_faults};
 use switchboard_packs::provenance::Provenance;
@@ -445,7 +445,7 @@ fn replay(fleet: &Seed, before: &Configuration, after: &Configuration) -> Vec<Re
     let (b, a) = (compile(before), compile(after));
     let context = ctx(&fleet.grant, false);
     let routed = |d: &Decision| Routed {
-        label: d.label().to_string(),
+        label: d.label().into_owned(),
         rule_id: (!d.rule_id.is_empty() && !d.by_default_action).then(|| d.rule_id.clone()),
     };
     deliveries
@@ -1102,7 +1102,7 @@ fn the_cross_family_check_refuses_same_family_pairs() {
                 );
                 let got = compiled.evaluate(&context, &build_envelope(&d, &context));
                 assert!(!is_fault(&got), "{}", describe(&got));
-                got.label().to_string() != "default"
+                got.label() != Label::Default
             })
             .cloned()
             .collect()

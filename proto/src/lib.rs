@@ -19,16 +19,18 @@ pub mod control {
 
 impl router::v1::Decision {
     /// What plans count, totals group and events record this decision as
-    /// ([`switchboard_model::Label`]); an outcome the router did not name is a fault.
+    /// ([`switchboard_model::Label`]); an outcome the router did not name, or a queue decision
+    /// naming no queue, is a fault (as ingest records it), so every label reads back from its
+    /// text.
     pub fn label(&self) -> switchboard_model::Label<'_> {
         use router::v1::Outcome;
         use switchboard_model::Label;
         match Outcome::try_from(self.outcome).unwrap_or(Outcome::Unspecified) {
-            Outcome::Queue => Label::Queue(&self.queue),
+            Outcome::Queue if !self.queue.is_empty() => Label::queue(&self.queue),
             Outcome::Drop => Label::Drop,
             Outcome::Quarantine => Label::Quarantine,
             Outcome::Default => Label::Default,
-            Outcome::Fault | Outcome::Unspecified => Label::Fault,
+            Outcome::Queue | Outcome::Fault | Outcome::Unspecified => Label::Fault,
         }
     }
 }
@@ -53,6 +55,7 @@ impl From<&switchboard_model::TrustedActors> for control::v1::TrustedActors {
     }
 }
 
+pub mod convert;
 pub mod json;
 pub mod reason;
 

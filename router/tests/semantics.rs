@@ -877,12 +877,7 @@ fn per_rule_counters() {
         ]
     );
 
-    let labels_of = |label: &str| {
-        decisions
-            .iter()
-            .filter(|d| d.label().to_string() == label)
-            .count() as u64
-    };
+    let labels_of = |label: &str| decisions.iter().filter(|d| d.label() == label).count() as u64;
     assert_eq!(labels_of("queue:forge"), prs);
     assert_eq!(labels_of("drop"), issues);
     assert_eq!(labels_of("fault"), pushes + labels);
@@ -910,7 +905,7 @@ fn per_rule_counters() {
     assert!(
         decisions
             .iter()
-            .all(|d| d.label().to_string() == "queue:triage" && d.by_default_action)
+            .all(|d| d.label() == "queue:triage" && d.by_default_action)
     );
     // Even a default_action decision that names a rule is not that rule's match.
     let named = Decision {

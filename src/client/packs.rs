@@ -13,8 +13,8 @@ use switchboard_mcp_gateway::tools::convert;
 use switchboard_mcp_gateway::tools::output::{
     ConfirmOut, ListRulePacksOut, PlanOut, RulePackPlanOut,
 };
-use switchboard_packs::merge::{ParamDiff, RuleDiff, VersionDiff};
-use switchboard_packs::plan::{PlanState, Report, Transition};
+use switchboard_model::diff::{ParamDiff, RuleDiff, VersionDiff};
+use switchboard_model::plan::{PlanState, Report, Transition};
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::control::v1::rule_pack_event::Event;
 
@@ -324,12 +324,6 @@ fn list_table(o: &ListRulePacksOut) -> String {
     t.render(0)
 }
 
-/// Work that stops reaching a queue: it went to a queue (or the default one) and now does not.
-/// Lost work, the one definition ([`switchboard_model::Label::loses_work`]).
-fn is_lost(t: &Transition) -> bool {
-    switchboard_model::Label::loses_work_text(&t.from, &t.to)
-}
-
 /// At most three example ids, then how many more.
 fn examples(ids: &[String], count: u64) -> String {
     let shown: Vec<&str> = ids.iter().take(3).map(String::as_str).collect();
@@ -365,8 +359,8 @@ fn transitions_table(ts: &[&Transition], style: Option<anstyle::Style>) -> Strin
         t.styled_row(
             style,
             [
-                tr.from.clone(),
-                tr.to.clone(),
+                tr.from.to_string(),
+                tr.to.to_string(),
                 tr.count.to_string(),
                 rules.join("; "),
                 examples(&tr.example_event_ids, tr.count),
@@ -396,8 +390,9 @@ pub fn report_lines(r: &Report) -> String {
             styled(paint::LOST, &format!("stopped: {stopped}"))
         );
     }
-    let lost: Vec<&Transition> = r.transitions.iter().filter(|t| is_lost(t)).collect();
-    let other: Vec<&Transition> = r.transitions.iter().filter(|t| !is_lost(t)).collect();
+    // Lost work, the one definition (`Label::loses_work`): work that stops reaching a queue.
+    let (lost, other): (Vec<&Transition>, Vec<&Transition>) =
+        r.transitions.iter().partition(|t| t.loses_work());
     let lost_count: u64 = lost.iter().map(|t| t.count).sum();
     out.push('\n');
     if lost.is_empty() {
@@ -443,7 +438,7 @@ pub fn report_lines(r: &Report) -> String {
         out.push_str(&transitions_table(&other, Some(paint::CHANGED)));
     }
     out.push('\n');
-    let labels: std::collections::BTreeSet<&String> = r
+    let labels: std::collections::BTreeSet<&switchboard_model::Label> = r
         .totals
         .before
         .keys()
@@ -455,7 +450,7 @@ pub fn report_lines(r: &Report) -> String {
         let after = r.totals.after.get(label).copied().unwrap_or(0);
         t.styled_row(
             (before != after).then_some(paint::CHANGED),
-            [label.clone(), before.to_string(), after.to_string()],
+            [label.to_string(), before.to_string(), after.to_string()],
         );
     }
     out.push_str(&t.render(0));
@@ -584,8 +579,8 @@ pub fn plan_table(p: &PlanOut) -> String {
                 (!f.passed).then_some(paint::REMOVED),
                 [
                     f.name.clone(),
-                    f.want.clone(),
-                    f.got.clone(),
+                    f.want.to_string(),
+                    f.got.to_string(),
                     f.rule.clone().unwrap_or_else(|| "-".into()),
                     if f.passed { "passed" } else { "FAILED" }.to_string(),
                 ],

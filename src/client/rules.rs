@@ -10,7 +10,7 @@ use switchboard_mcp_gateway::tools::output::{
     ListWebhookHistoryOut, ListWebhookRulesOut, TestWebhookRulesOut,
 };
 use switchboard_model::Configuration;
-use switchboard_packs::plan::CandidateReplay;
+use switchboard_model::plan::CandidateReplay;
 use switchboard_proto::control::v1 as pb;
 
 use super::packs::{diff_lines, report_lines};

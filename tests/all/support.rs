@@ -407,7 +407,7 @@ pub fn assert_golden_section(path: &str, name: &str, content: &str) {
 /// still sends for older clients says exactly the same.
 pub mod typed {
     use serde_json::Value;
-    use switchboard_packs::listing::Listing;
+    use switchboard_model::listing::Listing;
     use switchboard_packs::plan::{Applied, CandidateReplay, Plan, Report};
     use switchboard_proto::control::v1 as pb;
     use switchboard_proto::control::v1::rule_pack_event::Event;

@@ -91,7 +91,7 @@ pub(super) async fn check_external(
             .await
             .map_err(|e| e.to_string())?;
         let decision = results.first().and_then(|r| r.decisions.first());
-        let label = decision.map(|d| routed(d).label).unwrap_or_default();
+        let label = decision.map(|d| d.label().to_string()).unwrap_or_default();
         let rule_id = decision.map(|d| d.rule_id.as_str()).unwrap_or_default();
         let (judged, local) = admission::judge_fixture(pack, f, &label, rule_id, &default_queue);
         failures.extend(judged);

@@ -13,18 +13,17 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
-use switchboard_model::Configuration;
-use switchboard_packs::listing::{
+use switchboard_model::listing::{
     InstalledStatus, ListedPack, Listing, PackRule, PackVersion, ParamCheckSummary,
 };
+use switchboard_model::{Configuration, Label};
 use switchboard_packs::merge::{
     Candidate, InstallRequest, MergeError, install_candidate, removal_candidate,
 };
-use switchboard_packs::plan::wire::{CONFIRM_TOOL, TOKEN_PLACEHOLDER};
 use switchboard_packs::plan::{
-    Applied, AppliedPack, Apply, Binding, CandidateReplay, ConfirmArguments, ConfirmWith,
-    Delivered, Evidence, FixtureOutcome, Pending, Plan, PlanKind, PlanPack, PlanState, Report,
-    Retention, Routed, StaleReason, StoredPlan, proven, routed,
+    Applied, AppliedPack, Apply, Binding, CONFIRM_TOOL, CandidateReplay, ConfirmArguments,
+    ConfirmWith, Delivered, Evidence, FixtureOutcome, Pending, Plan, PlanKind, PlanPack, PlanState,
+    Report, Retention, Routed, StaleReason, StoredPlan, TOKEN_PLACEHOLDER, proven, routed,
 };
 use switchboard_packs::provenance::{self, InstalledBy, ReplaySummary, drift};
 use switchboard_packs::{Catalog, Pack, ResolveError};

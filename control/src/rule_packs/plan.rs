@@ -63,7 +63,7 @@ impl RulePacks {
             .find(|p| p.name == pack.name)
             .map(|p| p.version.as_str());
         let kind = match pack.semver() {
-            Some(to) => PlanKind::of_install(installed, &to),
+            Some(to) => switchboard_packs::plan::plan_kind_of_install(installed, &to),
             None if installed.is_some() => PlanKind::Reinstall,
             None => PlanKind::Install,
         };
@@ -348,24 +348,25 @@ impl RulePacks {
             }
             for (f, d) in pack.fixtures.iter().zip(decided) {
                 let got = d.as_ref().map(routed).unwrap_or(Routed {
-                    label: "fault".into(),
+                    label: Label::Fault,
                     rule_id: None,
                 });
-                if got.label == "fault"
+                // Every admitted pack's fixtures want a label (`check_pack`).
+                let want: Label<'static> = f.want.parse().map_err(|e| {
+                    Error::internal(format!("{} fixture {}: {e}", pack.label(), f.name))
+                })?;
+                if got.label == Label::Fault
                     && let Some(rule) = &got.rule_id
                     && candidate.pack_rule_ids.contains(rule)
                 {
                     fixture_faults.push((rule.clone(), format!("fixture:{}", f.name)));
                 }
                 let default_queue = ctx.grant.first().map(String::as_str).unwrap_or_default();
-                let passed = switchboard_packs::admission::fixture_passes(
-                    &f.want,
-                    &got.label,
-                    default_queue,
-                );
+                let passed =
+                    switchboard_packs::admission::fixture_passes(&want, &got.label, default_queue);
                 fixtures.push(FixtureOutcome {
                     name: f.name.clone(),
-                    want: f.want.clone(),
+                    want,
                     got: got.label,
                     rule: got.rule_id,
                     passed,

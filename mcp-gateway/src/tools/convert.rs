@@ -4,11 +4,11 @@
 
 use base64::Engine;
 use serde_json::{Map, Value};
-use switchboard_packs::listing::Listing;
-use switchboard_packs::plan::CandidateReplay;
-use switchboard_packs::plan::{AppliedPack, PlanState};
-use switchboard_packs::provenance::InstalledPack;
+use switchboard_model::listing::Listing;
+use switchboard_model::plan::{AppliedPack, CandidateReplay};
+use switchboard_model::provenance::InstalledPack;
 use switchboard_proto::control::v1 as pb;
+use switchboard_proto::convert::plan;
 use switchboard_proto::json;
 
 use super::output::*;
@@ -402,18 +402,11 @@ pub fn rule_packs(r: pb::RulePacksResult) -> Result<ListRulePacksOut, ToolError>
 
 pub fn plan_status(r: pb::RulePackPlanStatus) -> RulePackPlanOut {
     let some = |s: String| (!s.is_empty()).then_some(s);
-    let state = match pb::PlanState::try_from(r.state).unwrap_or_default() {
-        pb::PlanState::PendingApproval => PlanState::PendingApproval,
-        pb::PlanState::Applied => PlanState::Applied,
-        pb::PlanState::Rejected => PlanState::Rejected,
-        pb::PlanState::Stale => PlanState::Stale,
-        pb::PlanState::Planned | pb::PlanState::Unspecified => PlanState::Planned,
-    };
     RulePackPlanOut {
-        kind: switchboard_packs::plan::wire::plan_kind(r.kind),
+        kind: plan::plan_kind(r.kind),
         plan_id: r.plan_id,
         webhook_id: r.webhook_id,
-        state,
+        state: plan::plan_state(r.state),
         stale_reason: some(r.stale_reason),
         pack: AppliedPack {
             name: r.pack_name,

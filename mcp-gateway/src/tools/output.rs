@@ -405,20 +405,20 @@ pub struct ListRulePacksOut {
     /// Every pack with its versions (availability, params_schema, requirements, rules) and,
     /// listed for a webhook, what is installed there (null when not installed): version,
     /// upgrade_available, proven, last replay and drift.
-    pub packs: Vec<switchboard_packs::listing::ListedPack>,
+    pub packs: Vec<switchboard_model::listing::ListedPack>,
 }
 
 /// What install_rule_pack and remove_rule_pack answer: the plan (nothing saved), the same type
 /// control builds it from.
-pub type PlanOut = switchboard_packs::plan::Plan;
+pub type PlanOut = switchboard_model::plan::Plan;
 
 /// What confirm_rule_pack_plan answers: the applied result (saved: true), or on a webhook
 /// whose confirm_policy is `person` the pending approval (nothing saved).
 #[derive(Debug, Serialize)]
 #[serde(untagged)]
 pub enum ConfirmOut {
-    Applied(Box<switchboard_packs::plan::Applied>),
-    Pending(Box<switchboard_packs::plan::Pending>),
+    Applied(Box<switchboard_model::plan::Applied>),
+    Pending(Box<switchboard_model::plan::Pending>),
 }
 
 /// An object that is one of the two: applied or pending approval.
@@ -428,8 +428,8 @@ impl JsonSchema for ConfirmOut {
     }
 
     fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
-        let applied = generator.subschema_for::<switchboard_packs::plan::Applied>();
-        let pending = generator.subschema_for::<switchboard_packs::plan::Pending>();
+        let applied = generator.subschema_for::<switchboard_model::plan::Applied>();
+        let pending = generator.subschema_for::<switchboard_model::plan::Pending>();
         schemars::json_schema!({
             "type": "object",
             "description": "The applied result: saved: true, version, digest, pack and provenance; or, on a webhook whose confirm_policy is person, saved: false, state: pending_approval and the console_url where a person accepts it.",
@@ -445,11 +445,11 @@ pub struct RulePackPlanOut {
     pub webhook_id: String,
     /// planned (its token confirms it), pending_approval (a person has yet to decide),
     /// applied, rejected, or stale (plan again).
-    pub state: switchboard_packs::plan::PlanState,
+    pub state: switchboard_model::plan::PlanState,
     /// Why it is stale: expired, approval_expired or configuration_changed.
     pub stale_reason: Option<String>,
-    pub pack: switchboard_packs::plan::AppliedPack,
-    pub kind: switchboard_packs::plan::PlanKind,
+    pub pack: switchboard_model::plan::AppliedPack,
+    pub kind: switchboard_model::plan::PlanKind,
     /// RFC 3339: when the token stops confirming (a pending plan: the approval deadline).
     pub expires_at: String,
     /// Where a person reviews it, while it is pending.

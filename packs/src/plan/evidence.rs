@@ -3,17 +3,18 @@
 //! configuration's decision is unknown, and why the replay stopped early. A plan never hides
 //! a fault: a call the router stopped at its `max_child_faults` still blames its rule.
 
+use switchboard_model::plan::{Replayed, Report, Routed, RuleFaults};
 use switchboard_model::{Label, fault};
 use switchboard_proto::router::v1::Decision;
 
-use super::report::{Replayed, Report, Routed, RuleFaults, aggregate, rule_faults};
+use super::report::{aggregate, rule_faults};
 
 /// Example event ids a stop note names per rule (the refusal and the report name more).
 const NOTE_EXAMPLES: usize = 5;
 
 /// A decision reduced to what a plan reports.
 pub fn routed(d: &Decision) -> Routed {
-    let label = d.label().to_string();
+    let label = d.label().into_owned();
     let rule_id = (!d.rule_id.is_empty() && !d.by_default_action).then(|| d.rule_id.clone());
     Routed { label, rule_id }
 }
@@ -80,7 +81,7 @@ impl Evidence {
         let paired = self
             .replayed
             .iter()
-            .filter(|e| e.after.label == "fault")
+            .filter(|e| e.after.label == Label::Fault)
             .map(|e| (e.event_id.as_str(), e.after.rule_id.as_deref()));
         let unpaired = self
             .unpaired_faults
@@ -145,7 +146,7 @@ impl Evidence {
         let saved_faults = self
             .replayed
             .iter()
-            .filter(|e| e.before.label == "fault")
+            .filter(|e| e.before.label == Label::Fault)
             .map(|e| (e.event_id.as_str(), e.before.rule_id.as_deref()));
         for (side, faults) in [
             (

@@ -1,346 +1,49 @@
-//! The plan (REQ-3…REQ-5) as typed values: what a plan call answers ([`Plan`]), what the
-//! store keeps to apply it ([`StoredPlan`]), and what a confirm answers ([`Applied`]). The
-//! MCP tools' JSON is these types' serde form; the gRPC messages are converted from them in
-//! [`wire`], so agents and services read one definition.
+//! The plan (REQ-3…REQ-5) made: the replay's evidence and its aggregation into a report,
+//! and the kind of an install. The plan's types are the model's
+//! ([`switchboard_model::plan`]), re-exported here for control.
 
 mod evidence;
 mod report;
-mod state;
-pub mod wire;
 
 pub use evidence::{Delivered, Evidence, Unpaired, routed};
 pub use report::*;
-pub use state::{PlanFacts, PlanState, StaleReason};
+pub use switchboard_model::plan::*;
 
-use serde::{Deserialize, Deserializer, Serialize};
-use serde_json::{Map, Value};
-use switchboard_model::{Configuration, TrustedActors};
-
-use crate::merge::{ParamDiff, RuleDiff, VersionDiff};
-use crate::provenance::{self, InstalledPack, Provenance};
-
-/// What a plan would do to the installed pack.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(rename_all = "lowercase")]
-pub enum PlanKind {
-    /// The pack is not installed yet.
-    #[default]
-    Install,
-    Upgrade,
-    Downgrade,
-    /// The same version again (new params, or to repair hand edits).
-    Reinstall,
-    Remove,
-}
-
-impl PlanKind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PlanKind::Install => "install",
-            PlanKind::Upgrade => "upgrade",
-            PlanKind::Downgrade => "downgrade",
-            PlanKind::Reinstall => "reinstall",
-            PlanKind::Remove => "remove",
-        }
+/// Installing `to` over the version installed now (`installed`, if any), by semver; an
+/// installed version that does not parse counts as older.
+pub fn plan_kind_of_install(installed: Option<&str>, to: &semver::Version) -> PlanKind {
+    let Some(installed) = installed else {
+        return PlanKind::Install;
+    };
+    match semver::Version::parse(installed) {
+        Ok(f) if f == *to => PlanKind::Reinstall,
+        Ok(f) if f > *to => PlanKind::Downgrade,
+        _ => PlanKind::Upgrade,
     }
-
-    /// The verb that plans (and confirms) this kind of change.
-    pub fn verb(self) -> &'static str {
-        match self {
-            PlanKind::Remove => "remove_rule_pack",
-            _ => "install_rule_pack",
-        }
-    }
-
-    /// Installing `to` over the version installed now (`installed`, if any), by semver; an
-    /// installed version that does not parse counts as older.
-    pub fn of_install(installed: Option<&str>, to: &semver::Version) -> PlanKind {
-        let Some(installed) = installed else {
-            return PlanKind::Install;
-        };
-        match semver::Version::parse(installed) {
-            Ok(f) if f == *to => PlanKind::Reinstall,
-            Ok(f) if f > *to => PlanKind::Downgrade,
-            _ => PlanKind::Upgrade,
-        }
-    }
-}
-
-/// The pack a plan installs, upgrades or removes.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(default)]
-pub struct PlanPack {
-    pub name: String,
-    pub version: String,
-    /// The version installed now, if any.
-    pub from_version: Option<String>,
-}
-
-/// One pack fixture routed through the candidate.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(default)]
-pub struct FixtureOutcome {
-    pub name: String,
-    /// What the fixture expects (`drop`, `default`, `queue:<name>`, …).
-    pub want: String,
-    /// What the candidate decided.
-    pub got: String,
-    /// The rule that decided, if any.
-    pub rule: Option<String>,
-    pub passed: bool,
-}
-
-/// How to apply the plan: the call to make (`confirm_rule_pack_plan`, a tool of its own so
-/// the planning call changes nothing), with the token in place of `<plan_token>`.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(default)]
-pub struct ConfirmWith {
-    pub tool: String,
-    pub arguments: ConfirmArguments,
-    pub note: String,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(default)]
-pub struct ConfirmArguments {
-    pub webhook_id: String,
-    pub plan_token: String,
-    /// `true` when the plan is unproven (the confirm needs it), else null.
-    pub allow_unproven: Option<bool>,
-}
-
-/// A plan as its caller reads it: the replay report, the fixtures, the diffs and how to
-/// confirm. Nothing in it is payload text (REQ-5).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(default)]
-pub struct Plan {
-    #[serde(flatten)]
-    pub report: Report,
-    pub kind: PlanKind,
-    pub webhook_id: String,
-    pub pack: PlanPack,
-    /// The pack's fixtures through the candidate (none for a removal).
-    pub fixtures: Vec<FixtureOutcome>,
-    pub rule_diff: RuleDiff,
-    pub param_diff: ParamDiff,
-    /// Between the installed and the planned version, for an upgrade or downgrade.
-    pub version_diff: Option<VersionDiff>,
-    /// A delivery of the pack's source types was replayed and the replay was complete.
-    pub proven: bool,
-    /// Always true: a plan saves nothing.
-    pub nothing_saved: bool,
-    /// RFC 3339: the token is refused after this.
-    pub expires_at: String,
-    pub confirm_with: ConfirmWith,
-    /// The single-use token that applies exactly this plan; only in the plan call's answer
-    /// (the store keeps its hash).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub plan_token: Option<String>,
-}
-
-/// `test_webhook_rules` with `replay` (REQ-8): a hand-written candidate's replay report,
-/// with no token: nothing is saved and nothing can be confirmed from it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(default)]
-pub struct CandidateReplay {
-    #[serde(flatten)]
-    pub report: Report,
-    /// Ids given to candidate rules that had none, in rule order.
-    pub minted_rule_ids: Vec<String>,
-    pub rule_diff: RuleDiff,
-    /// Always true.
-    pub nothing_saved: bool,
-}
-
-/// The arguments a confirm is checked against, each on its own (REQ-3). Its canonical JSON
-/// is what `binding_digest` hashes, so its shape is fixed.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(untagged)]
-pub enum Binding {
-    Remove {
-        remove: String,
-        #[serde(default)]
-        keep_params: Vec<String>,
-    },
-    Install {
-        #[serde(default)]
-        params: Map<String, Value>,
-        #[serde(default)]
-        replaces: Vec<String>,
-        #[serde(default)]
-        overwrite_local_edits: bool,
-        /// Absent in plans stored before the argument existed: none kept.
-        #[serde(default)]
-        keep_params: Vec<String>,
-    },
-}
-
-impl Binding {
-    pub fn keep_params(&self) -> &[String] {
-        match self {
-            Binding::Remove { keep_params, .. } | Binding::Install { keep_params, .. } => {
-                keep_params
-            }
-        }
-    }
-}
-
-/// What the store keeps to apply a plan, beside the plan itself.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct Apply {
-    /// The candidate (the store's `candidate` column is what a confirm saves; this copy is
-    /// read leniently so an odd one never makes a plan unreadable).
-    #[serde(deserialize_with = "lenient_configuration")]
-    pub configuration: Configuration,
-    /// The provenance the confirm saves (install time and actor filled in then).
-    #[serde(deserialize_with = "lenient_provenance")]
-    pub provenance: Provenance,
-    /// Set on the webhook when the plan sets them; left as they are otherwise.
-    #[serde(deserialize_with = "lenient_trusted_actors")]
-    pub trusted_actors: Option<TrustedActors>,
-    pub proven: bool,
-    pub truncated: bool,
-    pub kind: PlanKind,
-    /// sha256 of the canonical binding.
-    pub binding_digest: String,
-    /// Absent in plans stored before it was kept whole: then only the digest is checked.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub binding: Option<Binding>,
-}
-
-/// A stored plan: the plan as its caller read it (without the token) and how to apply it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct StoredPlan {
-    #[serde(flatten)]
-    pub plan: Plan,
-    pub apply: Apply,
-}
-
-/// What a confirm answers: the saved configuration's version and the pack's provenance.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(default)]
-pub struct Applied {
-    /// Always true: the configuration was saved.
-    pub saved: bool,
-    pub kind: PlanKind,
-    pub webhook_id: String,
-    /// The configuration version the confirm saved.
-    pub version: i64,
-    /// sha256 (hex) of the saved configuration.
-    pub digest: String,
-    pub pack: AppliedPack,
-    /// The pack's provenance as saved; null after a removal.
-    pub provenance: Option<InstalledPack>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(default)]
-pub struct AppliedPack {
-    pub name: String,
-    pub version: String,
-}
-
-/// A confirm on a webhook whose `confirm_policy` is `person` (issue 20): nothing was saved;
-/// the plan waits for a person to accept or reject it at `console_url`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(default)]
-pub struct Pending {
-    /// Always false: nothing was saved; a person puts the plan live.
-    pub saved: bool,
-    /// Always `pending_approval`.
-    pub state: PlanState,
-    pub plan_id: String,
-    pub webhook_id: String,
-    pub kind: PlanKind,
-    pub pack: AppliedPack,
-    /// Where a person reviews the plan and accepts or rejects it.
-    pub console_url: String,
-    /// RFC 3339: unless a person accepts it by then, the plan is stale.
-    pub approval_expires_at: String,
-}
-
-/// Stored provenance is read as [`provenance::from_json`] reads it: odd is none, not an
-/// error, so a plan stored by an older release still applies.
-fn lenient_provenance<'de, D: Deserializer<'de>>(d: D) -> Result<Provenance, D::Error> {
-    Ok(provenance::from_json(&Value::deserialize(d)?))
-}
-
-fn lenient_configuration<'de, D: Deserializer<'de>>(d: D) -> Result<Configuration, D::Error> {
-    Ok(serde_json::from_value(Value::deserialize(d)?).unwrap_or_default())
-}
-
-fn lenient_trusted_actors<'de, D: Deserializer<'de>>(
-    d: D,
-) -> Result<Option<TrustedActors>, D::Error> {
-    let value = Value::deserialize(d)?;
-    Ok((!value.is_null()).then(|| TrustedActors::from_value(&value)))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use serde_json::json;
-
-    #[test]
-    fn a_binding_keeps_the_json_its_digest_was_taken_over() {
-        let install = json!({"params": {"a": 1}, "replaces": ["x"], "overwrite_local_edits": false, "keep_params": []});
-        let b: Binding = serde_json::from_value(install.clone()).expect("install");
-        assert!(matches!(b, Binding::Install { .. }));
-        assert_eq!(serde_json::to_value(&b).expect("json"), install);
-        let remove = json!({"remove": "drop-ci-noise", "keep_params": ["k"]});
-        let b: Binding = serde_json::from_value(remove.clone()).expect("remove");
-        assert_eq!(b.keep_params(), ["k".to_string()]);
-        assert_eq!(serde_json::to_value(&b).expect("json"), remove);
-    }
-
-    #[test]
-    fn a_plan_stored_by_an_older_release_still_reads() {
-        // No binding, no retention, no stopped, no by_rules, odd trusted actors.
-        let stored = json!({
-            "kind": "upgrade", "webhook_id": "w", "events_replayed": 3,
-            "transitions": [{"from": "queue:a", "to": "drop", "count": 3, "example_event_ids": ["e"]}],
-            "apply": {"configuration": {"rules": [], "unknown": 1}, "provenance": "odd", "trusted_actors": {"humans": "x"},
-                      "proven": true, "truncated": false, "kind": "upgrade", "binding_digest": "d"}
-        });
-        let p: StoredPlan = serde_json::from_value(stored).expect("reads");
-        assert_eq!(p.plan.kind, PlanKind::Upgrade);
-        assert_eq!(p.plan.report.transitions[0].count, 3);
-        assert!(p.plan.report.transitions[0].by_rules.is_empty());
-        assert!(p.apply.binding.is_none());
-        assert!(p.apply.provenance.is_empty());
-        assert_eq!(p.apply.trusted_actors, Some(TrustedActors::default()));
-    }
 
     #[test]
     fn the_kind_of_an_install_follows_semver() {
         let v = |s: &str| semver::Version::parse(s).expect("semver");
-        assert_eq!(PlanKind::of_install(None, &v("1.0.0")), PlanKind::Install);
+        assert_eq!(plan_kind_of_install(None, &v("1.0.0")), PlanKind::Install);
         assert_eq!(
-            PlanKind::of_install(Some("1.0.0"), &v("2.0.0")),
+            plan_kind_of_install(Some("1.0.0"), &v("2.0.0")),
             PlanKind::Upgrade
         );
         assert_eq!(
-            PlanKind::of_install(Some("2.0.0"), &v("1.0.0")),
+            plan_kind_of_install(Some("2.0.0"), &v("1.0.0")),
             PlanKind::Downgrade
         );
         assert_eq!(
-            PlanKind::of_install(Some("1.0.0"), &v("1.0.0")),
+            plan_kind_of_install(Some("1.0.0"), &v("1.0.0")),
             PlanKind::Reinstall
         );
         assert_eq!(
-            PlanKind::of_install(Some("odd"), &v("1.0.0")),
+            plan_kind_of_install(Some("odd"), &v("1.0.0")),
             PlanKind::Upgrade
         );
         assert_eq!(PlanKind::Remove.verb(), "remove_rule_pack");

@@ -1,140 +1,16 @@
-//! The replay report (REQ-5): what would change if the candidate replaced the saved
-//! configuration, computed from both configurations' decisions over the same deliveries.
-//! Decisions, counts and event ids only — never payload text or header values.
+//! The replay report (REQ-5) computed: what would change if the candidate replaced the saved
+//! configuration, aggregated from both configurations' decisions over the same deliveries.
+//! The report's types are the model's ([`switchboard_model::plan`]).
 
 use std::collections::BTreeMap;
 
-use serde::{Deserialize, Serialize};
 use switchboard_model::Label;
+use switchboard_model::plan::{
+    Replayed, Report, RuleFaults, RuleReport, RuleShift, TodosPerDay, Transition,
+};
 
 /// Example event ids kept per transition group and per faulting rule.
 pub const MAX_EXAMPLES: usize = 20;
-
-/// One configuration's decision on one delivery, reduced to what a plan reports.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct Routed {
-    /// `queue:<name>`, `drop`, `quarantine`, `default` or `fault`.
-    pub label: String,
-    /// The rule that matched or faulted, if any (not set for a default_action decision).
-    pub rule_id: Option<String>,
-}
-
-/// One replayed delivery: the saved configuration's decision and the candidate's.
-#[derive(Clone, Debug)]
-pub struct Replayed {
-    pub event_id: String,
-    pub received_at_ms: i64,
-    pub source: String,
-    pub before: Routed,
-    pub after: Routed,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(default)]
-pub struct Totals {
-    pub before: BTreeMap<String, u64>,
-    pub after: BTreeMap<String, u64>,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(default)]
-pub struct Transition {
-    pub from: String,
-    pub to: String,
-    pub count: u64,
-    pub example_event_ids: Vec<String>,
-    /// Which rule decided these deliveries before and which decides them after (`null`: no
-    /// rule, the default), most deliveries first: which rule now takes whose deliveries.
-    pub by_rules: Vec<RuleShift>,
-}
-
-/// Deliveries of one transition that moved from one deciding rule to another.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(default)]
-pub struct RuleShift {
-    pub before_rule: Option<String>,
-    pub after_rule: Option<String>,
-    pub count: u64,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(default)]
-pub struct RuleReport {
-    pub id: String,
-    pub first_matches: u64,
-    pub faults: u64,
-    /// The pack that installed (or would install) the rule; null for hand-written rules.
-    pub from_pack: Option<String>,
-    /// No replayed delivery was decided by this rule.
-    pub never_matched: bool,
-}
-
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(default)]
-pub struct TodosPerDay {
-    pub before: f64,
-    pub after: f64,
-}
-
-/// The replay half of a plan.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(default)]
-pub struct Report {
-    pub events_replayed: u64,
-    pub window_from: Option<String>,
-    pub window_to: Option<String>,
-    pub totals: Totals,
-    pub changed: u64,
-    /// Lost work first (a queue or the default to drop, quarantine or fault), then by count.
-    pub transitions: Vec<Transition>,
-    /// Every rule of the candidate, in order.
-    pub rules: Vec<RuleReport>,
-    pub todos_per_day: TodosPerDay,
-    pub truncated: bool,
-    /// Why the replay stopped before the window's end (a rule kept exceeding its budget):
-    /// such a plan is refused anyway, and the report says so.
-    pub stopped: Option<String>,
-    /// Which deliveries retention still leaves a replay to see.
-    pub retention: Option<Retention>,
-}
-
-/// The window retention leaves a webhook, as replays and plans say it.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(default)]
-pub struct Retention {
-    pub max_age_days: u64,
-    pub max_events_per_webhook: u64,
-    /// RFC 3339: deliveries received before this are gone.
-    pub kept_since: String,
-    /// RFC 3339: the oldest delivery still stored, if any.
-    pub oldest_stored: Option<String>,
-}
-
-/// Rules that faulted, with up to 20 example event ids each.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-#[serde(default)]
-pub struct RuleFaults {
-    pub rule: String,
-    pub count: u64,
-    pub event_ids: Vec<String>,
-}
-
-/// Whether a delivery so decided becomes a todo ([`Label::delivers_work`]).
-fn is_work(label: &str, fail_closed: bool) -> bool {
-    Label::parse(label).is_ok_and(|l| l.delivers_work(fail_closed))
-}
-
-/// Lost work, the one definition ([`Label::loses_work`]).
-fn lost_work(t: &Transition) -> bool {
-    Label::loses_work_text(&t.from, &t.to)
-}
 
 /// Aggregates a replay. `from_pack` names the pack of a candidate rule id; `fail_closed`
 /// (the trusted-actors capability) quarantines faults instead of queueing them.
@@ -151,9 +27,10 @@ pub fn aggregate(
         truncated,
         ..Default::default()
     };
-    let mut groups: BTreeMap<(String, String), Transition> = BTreeMap::new();
+    type Pair = (Label<'static>, Label<'static>);
+    let mut groups: BTreeMap<Pair, Transition> = BTreeMap::new();
     type Shifts = BTreeMap<(Option<String>, Option<String>), u64>;
-    let mut shifts: BTreeMap<(String, String), Shifts> = BTreeMap::new();
+    let mut shifts: BTreeMap<Pair, Shifts> = BTreeMap::new();
     let mut first: BTreeMap<&str, (u64, u64)> = BTreeMap::new();
     let (mut work_before, mut work_after) = (0u64, 0u64);
     for e in replayed {
@@ -182,14 +59,14 @@ pub fn aggregate(
         }
         if let Some(rule) = &e.after.rule_id {
             let c = first.entry(rule.as_str()).or_default();
-            if e.after.label == "fault" {
+            if e.after.label == Label::Fault {
                 c.1 += 1;
             } else {
                 c.0 += 1;
             }
         }
-        work_before += u64::from(is_work(&e.before.label, fail_closed));
-        work_after += u64::from(is_work(&e.after.label, fail_closed));
+        work_before += u64::from(e.before.label.delivers_work(fail_closed));
+        work_after += u64::from(e.after.label.delivers_work(fail_closed));
     }
     for (key, t) in groups.iter_mut() {
         let mut by_rules: Vec<RuleShift> = shifts
@@ -208,8 +85,8 @@ pub fn aggregate(
     }
     let mut transitions: Vec<Transition> = groups.into_values().collect();
     transitions.sort_by(|a, b| {
-        lost_work(b)
-            .cmp(&lost_work(a))
+        b.loses_work()
+            .cmp(&a.loses_work())
             .then(b.count.cmp(&a.count))
             .then(a.from.cmp(&b.from))
             .then(a.to.cmp(&b.to))
@@ -250,7 +127,7 @@ pub fn pack_rule_faults(replayed: &[Replayed], pack_rule_ids: &[String]) -> Vec<
     rule_faults(
         replayed
             .iter()
-            .filter(|e| e.after.label == "fault")
+            .filter(|e| e.after.label == Label::Fault)
             .filter_map(|e| Some((e.event_id.as_str(), e.after.rule_id.as_deref()?)))
             .filter(|(_, rule)| pack_rule_ids.iter().any(|p| p == rule)),
     )
@@ -290,10 +167,11 @@ pub fn proven(replayed: &[Replayed], source_types: &[String], truncated: bool) -
 #[cfg(test)]
 mod tests {
     use super::*;
+    use switchboard_model::plan::Routed;
 
     fn routed(label: &str, rule: Option<&str>) -> Routed {
         Routed {
-            label: label.into(),
+            label: label.parse().expect("a label"),
             rule_id: rule.map(str::to_string),
         }
     }
@@ -347,13 +225,13 @@ mod tests {
             }]
         );
         assert_eq!(r.changed, 35);
-        assert_eq!(r.transitions[0].from, "queue:forge");
-        assert_eq!(r.transitions[0].to, "drop");
+        assert_eq!(r.transitions[0].from, Label::queue("forge"));
+        assert_eq!(r.transitions[0].to, Label::Drop);
         assert_eq!(r.transitions[0].count, 5);
         assert_eq!(r.transitions[1].count, 30);
         assert_eq!(r.transitions[1].example_event_ids.len(), MAX_EXAMPLES);
-        assert_eq!(r.totals.before["queue:review"], 30);
-        assert_eq!(r.totals.after["drop"], 6);
+        assert_eq!(r.totals.before[&Label::queue("review")], 30);
+        assert_eq!(r.totals.after[&Label::Drop], 6);
         let dead = r.rules.iter().find(|x| x.id == "x--dead").unwrap();
         assert!(dead.never_matched);
         assert_eq!(dead.from_pack.as_deref(), Some("x"));
@@ -393,17 +271,17 @@ mod tests {
             routed("fault", Some("f")),
         ));
         let r = aggregate(&events, &[], &|_| None, false, false, &|ms| ms.to_string());
-        let order: Vec<(&str, &str)> = r
+        let order: Vec<(Label, Label)> = r
             .transitions
             .iter()
-            .map(|t| (t.from.as_str(), t.to.as_str()))
+            .map(|t| (t.from.clone(), t.to.clone()))
             .collect();
         assert_eq!(
             order,
             [
-                ("queue:forge", "quarantine"),
-                ("default", "fault"),
-                ("default", "queue:review")
+                (Label::queue("forge"), Label::Quarantine),
+                (Label::Default, Label::Fault),
+                (Label::Default, Label::queue("review"))
             ]
         );
     }

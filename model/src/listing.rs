@@ -1,11 +1,11 @@
 //! `list_rule_packs` (REQ-2) as typed values: the catalog's packs with their versions and,
 //! for a webhook, what is installed there with its drift. The MCP tool's JSON is their serde
-//! form; the gRPC listing is converted from them in [`crate::plan::wire`].
+//! form; the gRPC listing is converted from them in proto's `convert::plan`.
 
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::Value;
-use switchboard_model::Action;
 
+use crate::Action;
 use crate::manifest::{Placement, Requires};
 use crate::provenance::{Drift, InstalledBy};
 

@@ -5,24 +5,21 @@
 use std::collections::BTreeMap;
 
 use serde_json::Value;
-use switchboard_model::Action;
-use switchboard_proto::control::v1 as pb;
-use switchboard_proto::json::{from_struct, to_struct};
-
-use super::*;
-use crate::listing::{
+use switchboard_model::diff::{DefaultActionChange, ParamDiff, RuleDiff, VersionDiff};
+use switchboard_model::listing::{
     InstalledStatus, ListedPack, Listing, PackRule, PackVersion, ParamCheckSummary,
 };
-use crate::manifest::{Placement, Requires};
-use crate::merge::DefaultActionChange;
-use crate::provenance::{Drift, InstalledBy, ReplaySummary};
+use switchboard_model::manifest::{Placement, Requires};
+use switchboard_model::plan::{
+    Applied, AppliedPack, ConfirmArguments, ConfirmWith, FixtureOutcome, Pending, Plan, PlanKind,
+    PlanPack, PlanState, Report, Retention, RuleReport, RuleShift, TOKEN_PLACEHOLDER, TodosPerDay,
+    Totals, Transition,
+};
+use switchboard_model::provenance::{Drift, InstalledBy, InstalledPack, ReplaySummary};
+use switchboard_model::{Action, Label};
 
-/// What `plan_token` holds in `confirm_with.arguments`: where the caller puts the token.
-pub const TOKEN_PLACEHOLDER: &str = "<plan_token>";
-
-/// The call that applies a plan (`confirm_with.tool`): a verb of its own, so that planning
-/// changes nothing and an endpoint may be allowed to plan but not to confirm.
-pub const CONFIRM_TOOL: &str = "confirm_rule_pack_plan";
+use crate::control::v1 as pb;
+use crate::json::{from_struct, to_struct};
 
 impl From<PlanKind> for pb::PlanKind {
     fn from(k: PlanKind) -> Self {
@@ -63,8 +60,8 @@ impl From<&Plan> for pb::Plan {
                 .iter()
                 .map(|f| pb::FixtureOutcome {
                     name: f.name.clone(),
-                    want: f.want.clone(),
-                    got: f.got.clone(),
+                    want: f.want.to_string(),
+                    got: f.got.to_string(),
                     rule: f.rule.clone(),
                     passed: f.passed,
                 })
@@ -133,12 +130,14 @@ impl From<pb::Plan> for Plan {
             fixtures: p
                 .fixtures
                 .into_iter()
-                .map(|f| FixtureOutcome {
-                    name: f.name,
-                    want: f.want,
-                    got: f.got,
-                    rule: f.rule,
-                    passed: f.passed,
+                .filter_map(|f| {
+                    Some(FixtureOutcome {
+                        want: label(&f.want)?,
+                        got: label(&f.got)?,
+                        name: f.name,
+                        rule: f.rule,
+                        passed: f.passed,
+                    })
                 })
                 .collect(),
             rule_diff: RuleDiff::from(rule_diff),
@@ -212,22 +211,38 @@ impl From<pb::RuleDiff> for RuleDiff {
     }
 }
 
+/// A label control sent; one this build does not know (a newer control's) is left out, not
+/// guessed, as a pack rule's action is.
+fn label(text: &str) -> Option<Label<'static>> {
+    text.parse().ok()
+}
+
+/// Counts by label as the message's map, and back.
+fn counts_to(m: &BTreeMap<Label<'static>, u64>) -> std::collections::HashMap<String, u64> {
+    m.iter().map(|(l, n)| (l.to_string(), *n)).collect()
+}
+
+fn counts_from(m: std::collections::HashMap<String, u64>) -> BTreeMap<Label<'static>, u64> {
+    m.into_iter()
+        .filter_map(|(l, n)| Some((label(&l)?, n)))
+        .collect()
+}
+
 impl From<&Report> for pb::ReplayReport {
     fn from(r: &Report) -> Self {
-        let counts = |m: &BTreeMap<String, u64>| m.clone().into_iter().collect();
         pb::ReplayReport {
             events_replayed: r.events_replayed,
             window_from: r.window_from.clone(),
             window_to: r.window_to.clone(),
-            totals_before: counts(&r.totals.before),
-            totals_after: counts(&r.totals.after),
+            totals_before: counts_to(&r.totals.before),
+            totals_after: counts_to(&r.totals.after),
             changed: r.changed,
             transitions: r
                 .transitions
                 .iter()
                 .map(|t| pb::Transition {
-                    from: t.from.clone(),
-                    to: t.to.clone(),
+                    from: t.from.to_string(),
+                    to: t.to.to_string(),
                     count: t.count,
                     example_event_ids: t.example_event_ids.clone(),
                     by_rules: t
@@ -276,27 +291,29 @@ impl From<pb::ReplayReport> for Report {
             window_from: r.window_from,
             window_to: r.window_to,
             totals: Totals {
-                before: r.totals_before.into_iter().collect(),
-                after: r.totals_after.into_iter().collect(),
+                before: counts_from(r.totals_before),
+                after: counts_from(r.totals_after),
             },
             changed: r.changed,
             transitions: r
                 .transitions
                 .into_iter()
-                .map(|t| Transition {
-                    from: t.from,
-                    to: t.to,
-                    count: t.count,
-                    example_event_ids: t.example_event_ids,
-                    by_rules: t
-                        .by_rules
-                        .into_iter()
-                        .map(|s| RuleShift {
-                            before_rule: s.before_rule,
-                            after_rule: s.after_rule,
-                            count: s.count,
-                        })
-                        .collect(),
+                .filter_map(|t| {
+                    Some(Transition {
+                        from: label(&t.from)?,
+                        to: label(&t.to)?,
+                        count: t.count,
+                        example_event_ids: t.example_event_ids,
+                        by_rules: t
+                            .by_rules
+                            .into_iter()
+                            .map(|s| RuleShift {
+                                before_rule: s.before_rule,
+                                after_rule: s.after_rule,
+                                count: s.count,
+                            })
+                            .collect(),
+                    })
                 })
                 .collect(),
             rules: r
@@ -366,6 +383,17 @@ impl From<PlanState> for pb::PlanState {
             PlanState::Rejected => pb::PlanState::Rejected,
             PlanState::Stale => pb::PlanState::Stale,
         }
+    }
+}
+
+/// A wire plan state as the typed one (unknown: planned).
+pub fn plan_state(s: i32) -> PlanState {
+    match pb::PlanState::try_from(s).unwrap_or(pb::PlanState::Unspecified) {
+        pb::PlanState::PendingApproval => PlanState::PendingApproval,
+        pb::PlanState::Applied => PlanState::Applied,
+        pb::PlanState::Rejected => PlanState::Rejected,
+        pb::PlanState::Stale => PlanState::Stale,
+        pb::PlanState::Planned | pb::PlanState::Unspecified => PlanState::Planned,
     }
 }
 

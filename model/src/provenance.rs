@@ -1,0 +1,91 @@
+//! Provenance (REQ-7): the record, on the webhook, of each installed pack — what was
+//! installed, by whom, with what evidence — and its drift (REQ-2) as listings show it. Drift
+//! is computed, and a manifest read beside the record, in the `packs` crate.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+use crate::manifest::{Placement, Requires};
+
+/// Who confirmed an install: the endpoint and its owning human.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct InstalledBy {
+    pub endpoint: String,
+    pub human: String,
+}
+
+/// What the replay behind an install saw.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ReplaySummary {
+    pub events_replayed: u64,
+    pub window_from: Option<String>,
+    pub window_to: Option<String>,
+    pub changed: u64,
+    pub replayed_at: String,
+}
+
+/// One installed pack on one webhook.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct InstalledPack {
+    pub name: String,
+    pub version: String,
+    /// Installed rule ids (`<name>--<local-id>`), in order.
+    pub rule_ids: Vec<String>,
+    /// Digest of the installed rules and any default_action as installed.
+    pub digest: String,
+    /// Per-rule digests as installed, so drift can name the edited rule.
+    pub rule_digests: BTreeMap<String, String>,
+    /// Whether this pack set the webhook's default_action.
+    pub sets_default_action: bool,
+    /// Param keys this pack owns.
+    pub owned_params: Vec<String>,
+    /// What the manifest required and where it placed its rules, kept so listing, removal
+    /// and other packs' installs still work when the manifest has left the catalog. Absent
+    /// in provenance written before they were recorded: then the catalog's manifest is read.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requires: Option<Requires>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub placement: Option<Placement>,
+    pub installed_at: String,
+    pub installed_by: InstalledBy,
+    pub proven: bool,
+    pub truncated: bool,
+    pub replay: ReplaySummary,
+}
+
+/// The webhook's provenance: installed packs in install order.
+pub type Provenance = Vec<InstalledPack>;
+
+/// Reads provenance stored as JSON; anything else is no provenance.
+pub fn from_json(value: &serde_json::Value) -> Provenance {
+    serde_json::from_value(value.clone()).unwrap_or_default()
+}
+
+/// Drift of one installed pack against the configuration as it is now.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct Drift {
+    /// `none`, `edited` or `removed` (removed wins when both apply).
+    pub state: String,
+    pub edited: Vec<String>,
+    pub removed: Vec<String>,
+}
+
+impl Drift {
+    pub fn has_drift(&self) -> bool {
+        !self.edited.is_empty() || !self.removed.is_empty()
+    }
+
+    /// Every drifted rule id, edited first.
+    pub fn rule_ids(&self) -> Vec<String> {
+        self.edited
+            .iter()
+            .chain(self.removed.iter())
+            .cloned()
+            .collect()
+    }
+}
