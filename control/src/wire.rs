@@ -2,10 +2,7 @@
 //! each, shared by ingest, the API and rule packs, and below all three (they import it; it
 //! imports none of them).
 
-use serde_json::{Map, Value, json};
-use switchboard_proto::router::v1::{
-    Decision, Header, RoutingContext, StoredDelivery, TrustedActors,
-};
+use switchboard_proto::router::v1::{Header, RoutingContext, StoredDelivery, TrustedActors};
 
 use crate::state::Capabilities;
 use crate::store::{DraftEvent, Event, Webhook};
@@ -61,67 +58,4 @@ fn headers(headers: &[(String, String)]) -> Vec<Header> {
             value: value.clone(),
         })
         .collect()
-}
-
-/// A router decision as the JSON every `*decision_json` field carries:
-/// `{decision, queue?, rule_id?, fault_code?, reason?, by_default_action?}`, where
-/// `decision` is `queue:<name>`, `drop`, `quarantine`, `default` or `fault`.
-pub fn decision_json(d: &Decision) -> Value {
-    let label = d.label().to_string();
-    let mut m = Map::new();
-    m.insert("decision".into(), json!(label));
-    for (key, value) in [
-        ("queue", &d.queue),
-        ("rule_id", &d.rule_id),
-        ("fault_code", &d.fault_code),
-        ("reason", &d.reason),
-    ] {
-        if !value.is_empty() {
-            m.insert(key.into(), json!(value));
-        }
-    }
-    if d.by_default_action {
-        m.insert("by_default_action".into(), json!(true));
-    }
-    Value::Object(m)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-    use switchboard_proto::router::v1::Outcome;
-
-    #[test]
-    fn decisions_read_as_the_spec_names_them() {
-        let d = Decision {
-            outcome: Outcome::Queue as i32,
-            queue: "forge".into(),
-            rule_id: "r-1".into(),
-            ..Default::default()
-        };
-        assert_eq!(
-            decision_json(&d),
-            json!({"decision": "queue:forge", "queue": "forge", "rule_id": "r-1"})
-        );
-        let d = Decision {
-            outcome: Outcome::Fault as i32,
-            rule_id: "r-2".into(),
-            fault_code: "rule_fault".into(),
-            reason: "not a boolean".into(),
-            ..Default::default()
-        };
-        assert_eq!(
-            decision_json(&d),
-            json!({"decision": "fault", "rule_id": "r-2", "fault_code": "rule_fault", "reason": "not a boolean"})
-        );
-        let d = Decision {
-            outcome: Outcome::Drop as i32,
-            by_default_action: true,
-            ..Default::default()
-        };
-        assert_eq!(
-            decision_json(&d),
-            json!({"decision": "drop", "by_default_action": true})
-        );
-    }
 }

@@ -8,6 +8,7 @@
 //! without linking anything that parses tenant expressions.
 
 pub mod body;
+pub mod decision;
 pub mod diff;
 pub mod fault;
 pub mod form;
@@ -21,6 +22,7 @@ pub mod role;
 pub mod trusted;
 pub mod verb;
 
+pub use decision::{Disposition, RecordedDecision, RecordedFault};
 pub use form::payload_json;
 pub use kind::SourceType;
 pub use label::Label;

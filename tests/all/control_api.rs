@@ -18,6 +18,7 @@ use switchboard_control::store::{
     SaveConfiguration, SourceType, Todo, Webhook,
 };
 use switchboard_control::{Clock, OwnerScope, Role, Store, StoreOptions};
+use switchboard_model::{Disposition, Label, RecordedDecision, RecordedFault};
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::control::v1::identity_client::IdentityClient;
 use switchboard_proto::control::v1::rule_packs_client::RulePacksClient;
@@ -377,7 +378,7 @@ async fn todo_for(api: &Api, event: &Event, queue: &str) -> Todo {
         .record_decision(
             &event.id,
             RecordDecision {
-                decision: json!({"decision": format!("queue:{queue}"), "queue": queue}),
+                decision: RecordedDecision::to_queue(queue),
                 fault: None,
                 todo: Some(NewTodo {
                     queue: queue.into(),
@@ -2544,7 +2545,7 @@ async fn retention_purges_in_batches_and_listings_say_what_window_remains(api: A
             .record_decision(
                 &e.id,
                 RecordDecision {
-                    decision: json!({ "decision": decision }),
+                    decision: RecordedDecision::new(decision.parse().expect("a label")),
                     fault: None,
                     todo,
                     decided_by: None,
@@ -2739,7 +2740,7 @@ async fn events_list_newest_first_and_read_exactly(api: Api) {
         .record_decision(
             &events[0].id,
             RecordDecision {
-                decision: json!({"decision": "drop", "rule_id": "r-1"}),
+                decision: RecordedDecision::new(Label::Drop).by_rule("r-1"),
                 fault: None,
                 todo: None,
                 decided_by: None,
@@ -4098,7 +4099,7 @@ async fn explain_names_the_version_and_the_rules_that_decided(api: Api) {
         .record_decision(
             &old.id,
             RecordDecision {
-                decision: json!({"decision": "queue:review", "queue": "review", "rule_id": "prs"}),
+                decision: RecordedDecision::to_queue("review").by_rule("prs"),
                 fault: None,
                 todo: None,
                 decided_by: None,
@@ -4251,7 +4252,7 @@ async fn explain_names_the_version_and_the_rules_that_decided(api: Api) {
         .record_decision(
             &odd.id,
             RecordDecision {
-                decision: json!({"decision": "quarantine", "rule_id": "prs"}),
+                decision: RecordedDecision::new(Label::Quarantine).by_rule("prs"),
                 fault: None,
                 todo: None,
                 decided_by: Some(decided_by(1, &w.config_digest)),
@@ -4273,7 +4274,7 @@ async fn explain_names_the_version_and_the_rules_that_decided(api: Api) {
         .record_decision(
             &lost.id,
             RecordDecision {
-                decision: json!({"decision": "drop", "rule_id": "prs"}),
+                decision: RecordedDecision::new(Label::Drop).by_rule("prs"),
                 fault: None,
                 todo: None,
                 decided_by: Some(decided_by(99, "0".repeat(64).as_str())),
@@ -4355,10 +4356,7 @@ async fn todos_of(store: &Store, w: &Webhook) -> i64 {
 async fn label_now(store: &Store, scope: &OwnerScope, event: &Event) -> Option<String> {
     let e = store.get_event(scope, &event.id).await.expect("event");
     e.routed
-        .then(|| {
-            e.decision
-                .and_then(|d| d["decision"].as_str().map(str::to_string))
-        })
+        .then(|| e.decision.map(|d| d.decision.to_string()))
         .flatten()
 }
 
@@ -4404,8 +4402,16 @@ async fn redrive_plans_then_routes_each_event_once(api: Api) {
         .record_decision(
             &faulted.id,
             RecordDecision {
-                decision: json!({"decision": "fault", "rule_id": "prs", "fault_code": "rule_fault"}),
-                fault: Some(json!({"rule_id": "prs", "code": "rule_fault", "reason": "x", "disposition": "quarantine"})),
+                decision: RecordedDecision {
+                    fault_code: Some("rule_fault".into()),
+                    ..RecordedDecision::new(Label::Fault).by_rule("prs")
+                },
+                fault: Some(RecordedFault {
+                    code: "rule_fault".into(),
+                    disposition: Some(Disposition::Quarantine),
+                    reason: "x".into(),
+                    rule_id: Some("prs".into()),
+                }),
                 todo: None,
                 decided_by: None,
             },
@@ -4599,7 +4605,7 @@ async fn redrive_plans_then_routes_each_event_once(api: Api) {
         .find(|e| e.event_id == pr1.id)
         .and_then(|e| e.before_decision.clone())
         .expect("the old decision");
-    assert_eq!(before["decision"], "quarantine");
+    assert_eq!(before.decision, "quarantine");
     assert_eq!(outcomes.map(|o| o.len()), Some(4));
     assert!(matches!(
         store.get_redrive(&bob, &done.redrive_id).await,
@@ -4649,7 +4655,7 @@ async fn redrive_plans_then_routes_each_event_once(api: Api) {
         .record_decision(
             &quarantined.id,
             RecordDecision {
-                decision: json!({"decision": "quarantine", "rule_id": "prs"}),
+                decision: RecordedDecision::new(Label::Quarantine).by_rule("prs"),
                 fault: None,
                 todo: None,
                 decided_by: None,

@@ -112,7 +112,15 @@ pub async fn deliveries_arriving_together_share_router_calls(db: TestDb) {
         let id = answer["event_id"].as_str().expect("event id").to_string();
         let event = db.store.get_event(&scope, &id).await.expect("stored");
         assert_eq!(event.body, p.body, "{}", p.file);
-        assert_eq!(event.decision.as_ref().expect("decision")["decision"], want);
+        assert_eq!(
+            event
+                .decision
+                .as_ref()
+                .expect("decision")
+                .decision
+                .to_string(),
+            want
+        );
         event_ids.insert(id);
     }
     assert_eq!(event_ids.len(), github.len(), "one event per delivery");
@@ -171,7 +179,10 @@ pub async fn a_delivery_decided_in_time_is_stored_with_its_decision_in_one_write
             let stored = db.store.get_event(&scope, id).await.expect("stored");
             assert!(stored.routed, "{answer}");
             assert_eq!(stored.body, p.body);
-            assert_eq!(stored.decision.expect("decision")["decision"], want);
+            assert_eq!(
+                stored.decision.expect("decision").decision.to_string(),
+                want
+            );
             if let Some(todo) = answer["todo_id"].as_str() {
                 todo_ids.push((todo.to_string(), answer["redelivery"].clone()));
             }
@@ -331,7 +342,15 @@ pub async fn real_payloads_of_every_forge_route_to_todos(db: TestDb) {
             let event = db.store.get_event(&scope, id).await.expect("stored");
             assert_eq!(event.body, p.body, "{}/{}", forge, p.file);
             assert!(event.verified && event.routed);
-            assert_eq!(event.decision.as_ref().expect("decision")["decision"], want);
+            assert_eq!(
+                event
+                    .decision
+                    .as_ref()
+                    .expect("decision")
+                    .decision
+                    .to_string(),
+                want
+            );
             for (name, value) in &headers {
                 let lower = name.to_ascii_lowercase();
                 assert!(
@@ -846,9 +865,12 @@ pub async fn faults_quarantine_with_trusted_actors_else_go_to_the_default_queue(
         .await
         .unwrap();
     let fault = event.fault.expect("marked faulted");
-    assert_eq!(fault["rule_id"], "faulty");
-    assert_eq!(fault["disposition"], "quarantine");
-    assert_eq!(event.decision.unwrap()["decision"], "fault");
+    assert_eq!(fault.rule_id.as_deref(), Some("faulty"));
+    assert_eq!(
+        fault.disposition,
+        Some(switchboard_model::Disposition::Quarantine)
+    );
+    assert_eq!(event.decision.expect("decided").decision, "fault");
     fail_closed.stop().await;
 
     let setup = ControlSetup {
@@ -873,8 +895,8 @@ pub async fn faults_quarantine_with_trusted_actors_else_go_to_the_default_queue(
         .await
         .unwrap();
     assert_eq!(
-        event.fault.expect("marked faulted")["disposition"],
-        "default"
+        event.fault.expect("marked faulted").disposition,
+        Some(switchboard_model::Disposition::Default)
     );
     open.stop().await;
 }

@@ -138,7 +138,12 @@ pub async fn bodies_of_5_and_25_mib_are_stored_and_routed_and_one_byte_more_is_4
         );
         let event = routed(&db, &scope, answer["event_id"].as_str().expect("event id")).await;
         assert_eq!(
-            event.decision.as_ref().expect("decided")["decision"],
+            event
+                .decision
+                .as_ref()
+                .expect("decided")
+                .decision
+                .to_string(),
             "queue:review",
             "{len}: the rule read the whole body"
         );
@@ -280,7 +285,12 @@ pub async fn big_stored_deliveries_route_later_in_chunks_a_router_takes(db: Test
     for id in &ids {
         let event = db.store.get_event(&scope, id).await.expect("stored");
         assert_eq!(
-            event.decision.as_ref().expect("decided")["decision"],
+            event
+                .decision
+                .as_ref()
+                .expect("decided")
+                .decision
+                .to_string(),
             "queue:review",
             "{id}: {:?}",
             event.fault

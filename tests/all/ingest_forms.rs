@@ -104,7 +104,12 @@ async fn outcome(store: &Store, scope: &OwnerScope, resp: &HttpResponse, what: &
     let event = store.get_event(scope, event_id).await.expect("stored");
     assert!(event.routed, "{what}");
     assert_eq!(
-        event.decision.as_ref().expect("decision")["decision"],
+        event
+            .decision
+            .as_ref()
+            .expect("decision")
+            .decision
+            .to_string(),
         answer["decision"],
         "{what}"
     );
@@ -310,7 +315,12 @@ pub async fn a_stored_form_delivery_routes_later_as_it_would_live(db: TestDb) {
         let event = db.store.get_event(&scope, id).await.expect("stored");
         assert!(event.routed, "{twin} {}", p.file);
         assert_eq!(
-            event.decision.as_ref().expect("decision")["decision"],
+            event
+                .decision
+                .as_ref()
+                .expect("decision")
+                .decision
+                .to_string(),
             expected_decision(&p.event, &p.body),
             "{twin} {}",
             p.file

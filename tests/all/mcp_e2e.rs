@@ -533,7 +533,7 @@ async fn todo_leases_over_mcp() {
             .record_decision(
                 &event.id,
                 RecordDecision {
-                    decision: json!("queue:forge"),
+                    decision: switchboard_model::RecordedDecision::to_queue("forge"),
                     fault: None,
                     todo: Some(NewTodo {
                         queue: "forge".into(),

@@ -1,7 +1,6 @@
 //! Store records to wire messages and back: configurations, decisions, provenance and
 //! history as typed messages. No secret ever leaves through here.
 
-pub use crate::wire::decision_json;
 use serde_json::Value;
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::json;
@@ -84,8 +83,8 @@ pub fn event_summary(e: &EventSummary) -> pb::EventSummary {
         verified: e.verified,
         received_at_ms: e.received_at,
         routed: e.routed,
-        decision: e.decision.as_ref().map(json::decision),
-        fault: e.fault.as_ref().map(json::fault),
+        decision: e.decision.as_ref().map(pb::Decision::from),
+        fault: e.fault.as_ref().map(pb::Fault::from),
     }
 }
 
@@ -100,8 +99,8 @@ pub fn event(e: &Event) -> pb::GetWebhookEventResponse {
             verified: e.verified,
             received_at_ms: e.received_at,
             routed: e.routed,
-            decision: e.decision.as_ref().map(json::decision),
-            fault: e.fault.as_ref().map(json::fault),
+            decision: e.decision.as_ref().map(pb::Decision::from),
+            fault: e.fault.as_ref().map(pb::Fault::from),
         }),
         headers: e
             .headers

@@ -12,7 +12,6 @@ use futures::{StreamExt, TryStreamExt};
 use serde_json::Map;
 use switchboard_model::{Configuration, Rule};
 use switchboard_proto::control::v1 as pb;
-use switchboard_proto::json;
 use switchboard_proto::router::v1::{
     Configuration as RouterConfiguration, Decision, EvaluateRequest, Outcome, StoredDelivery,
     WorkClass,
@@ -45,7 +44,7 @@ pub async fn explain(
         .decision
         .as_ref()
         .filter(|_| event.routed)
-        .map(json::decision);
+        .map(pb::Decision::from);
     let (status, recorded) = recorded_configuration(state, caller, &webhook, &decided_by).await?;
 
     // The rules to explain: up to and including the one the recorded decision names; every
@@ -199,9 +198,9 @@ async fn evaluate(
     Ok(answers.into_iter().flatten().collect())
 }
 
-/// A router decision as the API's typed decision (through the one JSON shape events record).
+/// A router decision as the API's typed decision (as an event records it).
 fn typed(d: &Decision) -> pb::Decision {
-    json::decision(&convert::decision_json(d))
+    pb::Decision::from(d)
 }
 
 /// How one rule alone answered: its action when it matched, "not matched" when the lone rule's

@@ -40,8 +40,6 @@ use self::todos::TodosApi;
 use self::webhooks::WebhooksApi;
 use crate::state::ControlState;
 
-pub use self::convert::decision_json;
-
 /// The fully qualified names of the API's services, as health checks and reflection name them.
 pub const SERVICE_NAMES: [&str; 6] = [
     "switchboard.control.v1.Webhooks",

@@ -11,7 +11,6 @@ use std::collections::{BTreeMap, HashMap};
 
 use serde_json::json;
 use switchboard_proto::control::v1 as pb;
-use switchboard_proto::json;
 use switchboard_proto::router::v1::Configuration;
 
 use super::auth::Caller;
@@ -179,9 +178,9 @@ fn plan_of(r: crate::store::Redrive, token: String, truncated: bool) -> pb::Redr
             kind: e.kind.clone(),
             received_at_ms: e.received_at,
             before: e.before.as_str().into(),
-            before_decision: e.before_decision.as_ref().map(json::decision),
+            before_decision: e.before_decision.as_ref().map(pb::Decision::from),
             after: e.after.clone(),
-            after_decision: Some(json::decision(&e.decision)),
+            after_decision: Some(pb::Decision::from(&e.decision)),
             changes: e.changes(),
         })
         .collect();

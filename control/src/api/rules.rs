@@ -144,11 +144,9 @@ impl WebhookRulesApi {
                 )));
             }
         };
-        let saved_decision = convert::decision_json(&decisions[0]);
-        let candidate_decision = decisions.get(1).map(convert::decision_json);
         Ok(pb::TestWebhookRulesResponse {
-            saved_decision: Some(json::decision(&saved_decision)),
-            candidate_decision: candidate_decision.as_ref().map(json::decision),
+            saved_decision: Some(pb::Decision::from(&decisions[0])),
+            candidate_decision: decisions.get(1).map(pb::Decision::from),
             candidate_configuration: candidate
                 .as_ref()
                 .map(|c| json::configuration(&serde_json::to_value(c).unwrap_or_default())),
@@ -156,9 +154,9 @@ impl WebhookRulesApi {
             event_id: req.event_id.clone(),
             kind,
             saved_version: w.config_version,
-            changed: candidate_decision
-                .as_ref()
-                .is_some_and(|c| label(c) != label(&saved_decision)),
+            changed: decisions
+                .get(1)
+                .is_some_and(|c| c.label() != decisions[0].label()),
             candidate_digest: candidate
                 .as_ref()
                 .map(Configuration::digest)
@@ -557,13 +555,6 @@ fn payload_delivery(
 }
 
 /// The decision label (`queue:<name>`, `drop`, …) of a decision JSON, for comparisons.
-fn label(decision: &Value) -> &str {
-    decision
-        .get("decision")
-        .and_then(Value::as_str)
-        .unwrap_or("fault")
-}
-
 #[tonic::async_trait]
 impl WebhookRules for WebhookRulesApi {
     async fn list_webhook_rules(

@@ -405,21 +405,14 @@ async fn webhook_view(
         .items
         .into_iter()
         .map(|e| {
-            let decision = e.decision.clone().unwrap_or(Value::Null);
+            let decision = e.decision.as_ref();
             EventRow {
                 id: e.id,
                 received_at: rfc3339(e.received_at),
                 kind: e.kind,
                 verified: e.verified,
-                decision: decision
-                    .get("decision")
-                    .and_then(Value::as_str)
-                    .unwrap_or("pending")
-                    .to_string(),
-                rule_id: decision
-                    .get("rule_id")
-                    .and_then(Value::as_str)
-                    .map(str::to_string),
+                decision: decision.map_or("pending".into(), |d| d.decision.to_string()),
+                rule_id: decision.and_then(|d| d.rule_id.clone()),
             }
         })
         .collect();

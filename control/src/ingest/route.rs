@@ -8,13 +8,12 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde_json::json;
 use switchboard_proto::router::v1::{
     Configuration, Decision, DeliveryDecisions, Outcome, StoredDelivery,
 };
 use tokio::sync::oneshot;
 
-use switchboard_model::Label;
+use switchboard_model::{Disposition, Label, RecordedDecision, RecordedFault};
 
 use crate::error::Error;
 use crate::routing::RoutingError;
@@ -22,7 +21,7 @@ use crate::state::{Capabilities, ControlState};
 use crate::store::{
     DecidedBy, DraftEvent, Event, IngestWebhook, NewTodo, RecordDecision, TodoInsert, Webhook,
 };
-use crate::wire::{decision_json, drafted_delivery, routing_context, stored_delivery};
+use crate::wire::{drafted_delivery, routing_context, stored_delivery};
 
 /// The most a caller may ask a router to spend on one envelope (the router's own ceiling).
 const MAX_BUDGET_MS: u32 = 10_000;
@@ -56,7 +55,7 @@ fn decided_by(webhook: &Webhook) -> DecidedBy {
 }
 
 /// The decision to record, its label, and the todo it makes. The decision is recorded in the
-/// shape every `decision_json` of the API carries (`api::decision_json`).
+/// shape every decision of the API carries ([`RecordedDecision`]).
 ///
 /// A fault (BASE.md): with the trusted_actors capability the delivery is quarantined
 /// (fail-closed); without it, it goes to the default queue, and the event is marked faulted
@@ -84,25 +83,25 @@ pub fn record_for(
         let queue = (!quarantine)
             .then(|| webhook.default_queue().map(str::to_string))
             .flatten();
-        let mut recorded = decision_json(&Decision {
-            outcome: Outcome::Fault as i32,
-            queue: String::new(),
-            rule_id: decision.rule_id.clone(),
-            fault_code: code.to_string(),
-            reason: reason.to_string(),
-            by_default_action: false,
-        });
-        if let Some(q) = &queue {
-            recorded["queue"] = json!(q);
-        }
+        let disposition = if quarantine {
+            Disposition::Quarantine
+        } else {
+            Disposition::Default
+        };
         let record = RecordDecision {
-            decision: recorded,
-            fault: Some(json!({
-                "rule_id": rule_id,
-                "code": code,
-                "reason": reason,
-                "disposition": if quarantine { "quarantine" } else { "default" },
-            })),
+            decision: RecordedDecision {
+                fault_code: Some(code.to_string()).filter(|c| !c.is_empty()),
+                queue: queue.clone(),
+                reason: Some(reason.to_string()).filter(|r| !r.is_empty()),
+                rule_id: rule_id.clone(),
+                ..RecordedDecision::new(Label::Fault)
+            },
+            fault: Some(RecordedFault {
+                code: code.to_string(),
+                disposition: Some(disposition),
+                reason: reason.to_string(),
+                rule_id,
+            }),
             todo: queue.map(|queue| NewTodo {
                 queue,
                 rule_id: None,
@@ -121,12 +120,11 @@ pub fn record_for(
         Outcome::Default => Some(decision.queue.clone()),
         _ => None,
     };
-    let mut recorded = decision_json(decision);
-    if let Some(q) = &queue {
-        recorded["queue"] = json!(q);
-    }
     let record = RecordDecision {
-        decision: recorded,
+        decision: RecordedDecision {
+            queue: queue.clone(),
+            ..RecordedDecision::from(decision)
+        },
         fault: None,
         todo: queue.map(|queue| NewTodo { queue, rule_id }),
         decided_by: Some(decided_by(webhook)),
@@ -251,7 +249,7 @@ async fn standing(state: &ControlState, event_id: &str) -> Option<Routed> {
             return None;
         }
     };
-    let label = decision?.get("decision")?.as_str()?.to_string();
+    let label = decision?.decision.to_string();
     tracing::info!(event = %event_id, decision = %label, "event routed by another pass; its decision stands");
     Some(Routed::Decided {
         label,
@@ -471,6 +469,7 @@ mod tests {
     use super::*;
     use crate::scope::OwnerScope;
     use crate::store::SourceType;
+    use serde_json::json;
 
     fn hook() -> Webhook {
         Webhook {
@@ -524,7 +523,7 @@ mod tests {
                 rule_id: Some("r-1".into())
             })
         );
-        assert_eq!(r.decision["decision"], "queue:review");
+        assert_eq!(r.decision.decision, "queue:review");
         assert!(r.fault.is_none());
 
         let (label, r) = record_for(&decision(Outcome::Default, "", ""), &hook(), &FAIL_CLOSED);
@@ -557,7 +556,7 @@ mod tests {
             let (l, r) = record_for(&decision(outcome, "", "r-2"), &hook(), &FAIL_CLOSED);
             assert_eq!(l, label);
             assert!(r.todo.is_none() && r.fault.is_none());
-            assert_eq!(r.decision["rule_id"], "r-2");
+            assert_eq!(r.decision.rule_id.as_deref(), Some("r-2"));
         }
     }
 
@@ -570,8 +569,8 @@ mod tests {
         assert_eq!(label, "fault");
         assert!(r.todo.is_none());
         let fault = r.fault.expect("fault");
-        assert_eq!(fault["disposition"], "quarantine");
-        assert_eq!(fault["code"], "budget_exceeded");
+        assert_eq!(fault.disposition, Some(Disposition::Quarantine));
+        assert_eq!(fault.code, "budget_exceeded");
 
         let (label, r) = record_for(&d, &hook(), &OPEN);
         assert_eq!(label, "fault");
@@ -582,8 +581,11 @@ mod tests {
                 rule_id: None
             })
         );
-        assert_eq!(r.decision["queue"], "forge");
-        assert_eq!(r.fault.expect("fault")["disposition"], "default");
+        assert_eq!(r.decision.queue.as_deref(), Some("forge"));
+        assert_eq!(
+            r.fault.expect("fault").disposition,
+            Some(Disposition::Default)
+        );
     }
 
     #[test]
@@ -598,7 +600,7 @@ mod tests {
         ] {
             let (label, r) = record_for(&d, &hook(), &FAIL_CLOSED);
             assert_eq!(label, "fault");
-            assert_eq!(r.fault.expect("fault")["code"], "invalid_decision");
+            assert_eq!(r.fault.expect("fault").code, "invalid_decision");
         }
     }
 

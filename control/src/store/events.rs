@@ -2,9 +2,9 @@
 //! nothing is lost when no router answers, and the decision recorded on them afterwards.
 
 use bytes::Bytes;
-use serde_json::Value;
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
+use switchboard_model::{RecordedDecision, RecordedFault};
 
 use super::dialect::WriteTx;
 use super::multi_row;
@@ -58,8 +58,8 @@ pub struct Event {
     pub body: Bytes,
     pub verified: bool,
     pub received_at: i64,
-    pub decision: Option<Value>,
-    pub fault: Option<Value>,
+    pub decision: Option<RecordedDecision>,
+    pub fault: Option<RecordedFault>,
     /// False until a decision is recorded: such events are routed again when a router returns.
     pub routed: bool,
     pub routed_at: Option<i64>,
@@ -75,8 +75,8 @@ pub struct EventSummary {
     pub kind: String,
     pub verified: bool,
     pub received_at: i64,
-    pub decision: Option<Value>,
-    pub fault: Option<Value>,
+    pub decision: Option<RecordedDecision>,
+    pub fault: Option<RecordedFault>,
     pub routed: bool,
 }
 
@@ -93,8 +93,8 @@ pub struct Backlog {
 /// optional fault, and the todo a queue decision creates.
 #[derive(Clone, Debug)]
 pub struct RecordDecision {
-    pub decision: Value,
-    pub fault: Option<Value>,
+    pub decision: RecordedDecision,
+    pub fault: Option<RecordedFault>,
     pub todo: Option<NewTodo>,
     /// The configuration the router evaluated for this decision, so it can be explained later
     /// (`explain_webhook_event`). Routing always knows it; `None` (fixtures, older schemas)

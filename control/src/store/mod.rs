@@ -430,12 +430,13 @@ fn json_col(row: &AnyRow, column: &str) -> Result<serde_json::Value> {
     Ok(serde_json::from_str(&text)?)
 }
 
-/// Reads a nullable JSON-as-TEXT column.
-fn json_opt(row: &AnyRow, column: &str) -> Result<Option<serde_json::Value>> {
+/// Reads a nullable JSON-as-TEXT column into its type. A stored text that does not read is
+/// an internal error naming the column, never a default.
+fn json_opt<T: serde::de::DeserializeOwned>(row: &AnyRow, column: &str) -> Result<Option<T>> {
     let text: Option<String> = row.try_get(column)?;
     text.map(|t| serde_json::from_str(&t))
         .transpose()
-        .map_err(Error::from)
+        .map_err(|e| Error::internal(format!("stored {column}: {e}")))
 }
 
 /// Reads an INTEGER 0/1 flag.

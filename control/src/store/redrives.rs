@@ -5,9 +5,9 @@
 //! event, the decision it saw, so the old decision stays readable after a confirm replaced it.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
 use sqlx::Row;
 use sqlx::any::AnyRow;
+use switchboard_model::{Label, RecordedDecision, RecordedFault};
 
 use super::todos::{NewTodo, TodoInsert, insert_todo_in};
 use super::{Store, dialect, flag, json_opt};
@@ -126,13 +126,13 @@ pub struct RedriveEntry {
     pub before: Redrivable,
     /// The decision recorded before the redrive (absent for a pending event): kept here so it
     /// is not lost when the confirm records the new one.
-    pub before_decision: Option<Value>,
-    pub before_fault: Option<Value>,
+    pub before_decision: Option<RecordedDecision>,
+    pub before_fault: Option<RecordedFault>,
     pub seen_redrive: Option<String>,
     /// The label the current configuration gives it (`queue:<name>`, `drop`, …).
     pub after: String,
-    pub decision: Value,
-    pub fault: Option<Value>,
+    pub decision: RecordedDecision,
+    pub fault: Option<RecordedFault>,
     /// The todo a queue decision makes.
     pub todo: Option<PlannedTodo>,
 }
@@ -225,13 +225,13 @@ fn stale() -> Error {
 }
 
 /// Where a stored event stands, if a redrive may select it.
-fn redrivable(routed: bool, decision: Option<&Value>) -> Option<Redrivable> {
+fn redrivable(routed: bool, decision: Option<&RecordedDecision>) -> Option<Redrivable> {
     if !routed {
         return Some(Redrivable::Pending);
     }
-    match decision?.get("decision")?.as_str()? {
-        "quarantine" => Some(Redrivable::Quarantine),
-        "fault" => Some(Redrivable::Fault),
+    match decision?.decision {
+        Label::Quarantine => Some(Redrivable::Quarantine),
+        Label::Fault => Some(Redrivable::Fault),
         _ => None,
     }
 }

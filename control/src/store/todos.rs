@@ -296,7 +296,7 @@ impl Store {
     pub async fn standing_decision(
         &self,
         event_id: &str,
-    ) -> Result<(Option<serde_json::Value>, Option<Todo>)> {
+    ) -> Result<(Option<switchboard_model::RecordedDecision>, Option<Todo>)> {
         let Some(row) = sqlx::query("SELECT decision FROM events WHERE id = $1")
             .bind(super::lookup_id(event_id))
             .fetch_optional(&self.pool)

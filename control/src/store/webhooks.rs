@@ -158,7 +158,7 @@ pub(crate) fn webhook(row: &AnyRow, key: &SealingKey) -> Result<Webhook> {
         config_version: row.try_get("config_version")?,
         config_digest: row.try_get("config_digest")?,
         provenance: json_col(row, "provenance")?,
-        trusted_actors: json_opt(row, "trusted_actors")?
+        trusted_actors: json_opt::<serde_json::Value>(row, "trusted_actors")?
             .filter(|v| !v.is_null())
             .map(|v| TrustedActors::from_value(&v)),
         created_at: row.try_get("created_at")?,

@@ -133,7 +133,7 @@ pub async fn upgrading_from_0002_keeps_todos_and_a_forgery_no_longer_takes_the_o
     assert_eq!(claimed.claimed_by.as_deref(), Some("ep_1"));
 
     let decide = || RecordDecision {
-        decision: serde_json::json!({"decision": "default"}),
+        decision: switchboard_model::RecordedDecision::new(switchboard_model::Label::Default),
         fault: None,
         todo: Some(NewTodo {
             queue: "forge".into(),

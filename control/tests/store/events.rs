@@ -1,10 +1,10 @@
 use std::collections::HashSet;
 use std::time::Duration;
 
-use serde_json::json;
 use sqlx::AssertSqlSafe;
 use switchboard_control::Clock;
 use switchboard_control::store::{NewEvent, NewTodo, Page, RecordDecision};
+use switchboard_model::{Label, RecordedDecision, RecordedFault};
 
 use crate::harness::{
     ALL_MIGRATIONS, TestDb, applied_migrations, decision_refused_mid_transaction, human, invalid,
@@ -309,8 +309,16 @@ pub async fn unrouted_events_are_found_until_routed(db: TestDb) {
         ]
     );
     let decision = RecordDecision {
-        decision: json!({"decision": "fault", "rule": "r-1", "reason": "budget_exceeded"}),
-        fault: Some(json!({"rule": "r-1", "reason": "budget_exceeded"})),
+        decision: RecordedDecision {
+            fault_code: Some("budget_exceeded".into()),
+            ..RecordedDecision::new(Label::Fault).by_rule("r-1")
+        },
+        fault: Some(RecordedFault {
+            code: "budget_exceeded".into(),
+            disposition: None,
+            reason: String::new(),
+            rule_id: Some("r-1".into()),
+        }),
         todo: None,
         decided_by: None,
     };
@@ -342,7 +350,7 @@ pub async fn unrouted_events_are_found_until_routed(db: TestDb) {
             .record_decision(
                 &e.id,
                 RecordDecision {
-                    decision: json!("queue:forge"),
+                    decision: RecordedDecision::to_queue("forge"),
                     fault: None,
                     todo,
                     decided_by: None,
@@ -364,7 +372,7 @@ pub async fn recording_a_decision_on_an_unknown_event_writes_nothing(db: TestDb)
         db.record_decision(
             "ev_unknown",
             RecordDecision {
-                decision: json!("default"),
+                decision: RecordedDecision::new(Label::Default),
                 fault: None,
                 todo,
                 decided_by: None,
@@ -394,7 +402,7 @@ pub async fn a_decision_is_recorded_once_and_the_first_stands(db: TestDb) {
     let wh = webhook(&db, &alice).await;
     let stored = db.insert_event(event(&wh.id, "once-1")).await.unwrap();
     let to = |queue: &str| RecordDecision {
-        decision: json!({"decision": format!("queue:{queue}"), "queue": queue}),
+        decision: RecordedDecision::to_queue(queue),
         fault: None,
         todo: Some(NewTodo {
             queue: queue.into(),
@@ -411,10 +419,7 @@ pub async fn a_decision_is_recorded_once_and_the_first_stands(db: TestDb) {
         "{second:?}"
     );
     let (decision, todo) = db.standing_decision(&stored.id).await.unwrap();
-    assert_eq!(
-        decision,
-        Some(json!({"decision": "queue:forge", "queue": "forge"}))
-    );
+    assert_eq!(decision, Some(RecordedDecision::to_queue("forge")));
     let todo = todo.expect("the first decision's todo");
     assert_eq!((todo.id, todo.queue), (first.todo.id, "forge".to_string()));
     let triage = db
@@ -460,7 +465,7 @@ pub async fn racing_decisions_in_shared_commits_record_one_each(db: TestDb) {
             tokio::spawn(async move {
                 let queue = format!("q{}", pass % 4);
                 let outcome = RecordDecision {
-                    decision: json!({"decision": format!("queue:{queue}"), "pass": pass}),
+                    decision: RecordedDecision::to_queue(&queue).by_rule(&format!("r-{pass}")),
                     fault: None,
                     todo: Some(NewTodo {
                         queue,
@@ -507,12 +512,9 @@ pub async fn racing_decisions_in_shared_commits_record_one_each(db: TestDb) {
         let (decision, todo) = db.standing_decision(id).await.unwrap();
         let todo = todo.expect("a todo");
         assert_eq!(todo, won[id], "the todo answered is the one stored");
-        let pass = decision.expect("a decision")["pass"]
-            .as_i64()
-            .expect("a pass");
         assert_eq!(
             todo.rule_id,
-            Some(format!("r-{pass}")),
+            decision.expect("a decision").rule_id,
             "decision and todo of one pass"
         );
     }
@@ -656,7 +658,7 @@ pub async fn a_delivery_decided_before_it_is_stored_is_one_write_with_its_todo(d
     let alice = human(&db, "alice").await;
     let wh = webhook(&db, &alice).await;
     let decided = |queue: &str| RecordDecision {
-        decision: json!({"decision": format!("queue:{queue}"), "queue": queue, "rule_id": "r-1"}),
+        decision: RecordedDecision::to_queue(queue).by_rule("r-1"),
         fault: None,
         todo: Some(NewTodo {
             queue: queue.into(),
@@ -705,8 +707,11 @@ pub async fn a_delivery_decided_before_it_is_stored_is_one_write_with_its_todo(d
 
     // A fault recorded with the event, and a delivery stored with no decision beside it.
     let faulted = RecordDecision {
-        decision: json!({"decision": "fault", "fault_code": "budget_exceeded"}),
-        fault: Some(json!({"rule_id": "r-2", "code": "budget_exceeded"})),
+        decision: RecordedDecision {
+            fault_code: Some("budget_exceeded".into()),
+            ..RecordedDecision::new(Label::Fault)
+        },
+        fault: Some(budget_fault("r-2")),
         todo: None,
         decided_by: None,
     };
@@ -895,7 +900,10 @@ pub async fn a_batch_in_one_statement_answers_as_its_transaction_does(db: TestDb
     let off = store_without_one_statement(&db).await;
     let alice = human(&db, "alice").await;
     let decided = |queue: Option<&str>| RecordDecision {
-        decision: json!({"decision": queue.map_or("drop".into(), |q| format!("queue:{q}"))}),
+        decision: queue.map_or(
+            RecordedDecision::new(Label::Drop),
+            RecordedDecision::to_queue,
+        ),
         fault: None,
         todo: queue.map(|q| NewTodo {
             queue: q.into(),
@@ -907,8 +915,8 @@ pub async fn a_batch_in_one_statement_answers_as_its_transaction_does(db: TestDb
         }),
     };
     let faulted = RecordDecision {
-        decision: json!({"decision": "fault"}),
-        fault: Some(json!({"rule_id": "r-2", "code": "budget_exceeded"})),
+        decision: RecordedDecision::new(Label::Fault),
+        fault: Some(budget_fault("r-2")),
         todo: None,
         decided_by: None,
     };
@@ -1180,7 +1188,7 @@ pub async fn upgrading_from_0009_leaves_old_decisions_unknown_and_grants_explain
     assert_eq!(decided_by, None, "decided before 0010: unknown");
     assert_eq!(
         event.decision,
-        Some(json!({"decision": "drop", "rule_id": "r-1"}))
+        Some(RecordedDecision::new(Label::Drop).by_rule("r-1"))
     );
     assert_eq!(event.body, decided.body);
     assert_eq!(
@@ -1197,7 +1205,10 @@ pub async fn upgrading_from_0009_leaves_old_decisions_unknown_and_grants_explain
     new.record_decision(
         &waiting.id,
         RecordDecision {
-            decision: json!({"decision": "default", "queue": "forge"}),
+            decision: RecordedDecision {
+                queue: Some("forge".into()),
+                ..RecordedDecision::new(Label::Default)
+            },
             fault: None,
             todo: None,
             decided_by: Some(stamp.clone()),
@@ -1364,7 +1375,7 @@ pub async fn upgrading_from_0010_keeps_events_redrivable_and_grants_redrive(db: 
         .expect("kept");
     assert_eq!(
         kept.decision,
-        Some(json!({"decision": "quarantine", "rule_id": "r-1"}))
+        Some(RecordedDecision::new(Label::Quarantine).by_rule("r-1"))
     );
     assert_eq!(decided_by.map(|d| d.version), Some(wh.config_version));
     assert_eq!(
@@ -1419,4 +1430,14 @@ pub async fn upgrading_from_0010_keeps_events_redrivable_and_grants_redrive(db: 
     );
     new.close().await;
     crate::harness::drop_second_database(&db, &url).await;
+}
+
+/// A budget fault blamed on `rule_id`, as a test records it (no reason, no disposition).
+fn budget_fault(rule_id: &str) -> RecordedFault {
+    RecordedFault {
+        code: "budget_exceeded".into(),
+        disposition: None,
+        reason: String::new(),
+        rule_id: Some(rule_id.into()),
+    }
 }

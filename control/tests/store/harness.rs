@@ -181,7 +181,7 @@ pub fn config_routing_to(queue: &str) -> serde_json::Value {
 /// A decision for `queue` that makes a todo there (no rule, no configuration named).
 pub fn queued(queue: &str) -> switchboard_control::store::RecordDecision {
     switchboard_control::store::RecordDecision {
-        decision: json!(format!("queue:{queue}")),
+        decision: switchboard_model::RecordedDecision::to_queue(queue),
         fault: None,
         todo: Some(switchboard_control::store::NewTodo {
             queue: queue.into(),
@@ -195,7 +195,7 @@ pub fn queued(queue: &str) -> switchboard_control::store::RecordDecision {
 /// the transaction is dropped, not committed.
 pub fn decision_refused_mid_transaction() -> switchboard_control::store::RecordDecision {
     switchboard_control::store::RecordDecision {
-        decision: json!("queue:"),
+        decision: switchboard_model::RecordedDecision::to_queue(""),
         fault: None,
         todo: Some(switchboard_control::store::NewTodo {
             queue: String::new(),

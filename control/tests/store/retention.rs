@@ -3,7 +3,6 @@
 
 use std::time::Duration;
 
-use serde_json::json;
 use switchboard_control::Clock;
 use switchboard_control::store::{NewEvent, NewTodo, RecordDecision};
 use switchboard_control::{OwnerScope, Store};
@@ -23,7 +22,7 @@ fn delivery(webhook_id: &str, delivery_id: &str) -> NewEvent {
 
 fn to_queue() -> RecordDecision {
     RecordDecision {
-        decision: json!({"decision": "queue:forge"}),
+        decision: switchboard_model::RecordedDecision::new("queue:forge".parse().expect("a label")),
         fault: None,
         todo: Some(NewTodo {
             queue: "forge".into(),
@@ -35,7 +34,7 @@ fn to_queue() -> RecordDecision {
 
 fn dropped() -> RecordDecision {
     RecordDecision {
-        decision: json!({"decision": "drop"}),
+        decision: switchboard_model::RecordedDecision::new(switchboard_model::Label::Drop),
         fault: None,
         todo: None,
         decided_by: None,

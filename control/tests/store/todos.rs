@@ -1,6 +1,5 @@
 use std::time::Duration;
 
-use serde_json::json;
 use sqlx::Row;
 use switchboard_control::store::{NewEvent, NewTodo, Page, RecordDecision, Todo, TodoFilter};
 use switchboard_control::{Clock, Error, Store};
@@ -22,7 +21,7 @@ fn delivery(webhook_id: &str, delivery_id: &str) -> NewEvent {
 
 fn to_queue(queue: &str) -> RecordDecision {
     RecordDecision {
-        decision: json!(format!("queue:{queue}")),
+        decision: switchboard_model::RecordedDecision::to_queue(queue),
         fault: None,
         todo: Some(NewTodo {
             queue: queue.into(),

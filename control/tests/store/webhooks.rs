@@ -199,7 +199,9 @@ pub async fn delete_takes_events_todos_and_history_along(db: TestDb) {
         db.record_decision(
             &event.id,
             RecordDecision {
-                decision: json!("default"),
+                decision: switchboard_model::RecordedDecision::new(
+                    switchboard_model::Label::Default,
+                ),
                 fault: None,
                 todo,
                 decided_by: None,

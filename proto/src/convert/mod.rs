@@ -1,4 +1,5 @@
 //! The model's types as this crate's messages, both ways: one conversion, so control (which
 //! sends them) and the surfaces (which read them back) cannot disagree on a field.
 
+pub mod decision;
 pub mod plan;
