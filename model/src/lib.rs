@@ -8,6 +8,7 @@
 //! without linking anything that parses tenant expressions.
 
 pub mod body;
+pub mod change;
 pub mod decision;
 pub mod diff;
 pub mod fault;
@@ -22,6 +23,7 @@ pub mod role;
 pub mod trusted;
 pub mod verb;
 
+pub use change::{ChangeProvenance, ConfigurationChange, ProposedBy};
 pub use decision::{Disposition, RecordedDecision, RecordedFault};
 pub use form::payload_json;
 pub use kind::SourceType;

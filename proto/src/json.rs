@@ -219,26 +219,6 @@ pub fn rule_patch_json(p: pb::RulePatch) -> Value {
     Value::Object(out)
 }
 
-fn opt_str(v: &Value, k: &str) -> Option<String> {
-    v.get(k).and_then(Value::as_str).map(str::to_string)
-}
-
-/// A recorded decision (`{decision, queue?, rule_id?, fault_code?, reason?,
-/// by_default_action?}`) as the typed message.
-pub fn decision(v: &Value) -> pb::Decision {
-    pb::Decision {
-        decision: opt_str(v, "decision").unwrap_or_default(),
-        queue: opt_str(v, "queue"),
-        rule_id: opt_str(v, "rule_id"),
-        fault_code: opt_str(v, "fault_code"),
-        reason: opt_str(v, "reason"),
-        by_default_action: v
-            .get("by_default_action")
-            .and_then(Value::as_bool)
-            .unwrap_or(false),
-    }
-}
-
 /// The typed decision as the JSON agents read (keys absent when not set).
 pub fn decision_json(d: &pb::Decision) -> Value {
     let mut out = Map::new();
@@ -257,39 +237,6 @@ pub fn decision_json(d: &pb::Decision) -> Value {
         out.insert("by_default_action".into(), Value::Bool(true));
     }
     Value::Object(out)
-}
-
-/// A recorded fault (`{rule_id, code, reason}`) as the typed message.
-pub fn fault(v: &Value) -> pb::Fault {
-    pb::Fault {
-        rule_id: opt_str(v, "rule_id").filter(|r| !r.is_empty()),
-        code: opt_str(v, "code").unwrap_or_default(),
-        reason: opt_str(v, "reason").unwrap_or_default(),
-    }
-}
-
-/// A history record's change as the typed message.
-pub fn change(v: &Value) -> pb::ConfigurationChange {
-    let strings = |k: &str| {
-        v.get(k)
-            .and_then(Value::as_array)
-            .map(|a| {
-                a.iter()
-                    .filter_map(|s| s.as_str().map(str::to_string))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    pb::ConfigurationChange {
-        op: opt_str(v, "op").unwrap_or_default(),
-        rule_id: opt_str(v, "rule_id"),
-        fields: strings("fields"),
-        minted_rule_ids: strings("minted_rule_ids"),
-        pack: opt_str(v, "pack"),
-        version: opt_str(v, "version"),
-        kind: opt_str(v, "kind"),
-        new_rule_id: opt_str(v, "new_rule_id"),
-    }
 }
 
 /// The typed change as the JSON history records carry (`fields` on an update, the rest
@@ -340,28 +287,6 @@ pub fn fault_json(f: &pb::Fault) -> Value {
     Value::Object(out)
 }
 
-/// A history record's provenance (the plan a confirm applied) as the typed message.
-pub fn change_provenance(v: &Value) -> pb::ChangeProvenance {
-    pb::ChangeProvenance {
-        plan: opt_str(v, "plan").unwrap_or_default(),
-        pack: opt_str(v, "pack").unwrap_or_default(),
-        version: opt_str(v, "version").unwrap_or_default(),
-        proven: v.get("proven").and_then(Value::as_bool).unwrap_or(false),
-        truncated: v.get("truncated").and_then(Value::as_bool).unwrap_or(false),
-        proposed_by_endpoint: v
-            .pointer("/proposed_by/endpoint")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string(),
-        proposed_by_human: v
-            .pointer("/proposed_by/human")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string(),
-        approved_by: opt_str(v, "approved_by").unwrap_or_default(),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -402,7 +327,9 @@ mod tests {
             json!({"decision": "default", "queue": "forge", "by_default_action": true}),
             json!({"decision": "fault", "rule_id": "r", "fault_code": "budget_exceeded", "reason": "slow"}),
         ] {
-            assert_eq!(decision_json(&decision(&d)), d);
+            let recorded: switchboard_model::RecordedDecision =
+                serde_json::from_value(d.clone()).expect("a stored decision");
+            assert_eq!(decision_json(&pb::Decision::from(&recorded)), d);
         }
     }
 
@@ -415,12 +342,25 @@ mod tests {
             json!({"op": "install_rule_pack", "pack": "p", "version": "1.0.0", "kind": "install"}),
             json!({"op": "create_webhook"}),
         ] {
-            assert_eq!(change_json(&change(&c)), c);
+            let stored: switchboard_model::ConfigurationChange =
+                serde_json::from_value(c.clone()).expect("a stored change");
+            assert_eq!(change_json(&pb::ConfigurationChange::from(&stored)), c);
         }
         let p = json!({"plan": "pl_1", "pack": "p", "version": "1.0.0", "proven": true, "truncated": false});
-        assert_eq!(change_provenance_json(&change_provenance(&p)), p);
-        let f = json!({"rule_id": "r", "code": "budget_exceeded", "reason": "slow"});
-        assert_eq!(fault_json(&fault(&f)), f);
+        let stored: switchboard_model::ChangeProvenance =
+            serde_json::from_value(p.clone()).expect("a stored provenance");
+        assert_eq!(
+            change_provenance_json(&pb::ChangeProvenance::from(&stored)),
+            p
+        );
+        // The view leaves out where the delivery went: that is the decision's.
+        let f = json!({"rule_id": "r", "code": "budget_exceeded", "reason": "slow", "disposition": "default"});
+        let stored: switchboard_model::RecordedFault =
+            serde_json::from_value(f).expect("a stored fault");
+        assert_eq!(
+            fault_json(&pb::Fault::from(&stored)),
+            json!({"rule_id": "r", "code": "budget_exceeded", "reason": "slow"})
+        );
     }
 
     #[test]

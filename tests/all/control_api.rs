@@ -339,7 +339,7 @@ async fn seed_configuration(
             SaveConfiguration {
                 configuration,
                 actor: Actor::operator(),
-                change: json!({"op": "seed"}),
+                change: switchboard_model::ConfigurationChange::op("seed"),
                 installed_packs: packs,
                 ..SaveConfiguration::default()
             },

@@ -240,7 +240,7 @@ pub async fn a_webhook_changed_by_another_replica_is_read_again_before_a_deliver
             SaveConfiguration {
                 configuration: triage,
                 actor: Actor::operator(),
-                change: json!({"op": "set_webhook_rules"}),
+                change: switchboard_model::ConfigurationChange::op("set_webhook_rules"),
                 ..SaveConfiguration::default()
             },
         )

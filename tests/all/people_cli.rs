@@ -559,7 +559,7 @@ pub async fn people_cli_answers_every_command_as_table_and_json(db: TestDb) {
                         expected_version: None,
                         configuration,
                         actor: Actor::operator(),
-                        change: serde_json::json!({"op": "set_webhook_rules"}),
+                        change: switchboard_model::ConfigurationChange::op("set_webhook_rules"),
                         provenance: None,
                         installed_packs: None,
                         trusted_actors: None,

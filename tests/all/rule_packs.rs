@@ -2308,13 +2308,7 @@ async fn a_confirm_racing_set_webhook_rules(db: TestDb) {
         let written: Vec<(i64, String, Value)> = history
             .iter()
             .filter(|h| h.version > w.config_version)
-            .map(|h| {
-                (
-                    h.version,
-                    h.change["op"].as_str().unwrap_or_default().to_string(),
-                    h.configuration.clone(),
-                )
-            })
+            .map(|h| (h.version, h.change.op.clone(), h.configuration.clone()))
             .rev()
             .collect();
         let stored = env.store.get_webhook(&scope, &w.id).await.expect("webhook");

@@ -695,10 +695,10 @@ async fn fifty_concurrent_confirms_across_two_controls_succeed_once(db: TestDb) 
         .filter(|h| h.version > hook.config_version)
         .collect();
     assert_eq!(written.len(), 1, "{written:?}");
-    assert_eq!(written[0].change["op"], "install_rule_pack");
+    assert_eq!(written[0].change.op, "install_rule_pack");
     assert_eq!(
-        written[0].provenance.as_ref().map(|p| p["plan"].clone()),
-        Some(json!(plan_id))
+        written[0].provenance.as_ref().map(|p| p.plan.clone()),
+        Some(plan_id.to_string())
     );
     assert_eq!(history.len(), 2, "the first version and the install");
 }

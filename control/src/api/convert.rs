@@ -121,8 +121,8 @@ pub fn stored_delivery(e: &Event) -> StoredDelivery {
 
 pub fn history(h: &HistoryRecord) -> pb::HistoryRecord {
     pb::HistoryRecord {
-        change: Some(json::change(&h.change)),
-        provenance: h.provenance.as_ref().map(json::change_provenance),
+        change: Some(pb::ConfigurationChange::from(&h.change)),
+        provenance: h.provenance.as_ref().map(pb::ChangeProvenance::from),
         configuration: Some(json::configuration(&h.configuration)),
         version: h.version,
         actor_endpoint_id: h.actor.endpoint_id.clone().unwrap_or_default(),

@@ -5,8 +5,10 @@
 //! (`Routers::validate`) and every dry run evaluated by one (`Routers::evaluate`). What control
 //! checks itself is what only it knows: which `--` rule ids were put there by pack installs.
 
-use serde_json::{Map, Value, json};
-use switchboard_model::{Configuration, Rule, SourceType, is_pack_rule_id, kind};
+use serde_json::{Map, Value};
+use switchboard_model::{
+    Configuration, ConfigurationChange, Rule, SourceType, is_pack_rule_id, kind,
+};
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::control::v1::webhook_rules_server::WebhookRules;
 use switchboard_proto::json;
@@ -320,9 +322,15 @@ fn rule_index(config: &Configuration, rule_id: &str) -> Result<usize, ApiError> 
 
 impl Edit {
     /// The candidate this edit makes of `saved`, and the change to record in history.
-    fn apply(&self, saved: &Configuration) -> Result<(Configuration, Value), ApiError> {
+    fn apply(
+        &self,
+        saved: &Configuration,
+    ) -> Result<(Configuration, ConfigurationChange), ApiError> {
         match self {
-            Edit::Set(candidate) => Ok((candidate.clone(), json!({"op": "set_webhook_rules"}))),
+            Edit::Set(candidate) => Ok((
+                candidate.clone(),
+                ConfigurationChange::op("set_webhook_rules"),
+            )),
             Edit::Update { rule_id, patch } => {
                 let i = rule_index(saved, rule_id)?;
                 let mut rule = match serde_json::to_value(&saved.rules[i]) {
@@ -339,16 +347,14 @@ impl Edit {
                 let rule: Rule = serde_json::from_value(Value::Object(rule))
                     .map_err(|e| ApiError::invalid("patch", e.to_string()))?;
                 let mut candidate = saved.clone();
-                let mut fields: Vec<&String> = patch.keys().collect();
+                let mut fields: Vec<String> = patch.keys().cloned().collect();
                 fields.sort();
-                let mut change = json!({
-                    "op": "update_webhook_rule",
-                    "rule_id": rule_id,
-                    "fields": fields,
-                });
-                if rule.id.as_deref() != Some(rule_id.as_str()) {
-                    change["new_rule_id"] = json!(rule.id);
-                }
+                let change = ConfigurationChange {
+                    rule_id: Some(rule_id.clone()),
+                    fields: Some(fields),
+                    new_rule_id: rule.id.clone().filter(|id| id.as_str() != rule_id.as_str()),
+                    ..ConfigurationChange::op("update_webhook_rule")
+                };
                 candidate.rules[i] = rule;
                 Ok((candidate, change))
             }
@@ -358,7 +364,10 @@ impl Edit {
                 candidate.rules.remove(i);
                 Ok((
                     candidate,
-                    json!({"op": "delete_webhook_rule", "rule_id": rule_id}),
+                    ConfigurationChange {
+                        rule_id: Some(rule_id.clone()),
+                        ..ConfigurationChange::op("delete_webhook_rule")
+                    },
                 ))
             }
         }
@@ -402,7 +411,7 @@ impl WebhookRulesApi {
                 Err(e) => return Err(e),
             };
             if !minted.is_empty() {
-                change["minted_rule_ids"] = json!(minted);
+                change.minted_rule_ids = minted.clone();
             }
             let configuration = serde_json::to_value(&candidate)
                 .map_err(|e| ApiError::internal(format!("serialize a configuration: {e}")))?;
@@ -755,7 +764,11 @@ mod tests {
         .unwrap();
         assert_eq!(candidate.rules[0].when, "false");
         assert_eq!(candidate.rules[0].description, None);
-        assert_eq!(change["op"], "update_webhook_rule");
+        assert_eq!(change.op, "update_webhook_rule");
+        assert_eq!(
+            change.fields,
+            Some(vec!["description".into(), "when".into()])
+        );
         let missing = Edit::Delete {
             rule_id: "zz".into(),
         }

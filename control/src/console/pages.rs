@@ -3,7 +3,6 @@
 
 use axum::http::StatusCode;
 use axum::response::Response;
-use serde_json::Value;
 use switchboard_console::{EventRow, HistoryRow, InboxItem, PlanView, RuleRow, WebhookView};
 use switchboard_model::Configuration;
 use switchboard_packs::plan::{PlanState, StoredPlan};
@@ -376,26 +375,17 @@ async fn webhook_view(
                 (Some(e), None) => e.clone(),
                 (None, None) => "an operator".into(),
             };
-            let provenance = h.provenance.clone().unwrap_or(Value::Null);
-            let text = |v: &Value, k: &str| v.get(k).and_then(Value::as_str).map(str::to_string);
-            let change = match (
-                text(&h.change, "op"),
-                text(&h.change, "pack"),
-                text(&h.change, "version"),
-            ) {
-                (Some(op), Some(pack), Some(version)) => format!("{op} {pack}@{version}"),
-                (Some(op), _, _) => op,
-                _ => String::new(),
-            };
+            let provenance = h.provenance.clone().unwrap_or_default();
             HistoryRow {
                 version: h.version,
                 saved_at: rfc3339(h.saved_at),
-                change,
+                change: h.change.summary(),
                 saved_by: who(&h.actor.endpoint_id, &h.actor.human_login),
                 proposed_by: provenance
-                    .get("proposed_by")
-                    .map(|p| who(&text(p, "endpoint"), &text(p, "human"))),
-                approved_by: text(&provenance, "approved_by"),
+                    .proposed_by
+                    .as_ref()
+                    .map(|p| who(&p.endpoint, &p.human)),
+                approved_by: provenance.approved_by,
             }
         })
         .collect();

@@ -1,6 +1,7 @@
 //! `confirm`: applying exactly the plan a token names, once, or refusing it.
 
 use super::*;
+use switchboard_model::{ChangeProvenance, ConfigurationChange, ProposedBy};
 
 impl RulePacks {
     /// Applies exactly the candidate a plan described, in one transaction under the
@@ -291,14 +292,18 @@ impl RulePacks {
         // Set when the plan sets them; left as they are otherwise.
         let trusted_actors = apply.trusted_actors.map(Some);
         let op = kind.verb();
-        let mut provenance = json!({"plan": plan.id, "pack": plan.pack_name, "version": plan.pack_version, "proven": proven, "truncated": truncated});
-        if let Some(approval) = &approval {
-            provenance["proposed_by"] = json!({
-                "endpoint": approval.proposed_by.endpoint_id,
-                "human": approval.proposed_by.human_login,
-            });
-            provenance["approved_by"] = json!(approval.approved_by);
-        }
+        let provenance = ChangeProvenance {
+            plan: plan.id.clone(),
+            pack: plan.pack_name.clone(),
+            version: plan.pack_version.clone(),
+            proven,
+            truncated,
+            proposed_by: approval.as_ref().map(|a| ProposedBy {
+                endpoint: a.proposed_by.endpoint_id.clone(),
+                human: a.proposed_by.human_login.clone(),
+            }),
+            approved_by: approval.as_ref().map(|a| a.approved_by.clone()),
+        };
         let saved = self
             .state
             .store
@@ -309,7 +314,12 @@ impl RulePacks {
                     expected_version: Some(plan.base_config_version),
                     configuration: serde_json::to_value(&configuration).unwrap_or_default(),
                     actor,
-                    change: json!({"op": op, "pack": plan.pack_name, "version": plan.pack_version, "kind": kind.as_str()}),
+                    change: ConfigurationChange {
+                        pack: Some(plan.pack_name.clone()),
+                        version: Some(plan.pack_version.clone()),
+                        kind: Some(kind.as_str().to_string()),
+                        ..ConfigurationChange::op(op)
+                    },
                     provenance: Some(provenance),
                     installed_packs: Some(serde_json::to_value(&installed).unwrap_or_default()),
                     trusted_actors,

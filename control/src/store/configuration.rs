@@ -8,7 +8,7 @@
 use serde_json::Value;
 use sqlx::Row;
 use sqlx::any::AnyRow;
-use switchboard_model::TrustedActors;
+use switchboard_model::{ChangeProvenance, ConfigurationChange, TrustedActors};
 
 use super::plans::consume_plan_in;
 use super::webhooks::{
@@ -31,10 +31,10 @@ pub struct SaveConfiguration {
     /// The whole new configuration `{rules, default_action?, params}`, already validated.
     pub configuration: Value,
     pub actor: Actor,
-    /// What the change was, e.g. `{"op": "update_webhook_rule", "rule": "r-1"}`.
-    pub change: Value,
+    /// What the change was, e.g. `{"op": "update_webhook_rule", "rule_id": "r-1"}`.
+    pub change: ConfigurationChange,
     /// Where the change came from (a pack, a plan); at most 4 KiB.
-    pub provenance: Option<Value>,
+    pub provenance: Option<ChangeProvenance>,
     /// Replaces the webhook's installed-pack provenance when given.
     pub installed_packs: Option<Value>,
     /// Replaces the webhook's first-class trusted actors when given (`Some(None)` clears them).
@@ -61,8 +61,8 @@ pub struct HistoryRecord {
     pub webhook_id: String,
     pub version: i64,
     pub actor: Actor,
-    pub change: Value,
-    pub provenance: Option<Value>,
+    pub change: ConfigurationChange,
+    pub provenance: Option<ChangeProvenance>,
     /// `None` for version 1, which had nothing before it.
     pub digest_before: Option<String>,
     pub digest_after: String,
@@ -100,7 +100,7 @@ impl Store {
         let digest_after = configuration_digest(&save.configuration);
         let provenance = match &save.provenance {
             Some(p) => {
-                let text = canonical_json(p);
+                let text = canonical_json(&serde_json::to_value(p)?);
                 if text.len() > MAX_PROVENANCE_BYTES {
                     return Err(Error::invalid(
                         "provenance",
@@ -111,7 +111,7 @@ impl Store {
             }
             None => None,
         };
-        let change = canonical_json(&save.change);
+        let change = canonical_json(&serde_json::to_value(&save.change)?);
         let now = self.now();
 
         let mut tx = self.begin_write().await?;

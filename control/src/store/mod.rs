@@ -424,10 +424,11 @@ fn duration_ms(d: Duration) -> i64 {
     i64::try_from(d.as_millis()).unwrap_or(i64::MAX)
 }
 
-/// Reads a JSON-as-TEXT column.
-fn json_col(row: &AnyRow, column: &str) -> Result<serde_json::Value> {
+/// Reads a JSON-as-TEXT column into its type (an internal error naming the column when the
+/// stored text does not read).
+fn json_col<T: serde::de::DeserializeOwned>(row: &AnyRow, column: &str) -> Result<T> {
     let text: String = row.try_get(column)?;
-    Ok(serde_json::from_str(&text)?)
+    serde_json::from_str(&text).map_err(|e| Error::internal(format!("stored {column}: {e}")))
 }
 
 /// Reads a nullable JSON-as-TEXT column into its type. A stored text that does not read is

@@ -4,16 +4,28 @@ use switchboard_control::error::VERSION_MISMATCH;
 use switchboard_control::secrets::configuration_digest;
 use switchboard_control::store::{Actor, NewEvent, Page, SaveConfiguration};
 use switchboard_control::{Error, OwnerScope};
+use switchboard_model::{ChangeProvenance, ConfigurationChange};
 
 use crate::harness::{
     TestDb, config_routing_to, decision_refused_mid_transaction, endpoint, human, invalid, webhook,
 };
 
+/// A plan's provenance, as a confirm records it.
+fn from_chat() -> ChangeProvenance {
+    ChangeProvenance {
+        plan: "pl_12".into(),
+        pack: "chat".into(),
+        version: "1.0.0".into(),
+        proven: true,
+        ..ChangeProvenance::default()
+    }
+}
+
 fn save(configuration: serde_json::Value, actor: &Actor) -> SaveConfiguration {
     SaveConfiguration {
         configuration,
         actor: actor.clone(),
-        change: json!({"op": "set_webhook_rules"}),
+        change: ConfigurationChange::op("set_webhook_rules"),
         ..Default::default()
     }
 }
@@ -29,7 +41,7 @@ pub async fn save_bumps_version_and_appends_history(db: TestDb) {
             &alice,
             &wh.id,
             SaveConfiguration {
-                provenance: Some(json!({"source": "chat", "proposal": "p-12"})),
+                provenance: Some(from_chat()),
                 ..save(config.clone(), &actor)
             },
         )
@@ -62,11 +74,8 @@ pub async fn save_bumps_version_and_appends_history(db: TestDb) {
     let v2 = &history[0];
     assert_eq!(v2.actor, actor);
     assert_eq!(v2.actor.human_login.as_deref(), Some("alice"));
-    assert_eq!(v2.change, json!({"op": "set_webhook_rules"}));
-    assert_eq!(
-        v2.provenance,
-        Some(json!({"source": "chat", "proposal": "p-12"}))
-    );
+    assert_eq!(v2.change, ConfigurationChange::op("set_webhook_rules"));
+    assert_eq!(v2.provenance, Some(from_chat()));
     assert_eq!(v2.digest_before.as_deref(), Some(wh.config_digest.as_str()));
     assert_eq!(v2.digest_after, saved.digest);
     assert_eq!(v2.configuration, config);
@@ -75,7 +84,7 @@ pub async fn save_bumps_version_and_appends_history(db: TestDb) {
         (v1.digest_before.as_deref(), v1.digest_after.as_str()),
         (None, wh.config_digest.as_str())
     );
-    assert_eq!(v1.change, json!({"op": "create_webhook"}));
+    assert_eq!(v1.change, ConfigurationChange::op("create_webhook"));
     assert_eq!(v1.actor, Actor::operator());
 
     // Rolling back is saving an earlier version again: a new version, not a rewrite.
@@ -194,7 +203,10 @@ pub async fn provenance_is_limited_to_4_kib(db: TestDb) {
     let alice = human(&db, "alice").await;
     let wh = webhook(&db, &alice).await;
     let big = SaveConfiguration {
-        provenance: Some(json!({"note": "x".repeat(4096)})),
+        provenance: Some(ChangeProvenance {
+            plan: "x".repeat(4096),
+            ..ChangeProvenance::default()
+        }),
         ..save(config_routing_to("forge"), &Actor::operator())
     };
     invalid(
@@ -202,7 +214,10 @@ pub async fn provenance_is_limited_to_4_kib(db: TestDb) {
         "provenance",
     );
     let fits = SaveConfiguration {
-        provenance: Some(json!({"note": "x".repeat(4000)})),
+        provenance: Some(ChangeProvenance {
+            plan: "x".repeat(4000),
+            ..ChangeProvenance::default()
+        }),
         ..save(config_routing_to("forge"), &Actor::operator())
     };
     assert_eq!(

@@ -152,8 +152,15 @@ pub async fn confirm_saves_exactly_the_planned_candidate(db: TestDb) {
     let confirm = |configuration| SaveConfiguration {
         configuration,
         actor: Actor::operator(),
-        change: json!({"op": "install_rule_pack", "pack": "drop-ci-noise"}),
-        provenance: Some(json!({"pack": "drop-ci-noise", "version": "1.0.0", "proven": false})),
+        change: switchboard_model::ConfigurationChange {
+            pack: Some("drop-ci-noise".into()),
+            ..switchboard_model::ConfigurationChange::op("install_rule_pack")
+        },
+        provenance: Some(switchboard_model::ChangeProvenance {
+            pack: "drop-ci-noise".into(),
+            version: "1.0.0".into(),
+            ..Default::default()
+        }),
         plan_token_hash: Some(hash.clone()),
         ..Default::default()
     };
