@@ -4,6 +4,11 @@
 //! own ancestors or descendants is the module tree itself, not an arrow between rooms, and is
 //! left out. Comments are not imports, and neither are a file's `#[cfg(test)]` modules: a test
 //! may use whatever it checks against.
+//!
+//! And the surfaces import one way between crates: the people's CLI (`src/client/`), the MCP
+//! gateway and the console depend on `model`, `proto` and the shared control client, never on
+//! `packs` or on each other; the shared client depends on no surface and not on control's
+//! server.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -323,5 +328,165 @@ fn the_scan_sees_a_circle_and_the_module_tree_is_none() {
         left.keys().cloned().collect::<Vec<_>>(),
         ["a/x.rs", "b.rs"],
         "{left:?}"
+    );
+}
+
+/// Whether `code` (comments left out) names the crate `name` (`switchboard_console`): the whole
+/// identifier, so `switchboard_control` is not found in `switchboard_control_client`.
+fn names_crate(code: &str, name: &str) -> bool {
+    let ident = |c: char| c.is_ascii_alphanumeric() || c == '_';
+    code.lines()
+        .map(|l| l.split("//").next().unwrap_or_default())
+        .any(|line| {
+            line.match_indices(name).any(|(i, _)| {
+                !line[..i].chars().last().is_some_and(ident)
+                    && !line[i + name.len()..].chars().next().is_some_and(ident)
+            })
+        })
+}
+
+/// The files under `dir` that name any of `crates`, with the crates each names.
+fn files_naming(dir: &Path, crates: &[&str]) -> Vec<String> {
+    let mut files = Vec::new();
+    rust_files(dir, &mut files);
+    files.sort();
+    files
+        .iter()
+        .filter_map(|f| {
+            let code = std::fs::read_to_string(f).expect("a source file");
+            let named: Vec<&str> = crates
+                .iter()
+                .copied()
+                .filter(|c| names_crate(&code, c))
+                .collect();
+            (!named.is_empty()).then(|| format!("{}: {}", f.display(), named.join(", ")))
+        })
+        .collect()
+}
+
+/// The workspace packages a crate's manifest depends on (`[dependencies]` only: a test may
+/// start whatever it checks against).
+fn dependencies(krate: &Path) -> BTreeSet<String> {
+    let text = std::fs::read_to_string(krate.join("Cargo.toml")).expect("a manifest");
+    let manifest: toml::Table = toml::from_str(&text).expect("a manifest that parses");
+    manifest
+        .get("dependencies")
+        .and_then(toml::Value::as_table)
+        .map(|deps| {
+            deps.keys()
+                .filter(|k| k.starts_with("switchboard-"))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+#[test]
+fn surfaces_depend_on_the_shared_client_not_on_each_other() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // The people's CLI is a surface: its client, errors and JSON views are the shared
+    // client's, not the gateway's (or the console's, or packs' logic).
+    let cli = files_naming(
+        &root.join("src/client"),
+        &[
+            "switchboard_mcp_gateway",
+            "switchboard_console",
+            "switchboard_packs",
+        ],
+    );
+    assert!(cli.is_empty(), "the CLI imports another surface: {cli:#?}");
+    // In the binary, only the roles that start the gateway's server name the gateway.
+    let gateway_users: Vec<String> = files_naming(&root.join("src"), &["switchboard_mcp_gateway"])
+        .into_iter()
+        .filter(|f| {
+            !["src/roles/gateway.rs:", "src/roles/up.rs:"]
+                .iter()
+                .any(|starter| f.starts_with(&root.join(starter).display().to_string()))
+        })
+        .collect();
+    assert!(
+        gateway_users.is_empty(),
+        "only src/roles/gateway.rs and src/roles/up.rs start the gateway: {gateway_users:#?}"
+    );
+    // The shared client serves every surface, so it depends on none, nor on control's server
+    // or packs.
+    let client = root.join("control-client");
+    let forbidden = [
+        "switchboard_mcp_gateway",
+        "switchboard_console",
+        "switchboard_packs",
+        "switchboard_control",
+    ];
+    let named = files_naming(&client.join("src"), &forbidden);
+    assert!(
+        named.is_empty(),
+        "the shared control client imports a surface, packs or control: {named:#?}"
+    );
+    let forbidden_packages: Vec<String> = forbidden.iter().map(|c| c.replace('_', "-")).collect();
+    let mut edges = BTreeMap::new();
+    for (krate, not) in [
+        ("control-client", forbidden_packages),
+        (
+            "mcp-gateway",
+            vec!["switchboard-console".into(), "switchboard-packs".into()],
+        ),
+        (
+            "console",
+            vec!["switchboard-mcp-gateway".into(), "switchboard-packs".into()],
+        ),
+    ] {
+        let deps = dependencies(&root.join(krate));
+        assert!(
+            deps.contains("switchboard-model"),
+            "the scan read {krate}'s dependencies: {deps:?}"
+        );
+        let wrong: Vec<String> = not.into_iter().filter(|d| deps.contains(d)).collect();
+        if !wrong.is_empty() {
+            edges.insert(krate, wrong);
+        }
+    }
+    assert!(
+        edges.is_empty(),
+        "a surface or the shared client depends on what it must not: {edges:?}"
+    );
+}
+
+#[test]
+fn the_crate_scan_reads_whole_names_and_skips_comments() {
+    assert!(names_crate(
+        "use switchboard_mcp_gateway::tools::convert;",
+        "switchboard_mcp_gateway"
+    ));
+    assert!(names_crate(
+        "    let x = switchboard_control::verbs::FAMILIES;",
+        "switchboard_control"
+    ));
+    assert!(!names_crate(
+        "use switchboard_control_client::{Bearer, ControlClient};",
+        "switchboard_control"
+    ));
+    assert!(!names_crate(
+        "// once switchboard_mcp_gateway::errors::ToolError",
+        "switchboard_mcp_gateway"
+    ));
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::write(
+        dir.path().join("packs.rs"),
+        "use switchboard_mcp_gateway::tools::output::PlanOut;\n",
+    )
+    .expect("a file");
+    std::fs::write(
+        dir.path().join("todos.rs"),
+        "use switchboard_control_client::views::TodoOut;\n",
+    )
+    .expect("a file");
+    let named = files_naming(
+        dir.path(),
+        &["switchboard_mcp_gateway", "switchboard_control"],
+    );
+    assert_eq!(named.len(), 1, "{named:?}");
+    assert!(
+        named[0].ends_with("packs.rs: switchboard_mcp_gateway"),
+        "{named:?}"
     );
 }

@@ -19,12 +19,12 @@ use http::header::{AUTHORIZATION, CONTENT_TYPE, HOST, ORIGIN, RETRY_AFTER, WWW_A
 use http::{HeaderMap, HeaderValue, Method, StatusCode};
 use rmcp::model::{ClientJsonRpcMessage, ErrorCode};
 use serde_json::{Value, json};
+use switchboard_control_client::{Bearer, ControlClient};
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::reason::Reason;
 use tonic::Code;
 
-use crate::control::{Bearer, ControlClient};
-use crate::errors::ToolError;
+use crate::errors;
 
 /// Who is calling, as control answered `WhoAmI` for this request's bearer.
 #[derive(Clone, Debug)]
@@ -130,7 +130,7 @@ pub async fn gate(State(gate): State<Arc<Gate>>, request: Request, next: Next) -
             return unauthorized("the credential is unknown or revoked");
         }
         Err(status) if status.code() == Code::ResourceExhausted => CallerState::RateLimited {
-            retry_after_ms: ToolError::retry_after_ms(&status),
+            retry_after_ms: errors::retry_after_ms(&status),
         },
         Err(status) => {
             tracing::warn!(code = ?status.code(), message = status.message(), "whoami failed");

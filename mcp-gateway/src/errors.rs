@@ -4,204 +4,87 @@
 //! `structuredContent`: the code is stable (control's reason), the message says what was
 //! wrong, and `details.next` names the next call to make. Protocol faults (malformed JSON-RPC,
 //! an unknown tool or method) stay JSON-RPC errors; rmcp answers those itself.
+//!
+//! The error itself is the shared client's [`CallError`], read from control's status the same
+//! way for every surface; what is the gateway's own is here: the `next` hints (they name MCP
+//! tools), the errors about a tool's arguments and the endpoint's budget, and the tool result.
 
 use rmcp::model::{CallToolResult, ContentBlock};
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
+use switchboard_control_client::error::{CallError, did_not_answer};
 use switchboard_proto::reason::Reason;
-use tonic::{Code, Status};
-use tonic_types::StatusExt;
+use tonic::Status;
 
-/// The `ErrorInfo.domain` of every error control answers.
-pub const CONTROL_DOMAIN: &str = "switchboard";
-
-/// A tool call that did not work, as the agent sees it.
-#[derive(Clone, Debug, PartialEq)]
-pub struct ToolError {
-    pub code: String,
-    pub message: String,
-    pub details: Map<String, Value>,
+/// The arguments did not fit the tool's input schema.
+pub fn invalid_arguments(tool: &str, problem: impl std::fmt::Display) -> CallError {
+    CallError::new(
+        Reason::InvalidArgument,
+        format!("the arguments do not fit {tool}'s input schema: {problem}"),
+    )
+    .with("tool", tool)
+    .with(
+        "next",
+        format!("call {tool} again with arguments that match its inputSchema (tools/list)"),
+    )
 }
 
-impl ToolError {
-    /// An error the gateway itself answers, with a reason of the one vocabulary.
-    pub fn new(reason: Reason, message: impl Into<String>) -> ToolError {
-        ToolError {
-            code: reason.as_str().to_string(),
-            message: message.into(),
-            details: Map::new(),
-        }
-    }
-
-    pub fn with(mut self, key: &str, value: impl Into<Value>) -> ToolError {
-        self.details.insert(key.to_string(), value.into());
-        self
-    }
-
-    /// The arguments did not fit the tool's input schema.
-    pub fn invalid_arguments(tool: &str, problem: impl std::fmt::Display) -> ToolError {
-        ToolError::new(
-            Reason::InvalidArgument,
-            format!("the arguments do not fit {tool}'s input schema: {problem}"),
-        )
-        .with("tool", tool)
-        .with(
-            "next",
-            format!("call {tool} again with arguments that match its inputSchema (tools/list)"),
-        )
-    }
-
-    /// Control answered something the gateway cannot read; `context` is logged, never sent.
-    pub fn internal(context: impl std::fmt::Display) -> ToolError {
-        tracing::error!(error = %context, "unreadable answer from control");
-        ToolError::new(Reason::Internal, "internal error").with("next", "retry shortly")
-    }
-
-    /// The JSON the agent reads: `{"error": {"code", "message", "details"}}`.
-    pub fn to_json(&self) -> Value {
-        json!({"error": {"code": self.code, "message": self.message, "details": self.details}})
-    }
-
-    /// The tool result: `isError: true`, one JSON text block, no `structuredContent`.
-    pub fn into_result(self) -> CallToolResult {
-        CallToolResult::error(vec![ContentBlock::text(self.to_json().to_string())])
-    }
-
-    /// An agent's configuration that is not one (its JSON shape), reported as control reports
-    /// the problems it finds: one configuration-wide `invalid_configuration` problem.
-    pub fn configuration_shape(problem: String) -> ToolError {
-        ToolError::new(
-            Reason::InvalidConfiguration,
-            format!("the configuration has 1 problem: {problem} (invalid_configuration)"),
-        )
-        .with(
-            "problems",
-            json!([{"code": "invalid_configuration", "message": problem, "rule_index": -1}]),
-        )
-        .with("next", FIX_CONFIGURATION)
-    }
-
-    /// The endpoint's request budget is spent: wait, then call `tool` again.
-    pub fn rate_limited(tool: &str, retry_after_ms: u64) -> ToolError {
-        ToolError::new(
-            Reason::RateLimited,
-            format!("this endpoint's request budget is spent; retry after {retry_after_ms} ms"),
-        )
-        .with("retry_after_ms", retry_after_ms)
-        .with(
-            "next",
-            format!("wait {retry_after_ms} ms, then call {tool} again"),
-        )
-    }
-
-    /// How long a `rate_limited` status from control asks the caller to wait (1 s if unsaid).
-    pub fn retry_after_ms(status: &Status) -> u64 {
-        ToolError::from_status("tools", status)
-            .details
-            .get("retry_after_ms")
-            .and_then(serde_json::Value::as_u64)
-            .unwrap_or(1000)
-    }
-
-    /// A control status turned into what the agent can act on, for a call of `tool`.
-    pub fn from_status(tool: &str, status: &Status) -> ToolError {
-        let details = status.get_error_details();
-        let info = details
-            .error_info()
-            .filter(|info| info.domain == CONTROL_DOMAIN);
-        // The reason is read from the status details (`ErrorInfo`), never out of the text;
-        // a status without one (the transport's own) is named by its code.
-        let code = info
-            .map(|info| info.reason.clone())
-            .unwrap_or_else(|| fallback_code(status.code()).as_str().to_string());
-        let mut message = status
-            .message()
-            .strip_prefix(&format!("{code}: "))
-            .unwrap_or(status.message())
-            .to_string();
-        let mut out = Map::new();
-        if let Some(info) = info {
-            for (key, value) in &info.metadata {
-                if key == "details" {
-                    // Rule-pack errors carry their structured details as JSON.
-                    match serde_json::from_str::<Value>(value) {
-                        Ok(Value::Object(map)) => out.extend(map),
-                        Ok(Value::Null) => {}
-                        Ok(other) => {
-                            out.insert(key.clone(), other);
-                        }
-                        Err(_) => {
-                            out.insert(key.clone(), Value::String(value.clone()));
-                        }
-                    }
-                } else {
-                    out.insert(key.clone(), scalar(value));
-                }
-            }
-        }
-        if let Some(delay) = details.retry_info().and_then(|r| r.retry_delay) {
-            out.entry("retry_after_ms")
-                .or_insert_with(|| json!(delay.as_millis() as u64));
-        }
-        if code == Reason::InvalidConfiguration.as_str() {
-            // Its problems arrived as data (`details.problems`), above.
-        } else if let Some(bad) = details.bad_request()
-            && !bad.field_violations.is_empty()
-            && !out.contains_key("field")
-        {
-            let violations: Vec<Value> = bad
-                .field_violations
-                .iter()
-                .map(|v| json!({"field": v.field, "description": v.description}))
-                .collect();
-            out.insert("field_violations".into(), Value::Array(violations));
-        }
-        if code == Reason::Internal.as_str() {
-            // Control never sends internal context; say no more than it did.
-            message = "internal error".into();
-        }
-        if status.code() == Code::Unavailable && info.is_none() {
-            return ToolError::new(
-                Reason::ControlUnavailable,
-                "control did not answer; nothing was changed",
-            )
-            .with("next", format!("retry {tool} in a few seconds"));
-        }
-        let mut error = ToolError {
-            code,
-            message,
-            details: out,
-        };
-        if !error.details.contains_key("next")
-            && let Some(next) = next_call(tool, &error)
-        {
-            error.details.insert("next".into(), Value::String(next));
-        }
-        error
-    }
+/// An agent's configuration that is not one (its JSON shape), reported as control reports
+/// the problems it finds, with what to do about them.
+pub fn configuration_shape(problem: String) -> CallError {
+    CallError::configuration_shape(problem).with("next", FIX_CONFIGURATION)
 }
 
-/// Numbers in ErrorInfo metadata (`current_version`, `retry_after_ms`) stay numbers.
-fn scalar(value: &str) -> Value {
-    value
-        .parse::<i64>()
-        .map(Value::from)
-        .unwrap_or_else(|_| Value::String(value.to_string()))
+/// The endpoint's request budget is spent: wait, then call `tool` again.
+pub fn rate_limited(tool: &str, retry_after_ms: u64) -> CallError {
+    CallError::new(
+        Reason::RateLimited,
+        format!("this endpoint's request budget is spent; retry after {retry_after_ms} ms"),
+    )
+    .with("retry_after_ms", retry_after_ms)
+    .with(
+        "next",
+        format!("wait {retry_after_ms} ms, then call {tool} again"),
+    )
 }
 
-/// The reason of a status that carries none (the transport's own, or a peer's).
-fn fallback_code(code: Code) -> Reason {
-    match code {
-        Code::NotFound => Reason::NotFound,
-        Code::InvalidArgument | Code::OutOfRange => Reason::InvalidArgument,
-        Code::PermissionDenied => Reason::PermissionDenied,
-        Code::Unauthenticated => Reason::Unauthenticated,
-        Code::ResourceExhausted => Reason::RateLimited,
-        Code::FailedPrecondition | Code::Aborted | Code::AlreadyExists => Reason::Conflict,
-        Code::Unimplemented => Reason::Unimplemented,
-        Code::DeadlineExceeded => Reason::DeadlineExceeded,
-        Code::Unavailable => Reason::ControlUnavailable,
-        Code::Cancelled => Reason::Cancelled,
-        _ => Reason::Internal,
+/// How long a `rate_limited` status from control asks the caller to wait (1 s if unsaid).
+pub fn retry_after_ms(status: &Status) -> u64 {
+    CallError::from_status(status)
+        .details
+        .get("retry_after_ms")
+        .and_then(Value::as_u64)
+        .unwrap_or(1000)
+}
+
+/// A control status turned into what the agent can act on, for a call of `tool`: the shared
+/// reading of the status, and the call to make next.
+pub fn from_status(tool: &str, status: &Status) -> CallError {
+    let mut error = CallError::from_status(status);
+    if did_not_answer(status) {
+        return error.with("next", format!("retry {tool} in a few seconds"));
+    }
+    if !error.details.contains_key("next")
+        && let Some(next) = next_call(tool, &error)
+    {
+        error.details.insert("next".into(), Value::String(next));
+    }
+    error
+}
+
+/// The JSON the agent reads: `{"error": {"code", "message", "details"}}`.
+pub fn to_json(error: &CallError) -> Value {
+    json!({"error": {"code": error.code, "message": error.message, "details": error.details}})
+}
+
+/// A call's error as an MCP tool result, the gateway's own form of it.
+pub trait IntoToolResult {
+    /// `isError: true`, one JSON text block, no `structuredContent`.
+    fn into_result(self) -> CallToolResult;
+}
+
+impl IntoToolResult for CallError {
+    fn into_result(self) -> CallToolResult {
+        CallToolResult::error(vec![ContentBlock::text(to_json(&self).to_string())])
     }
 }
 
@@ -210,7 +93,7 @@ const FIX_CONFIGURATION: &str =
     "fix every listed problem and call again; check a candidate first with test_webhook_rules";
 
 /// The call an agent should make next, for the codes where the gateway knows it.
-fn next_call(tool: &str, error: &ToolError) -> Option<String> {
+fn next_call(tool: &str, error: &CallError) -> Option<String> {
     let detail = |key: &str| error.details.get(key).cloned().unwrap_or(Value::Null);
     Some(match Reason::parse(&error.code)? {
         Reason::NotFound => match tool {
@@ -327,7 +210,9 @@ mod tests {
     use std::collections::HashMap;
     use std::time::Duration;
 
-    use tonic_types::ErrorDetails;
+    use switchboard_control_client::error::CONTROL_DOMAIN;
+    use tonic::Code;
+    use tonic_types::{ErrorDetails, StatusExt};
 
     use super::*;
 
@@ -341,9 +226,13 @@ mod tests {
         Status::with_error_details(code, format!("{reason}: {message}"), details)
     }
 
+    fn next(e: &CallError) -> &str {
+        e.details["next"].as_str().unwrap_or_default()
+    }
+
     #[test]
-    fn the_reason_becomes_the_code_and_the_prefix_goes() {
-        let e = ToolError::from_status(
+    fn a_not_found_names_the_listing_to_check() {
+        let e = from_status(
             "get_webhook",
             &status(
                 Code::NotFound,
@@ -355,17 +244,12 @@ mod tests {
         assert_eq!(e.code, "not_found");
         assert_eq!(e.message, "webhook not found");
         assert_eq!(e.details["resource"], "webhook");
-        assert!(
-            e.details["next"]
-                .as_str()
-                .unwrap()
-                .contains("list_webhooks")
-        );
+        assert!(next(&e).contains("list_webhooks"), "{e:?}");
     }
 
     #[test]
-    fn rule_pack_details_are_json() {
-        let e = ToolError::from_status(
+    fn local_edits_point_at_overwriting_them() {
+        let e = from_status(
             "install_rule_pack",
             &status(
                 Code::FailedPrecondition,
@@ -377,19 +261,12 @@ mod tests {
                 )],
             ),
         );
-        assert_eq!(e.code, "local_edits");
         assert_eq!(e.details["pack"], "drop-ci-noise");
-        assert_eq!(e.details["rules"][0], "drop-ci-noise--a");
-        assert!(
-            e.details["next"]
-                .as_str()
-                .unwrap()
-                .contains("overwrite_local_edits")
-        );
+        assert!(next(&e).contains("overwrite_local_edits"), "{e:?}");
     }
 
     #[test]
-    fn rate_limits_carry_the_retry_hint() {
+    fn rate_limits_say_how_long_to_wait() {
         let mut details = ErrorDetails::with_retry_info(Some(Duration::from_millis(1500)));
         details.set_error_info(
             "rate_limited",
@@ -401,53 +278,33 @@ mod tests {
             "rate_limited: rate limit reached, retry after 1500 ms",
             details,
         );
-        let e = ToolError::from_status("list_todos", &s);
-        assert_eq!(e.code, "rate_limited");
+        let e = from_status("list_todos", &s);
         assert_eq!(e.details["retry_after_ms"], 1500);
-        assert_eq!(
-            e.details["next"],
-            "wait 1500 ms, then call list_todos again"
-        );
-    }
-
-    #[test]
-    fn configuration_problems_are_listed_as_data() {
-        let s = status(
-            Code::InvalidArgument,
-            "invalid_configuration",
-            "the configuration has 1 problem: bad (parse_error)",
-            &[(
-                "details",
-                r#"{"problems":[{"code":"parse_error","message":"bad","rule_index":0}]}"#,
-            )],
-        );
-        let e = ToolError::from_status("set_webhook_rules", &s);
-        assert_eq!(e.code, "invalid_configuration");
-        // The reason's prefix goes; the problems come from the details, not the text.
-        assert_eq!(
-            e.message,
-            "the configuration has 1 problem: bad (parse_error)"
-        );
-        assert_eq!(e.details["problems"][0]["code"], "parse_error");
+        assert_eq!(next(&e), "wait 1500 ms, then call list_todos again");
+        assert_eq!(retry_after_ms(&s), 1500);
+        assert_eq!(retry_after_ms(&Status::resource_exhausted("busy")), 1000);
     }
 
     #[test]
     fn transport_failures_say_control_did_not_answer() {
-        let e = ToolError::from_status("list_webhooks", &Status::unavailable("tcp connect error"));
+        let e = from_status("list_webhooks", &Status::unavailable("tcp connect error"));
         assert_eq!(e.code, "control_unavailable");
         assert!(!e.message.contains("tcp"));
+        assert_eq!(next(&e), "retry list_webhooks in a few seconds");
+        assert_eq!(e.details.len(), 1);
     }
 
     #[test]
-    fn internal_context_is_not_passed_on() {
-        let e = ToolError::from_status("list_webhooks", &Status::internal("SELECT * FROM x"));
-        assert_eq!(e.code, "internal");
-        assert_eq!(e.message, "internal error");
+    fn a_configuration_shape_says_how_to_fix_it() {
+        let e = configuration_shape("not an object".into());
+        assert_eq!(e.code, "invalid_configuration");
+        assert_eq!(e.details["problems"][0]["rule_index"], -1);
+        assert_eq!(next(&e), FIX_CONFIGURATION);
     }
 
     #[test]
     fn the_result_is_one_json_block_without_structured_content() {
-        let r = ToolError::new(Reason::PlanStale, "stale").into_result();
+        let r = CallError::new(Reason::PlanStale, "stale").into_result();
         assert_eq!(r.is_error, Some(true));
         assert!(r.structured_content.is_none());
         assert_eq!(r.content.len(), 1);

@@ -15,12 +15,12 @@ use rmcp::model::{
 use rmcp::service::RequestContext;
 use rmcp::{ErrorData, RoleServer, ServerHandler};
 use serde_json::json;
+use switchboard_control_client::{CallError, ControlClient};
 use switchboard_telemetry::propagation;
 use tracing::Instrument;
 
 use crate::auth::{Caller, CallerState};
-use crate::control::ControlClient;
-use crate::errors::ToolError;
+use crate::errors::{self, IntoToolResult};
 use crate::tools::{self, ToolSpec};
 
 /// What an operator decides about a gateway's tools.
@@ -113,12 +113,12 @@ impl Gateway {
         let caller = match self.caller(&context) {
             Some(CallerState::Known(caller)) => caller,
             Some(CallerState::RateLimited { retry_after_ms }) => {
-                return Ok(ToolError::rate_limited(name, retry_after_ms).into_result());
+                return Ok(errors::rate_limited(name, retry_after_ms).into_result());
             }
             None => return Err(no_caller()),
         };
         if !caller.allows(spec.name()) {
-            return Ok(ToolError::new(
+            return Ok(CallError::new(
                 Reason::PermissionDenied,
                 format!("{name} is not on this endpoint's allowlist"),
             )
@@ -130,7 +130,7 @@ impl Gateway {
             .into_result());
         }
         if self.policy.read_only && !spec.verb.read_only() {
-            return Ok(ToolError::new(
+            return Ok(CallError::new(
                 Reason::PermissionDenied,
                 format!("this gateway serves read-only tools only, and {name} changes state"),
             )
@@ -143,7 +143,7 @@ impl Gateway {
         let arguments = request.arguments.unwrap_or_default();
         let size = serde_json::to_vec(&arguments).map_or(usize::MAX, |b| b.len());
         if size > self.policy.max_argument_bytes {
-            return Ok(ToolError::new(
+            return Ok(CallError::new(
                 Reason::PayloadTooLarge,
                 format!(
                     "the arguments are {size} bytes; at most {} are accepted",
@@ -166,7 +166,7 @@ impl Gateway {
         let outcome = tokio::select! {
             // A cancelled request (the client cancelled, or went away) drops the control
             // call, and with it any replay control was streaming.
-            _ = ct.cancelled() => Err(ToolError::new(Reason::Cancelled, "the request was cancelled; nothing more was done")),
+            _ = ct.cancelled() => Err(CallError::new(Reason::Cancelled, "the request was cancelled; nothing more was done")),
             outcome = work => outcome,
         };
         Ok(match outcome {
@@ -235,9 +235,9 @@ impl ServerHandler for Gateway {
             && let Err(status) = self.control.who_am_i(&caller.bearer, true).await
             && status.code() == tonic::Code::ResourceExhausted
         {
-            let retry_after_ms = ToolError::retry_after_ms(&status);
+            let retry_after_ms = errors::retry_after_ms(&status);
             return Ok(CallToolResponse::from(
-                ToolError::rate_limited(&name, retry_after_ms).into_result(),
+                errors::rate_limited(&name, retry_after_ms).into_result(),
             ));
         }
         result.map(CallToolResponse::from)

@@ -6,22 +6,23 @@
 //!
 //! - [`auth`]: the gate in front of `/mcp` (hosts, bearer, body, identity);
 //! - [`handler`]: the MCP server (allowlisted `tools/list`, `tools/call` → one RPC);
-//! - [`tools`]: the catalog, typed params and outputs, and the proto conversions;
+//! - [`tools`]: the catalog, typed params, and one handler per tool;
 //! - [`errors`]: business errors as `isError` results an agent can act on;
-//! - [`control`]: the gRPC client that carries the caller's bearer;
 //! - [`server`]: the axum app and [`serve`].
+//!
+//! The gRPC client that carries the caller's bearer, the typed error of a call and the
+//! tools' outputs (with their conversions from control's messages) are the shared control
+//! client's (`switchboard_control_client`), which the people's CLI uses too.
 
 #![forbid(unsafe_code)]
 
 pub mod auth;
-pub mod control;
 pub mod errors;
 pub mod handler;
 pub mod server;
 pub mod tools;
 
 pub use auth::Caller;
-pub use control::{Bearer, ControlClient};
 pub use handler::{Gateway, ToolPolicy};
 pub use server::{
     BoundGateway, GatewayConfig, GatewayError, loopback_hosts, loopback_origins, serve,

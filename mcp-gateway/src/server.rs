@@ -15,11 +15,11 @@ use axum::http::StatusCode;
 use axum::routing::get;
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use switchboard_control_client::ControlClient;
 use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 use crate::auth::{Gate, gate};
-use crate::control::ControlClient;
 use crate::handler::{Gateway, ToolPolicy};
 
 /// Hosts a gateway answers by default: loopback only (DNS-rebinding protection). A deployment

@@ -6,8 +6,9 @@ use std::path::PathBuf;
 
 use rmcp::ServiceExt;
 use serde_json::Value;
+use switchboard_control_client::{Bearer, ControlClient};
+use switchboard_mcp_gateway::Caller;
 use switchboard_mcp_gateway::handler::{Gateway, ToolPolicy};
-use switchboard_mcp_gateway::{Bearer, Caller, ControlClient};
 use switchboard_model::Verb;
 
 mod support;

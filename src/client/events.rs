@@ -3,8 +3,8 @@
 //! (planned, then confirmed: docs/redrive.md).
 
 use clap::{Args, Subcommand};
-use switchboard_mcp_gateway::tools::convert;
-use switchboard_mcp_gateway::tools::output::{
+use switchboard_control_client::convert;
+use switchboard_control_client::views::{
     ConfirmWebhookRedriveOut, EventSummaryOut, GetWebhookEventOut, ListWebhookEventsOut,
     RedrivePlanOut,
 };
@@ -140,7 +140,7 @@ pub async fn run(args: EventsArgs) -> Result<u8, Failure> {
                 out.retention = r.retention.map(convert::retention);
                 let mut events = r.events.into_iter();
                 for e in events.by_ref() {
-                    let e = convert::event_summary(e).map_err(Failure::tool)?;
+                    let e = convert::event_summary(e).map_err(Failure::call)?;
                     if decision.as_deref().is_none_or(|d| decided(&e, d)) {
                         out.events.push(e);
                         if out.events.len() as u32 == limit {
@@ -173,7 +173,7 @@ pub async fn run(args: EventsArgs) -> Result<u8, Failure> {
                 )
                 .await
                 .map_err(|e| s.status(e))?;
-            let out = convert::get_event(r).map_err(Failure::tool)?;
+            let out = convert::get_event(r).map_err(Failure::call)?;
             emit(s.output, &out, show)?;
         }
         EventsCommand::Redrive {
@@ -200,7 +200,7 @@ pub async fn run(args: EventsArgs) -> Result<u8, Failure> {
                 )
                 .await
                 .map_err(|e| s.status(e))?;
-            let out = convert::redrive_plan(r).map_err(Failure::tool)?;
+            let out = convert::redrive_plan(r).map_err(Failure::call)?;
             emit(s.output, &out, redrive_plan)?;
         }
         EventsCommand::RedriveConfirm {
@@ -238,7 +238,7 @@ fn redrive_plan(p: &RedrivePlanOut) -> String {
         return out;
     }
     let (lost, moved): (Vec<_>, Vec<_>) = p.transitions.iter().partition(|t| t.to == "drop");
-    let moves = |ts: &[&switchboard_mcp_gateway::tools::output::RedriveTransitionOut]| {
+    let moves = |ts: &[&switchboard_control_client::views::RedriveTransitionOut]| {
         let mut t = Table::new(&["from", "to", "deliveries", "examples"]);
         for tr in ts {
             t.row([

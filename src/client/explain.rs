@@ -5,8 +5,8 @@
 //! Exit codes as every people's command (`super::exit`).
 
 use clap::Args;
-use switchboard_mcp_gateway::tools::convert::explain_event;
-use switchboard_mcp_gateway::tools::output::{
+use switchboard_control_client::convert::explain_event;
+use switchboard_control_client::views::{
     ExplainWebhookEventOut, RecordedVersionOut, RuleOutcomeOut,
 };
 use switchboard_proto::control::v1 as pb;
@@ -33,7 +33,7 @@ pub async fn run(args: ExplainArgs) -> Result<u8, Failure> {
         )
         .await
         .map_err(|e| s.status(e))?;
-    let explained = explain_event(response).map_err(Failure::tool)?;
+    let explained = explain_event(response).map_err(Failure::call)?;
     emit(s.output, &explained, table)?;
     Ok(exit::OK)
 }

@@ -2,8 +2,9 @@
 //! over control's gRPC API, with an endpoint's bearer credential from `SWITCHBOARD_TOKEN`. It
 //! holds no privilege of its own, so it can show and do nothing that endpoint could not do
 //! itself. One module per noun; this one holds what they share: the connection, the output
-//! format (`--output table|json`, where JSON is the same typed object the MCP tool answers),
-//! the exit codes, and the table and colour helpers (docs/cli.md).
+//! format (`--output table|json`, where JSON is the same typed object the MCP tool answers:
+//! both are the shared control client's views), the exit codes, and the table and colour
+//! helpers (docs/cli.md).
 
 pub mod events;
 pub mod explain;
@@ -18,8 +19,7 @@ use std::process::ExitCode;
 
 use anstyle::{AnsiColor, Style};
 use clap::{Args, ValueEnum};
-use switchboard_mcp_gateway::errors::ToolError;
-use switchboard_mcp_gateway::{Bearer, ControlClient};
+use switchboard_control_client::{Bearer, CallError, ControlClient};
 use tonic::Status;
 
 /// Exit codes, the same for every command (docs/cli.md, `--help`).
@@ -69,13 +69,13 @@ impl Failure {
         }
     }
 
-    /// A typed error (control's, read from its status, or the gateway conversion's own for
-    /// an answer it cannot read): its code decides the exit code, and code and message are
-    /// what is printed.
-    pub fn tool(e: ToolError) -> Failure {
+    /// A call's typed error (control's, read from its status, or the shared conversion's own
+    /// for an answer it cannot read): its code decides the exit code, and code and message
+    /// are what is printed.
+    pub fn call(e: CallError) -> Failure {
         Failure {
             exit: exit_for(&e.code),
-            message: format!("{}: {}", e.code, e.message),
+            message: e.to_string(),
         }
     }
 }
@@ -88,15 +88,14 @@ pub fn exit_for(code: &str) -> u8 {
 
 /// One command's connection to control: the client, the caller's bearer, and how to print.
 pub struct Session {
-    /// The gateway's verb name for the call (errors' `next` hints are keyed by it).
-    pub verb: &'static str,
     pub client: ControlClient,
     pub bearer: Bearer,
     pub output: Output,
 }
 
 impl Session {
-    /// The credential from the environment and a lazily connected client.
+    /// The credential from the environment and a lazily connected client; `verb` (as its tool
+    /// is named) is the call the credential must be allowed.
     pub fn open(verb: &'static str, common: &Common) -> Result<Session, Failure> {
         let token = match std::env::var(TOKEN_ENV) {
             Ok(t) if !t.trim().is_empty() => t.trim().to_string(),
@@ -108,7 +107,6 @@ impl Session {
         };
         let client = ControlClient::connect_lazy(&common.control).map_err(Failure::usage)?;
         Ok(Session {
-            verb,
             client,
             bearer: Bearer::new(token),
             output: common.output,
@@ -117,7 +115,7 @@ impl Session {
 
     /// A control status as the typed error's code and message (never an address).
     pub fn status(&self, s: Status) -> Failure {
-        Failure::tool(ToolError::from_status(self.verb, &s))
+        Failure::call(CallError::from_status(&s))
     }
 }
 

@@ -8,11 +8,9 @@ use std::fmt::Write as _;
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use switchboard_mcp_gateway::errors::ToolError;
-use switchboard_mcp_gateway::tools::convert;
-use switchboard_mcp_gateway::tools::output::{
-    ConfirmOut, ListRulePacksOut, PlanOut, RulePackPlanOut,
-};
+use switchboard_control_client::CallError;
+use switchboard_control_client::convert;
+use switchboard_control_client::views::{ConfirmOut, ListRulePacksOut, PlanOut, RulePackPlanOut};
 use switchboard_model::diff::{ParamDiff, RuleDiff, VersionDiff};
 use switchboard_model::plan::{PlanState, Report, Transition};
 use switchboard_proto::control::v1 as pb;
@@ -117,7 +115,7 @@ pub async fn run(command: PacksCommand, common: Common) -> Result<u8, Failure> {
                 )
                 .await
                 .map_err(|e| s.status(e))?;
-            let out = convert::rule_packs(r).map_err(Failure::tool)?;
+            let out = convert::rule_packs(r).map_err(Failure::call)?;
             emit(s.output, &out, list_table)?;
             Ok(exit::OK)
         }
@@ -235,7 +233,7 @@ pub async fn run(command: PacksCommand, common: Common) -> Result<u8, Failure> {
                 Some(Event::Applied(a)) => ConfirmOut::Applied(Box::new(a.into())),
                 Some(Event::Pending(p)) => ConfirmOut::Pending(Box::new(p.into())),
                 _ => {
-                    return Err(Failure::tool(ToolError::internal(
+                    return Err(Failure::call(CallError::internal(
                         "control answered a confirm with no result",
                     )));
                 }
@@ -263,13 +261,13 @@ async fn follow_plan(
             Some(pb::RulePackEvent {
                 event: Some(Event::Applied(_) | Event::Pending(_)),
             }) => {
-                return Err(Failure::tool(ToolError::internal(
+                return Err(Failure::call(CallError::internal(
                     "control answered a plan with a confirm's result",
                 )));
             }
             Some(_) => {}
             None => {
-                return Err(Failure::tool(ToolError::internal(
+                return Err(Failure::call(CallError::internal(
                     "control ended the plan without a result",
                 )));
             }

@@ -4,9 +4,9 @@
 use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
-use switchboard_mcp_gateway::errors::ToolError;
-use switchboard_mcp_gateway::tools::convert;
-use switchboard_mcp_gateway::tools::output::{
+use switchboard_control_client::CallError;
+use switchboard_control_client::convert;
+use switchboard_control_client::views::{
     ListWebhookHistoryOut, ListWebhookRulesOut, TestWebhookRulesOut,
 };
 use switchboard_model::Configuration;
@@ -66,7 +66,7 @@ pub async fn run(args: RulesArgs) -> Result<u8, Failure> {
                 .list_webhook_rules(&s.bearer, pb::ListWebhookRulesRequest { webhook_id })
                 .await
                 .map_err(|e| s.status(e))?;
-            let out = convert::list_rules(r).map_err(Failure::tool)?;
+            let out = convert::list_rules(r).map_err(Failure::call)?;
             emit(s.output, &out, list_table)?;
         }
         RulesCommand::Test {
@@ -87,7 +87,7 @@ pub async fn run(args: RulesArgs) -> Result<u8, Failure> {
                 ))
             })?;
             let configuration = switchboard_proto::json::parse_configuration(&value)
-                .map_err(|e| Failure::tool(ToolError::configuration_shape(e)))?;
+                .map_err(|e| Failure::call(CallError::configuration_shape(e)))?;
             let s = Session::open("test_webhook_rules", &args.common)?;
             let request = pb::TestWebhookRulesRequest {
                 webhook_id,
@@ -110,13 +110,13 @@ pub async fn run(args: RulesArgs) -> Result<u8, Failure> {
                     }) => break r,
                     Some(_) => {}
                     None => {
-                        return Err(Failure::tool(ToolError::internal(
+                        return Err(Failure::call(CallError::internal(
                             "control ended the replay without a result",
                         )));
                     }
                 }
             };
-            let out = convert::test(result).map_err(Failure::tool)?;
+            let out = convert::test(result).map_err(Failure::call)?;
             emit(s.output, &out, test_table)?;
         }
         RulesCommand::History { webhook_id, limit } => {
@@ -133,7 +133,7 @@ pub async fn run(args: RulesArgs) -> Result<u8, Failure> {
                 )
                 .await
                 .map_err(|e| s.status(e))?;
-            let out = convert::history(r).map_err(Failure::tool)?;
+            let out = convert::history(r).map_err(Failure::call)?;
             emit(s.output, &out, history_table)?;
         }
     }

@@ -1,8 +1,8 @@
 //! `switchboard todos list|claim|release|complete`: the work queue decisions produced.
 
 use clap::{Args, Subcommand};
-use switchboard_mcp_gateway::tools::convert;
-use switchboard_mcp_gateway::tools::output::{ListTodosOut, TodoOut, TodoResultOut};
+use switchboard_control_client::convert;
+use switchboard_control_client::views::{ListTodosOut, TodoOut, TodoResultOut};
 use switchboard_proto::control::v1 as pb;
 
 use super::{Common, Failure, Session, Table, emit, exit, facts, time};
@@ -139,7 +139,7 @@ pub async fn run(args: TodosArgs) -> Result<u8, Failure> {
 }
 
 fn one(s: &Session, todo: Option<pb::Todo>) -> Result<(), Failure> {
-    let todo = convert::todo(convert::required("todo", todo).map_err(Failure::tool)?);
+    let todo = convert::todo(convert::required("todo", todo).map_err(Failure::call)?);
     emit(s.output, &TodoResultOut { todo }, |o| show(&o.todo))
 }
 

@@ -1,8 +1,8 @@
 //! `switchboard webhooks list|show`: the webhooks of the endpoint's owner scope.
 
 use clap::{Args, Subcommand};
-use switchboard_mcp_gateway::tools::convert;
-use switchboard_mcp_gateway::tools::output::{GetWebhookOut, ListWebhooksOut, WebhookOut};
+use switchboard_control_client::convert;
+use switchboard_control_client::views::{GetWebhookOut, ListWebhooksOut, WebhookOut};
 use switchboard_proto::control::v1 as pb;
 
 use super::{Common, Failure, Session, Table, emit, exit, facts, list, time};
@@ -43,7 +43,7 @@ pub async fn run(args: WebhooksArgs) -> Result<u8, Failure> {
                     .into_iter()
                     .map(convert::webhook)
                     .collect::<Result<_, _>>()
-                    .map_err(Failure::tool)?,
+                    .map_err(Failure::call)?,
             };
             emit(s.output, &out, |o| list_table(&o.webhooks))?;
         }
@@ -56,7 +56,7 @@ pub async fn run(args: WebhooksArgs) -> Result<u8, Failure> {
                 .map_err(|e| s.status(e))?;
             let webhook = convert::required("webhook", r.webhook)
                 .and_then(convert::webhook)
-                .map_err(Failure::tool)?;
+                .map_err(Failure::call)?;
             emit(s.output, &GetWebhookOut { webhook }, |o| show(&o.webhook))?;
         }
     }

@@ -13,6 +13,8 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use switchboard_control::store::SourceType;
 use switchboard_control::{Error, OwnerScope, Role, SealingKey, Store, verbs};
+use switchboard_control_client::CallError;
+use switchboard_control_client::error::did_not_answer;
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::control::v1::operators_client::OperatorsClient;
 use tonic::service::interceptor::InterceptedService;
@@ -273,8 +275,13 @@ fn op(e: Error) -> anyhow::Error {
     anyhow::anyhow!("{}", e.log_text())
 }
 
-/// An API refusal as the operator reads it: control's message (`reason: text`).
+/// An API refusal as the operator reads it: control's message (`reason: text`); a call control
+/// never answered says so, as the people's CLI does (`control_unavailable: control did not
+/// answer; …`), rather than the transport's words.
 fn api(status: tonic::Status) -> anyhow::Error {
+    if did_not_answer(&status) {
+        return anyhow::anyhow!("{}", CallError::from_status(&status));
+    }
     anyhow::anyhow!("{}", status.message())
 }
 
@@ -306,15 +313,8 @@ fn client(control: &str) -> anyhow::Result<Client> {
     let header = format!("Bearer {token}")
         .parse()
         .map_err(|_| anyhow::anyhow!("{OPERATOR_TOKEN_ENV} is not a credential"))?;
-    let url = if control.contains("://") {
-        control.to_string()
-    } else {
-        format!("http://{control}")
-    };
-    let channel = tonic::transport::Endpoint::from_shared(url)
-        .with_context(|| format!("invalid control address {control:?}"))?
-        .connect_timeout(std::time::Duration::from_secs(5))
-        .connect_lazy();
+    let channel = switchboard_control_client::channel(control)
+        .with_context(|| format!("invalid control address {control:?}"))?;
     Ok(OperatorsClient::with_interceptor(channel, Bearer(header)))
 }
 

@@ -791,6 +791,28 @@ pub async fn admin_cli_manages_tenancy_webhooks_and_endpoints(db: TestDb) {
     assert!(!done && err.contains("SWITCHBOARD_OPERATOR_TOKEN"), "{err}");
 }
 
+/// `switchboard admin` against a control that is not there names control, as the people's CLI
+/// does, rather than the transport's words (or the address).
+#[test]
+fn admin_says_control_did_not_answer() {
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let nowhere = closed.local_addr().expect("address").to_string();
+    drop(closed);
+    let (done, _, err) = admin_with(
+        &[
+            ("SWITCHBOARD_CONTROL", nowhere.as_str()),
+            ("SWITCHBOARD_OPERATOR_TOKEN", "sbo_nobody"),
+        ],
+        &["team", "list"],
+        "",
+    );
+    assert!(!done, "{err}");
+    assert_eq!(
+        err.trim_end(),
+        "switchboard: control_unavailable: control did not answer; nothing was changed"
+    );
+}
+
 /// Reads every line of `switchboard up` this test needs.
 pub(crate) struct UpLines {
     pub ingest_url: String,

@@ -7,16 +7,15 @@ use rmcp::RoleServer;
 use rmcp::model::{JsonObject, ProgressNotificationParam};
 use rmcp::service::RequestContext;
 use serde_json::Value;
+use switchboard_control_client::views::*;
+use switchboard_control_client::{Bearer, CallError, ControlClient, convert};
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::control::v1::rule_pack_event::Event;
 use switchboard_proto::json;
 use tonic::{Status, Streaming};
 
-use super::convert;
-use super::output::*;
 use super::params::*;
-use crate::control::{Bearer, ControlClient};
-use crate::errors::ToolError;
+use crate::errors;
 
 /// One tool call: the control client, the caller's own bearer, and the MCP request (for
 /// progress notifications).
@@ -29,8 +28,8 @@ pub struct Call {
 
 impl Call {
     /// A control status as this tool's error.
-    fn status(&self, s: &Status) -> ToolError {
-        ToolError::from_status(self.tool, s)
+    fn status(&self, s: &Status) -> CallError {
+        errors::from_status(self.tool, s)
     }
 }
 
@@ -38,18 +37,17 @@ impl Call {
 pub fn parse<P: serde::de::DeserializeOwned>(
     tool: &str,
     arguments: JsonObject,
-) -> Result<P, ToolError> {
+) -> Result<P, CallError> {
     if let Some(moved) = moved_to_confirm(tool, &arguments) {
         return Err(moved);
     }
-    serde_json::from_value(Value::Object(arguments))
-        .map_err(|e| ToolError::invalid_arguments(tool, e))
+    serde_json::from_value(Value::Object(arguments)).map_err(|e| errors::invalid_arguments(tool, e))
 }
 
 /// `confirm` and `allow_unproven` moved from the planning tools to confirm_rule_pack_plan, so
 /// that a plan call changes nothing (its annotations say so). An agent still sending them is
 /// told where they went rather than only that the field is unknown; nothing is planned.
-fn moved_to_confirm(tool: &str, arguments: &JsonObject) -> Option<ToolError> {
+fn moved_to_confirm(tool: &str, arguments: &JsonObject) -> Option<CallError> {
     if !matches!(tool, "install_rule_pack" | "remove_rule_pack") {
         return None;
     }
@@ -57,7 +55,7 @@ fn moved_to_confirm(tool: &str, arguments: &JsonObject) -> Option<ToolError> {
         .into_iter()
         .find(|f| arguments.contains_key(*f))?;
     Some(
-        ToolError::invalid_arguments(
+        errors::invalid_arguments(
             tool,
             format!(
                 "`{field}` is not an argument of {tool}, which only plans: apply a plan with confirm_rule_pack_plan"
@@ -72,8 +70,8 @@ fn moved_to_confirm(tool: &str, arguments: &JsonObject) -> Option<ToolError> {
 }
 
 /// A tool's typed output as the call's structured result.
-pub fn to_value<T: serde::Serialize>(out: T) -> Result<Value, ToolError> {
-    serde_json::to_value(out).map_err(ToolError::internal)
+pub fn to_value<T: serde::Serialize>(out: T) -> Result<Value, CallError> {
+    serde_json::to_value(out).map_err(CallError::internal)
 }
 
 fn replay_window(w: ReplayParams) -> pb::ReplayWindow {
@@ -86,20 +84,20 @@ fn replay_window(w: ReplayParams) -> pb::ReplayWindow {
 /// An agent's configuration as control's typed message. A shape problem (not an object, an
 /// unknown field, an action that is none) is `invalid_configuration`, as control reports the
 /// problems it finds, so an agent reads one kind of answer whoever found it.
-fn configuration(tool: &str, value: &Value) -> Result<pb::Configuration, ToolError> {
+fn configuration(tool: &str, value: &Value) -> Result<pb::Configuration, CallError> {
     if !value.is_object() {
         return Err(
-            ToolError::invalid_arguments(tool, "`configuration` must be a JSON object")
+            errors::invalid_arguments(tool, "`configuration` must be a JSON object")
                 .with("field", "configuration"),
         );
     }
-    json::parse_configuration(value).map_err(ToolError::configuration_shape)
+    json::parse_configuration(value).map_err(errors::configuration_shape)
 }
 
 /// An agent's rule patch as control's typed message, or an error naming what does not fit.
-fn rule_patch(tool: &str, value: &Value) -> Result<pb::RulePatch, ToolError> {
+fn rule_patch(tool: &str, value: &Value) -> Result<pb::RulePatch, CallError> {
     json::parse_rule_patch(value)
-        .map_err(|e| ToolError::invalid_arguments(tool, format!("rule: {e}")).with("field", "rule"))
+        .map_err(|e| errors::invalid_arguments(tool, format!("rule: {e}")).with("field", "rule"))
 }
 
 /// One event of a streamed call: replay progress, or the call's result.
@@ -115,12 +113,12 @@ async fn follow<M, R>(
     cx: &Call,
     mut stream: Streaming<M>,
     step: impl Fn(M) -> Option<Step<R>>,
-) -> Result<R, ToolError> {
+) -> Result<R, CallError> {
     let token = cx.context.meta.get_progress_token();
     loop {
         let event = stream.message().await.map_err(|s| cx.status(&s))?;
         let Some(event) = event else {
-            return Err(ToolError::internal(format!(
+            return Err(CallError::internal(format!(
                 "{}: control ended the stream without a result",
                 cx.tool
             )));
@@ -148,11 +146,11 @@ async fn follow<M, R>(
 async fn follow_plan(
     cx: &Call,
     stream: Streaming<pb::RulePackEvent>,
-) -> Result<PlanOut, ToolError> {
+) -> Result<PlanOut, CallError> {
     follow(cx, stream, |e| match e.event {
         Some(Event::Progress(p)) => Some(Step::Progress(p)),
         Some(Event::Plan(plan)) => Some(Step::Done(Ok(plan.into()))),
-        Some(Event::Applied(_) | Event::Pending(_)) => Some(Step::Done(Err(ToolError::internal(
+        Some(Event::Applied(_) | Event::Pending(_)) => Some(Step::Done(Err(CallError::internal(
             "control answered a plan with a confirm's result",
         )))),
         None => None,
@@ -161,11 +159,11 @@ async fn follow_plan(
 }
 
 /// A confirm's one event as the tool's result.
-fn confirm_result(event: pb::RulePackEvent) -> Result<ConfirmOut, ToolError> {
+fn confirm_result(event: pb::RulePackEvent) -> Result<ConfirmOut, CallError> {
     match event.event {
         Some(Event::Applied(applied)) => Ok(ConfirmOut::Applied(Box::new(applied.into()))),
         Some(Event::Pending(pending)) => Ok(ConfirmOut::Pending(Box::new(pending.into()))),
-        _ => Err(ToolError::internal(
+        _ => Err(CallError::internal(
             "control answered a confirm with no result",
         )),
     }
@@ -174,7 +172,7 @@ fn confirm_result(event: pb::RulePackEvent) -> Result<ConfirmOut, ToolError> {
 pub async fn get_rule_pack_plan(
     cx: &Call,
     p: PlanTokenParams,
-) -> Result<RulePackPlanOut, ToolError> {
+) -> Result<RulePackPlanOut, CallError> {
     let (c, b) = (&cx.control, &cx.bearer);
     let r = c
         .get_rule_pack_plan(
@@ -191,7 +189,7 @@ pub async fn get_rule_pack_plan(
 pub async fn confirm_rule_pack_plan(
     cx: &Call,
     p: ConfirmRulePackPlanParams,
-) -> Result<ConfirmOut, ToolError> {
+) -> Result<ConfirmOut, CallError> {
     let (c, b) = (&cx.control, &cx.bearer);
     let r = c
         .confirm_rule_pack_plan(
@@ -210,13 +208,13 @@ pub async fn confirm_rule_pack_plan(
 pub async fn create_webhook(
     cx: &Call,
     p: CreateWebhookParams,
-) -> Result<CreateWebhookOut, ToolError> {
+) -> Result<CreateWebhookOut, CallError> {
     let (c, b) = (&cx.control, &cx.bearer);
     let r = c
         .create_webhook(
             b,
             pb::CreateWebhookRequest {
-                source_type: convert::source_type(p.source_type) as i32,
+                source_type: source_type(p.source_type) as i32,
                 grant: p.grant,
                 secret: p.secret,
                 reject_unverified: p.reject_unverified,
@@ -230,7 +228,7 @@ pub async fn create_webhook(
     })
 }
 
-pub async fn list_webhooks(cx: &Call, _: NoParams) -> Result<ListWebhooksOut, ToolError> {
+pub async fn list_webhooks(cx: &Call, _: NoParams) -> Result<ListWebhooksOut, CallError> {
     let (c, b) = (&cx.control, &cx.bearer);
     let r = c
         .list_webhooks(b, pb::ListWebhooksRequest {})
@@ -245,7 +243,7 @@ pub async fn list_webhooks(cx: &Call, _: NoParams) -> Result<ListWebhooksOut, To
     })
 }
 
-pub async fn get_webhook(cx: &Call, p: WebhookIdParams) -> Result<GetWebhookOut, ToolError> {
+pub async fn get_webhook(cx: &Call, p: WebhookIdParams) -> Result<GetWebhookOut, CallError> {
     let (c, b) = (&cx.control, &cx.bearer);
     let r = c
         .get_webhook(
@@ -261,7 +259,7 @@ pub async fn get_webhook(cx: &Call, p: WebhookIdParams) -> Result<GetWebhookOut,
     })
 }
 
-pub async fn delete_webhook(cx: &Call, p: WebhookIdParams) -> Result<DeleteWebhookOut, ToolError> {
+pub async fn delete_webhook(cx: &Call, p: WebhookIdParams) -> Result<DeleteWebhookOut, CallError> {
     let (c, b) = (&cx.control, &cx.bearer);
     let r = c
         .delete_webhook(
@@ -280,7 +278,7 @@ pub async fn delete_webhook(cx: &Call, p: WebhookIdParams) -> Result<DeleteWebho
 pub async fn rotate_webhook_secret(
     cx: &Call,
     p: RotateWebhookSecretParams,
-) -> Result<RotateWebhookSecretOut, ToolError> {
+) -> Result<RotateWebhookSecretOut, CallError> {
     let (c, b) = (&cx.control, &cx.bearer);
     let r = c
         .rotate_webhook_secret(
@@ -301,7 +299,7 @@ pub async fn rotate_webhook_secret(
 pub async fn list_webhook_events(
     cx: &Call,
     p: ListWebhookEventsParams,
-) -> Result<ListWebhookEventsOut, ToolError> {
+) -> Result<ListWebhookEventsOut, CallError> {
     let (c, b) = (&cx.control, &cx.bearer);
     let r = c
         .list_webhook_events(
@@ -328,7 +326,7 @@ pub async fn list_webhook_events(
 pub async fn get_webhook_event(
     cx: &Call,
     p: GetWebhookEventParams,
-) -> Result<GetWebhookEventOut, ToolError> {
+) -> Result<GetWebhookEventOut, CallError> {
     let (c, b) = (&cx.control, &cx.bearer);
     let r = c
         .get_webhook_event(
@@ -346,7 +344,7 @@ pub async fn get_webhook_event(
 pub async fn explain_webhook_event(
     cx: &Call,
     p: ExplainWebhookEventParams,
-) -> Result<ExplainWebhookEventOut, ToolError> {
+) -> Result<ExplainWebhookEventOut, CallError> {
     let (c, b) = (&cx.control, &cx.bearer);
     let r = c
         .explain_webhook_event(
@@ -363,7 +361,7 @@ pub async fn explain_webhook_event(
 pub async fn redrive_webhook_events(
     cx: &Call,
     p: RedriveWebhookEventsParams,
-) -> Result<RedrivePlanOut, ToolError> {
+) -> Result<RedrivePlanOut, CallError> {
     let (c, b) = (&cx.control, &cx.bearer);
     let r = c
         .redrive_webhook_events(
@@ -387,7 +385,7 @@ pub async fn redrive_webhook_events(
 pub async fn confirm_webhook_redrive(
     cx: &Call,
     p: ConfirmWebhookRedriveParams,
-) -> Result<ConfirmWebhookRedriveOut, ToolError> {
+) -> Result<ConfirmWebhookRedriveOut, CallError> {
     let (c, b) = (&cx.control, &cx.bearer);
     let r = c
         .confirm_webhook_redrive(
@@ -405,7 +403,7 @@ pub async fn confirm_webhook_redrive(
 pub async fn list_webhook_rules(
     cx: &Call,
     p: WebhookIdParams,
-) -> Result<ListWebhookRulesOut, ToolError> {
+) -> Result<ListWebhookRulesOut, CallError> {
     let (c, b) = (&cx.control, &cx.bearer);
     let r = c
         .list_webhook_rules(
@@ -422,7 +420,7 @@ pub async fn list_webhook_rules(
 pub async fn set_webhook_rules(
     cx: &Call,
     p: SetWebhookRulesParams,
-) -> Result<SaveRulesOut, ToolError> {
+) -> Result<SaveRulesOut, CallError> {
     let (c, b) = (&cx.control, &cx.bearer);
     let configuration = configuration(cx.tool, &p.configuration)?;
     let r = c
@@ -442,7 +440,7 @@ pub async fn set_webhook_rules(
 pub async fn update_webhook_rule(
     cx: &Call,
     p: UpdateWebhookRuleParams,
-) -> Result<SaveRulesOut, ToolError> {
+) -> Result<SaveRulesOut, CallError> {
     let (c, b) = (&cx.control, &cx.bearer);
     let patch = rule_patch(cx.tool, &p.rule)?;
     let r = c
@@ -463,7 +461,7 @@ pub async fn update_webhook_rule(
 pub async fn delete_webhook_rule(
     cx: &Call,
     p: DeleteWebhookRuleParams,
-) -> Result<SaveRulesOut, ToolError> {
+) -> Result<SaveRulesOut, CallError> {
     let (c, b) = (&cx.control, &cx.bearer);
     let r = c
         .delete_webhook_rule(
@@ -482,7 +480,7 @@ pub async fn delete_webhook_rule(
 pub async fn test_webhook_rules(
     cx: &Call,
     p: TestWebhookRulesParams,
-) -> Result<TestWebhookRulesOut, ToolError> {
+) -> Result<TestWebhookRulesOut, CallError> {
     let (c, b) = (&cx.control, &cx.bearer);
     let configuration = p
         .configuration
@@ -492,9 +490,9 @@ pub async fn test_webhook_rules(
     let payload = p
         .payload
         .map(|d| {
-            Ok::<_, ToolError>(pb::TestPayload {
+            Ok::<_, CallError>(pb::TestPayload {
                 payload_json: serde_json::to_string(&d.body)
-                    .map_err(|e| ToolError::invalid_arguments(cx.tool, e))?,
+                    .map_err(|e| errors::invalid_arguments(cx.tool, e))?,
                 kind: d.kind.unwrap_or_default(),
                 headers: d
                     .headers
@@ -540,7 +538,7 @@ pub async fn test_webhook_rules(
 pub async fn list_webhook_history(
     cx: &Call,
     p: ListWebhookHistoryParams,
-) -> Result<ListWebhookHistoryOut, ToolError> {
+) -> Result<ListWebhookHistoryOut, CallError> {
     let (c, b) = (&cx.control, &cx.bearer);
     let r = c
         .list_webhook_history(
@@ -559,7 +557,7 @@ pub async fn list_webhook_history(
 pub async fn list_rule_packs(
     cx: &Call,
     p: ListRulePacksParams,
-) -> Result<ListRulePacksOut, ToolError> {
+) -> Result<ListRulePacksOut, CallError> {
     let (c, b) = (&cx.control, &cx.bearer);
     let r = c
         .list_rule_packs(
@@ -573,7 +571,7 @@ pub async fn list_rule_packs(
     convert::rule_packs(r)
 }
 
-pub async fn install_rule_pack(cx: &Call, p: InstallRulePackParams) -> Result<PlanOut, ToolError> {
+pub async fn install_rule_pack(cx: &Call, p: InstallRulePackParams) -> Result<PlanOut, CallError> {
     let (c, b) = (&cx.control, &cx.bearer);
     let stream = c
         .install_rule_pack(
@@ -599,7 +597,7 @@ pub async fn install_rule_pack(cx: &Call, p: InstallRulePackParams) -> Result<Pl
     follow_plan(cx, stream).await
 }
 
-pub async fn remove_rule_pack(cx: &Call, p: RemoveRulePackParams) -> Result<PlanOut, ToolError> {
+pub async fn remove_rule_pack(cx: &Call, p: RemoveRulePackParams) -> Result<PlanOut, CallError> {
     let (c, b) = (&cx.control, &cx.bearer);
     let stream = c
         .remove_rule_pack(
@@ -619,14 +617,14 @@ pub async fn remove_rule_pack(cx: &Call, p: RemoveRulePackParams) -> Result<Plan
     follow_plan(cx, stream).await
 }
 
-pub async fn list_todos(cx: &Call, p: ListTodosParams) -> Result<ListTodosOut, ToolError> {
+pub async fn list_todos(cx: &Call, p: ListTodosParams) -> Result<ListTodosOut, CallError> {
     let (c, b) = (&cx.control, &cx.bearer);
     let r = c
         .list_todos(
             b,
             pb::ListTodosRequest {
                 queue: p.queue,
-                filter: convert::todo_filter(p.filter) as i32,
+                filter: todo_filter(p.filter) as i32,
                 cursor: p.cursor.unwrap_or_default(),
                 limit: p.limit.unwrap_or(0),
             },
@@ -639,7 +637,7 @@ pub async fn list_todos(cx: &Call, p: ListTodosParams) -> Result<ListTodosOut, T
     })
 }
 
-pub async fn claim_todo(cx: &Call, p: TodoIdParams) -> Result<TodoResultOut, ToolError> {
+pub async fn claim_todo(cx: &Call, p: TodoIdParams) -> Result<TodoResultOut, CallError> {
     let (c, b) = (&cx.control, &cx.bearer);
     let r = c
         .claim_todo(b, pb::ClaimTodoRequest { todo_id: p.todo_id })
@@ -650,7 +648,7 @@ pub async fn claim_todo(cx: &Call, p: TodoIdParams) -> Result<TodoResultOut, Too
     })
 }
 
-pub async fn release_todo(cx: &Call, p: TodoIdParams) -> Result<TodoResultOut, ToolError> {
+pub async fn release_todo(cx: &Call, p: TodoIdParams) -> Result<TodoResultOut, CallError> {
     let (c, b) = (&cx.control, &cx.bearer);
     let r = c
         .release_todo(b, pb::ReleaseTodoRequest { todo_id: p.todo_id })
@@ -661,7 +659,7 @@ pub async fn release_todo(cx: &Call, p: TodoIdParams) -> Result<TodoResultOut, T
     })
 }
 
-pub async fn complete_todo(cx: &Call, p: TodoIdParams) -> Result<TodoResultOut, ToolError> {
+pub async fn complete_todo(cx: &Call, p: TodoIdParams) -> Result<TodoResultOut, CallError> {
     let (c, b) = (&cx.control, &cx.bearer);
     let r = c
         .complete_todo(b, pb::CompleteTodoRequest { todo_id: p.todo_id })

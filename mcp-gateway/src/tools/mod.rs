@@ -1,11 +1,10 @@
 //! The tool catalog: one tool per [`Verb`], each a thin call of one control RPC. Schemas come
-//! from the typed params and outputs in [`params`] and [`output`]; the names and annotations
-//! are the verbs' (`switchboard_model::verb`), set deliberately per verb and pinned by golden
-//! files (`tests/snapshots/`).
+//! from the typed params in [`params`] and the outputs, the shared client's views
+//! (`switchboard_control_client::views`, which the CLI's `--output json` prints too); the
+//! names and annotations are the verbs' (`switchboard_model::verb`), set deliberately per verb
+//! and pinned by golden files (`tests/snapshots/`).
 
 pub mod calls;
-pub mod convert;
-pub mod output;
 pub mod params;
 
 use std::future::Future;
@@ -16,11 +15,10 @@ use rmcp::handler::server::tool::{schema_for_input, schema_for_output, schema_fo
 use rmcp::model::{JsonObject, Tool, ToolAnnotations};
 use schemars::JsonSchema;
 use serde_json::Value;
+use switchboard_control_client::CallError;
+use switchboard_control_client::views as out;
 use switchboard_model::Verb;
 
-use crate::errors::ToolError;
-
-use self::output as out;
 use self::params as p;
 
 /// One verb as a tool: what it is called, what it does, and what it touches. The name and
@@ -37,7 +35,7 @@ pub struct ToolSpec {
 }
 
 /// What a tool call comes to.
-pub type ToolFuture = Pin<Box<dyn Future<Output = Result<Value, ToolError>> + Send>>;
+pub type ToolFuture = Pin<Box<dyn Future<Output = Result<Value, CallError>> + Send>>;
 
 fn input<T: JsonSchema + 'static>() -> Arc<JsonObject> {
     let schema = schema_for_input::<T>()

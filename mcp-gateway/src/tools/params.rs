@@ -11,6 +11,7 @@ use std::collections::BTreeMap;
 use schemars::JsonSchema;
 use serde::Deserialize;
 use serde_json::{Map, Value};
+use switchboard_proto::control::v1 as pb;
 
 /// No arguments.
 #[derive(Debug, Default, Deserialize, JsonSchema)]
@@ -445,4 +446,24 @@ pub struct ConfirmRulePackPlanParams {
 pub struct TodoIdParams {
     /// The todo's id: `td_` and 32 hex characters, as list_todos shows it.
     pub todo_id: String,
+}
+
+/// The source kind as control's enum.
+pub fn source_type(kind: SourceKind) -> pb::SourceType {
+    match kind {
+        SourceKind::Forgejo => pb::SourceType::Forgejo,
+        SourceKind::Gitea => pb::SourceType::Gitea,
+        SourceKind::Github => pb::SourceType::Github,
+        SourceKind::Cairn => pb::SourceType::Cairn,
+        SourceKind::Generic => pb::SourceType::Generic,
+    }
+}
+
+/// The todo filter as control's enum; open when left out.
+pub fn todo_filter(filter: Option<TodoFilterArg>) -> pb::TodoFilter {
+    match filter {
+        None | Some(TodoFilterArg::Open) => pb::TodoFilter::Open,
+        Some(TodoFilterArg::Unclaimed) => pb::TodoFilter::Unclaimed,
+        Some(TodoFilterArg::All) => pb::TodoFilter::All,
+    }
 }

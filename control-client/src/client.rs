@@ -1,10 +1,7 @@
-//! The gateway's only way to do anything: control's gRPC API, called with the caller's own
-//! bearer credential. The gateway holds no credential of its own, so it can do nothing the
-//! caller could not do by calling control directly.
+//! Control's gRPC API, called with the caller's own bearer: one lazily connected channel and
+//! one method per RPC a surface makes. Every surface dials control the same way ([`channel`]),
+//! so an address means the same thing to the CLI, `switchboard admin` and the gateway.
 
-use std::fmt;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use switchboard_proto::control::v1 as pb;
@@ -13,73 +10,31 @@ use switchboard_proto::control::v1::rule_packs_client::RulePacksClient;
 use switchboard_proto::control::v1::todos_client::TodosClient;
 use switchboard_proto::control::v1::webhook_rules_client::WebhookRulesClient;
 use switchboard_proto::control::v1::webhooks_client::WebhooksClient;
-use tonic::metadata::MetadataValue;
 use tonic::transport::{Channel, Endpoint};
 use tonic::{Request, Status, Streaming};
 
-/// Largest gRPC message the gateway takes from control: control's own limit, so a large
-/// event body or history page is never cut off here.
+use crate::bearer::Bearer;
+
+/// Largest gRPC message taken from control: control's own limit, so a large event body or
+/// history page is never cut off here.
 pub const MAX_GRPC_MESSAGE_BYTES: usize = 16 * 1024 * 1024;
 
-/// An endpoint credential as presented by the agent. Never logged: `Debug` shows only a
-/// short digest, enough to tell two callers apart in a trace.
-///
-/// It also counts the control calls made with it: one `Bearer` is made per HTTP request, so
-/// the gateway knows whether a request reached control (and so paid its unit of the
-/// endpoint's budget).
-#[derive(Clone)]
-pub struct Bearer(String, Arc<AtomicUsize>);
-
-impl PartialEq for Bearer {
-    fn eq(&self, other: &Self) -> bool {
-        self.0 == other.0
-    }
+/// A lazily connected channel to control at `addr` (`http://host:port` or `host:port`): a
+/// surface starts, and says "control did not answer" per call, while control is still coming
+/// up. The one way every surface dials control.
+pub fn channel(addr: &str) -> Result<Channel, tonic::transport::Error> {
+    let url = if addr.contains("://") {
+        addr.to_string()
+    } else {
+        format!("http://{addr}")
+    };
+    Ok(Endpoint::from_shared(url)?
+        .connect_timeout(Duration::from_secs(5))
+        .tcp_nodelay(true)
+        .connect_lazy())
 }
 
-impl Eq for Bearer {}
-
-impl Bearer {
-    /// The credential from an `Authorization` header value, if it is `Bearer <credential>`.
-    pub fn from_header(value: &str) -> Option<Bearer> {
-        let (scheme, credential) = value.trim().split_once(' ')?;
-        let credential = credential.trim();
-        let well_formed = scheme.eq_ignore_ascii_case("bearer")
-            && !credential.is_empty()
-            && credential.bytes().all(|b| b.is_ascii_graphic());
-        well_formed.then(|| Bearer::new(credential))
-    }
-
-    pub fn new(credential: impl Into<String>) -> Bearer {
-        Bearer(credential.into(), Arc::default())
-    }
-
-    /// How many control calls were made with this bearer (this HTTP request).
-    pub fn control_calls(&self) -> usize {
-        self.1.load(Ordering::Relaxed)
-    }
-
-    /// sha256 of the credential (hex): what may appear in logs and keys, never the credential.
-    pub fn digest(&self) -> String {
-        use sha2::Digest;
-        hex::encode(sha2::Sha256::digest(self.0.as_bytes()))
-    }
-
-    fn metadata(&self) -> Result<MetadataValue<tonic::metadata::Ascii>, Status> {
-        format!("Bearer {}", self.0)
-            .parse()
-            .map_err(|_| Status::unauthenticated("the credential is not valid header text"))
-    }
-}
-
-impl fmt::Debug for Bearer {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        let digest = self.digest();
-        write!(f, "Bearer(sha256:{}…)", &digest[..12])
-    }
-}
-
-/// A lazily connected channel to control: the gateway starts (and answers 503 for identity)
-/// while control is still coming up.
+/// Control's API over one lazily connected [`channel`]; cheap to clone.
 #[derive(Clone)]
 pub struct ControlClient {
     channel: Channel,
@@ -94,17 +49,8 @@ pub const STREAM_TIMEOUT: Duration = Duration::from_secs(120);
 impl ControlClient {
     /// `addr` is `http://host:port` or `host:port`.
     pub fn connect_lazy(addr: &str) -> Result<ControlClient, String> {
-        let url = if addr.contains("://") {
-            addr.to_string()
-        } else {
-            format!("http://{addr}")
-        };
-        let endpoint = Endpoint::from_shared(url.clone())
-            .map_err(|e| format!("invalid control address {addr:?}: {e}"))?
-            .connect_timeout(Duration::from_secs(5))
-            .tcp_nodelay(true);
         Ok(ControlClient {
-            channel: endpoint.connect_lazy(),
+            channel: channel(addr).map_err(|e| format!("invalid control address {addr:?}: {e}"))?,
             timeout: UNARY_TIMEOUT,
         })
     }
@@ -120,7 +66,7 @@ impl ControlClient {
             .metadata_mut()
             .insert("authorization", bearer.metadata()?);
         switchboard_telemetry::propagation::inject(request.metadata_mut());
-        bearer.1.fetch_add(1, Ordering::Relaxed);
+        bearer.count_call();
         request.set_timeout(timeout);
         Ok(request)
     }
@@ -234,34 +180,5 @@ impl ControlClient {
     ) -> Result<Streaming<pb::RulePackEvent>, Status> {
         let request = self.request(bearer, message, STREAM_TIMEOUT)?;
         Ok(self.packs().remove_rule_pack(request).await?.into_inner())
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bearer_is_read_strictly() {
-        assert_eq!(
-            Bearer::from_header("Bearer sbe_x"),
-            Some(Bearer::new("sbe_x"))
-        );
-        assert_eq!(
-            Bearer::from_header("bearer  sbe_x "),
-            Some(Bearer::new("sbe_x"))
-        );
-        assert_eq!(Bearer::from_header("Basic sbe_x"), None);
-        assert_eq!(Bearer::from_header("Bearer "), None);
-        assert_eq!(Bearer::from_header("sbe_x"), None);
-        assert_eq!(Bearer::from_header("Bearer a b"), None);
-    }
-
-    #[test]
-    fn debug_never_shows_the_credential() {
-        let b = Bearer::new("sbe_supersecret");
-        let shown = format!("{b:?}");
-        assert!(!shown.contains("supersecret"), "{shown}");
-        assert!(shown.starts_with("Bearer(sha256:"), "{shown}");
     }
 }

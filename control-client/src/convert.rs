@@ -1,6 +1,7 @@
-//! Control's messages as agents read them: JSON text fields parsed into real JSON, enums as
-//! their lower-case names, empty strings as null. Pure functions; a `*_json` field control
-//! sent that does not parse is an internal error (logged, never shown).
+//! Control's messages as their views ([`crate::views`]) read them: JSON text fields parsed into
+//! real JSON, enums as their lower-case names, empty strings as null. Pure functions, so the
+//! MCP tools and the CLI show one answer the same way; a `*_json` field control sent that does
+//! not parse is an internal error (logged, never shown).
 
 use base64::Engine;
 use serde_json::{Map, Value};
@@ -11,26 +12,25 @@ use switchboard_proto::control::v1 as pb;
 use switchboard_proto::convert::plan;
 use switchboard_proto::json;
 
-use super::output::*;
-use super::params::{SourceKind, TodoFilterArg};
-use crate::errors::ToolError;
+use crate::error::CallError;
+use crate::views::*;
 
 /// A JSON text field of control's as a JSON value; empty text is `None`.
-pub fn json_field(field: &str, text: &str) -> Result<Option<Value>, ToolError> {
+pub fn json_field(field: &str, text: &str) -> Result<Option<Value>, CallError> {
     if text.trim().is_empty() {
         return Ok(None);
     }
     serde_json::from_str(text)
         .map(Some)
-        .map_err(|e| ToolError::internal(format!("control sent {field} that is not JSON: {e}")))
+        .map_err(|e| CallError::internal(format!("control sent {field} that is not JSON: {e}")))
 }
 
 /// A JSON-object text field of control's; empty text is `{}`.
-pub fn object_field(field: &str, text: &str) -> Result<Object, ToolError> {
+pub fn object_field(field: &str, text: &str) -> Result<Object, CallError> {
     match json_field(field, text)? {
         None | Some(Value::Null) => Ok(Map::new()),
         Some(Value::Object(map)) => Ok(map),
-        Some(_) => Err(ToolError::internal(format!(
+        Some(_) => Err(CallError::internal(format!(
             "control sent {field} that is not a JSON object"
         ))),
     }
@@ -39,14 +39,14 @@ pub fn object_field(field: &str, text: &str) -> Result<Object, ToolError> {
 /// Installed packs' provenance keyed by pack name, as the proto documents it. Control keeps
 /// provenance as a list of `{name, version, …}`; either shape is read.
 /// Installed packs keyed by name, each its provenance as the same type control stores.
-pub fn installed_packs(packs: Vec<pb::InstalledPack>) -> Result<Object, ToolError> {
+pub fn installed_packs(packs: Vec<pb::InstalledPack>) -> Result<Object, CallError> {
     packs
         .into_iter()
         .map(|p| {
             let p = InstalledPack::from(p);
             Ok((
                 p.name.clone(),
-                serde_json::to_value(p).map_err(ToolError::internal)?,
+                serde_json::to_value(p).map_err(CallError::internal)?,
             ))
         })
         .collect()
@@ -80,30 +80,12 @@ pub fn source_name(source: i32) -> String {
     .to_string()
 }
 
-pub fn source_type(kind: SourceKind) -> pb::SourceType {
-    match kind {
-        SourceKind::Forgejo => pb::SourceType::Forgejo,
-        SourceKind::Gitea => pb::SourceType::Gitea,
-        SourceKind::Github => pb::SourceType::Github,
-        SourceKind::Cairn => pb::SourceType::Cairn,
-        SourceKind::Generic => pb::SourceType::Generic,
-    }
-}
-
-pub fn todo_filter(filter: Option<TodoFilterArg>) -> pb::TodoFilter {
-    match filter {
-        None | Some(TodoFilterArg::Open) => pb::TodoFilter::Open,
-        Some(TodoFilterArg::Unclaimed) => pb::TodoFilter::Unclaimed,
-        Some(TodoFilterArg::All) => pb::TodoFilter::All,
-    }
-}
-
 /// A webhook message is required where control always sends one.
-pub fn required<T>(what: &str, value: Option<T>) -> Result<T, ToolError> {
-    value.ok_or_else(|| ToolError::internal(format!("control sent no {what}")))
+pub fn required<T>(what: &str, value: Option<T>) -> Result<T, CallError> {
+    value.ok_or_else(|| CallError::internal(format!("control sent no {what}")))
 }
 
-pub fn webhook(w: pb::Webhook) -> Result<WebhookOut, ToolError> {
+pub fn webhook(w: pb::Webhook) -> Result<WebhookOut, CallError> {
     Ok(WebhookOut {
         installed_packs: installed_packs(w.installed_packs)?,
         source_type: source_name(w.source_type),
@@ -124,7 +106,7 @@ pub fn webhook(w: pb::Webhook) -> Result<WebhookOut, ToolError> {
     })
 }
 
-pub fn event_summary(e: pb::EventSummary) -> Result<EventSummaryOut, ToolError> {
+pub fn event_summary(e: pb::EventSummary) -> Result<EventSummaryOut, CallError> {
     Ok(EventSummaryOut {
         decision: e.decision.as_ref().map(json::decision_json),
         fault: e.fault.as_ref().map(json::fault_json),
@@ -164,7 +146,7 @@ pub fn body(bytes: &[u8]) -> (Option<Value>, Option<String>, Option<String>) {
     }
 }
 
-pub fn get_event(r: pb::GetWebhookEventResponse) -> Result<GetWebhookEventOut, ToolError> {
+pub fn get_event(r: pb::GetWebhookEventResponse) -> Result<GetWebhookEventOut, CallError> {
     let (payload, body, body_encoding) = body(&r.body);
     Ok(GetWebhookEventOut {
         event: event_summary(required("event", r.event)?)?,
@@ -184,7 +166,7 @@ pub fn get_event(r: pb::GetWebhookEventResponse) -> Result<GetWebhookEventOut, T
 
 pub fn explain_event(
     r: pb::ExplainWebhookEventResponse,
-) -> Result<ExplainWebhookEventOut, ToolError> {
+) -> Result<ExplainWebhookEventOut, CallError> {
     let status = match pb::RecordedVersion::try_from(r.recorded_version_status)
         .unwrap_or(pb::RecordedVersion::Unspecified)
     {
@@ -205,7 +187,7 @@ pub fn explain_event(
                 pb::RuleOutcome::NotMatched => RuleOutcomeOut::NotMatched,
                 pb::RuleOutcome::Fault => RuleOutcomeOut::Fault,
                 pb::RuleOutcome::Unspecified => {
-                    return Err(ToolError::internal(
+                    return Err(CallError::internal(
                         "control sent a rule without an outcome",
                     ));
                 }
@@ -249,7 +231,7 @@ fn counts(m: std::collections::HashMap<String, u64>) -> Map<String, Value> {
         .collect()
 }
 
-pub fn redrive_plan(r: pb::RedrivePlan) -> Result<RedrivePlanOut, ToolError> {
+pub fn redrive_plan(r: pb::RedrivePlan) -> Result<RedrivePlanOut, CallError> {
     let with = required("confirm_with", r.confirm_with)?;
     Ok(RedrivePlanOut {
         events: r
@@ -322,7 +304,7 @@ pub fn confirm_redrive(r: pb::ConfirmWebhookRedriveResponse) -> ConfirmWebhookRe
     }
 }
 
-pub fn list_rules(r: pb::ListWebhookRulesResponse) -> Result<ListWebhookRulesOut, ToolError> {
+pub fn list_rules(r: pb::ListWebhookRulesResponse) -> Result<ListWebhookRulesOut, CallError> {
     Ok(ListWebhookRulesOut {
         configuration: configuration(r.configuration),
         installed_packs: installed_packs(r.installed_packs)?,
@@ -334,7 +316,7 @@ pub fn list_rules(r: pb::ListWebhookRulesResponse) -> Result<ListWebhookRulesOut
     })
 }
 
-pub fn save(r: pb::SaveRulesResponse) -> Result<SaveRulesOut, ToolError> {
+pub fn save(r: pb::SaveRulesResponse) -> Result<SaveRulesOut, CallError> {
     Ok(SaveRulesOut {
         configuration: configuration(r.configuration),
         webhook_id: r.webhook_id,
@@ -345,7 +327,7 @@ pub fn save(r: pb::SaveRulesResponse) -> Result<SaveRulesOut, ToolError> {
     })
 }
 
-pub fn test(r: pb::TestWebhookRulesResponse) -> Result<TestWebhookRulesOut, ToolError> {
+pub fn test(r: pb::TestWebhookRulesResponse) -> Result<TestWebhookRulesOut, CallError> {
     let candidate_configuration = r.candidate_configuration.map(|c| configuration(Some(c)));
     Ok(TestWebhookRulesOut {
         saved_decision: r.saved_decision.as_ref().map(json::decision_json),
@@ -370,7 +352,7 @@ pub fn test(r: pb::TestWebhookRulesResponse) -> Result<TestWebhookRulesOut, Tool
     })
 }
 
-pub fn history(r: pb::ListWebhookHistoryResponse) -> Result<ListWebhookHistoryOut, ToolError> {
+pub fn history(r: pb::ListWebhookHistoryResponse) -> Result<ListWebhookHistoryOut, CallError> {
     let records = r
         .records
         .into_iter()
@@ -387,14 +369,14 @@ pub fn history(r: pb::ListWebhookHistoryResponse) -> Result<ListWebhookHistoryOu
                 saved_at_ms: h.saved_at_ms,
             })
         })
-        .collect::<Result<Vec<_>, ToolError>>()?;
+        .collect::<Result<Vec<_>, CallError>>()?;
     Ok(ListWebhookHistoryOut {
         records,
         next_cursor: non_empty(r.next_cursor),
     })
 }
 
-pub fn rule_packs(r: pb::RulePacksResult) -> Result<ListRulePacksOut, ToolError> {
+pub fn rule_packs(r: pb::RulePacksResult) -> Result<ListRulePacksOut, CallError> {
     Ok(ListRulePacksOut {
         packs: Listing::from(r.listing.unwrap_or_default()).packs,
     })
@@ -422,10 +404,10 @@ pub fn plan_status(r: pb::RulePackPlanStatus) -> RulePackPlanOut {
 }
 
 /// A typed value as the JSON object it serializes to.
-fn object<T: serde::Serialize>(value: T) -> Result<Object, ToolError> {
-    match serde_json::to_value(value).map_err(ToolError::internal)? {
+fn object<T: serde::Serialize>(value: T) -> Result<Object, CallError> {
+    match serde_json::to_value(value).map_err(CallError::internal)? {
         Value::Object(map) => Ok(map),
-        _ => Err(ToolError::internal("a typed result is not a JSON object")),
+        _ => Err(CallError::internal("a typed result is not a JSON object")),
     }
 }
 

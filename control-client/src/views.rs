@@ -1,8 +1,9 @@
-//! What each tool returns: one JSON object, as `structuredContent` (with these types' schemas
-//! as `outputSchema`) and the same JSON as text. Control's `*_json` text fields arrive here
-//! parsed, as real JSON; ids, versions and times keep control's names.
+//! Control's answers as the JSON objects people and agents read: each MCP tool returns one
+//! (as `structuredContent`, with these types' schemas as its `outputSchema`, behind the
+//! `schema` feature) and the CLI's `--output json` prints the same one, so both surfaces show
+//! one shape. Control's `*_json` text fields arrive here parsed, as real JSON; ids, versions
+//! and times keep control's names.
 
-use schemars::JsonSchema;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -10,7 +11,8 @@ use serde_json::{Map, Value};
 pub type Object = Map<String, Value>;
 
 /// Who counts as trusted for `.actor.trusted` (logins, compared exactly).
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TrustedActorsOut {
     pub humans: Vec<String>,
     pub agents: Vec<String>,
@@ -18,7 +20,8 @@ pub struct TrustedActorsOut {
 }
 
 /// A webhook (never with its secret).
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct WebhookOut {
     /// `wh_` and 32 hex characters.
     pub id: String,
@@ -46,31 +49,36 @@ pub struct WebhookOut {
     pub created_at_ms: i64,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CreateWebhookOut {
     pub webhook: WebhookOut,
     /// The signing secret, shown this once: configure the forge with it now.
     pub secret: String,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ListWebhooksOut {
     /// The webhooks of your owner scope, oldest first.
     pub webhooks: Vec<WebhookOut>,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct GetWebhookOut {
     pub webhook: WebhookOut,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct DeleteWebhookOut {
     /// The id that was deleted, with its events, todos and history.
     pub webhook_id: String,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RotateWebhookSecretOut {
     pub webhook: WebhookOut,
     /// The new signing secret, shown this once: configure the forge with it now.
@@ -78,7 +86,8 @@ pub struct RotateWebhookSecretOut {
 }
 
 /// A stored delivery without its headers and body.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct EventSummaryOut {
     /// `ev_` and 32 hex characters.
     pub id: String,
@@ -102,7 +111,8 @@ pub struct EventSummaryOut {
     pub fault: Option<Value>,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ListWebhookEventsOut {
     /// Newest first.
     pub events: Vec<EventSummaryOut>,
@@ -114,7 +124,8 @@ pub struct ListWebhookEventsOut {
 
 /// What a webhook's stored events cover. Events past the age or the count are purged in the
 /// background, except one not yet routed and one an open todo still needs.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RetentionOut {
     /// Events received longer ago than this are purged.
     pub max_age_days: i64,
@@ -127,13 +138,15 @@ pub struct RetentionOut {
 }
 
 /// One HTTP header of a delivery, name as received.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct HeaderOut {
     pub name: String,
     pub value: String,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct GetWebhookEventOut {
     pub event: EventSummaryOut,
     /// The headers in the order received.
@@ -148,7 +161,8 @@ pub struct GetWebhookEventOut {
 }
 
 /// Whether the configuration that decided an event can be shown.
-#[derive(Debug, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RecordedVersionOut {
     /// The version is recorded and the history holds it: `rules` explain the decision.
@@ -160,7 +174,8 @@ pub enum RecordedVersionOut {
 }
 
 /// How one rule, evaluated alone, answered the delivery.
-#[derive(Debug, PartialEq, Eq, Serialize, JsonSchema)]
+#[derive(Debug, PartialEq, Eq, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum RuleOutcomeOut {
     Matched,
@@ -169,7 +184,8 @@ pub enum RuleOutcomeOut {
 }
 
 /// One rule of the recorded version and its outcome for the delivery.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ExplainedRuleOut {
     /// 0-based position in the recorded configuration.
     pub index: u32,
@@ -185,7 +201,8 @@ pub struct ExplainedRuleOut {
     pub deciding: bool,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ExplainWebhookEventOut {
     pub event_id: String,
     pub webhook_id: String,
@@ -218,7 +235,8 @@ pub struct ExplainWebhookEventOut {
 }
 
 /// One event a redrive selected.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RedriveEventOut {
     pub event_id: String,
     pub kind: String,
@@ -234,7 +252,8 @@ pub struct RedriveEventOut {
     pub changes: bool,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RedriveTransitionOut {
     pub from: String,
     pub to: String,
@@ -244,7 +263,8 @@ pub struct RedriveTransitionOut {
 }
 
 /// How to apply a redrive plan.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RedriveConfirmWithOut {
     /// `confirm_webhook_redrive`.
     pub tool: String,
@@ -254,7 +274,8 @@ pub struct RedriveConfirmWithOut {
 }
 
 /// A redrive plan: nothing was changed.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RedrivePlanOut {
     pub webhook_id: String,
     /// The configuration the events were evaluated under; a save since makes the plan stale.
@@ -277,7 +298,8 @@ pub struct RedrivePlanOut {
     pub confirm_with: RedriveConfirmWithOut,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RedriveOutcomeOut {
     pub event_id: String,
     pub before: String,
@@ -289,7 +311,8 @@ pub struct RedriveOutcomeOut {
     pub todo_created: bool,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ConfirmWebhookRedriveOut {
     pub webhook_id: String,
     /// The redrive's record, which keeps each event's decision from before.
@@ -303,7 +326,8 @@ pub struct ConfirmWebhookRedriveOut {
     pub todos_created: u64,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ListWebhookRulesOut {
     pub webhook_id: String,
     /// The saved configuration: {rules: [{id, description?, when, action}], default_action?,
@@ -322,7 +346,8 @@ pub struct ListWebhookRulesOut {
 }
 
 /// The outcome of a rule write.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SaveRulesOut {
     pub webhook_id: String,
     /// The version now saved.
@@ -339,7 +364,8 @@ pub struct SaveRulesOut {
 
 /// A dry run's outcome: the saved configuration's and the candidate's decisions for one
 /// delivery, or (with replay) the report over many.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TestWebhookRulesOut {
     pub webhook_id: String,
     /// The event that was routed; null for a made-up payload.
@@ -369,7 +395,8 @@ pub struct TestWebhookRulesOut {
 }
 
 /// One saved version of a configuration.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct HistoryRecordOut {
     pub version: i64,
     /// The endpoint that saved it; null for an operator.
@@ -391,7 +418,8 @@ pub struct HistoryRecordOut {
     pub saved_at_ms: i64,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ListWebhookHistoryOut {
     /// Newest first.
     pub records: Vec<HistoryRecordOut>,
@@ -400,7 +428,8 @@ pub struct ListWebhookHistoryOut {
 }
 
 /// The rule-pack catalog and, for a webhook, what is installed there.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ListRulePacksOut {
     /// Every pack with its versions (availability, params_schema, requirements, rules) and,
     /// listed for a webhook, what is installed there (null when not installed): version,
@@ -422,7 +451,8 @@ pub enum ConfirmOut {
 }
 
 /// An object that is one of the two: applied or pending approval.
-impl JsonSchema for ConfirmOut {
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for ConfirmOut {
     fn schema_name() -> std::borrow::Cow<'static, str> {
         "ConfirmOut".into()
     }
@@ -439,7 +469,8 @@ impl JsonSchema for ConfirmOut {
 }
 
 /// Where a plan stands (get_rule_pack_plan).
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RulePackPlanOut {
     pub plan_id: String,
     pub webhook_id: String,
@@ -462,7 +493,8 @@ pub struct RulePackPlanOut {
 }
 
 /// A todo: work a queue decision produced.
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TodoOut {
     /// `td_` and 32 hex characters.
     pub id: String,
@@ -490,7 +522,8 @@ pub struct TodoOut {
     pub completed_at_ms: Option<i64>,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ListTodosOut {
     /// Oldest first.
     pub todos: Vec<TodoOut>,
@@ -498,7 +531,8 @@ pub struct ListTodosOut {
     pub next_cursor: Option<String>,
 }
 
-#[derive(Debug, Serialize, JsonSchema)]
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct TodoResultOut {
     pub todo: TodoOut,
 }
