@@ -1496,7 +1496,7 @@ fn probe_webhook(forge: &str) -> Webhook {
         configuration: configuration(),
         config_version: 1,
         config_digest: String::new(),
-        provenance: json!({}),
+        provenance: Vec::new(),
         trusted_actors: None,
         created_at: 0,
     }

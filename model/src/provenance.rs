@@ -60,9 +60,22 @@ pub struct InstalledPack {
 /// The webhook's provenance: installed packs in install order.
 pub type Provenance = Vec<InstalledPack>;
 
-/// Reads provenance stored as JSON; anything else is no provenance.
+/// Reads provenance stored as JSON; anything else is no provenance. Only for the copy a
+/// stored plan carries (an older release's plan still applies); a webhook's own provenance is
+/// read with [`read`].
 pub fn from_json(value: &serde_json::Value) -> Provenance {
     serde_json::from_value(value.clone()).unwrap_or_default()
+}
+
+/// Reads a webhook's stored provenance: `{}` (what a new webhook stores) and `null` are no
+/// packs; anything else that is not a list of installed packs is an error — never read as
+/// "no packs installed", which would let a plan install over packs it cannot see.
+pub fn read(text: &str) -> Result<Provenance, serde_json::Error> {
+    match serde_json::from_str::<serde_json::Value>(text)? {
+        serde_json::Value::Null => Ok(Vec::new()),
+        serde_json::Value::Object(m) if m.is_empty() => Ok(Vec::new()),
+        other => serde_json::from_value(other),
+    }
 }
 
 /// Drift of one installed pack against the configuration as it is now.
@@ -87,5 +100,34 @@ impl Drift {
             .chain(self.removed.iter())
             .cloned()
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A new webhook stores `{}`; a confirm stores the list. Anything else is an error the
+    /// store reports naming the webhook, never "no packs installed".
+    #[test]
+    fn a_webhook_provenance_reads_as_its_packs_or_does_not_read() {
+        assert_eq!(read("{}").expect("a new webhook's"), Vec::new());
+        assert_eq!(read("null").expect("null"), Vec::new());
+        assert_eq!(read("[]").expect("no packs left"), Vec::new());
+        let one = r#"[{"name":"p","version":"1.0.0","rule_ids":["p--a"],"digest":"ab",
+            "rule_digests":{"p--a":"cd"},"sets_default_action":false,"owned_params":[],
+            "installed_at":"2026-12-01T00:00:00Z","installed_by":{"endpoint":"ep","human":"al"},
+            "proven":true,"truncated":false,"replay":{"events_replayed":3,"window_from":null,
+            "window_to":null,"changed":0,"replayed_at":"2026-12-01T00:00:00Z"}}]"#;
+        let packs = read(one).expect("one pack");
+        assert_eq!((packs.len(), packs[0].name.as_str()), (1, "p"));
+        for odd in [
+            r#"{"p": {"version": "1.0.0"}}"#,
+            r#"[{"name": "p"}]"#,
+            "7",
+            "not json",
+        ] {
+            assert!(read(odd).is_err(), "{odd}");
+        }
     }
 }

@@ -2312,7 +2312,7 @@ async fn a_confirm_racing_set_webhook_rules(db: TestDb) {
             .rev()
             .collect();
         let stored = env.store.get_webhook(&scope, &w.id).await.expect("webhook");
-        let installed = switchboard_packs::provenance::from_json(&stored.provenance);
+        let installed = stored.provenance.clone();
         match confirm {
             Ok(done) => {
                 confirmed += 1;

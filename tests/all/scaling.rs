@@ -681,7 +681,7 @@ async fn fifty_concurrent_confirms_across_two_controls_succeed_once(db: TestDb) 
         .await
         .expect("webhook");
     assert_eq!(now.config_version, hook.config_version + 1);
-    let installed = switchboard_packs::provenance::from_json(&now.provenance);
+    let installed = now.provenance.clone();
     assert_eq!(installed.len(), 1, "{installed:?}");
     assert_eq!(installed[0].name, PACK);
     let history = db

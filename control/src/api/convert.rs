@@ -1,7 +1,7 @@
 //! Store records to wire messages and back: configurations, decisions, provenance and
 //! history as typed messages. No secret ever leaves through here.
 
-use serde_json::Value;
+use switchboard_model::provenance::InstalledPack;
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::json;
 use switchboard_proto::router::v1::{RoutingContext, StoredDelivery};
@@ -41,12 +41,9 @@ fn source_name(name: &str) -> i32 {
         .map_or(pb::SourceType::Unspecified, source_type) as i32
 }
 
-/// A webhook's stored provenance as typed messages (odd rows read as none).
-pub fn installed_packs(provenance: &Value) -> Vec<pb::InstalledPack> {
-    switchboard_packs::provenance::from_json(provenance)
-        .iter()
-        .map(pb::InstalledPack::from)
-        .collect()
+/// A webhook's installed packs as typed messages.
+pub fn installed_packs(provenance: &[InstalledPack]) -> Vec<pb::InstalledPack> {
+    provenance.iter().map(pb::InstalledPack::from).collect()
 }
 
 pub fn webhook(w: &Webhook) -> pb::Webhook {

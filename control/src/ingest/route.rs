@@ -484,7 +484,7 @@ mod tests {
             configuration: json!({"rules": []}),
             config_version: 1,
             config_digest: String::new(),
-            provenance: json!({}),
+            provenance: Vec::new(),
             trusted_actors: Some(switchboard_model::TrustedActors::from_value(
                 &json!({"humans": ["octocat", 7], "bots": ["dependabot[bot]"]}),
             )),

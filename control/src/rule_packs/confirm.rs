@@ -321,7 +321,7 @@ impl RulePacks {
                         ..ConfigurationChange::op(op)
                     },
                     provenance: Some(provenance),
-                    installed_packs: Some(serde_json::to_value(&installed).unwrap_or_default()),
+                    installed_packs: Some(installed.clone()),
                     trusted_actors,
                     plan_token_hash: Some(token_hash),
                 },

@@ -16,7 +16,7 @@ impl RulePacks {
         };
         let installed = webhook
             .as_ref()
-            .map(|w| provenance::from_json(&w.provenance))
+            .map(|w| w.provenance.clone())
             .unwrap_or_default();
         let saved: Configuration = match &webhook {
             Some(w) => w.saved_configuration()?,

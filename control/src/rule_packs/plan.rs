@@ -43,7 +43,7 @@ impl RulePacks {
         })?;
         let pack = cp.pack.clone();
         let saved: Configuration = webhook.saved_configuration()?;
-        let prov = provenance::from_json(&webhook.provenance);
+        let prov = webhook.provenance.clone();
         let request = InstallRequest {
             params: args.params.clone().unwrap_or_default(),
             replaces: args.replaces.clone().unwrap_or_default(),
@@ -113,7 +113,7 @@ impl RulePacks {
             .get_webhook(&caller.scope, &args.webhook_id)
             .await?;
         let saved: Configuration = webhook.saved_configuration()?;
-        let prov = provenance::from_json(&webhook.provenance);
+        let prov = webhook.provenance.clone();
         let keep_params = args.keep_params.clone().unwrap_or_default();
         let candidate = removal_candidate(&saved, &prov, &args.name, &keep_params, &|n, v| {
             self.manifest(n, v)
@@ -433,7 +433,8 @@ impl RulePacks {
         }
         let name = candidate.pack_name.clone();
         let version = candidate.pack_version.clone();
-        let from_version = provenance::from_json(&webhook.provenance)
+        let from_version = webhook
+            .provenance
             .iter()
             .find(|p| p.name == name)
             .map(|p| p.version.clone());

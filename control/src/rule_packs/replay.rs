@@ -37,7 +37,7 @@ impl Replayer {
         let ctx = routing_context(&webhook, &self.state.capabilities);
         self.validate_candidate(&candidate, &ctx).await?;
         let saved: Configuration = webhook.saved_configuration()?;
-        let prov = provenance::from_json(&webhook.provenance);
+        let prov = webhook.provenance.clone();
         let outcome = self
             .replay(
                 caller,

@@ -8,6 +8,7 @@
 use serde_json::Value;
 use sqlx::Row;
 use sqlx::any::AnyRow;
+use switchboard_model::provenance::Provenance;
 use switchboard_model::{ChangeProvenance, ConfigurationChange, TrustedActors};
 
 use super::plans::consume_plan_in;
@@ -36,7 +37,7 @@ pub struct SaveConfiguration {
     /// Where the change came from (a pack, a plan); at most 4 KiB.
     pub provenance: Option<ChangeProvenance>,
     /// Replaces the webhook's installed-pack provenance when given.
-    pub installed_packs: Option<Value>,
+    pub installed_packs: Option<Provenance>,
     /// Replaces the webhook's first-class trusted actors when given (`Some(None)` clears them).
     pub trusted_actors: Option<Option<TrustedActors>>,
     /// The SHA-256 hex of a plan token: the save then consumes that plan in the same
@@ -201,8 +202,9 @@ impl Store {
         }
 
         let version = current.config_version + 1;
-        let installed_packs =
-            canonical_json(save.installed_packs.as_ref().unwrap_or(&current.provenance));
+        let installed_packs = canonical_json(&serde_json::to_value(
+            save.installed_packs.as_ref().unwrap_or(&current.provenance),
+        )?);
         let trusted_actors = save
             .trusted_actors
             .as_ref()

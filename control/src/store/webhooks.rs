@@ -18,6 +18,7 @@ use crate::secrets::{canonical_json, configuration_digest, new_id, random_hex};
 
 pub use switchboard_model::SourceType;
 use switchboard_model::TrustedActors;
+use switchboard_model::provenance::{self, Provenance};
 
 #[derive(Clone, PartialEq)]
 pub struct Webhook {
@@ -36,8 +37,8 @@ pub struct Webhook {
     pub configuration: Value,
     pub config_version: i64,
     pub config_digest: String,
-    /// Installed packs' provenance.
-    pub provenance: Value,
+    /// Installed packs' provenance, in install order.
+    pub provenance: Provenance,
     pub trusted_actors: Option<TrustedActors>,
     pub created_at: i64,
     /// Who may put a plan live on this webhook (issue 20).
@@ -147,6 +148,12 @@ pub(crate) fn webhook(row: &AnyRow, key: &SealingKey) -> Result<Webhook> {
     let grant: String = row.try_get("grant_queues")?;
     let id: String = row.try_get("id")?;
     let sealed: String = row.try_get("secret")?;
+    let provenance: String = row.try_get("provenance")?;
+    let provenance = provenance::read(&provenance).map_err(|e| {
+        Error::internal(format!(
+            "the stored provenance of webhook {id} does not read: {e}"
+        ))
+    })?;
     Ok(Webhook {
         secret: key.open(&id, &sealed)?,
         id,
@@ -157,7 +164,7 @@ pub(crate) fn webhook(row: &AnyRow, key: &SealingKey) -> Result<Webhook> {
         configuration: json_col(row, "configuration")?,
         config_version: row.try_get("config_version")?,
         config_digest: row.try_get("config_digest")?,
-        provenance: json_col(row, "provenance")?,
+        provenance,
         trusted_actors: json_opt::<serde_json::Value>(row, "trusted_actors")?
             .filter(|v| !v.is_null())
             .map(|v| TrustedActors::from_value(&v)),

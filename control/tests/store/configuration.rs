@@ -368,7 +368,15 @@ pub async fn history_pages_newest_first(db: TestDb) {
 pub async fn packs_and_trusted_actors_are_saved_with_the_configuration(db: TestDb) {
     let alice = human(&db, "alice").await;
     let wh = webhook(&db, &alice).await;
-    let packs = json!({"trusted-actors": {"version": "2.0.0", "rules": ["trusted-actors--gate"]}});
+    let packs: switchboard_model::provenance::Provenance = serde_json::from_value(json!([{
+        "name": "trusted-actors", "version": "2.0.0", "rule_ids": ["trusted-actors--gate"],
+        "digest": "ab", "rule_digests": {"trusted-actors--gate": "cd"}, "sets_default_action": false,
+        "owned_params": [], "installed_at": "2026-12-01T00:00:00Z",
+        "installed_by": {"endpoint": "ep_1", "human": "alice"}, "proven": true, "truncated": false,
+        "replay": {"events_replayed": 3, "window_from": null, "window_to": null, "changed": 0,
+                   "replayed_at": "2026-12-01T00:00:00Z"}
+    }]))
+    .expect("installed packs");
     let actors = switchboard_model::TrustedActors {
         humans: vec!["alice".into()],
         agents: vec![],

@@ -79,6 +79,7 @@ store_test_suite! {
         bad_webhook_arguments_are_refused,
         a_webhook_copy_is_trusted_only_at_its_revision,
         upgrading_from_0013_gives_webhooks_a_revision_every_change_moves,
+        a_stored_row_that_does_not_read_is_an_internal_error,
     ],
     events: [
         body_and_headers_round_trip_byte_exact,

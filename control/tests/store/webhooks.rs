@@ -473,3 +473,66 @@ pub async fn an_endpoint_deletes_a_webhook_only_under_self(db: TestDb) {
     db.delete_webhook_by_endpoint(&alice, &wh.id).await.unwrap();
     not_found(db.get_webhook(&alice, &wh.id).await, "webhook");
 }
+
+/// A stored provenance or decision that does not read is an internal error naming what did
+/// not read — never a webhook with no packs installed, nor an event with no decision.
+pub async fn a_stored_row_that_does_not_read_is_an_internal_error(db: TestDb) {
+    use switchboard_control::Error;
+    let alice = human(&db, "alice").await;
+    let wh = webhook(&db, &alice).await;
+    assert!(
+        db.get_webhook(&alice, &wh.id)
+            .await
+            .unwrap()
+            .provenance
+            .is_empty()
+    );
+    sqlx::query("UPDATE webhooks SET provenance = $1 WHERE id = $2")
+        .bind(r#"{"drop-ci-noise": {"version": "1.0.0"}}"#)
+        .bind(wh.id.as_str())
+        .execute(db.store.pool())
+        .await
+        .unwrap();
+    match db.get_webhook(&alice, &wh.id).await {
+        Err(Error::Internal { context }) => {
+            assert!(context.contains(&wh.id), "{context}")
+        }
+        other => panic!("{other:?}"),
+    }
+    sqlx::query("UPDATE webhooks SET provenance = '{}' WHERE id = $1")
+        .bind(wh.id.as_str())
+        .execute(db.store.pool())
+        .await
+        .unwrap();
+    let stored = db
+        .insert_event(NewEvent {
+            webhook_id: wh.id.clone(),
+            delivery_id: "odd".into(),
+            kind: "issues.opened".into(),
+            headers: vec![],
+            body: b"{}".to_vec().into(),
+            verified: true,
+        })
+        .await
+        .unwrap();
+    db.record_decision(&stored.id, queued("forge"))
+        .await
+        .unwrap();
+    assert!(
+        db.get_event(&alice, &stored.id)
+            .await
+            .unwrap()
+            .decision
+            .is_some()
+    );
+    sqlx::query("UPDATE events SET decision = $1 WHERE id = $2")
+        .bind(r#"{"queue": "forge"}"#)
+        .bind(stored.id.as_str())
+        .execute(db.store.pool())
+        .await
+        .unwrap();
+    match db.get_event(&alice, &stored.id).await {
+        Err(Error::Internal { context }) => assert!(context.contains("decision"), "{context}"),
+        other => panic!("{other:?}"),
+    }
+}
