@@ -2608,10 +2608,10 @@ async fn retention_purges_in_batches_and_listings_say_what_window_remains(api: A
                 pack_name: "drop-ci-noise".into(),
                 pack_version: "2.0.0".into(),
                 params_digest: String::new(),
-                candidate: json!({"rules": []}),
+                candidate: switchboard_model::Configuration::default(),
                 base_config_version: 1,
                 expires_at,
-                plan: json!({}),
+                plan: switchboard_model::plan::StoredPlan::default(),
             })
             .await
             .expect("a plan");

@@ -69,9 +69,7 @@ pub(super) async fn inbox(c: &Console, person: &Person) -> Response {
                 .get_webhook(&plan.owner_scope, &plan.webhook_id)
                 .await?
                 .config_version;
-            let kind = serde_json::from_value::<StoredPlan>(plan.plan.clone())
-                .map(|s| s.apply.kind)
-                .unwrap_or_default();
+            let kind = plan.plan.apply.kind;
             let (state, _) = plan.facts().state(store.clock().now_ms(), version);
             items.push(InboxItem {
                 kind,
@@ -113,10 +111,7 @@ pub(super) async fn plan(
         Ok(found) => found,
         Err(refusal) => return refusal,
     };
-    let stored: StoredPlan = match serde_json::from_value(plan.plan.clone()) {
-        Ok(s) => s,
-        Err(e) => return internal(&crate::Error::internal(format!("stored plan: {e}"))),
-    };
+    let stored: &StoredPlan = &plan.plan;
     let (state, stale_reason) = plan
         .facts()
         .state(c.state.store.clock().now_ms(), webhook.config_version);

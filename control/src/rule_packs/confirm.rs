@@ -78,7 +78,7 @@ impl RulePacks {
         {
             return Err(stale());
         }
-        let stored = stored_plan(&plan)?;
+        let stored = plan.plan.clone();
         let apply = &stored.apply;
         match check {
             ConfirmCheck::Install(args) => {
@@ -170,7 +170,7 @@ impl RulePacks {
                 json!({"state": state.as_str()}),
             ));
         }
-        let stored = stored_plan(&plan)?;
+        let stored = plan.plan.clone();
         let token_hash = self.state.store.plan_token_hash(&plan.id).await?;
         let approval = Approval {
             proposed_by: Actor {
@@ -226,7 +226,7 @@ impl RulePacks {
         let (state, stale_reason) = plan
             .facts()
             .state(self.state.store.clock().now_ms(), webhook.config_version);
-        let kind = stored_plan(&plan)?.apply.kind;
+        let kind = plan.plan.apply.kind;
         Ok(PlanStatus {
             console_url: (state == PlanState::PendingApproval)
                 .then(|| self.state.console_plan_url(&plan.id)),
@@ -274,8 +274,7 @@ impl RulePacks {
             endpoint: proposer.endpoint_id.clone().unwrap_or_default(),
             human: proposer.human_login.clone().unwrap_or_default(),
         };
-        let configuration: Configuration = serde_json::from_value(plan.candidate.clone())
-            .map_err(|e| Error::internal(format!("stored candidate: {e}")))?;
+        let configuration: Configuration = plan.candidate.clone();
         // No widening: validated against the grant again at apply.
         self.replayer
             .validate_candidate(
@@ -365,12 +364,6 @@ fn stale() -> PackError {
         "the plan is stale: it was already used or rejected, it expired, or the webhook's configuration changed; plan again",
         Value::Null,
     )
-}
-
-/// The stored plan's apply half.
-fn stored_plan(plan: &crate::store::Plan) -> Result<StoredPlan, PackError> {
-    serde_json::from_value(plan.plan.clone())
-        .map_err(|e| Error::internal(format!("stored plan: {e}")).into())
 }
 
 /// What a confirm must agree with.

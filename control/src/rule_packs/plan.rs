@@ -499,10 +499,10 @@ impl RulePacks {
                 pack_name: name,
                 pack_version: version,
                 params_digest: binding_digest,
-                candidate: serde_json::to_value(&candidate.configuration).unwrap_or_default(),
+                candidate: candidate.configuration.clone(),
                 base_config_version: webhook.config_version,
                 expires_at,
-                plan: serde_json::to_value(&stored).unwrap_or_default(),
+                plan: stored,
             })
             .await?;
         plan.plan_token = Some(token);

@@ -1,16 +1,17 @@
 //! Plans and their single-use tokens (SPEC-0031 REQ-3): the token is stored only as its
 //! SHA-256 hex, bound to one webhook and owner scope, expires, and is consumed exactly once.
 
-use serde_json::Value;
 use sqlx::Row;
 use sqlx::any::AnyRow;
+use switchboard_model::Configuration;
+use switchboard_model::plan::StoredPlan;
 
 use super::dialect::WriteTx;
 use super::webhooks::configuration_text;
 use super::{Backend, Store, dialect, json_col, parse_col};
 use crate::error::{Error, PLAN_STALE, Result};
 use crate::scope::OwnerScope;
-use crate::secrets::{configuration_digest, hashes_match, new_id, new_token, sha256_hex};
+use crate::secrets::{hashes_match, new_id, new_token, sha256_hex};
 
 /// The prefix of every plan token.
 pub const PLAN_TOKEN_PREFIX: &str = "sbp_";
@@ -32,12 +33,12 @@ pub struct NewPlan {
     pub pack_version: String,
     pub params_digest: String,
     /// The configuration the confirm will save; its digest binds the token.
-    pub candidate: Value,
+    pub candidate: Configuration,
     /// The configuration version the plan was made against; any save since makes it stale.
     pub base_config_version: i64,
     pub expires_at: i64,
-    /// The plan report (REQ-5) as returned to the caller.
-    pub plan: Value,
+    /// The plan report (REQ-5) as returned to the caller, and how to apply it.
+    pub plan: StoredPlan,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -48,10 +49,10 @@ pub struct Plan {
     pub pack_name: String,
     pub pack_version: String,
     pub params_digest: String,
-    pub candidate: Value,
+    pub candidate: Configuration,
     pub candidate_digest: String,
     pub base_config_version: i64,
-    pub plan: Value,
+    pub plan: StoredPlan,
     pub created_at: i64,
     /// When the token stops confirming; a plan put before a person lives until the approval
     /// deadline instead.
@@ -182,8 +183,8 @@ pub(crate) async fn consume_plan_in(
 impl Store {
     /// Stores a plan for a webhook the scope owns.
     pub async fn insert_plan(&self, new: NewPlan) -> Result<Plan> {
-        let candidate = configuration_text(&new.candidate)?;
-        let candidate_digest = configuration_digest(&new.candidate);
+        let candidate = configuration_text(&serde_json::to_value(&new.candidate)?)?;
+        let candidate_digest = new.candidate.digest();
         let plan_text = serde_json::to_string(&new.plan)?;
         let id = new_id("pl_")?;
         let _turn = self.write_turn().await?;

@@ -1,10 +1,11 @@
 use std::time::Duration;
 
-use serde_json::json;
 use switchboard_control::error::PLAN_STALE;
 use switchboard_control::secrets::configuration_digest;
 use switchboard_control::store::{Actor, NewPlan, SaveConfiguration, Webhook, new_plan_token};
 use switchboard_control::{Clock, Error, OwnerScope, Store};
+use switchboard_model::Configuration;
+use switchboard_model::plan::StoredPlan;
 
 use crate::harness::{TestDb, config_routing_to, human, not_found, webhook};
 
@@ -19,10 +20,10 @@ async fn plan_for(store: &Store, wh: &Webhook) -> (String, String) {
             pack_name: "drop-ci-noise".into(),
             pack_version: "1.0.0".into(),
             params_digest: "p".into(),
-            candidate: config_routing_to("forge"),
+            candidate: serde_json::from_value(config_routing_to("forge")).expect("a configuration"),
             base_config_version: wh.config_version,
             expires_at: store.clock().now_ms() + 15 * 60 * 1000,
-            plan: json!({"events_replayed": 0, "proven": false}),
+            plan: StoredPlan::default(),
         })
         .await
         .unwrap();
@@ -113,10 +114,10 @@ pub async fn another_scopes_token_is_not_found(db: TestDb) {
         pack_name: "x".into(),
         pack_version: "1".into(),
         params_digest: "p".into(),
-        candidate: json!({"rules": []}),
+        candidate: Configuration::default(),
         base_config_version: 1,
         expires_at: 0,
-        plan: json!({}),
+        plan: StoredPlan::default(),
     };
     not_found(db.insert_plan(foreign.clone()).await, "webhook");
     foreign.owner_scope = OwnerScope::team("nobody");
