@@ -219,7 +219,7 @@ async fn run(backend: &str, db: &Db, mb: usize, concurrent: usize) -> String {
             secret: Some(SECRET.into()),
             grant: vec!["review".into()],
             reject_unverified: false,
-            configuration: Some(configuration()),
+            configuration: Some(serde_json::from_value(configuration()).expect("a configuration")),
             actor: Actor::operator(),
         })
         .await

@@ -104,7 +104,7 @@ const GRANT: [&str; 5] = ["triage", "forge", "review", "ops", "ci"];
 
 /// A handful of rules in the style of the built-in packs: drop noise, route the rest to work
 /// queues. No `default_action`, so an unmatched delivery becomes a todo in `triage`.
-fn configuration() -> Value {
+fn configuration() -> switchboard_model::Configuration {
     let rules = [
         ("unverified", json!({"drop": true}), ".verified != true"),
         ("deleted", json!({"drop": true}), r#".action == "deleted""#),
@@ -153,10 +153,11 @@ fn configuration() -> Value {
         .iter()
         .map(|(id, action, when)| json!({"id": id, "when": when, "action": action}))
         .collect();
-    json!({
+    serde_json::from_value(json!({
         "rules": rules,
         "params": {"ci_events": ["check_run", "check_suite", "workflow_run", "workflow_job", "status"]}
-    })
+    }))
+    .expect("the bench's configuration")
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1184,7 +1185,7 @@ async fn one(
             // What `route::route_events` sends for one freshly stored event.
             let context = routing_context(&p.webhook, &state.capabilities);
             let configuration = Configuration {
-                json: p.webhook.configuration.to_string(),
+                json: p.webhook.configuration.canonical_json(),
             };
             let budget = u32::try_from(state.limits.evaluation_budget.as_millis()).unwrap_or(50);
             let results = state
@@ -1461,7 +1462,7 @@ async fn expected_decisions(samples: &[Sample], router: &str) -> Expected {
             .evaluate_chunked(
                 &routing_context(&webhook, &state.capabilities),
                 &[Configuration {
-                    json: webhook.configuration.to_string(),
+                    json: webhook.configuration.canonical_json(),
                 }],
                 vec![stored_delivery(&event)],
                 1,
@@ -1564,7 +1565,7 @@ fn main() {
         "ingest bench: {count} timed deliveries per run (+{WARMUP} warm-up) from {} payload files ({:.1} KiB average body), {} rules, clients {client_counts:?}, {rounds} interleaved rounds, {cores} cores",
         samples.len(),
         body_bytes as f64 / samples.len() as f64 / 1024.0,
-        configuration()["rules"].as_array().map_or(0, Vec::len),
+        configuration().rules.len(),
     );
     println!("load average at start: {}", load_average());
 

@@ -70,7 +70,10 @@ async fn webhook(store: &Store, login: &str, rules: Value) -> Webhook {
             secret: Some(SECRET.into()),
             grant: vec!["forge".into(), "review".into()],
             reject_unverified: false,
-            configuration: Some(json!({"rules": rules, "params": {}})),
+            configuration: Some(
+                serde_json::from_value(json!({"rules": rules, "params": {}}))
+                    .expect("a configuration"),
+            ),
             actor: Actor::operator(),
         })
         .await
@@ -114,7 +117,7 @@ async fn router_only(state: &ControlState, b: &Webhook, body: &[u8], n: usize) -
             &state.capabilities,
         )),
         configurations: vec![Configuration {
-            json: b.configuration.to_string(),
+            json: b.configuration.canonical_json(),
         }],
         deliveries: vec![d],
         budget_ms: 50,

@@ -66,8 +66,7 @@ fn candidate_of(
     webhook: &switchboard_control::store::Webhook,
     params: &Map<String, Value>,
 ) -> Value {
-    let saved: switchboard_model::Configuration =
-        serde_json::from_value(webhook.configuration.clone()).expect("the saved configuration");
+    let saved: switchboard_model::Configuration = webhook.configuration.clone();
     let provenance = webhook.provenance.clone();
     let pack = &catalog
         .find("no-self-review", "1.0.0")
@@ -269,7 +268,10 @@ fn main() {
             );
             assert_eq!(plan["truncated"], false);
             if configs.is_none() {
-                configs = Some((saved.configuration.clone(), Value::Null));
+                configs = Some((
+                    serde_json::to_value(&saved.configuration).expect("json"),
+                    Value::Null,
+                ));
             }
             // What the plan replays: the saved configuration and the plan's candidate.
             let saved_json = configs.clone().expect("configurations").0;

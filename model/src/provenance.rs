@@ -83,9 +83,94 @@ pub fn read(text: &str) -> Result<Provenance, serde_json::Error> {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct Drift {
     /// `none`, `edited` or `removed` (removed wins when both apply).
-    pub state: String,
+    pub state: DriftState,
     pub edited: Vec<String>,
     pub removed: Vec<String>,
+}
+
+/// Where an installed pack's rules stand against the configuration as it is now: untouched,
+/// some edited by hand, or some removed (which wins when both apply).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum DriftState {
+    #[default]
+    None,
+    Edited,
+    Removed,
+}
+
+impl DriftState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DriftState::None => "none",
+            DriftState::Edited => "edited",
+            DriftState::Removed => "removed",
+        }
+    }
+
+    /// The state of a pack with these rules edited and removed: the one definition.
+    pub fn of(edited: &[String], removed: &[String]) -> DriftState {
+        if !removed.is_empty() {
+            DriftState::Removed
+        } else if !edited.is_empty() {
+            DriftState::Edited
+        } else {
+            DriftState::None
+        }
+    }
+
+    /// The state a text names; an empty text (a message that left it out) is no drift.
+    pub fn parse(text: &str) -> Option<DriftState> {
+        match text {
+            "none" | "" => Some(DriftState::None),
+            "edited" => Some(DriftState::Edited),
+            "removed" => Some(DriftState::Removed),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for DriftState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for DriftState {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_str(self.as_str())
+    }
+}
+
+/// Read from its text; a text that names no state is an error, never a guess.
+impl<'de> Deserialize<'de> for DriftState {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = std::borrow::Cow::<'de, str>::deserialize(d)?;
+        DriftState::parse(&text).ok_or_else(|| {
+            serde::de::Error::custom(format!(
+                "{text:?} is not a drift state (none, edited or removed)"
+            ))
+        })
+    }
+}
+
+/// A string in JSON, so its schema is a string's: output schemas read as before.
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for DriftState {
+    fn inline_schema() -> bool {
+        <String as schemars::JsonSchema>::inline_schema()
+    }
+
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        <String as schemars::JsonSchema>::schema_name()
+    }
+
+    fn schema_id() -> std::borrow::Cow<'static, str> {
+        <String as schemars::JsonSchema>::schema_id()
+    }
+
+    fn json_schema(generator: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        <String as schemars::JsonSchema>::json_schema(generator)
+    }
 }
 
 impl Drift {
@@ -106,6 +191,29 @@ impl Drift {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A drift state is its text in JSON; a message that left it out is no drift, and a text
+    /// that names no state does not read.
+    #[test]
+    fn drift_states_read_and_write_as_their_text() {
+        for (state, text) in [
+            (DriftState::None, "none"),
+            (DriftState::Edited, "edited"),
+            (DriftState::Removed, "removed"),
+        ] {
+            assert_eq!(serde_json::to_value(state).expect("writes"), text);
+            assert_eq!(
+                serde_json::from_value::<DriftState>(text.into()).expect("reads"),
+                state
+            );
+        }
+        assert_eq!(DriftState::parse(""), Some(DriftState::None));
+        assert!(serde_json::from_value::<DriftState>("gone".into()).is_err());
+        let (a, none) = (vec!["a".to_string()], Vec::new());
+        assert_eq!(DriftState::of(&a, &a), DriftState::Removed);
+        assert_eq!(DriftState::of(&a, &none), DriftState::Edited);
+        assert_eq!(DriftState::of(&none, &none), DriftState::None);
+    }
 
     /// A new webhook stores `{}`; a confirm stores the list. Anything else is an error the
     /// store reports naming the webhook, never "no packs installed".

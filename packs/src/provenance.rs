@@ -6,7 +6,7 @@ use sha2::{Digest, Sha256};
 use switchboard_model::{Action, Configuration, Rule};
 
 pub use switchboard_model::provenance::{
-    Drift, InstalledBy, InstalledPack, Provenance, ReplaySummary, from_json,
+    Drift, DriftState, InstalledBy, InstalledPack, Provenance, ReplaySummary, from_json,
 };
 
 use crate::manifest::{Pack, Placement};
@@ -72,13 +72,6 @@ pub fn drift(installed: &InstalledPack, config: &Configuration) -> Drift {
             }
         }
     }
-    d.state = if !d.removed.is_empty() {
-        "removed"
-    } else if !d.edited.is_empty() {
-        "edited"
-    } else {
-        "none"
-    }
-    .into();
+    d.state = DriftState::of(&d.edited, &d.removed);
     d
 }

@@ -293,7 +293,7 @@ fn upgrade_over_a_hand_edit_needs_overwrite_local_edits() {
     )
     .unwrap();
     c1.rules[0].when = "true".into();
-    assert_eq!(drift(&p1[0], &c1).state, "edited");
+    assert_eq!(drift(&p1[0], &c1).state.as_str(), "edited");
     let err = install(&c1, &p1, &v2, InstallRequest::default(), &catalog).unwrap_err();
     assert_eq!(
         err,

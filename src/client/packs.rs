@@ -13,6 +13,7 @@ use switchboard_control_client::convert;
 use switchboard_control_client::views::{ConfirmOut, ListRulePacksOut, PlanOut, RulePackPlanOut};
 use switchboard_model::diff::{ParamDiff, RuleDiff, VersionDiff};
 use switchboard_model::plan::{PlanState, Report, Transition};
+use switchboard_model::provenance::DriftState;
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::control::v1::rule_pack_event::Event;
 
@@ -305,7 +306,7 @@ fn list_table(o: &ListRulePacksOut) -> String {
                     if let Some(to) = &i.upgrade_to {
                         cell.push_str(&format!(", upgrade to {to}"));
                     }
-                    if i.drift.state != "none" && !i.drift.state.is_empty() {
+                    if i.drift.state != DriftState::None {
                         cell.push_str(&format!(", drift: {}", i.drift.state));
                     }
                     if !i.proven {

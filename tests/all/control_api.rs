@@ -337,7 +337,7 @@ async fn seed_configuration(
             &w.owner_scope,
             &w.id,
             SaveConfiguration {
-                configuration,
+                configuration: crate::support::typed(configuration),
                 actor: Actor::operator(),
                 change: switchboard_model::ConfigurationChange::op("seed"),
                 installed_packs: packs,
@@ -4080,7 +4080,7 @@ async fn explain_names_the_version_and_the_rules_that_decided(api: Api) {
             secret: None,
             grant: GRANT.iter().map(|q| q.to_string()).collect(),
             reject_unverified: false,
-            configuration: Some(explained_v1()),
+            configuration: Some(crate::support::typed(explained_v1())),
             actor: Actor::operator(),
         })
         .await
@@ -4381,10 +4381,10 @@ async fn redrive_plans_then_routes_each_event_once(api: Api) {
             secret: None,
             grant: GRANT.iter().map(|q| q.to_string()).collect(),
             reject_unverified: false,
-            configuration: Some(json!({"rules": [
+            configuration: Some(crate::support::typed(json!({"rules": [
                 {"id": "issues", "when": ".kind == \"issues.opened\"", "action": {"queue": "triage"}},
                 {"id": "prs", "when": ".kind == \"pull_request.opened\"", "action": {"quarantine": true}},
-            ], "params": {}})),
+            ], "params": {}}))),
             actor: Actor::operator(),
         })
         .await

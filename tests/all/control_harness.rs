@@ -161,7 +161,7 @@ pub async fn webhook(
             secret: None,
             grant: grant(),
             reject_unverified: false,
-            configuration,
+            configuration: configuration.map(crate::support::typed),
             actor: Actor::operator(),
         })
         .await

@@ -238,7 +238,7 @@ pub async fn a_webhook_changed_by_another_replica_is_read_again_before_a_deliver
             &scope,
             &hook.id,
             SaveConfiguration {
-                configuration: triage,
+                configuration: crate::support::typed(triage),
                 actor: Actor::operator(),
                 change: switchboard_model::ConfigurationChange::op("set_webhook_rules"),
                 ..SaveConfiguration::default()

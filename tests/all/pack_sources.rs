@@ -694,9 +694,9 @@ async fn control_lists_https_packs_and_skips_what_fails_on(db: TestDb) {
     assert!(
         saved
             .configuration
-            .to_string()
+            .canonical_json()
             .contains("ext-https-noise--ci-noise"),
-        "{}",
+        "{:?}",
         saved.configuration
     );
     drop(router);

@@ -557,7 +557,7 @@ pub async fn people_cli_answers_every_command_as_table_and_json(db: TestDb) {
                     &wh,
                     SaveConfiguration {
                         expected_version: None,
-                        configuration,
+                        configuration: crate::support::typed(configuration),
                         actor: Actor::operator(),
                         change: switchboard_model::ConfigurationChange::op("set_webhook_rules"),
                         provenance: None,

@@ -20,6 +20,11 @@ pub const SECRET_KEY_ENV: &str = "SWITCHBOARD_SECRET_KEY";
 /// The key this test process seals webhook secrets with, as text: every in-process store
 /// uses it, and every `switchboard control` or `admin` a test starts gets it in
 /// [`SECRET_KEY_ENV`], so both sides open the same secrets.
+/// A configuration written as JSON in a test, typed as the store takes it.
+pub fn typed(configuration: serde_json::Value) -> switchboard_model::Configuration {
+    serde_json::from_value(configuration).expect("a configuration")
+}
+
 pub fn secret_key_hex() -> &'static str {
     static KEY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     KEY.get_or_init(|| switchboard_control::SealingKey::generate_hex().expect("a fresh key"))

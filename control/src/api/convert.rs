@@ -3,7 +3,6 @@
 
 use switchboard_model::provenance::InstalledPack;
 use switchboard_proto::control::v1 as pb;
-use switchboard_proto::json;
 use switchboard_proto::router::v1::{RoutingContext, StoredDelivery};
 
 use super::status::ApiError;
@@ -120,7 +119,7 @@ pub fn history(h: &HistoryRecord) -> pb::HistoryRecord {
     pb::HistoryRecord {
         change: Some(pb::ConfigurationChange::from(&h.change)),
         provenance: h.provenance.as_ref().map(pb::ChangeProvenance::from),
-        configuration: Some(json::configuration(&h.configuration)),
+        configuration: Some(pb::Configuration::from(&h.configuration)),
         version: h.version,
         actor_endpoint_id: h.actor.endpoint_id.clone().unwrap_or_default(),
         actor_human: h.actor.human_login.clone().unwrap_or_default(),

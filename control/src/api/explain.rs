@@ -20,7 +20,6 @@ use switchboard_proto::router::v1::{
 use super::auth::Caller;
 use super::convert;
 use super::status::ApiError;
-use crate::secrets::canonical_json;
 use crate::state::ControlState;
 use crate::store::{DecidedBy, Webhook};
 
@@ -71,7 +70,7 @@ pub async fn explain(
         });
     }
     configurations.push(RouterConfiguration {
-        json: canonical_json(&webhook.configuration),
+        json: webhook.configuration.canonical_json(),
     });
     let mut decisions = evaluate(
         state,
@@ -136,13 +135,7 @@ async fn recorded_configuration(
         .await?;
     match found {
         Some(h) if h.digest_after == decided_by.digest => {
-            let configuration = serde_json::from_value(h.configuration).map_err(|e| {
-                ApiError::internal(format!(
-                    "configuration history of {} at version {}: {e}",
-                    webhook.id, decided_by.version
-                ))
-            })?;
-            Ok((pb::RecordedVersion::Known, Some(configuration)))
+            Ok((pb::RecordedVersion::Known, Some(h.configuration)))
         }
         _ => Ok((pb::RecordedVersion::NotInHistory, None)),
     }

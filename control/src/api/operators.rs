@@ -111,7 +111,7 @@ fn operator_credential(c: OperatorCredential) -> pb::OperatorCredential {
 
 /// Queues the saved rules (and default action) route to that the grant does not hold.
 pub fn queues_outside_grant(w: &Webhook) -> Result<Vec<String>, crate::Error> {
-    let config = w.saved_configuration()?;
+    let config = w.configuration.clone();
     let mut outside: Vec<String> = config
         .rules
         .iter()

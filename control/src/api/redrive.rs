@@ -81,7 +81,7 @@ pub async fn plan(
             .evaluate_chunked(
                 &routing_context(&webhook, &state.capabilities),
                 &[Configuration {
-                    json: webhook.configuration.to_string(),
+                    json: webhook.configuration.canonical_json(),
                 }],
                 candidates
                     .iter()

@@ -25,7 +25,7 @@ use super::status::ApiError;
 use super::streaming::{EventStream, with_progress};
 use crate::error::{Error, VERSION_MISMATCH};
 use crate::rule_packs::Progress;
-use crate::secrets::{canonical_json, random_hex};
+use crate::secrets::random_hex;
 use crate::state::ControlState;
 use crate::store::{MAX_CONFIGURATION_BYTES, SaveConfiguration, Webhook};
 
@@ -113,7 +113,7 @@ impl WebhookRulesApi {
         };
         let saved = saved_configuration(&w)?;
         let mut configurations = vec![RouterConfiguration {
-            json: canonical_json(&w.configuration),
+            json: w.configuration.canonical_json(),
         }];
         let mut minted = Vec::new();
         if let Some(candidate) = candidate.as_mut() {
@@ -205,7 +205,7 @@ fn parse_candidate(field: &'static str, text: &str) -> Result<Configuration, Api
 /// The webhook's saved configuration. It was validated when saved, so failing to read it back
 /// is control's fault, not the caller's.
 fn saved_configuration(w: &Webhook) -> Result<Configuration, ApiError> {
-    Ok(w.saved_configuration()?)
+    Ok(w.configuration.clone())
 }
 
 /// `--` ids belong to pack rules (`<pack>--<local-id>`). A candidate may keep (or edit) a `--`
@@ -413,8 +413,7 @@ impl WebhookRulesApi {
             if !minted.is_empty() {
                 change.minted_rule_ids = minted.clone();
             }
-            let configuration = serde_json::to_value(&candidate)
-                .map_err(|e| ApiError::internal(format!("serialize a configuration: {e}")))?;
+            let configuration = candidate.clone();
             let outcome = store
                 .save_configuration(
                     caller.scope(),
@@ -444,9 +443,7 @@ impl WebhookRulesApi {
                         digest: saved.digest,
                         duplicate: saved.duplicate,
                         minted_rule_ids: minted,
-                        configuration: Some(json::configuration(
-                            &serde_json::to_value(&candidate).unwrap_or_default(),
-                        )),
+                        configuration: Some(pb::Configuration::from(&candidate)),
                     });
                 }
                 Err(Error::FailedPrecondition { reason, .. })
@@ -579,7 +576,7 @@ impl WebhookRules for WebhookRulesApi {
                 .await?;
             Ok(pb::ListWebhookRulesResponse {
                 webhook_id: w.id.clone(),
-                configuration: Some(json::configuration(&w.configuration)),
+                configuration: Some(pb::Configuration::from(&w.configuration)),
                 version: w.config_version,
                 digest: w.config_digest.clone(),
                 grant: w.grant.clone(),

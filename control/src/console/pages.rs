@@ -327,7 +327,7 @@ async fn webhook_view(
 ) -> Result<WebhookView, crate::Error> {
     let store = &c.state.store;
     let scope: &OwnerScope = &w.owner_scope;
-    let configuration: Configuration = w.saved_configuration()?;
+    let configuration: Configuration = w.configuration.clone();
     let rules = configuration
         .rules
         .iter()

@@ -167,7 +167,7 @@ pub async fn route_events(
     }
     let context = routing_context(webhook, &state.capabilities);
     let configuration = Configuration {
-        json: webhook.configuration.to_string(),
+        json: webhook.configuration.canonical_json(),
     };
     let mut deliveries: Vec<StoredDelivery> = events.iter().map(stored_delivery).collect();
     let results = match deliveries.pop() {
@@ -481,7 +481,7 @@ mod tests {
             secret: "s".repeat(16),
             grant: vec!["forge".into(), "review".into()],
             reject_unverified: false,
-            configuration: json!({"rules": []}),
+            configuration: switchboard_model::Configuration::default(),
             config_version: 1,
             config_digest: String::new(),
             provenance: Vec::new(),

@@ -311,7 +311,7 @@ impl RulePacks {
                 &plan.webhook_id,
                 SaveConfiguration {
                     expected_version: Some(plan.base_config_version),
-                    configuration: serde_json::to_value(&configuration).unwrap_or_default(),
+                    configuration: configuration.clone(),
                     actor,
                     change: ConfigurationChange {
                         pack: Some(plan.pack_name.clone()),

@@ -19,7 +19,7 @@ impl RulePacks {
             .map(|w| w.provenance.clone())
             .unwrap_or_default();
         let saved: Configuration = match &webhook {
-            Some(w) => w.saved_configuration()?,
+            Some(w) => w.configuration.clone(),
             None => Configuration::default(),
         };
         let mut names: Vec<&str> = self

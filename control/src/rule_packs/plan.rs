@@ -42,7 +42,7 @@ impl RulePacks {
             ),
         })?;
         let pack = cp.pack.clone();
-        let saved: Configuration = webhook.saved_configuration()?;
+        let saved: Configuration = webhook.configuration.clone();
         let prov = webhook.provenance.clone();
         let request = InstallRequest {
             params: args.params.clone().unwrap_or_default(),
@@ -112,7 +112,7 @@ impl RulePacks {
             .store
             .get_webhook(&caller.scope, &args.webhook_id)
             .await?;
-        let saved: Configuration = webhook.saved_configuration()?;
+        let saved: Configuration = webhook.configuration.clone();
         let prov = webhook.provenance.clone();
         let keep_params = args.keep_params.clone().unwrap_or_default();
         let candidate = removal_candidate(&saved, &prov, &args.name, &keep_params, &|n, v| {
@@ -259,7 +259,7 @@ impl RulePacks {
             window,
             binding,
         } = request;
-        let saved: Configuration = webhook.saved_configuration()?;
+        let saved: Configuration = webhook.configuration.clone();
         // The candidate is replayed with the trusted actors it would set (trusted-actors@2),
         // the saved configuration with the webhook's current ones.
         let candidate_ctx = match &candidate.trusted_actors {

@@ -36,7 +36,7 @@ impl Replayer {
         let minted = candidate.mint_rule_ids();
         let ctx = routing_context(&webhook, &self.state.capabilities);
         self.validate_candidate(&candidate, &ctx).await?;
-        let saved: Configuration = webhook.saved_configuration()?;
+        let saved: Configuration = webhook.configuration.clone();
         let prov = webhook.provenance.clone();
         let outcome = self
             .replay(

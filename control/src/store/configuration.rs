@@ -5,9 +5,9 @@
 //! (`duplicate: true`, nothing written), then bump the version, store the configuration and
 //! digest, and append the history record. A failure anywhere rolls all of it back.
 
-use serde_json::Value;
 use sqlx::Row;
 use sqlx::any::AnyRow;
+use switchboard_model::Configuration;
 use switchboard_model::provenance::Provenance;
 use switchboard_model::{ChangeProvenance, ConfigurationChange, TrustedActors};
 
@@ -18,7 +18,7 @@ use super::webhooks::{
 use super::{Actor, Page, Paged, Store, dialect, json_col, json_opt};
 use crate::error::{Error, PLAN_STALE, Result, VERSION_MISMATCH};
 use crate::scope::OwnerScope;
-use crate::secrets::{canonical_json, configuration_digest};
+use crate::secrets::canonical_json;
 
 /// Provenance is a claim recorded with a change, at most this many bytes of JSON.
 pub const MAX_PROVENANCE_BYTES: usize = 4096;
@@ -29,8 +29,8 @@ pub const MAX_PROVENANCE_BYTES: usize = 4096;
 pub struct SaveConfiguration {
     /// When given, the save applies only if the saved version is still this one.
     pub expected_version: Option<i64>,
-    /// The whole new configuration `{rules, default_action?, params}`, already validated.
-    pub configuration: Value,
+    /// The whole new configuration, already validated.
+    pub configuration: Configuration,
     pub actor: Actor,
     /// What the change was, e.g. `{"op": "update_webhook_rule", "rule_id": "r-1"}`.
     pub change: ConfigurationChange,
@@ -68,7 +68,7 @@ pub struct HistoryRecord {
     pub digest_before: Option<String>,
     pub digest_after: String,
     /// The configuration as saved at this version: rolling back is saving it again.
-    pub configuration: Value,
+    pub configuration: Configuration,
     pub saved_at: i64,
 }
 
@@ -98,7 +98,7 @@ impl Store {
         save: SaveConfiguration,
     ) -> Result<Saved> {
         let config_text = configuration_text(&save.configuration)?;
-        let digest_after = configuration_digest(&save.configuration);
+        let digest_after = save.configuration.digest();
         let provenance = match &save.provenance {
             Some(p) => {
                 let text = canonical_json(&serde_json::to_value(p)?);

@@ -183,7 +183,7 @@ pub(crate) async fn consume_plan_in(
 impl Store {
     /// Stores a plan for a webhook the scope owns.
     pub async fn insert_plan(&self, new: NewPlan) -> Result<Plan> {
-        let candidate = configuration_text(&serde_json::to_value(&new.candidate)?)?;
+        let candidate = configuration_text(&new.candidate)?;
         let candidate_digest = new.candidate.digest();
         let plan_text = serde_json::to_string(&new.plan)?;
         let id = new_id("pl_")?;

@@ -4,21 +4,20 @@
 
 use std::fmt;
 
-use serde_json::{Value, json};
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
 use super::allowances::check_queues;
 use super::tenancy::owner_exists;
-use super::{Actor, Store, flag, json_col, json_opt, parse_col};
+use super::{Actor, Store, flag, json_opt, parse_col};
 use crate::error::{Error, Result};
 use crate::scope::OwnerScope;
 use crate::sealing::{SealingKey, sealed_by};
-use crate::secrets::{canonical_json, configuration_digest, new_id, random_hex};
+use crate::secrets::{new_id, random_hex};
 
 pub use switchboard_model::SourceType;
-use switchboard_model::TrustedActors;
 use switchboard_model::provenance::{self, Provenance};
+use switchboard_model::{Configuration, TrustedActors};
 
 #[derive(Clone, PartialEq)]
 pub struct Webhook {
@@ -33,8 +32,9 @@ pub struct Webhook {
     pub grant: Vec<String>,
     /// Reject unverified deliveries at the door (401, nothing stored) instead of storing them.
     pub reject_unverified: bool,
-    /// `{rules, default_action?, params}`, canonical JSON.
-    pub configuration: Value,
+    /// The saved configuration, read once at the row (a row that does not read is an internal
+    /// error naming the webhook, never an empty configuration).
+    pub configuration: Configuration,
     pub config_version: i64,
     pub config_digest: String,
     /// Installed packs' provenance, in install order.
@@ -45,20 +45,6 @@ pub struct Webhook {
     pub confirm_policy: ConfirmPolicy,
     /// How long a claim on one of its todos lasts; `None`: the instance default (issue 21).
     pub claim_ttl: Option<std::time::Duration>,
-}
-
-impl Webhook {
-    /// The saved configuration, read once at the row's boundary with one policy: it was
-    /// validated when saved, so a row that does not read back is an internal error naming the
-    /// webhook — never an empty configuration that would plan, list or show as "no rules".
-    pub fn saved_configuration(&self) -> Result<switchboard_model::Configuration> {
-        serde_json::from_value(self.configuration.clone()).map_err(|e| {
-            Error::internal(format!(
-                "the stored configuration of {} does not read: {e}",
-                self.id
-            ))
-        })
-    }
 }
 
 /// Who may put a rule-pack plan live on a webhook. ADR-0028: "an agent's acceptance puts
@@ -131,7 +117,7 @@ pub struct NewWebhook {
     pub grant: Vec<String>,
     pub reject_unverified: bool,
     /// The first configuration (version 1); `None` is no rules and no params.
-    pub configuration: Option<Value>,
+    pub configuration: Option<Configuration>,
     pub actor: Actor,
 }
 
@@ -148,6 +134,12 @@ pub(crate) fn webhook(row: &AnyRow, key: &SealingKey) -> Result<Webhook> {
     let grant: String = row.try_get("grant_queues")?;
     let id: String = row.try_get("id")?;
     let sealed: String = row.try_get("secret")?;
+    let configuration: String = row.try_get("configuration")?;
+    let configuration = serde_json::from_str(&configuration).map_err(|e| {
+        Error::internal(format!(
+            "the stored configuration of webhook {id} does not read: {e}"
+        ))
+    })?;
     let provenance: String = row.try_get("provenance")?;
     let provenance = provenance::read(&provenance).map_err(|e| {
         Error::internal(format!(
@@ -161,7 +153,7 @@ pub(crate) fn webhook(row: &AnyRow, key: &SealingKey) -> Result<Webhook> {
         source_type: parse_col(row, "source_type")?,
         grant: serde_json::from_str(&grant)?,
         reject_unverified: flag(row, "reject_unverified")?,
-        configuration: json_col(row, "configuration")?,
+        configuration,
         config_version: row.try_get("config_version")?,
         config_digest: row.try_get("config_digest")?,
         provenance,
@@ -205,13 +197,10 @@ pub(crate) use webhook_policy_columns;
 /// expressions, 64 KiB params) stay well inside it.
 pub const MAX_CONFIGURATION_BYTES: usize = 512 * 1024;
 
-/// Checks the shape the store relies on and returns the canonical text to store.
-/// Rule validation proper (expressions, ids, the grant) is the router's, before this.
-pub(crate) fn configuration_text(value: &Value) -> Result<String> {
-    if !value.is_object() {
-        return Err(Error::invalid("configuration", "must be a JSON object"));
-    }
-    let text = canonical_json(value);
+/// The canonical text to store, within the size the store allows. Rule validation proper
+/// (expressions, ids, the grant) is the router's, before this.
+pub(crate) fn configuration_text(configuration: &Configuration) -> Result<String> {
+    let text = configuration.canonical_json();
     if text.len() > MAX_CONFIGURATION_BYTES {
         return Err(Error::invalid(
             "configuration",
@@ -262,11 +251,9 @@ impl Store {
     async fn insert_webhook(&self, new: NewWebhook, within_allowance: bool) -> Result<Webhook> {
         let grant = grant_text(&new.grant)?;
         let secret = secret_or_new(new.secret)?;
-        let configuration = new
-            .configuration
-            .unwrap_or_else(|| json!({"rules": [], "params": {}}));
+        let configuration = new.configuration.unwrap_or_default();
         let config_text = configuration_text(&configuration)?;
-        let digest = configuration_digest(&configuration);
+        let digest = configuration.digest();
         let id = new_id("wh_")?;
         let now = self.now();
         let scope = new.owner_scope.to_string();

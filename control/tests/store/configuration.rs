@@ -1,7 +1,6 @@
 use serde_json::json;
 use sqlx::Row;
 use switchboard_control::error::VERSION_MISMATCH;
-use switchboard_control::secrets::configuration_digest;
 use switchboard_control::store::{Actor, NewEvent, Page, SaveConfiguration};
 use switchboard_control::{Error, OwnerScope};
 use switchboard_model::{ChangeProvenance, ConfigurationChange};
@@ -9,6 +8,11 @@ use switchboard_model::{ChangeProvenance, ConfigurationChange};
 use crate::harness::{
     TestDb, config_routing_to, decision_refused_mid_transaction, endpoint, human, invalid, webhook,
 };
+
+/// A configuration written as JSON, typed as the store takes it.
+fn typed(configuration: serde_json::Value) -> switchboard_model::Configuration {
+    serde_json::from_value(configuration).expect("a configuration")
+}
 
 /// A plan's provenance, as a confirm records it.
 fn from_chat() -> ChangeProvenance {
@@ -21,7 +25,7 @@ fn from_chat() -> ChangeProvenance {
     }
 }
 
-fn save(configuration: serde_json::Value, actor: &Actor) -> SaveConfiguration {
+fn save(configuration: switchboard_model::Configuration, actor: &Actor) -> SaveConfiguration {
     SaveConfiguration {
         configuration,
         actor: actor.clone(),
@@ -52,7 +56,7 @@ pub async fn save_bumps_version_and_appends_history(db: TestDb) {
         switchboard_control::store::Saved {
             duplicate: false,
             version: 2,
-            digest: configuration_digest(&config)
+            digest: config.digest()
         }
     );
     let now = db.get_webhook(&alice, &wh.id).await.unwrap();
@@ -146,7 +150,10 @@ pub async fn duplicate_save_writes_nothing(db: TestDb) {
     db.save_configuration(
         &alice,
         &wh.id,
-        save(json!({"rules": [], "params": {"a": 1, "b": 2}}), &actor),
+        save(
+            typed(json!({"rules": [], "params": {"a": 1, "b": 2}})),
+            &actor,
+        ),
     )
     .await
     .unwrap();
@@ -157,7 +164,10 @@ pub async fn duplicate_save_writes_nothing(db: TestDb) {
             &wh.id,
             SaveConfiguration {
                 expected_version: Some(2),
-                ..save(json!({"params": {"b": 2, "a": 1}, "rules": []}), &actor)
+                ..save(
+                    typed(json!({"params": {"b": 2, "a": 1}, "rules": []})),
+                    &actor,
+                )
             },
         )
         .await
@@ -180,7 +190,10 @@ pub async fn duplicate_save_writes_nothing(db: TestDb) {
     // succeeded (its expected_version now one behind) is a duplicate, not a conflict …
     let retried = SaveConfiguration {
         expected_version: Some(1),
-        ..save(json!({"rules": [], "params": {"a": 1, "b": 2}}), &actor)
+        ..save(
+            typed(json!({"rules": [], "params": {"a": 1, "b": 2}})),
+            &actor,
+        )
     };
     let retried = db
         .save_configuration(&alice, &wh.id, retried)
@@ -191,7 +204,7 @@ pub async fn duplicate_save_writes_nothing(db: TestDb) {
     // … while a change on a stale version is still refused.
     let stale = SaveConfiguration {
         expected_version: Some(1),
-        ..save(json!({"rules": [], "params": {"a": 2}}), &actor)
+        ..save(typed(json!({"rules": [], "params": {"a": 2}})), &actor)
     };
     assert!(matches!(
         db.save_configuration(&alice, &wh.id, stale).await,
@@ -227,8 +240,10 @@ pub async fn provenance_is_limited_to_4_kib(db: TestDb) {
             .version,
         2
     );
+    // A configuration is a configuration by its type; the store still bounds its size.
+    let huge = typed(json!({"params": {"big": "x".repeat(600 * 1024)}}));
     invalid(
-        db.save_configuration(&alice, &wh.id, save(json!("rules"), &Actor::operator()))
+        db.save_configuration(&alice, &wh.id, save(huge, &Actor::operator()))
             .await,
         "configuration",
     );
@@ -306,7 +321,10 @@ pub async fn history_pages_newest_first(db: TestDb) {
         db.save_configuration(
             &alice,
             &wh.id,
-            save(json!({"rules": [], "params": {"i": i}}), &Actor::operator()),
+            save(
+                typed(json!({"rules": [], "params": {"i": i}})),
+                &Actor::operator(),
+            ),
         )
         .await
         .unwrap();

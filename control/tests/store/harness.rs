@@ -174,8 +174,9 @@ pub async fn endpoint(store: &Store, login: &str) -> switchboard_control::store:
 }
 
 /// A configuration with one rule routing to `queue`.
-pub fn config_routing_to(queue: &str) -> serde_json::Value {
-    json!({"rules": [{"id": "r-1", "when": ".kind == \"pull_request.opened\"", "action": {"queue": queue}}], "params": {}})
+pub fn config_routing_to(queue: &str) -> switchboard_model::Configuration {
+    serde_json::from_value(json!({"rules": [{"id": "r-1", "when": ".kind == \"pull_request.opened\"", "action": {"queue": queue}}], "params": {}}))
+        .expect("a configuration")
 }
 
 /// A decision for `queue` that makes a todo there (no rule, no configuration named).

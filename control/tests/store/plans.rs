@@ -1,7 +1,6 @@
 use std::time::Duration;
 
 use switchboard_control::error::PLAN_STALE;
-use switchboard_control::secrets::configuration_digest;
 use switchboard_control::store::{Actor, NewPlan, SaveConfiguration, Webhook, new_plan_token};
 use switchboard_control::{Clock, Error, OwnerScope, Store};
 use switchboard_model::Configuration;
@@ -20,17 +19,14 @@ async fn plan_for(store: &Store, wh: &Webhook) -> (String, String) {
             pack_name: "drop-ci-noise".into(),
             pack_version: "1.0.0".into(),
             params_digest: "p".into(),
-            candidate: serde_json::from_value(config_routing_to("forge")).expect("a configuration"),
+            candidate: config_routing_to("forge"),
             base_config_version: wh.config_version,
             expires_at: store.clock().now_ms() + 15 * 60 * 1000,
             plan: StoredPlan::default(),
         })
         .await
         .unwrap();
-    assert_eq!(
-        plan.candidate_digest,
-        configuration_digest(&config_routing_to("forge"))
-    );
+    assert_eq!(plan.candidate_digest, config_routing_to("forge").digest());
     assert_eq!(plan.used_at, None);
     (token, hash)
 }

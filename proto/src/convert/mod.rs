@@ -2,5 +2,6 @@
 //! sends them) and the surfaces (which read them back) cannot disagree on a field.
 
 pub mod change;
+pub mod configuration;
 pub mod decision;
 pub mod plan;

@@ -15,6 +15,7 @@ use switchboard_model::plan::{
     PlanPack, PlanState, Report, Retention, RuleReport, RuleShift, TOKEN_PLACEHOLDER, TodosPerDay,
     Totals, Transition,
 };
+use switchboard_model::provenance::DriftState;
 use switchboard_model::provenance::{Drift, InstalledBy, InstalledPack, ReplaySummary};
 use switchboard_model::{Action, Label};
 
@@ -565,7 +566,7 @@ impl From<&Listing> for pb::RulePackListing {
                             rule_ids: i.rule_ids,
                             owned_params: i.owned_params,
                             drift: Some(pb::Drift {
-                                state: i.drift.state,
+                                state: i.drift.state.to_string(),
                                 edited: i.drift.edited,
                                 removed: i.drift.removed,
                             }),
@@ -611,7 +612,9 @@ impl From<pb::RulePackListing> for Listing {
                                 rule_ids: i.rule_ids,
                                 owned_params: i.owned_params,
                                 drift: Drift {
-                                    state: drift.state,
+                                    state: DriftState::parse(&drift.state).unwrap_or_else(|| {
+                                        DriftState::of(&drift.edited, &drift.removed)
+                                    }),
                                     edited: drift.edited,
                                     removed: drift.removed,
                                 },
