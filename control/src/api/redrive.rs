@@ -101,7 +101,7 @@ pub async fn plan(
                 ApiError::internal(format!("a router answered no decision for {}", c.event.id))
             })?;
             // Recorded exactly as ingest records it (faults included).
-            let (after, record) = record_for(decision, &webhook, &state.capabilities);
+            let (_, record) = record_for(decision, &webhook, &state.capabilities);
             entries.push(RedriveEntry {
                 event_id: c.event.id.clone(),
                 kind: c.event.kind.clone(),
@@ -110,7 +110,7 @@ pub async fn plan(
                 before_decision: c.event.decision.clone().filter(|_| c.event.routed),
                 before_fault: c.event.fault.clone(),
                 seen_redrive: c.seen_redrive,
-                after,
+                after: record.decision.decision.clone(),
                 decision: record.decision,
                 fault: record.fault,
                 todo: record.todo.map(|t| PlannedTodo {
@@ -145,10 +145,10 @@ fn plan_of(r: crate::store::Redrive, token: String, truncated: bool) -> pb::Redr
     let mut moves: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
     for e in &r.entries {
         *totals_before.entry(e.before.as_str().into()).or_default() += 1;
-        *totals_after.entry(e.after.clone()).or_default() += 1;
+        *totals_after.entry(e.after.to_string()).or_default() += 1;
         if e.changes() {
             moves
-                .entry((e.before.as_str().into(), e.after.clone()))
+                .entry((e.before.as_str().into(), e.after.to_string()))
                 .or_default()
                 .push(e.event_id.clone());
         }
@@ -179,7 +179,7 @@ fn plan_of(r: crate::store::Redrive, token: String, truncated: bool) -> pb::Redr
             received_at_ms: e.received_at,
             before: e.before.as_str().into(),
             before_decision: e.before_decision.as_ref().map(pb::Decision::from),
-            after: e.after.clone(),
+            after: e.after.to_string(),
             after_decision: Some(pb::Decision::from(&e.decision)),
             changes: e.changes(),
         })
@@ -265,7 +265,7 @@ pub async fn confirm(
                 let entry = by_id.get(o.event_id.as_str());
                 pb::RedriveOutcome {
                     before: entry.map(|e| e.before.as_str().into()).unwrap_or_default(),
-                    after: entry.map(|e| e.after.clone()).unwrap_or_default(),
+                    after: entry.map(|e| e.after.to_string()).unwrap_or_default(),
                     event_id: o.event_id,
                     applied: o.applied,
                     todo_id: o.todo_id,

@@ -149,9 +149,7 @@ impl WebhookRulesApi {
         Ok(pb::TestWebhookRulesResponse {
             saved_decision: Some(pb::Decision::from(&decisions[0])),
             candidate_decision: decisions.get(1).map(pb::Decision::from),
-            candidate_configuration: candidate
-                .as_ref()
-                .map(|c| json::configuration(&serde_json::to_value(c).unwrap_or_default())),
+            candidate_configuration: candidate.as_ref().map(pb::Configuration::from),
             webhook_id: w.id.clone(),
             event_id: req.event_id.clone(),
             kind,

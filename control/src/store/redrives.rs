@@ -130,7 +130,7 @@ pub struct RedriveEntry {
     pub before_fault: Option<RecordedFault>,
     pub seen_redrive: Option<String>,
     /// The label the current configuration gives it (`queue:<name>`, `drop`, …).
-    pub after: String,
+    pub after: Label<'static>,
     pub decision: RecordedDecision,
     pub fault: Option<RecordedFault>,
     /// The todo a queue decision makes.
@@ -141,7 +141,7 @@ impl RedriveEntry {
     /// A change is a decision with another label, or any decision for a pending event; a
     /// confirm records changes only and leaves the rest as they are.
     pub fn changes(&self) -> bool {
-        self.before == Redrivable::Pending || self.before.as_str() != self.after
+        self.before == Redrivable::Pending || self.after != self.before.as_str()
     }
 }
 
