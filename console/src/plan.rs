@@ -222,7 +222,8 @@ fn diffs(p: &Plan) -> Markup {
             (id_list("Hand-written rules taken over", &r.replaced))
             @if let Some(change) = &r.default_action {
                 dt { "Default action" }
-                dd { (change.before.as_deref().unwrap_or("none")) " → " (change.after.as_deref().unwrap_or("none")) }
+                @let (before, after) = change.texts();
+                dd { (before) " → " (after) }
             }
             (id_list("Params added", &d.added))
             (id_list("Params changed", &d.changed))

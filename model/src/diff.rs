@@ -6,6 +6,8 @@ use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
+use crate::label::Label;
+
 /// The rule diff between the saved configuration and the candidate, by id.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -25,8 +27,18 @@ pub struct RuleDiff {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(default)]
 pub struct DefaultActionChange {
-    pub before: Option<String>,
-    pub after: Option<String>,
+    // The default action's label before and after (`None`: the webhook's default queue); a
+    // comment, not a doc comment, so the tools' output schemas read as before.
+    pub before: Option<Label<'static>>,
+    pub after: Option<Label<'static>>,
+}
+
+impl DefaultActionChange {
+    /// Before and after as a person reads them: the label, or `none` for no default action.
+    pub fn texts(&self) -> (String, String) {
+        let text = |l: &Option<Label<'static>>| l.as_ref().map_or("none".into(), Label::to_string);
+        (text(&self.before), text(&self.after))
+    }
 }
 
 /// The param diff: keys only, never values of other owners' secrets in a listing.

@@ -537,8 +537,8 @@ fn default_action_change(
     after: Option<&Action>,
 ) -> Option<DefaultActionChange> {
     (before != after).then(|| DefaultActionChange {
-        before: before.map(|a| a.label().to_string()),
-        after: after.map(|a| a.label().to_string()),
+        before: before.map(|a| a.label().into_owned()),
+        after: after.map(|a| a.label().into_owned()),
     })
 }
 

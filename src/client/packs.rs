@@ -528,14 +528,10 @@ pub fn diff_lines(
         let _ = writeln!(
             out,
             "  {}",
-            styled(
-                paint::CHANGED,
-                &format!(
-                    "~ default action {} -> {}",
-                    change.before.as_deref().unwrap_or("none"),
-                    change.after.as_deref().unwrap_or("none")
-                )
-            )
+            styled(paint::CHANGED, &{
+                let (before, after) = change.texts();
+                format!("~ default action {before} -> {after}")
+            })
         );
     }
     out

@@ -190,8 +190,8 @@ impl From<&RuleDiff> for pb::RuleDiff {
             changed: d.changed.clone(),
             replaced: d.replaced.clone(),
             default_action: d.default_action.as_ref().map(|d| pb::DefaultActionChange {
-                before: d.before.clone(),
-                after: d.after.clone(),
+                before: d.before.as_ref().map(Label::to_string),
+                after: d.after.as_ref().map(Label::to_string),
             }),
         }
     }
@@ -205,8 +205,8 @@ impl From<pb::RuleDiff> for RuleDiff {
             changed: d.changed,
             replaced: d.replaced,
             default_action: d.default_action.map(|d| DefaultActionChange {
-                before: d.before,
-                after: d.after,
+                before: d.before.as_deref().and_then(label),
+                after: d.after.as_deref().and_then(label),
             }),
         }
     }
