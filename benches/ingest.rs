@@ -721,11 +721,12 @@ fn expected_record(
     sample: usize,
     webhook: &Webhook,
 ) -> (String, RecordDecision) {
-    record_for(
+    let record = record_for(
         &expected.decisions[sample],
         webhook,
         &Capabilities::default(),
-    )
+    );
+    (record.decision.decision.to_string(), record)
 }
 
 /// CPU time in ns of every thread of `pid` (/proc/<pid>/task/*/schedstat: exact).
@@ -1204,7 +1205,10 @@ async fn one(
                 .first()
                 .and_then(|r| r.decisions.first())
                 .expect("a decision");
-            let (label, _) = record_for(decision, &p.webhook, &state.capabilities);
+            let label = record_for(decision, &p.webhook, &state.capabilities)
+                .decision
+                .decision
+                .to_string();
             assert_eq!(label, p.label, "route only: {}", p.event.kind);
             Done {
                 answer: None,

@@ -379,7 +379,7 @@ async fn store_replayed(
             outcome: switchboard_proto::router::v1::Outcome::Drop as i32,
             ..Default::default()
         };
-        let (_, record) = switchboard_control::ingest::route::record_for(
+        let record = switchboard_control::ingest::route::record_for(
             &dropped,
             webhook,
             &Capabilities::default(),

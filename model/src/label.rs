@@ -72,6 +72,18 @@ impl<'a> Label<'a> {
         }
     }
 
+    /// The label's kind without its queue name (`queue`, `drop`, `quarantine`, `default`,
+    /// `fault`): what metrics count by, so a tenant's queue names never become series.
+    pub fn family(&self) -> &'static str {
+        match self {
+            Label::Queue(_) => "queue",
+            Label::Drop => "drop",
+            Label::Quarantine => "quarantine",
+            Label::Default => "default",
+            Label::Fault => "fault",
+        }
+    }
+
     /// Whether a delivery so decided becomes a todo: a queue decision (the rule's queue or
     /// the default one) — and a fault too where faults fail open into the default queue
     /// (`fail_closed` false: an instance without the trusted-actors capability).
@@ -207,6 +219,21 @@ mod tests {
         }
         for bad in ["", "queue:", "Drop", "queue", "todo"] {
             assert!(Label::parse(bad).is_err(), "{bad:?}");
+        }
+    }
+
+    /// Metrics count by family: a queue's name never becomes part of a series.
+    #[test]
+    fn a_label_s_family_leaves_out_the_queue_name() {
+        for (label, family) in [
+            (Label::queue("tenant-secret-queue"), "queue"),
+            (Label::Drop, "drop"),
+            (Label::Quarantine, "quarantine"),
+            (Label::Default, "default"),
+            (Label::Fault, "fault"),
+        ] {
+            assert_eq!(label.family(), family);
+            assert!(label.to_string().starts_with(family));
         }
     }
 

@@ -4023,7 +4023,7 @@ async fn route_as_ingest(api: &Api, event: &Event) -> String {
         .await
         .expect("webhook");
     match switchboard_control::ingest::route::route_one(&api.state, &w, event).await {
-        switchboard_control::ingest::Routed::Decided { label, .. } => label,
+        switchboard_control::ingest::Routed::Decided { label, .. } => label.to_string(),
         other => panic!("{} was not routed: {other:?}", event.id),
     }
 }

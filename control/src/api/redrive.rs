@@ -101,7 +101,7 @@ pub async fn plan(
                 ApiError::internal(format!("a router answered no decision for {}", c.event.id))
             })?;
             // Recorded exactly as ingest records it (faults included).
-            let (_, record) = record_for(decision, &webhook, &state.capabilities);
+            let record = record_for(decision, &webhook, &state.capabilities);
             entries.push(RedriveEntry {
                 event_id: c.event.id.clone(),
                 kind: c.event.kind.clone(),

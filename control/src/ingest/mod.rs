@@ -157,24 +157,6 @@ fn size_text(bytes: usize) -> String {
     }
 }
 
-/// A decision label's family, for metrics: `queue` (a rule's queue), `default`, `drop`,
-/// `quarantine`, `fault`, `unrouted`, `pending` or `deferred`.
-fn decision_family(label: &str) -> &'static str {
-    [
-        "queue",
-        "default",
-        "drop",
-        "quarantine",
-        "fault",
-        "unrouted",
-        "pending",
-        "deferred",
-    ]
-    .into_iter()
-    .find(|family| label.starts_with(family))
-    .unwrap_or("other")
-}
-
 /// Ids are `wh_` and hex; anything longer than an id or outside `[A-Za-z0-9_-]` is none.
 fn could_be_id(id: &str) -> bool {
     id.len() <= 64
@@ -434,17 +416,15 @@ async fn take_delivery(
         (event, answer)
     };
 
-    let (decision, todo) = match &answer {
-        Answer::Routed(Routed::Decided { label, todo }) => (label.as_str(), todo.as_deref()),
-        Answer::Routed(Routed::Unrouted) => ("unrouted", None),
-        Answer::Pending => ("pending", None),
-        Answer::Deferred => ("deferred", None),
+    let (decision, family, todo) = match &answer {
+        Answer::Routed(Routed::Decided { label, todo }) => {
+            (label.to_string(), label.family(), todo.as_deref())
+        }
+        Answer::Routed(Routed::Unrouted) => ("unrouted".into(), "unrouted", None),
+        Answer::Pending => ("pending".into(), "pending", None),
+        Answer::Deferred => ("deferred".into(), "deferred", None),
     };
-    switchboard_telemetry::metrics().delivery(
-        decision_family(decision),
-        verified,
-        started.elapsed(),
-    );
+    switchboard_telemetry::metrics().delivery(family, verified, started.elapsed());
     tracing::info!(
         webhook = %webhook.id,
         event = %event.id,

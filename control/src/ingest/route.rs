@@ -29,10 +29,10 @@ const MAX_BUDGET_MS: u32 = 10_000;
 /// What routing one event came to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Routed {
-    /// A router decided and the decision is recorded: the label (`queue:<name>`, `drop`,
-    /// `quarantine`, `default`, `fault`) and the todo, if the decision made (or found) one.
+    /// A router decided and the decision is recorded: its label and the todo, if the
+    /// decision made (or found) one.
     Decided {
-        label: String,
+        label: Label<'static>,
         todo: Option<Box<TodoInsert>>,
     },
     /// No router answered: the event stays stored and unrouted, for the retry task.
@@ -54,7 +54,7 @@ fn decided_by(webhook: &Webhook) -> DecidedBy {
     }
 }
 
-/// The decision to record, its label, and the todo it makes. The decision is recorded in the
+/// The decision to record (its label is the recorded decision's) and the todo it makes. The decision is recorded in the
 /// shape every decision of the API carries ([`RecordedDecision`]).
 ///
 /// A fault (BASE.md): with the trusted_actors capability the delivery is quarantined
@@ -65,7 +65,7 @@ pub fn record_for(
     decision: &Decision,
     webhook: &Webhook,
     capabilities: &Capabilities,
-) -> (String, RecordDecision) {
+) -> RecordDecision {
     let rule_id = (!decision.rule_id.is_empty()).then(|| decision.rule_id.clone());
     let outcome = Outcome::try_from(decision.outcome).unwrap_or(Outcome::Unspecified);
     let usable = match outcome {
@@ -108,10 +108,9 @@ pub fn record_for(
             }),
             decided_by: Some(decided_by(webhook)),
         };
-        return (Label::Fault.to_string(), record);
+        return record;
     }
     // Usable and not a fault: a queue, the default, a drop or a quarantine.
-    let label = decision.label().to_string();
     let queue = match outcome {
         Outcome::Queue => Some(decision.queue.clone()),
         Outcome::Default if decision.queue.is_empty() => {
@@ -120,7 +119,7 @@ pub fn record_for(
         Outcome::Default => Some(decision.queue.clone()),
         _ => None,
     };
-    let record = RecordDecision {
+    RecordDecision {
         decision: RecordedDecision {
             queue: queue.clone(),
             ..RecordedDecision::from(decision)
@@ -128,8 +127,7 @@ pub fn record_for(
         fault: None,
         todo: queue.map(|queue| NewTodo { queue, rule_id }),
         decided_by: Some(decided_by(webhook)),
-    };
-    (label, record)
+    }
 }
 
 /// One fresh delivery of `webhook` on a router (ingest): it may share a call with others
@@ -217,7 +215,8 @@ async fn record(
     event_id: &str,
     decision: &Decision,
 ) -> Option<Routed> {
-    let (label, record) = record_for(decision, webhook, &state.capabilities);
+    let record = record_for(decision, webhook, &state.capabilities);
+    let label = record.decision.decision.clone();
     match state.store.record_decision(event_id, record).await {
         Ok(todo) => Some(Routed::Decided {
             label,
@@ -249,7 +248,7 @@ async fn standing(state: &ControlState, event_id: &str) -> Option<Routed> {
             return None;
         }
     };
-    let label = decision?.decision.to_string();
+    let label = decision?.decision;
     tracing::info!(event = %event_id, decision = %label, "event routed by another pass; its decision stands");
     Some(Routed::Decided {
         label,
@@ -322,7 +321,8 @@ pub async fn route_then_store(
         store_draft(&state, draft, None, stored).await;
         return Routed::Unrouted;
     };
-    let (label, record) = record_for(&decision, webhook, &state.capabilities);
+    let record = record_for(&decision, webhook, &state.capabilities);
+    let label = record.decision.decision.clone();
     match store_draft(&state, draft, Some(record), stored).await {
         Some((_, todo)) => Routed::Decided {
             label,
@@ -510,11 +510,12 @@ mod tests {
 
     #[test]
     fn queue_and_default_decisions_make_todos() {
-        let (label, r) = record_for(
+        let r = record_for(
             &decision(Outcome::Queue, "review", "r-1"),
             &hook(),
             &FAIL_CLOSED,
         );
+        let label = r.decision.decision.to_string();
         assert_eq!(label, "queue:review");
         assert_eq!(
             r.todo,
@@ -526,7 +527,8 @@ mod tests {
         assert_eq!(r.decision.decision, "queue:review");
         assert!(r.fault.is_none());
 
-        let (label, r) = record_for(&decision(Outcome::Default, "", ""), &hook(), &FAIL_CLOSED);
+        let r = record_for(&decision(Outcome::Default, "", ""), &hook(), &FAIL_CLOSED);
+        let label = r.decision.decision.to_string();
         assert_eq!(label, "default");
         assert_eq!(r.todo.map(|t| t.queue), Some("forge".to_string()));
     }
@@ -539,7 +541,7 @@ mod tests {
         let mut faulted = decision(Outcome::Fault, "", "r-3");
         faulted.fault_code = "rule_fault".into();
         for d in [decision(Outcome::Queue, "review", "r-1"), faulted] {
-            let (_, r) = record_for(&d, &w, &OPEN);
+            let r = record_for(&d, &w, &OPEN);
             assert_eq!(
                 r.decided_by,
                 Some(DecidedBy {
@@ -553,7 +555,8 @@ mod tests {
     #[test]
     fn drop_and_quarantine_make_none() {
         for (outcome, label) in [(Outcome::Drop, "drop"), (Outcome::Quarantine, "quarantine")] {
-            let (l, r) = record_for(&decision(outcome, "", "r-2"), &hook(), &FAIL_CLOSED);
+            let r = record_for(&decision(outcome, "", "r-2"), &hook(), &FAIL_CLOSED);
+            let l = r.decision.decision.to_string();
             assert_eq!(l, label);
             assert!(r.todo.is_none() && r.fault.is_none());
             assert_eq!(r.decision.rule_id.as_deref(), Some("r-2"));
@@ -565,14 +568,16 @@ mod tests {
         let mut d = decision(Outcome::Fault, "", "r-3");
         d.fault_code = "budget_exceeded".into();
         d.reason = "over 50 ms".into();
-        let (label, r) = record_for(&d, &hook(), &FAIL_CLOSED);
+        let r = record_for(&d, &hook(), &FAIL_CLOSED);
+        let label = r.decision.decision.to_string();
         assert_eq!(label, "fault");
         assert!(r.todo.is_none());
         let fault = r.fault.expect("fault");
         assert_eq!(fault.disposition, Some(Disposition::Quarantine));
         assert_eq!(fault.code, "budget_exceeded");
 
-        let (label, r) = record_for(&d, &hook(), &OPEN);
+        let r = record_for(&d, &hook(), &OPEN);
+        let label = r.decision.decision.to_string();
         assert_eq!(label, "fault");
         assert_eq!(
             r.todo,
@@ -598,7 +603,8 @@ mod tests {
                 ..Decision::default()
             },
         ] {
-            let (label, r) = record_for(&d, &hook(), &FAIL_CLOSED);
+            let r = record_for(&d, &hook(), &FAIL_CLOSED);
+            let label = r.decision.decision.to_string();
             assert_eq!(label, "fault");
             assert_eq!(r.fault.expect("fault").code, "invalid_decision");
         }
