@@ -73,7 +73,7 @@ impl WebhookRulesApi {
                 .await?;
             let candidate = match request_configuration(req.configuration.as_ref())? {
                 Some(candidate) => candidate,
-                None => saved_configuration(&w)?,
+                None => w.configuration.clone(),
             };
             let who = crate::rule_packs::Caller {
                 endpoint_id: caller.endpoint.id.clone(),
@@ -111,7 +111,7 @@ impl WebhookRulesApi {
                 convert::stored_delivery(&event)
             }
         };
-        let saved = saved_configuration(&w)?;
+        let saved = w.configuration.clone();
         let mut configurations = vec![RouterConfiguration {
             json: w.configuration.canonical_json(),
         }];
@@ -198,12 +198,6 @@ fn parse_candidate(field: &'static str, text: &str) -> Result<Configuration, Api
             message,
         )])
     })
-}
-
-/// The webhook's saved configuration. It was validated when saved, so failing to read it back
-/// is control's fault, not the caller's.
-fn saved_configuration(w: &Webhook) -> Result<Configuration, ApiError> {
-    Ok(w.configuration.clone())
 }
 
 /// `--` ids belong to pack rules (`<pack>--<local-id>`). A candidate may keep (or edit) a `--`
@@ -397,7 +391,7 @@ impl WebhookRulesApi {
                 }
                 .into()
             };
-            let saved = saved_configuration(&w)?;
+            let saved = w.configuration.clone();
             let (mut candidate, mut change) = match edit.apply(&saved) {
                 Ok(applied) => applied,
                 Err(_) if stale.is_some() => return Err(mismatch()),

@@ -78,8 +78,7 @@ impl RulePacks {
         {
             return Err(stale());
         }
-        let stored = plan.plan.clone();
-        let apply = &stored.apply;
+        let apply = &plan.plan.apply;
         match check {
             ConfirmCheck::Install(args) => {
                 if apply.kind == PlanKind::Remove || plan.pack_name != args.name {
@@ -133,11 +132,9 @@ impl RulePacks {
                 .store
                 .mark_plan_pending(&token_hash, &caller.scope, &proposer, until)
                 .await?;
-            return Ok(PackAnswer::Pending(Box::new(
-                self.pending(&pending, &stored),
-            )));
+            return Ok(PackAnswer::Pending(Box::new(self.pending(&pending))));
         }
-        self.save_plan(plan, stored, &webhook, token_hash, proposer, None)
+        self.save_plan(plan, &webhook, token_hash, proposer, None)
             .await
             .map(|a| PackAnswer::Applied(Box::new(a)))
     }
@@ -170,7 +167,6 @@ impl RulePacks {
                 json!({"state": state.as_str()}),
             ));
         }
-        let stored = plan.plan.clone();
         let token_hash = self.state.store.plan_token_hash(&plan.id).await?;
         let approval = Approval {
             proposed_by: Actor {
@@ -184,7 +180,7 @@ impl RulePacks {
             human_login: Some(person.to_string()),
         };
         let result = self
-            .save_plan(plan, stored, &webhook, token_hash, actor, Some(approval))
+            .save_plan(plan, &webhook, token_hash, actor, Some(approval))
             .await;
         let outcome = result
             .as_ref()
@@ -238,13 +234,13 @@ impl RulePacks {
     }
 
     /// The answer to a confirm that put `plan` before a person.
-    fn pending(&self, plan: &crate::store::Plan, stored: &StoredPlan) -> Pending {
+    fn pending(&self, plan: &crate::store::Plan) -> Pending {
         Pending {
             saved: false,
             state: PlanState::PendingApproval,
             plan_id: plan.id.clone(),
             webhook_id: plan.webhook_id.clone(),
-            kind: stored.apply.kind,
+            kind: plan.plan.apply.kind,
             pack: AppliedPack {
                 name: plan.pack_name.clone(),
                 version: plan.pack_version.clone(),
@@ -259,14 +255,13 @@ impl RulePacks {
     /// it: the confirming endpoint, or the endpoint a person approved.
     async fn save_plan(
         &self,
-        plan: crate::store::Plan,
-        stored: StoredPlan,
+        mut plan: crate::store::Plan,
         webhook: &Webhook,
         token_hash: String,
         actor: Actor,
         approval: Option<Approval>,
     ) -> Result<Applied, PackError> {
-        let apply = stored.apply;
+        let apply = std::mem::take(&mut plan.plan.apply);
         let kind = apply.kind;
         let (proven, truncated) = (apply.proven, apply.truncated);
         let proposer = approval.as_ref().map_or(&actor, |a| &a.proposed_by);
@@ -274,7 +269,7 @@ impl RulePacks {
             endpoint: proposer.endpoint_id.clone().unwrap_or_default(),
             human: proposer.human_login.clone().unwrap_or_default(),
         };
-        let configuration: Configuration = plan.candidate.clone();
+        let configuration: Configuration = std::mem::take(&mut plan.candidate);
         // No widening: validated against the grant again at apply.
         self.replayer
             .validate_candidate(
