@@ -1,4 +1,4 @@
-//! Embeds the built-in catalog (`packs/<name>/<version>/pack.json` and its fixtures) and
+//! Embeds the built-in catalog (`packs/catalog/<name>/<version>/pack.json` and its fixtures) and
 //! fails the build on an invalid pack or a param name declared with two types (REQ-1).
 
 #[path = "src/manifest.rs"]
@@ -25,7 +25,8 @@ fn sorted_dirs(dir: &Path) -> Vec<PathBuf> {
 }
 
 fn main() {
-    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
+    let root = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"))
+        .join("catalog");
     println!("cargo:rerun-if-changed={}", root.display());
     let mut problems = Vec::new();
     let mut packs = Vec::new();

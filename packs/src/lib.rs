@@ -1,5 +1,5 @@
 //! Rule packs (SPEC-0031): the pack format, param types and the catalog. Packs are data
-//! under `packs/<name>/<version>/`, embedded at build time.
+//! under `packs/catalog/<name>/<version>/`, embedded at build time.
 
 #![forbid(unsafe_code)]
 

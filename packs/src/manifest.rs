@@ -1,5 +1,5 @@
 //! The pack format (SPEC-0031 REQ-1): a manifest `pack.json` and fixtures in
-//! `packs/<name>/<version>/fixtures/*.json`. Structural checks live here so the build script
+//! `packs/catalog/<name>/<version>/fixtures/*.json`. Structural checks live here so the build script
 //! can run them too; jq validity and fixture routing need a router and are checked by the
 //! repository test and at external-pack load.
 

@@ -122,11 +122,11 @@ fn read_json(path: &Path) -> Value {
     serde_json::from_str(&text).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
 
-/// The packs' manifests (`packs/<name>/<version>/pack.json`).
+/// The packs' manifests (`packs/catalog/<name>/<version>/pack.json`).
 fn pack_manifests() -> Vec<Value> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../packs");
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../packs/catalog");
     let mut out = Vec::new();
-    for pack in std::fs::read_dir(&root).expect("packs/") {
+    for pack in std::fs::read_dir(&root).expect("packs/catalog/") {
         let pack = pack.expect("entry").path();
         let Ok(versions) = std::fs::read_dir(&pack) else {
             continue;
