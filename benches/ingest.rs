@@ -1185,9 +1185,7 @@ async fn one(
         Mode::Route | Mode::RouteNodelay => {
             // What `route::route_events` sends for one freshly stored event.
             let context = routing_context(&p.webhook, &state.capabilities);
-            let configuration = Configuration {
-                json: p.webhook.configuration.canonical_json(),
-            };
+            let configuration = Configuration::from(&p.webhook.configuration);
             let budget = u32::try_from(state.limits.evaluation_budget.as_millis()).unwrap_or(50);
             let results = state
                 .routers
@@ -1465,9 +1463,7 @@ async fn expected_decisions(samples: &[Sample], router: &str) -> Expected {
             .routers
             .evaluate_chunked(
                 &routing_context(&webhook, &state.capabilities),
-                &[Configuration {
-                    json: webhook.configuration.canonical_json(),
-                }],
+                &[Configuration::from(&webhook.configuration)],
                 vec![stored_delivery(&event)],
                 1,
                 50,

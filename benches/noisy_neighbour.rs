@@ -116,9 +116,7 @@ async fn router_only(state: &ControlState, b: &Webhook, body: &[u8], n: usize) -
             b,
             &state.capabilities,
         )),
-        configurations: vec![Configuration {
-            json: b.configuration.canonical_json(),
-        }],
+        configurations: vec![Configuration::from(&b.configuration)],
         deliveries: vec![d],
         budget_ms: 50,
         work_class: WorkClass::Live as i32,

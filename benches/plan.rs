@@ -277,12 +277,8 @@ fn main() {
             let saved_json = configs.clone().expect("configurations").0;
             let candidate_json = candidate_of(&catalog, &saved, &pool.params);
             let wire = [
-                WireConfiguration {
-                    json: saved_json.to_string(),
-                },
-                WireConfiguration {
-                    json: candidate_json.to_string(),
-                },
+                WireConfiguration::text(saved_json.to_string()),
+                WireConfiguration::text(candidate_json.to_string()),
             ];
             configs = Some((saved_json, candidate_json));
             let mut plan_ms = Vec::new();

@@ -1149,16 +1149,10 @@ fn main() {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    let saved_wire = vec![WireConfiguration {
-        json: saved_json.clone(),
-    }];
+    let saved_wire = vec![WireConfiguration::text(saved_json.clone())];
     let both_wire = vec![
-        WireConfiguration {
-            json: saved_json.clone(),
-        },
-        WireConfiguration {
-            json: candidate_json,
-        },
+        WireConfiguration::text(saved_json.clone()),
+        WireConfiguration::text(candidate_json),
     ];
     let me = std::process::id();
     let mut notes = Vec::new();

@@ -8,6 +8,7 @@ use serde_json::{Map, Value};
 use switchboard_model::listing::Listing;
 use switchboard_model::plan::{AppliedPack, CandidateReplay};
 use switchboard_model::provenance::InstalledPack;
+use switchboard_model::{Label, RecordedDecision};
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::convert::plan;
 use switchboard_proto::json;
@@ -108,7 +109,7 @@ pub fn webhook(w: pb::Webhook) -> Result<WebhookOut, CallError> {
 
 pub fn event_summary(e: pb::EventSummary) -> Result<EventSummaryOut, CallError> {
     Ok(EventSummaryOut {
-        decision: e.decision.as_ref().map(json::decision_json),
+        decision: e.decision.as_ref().map(decision).transpose()?,
         fault: e.fault.as_ref().map(json::fault_json),
         source: source_name(e.source),
         id: e.id,
@@ -208,16 +209,16 @@ pub fn explain_event(
         event_id: r.event_id,
         webhook_id: r.webhook_id,
         kind: r.kind,
-        recorded_decision: r.recorded_decision.as_ref().map(json::decision_json),
+        recorded_decision: r.recorded_decision.as_ref().map(decision).transpose()?,
         recorded_version_status: status,
         recorded_version: r.recorded_version,
         recorded_digest: r.recorded_digest,
         rules,
-        reevaluated_decision: r.reevaluated_decision.as_ref().map(json::decision_json),
+        reevaluated_decision: r.reevaluated_decision.as_ref().map(decision).transpose()?,
         reevaluation_differs: r.reevaluation_differs,
         current_version: r.current_version,
         current_digest: r.current_digest,
-        current_decision: json::decision_json(&current),
+        current_decision: decision(&current)?,
         current_differs: r.current_differs,
     })
 }
@@ -231,40 +232,52 @@ fn counts(m: std::collections::HashMap<String, u64>) -> Map<String, Value> {
         .collect()
 }
 
+/// A decision control sent, its label read with the one reader label text has.
+fn decision(d: &pb::Decision) -> Result<RecordedDecision, CallError> {
+    RecordedDecision::try_from(d)
+        .map_err(|e| CallError::internal(format!("control sent a decision {e}")))
+}
+
+/// A label control sent, read with the one reader label text has.
+fn label(what: &str, text: &str) -> Result<Label<'static>, CallError> {
+    text.parse()
+        .map_err(|e| CallError::internal(format!("control sent {what} {text:?}: {e}")))
+}
+
 pub fn redrive_plan(r: pb::RedrivePlan) -> Result<RedrivePlanOut, CallError> {
     let with = required("confirm_with", r.confirm_with)?;
     Ok(RedrivePlanOut {
         events: r
             .events
             .into_iter()
-            .map(|e| RedriveEventOut {
-                event_id: e.event_id,
-                kind: e.kind,
-                received_at_ms: e.received_at_ms,
-                before: e.before,
-                before_decision: e.before_decision.as_ref().map(json::decision_json),
-                after: e.after,
-                after_decision: e
-                    .after_decision
-                    .as_ref()
-                    .map(json::decision_json)
-                    .unwrap_or(Value::Null),
-                changes: e.changes,
+            .map(|e| {
+                Ok(RedriveEventOut {
+                    event_id: e.event_id,
+                    kind: e.kind,
+                    received_at_ms: e.received_at_ms,
+                    before: e.before,
+                    before_decision: e.before_decision.as_ref().map(decision).transpose()?,
+                    after: label("a redrive's label", &e.after)?,
+                    after_decision: e.after_decision.as_ref().map(decision).transpose()?,
+                    changes: e.changes,
+                })
             })
-            .collect(),
+            .collect::<Result<_, CallError>>()?,
         totals_before: counts(r.totals_before),
         totals_after: counts(r.totals_after),
         changes: r.changes,
         transitions: r
             .transitions
             .into_iter()
-            .map(|t| RedriveTransitionOut {
-                from: t.from,
-                to: t.to,
-                count: t.count,
-                example_event_ids: t.example_event_ids,
+            .map(|t| {
+                Ok(RedriveTransitionOut {
+                    from: t.from,
+                    to: label("a redrive's transition to", &t.to)?,
+                    count: t.count,
+                    example_event_ids: t.example_event_ids,
+                })
             })
-            .collect(),
+            .collect::<Result<_, CallError>>()?,
         truncated: r.truncated,
         expires_at: r.expires_at,
         confirm_with: RedriveConfirmWithOut {
@@ -330,7 +343,7 @@ pub fn save(r: pb::SaveRulesResponse) -> Result<SaveRulesOut, CallError> {
 pub fn test(r: pb::TestWebhookRulesResponse) -> Result<TestWebhookRulesOut, CallError> {
     let candidate_configuration = r.candidate_configuration.map(|c| configuration(Some(c)));
     Ok(TestWebhookRulesOut {
-        saved_decision: r.saved_decision.as_ref().map(json::decision_json),
+        saved_decision: r.saved_decision.as_ref().map(decision).transpose()?,
         replay_report: match r.replay_report {
             None => None,
             Some(report) => Some(object(CandidateReplay {
@@ -340,7 +353,7 @@ pub fn test(r: pb::TestWebhookRulesResponse) -> Result<TestWebhookRulesOut, Call
                 nothing_saved: true,
             })?),
         },
-        candidate_decision: r.candidate_decision.as_ref().map(json::decision_json),
+        candidate_decision: r.candidate_decision.as_ref().map(decision).transpose()?,
         candidate_configuration,
         webhook_id: r.webhook_id,
         event_id: non_empty(r.event_id),

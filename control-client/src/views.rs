@@ -6,6 +6,7 @@
 
 use serde::Serialize;
 use serde_json::{Map, Value};
+use switchboard_model::{Label, RecordedDecision};
 
 /// A JSON object.
 pub type Object = Map<String, Value>;
@@ -106,7 +107,8 @@ pub struct EventSummaryOut {
     pub routed: bool,
     /// The routing decision: {decision, queue?, rule_id?, fault_code?, reason?,
     /// by_default_action?}; null while not routed.
-    pub decision: Option<Value>,
+    #[cfg_attr(feature = "schema", schemars(with = "Option<Value>"))]
+    pub decision: Option<RecordedDecision>,
     /// The fault {rule_id, code, reason} when a rule faulted; null otherwise.
     pub fault: Option<Value>,
 }
@@ -210,7 +212,8 @@ pub struct ExplainWebhookEventOut {
     pub kind: String,
     /// The decision recorded on the event: {decision, queue?, rule_id?, fault_code?, reason?,
     /// by_default_action?}; null while not routed.
-    pub recorded_decision: Option<Value>,
+    #[cfg_attr(feature = "schema", schemars(with = "Option<Value>"))]
+    pub recorded_decision: Option<RecordedDecision>,
     pub recorded_version_status: RecordedVersionOut,
     /// The configuration version the decision was recorded under; null: unknown.
     pub recorded_version: Option<i64>,
@@ -221,7 +224,8 @@ pub struct ExplainWebhookEventOut {
     /// recorded_version_status is `known`.
     pub rules: Vec<ExplainedRuleOut>,
     /// The recorded version evaluated whole, again, now; null unless the version is known.
-    pub reevaluated_decision: Option<Value>,
+    #[cfg_attr(feature = "schema", schemars(with = "Option<Value>"))]
+    pub reevaluated_decision: Option<RecordedDecision>,
     /// The re-evaluation decides otherwise than the recorded decision (a rule reads the time
     /// or changing state, a fault came or went, or the grant changed).
     pub reevaluation_differs: bool,
@@ -229,7 +233,8 @@ pub struct ExplainWebhookEventOut {
     pub current_version: i64,
     pub current_digest: String,
     /// What the current configuration decides for this delivery.
-    pub current_decision: Value,
+    #[cfg_attr(feature = "schema", schemars(with = "Value"))]
+    pub current_decision: RecordedDecision,
     /// The current decision differs from the recorded one (or nothing is recorded yet).
     pub current_differs: bool,
 }
@@ -244,10 +249,12 @@ pub struct RedriveEventOut {
     /// `quarantine`, `fault` or `pending`.
     pub before: String,
     /// The decision recorded now; null for a pending event.
-    pub before_decision: Option<Value>,
+    #[cfg_attr(feature = "schema", schemars(with = "Option<Value>"))]
+    pub before_decision: Option<RecordedDecision>,
     /// The decision label the current configuration gives it.
-    pub after: String,
-    pub after_decision: Value,
+    pub after: Label<'static>,
+    #[cfg_attr(feature = "schema", schemars(with = "Value"))]
+    pub after_decision: Option<RecordedDecision>,
     /// A confirm records it (the label differs, or the event is pending).
     pub changes: bool,
 }
@@ -256,7 +263,7 @@ pub struct RedriveEventOut {
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct RedriveTransitionOut {
     pub from: String,
-    pub to: String,
+    pub to: Label<'static>,
     pub count: u64,
     /// Up to 20 of the events that move.
     pub example_event_ids: Vec<String>,
@@ -376,9 +383,11 @@ pub struct TestWebhookRulesOut {
     pub saved_version: i64,
     /// The saved configuration's decision: {decision, queue?, rule_id?, fault_code?, reason?};
     /// null for a replay (see replay_report).
-    pub saved_decision: Option<Value>,
+    #[cfg_attr(feature = "schema", schemars(with = "Option<Value>"))]
+    pub saved_decision: Option<RecordedDecision>,
     /// The candidate's decision; null without a candidate.
-    pub candidate_decision: Option<Value>,
+    #[cfg_attr(feature = "schema", schemars(with = "Option<Value>"))]
+    pub candidate_decision: Option<RecordedDecision>,
     /// True when the candidate decides differently from the saved configuration.
     pub changed: bool,
     /// The candidate as it would be saved (ids minted); null without one.

@@ -105,6 +105,13 @@ impl<'a> Label<'a> {
         matches!(from, Label::Queue(_) | Label::Default)
             && matches!(to, Label::Drop | Label::Quarantine | Label::Fault)
     }
+
+    /// What a redrive gives up (docs/rule-packs/lost-work.md): it re-routes deliveries that
+    /// made no todo (quarantined, faulted, pending), so only a drop ends one for good; a
+    /// redrive plan lists these first.
+    pub fn redrive_gives_up(to: &Label<'_>) -> bool {
+        matches!(to, Label::Drop)
+    }
 }
 
 /// Labels order as their text does (`default` < `drop` < … < `queue:a`), so totals keyed by

@@ -27,7 +27,7 @@ pub use change::{ChangeProvenance, ConfigurationChange, ProposedBy};
 pub use decision::{Disposition, RecordedDecision, RecordedFault};
 pub use form::payload_json;
 pub use kind::SourceType;
-pub use label::Label;
+pub use label::{Label, UnknownLabel};
 pub use role::Role;
 pub use trusted::TrustedActors;
 pub use verb::{Family, Verb};
@@ -84,6 +84,17 @@ impl Action {
             Action::Queue(q) => Label::queue(q),
             Action::Drop => Label::Drop,
             Action::Quarantine => Label::Quarantine,
+        }
+    }
+
+    /// The action a label names: `queue:<name>`, `drop`, `quarantine`; `default` and
+    /// `fault` are decisions no rule can take.
+    pub fn from_label(label: &Label<'_>) -> Option<Action> {
+        match label {
+            Label::Queue(q) => Some(Action::Queue(q.to_string())),
+            Label::Drop => Some(Action::Drop),
+            Label::Quarantine => Some(Action::Quarantine),
+            Label::Default | Label::Fault => None,
         }
     }
 }

@@ -21,8 +21,10 @@ pub async fn check_pack(pack: &Pack, pool: &SandboxPool) -> Vec<String> {
     let ctx = fixture_context(pack, &base);
     // Rules and param checks validate as a save would (`admission::to_validate`).
     for v in admission::to_validate(pack) {
-        let json = serde_json::to_string(&v.configuration).unwrap_or_default();
-        match pool.validate(&json, &ctx).await {
+        match pool
+            .validate(&WireConfiguration::from(&v.configuration), &ctx)
+            .await
+        {
             Ok(resp) => failures.extend(resp.problems.iter().map(|p| {
                 format!(
                     "{}: {} {}: {} ({})",
@@ -49,9 +51,7 @@ pub async fn check_pack(pack: &Pack, pool: &SandboxPool) -> Vec<String> {
                 continue;
             }
         };
-        let wire = WireConfiguration {
-            json: serde_json::to_string(&config).unwrap_or_default(),
-        };
+        let wire = WireConfiguration::from(&config);
         let sandboxed = match pool
             .evaluate(&ctx, &[wire], std::slice::from_ref(&delivery), None)
             .await

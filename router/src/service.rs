@@ -42,12 +42,15 @@ impl Router for RouterService {
         request: Request<ValidateRequest>,
     ) -> Result<Response<ValidateResponse>, Status> {
         let req = request.into_inner();
-        let json = req
+        let configuration = req
             .configuration
-            .map(|c| c.json)
             .ok_or_else(|| Status::invalid_argument("configuration: required"))?;
         let ctx = req.context.unwrap_or_default();
-        let resp = self.pool.validate(&json, &ctx).await.map_err(unavailable)?;
+        let resp = self
+            .pool
+            .validate(&configuration, &ctx)
+            .await
+            .map_err(unavailable)?;
         Ok(Response::new(resp))
     }
 

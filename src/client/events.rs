@@ -8,6 +8,7 @@ use switchboard_control_client::views::{
     ConfirmWebhookRedriveOut, EventSummaryOut, GetWebhookEventOut, ListWebhookEventsOut,
     RedrivePlanOut,
 };
+use switchboard_model::Label;
 use switchboard_proto::control::v1 as pb;
 
 use super::paint::{self, styled};
@@ -31,7 +32,7 @@ enum EventsCommand {
         /// Only deliveries with this decision: a label (`queue:<name>`, `drop`,
         /// `quarantine`, `default`, `fault`), `queue` for any queue, or `unrouted`.
         #[arg(long, value_parser = decision_filter)]
-        decision: Option<String>,
+        decision: Option<DecisionFilter>,
         /// At most this many deliveries (1–1000).
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=1000))]
         limit: u32,
@@ -73,32 +74,33 @@ enum EventsCommand {
 /// Largest page control serves.
 const PAGE: u32 = 200;
 
-/// A `--decision` value: a decision label, `queue` or `unrouted`; anything else is a usage
-/// error rather than a filter that silently matches nothing.
-fn decision_filter(value: &str) -> Result<String, String> {
-    let known =
-        matches!(value, "queue" | "unrouted") || switchboard_model::Label::parse(value).is_ok();
-    if known {
-        Ok(value.to_string())
-    } else {
-        Err("expected queue:<name>, queue, drop, quarantine, default, fault or unrouted".into())
+/// A `--decision` value: a decision label, `queue` for any queue, or `unrouted`.
+#[derive(Clone, Debug)]
+enum DecisionFilter {
+    Label(Label<'static>),
+    AnyQueue,
+    Unrouted,
+}
+
+/// Reads a `--decision` value; anything else is a usage error rather than a filter that
+/// silently matches nothing.
+fn decision_filter(value: &str) -> Result<DecisionFilter, String> {
+    match value {
+        "queue" => Ok(DecisionFilter::AnyQueue),
+        "unrouted" => Ok(DecisionFilter::Unrouted),
+        label => label.parse().map(DecisionFilter::Label).map_err(|_| {
+            "expected queue:<name>, queue, drop, quarantine, default, fault or unrouted".into()
+        }),
     }
 }
 
 /// Whether an event's decision is the one asked for.
-fn decided(e: &EventSummaryOut, wanted: &str) -> bool {
-    let label = e
-        .decision
-        .as_ref()
-        .and_then(|d| d["decision"].as_str())
-        .unwrap_or("");
+fn decided(e: &EventSummaryOut, wanted: &DecisionFilter) -> bool {
+    let label = e.decision.as_ref().map(|d| &d.decision);
     match wanted {
-        "unrouted" => !e.routed,
-        "queue" => matches!(
-            switchboard_model::Label::parse(label),
-            Ok(switchboard_model::Label::Queue(_))
-        ),
-        other => label == other,
+        DecisionFilter::Unrouted => !e.routed,
+        DecisionFilter::AnyQueue => matches!(label, Some(Label::Queue(_))),
+        DecisionFilter::Label(wanted) => label == Some(wanted),
     }
 }
 
@@ -141,7 +143,7 @@ pub async fn run(args: EventsArgs) -> Result<u8, Failure> {
                 let mut events = r.events.into_iter();
                 for e in events.by_ref() {
                     let e = convert::event_summary(e).map_err(Failure::call)?;
-                    if decision.as_deref().is_none_or(|d| decided(&e, d)) {
+                    if decision.as_ref().is_none_or(|d| decided(&e, d)) {
                         out.events.push(e);
                         if out.events.len() as u32 == limit {
                             break;
@@ -237,13 +239,16 @@ fn redrive_plan(p: &RedrivePlanOut) -> String {
         out.push_str("no quarantined, faulted or pending deliveries matched\n");
         return out;
     }
-    let (lost, moved): (Vec<_>, Vec<_>) = p.transitions.iter().partition(|t| t.to == "drop");
+    let (lost, moved): (Vec<_>, Vec<_>) = p
+        .transitions
+        .iter()
+        .partition(|t| Label::redrive_gives_up(&t.to));
     let moves = |ts: &[&switchboard_control_client::views::RedriveTransitionOut]| {
         let mut t = Table::new(&["from", "to", "deliveries", "examples"]);
         for tr in ts {
             t.row([
                 tr.from.clone(),
-                tr.to.clone(),
+                tr.to.to_string(),
                 tr.count.to_string(),
                 tr.example_event_ids
                     .iter()
@@ -281,7 +286,7 @@ fn redrive_plan(p: &RedrivePlanOut) -> String {
     out.push('\n');
     let mut t = Table::new(&["event", "received", "kind", "now", "after", "changes"]);
     for e in &p.events {
-        let style = (e.after == "drop" && e.changes).then_some(paint::LOST);
+        let style = (Label::redrive_gives_up(&e.after) && e.changes).then_some(paint::LOST);
         t.styled_row(
             style,
             [
@@ -289,7 +294,7 @@ fn redrive_plan(p: &RedrivePlanOut) -> String {
                 time(Some(e.received_at_ms)),
                 e.kind.clone(),
                 e.before.clone(),
-                e.after.clone(),
+                e.after.to_string(),
                 if e.changes { "yes" } else { "no" }.to_string(),
             ],
         );

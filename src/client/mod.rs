@@ -288,20 +288,19 @@ pub fn list(items: &[String]) -> String {
 
 /// A decision (`{decision, queue?, rule_id?, fault_code?, by_default_action?}`) as one cell:
 /// its label and the rule that made it.
-pub fn decision_cell(d: Option<&serde_json::Value>) -> String {
+pub fn decision_cell(d: Option<&switchboard_model::RecordedDecision>) -> String {
     let Some(d) = d else {
         return "(none: not routed yet)".into();
     };
-    let label = d["decision"].as_str().unwrap_or("?");
-    let mut out = label.to_string();
-    if let Some(rule) = d["rule_id"].as_str() {
+    let mut out = d.decision.to_string();
+    if let Some(rule) = &d.rule_id {
         out.push_str(&format!(" by rule {rule}"));
-    } else if d["by_default_action"].as_bool() == Some(true) {
+    } else if d.by_default_action {
         out.push_str(" by the default action");
-    } else if label == "default" {
+    } else if d.decision == switchboard_model::Label::Default {
         out.push_str(" (no rule matched)");
     }
-    if let Some(code) = d["fault_code"].as_str() {
+    if let Some(code) = &d.fault_code {
         out.push_str(&format!(" ({code})"));
     }
     out

@@ -68,7 +68,8 @@ fn packs_test_command_checks_an_external_pack_directory() {
     assert!(String::from_utf8_lossy(&good.stdout).contains("ok   drop-ci-noise@1.0.0"));
     // A copy whose fixture expects the wrong decision fails, naming pack, version and fixture.
     let dir = tempfile::tempdir().expect("tempdir");
-    let src = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("packs/catalog/drop-ci-noise/1.0.0");
+    let src =
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("packs/catalog/drop-ci-noise/1.0.0");
     let dst = dir.path().join("ext-noise/1.0.0");
     std::fs::create_dir_all(dst.join("fixtures")).expect("mkdir");
     let manifest = std::fs::read_to_string(src.join("pack.json"))

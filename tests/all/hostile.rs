@@ -71,11 +71,14 @@ async fn the_hostile_corpus_is_refused_or_faults_within_budget() {
     assert!(entries.len() >= 15);
     for (name, when, gets) in entries {
         let json = serde_json::json!({"rules": [{"id": "hostile", "when": when, "action": {"drop": true}}]}).to_string();
-        let validated = pool.validate(&json, &ctx).await.expect("validates");
+        let validated = pool
+            .validate(&Configuration::text(json.clone()), &ctx)
+            .await
+            .expect("validates");
         let codes: Vec<&str> = validated.problems.iter().map(|p| p.code.as_str()).collect();
         let started = Instant::now();
         let evaluated = pool
-            .evaluate(&ctx, &[Configuration { json: json.clone() }], &d, None)
+            .evaluate(&ctx, &[Configuration::text(json.clone())], &d, None)
             .await
             .expect("evaluates");
         let elapsed = started.elapsed();
@@ -125,7 +128,7 @@ async fn the_hostile_corpus_is_refused_or_faults_within_budget() {
     let ok = pool
         .evaluate(
             &ctx,
-            &[Configuration { json: realistic() }],
+            &[Configuration::text(realistic())],
             &ds,
             Some(Duration::from_secs(5)),
         )
@@ -163,7 +166,7 @@ async fn hostile_bodies_reach_rules_safely() {
         let mut d = stored(&base, 1);
         d.body = bytes::Bytes::from(body);
         let resp = pool
-            .evaluate(&ctx, &[Configuration { json: json.into() }], &[d], None)
+            .evaluate(&ctx, &[Configuration::text(json)], &[d], None)
             .await
             .expect("evaluates");
         let decision = &resp.results[0].decisions[0];

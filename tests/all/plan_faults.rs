@@ -424,9 +424,7 @@ fn configuration(rules: &[(String, &PropRule)]) -> Configuration {
         .iter()
         .map(|(id, r)| json!({"id": id, "when": r.when(), "action": {"queue": "forge"}}))
         .collect();
-    Configuration {
-        json: json!({ "rules": rules }).to_string(),
-    }
+    Configuration::text(json!({ "rules": rules }).to_string())
 }
 
 /// The rule that decides (or faults on) delivery `d` under `rules`, first match wins.

@@ -28,9 +28,7 @@ fn evaluate_request(configs: &[&str], n: usize) -> EvaluateRequest {
         context: Some(context()),
         configurations: configs
             .iter()
-            .map(|c| Configuration {
-                json: c.to_string(),
-            })
+            .map(|c| Configuration::text(c.to_string()))
             .collect(),
         deliveries: deliveries(n),
         // Decisions, not speed, are under test; a loaded CI machine must not fault them.
@@ -72,7 +70,7 @@ async fn validate_over_grpc_reports_typed_problems() {
     .to_string();
     let resp = c
         .validate(ValidateRequest {
-            configuration: Some(Configuration { json }),
+            configuration: Some(Configuration::text(json)),
             context: Some(context()),
         })
         .await
@@ -91,7 +89,7 @@ async fn validate_over_grpc_reports_typed_problems() {
     }
     let ok = c
         .validate(ValidateRequest {
-            configuration: Some(Configuration { json: realistic() }),
+            configuration: Some(Configuration::text(realistic())),
             context: Some(context()),
         })
         .await
@@ -303,7 +301,7 @@ async fn a_streamed_call_is_refused_when_a_later_part_sets_terms_or_the_whole_br
     // A later message that sets the call's terms again: each field on its own.
     let later_sets: [fn(&mut EvaluateRequest); 6] = [
         |m| m.context = Some(context()),
-        |m| m.configurations = vec![Configuration { json: "{}".into() }],
+        |m| m.configurations = vec![Configuration::text("{}")],
         |m| m.budget_ms = 10,
         |m| m.work_class = 3,
         |m| m.tenant = "someone-else".into(),
@@ -367,7 +365,7 @@ async fn a_non_json_payload_reaches_rules_as_a_string() {
     let json = r#"{"rules":[{"id":"is-string","when":".payload | type == \"string\"","action":{"queue":"triage"}}]}"#;
     let req = EvaluateRequest {
         context: Some(context()),
-        configurations: vec![Configuration { json: json.into() }],
+        configurations: vec![Configuration::text(json)],
         deliveries: vec![d],
         budget_ms: 0,
         ..Default::default()

@@ -38,6 +38,55 @@ fn runtime() -> tokio::runtime::Runtime {
         .expect("runtime")
 }
 
+/// A configuration sent typed (what control sends) and as the previous release's JSON text
+/// (what a control not yet upgraded sends) is one configuration to a router: the same
+/// digest when validated, the same decision for every delivery, in one call side by side.
+#[tokio::test(flavor = "multi_thread")]
+async fn a_typed_configuration_and_its_previous_release_text_decide_alike() {
+    let ctx = context();
+    let json = realistic();
+    let saved = switchboard_model::Configuration::from_json(&json).expect("a configuration");
+    let typed = Configuration::from(&saved);
+    assert!(typed.json.is_empty() && typed.rules.len() == saved.rules.len());
+    let text = Configuration::text(json.clone());
+    let pool = pool(2, Duration::from_millis(500)).await;
+    let (by_type, by_text) = (
+        pool.validate(&typed, &ctx).await.expect("validates"),
+        pool.validate(&text, &ctx).await.expect("validates"),
+    );
+    assert!(by_type.valid, "{:?}", by_type.problems);
+    assert_eq!(by_type.digest, saved.digest());
+    assert_eq!(by_type, by_text);
+    let ds = deliveries(150);
+    let resp = pool
+        .evaluate(&ctx, &[typed, text], &ds, None)
+        .await
+        .expect("evaluates");
+    let expected = in_process(&json, &ctx, &ds);
+    let labels: std::collections::BTreeSet<String> =
+        expected.iter().map(|d| d.label().to_string()).collect();
+    assert!(
+        labels.len() >= 3,
+        "the deliveries reach several labels: {labels:?}"
+    );
+    for (r, want) in resp.results.iter().zip(&expected) {
+        assert_eq!(&r.decisions[0], want, "typed, {}", r.event_id);
+        assert_eq!(&r.decisions[1], want, "text, {}", r.event_id);
+    }
+    // A typed action that names no action is the same configuration-wide problem a text
+    // one is, named.
+    let mut bad = Configuration::from(&saved);
+    bad.rules[0].action = "default".into();
+    let resp = pool.validate(&bad, &ctx).await.expect("validates");
+    assert!(!resp.valid);
+    assert_eq!(resp.problems[0].code, "invalid_configuration");
+    assert!(
+        resp.problems[0].message.contains("rules[0].action"),
+        "{:?}",
+        resp.problems
+    );
+}
+
 #[tokio::test(flavor = "multi_thread")]
 async fn sandbox_and_in_process_agree_on_real_payloads() {
     let ctx = context();
@@ -46,7 +95,7 @@ async fn sandbox_and_in_process_agree_on_real_payloads() {
     let expected = in_process(&json, &ctx, &ds);
     let pool = pool(2, Duration::from_millis(500)).await;
     let resp = pool
-        .evaluate(&ctx, &[Configuration { json: json.clone() }], &ds, None)
+        .evaluate(&ctx, &[Configuration::text(json.clone())], &ds, None)
         .await
         .expect("evaluates");
     assert_eq!(resp.results.len(), ds.len());
@@ -76,12 +125,8 @@ async fn two_configurations_see_the_same_envelope() {
     let ds = deliveries(60);
     let pool = pool(2, Duration::from_millis(500)).await;
     let configs = [
-        Configuration {
-            json: saved.clone(),
-        },
-        Configuration {
-            json: candidate.into(),
-        },
+        Configuration::text(saved.clone()),
+        Configuration::text(candidate),
     ];
     let resp = pool
         .evaluate(&ctx, &configs, &ds, None)
@@ -110,7 +155,7 @@ async fn budget_exceeded_faults_one_envelope_and_the_batch_completes() {
     let ds = deliveries(20);
     let pool = pool(1, Duration::from_millis(50)).await;
     let resp = pool
-        .evaluate(&ctx, &[Configuration { json: json.clone() }], &ds, None)
+        .evaluate(&ctx, &[Configuration::text(json.clone())], &ds, None)
         .await
         .expect("evaluates");
     for (i, r) in resp.results.iter().enumerate() {
@@ -134,7 +179,7 @@ async fn budget_exceeded_faults_one_envelope_and_the_batch_completes() {
     assert_eq!(replaced, 1);
     // The replacement child serves the next batch as usual.
     let again = pool
-        .evaluate(&ctx, &[Configuration { json }], &ds[..5], None)
+        .evaluate(&ctx, &[Configuration::text(json)], &ds[..5], None)
         .await
         .expect("evaluates");
     assert!(
@@ -167,7 +212,7 @@ async fn a_child_killed_from_outside_mid_batch_blames_nothing_and_every_envelope
         let ds = ds.clone();
         let json = json.clone();
         tokio::spawn(async move {
-            pool.evaluate(&ctx, &[Configuration { json }], &ds, None)
+            pool.evaluate(&ctx, &[Configuration::text(json)], &ds, None)
                 .await
         })
     };
@@ -238,7 +283,10 @@ async fn validation_in_the_sandbox_reports_every_problem() {
         {"id": "widen", "when": "true", "action": {"queue": "elsewhere"}}
     ]})
     .to_string();
-    let resp = pool.validate(&json, &context()).await.expect("validates");
+    let resp = pool
+        .validate(&Configuration::text(json.clone()), &context())
+        .await
+        .expect("validates");
     assert!(!resp.valid);
     let got: Vec<(String, String)> = resp
         .problems
@@ -325,7 +373,7 @@ proptest! {
         let want = in_process(&json, &ctx, &ds);
         let got = rt.block_on(async {
             let pool = pool(2, Duration::from_secs(2)).await;
-            pool.evaluate(&ctx, &[Configuration { json: json.clone() }], &ds, None).await
+            pool.evaluate(&ctx, &[Configuration::text(json.clone())], &ds, None).await
         }).expect("evaluates");
         for (r, w) in got.results.iter().zip(&want) {
             prop_assert_eq!(&r.decisions[0], w);

@@ -38,9 +38,7 @@ async fn pool(
 }
 
 fn config(rules: serde_json::Value) -> Configuration {
-    Configuration {
-        json: serde_json::json!({ "rules": rules }).to_string(),
-    }
+    Configuration::text(serde_json::json!({ "rules": rules }).to_string())
 }
 
 /// A configuration whose rule `busy` costs CPU on every envelope and decides nothing.

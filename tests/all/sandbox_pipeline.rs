@@ -48,7 +48,7 @@ fn spawn_call(
     let (pool, ctx) = (pool.clone(), ctx.clone());
     tokio::spawn(async move {
         let got = pool
-            .evaluate(&ctx, &[Configuration { json }], &ds, None)
+            .evaluate(&ctx, &[Configuration::text(json)], &ds, None)
             .await
             .expect("evaluates");
         (ds, got)
@@ -127,8 +127,8 @@ async fn a_failure_in_either_pipelined_request_blames_exactly_its_unit() {
             .evaluate(
                 &ctx,
                 &[
-                    Configuration { json: json.clone() },
-                    Configuration { json: other.into() },
+                    Configuration::text(json.clone()),
+                    Configuration::text(other),
                 ],
                 &ds,
                 None,
@@ -179,7 +179,10 @@ async fn concurrent_calls_over_two_children_each_get_their_own_decisions() {
         if call % 4 == 1 {
             let (p, c) = (pool.clone(), ctx.clone());
             validations.push(tokio::spawn(async move {
-                let v = p.validate(&realistic(), &c).await.expect("validates");
+                let v = p
+                    .validate(&Configuration::text(realistic()), &c)
+                    .await
+                    .expect("validates");
                 assert!(v.valid, "{:?}", v.problems);
             }));
         }
@@ -241,12 +244,7 @@ async fn a_failing_child_hands_other_calls_requests_on_untouched() {
     assert_eq!(replaced(&pool), 1);
     // The pool goes on serving.
     let again = pool
-        .evaluate(
-            &ctx,
-            &[Configuration { json: realistic() }],
-            &all[..20],
-            None,
-        )
+        .evaluate(&ctx, &[Configuration::text(realistic())], &all[..20], None)
         .await
         .expect("evaluates");
     assert!(again.results.iter().all(|r| !is_fault(&r.decisions[0])));
@@ -259,7 +257,7 @@ async fn a_child_that_exits_between_jobs_is_replaced_without_blame() {
     let pool = pool_with(1, Duration::from_secs(2), 16).await;
     let ds = deliveries(30);
     let json = realistic();
-    pool.evaluate(&ctx, &[Configuration { json: json.clone() }], &ds, None)
+    pool.evaluate(&ctx, &[Configuration::text(json.clone())], &ds, None)
         .await
         .expect("evaluates");
     let pids = pool.child_pids();
@@ -271,7 +269,7 @@ async fn a_child_that_exits_between_jobs_is_replaced_without_blame() {
     // Give the kernel a moment to make it a zombie.
     tokio::time::sleep(Duration::from_millis(100)).await;
     let resp = pool
-        .evaluate(&ctx, &[Configuration { json: json.clone() }], &ds, None)
+        .evaluate(&ctx, &[Configuration::text(json.clone())], &ds, None)
         .await
         .expect("evaluates");
     let want = in_process(&json, &ctx, &ds);
@@ -300,7 +298,7 @@ async fn dropping_the_pool_stops_its_children() {
     let ctx = context();
     let pool = pool_with(2, Duration::from_secs(2), 16).await;
     let ds = deliveries(64);
-    pool.evaluate(&ctx, &[Configuration { json: realistic() }], &ds, None)
+    pool.evaluate(&ctx, &[Configuration::text(realistic())], &ds, None)
         .await
         .expect("evaluates");
     let pids = pool.child_pids();
@@ -311,7 +309,7 @@ async fn dropping_the_pool_stops_its_children() {
         let pool = pool.clone();
         let (ctx, ds) = (ctx.clone(), ds.clone());
         tokio::spawn(async move {
-            pool.evaluate(&ctx, &[Configuration { json: realistic() }], &ds, None)
+            pool.evaluate(&ctx, &[Configuration::text(realistic())], &ds, None)
                 .await
         })
     };
@@ -338,7 +336,7 @@ async fn a_call_in_parts_is_evaluated_as_its_parts_arrive() {
     let ctx = context();
     let json = realistic();
     let all = deliveries(90);
-    let configurations = [Configuration { json: json.clone() }];
+    let configurations = [Configuration::text(json.clone())];
     let mut evaluation = pool.begin(&ctx, &configurations, &Default::default());
     evaluation.push(&all[..40]).expect("queued");
     // The first part is answered while the call is still open.
@@ -375,17 +373,17 @@ async fn each_call_counts_its_own_configuration_when_the_pool_has_seen_others() 
     let pool = pool_with(1, Duration::from_secs(5), 16).await;
     let ctx = context();
     let ds = deliveries(6);
-    let config = |id: &str, when: &str| Configuration {
-        json: format!(r#"{{"rules":[{{"id":"{id}","when":"{when}","action":{{"drop":true}}}}]}}"#),
+    let config = |id: &str, when: &str| {
+        Configuration::text(format!(
+            r#"{{"rules":[{{"id":"{id}","when":"{when}","action":{{"drop":true}}}}]}}"#
+        ))
     };
     let a = config("all", "true");
     let b = config("none", "false");
-    let bad = Configuration {
-        json: "{not json".into(),
-    };
-    let faulting = Configuration {
-        json: r#"{"rules":[{"id":"boom","when":"error(\"boom\")","action":{"drop":true}}]}"#.into(),
-    };
+    let bad = Configuration::text("{not json");
+    let faulting = Configuration::text(
+        r#"{"rules":[{"id":"boom","when":"error(\"boom\")","action":{"drop":true}}]}"#,
+    );
     for c in [&a, &b, &a, &bad, &faulting, &b] {
         let got = pool
             .evaluate(&ctx, std::slice::from_ref(c), &ds, None)

@@ -18,23 +18,19 @@ use crate::support::{binary, context, deliveries, in_process};
 /// strings compared with each other, so it holds little memory).
 fn costly(n: u64) -> Configuration {
     let k = (n as f64).sqrt().ceil().max(1.0) as u64;
-    Configuration {
-        json: serde_json::json!({"rules": [
+    Configuration::text(serde_json::json!({"rules": [
             {"id": "costly", "when": format!("((\"x\" * {k}) | split(\"\")) as $a | ([$a[] as $x | $a[] | select(. != $x)] | length) < 0"), "action": {"drop": true}},
             {"id": "issues", "when": ".event == \"issues\"", "action": {"queue": "forge"}}
         ]})
-        .to_string(),
-    }
+        .to_string())
 }
 
 /// Never matches, a few milliseconds of CPU per delivery: a busy neighbour's rules.
 fn busy() -> Configuration {
-    Configuration {
-        json: serde_json::json!({"rules": [
+    Configuration::text(serde_json::json!({"rules": [
             {"id": "busy", "when": "((. as $p | [$p,$p,$p,$p] | [.,.,.,.] | [.,.,.,.] | tojson | length) < 0)", "action": {"drop": true}}
         ]})
-        .to_string(),
-    }
+        .to_string())
 }
 
 async fn pool(children: usize, budget: Duration) -> Arc<SandboxPool> {
@@ -125,9 +121,9 @@ impl Neighbours {
         let live = {
             let (pool, stop) = (pool.clone(), stop.clone());
             tokio::spawn(async move {
-                let trivial = Configuration {
-                    json: r#"{"rules":[{"id":"issues","when":".event == \"issues\"","action":{"queue":"forge"}}]}"#.into(),
-                };
+                let trivial = Configuration::text(
+                    r#"{"rules":[{"id":"issues","when":".event == \"issues\"","action":{"queue":"forge"}}]}"#,
+                );
                 while !stop.load(Ordering::Relaxed) {
                     run(&pool, &trivial, 1, &work(Class::Live, "team:c", None)).await;
                     tokio::time::sleep(Duration::from_millis(20)).await;
@@ -285,9 +281,9 @@ async fn a_cheap_replay_finishes_within_twice_its_time_alone_beside_an_expensive
     let _alone = crate::one_at_a_time().await;
     let pool = pool(2, Duration::from_secs(2)).await;
     let expensive = costly(Cost::measure(&pool).await.n_for(Duration::from_millis(10)));
-    let cheap = Configuration {
-        json: r#"{"rules":[{"id":"issues","when":".event == \"issues\"","action":{"queue":"forge"}}]}"#.into(),
-    };
+    let cheap = Configuration::text(
+        r#"{"rules":[{"id":"issues","when":".event == \"issues\"","action":{"queue":"forge"}}]}"#,
+    );
     let cheap_replay = |pool: Arc<SandboxPool>| {
         let cheap = cheap.clone();
         async move {

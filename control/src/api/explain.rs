@@ -61,17 +61,11 @@ pub async fn explain(
     let mut configurations: Vec<RouterConfiguration> = Vec::with_capacity(explained.len() + 2);
     if let Some(c) = &recorded {
         for rule in explained {
-            configurations.push(RouterConfiguration {
-                json: alone(rule, &c.params).canonical_json(),
-            });
+            configurations.push(RouterConfiguration::from(&alone(rule, &c.params)));
         }
-        configurations.push(RouterConfiguration {
-            json: c.canonical_json(),
-        });
+        configurations.push(RouterConfiguration::from(c));
     }
-    configurations.push(RouterConfiguration {
-        json: webhook.configuration.canonical_json(),
-    });
+    configurations.push(RouterConfiguration::from(&webhook.configuration));
     let mut decisions = evaluate(
         state,
         &webhook,

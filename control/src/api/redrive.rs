@@ -10,6 +10,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use serde_json::json;
+use switchboard_model::Label;
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::router::v1::Configuration;
 
@@ -80,9 +81,7 @@ pub async fn plan(
             .routers
             .evaluate_chunked(
                 &routing_context(&webhook, &state.capabilities),
-                &[Configuration {
-                    json: webhook.configuration.canonical_json(),
-                }],
+                &[Configuration::from(&webhook.configuration)],
                 candidates
                     .iter()
                     .map(|c| stored_delivery(&c.event))
@@ -142,33 +141,35 @@ pub async fn plan(
 fn plan_of(r: crate::store::Redrive, token: String, truncated: bool) -> pb::RedrivePlan {
     let mut totals_before: HashMap<String, u64> = HashMap::new();
     let mut totals_after: HashMap<String, u64> = HashMap::new();
-    let mut moves: BTreeMap<(String, String), Vec<String>> = BTreeMap::new();
+    let mut moves: BTreeMap<(&str, &Label<'static>), Vec<String>> = BTreeMap::new();
     for e in &r.entries {
         *totals_before.entry(e.before.as_str().into()).or_default() += 1;
         *totals_after.entry(e.after.to_string()).or_default() += 1;
         if e.changes() {
             moves
-                .entry((e.before.as_str().into(), e.after.to_string()))
+                .entry((e.before.as_str(), &e.after))
                 .or_default()
                 .push(e.event_id.clone());
         }
     }
-    let mut transitions: Vec<pb::Transition> = moves
+    let mut moves: Vec<_> = moves.into_iter().collect();
+    // What the redrive gives up first (what would now be dropped was kept for someone to
+    // look at), then the biggest moves.
+    moves.sort_by(|((_, a_to), a), ((_, b_to), b)| {
+        Label::redrive_gives_up(b_to)
+            .cmp(&Label::redrive_gives_up(a_to))
+            .then(b.len().cmp(&a.len()))
+    });
+    let transitions: Vec<pb::Transition> = moves
         .into_iter()
         .map(|((from, to), ids)| pb::Transition {
-            from,
-            to,
+            from: from.into(),
+            to: to.to_string(),
             count: ids.len() as u64,
             example_event_ids: ids.into_iter().take(EXAMPLES).collect(),
             by_rules: Vec::new(),
         })
         .collect();
-    // Lost work first: what would now be dropped was kept for someone to look at.
-    transitions.sort_by(|a, b| {
-        (b.to == "drop")
-            .cmp(&(a.to == "drop"))
-            .then(b.count.cmp(&a.count))
-    });
     let changes = r.entries.iter().filter(|e| e.changes()).count() as u64;
     let events = r
         .entries

@@ -112,15 +112,11 @@ impl WebhookRulesApi {
             }
         };
         let saved = w.configuration.clone();
-        let mut configurations = vec![RouterConfiguration {
-            json: w.configuration.canonical_json(),
-        }];
+        let mut configurations = vec![RouterConfiguration::from(&w.configuration)];
         let mut minted = Vec::new();
         if let Some(candidate) = candidate.as_mut() {
             minted = prepare_candidate(&self.state, &w, &saved, candidate).await?;
-            configurations.push(RouterConfiguration {
-                json: candidate.canonical_json(),
-            });
+            configurations.push(RouterConfiguration::from(&*candidate));
         }
         let kind = delivery.kind.clone();
         let results = self
@@ -236,10 +232,7 @@ async fn prepare_candidate(
     let mut problems = reserved_id_problems(candidate, saved);
     let checked = state
         .routers
-        .validate(
-            &candidate.canonical_json(),
-            &convert::routing_context(state, w),
-        )
+        .validate(candidate, &convert::routing_context(state, w))
         .await?;
     if !checked.valid && checked.problems.is_empty() {
         return Err(ApiError::internal(

@@ -164,9 +164,7 @@ pub async fn route_events(
         return Ok(Vec::new());
     }
     let context = routing_context(webhook, &state.capabilities);
-    let configuration = Configuration {
-        json: webhook.configuration.canonical_json(),
-    };
+    let configuration = Configuration::from(&webhook.configuration);
     let mut deliveries: Vec<StoredDelivery> = events.iter().map(stored_delivery).collect();
     let results = match deliveries.pop() {
         // One fresh delivery (ingest): it may share a call with others arriving now.
@@ -289,9 +287,7 @@ pub async fn route_then_store(
     stored: oneshot::Sender<crate::Result<Event>>,
 ) -> Routed {
     let webhook = &row.webhook;
-    let configuration = Configuration {
-        json: row.configuration_text.clone(),
-    };
+    let configuration = Configuration::from(&webhook.configuration);
     let delivery = drafted_delivery(&draft, webhook);
     // Lazy: nothing is sent to a router until it is polled.
     let evaluation = evaluate_one(&state, webhook, configuration, delivery);

@@ -29,7 +29,8 @@ struct Key {
     /// are per tenant.
     tenant: String,
     context: Vec<u8>,
-    configurations: Vec<String>,
+    /// Each configuration's message bytes.
+    configurations: Vec<Vec<u8>>,
     budget_ms: u32,
 }
 
@@ -63,7 +64,7 @@ impl Routers {
         let key = Key {
             tenant: tenant.to_string(),
             context: ctx.encode_to_vec(),
-            configurations: configurations.iter().map(|c| c.json.clone()).collect(),
+            configurations: configurations.iter().map(|c| c.encode_to_vec()).collect(),
             budget_ms,
         };
         let (answer, answered) = oneshot::channel();

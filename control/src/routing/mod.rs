@@ -398,13 +398,11 @@ impl Routers {
     /// Validates a configuration as a save would, on whichever router answers.
     pub async fn validate(
         &self,
-        json: &str,
+        configuration: &switchboard_model::Configuration,
         ctx: &RoutingContext,
     ) -> Result<ValidateResponse, RoutingError> {
         let req = ValidateRequest {
-            configuration: Some(Configuration {
-                json: json.to_string(),
-            }),
+            configuration: Some(Configuration::from(configuration)),
             context: Some(ctx.clone()),
         };
         self.call(Attempts::Hedged, |mut client, timeout| {
@@ -567,7 +565,7 @@ mod tests {
     fn a_streamed_replay_call_sends_its_terms_first_and_then_its_deliveries_in_parts() {
         let req = EvaluateRequest {
             context: Some(RoutingContext::default()),
-            configurations: vec![Configuration { json: "{}".into() }],
+            configurations: vec![Configuration::text("{}")],
             deliveries: (0..60)
                 .map(|i| StoredDelivery {
                     event_id: format!("ev-{i}"),

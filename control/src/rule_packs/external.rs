@@ -59,10 +59,7 @@ pub(super) async fn check_external(
     let ctx = fixture_context(pack, &base);
     for v in admission::to_validate(pack) {
         let resp = routers
-            .validate(
-                &serde_json::to_string(&v.configuration).unwrap_or_default(),
-                &ctx,
-            )
+            .validate(&v.configuration, &ctx)
             .await
             .map_err(|e| e.to_string())?;
         failures.extend(resp.problems.iter().map(|p| {
@@ -80,9 +77,7 @@ pub(super) async fn check_external(
         let results = routers
             .evaluate(switchboard_proto::router::v1::EvaluateRequest {
                 context: Some(ctx),
-                configurations: vec![WireConfiguration {
-                    json: serde_json::to_string(&config).unwrap_or_default(),
-                }],
+                configurations: vec![WireConfiguration::from(&config)],
                 deliveries: vec![fixture_delivery(f, n)],
                 budget_ms: 0,
                 work_class: WorkClass::Interactive as i32,

@@ -189,9 +189,7 @@ impl RulePacks {
                     ..Default::default()
                 })
                 .collect();
-            let wire = WireConfiguration {
-                json: serde_json::to_string(&probe).unwrap_or_default(),
-            };
+            let wire = WireConfiguration::from(&probe);
             let results = self
                 .state
                 .routers
@@ -322,9 +320,7 @@ impl RulePacks {
                     .routers
                     .evaluate(switchboard_proto::router::v1::EvaluateRequest {
                         context: Some(context),
-                        configurations: vec![WireConfiguration {
-                            json: serde_json::to_string(config).unwrap_or_default(),
-                        }],
+                        configurations: vec![WireConfiguration::from(config)],
                         deliveries: members
                             .iter()
                             .map(|&n| {

@@ -83,8 +83,7 @@ impl Replayer {
         candidate: &Configuration,
         ctx: &RoutingContext,
     ) -> Result<(), PackError> {
-        let json = serde_json::to_string(candidate).unwrap_or_default();
-        let resp = self.state.routers.validate(&json, ctx).await?;
+        let resp = self.state.routers.validate(candidate, ctx).await?;
         if resp.valid {
             return Ok(());
         }
@@ -158,12 +157,8 @@ impl Replayer {
         let same_context = contexts.saved == contexts.candidate;
         let (saved_ctx, candidate_ctx) = (contexts.saved.clone(), contexts.candidate.clone());
         let configs = [
-            WireConfiguration {
-                json: serde_json::to_string(saved).unwrap_or_default(),
-            },
-            WireConfiguration {
-                json: serde_json::to_string(candidate).unwrap_or_default(),
-            },
+            WireConfiguration::from(saved),
+            WireConfiguration::from(candidate),
         ];
         let budget = self.budget;
         let work = async move {

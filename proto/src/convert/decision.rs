@@ -1,7 +1,7 @@
 //! A routing decision and its fault: the router's message, the model's recorded types and
 //! control's messages, each from the other in one place.
 
-use switchboard_model::{RecordedDecision, RecordedFault};
+use switchboard_model::{RecordedDecision, RecordedFault, UnknownLabel};
 
 use crate::control::v1 as pb;
 use crate::router::v1 as router;
@@ -32,6 +32,22 @@ impl From<&RecordedDecision> for pb::Decision {
             reason: d.reason.clone(),
             by_default_action: d.by_default_action,
         }
+    }
+}
+
+/// Control's message as the decision it records: the one place its label text is read.
+impl TryFrom<&pb::Decision> for RecordedDecision {
+    type Error = UnknownLabel;
+
+    fn try_from(d: &pb::Decision) -> Result<Self, UnknownLabel> {
+        Ok(RecordedDecision {
+            by_default_action: d.by_default_action,
+            decision: d.decision.parse()?,
+            fault_code: d.fault_code.clone(),
+            queue: d.queue.clone(),
+            reason: d.reason.clone(),
+            rule_id: d.rule_id.clone(),
+        })
     }
 }
 

@@ -3,7 +3,9 @@
 
 use std::collections::HashSet;
 
-use switchboard_proto::router::v1::{Problem, RoutingContext, ValidateResponse};
+use switchboard_proto::router::v1::{
+    Configuration as Message, Problem, RoutingContext, ValidateResponse,
+};
 
 use super::compile::{compile_expression, to_problems};
 use super::config::{Action, Configuration, MAX_PARAMS_BYTES, MAX_RULES, is_valid_rule_id};
@@ -137,14 +139,32 @@ pub fn check_structure(config: &Configuration, ctx: &RoutingContext) -> Vec<Prob
 
 /// Parses a configuration's JSON; a malformed one is a single configuration-wide problem.
 pub fn parse_configuration(json: &str) -> Result<Configuration, Problem> {
-    Configuration::from_json(json)
-        .map_err(|message| problem(None, "", "invalid_configuration", String::new(), message))
+    Configuration::from_json(json).map_err(invalid_configuration)
+}
+
+/// Reads a configuration message (typed, or the previous release's JSON text); one that
+/// does not read is a single configuration-wide problem, as for [`parse_configuration`].
+pub fn read_configuration(message: &Message) -> Result<Configuration, Problem> {
+    message.read().map_err(invalid_configuration)
+}
+
+fn invalid_configuration(message: String) -> Problem {
+    problem(None, "", "invalid_configuration", String::new(), message)
+}
+
+/// [`validate_configuration`] of a configuration's JSON text.
+pub fn validate(json: &str, ctx: &RoutingContext) -> ValidateResponse {
+    validated(parse_configuration(json), ctx)
 }
 
 /// The whole validation: structure, then every expression that passed its pre-scan is
 /// parsed, checked against the dialect and compiled. Parses tenant text: sandbox only.
-pub fn validate(json: &str, ctx: &RoutingContext) -> ValidateResponse {
-    let config = match parse_configuration(json) {
+pub fn validate_configuration(message: &Message, ctx: &RoutingContext) -> ValidateResponse {
+    validated(read_configuration(message), ctx)
+}
+
+fn validated(read: Result<Configuration, Problem>, ctx: &RoutingContext) -> ValidateResponse {
+    let config = match read {
         Ok(c) => c,
         Err(p) => {
             return ValidateResponse {

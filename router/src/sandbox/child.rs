@@ -10,10 +10,11 @@ use std::os::fd::{FromRawFd, OwnedFd};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use prost::Message;
 use sha2::{Digest, Sha256};
 use switchboard_proto::router::v1::{
     ChildCompiled, ChildDone, ChildEvaluate, ChildRequest, ChildResponse, ChildUnit, ChildUnits,
-    child_request, child_response,
+    Configuration, child_request, child_response,
 };
 
 use super::confine::{self, ChildLimits};
@@ -24,7 +25,7 @@ use crate::engine::compile::CompiledConfiguration;
 use crate::engine::decision::{self, fault};
 use crate::engine::envelope::build_envelope_reading;
 use crate::engine::projection::Projection;
-use crate::engine::validate::{parse_configuration, validate};
+use crate::engine::validate::{read_configuration, validate_configuration};
 
 /// The child's argument that turns confinement off, for kernels that lack it; the parent
 /// refuses such a child unless the operator allowed unconfined sandboxes.
@@ -146,10 +147,13 @@ fn serve(
         match req.request {
             Some(child_request::Request::Validate(v)) => {
                 let ctx = v.context.unwrap_or_default();
-                let json = v.configuration.map(|c| c.json).unwrap_or_default();
+                let configuration = v.configuration.unwrap_or_default();
                 respond(
                     &mut writer,
-                    child_response::Response::Validated(validate(&json, &ctx)),
+                    child_response::Response::Validated(validate_configuration(
+                        &configuration,
+                        &ctx,
+                    )),
                 )?;
             }
             Some(child_request::Request::Evaluate(e)) => {
@@ -168,14 +172,14 @@ fn serve(
 /// Compiles (or finds) a configuration. Compiling runs the pre-scan and the dialect check
 /// on every expression, so nothing unvalidated reaches jaq's compiler.
 fn compiled(
-    json: &str,
+    configuration: &Configuration,
     cache: &mut HashMap<String, Arc<Result<CompiledConfiguration, String>>>,
 ) -> Arc<Result<CompiledConfiguration, String>> {
-    let key = hex::encode(Sha256::digest(json.as_bytes()));
+    let key = hex::encode(Sha256::digest(configuration.encode_to_vec()));
     if let Some(c) = cache.get(&key) {
         return c.clone();
     }
-    let result = parse_configuration(json)
+    let result = read_configuration(configuration)
         .map_err(|p| p.message)
         .and_then(|config| CompiledConfiguration::compile(&config));
     if cache.len() >= CACHE_ENTRIES {
@@ -197,7 +201,7 @@ fn evaluate(
     let configs: Vec<_> = e
         .configurations
         .iter()
-        .map(|c| compiled(&c.json, cache))
+        .map(|c| compiled(c, cache))
         .collect();
     let errors = configs
         .iter()

@@ -57,10 +57,8 @@ mod tests {
             ..Default::default()
         };
         let configurations = vec![
-            Configuration {
-                json: "{\"rules\":[]}".into(),
-            },
-            Configuration { json: "{}".into() },
+            Configuration::text("{\"rules\":[]}"),
+            Configuration::text("{}"),
         ];
         let deliveries: Vec<StoredDelivery> = (0..3)
             .map(|i| StoredDelivery {

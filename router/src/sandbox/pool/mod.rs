@@ -160,9 +160,9 @@ pub struct Occupancy {
 /// What the pool shares with its lanes.
 struct Inner {
     config: SandboxConfig,
-    /// [`Terms`] by configuration text. Keys are tenants' text: a seeded hash, so no tenant
-    /// can choose texts that collide.
-    terms: Mutex<HashMap<String, Arc<Terms>, foldhash::fast::RandomState>>,
+    /// [`Terms`] by configuration message (its bytes). Keys are tenants' text: a seeded hash,
+    /// so no tenant can choose texts that collide.
+    terms: Mutex<HashMap<Vec<u8>, Arc<Terms>, foldhash::fast::RandomState>>,
     idle: Mutex<Vec<ChildProcess>>,
     /// One per child slot: held by a lane, or by a validation.
     permits: Arc<Semaphore>,
@@ -338,10 +338,7 @@ impl SandboxPool {
         let call = Arc::new(Call {
             class: work.class.unwrap_or(Class::Interactive),
             tenant: work.tenant.clone(),
-            terms: configurations
-                .iter()
-                .map(|c| pool.terms_of(&c.json))
-                .collect(),
+            terms: configurations.iter().map(|c| pool.terms_of(c)).collect(),
             max_child_faults: work.max_child_faults,
             child_faults: AtomicU32::new(0),
             unit_ns: AtomicU64::new(0),

@@ -14,7 +14,7 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use super::{Inner, SandboxError, SandboxPool};
 use crate::engine::config::{Action, Configuration as Config, Rule};
-use crate::engine::validate::{check_structure, parse_configuration};
+use crate::engine::validate::{check_structure, read_configuration};
 use crate::sandbox::schedule::Class;
 
 impl SandboxPool {
@@ -22,18 +22,18 @@ impl SandboxPool {
     /// validated one by one so the problem names the rule that killed it.
     pub async fn validate(
         &self,
-        json: &str,
+        configuration: &Configuration,
         ctx: &RoutingContext,
     ) -> Result<ValidateResponse, SandboxError> {
-        match self.validate_in_child(json, ctx).await? {
+        match self.validate_in_child(configuration, ctx).await? {
             Some(resp) => Ok(resp),
-            None => self.validate_rule_by_rule(json, ctx).await,
+            None => self.validate_rule_by_rule(configuration, ctx).await,
         }
     }
 
     async fn validate_in_child(
         &self,
-        json: &str,
+        configuration: &Configuration,
         ctx: &RoutingContext,
     ) -> Result<Option<ValidateResponse>, SandboxError> {
         let pool = &self.inner;
@@ -64,9 +64,7 @@ impl SandboxPool {
         };
         let mut child = pool.checkout(Class::Interactive).await?;
         let req = ValidateRequest {
-            configuration: Some(Configuration {
-                json: json.to_string(),
-            }),
+            configuration: Some(configuration.clone()),
             context: Some(ctx.clone()),
         };
         if child
@@ -93,10 +91,10 @@ impl SandboxPool {
 
     async fn validate_rule_by_rule(
         &self,
-        json: &str,
+        configuration: &Configuration,
         ctx: &RoutingContext,
     ) -> Result<ValidateResponse, SandboxError> {
-        let config = match parse_configuration(json) {
+        let config = match read_configuration(configuration) {
             Ok(c) => c,
             Err(p) => {
                 return Ok(ValidateResponse {
@@ -124,8 +122,10 @@ impl SandboxPool {
                 }],
                 ..Default::default()
             };
-            let alone_json = serde_json::to_string(&alone).unwrap_or_default();
-            match self.validate_in_child(&alone_json, ctx).await? {
+            match self
+                .validate_in_child(&Configuration::from(&alone), ctx)
+                .await?
+            {
                 Some(resp) => problems.extend(
                     resp.problems
                         .into_iter()
