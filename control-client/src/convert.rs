@@ -10,8 +10,8 @@ use switchboard_model::plan::{AppliedPack, CandidateReplay};
 use switchboard_model::provenance::InstalledPack;
 use switchboard_model::{Label, RecordedDecision};
 use switchboard_proto::control::v1 as pb;
+use switchboard_proto::convert::json;
 use switchboard_proto::convert::plan;
-use switchboard_proto::json;
 
 use crate::error::CallError;
 use crate::views::*;

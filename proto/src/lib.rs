@@ -56,7 +56,7 @@ impl From<&switchboard_model::TrustedActors> for control::v1::TrustedActors {
 }
 
 pub mod convert;
-pub mod json;
+
 pub mod reason;
 
 /// Encoded `FileDescriptorSet` of every package, for gRPC server reflection.

@@ -138,7 +138,7 @@ pub async fn run(command: PacksCommand, common: Common) -> Result<u8, Failure> {
                     })?;
                     match serde_json::from_str::<serde_json::Value>(&text) {
                         Ok(serde_json::Value::Object(map)) => {
-                            Some(switchboard_proto::json::to_struct(&map))
+                            Some(switchboard_proto::convert::json::to_struct(&map))
                         }
                         _ => {
                             return Err(Failure::usage(format!(

@@ -86,7 +86,7 @@ pub async fn run(args: RulesArgs) -> Result<u8, Failure> {
                     file.display()
                 ))
             })?;
-            let configuration = switchboard_proto::json::parse_configuration(&value)
+            let configuration = switchboard_proto::convert::json::parse_configuration(&value)
                 .map_err(|e| Failure::call(CallError::configuration_shape(e)))?;
             let s = Session::open("test_webhook_rules", &args.common)?;
             let request = pb::TestWebhookRulesRequest {

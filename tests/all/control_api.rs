@@ -1854,7 +1854,7 @@ async fn history_lists_newest_first_in_pages(api: Api) {
 /// bad ones are refused naming the field, and listings, history and dry runs answer typed
 /// messages that read back as the configuration saved.
 async fn typed_configurations_decisions_and_history_read_back_as_saved(api: Api) {
-    use switchboard_proto::json;
+    use switchboard_proto::convert::json;
     let alice = human(&api.store, "alice").await;
     let credential = vend(&api.store, "alice", &alice, &EVERY_FAMILY).await;
     let w = webhook(&api.store, &alice).await;

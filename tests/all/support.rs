@@ -451,10 +451,10 @@ pub mod typed {
     }
 
     /// The configuration an agent would write, as the message a service sends (the gateway's
-    /// own reading of an agent's JSON, `switchboard_proto::json::parse_configuration`).
+    /// own reading of an agent's JSON, `switchboard_proto::convert::json::parse_configuration`).
     pub fn config(v: &Value) -> Option<pb::Configuration> {
         Some(
-            switchboard_proto::json::parse_configuration(v)
+            switchboard_proto::convert::json::parse_configuration(v)
                 .unwrap_or_else(|e| panic!("{v} is not a configuration: {e}")),
         )
     }
@@ -462,14 +462,14 @@ pub mod typed {
     /// The rule patch an agent would write, as the message a service sends.
     pub fn patch(v: &Value) -> Option<pb::RulePatch> {
         Some(
-            switchboard_proto::json::parse_rule_patch(v)
+            switchboard_proto::convert::json::parse_rule_patch(v)
                 .unwrap_or_else(|e| panic!("{v} is not a rule patch: {e}")),
         )
     }
 
     /// Params as the `Struct` a pack call takes.
     pub fn params(v: &Value) -> Option<prost_types::Struct> {
-        Some(switchboard_proto::json::to_struct(
+        Some(switchboard_proto::convert::json::to_struct(
             v.as_object()
                 .unwrap_or_else(|| panic!("{v} is not an object of params")),
         ))
@@ -478,21 +478,21 @@ pub mod typed {
     /// A configuration message as the JSON text an agent reads ("" when absent).
     pub fn config_text(c: &Option<pb::Configuration>) -> String {
         c.clone()
-            .map(|c| switchboard_proto::json::configuration_json(c).to_string())
+            .map(|c| switchboard_proto::convert::json::configuration_json(c).to_string())
             .unwrap_or_default()
     }
 
     /// A decision message as the JSON text events carry ("" when absent).
     pub fn decision_text(d: &Option<pb::Decision>) -> String {
         d.as_ref()
-            .map(|d| switchboard_proto::json::decision_json(d).to_string())
+            .map(|d| switchboard_proto::convert::json::decision_json(d).to_string())
             .unwrap_or_default()
     }
 
     /// A history change message as JSON text.
     pub fn change_text(c: &Option<pb::ConfigurationChange>) -> String {
         c.as_ref()
-            .map(|c| switchboard_proto::json::change_json(c).to_string())
+            .map(|c| switchboard_proto::convert::json::change_json(c).to_string())
             .unwrap_or_default()
     }
 

@@ -59,7 +59,7 @@ fn params(
             "params",
             "give params or params_json, not both",
         )),
-        (Some(s), None) => Ok(Some(switchboard_proto::json::from_struct(s))),
+        (Some(s), None) => Ok(Some(switchboard_proto::convert::json::from_struct(s))),
         (None, None) => Ok(None),
         (None, Some(text)) => match serde_json::from_str::<Value>(&text) {
             Ok(Value::Object(m)) => Ok(Some(m)),

@@ -11,7 +11,7 @@ use switchboard_model::{
 };
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::control::v1::webhook_rules_server::WebhookRules;
-use switchboard_proto::json;
+use switchboard_proto::convert::json;
 use switchboard_proto::router::v1::{
     Configuration as RouterConfiguration, EvaluateRequest, Header as RouterHeader, Problem,
     StoredDelivery,

@@ -11,7 +11,7 @@ use switchboard_control_client::views::*;
 use switchboard_control_client::{Bearer, CallError, ControlClient, convert};
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::control::v1::rule_pack_event::Event;
-use switchboard_proto::json;
+use switchboard_proto::convert::json;
 use tonic::{Status, Streaming};
 
 use super::params::*;

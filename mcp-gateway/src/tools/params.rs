@@ -3,7 +3,7 @@
 //! and what happens when it is left out. Unknown fields are refused.
 //!
 //! A configuration and a rule patch are the JSON an agent writes here; the gateway reads them
-//! into control's typed messages at the edge (`switchboard_proto::json`), reporting a shape
+//! into control's typed messages at the edge (`switchboard_proto::convert::json`), reporting a shape
 //! problem itself. Params are the tenant's own values and travel as a `Struct`.
 
 use std::collections::BTreeMap;

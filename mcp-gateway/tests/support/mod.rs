@@ -621,7 +621,9 @@ impl RulePacks for FakeControl {
                     "params seen: {}",
                     r.params
                         .clone()
-                        .map(|p| serde_json::Value::Object(switchboard_proto::json::from_struct(p)))
+                        .map(|p| serde_json::Value::Object(
+                            switchboard_proto::convert::json::from_struct(p)
+                        ))
                         .unwrap_or_default()
                 ),
                 ..Default::default()

@@ -21,7 +21,7 @@ impl From<&Configuration> for pb::Configuration {
                 })
                 .collect(),
             default_action: c.default_action.as_ref().map(|a| a.label().to_string()),
-            params: Some(crate::json::to_struct(&c.params)),
+            params: Some(crate::convert::json::to_struct(&c.params)),
         }
     }
 }
@@ -130,7 +130,7 @@ mod tests {
             let value: serde_json::Value = serde_json::from_str(text).expect("json");
             assert_eq!(
                 pb::Configuration::from(&typed),
-                crate::json::configuration(&value),
+                crate::convert::json::configuration(&value),
                 "{text}"
             );
         }

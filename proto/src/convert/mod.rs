@@ -4,4 +4,5 @@
 pub mod change;
 pub mod configuration;
 pub mod decision;
+pub mod json;
 pub mod plan;

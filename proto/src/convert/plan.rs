@@ -20,7 +20,7 @@ use switchboard_model::provenance::{Drift, InstalledBy, InstalledPack, ReplaySum
 use switchboard_model::{Action, Label};
 
 use crate::control::v1 as pb;
-use crate::json::{from_struct, to_struct};
+use crate::convert::json::{from_struct, to_struct};
 
 impl From<PlanKind> for pb::PlanKind {
     fn from(k: PlanKind) -> Self {

@@ -1,6 +1,8 @@
 //! The control API's typed messages and the JSON an agent reads and writes, both ways: one
 //! place, so the MCP gateway's JSON and the gRPC messages say the same thing, and a typed
-//! request goes through exactly the validation its JSON form does.
+//! request goes through exactly the validation its JSON form does. Beside the model's
+//! conversions (the other files of `convert/`), which a JSON form reads through where the
+//! model has the noun.
 
 use prost_types::value::Kind;
 use serde_json::{Map, Number, Value, json};
@@ -159,8 +161,7 @@ pub fn configuration_json(c: pb::Configuration) -> Value {
 /// error is the problem an agent reads, `invalid_configuration`'s message.
 pub fn parse_configuration(v: &Value) -> Result<pb::Configuration, String> {
     let parsed = switchboard_model::Configuration::from_json(&v.to_string())?;
-    let value = serde_json::to_value(&parsed).map_err(|e| format!("not a configuration: {e}"))?;
-    Ok(configuration(&value))
+    Ok(pb::Configuration::from(&parsed))
 }
 
 /// The fields of a rule a patch may give.
