@@ -7,19 +7,23 @@ use switchboard_model::{Action, Configuration, Label, Rule};
 use crate::control::v1 as pb;
 use crate::router::v1 as router;
 
+/// A rule as either package's `Rule` message: the same four fields, the action as its label.
+macro_rules! rule_message {
+    ($message:path, $rule:expr) => {{
+        let r: &Rule = $rule;
+        $message {
+            id: r.id.clone().unwrap_or_default(),
+            description: r.description.clone(),
+            when: r.when.clone(),
+            action: r.action.label().to_string(),
+        }
+    }};
+}
+
 impl From<&Configuration> for pb::Configuration {
     fn from(c: &Configuration) -> Self {
         pb::Configuration {
-            rules: c
-                .rules
-                .iter()
-                .map(|r| pb::Rule {
-                    id: r.id.clone().unwrap_or_default(),
-                    description: r.description.clone(),
-                    when: r.when.clone(),
-                    action: r.action.label().to_string(),
-                })
-                .collect(),
+            rules: c.rules.iter().map(|r| rule_message!(pb::Rule, r)).collect(),
             default_action: c.default_action.as_ref().map(|a| a.label().to_string()),
             params: Some(crate::convert::json::to_struct(&c.params)),
         }
@@ -42,12 +46,7 @@ impl From<&Configuration> for router::Configuration {
             rules: c
                 .rules
                 .iter()
-                .map(|r| router::Rule {
-                    id: r.id.clone().unwrap_or_default(),
-                    description: r.description.clone(),
-                    when: r.when.clone(),
-                    action: r.action.label().to_string(),
-                })
+                .map(|r| rule_message!(router::Rule, r))
                 .collect(),
             default_action: c.default_action.as_ref().map(|a| a.label().to_string()),
             params_json,
