@@ -170,6 +170,28 @@ fn fallback_code(code: Code) -> Reason {
     }
 }
 
+/// A failure as control answers it (docs/errors.md): `<reason>: <message>` and an
+/// `ErrorInfo` in [`CONTROL_DOMAIN`] with the reason and its metadata. What the surfaces'
+/// tests feed [`CallError::from_status`], so they read exactly control's shape.
+pub fn control_status(
+    code: Code,
+    reason: &str,
+    message: &str,
+    metadata: &[(&str, &str)],
+) -> Status {
+    let mut details = tonic_types::ErrorDetails::new();
+    let metadata: std::collections::HashMap<String, String> = metadata
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect();
+    details.set_error_info(reason, CONTROL_DOMAIN, metadata);
+    <Status as tonic_types::StatusExt>::with_error_details(
+        code,
+        format!("{reason}: {message}"),
+        details,
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
@@ -179,15 +201,7 @@ mod tests {
 
     use super::*;
 
-    fn status(code: Code, reason: &str, message: &str, metadata: &[(&str, &str)]) -> Status {
-        let mut details = ErrorDetails::new();
-        let metadata: HashMap<String, String> = metadata
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        details.set_error_info(reason, CONTROL_DOMAIN, metadata);
-        Status::with_error_details(code, format!("{reason}: {message}"), details)
-    }
+    use super::control_status as status;
 
     #[test]
     fn the_reason_becomes_the_code_and_the_prefix_goes() {

@@ -216,15 +216,7 @@ mod tests {
 
     use super::*;
 
-    fn status(code: Code, reason: &str, message: &str, metadata: &[(&str, &str)]) -> Status {
-        let mut details = ErrorDetails::new();
-        let metadata: HashMap<String, String> = metadata
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect();
-        details.set_error_info(reason, CONTROL_DOMAIN, metadata);
-        Status::with_error_details(code, format!("{reason}: {message}"), details)
-    }
+    use switchboard_control_client::error::control_status as status;
 
     fn next(e: &CallError) -> &str {
         e.details["next"].as_str().unwrap_or_default()
