@@ -1613,7 +1613,7 @@ fn main() {
         let mut faults = Vec::new();
         for (i, s) in samples.iter().enumerate() {
             let (label, _) = expected_record(&expected, i, &probe_webhook(s.forge));
-            if label == "fault" {
+            if label == switchboard_model::Label::Fault.to_string() {
                 faults.push(format!("{}/{}: {:?}", s.forge, s.file, expected.decisions[i]));
             }
             *by_label.entry(label).or_default() += 1;
@@ -1623,7 +1623,12 @@ fn main() {
         }
         let todo_share = by_label
             .iter()
-            .filter(|(l, _)| l.starts_with("queue:") || *l == "default")
+            .filter(|(l, _)| {
+                matches!(
+                    switchboard_model::Label::parse(l),
+                    Ok(switchboard_model::Label::Queue(_) | switchboard_model::Label::Default)
+                )
+            })
             .map(|(_, n)| n)
             .sum::<usize>();
         println!(

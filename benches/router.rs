@@ -222,10 +222,9 @@ const GRANT: [&str; 8] = [
 ];
 
 fn action_json(action: &str) -> Value {
-    match action.strip_prefix("queue:") {
-        Some(q) => json!({ "queue": q }),
-        None => json!({ action: true }),
-    }
+    let label = switchboard_model::Label::parse(action).expect("a label");
+    let action = switchboard_model::Action::from_label(&label).expect("an action");
+    serde_json::to_value(action).expect("an action's JSON")
 }
 
 fn params(candidate: bool) -> Value {

@@ -164,7 +164,12 @@ fn list_table(o: &ListWebhookRulesOut) -> String {
             c.default_action
                 .as_ref()
                 .map(|a| a.label().to_string())
-                .unwrap_or_else(|| format!("queue:{} (the default queue)", first(&o.grant))),
+                .unwrap_or_else(|| {
+                    format!(
+                        "{} (the default queue)",
+                        switchboard_model::Label::queue(first(&o.grant))
+                    )
+                }),
         ),
         ("params", list(&params)),
     ]);

@@ -257,9 +257,11 @@ fn check_case(seed: &str, grant: &[String], case: &Case) -> Result<(), Error> {
     if !case.edits.is_empty() && case.body_file.is_none() {
         return fail("edits apply to a real payload (body_file)".into());
     }
-    let want_ok = match case.want.strip_prefix("queue:") {
-        Some(q) => grant.iter().any(|g| g == q),
-        None => case.want == "drop" || case.want == "default",
+    use switchboard_model::Label;
+    let want_ok = match Label::parse(&case.want) {
+        Ok(Label::Queue(q)) => grant.iter().any(|g| *g == q),
+        Ok(Label::Drop | Label::Default) => true,
+        _ => false,
     };
     if !want_ok {
         return fail(format!(

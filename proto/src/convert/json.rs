@@ -58,11 +58,9 @@ pub fn from_value(v: prost_types::Value) -> Value {
 /// An action's JSON (`{"queue": "x"}`, `{"drop": true}`, `{"quarantine": true}`) as its
 /// decision label; anything else as its JSON text, so it is never silently lost.
 fn action_label(action: &Value) -> String {
-    match action.as_object().and_then(|m| m.iter().next()) {
-        Some((k, Value::String(q))) if k == "queue" => format!("queue:{q}"),
-        Some((k, Value::Bool(true))) if k == "drop" => "drop".into(),
-        Some((k, Value::Bool(true))) if k == "quarantine" => "quarantine".into(),
-        _ => action.to_string(),
+    match serde_json::from_value::<switchboard_model::Action>(action.clone()) {
+        Ok(a) => a.label().to_string(),
+        Err(_) => action.to_string(),
     }
 }
 
