@@ -20,6 +20,7 @@ pub mod manifest;
 pub mod plan;
 pub mod provenance;
 pub mod role;
+pub mod trial;
 pub mod trusted;
 pub mod verb;
 
