@@ -130,6 +130,67 @@ pub enum Insufficient {
     },
 }
 
+/// How long a trial runs when its start names no limit: a week (issue 45).
+pub const DEFAULT_MAX_DURATION_MS: i64 = 7 * 24 * 60 * 60 * 1000;
+
+/// What ends a trial on its own, set when it starts.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct TrialLimits {
+    /// Ends after this many live deliveries seen; none: no count limit.
+    pub max_deliveries: Option<u64>,
+    /// Ends this long after it started.
+    pub max_duration_ms: i64,
+}
+
+impl Default for TrialLimits {
+    fn default() -> Self {
+        TrialLimits {
+            max_deliveries: None,
+            max_duration_ms: DEFAULT_MAX_DURATION_MS,
+        }
+    }
+}
+
+/// Why a trial ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum TrialEnd {
+    /// Its owner stopped it (`stop_rule_trial`).
+    Stopped,
+    /// It saw `max_deliveries`.
+    MaxDeliveries,
+    /// `max_duration` passed.
+    MaxDuration,
+    /// The saved configuration is no longer the one the trial ran beside: its evidence
+    /// compares the candidate with rules that are not live any more.
+    Stale,
+}
+
+impl TrialLimits {
+    /// Whether a running trial ends now, and why: stale first (whatever else, its evidence
+    /// no longer describes the live rules), then its limits.
+    pub fn ended(
+        &self,
+        started_at_ms: i64,
+        now_ms: i64,
+        seen: u64,
+        base_digest: &str,
+        saved_digest: &str,
+    ) -> Option<TrialEnd> {
+        if base_digest != saved_digest {
+            Some(TrialEnd::Stale)
+        } else if self.max_deliveries.is_some_and(|max| seen >= max) {
+            Some(TrialEnd::MaxDeliveries)
+        } else if now_ms.saturating_sub(started_at_ms) >= self.max_duration_ms {
+            Some(TrialEnd::MaxDuration)
+        } else {
+            None
+        }
+    }
+}
+
 /// Each transition either side saw, forecast beside observed: lost work first, then what
 /// the replay never saw, then the rest by how many the trial observed.
 pub fn compare(forecast: &Forecast, observed: &Observed) -> Vec<TransitionEvidence> {
@@ -304,6 +365,32 @@ mod tests {
                     to: Label::Quarantine
                 },
             ]
+        );
+    }
+
+    /// A trial ends as stale when the saved configuration moved, whatever its limits; else at
+    /// its delivery count or its duration (a week by default).
+    #[test]
+    fn a_trial_ends_stale_first_then_at_its_limits() {
+        let week = TrialLimits::default();
+        assert_eq!(week.ended(0, 1000, 10, "a", "a"), None);
+        assert_eq!(
+            week.ended(0, DEFAULT_MAX_DURATION_MS, 10, "a", "a"),
+            Some(TrialEnd::MaxDuration)
+        );
+        let thousand = TrialLimits {
+            max_deliveries: Some(1000),
+            ..TrialLimits::default()
+        };
+        assert_eq!(thousand.ended(0, 1, 999, "a", "a"), None);
+        assert_eq!(
+            thousand.ended(0, 1, 1000, "a", "a"),
+            Some(TrialEnd::MaxDeliveries)
+        );
+        assert_eq!(thousand.ended(0, 1, 1000, "a", "b"), Some(TrialEnd::Stale));
+        assert_eq!(
+            serde_json::to_string(&TrialEnd::MaxDeliveries).expect("json"),
+            r#""max_deliveries""#
         );
     }
 
