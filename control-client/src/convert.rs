@@ -69,16 +69,11 @@ fn non_zero(ms: i64) -> Option<i64> {
     (ms != 0).then_some(ms)
 }
 
+/// A source type's name (`github`, …); `unspecified` for a value that names none.
 pub fn source_name(source: i32) -> String {
-    match pb::SourceType::try_from(source).unwrap_or(pb::SourceType::Unspecified) {
-        pb::SourceType::Forgejo => "forgejo",
-        pb::SourceType::Gitea => "gitea",
-        pb::SourceType::Github => "github",
-        pb::SourceType::Cairn => "cairn",
-        pb::SourceType::Generic => "generic",
-        pb::SourceType::Unspecified => "unspecified",
-    }
-    .to_string()
+    switchboard_proto::convert::source::source_type(source)
+        .map_or("unspecified", |t| t.as_str())
+        .to_string()
 }
 
 /// A webhook message is required where control always sends one.

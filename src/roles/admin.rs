@@ -602,7 +602,7 @@ async fn webhook(client: &mut Client, command: WebhookCommand) -> anyhow::Result
             let made = client
                 .provision_webhook(pb::ProvisionWebhookRequest {
                     owner_scope: scope.to_string(),
-                    source_type: switchboard_control::api::convert::source_type(source) as i32,
+                    source_type: switchboard_proto::control::v1::SourceType::from(source) as i32,
                     grant,
                     secret,
                     reject_unverified,

@@ -9,35 +9,20 @@ use super::status::ApiError;
 use crate::state::ControlState;
 use crate::store::{Event, EventSummary, HistoryRecord, Page, SourceType, Todo, Webhook};
 
-pub fn source_type(t: SourceType) -> pb::SourceType {
-    match t {
-        SourceType::Forgejo => pb::SourceType::Forgejo,
-        SourceType::Gitea => pb::SourceType::Gitea,
-        SourceType::Github => pb::SourceType::Github,
-        SourceType::Cairn => pb::SourceType::Cairn,
-        SourceType::Generic => pb::SourceType::Generic,
-    }
-}
-
 /// The caller's source type; unspecified and unknown values name the field.
 pub fn source_type_from(value: i32) -> Result<SourceType, ApiError> {
-    match pb::SourceType::try_from(value) {
-        Ok(pb::SourceType::Forgejo) => Ok(SourceType::Forgejo),
-        Ok(pb::SourceType::Gitea) => Ok(SourceType::Gitea),
-        Ok(pb::SourceType::Github) => Ok(SourceType::Github),
-        Ok(pb::SourceType::Cairn) => Ok(SourceType::Cairn),
-        Ok(pb::SourceType::Generic) => Ok(SourceType::Generic),
-        Ok(pb::SourceType::Unspecified) | Err(_) => Err(ApiError::invalid(
+    switchboard_proto::convert::source::source_type(value).ok_or_else(|| {
+        ApiError::invalid(
             "source_type",
             "one of forgejo, gitea, github, cairn, generic",
-        )),
-    }
+        )
+    })
 }
 
 /// A stored source name (`github`, …) as the wire enum; unknown stays unspecified.
 fn source_name(name: &str) -> i32 {
     name.parse::<SourceType>()
-        .map_or(pb::SourceType::Unspecified, source_type) as i32
+        .map_or(pb::SourceType::Unspecified, pb::SourceType::from) as i32
 }
 
 /// A webhook's installed packs as typed messages.
@@ -50,7 +35,7 @@ pub fn webhook(w: &Webhook) -> pb::Webhook {
         installed_packs: installed_packs(&w.provenance),
         id: w.id.clone(),
         owner_scope: w.owner_scope.to_string(),
-        source_type: source_type(w.source_type) as i32,
+        source_type: pb::SourceType::from(w.source_type) as i32,
         grant: w.grant.clone(),
         default_queue: w.default_queue().unwrap_or_default().to_string(),
         reject_unverified: w.reject_unverified,
@@ -184,7 +169,7 @@ mod tests {
     fn source_types_map_both_ways() {
         for t in SourceType::ALL {
             assert_eq!(source_type_from(source_type(t) as i32).unwrap(), t);
-            assert_eq!(source_name(t.as_str()), source_type(t) as i32);
+            assert_eq!(source_name(t.as_str()), pb::SourceType::from(t) as i32);
         }
         assert!(source_type_from(0).is_err());
         assert!(source_type_from(99).is_err());

@@ -6,3 +6,4 @@ pub mod configuration;
 pub mod decision;
 pub mod json;
 pub mod plan;
+pub mod source;
