@@ -168,7 +168,7 @@ mod tests {
     #[test]
     fn source_types_map_both_ways() {
         for t in SourceType::ALL {
-            assert_eq!(source_type_from(source_type(t) as i32).unwrap(), t);
+            assert_eq!(source_type_from(pb::SourceType::from(t) as i32).unwrap(), t);
             assert_eq!(source_name(t.as_str()), pb::SourceType::from(t) as i32);
         }
         assert!(source_type_from(0).is_err());
