@@ -70,9 +70,9 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// What is recorded of the plan, for its state (`switchboard_packs::plan::PlanFacts`).
-    pub fn facts(&self) -> switchboard_packs::plan::PlanFacts {
-        switchboard_packs::plan::PlanFacts {
+    /// What is recorded of the plan, for its state (`switchboard_model::plan::PlanFacts`).
+    pub fn facts(&self) -> switchboard_model::plan::PlanFacts {
+        switchboard_model::plan::PlanFacts {
             expires_at: self.expires_at,
             used_at: self.used_at,
             rejected_at: self.rejected_at,
@@ -233,7 +233,8 @@ impl Store {
     }
 
     /// The stored token hash of plan `id`, for consuming it by id (a person's acceptance).
-    pub(crate) async fn plan_token_hash(&self, id: &str) -> Result<String> {
+    /// Public: control's console accepts a plan by id (`rule_packs/confirm.rs`).
+    pub async fn plan_token_hash(&self, id: &str) -> Result<String> {
         let row = sqlx::query("SELECT token_hash FROM plans WHERE id = $1")
             .bind(super::lookup_id(id))
             .fetch_optional(&self.pool)

@@ -12,7 +12,7 @@ use super::{Store, parse_col};
 use crate::error::{Error, Result};
 use crate::scope::OwnerScope;
 use crate::secrets::{hashes_match, mint_credential, new_id, sha256_hex};
-use crate::verbs;
+use switchboard_model::verb;
 
 /// The prefix of every endpoint credential, so a leaked one is recognizable in logs and scanners.
 pub const CREDENTIAL_PREFIX: &str = "sbe_";
@@ -80,7 +80,7 @@ impl Store {
     /// which is not kept and cannot be shown again.
     pub async fn vend_endpoint(&self, new: NewEndpoint) -> Result<VendedEndpoint> {
         check_name("name", &new.name)?;
-        let verbs = verbs::expand(&new.verbs).map_err(|m| Error::invalid("verbs", m))?;
+        let verbs = verb::expand(&new.verbs).map_err(|m| Error::invalid("verbs", m))?;
         if verbs.is_empty() {
             return Err(Error::invalid("verbs", "name at least one verb or family"));
         }

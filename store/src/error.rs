@@ -1,4 +1,5 @@
-//! The one error type of the control crate.
+//! The one error type of control and its store: defined here, in the store's crate (issue 44),
+//! and re-exported by control as `switchboard_control::error`.
 //!
 //! Each variant maps to one gRPC code at the API edge. The `Display` text is the external
 //! message a caller may see; anything internal (SQL text, driver errors, file paths) lives in
@@ -6,7 +7,7 @@
 
 use std::time::Duration;
 
-/// Shorthand for results in this crate.
+/// Shorthand for results in the store and in control.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
 #[derive(Debug, thiserror::Error)]
@@ -102,7 +103,8 @@ impl Error {
         Error::NotFound { resource }
     }
 
-    pub(crate) fn invalid(field: &'static str, message: impl Into<String>) -> Self {
+    /// An [`Error::InvalidArgument`] naming `field`. Public: control refuses arguments too.
+    pub fn invalid(field: &'static str, message: impl Into<String>) -> Self {
         Error::InvalidArgument {
             field,
             message: message.into(),
@@ -115,7 +117,8 @@ impl Error {
         }
     }
 
-    pub(crate) fn internal(context: impl Into<String>) -> Self {
+    /// An [`Error::Internal`] with `context` for the logs. Public: control's failures too.
+    pub fn internal(context: impl Into<String>) -> Self {
         Error::Internal {
             context: context.into(),
         }

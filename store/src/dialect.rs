@@ -59,144 +59,144 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
         1,
         "control",
-        include_str!("../../migrations/sqlite/0001_control.sql"),
+        include_str!("../migrations/sqlite/0001_control.sql"),
     ),
     (
         2,
         "rate_limit_grants",
-        include_str!("../../migrations/sqlite/0002_rate_limit_grants.sql"),
+        include_str!("../migrations/sqlite/0002_rate_limit_grants.sql"),
     ),
     (
         3,
         "once_key_by_verified",
-        include_str!("../../migrations/sqlite/0003_once_key_by_verified.sql"),
+        include_str!("../migrations/sqlite/0003_once_key_by_verified.sql"),
     ),
     (
         4,
         "events_by_age",
-        include_str!("../../migrations/sqlite/0004_events_by_age.sql"),
+        include_str!("../migrations/sqlite/0004_events_by_age.sql"),
     ),
     (
         5,
         "rate_limit_log",
-        include_str!("../../migrations/sqlite/0005_rate_limit_log.sql"),
+        include_str!("../migrations/sqlite/0005_rate_limit_log.sql"),
     ),
     (
         6,
         "grant_allowances",
-        include_str!("../../migrations/sqlite/0006_grant_allowances.sql"),
+        include_str!("../migrations/sqlite/0006_grant_allowances.sql"),
     ),
     (
         7,
         "plan_approval",
-        include_str!("../../migrations/sqlite/0007_plan_approval.sql"),
+        include_str!("../migrations/sqlite/0007_plan_approval.sql"),
     ),
     (
         8,
         "console_sessions",
-        include_str!("../../migrations/sqlite/0008_console_sessions.sql"),
+        include_str!("../migrations/sqlite/0008_console_sessions.sql"),
     ),
     (
         9,
         "todo_leases",
-        include_str!("../../migrations/sqlite/0009_todo_leases.sql"),
+        include_str!("../migrations/sqlite/0009_todo_leases.sql"),
     ),
     (
         10,
         "decision_config",
-        include_str!("../../migrations/sqlite/0010_decision_config.sql"),
+        include_str!("../migrations/sqlite/0010_decision_config.sql"),
     ),
     (
         11,
         "operators",
-        include_str!("../../migrations/sqlite/0011_operators.sql"),
+        include_str!("../migrations/sqlite/0011_operators.sql"),
     ),
     (
         12,
         "redrives",
-        include_str!("../../migrations/sqlite/0012_redrives.sql"),
+        include_str!("../migrations/sqlite/0012_redrives.sql"),
     ),
     (
         13,
         "body_compression",
-        include_str!("../../migrations/sqlite/0013_body_compression.sql"),
+        include_str!("../migrations/sqlite/0013_body_compression.sql"),
     ),
     (
         14,
         "webhook_revision",
-        include_str!("../../migrations/sqlite/0014_webhook_revision.sql"),
+        include_str!("../migrations/sqlite/0014_webhook_revision.sql"),
     ),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
         1,
         "control",
-        include_str!("../../migrations/postgres/0001_control.sql"),
+        include_str!("../migrations/postgres/0001_control.sql"),
     ),
     (
         2,
         "rate_limit_grants",
-        include_str!("../../migrations/postgres/0002_rate_limit_grants.sql"),
+        include_str!("../migrations/postgres/0002_rate_limit_grants.sql"),
     ),
     (
         3,
         "once_key_by_verified",
-        include_str!("../../migrations/postgres/0003_once_key_by_verified.sql"),
+        include_str!("../migrations/postgres/0003_once_key_by_verified.sql"),
     ),
     (
         4,
         "events_by_age",
-        include_str!("../../migrations/postgres/0004_events_by_age.sql"),
+        include_str!("../migrations/postgres/0004_events_by_age.sql"),
     ),
     (
         5,
         "rate_limit_log",
-        include_str!("../../migrations/postgres/0005_rate_limit_log.sql"),
+        include_str!("../migrations/postgres/0005_rate_limit_log.sql"),
     ),
     (
         6,
         "grant_allowances",
-        include_str!("../../migrations/postgres/0006_grant_allowances.sql"),
+        include_str!("../migrations/postgres/0006_grant_allowances.sql"),
     ),
     (
         7,
         "plan_approval",
-        include_str!("../../migrations/postgres/0007_plan_approval.sql"),
+        include_str!("../migrations/postgres/0007_plan_approval.sql"),
     ),
     (
         8,
         "console_sessions",
-        include_str!("../../migrations/postgres/0008_console_sessions.sql"),
+        include_str!("../migrations/postgres/0008_console_sessions.sql"),
     ),
     (
         9,
         "todo_leases",
-        include_str!("../../migrations/postgres/0009_todo_leases.sql"),
+        include_str!("../migrations/postgres/0009_todo_leases.sql"),
     ),
     (
         10,
         "decision_config",
-        include_str!("../../migrations/postgres/0010_decision_config.sql"),
+        include_str!("../migrations/postgres/0010_decision_config.sql"),
     ),
     (
         11,
         "operators",
-        include_str!("../../migrations/postgres/0011_operators.sql"),
+        include_str!("../migrations/postgres/0011_operators.sql"),
     ),
     (
         12,
         "redrives",
-        include_str!("../../migrations/postgres/0012_redrives.sql"),
+        include_str!("../migrations/postgres/0012_redrives.sql"),
     ),
     (
         13,
         "body_compression",
-        include_str!("../../migrations/postgres/0013_body_compression.sql"),
+        include_str!("../migrations/postgres/0013_body_compression.sql"),
     ),
     (
         14,
         "webhook_revision",
-        include_str!("../../migrations/postgres/0014_webhook_revision.sql"),
+        include_str!("../migrations/postgres/0014_webhook_revision.sql"),
     ),
 ];
 
@@ -312,8 +312,8 @@ pub(crate) async fn begin_write(
 macro_rules! for_update {
     ($backend:expr, $($sql:tt)+) => {
         match $backend {
-            $crate::store::Backend::Sqlite => concat!($($sql)+),
-            $crate::store::Backend::Postgres => concat!($($sql)+, " FOR UPDATE"),
+            $crate::Backend::Sqlite => concat!($($sql)+),
+            $crate::Backend::Postgres => concat!($($sql)+, " FOR UPDATE"),
         }
     };
 }

@@ -10,12 +10,21 @@
 //! only after its last message, so a row taken early could be acted on (an event routed, a
 //! 202 answered) before another connection can see it. Found by benches/ingest.rs: 18–31 of
 //! 6,288 events were not yet visible to the next statement on another connection.
+//!
+//! A crate of its own (issue 44), control's lowest floor: it depends on the model, the protos
+//! (for the reasons errors carry) and telemetry, never on control, packs or a surface. With it
+//! live what the store needs of control and control re-exports unchanged: the one [`Error`]
+//! (`error`), owner scopes (`scope`), sealing (`sealing`) and ids and tokens (`secrets`). The
+//! migrations, one tree per backend, are `migrations/{sqlite,postgres}` beside this folder.
+
+#![forbid(unsafe_code)]
 
 mod allowances;
 mod configuration;
 mod console;
 mod dialect;
 mod endpoints;
+pub mod error;
 mod events;
 mod group_commit;
 mod leases;
@@ -25,6 +34,9 @@ mod plans;
 mod rate_limits;
 mod redrives;
 mod retention;
+pub mod scope;
+pub mod sealing;
+pub mod secrets;
 mod tenancy;
 mod todos;
 mod webhook_cache;
@@ -38,7 +50,9 @@ use sqlx::AnyPool;
 use sqlx::any::AnyRow;
 use sqlx::{Executor, Row};
 
-use crate::error::{Error, Result};
+pub use error::{Error, Result};
+pub use scope::{OwnerScope, Role};
+pub use sealing::SealingKey;
 
 pub use allowances::{GrantAllowance, is_queue_name, within_allowance};
 pub use configuration::{HistoryRecord, MAX_PROVENANCE_BYTES, SaveConfiguration, Saved};
@@ -66,8 +80,6 @@ pub use todos::{MAX_CLAIM_TTL, NewTodo, Todo, TodoFilter, TodoInsert};
 pub use webhook_cache::{IngestWebhook, is_stale_webhook};
 pub use webhooks::{ConfirmPolicy, MAX_CONFIGURATION_BYTES, NewWebhook, SourceType, Webhook};
 
-use crate::sealing::SealingKey;
-
 /// The handle every control component shares. Cheap to clone: a pool, a backend tag, a clock,
 /// and the rate-limit hits this process holds (`rate_limits.rs`).
 #[derive(Clone, Debug)]
@@ -79,7 +91,7 @@ pub struct Store {
     write_turns: dialect::WriteTurns,
     /// Ingest's writes share transactions (`group_commit`).
     group_commit: group_commit::GroupCommit,
-    /// Seals webhook secrets on write and opens them on read (`crate::sealing`).
+    /// Seals webhook secrets on write and opens them on read (`sealing`).
     sealing: std::sync::Arc<SealingKey>,
     /// The webhook rows ingest read, checked at the write (`webhook_cache`).
     webhook_cache: std::sync::Arc<webhook_cache::WebhookCache>,
