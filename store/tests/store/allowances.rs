@@ -2,8 +2,8 @@
 //! when they create webhooks over the API. The operator's own `create_webhook` is not gated.
 
 use sqlx::Row;
-use switchboard_control::store::NewWebhook;
-use switchboard_control::{Error, Store};
+use switchboard_store::NewWebhook;
+use switchboard_store::{Error, Store};
 
 use crate::harness::{TestDb, human, invalid, new_webhook, webhook};
 
@@ -14,7 +14,7 @@ fn queues(list: &[&str]) -> Vec<String> {
 pub async fn an_allowance_is_set_replaced_listed_and_cleared(db: TestDb) {
     let alice = human(&db, "alice").await;
     db.create_team("ops", "Operations").await.expect("team");
-    let ops = switchboard_control::OwnerScope::team("ops");
+    let ops = switchboard_store::OwnerScope::team("ops");
     assert_eq!(db.grant_allowance(&alice).await.expect("read"), None);
 
     let set = db
@@ -63,7 +63,7 @@ pub async fn an_allowance_is_set_replaced_listed_and_cleared(db: TestDb) {
     );
     invalid(
         db.set_grant_allowance(
-            &switchboard_control::OwnerScope::human("nobody"),
+            &switchboard_store::OwnerScope::human("nobody"),
             &queues(&["forge"]),
         )
         .await,
@@ -168,7 +168,7 @@ pub async fn upgrading_from_0005_allows_each_scope_the_queues_its_webhooks_alrea
     let new = Store::connect(&url, db.store.sealing_key())
         .await
         .expect("upgrade to the current schema");
-    let allowed = |a: Option<switchboard_control::store::GrantAllowance>| a.map(|a| a.queues);
+    let allowed = |a: Option<switchboard_store::GrantAllowance>| a.map(|a| a.queues);
     assert_eq!(
         allowed(new.grant_allowance(&alice).await.expect("read")),
         Some(queues(&["forge", "review", "triage"]))

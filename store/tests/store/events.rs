@@ -2,9 +2,9 @@ use std::collections::HashSet;
 use std::time::Duration;
 
 use sqlx::AssertSqlSafe;
-use switchboard_control::Clock;
-use switchboard_control::store::{NewEvent, NewTodo, Page, RecordDecision};
 use switchboard_model::{Label, RecordedDecision, RecordedFault};
+use switchboard_store::Clock;
+use switchboard_store::{NewEvent, NewTodo, Page, RecordDecision};
 
 use crate::harness::{
     ALL_MIGRATIONS, TestDb, applied_migrations, decision_refused_mid_transaction, human, invalid,
@@ -298,8 +298,7 @@ pub async fn unrouted_events_are_found_until_routed(db: TestDb) {
                 .unwrap(),
         );
     }
-    let ids =
-        |v: Vec<switchboard_control::store::Event>| v.into_iter().map(|e| e.id).collect::<Vec<_>>();
+    let ids = |v: Vec<switchboard_store::Event>| v.into_iter().map(|e| e.id).collect::<Vec<_>>();
     assert_eq!(
         ids(store.unrouted_events(100).await.unwrap()),
         vec![
@@ -415,7 +414,7 @@ pub async fn a_decision_is_recorded_once_and_the_first_stands(db: TestDb) {
     assert!(first.inserted);
     let second = db.record_decision(&stored.id, to("triage")).await;
     assert!(
-        matches!(second, Err(switchboard_control::Error::Conflict { .. })),
+        matches!(second, Err(switchboard_store::Error::Conflict { .. })),
         "{second:?}"
     );
     let (decision, todo) = db.standing_decision(&stored.id).await.unwrap();
@@ -426,7 +425,7 @@ pub async fn a_decision_is_recorded_once_and_the_first_stands(db: TestDb) {
         .list_todos(
             &alice,
             "triage",
-            switchboard_control::store::TodoFilter::All,
+            switchboard_store::TodoFilter::All,
             &Page::first(10),
         )
         .await
@@ -441,7 +440,7 @@ pub async fn a_decision_is_recorded_once_and_the_first_stands(db: TestDb) {
 /// exactly one decision and one todo, every other pass on it is a `conflict` answered nothing,
 /// and the unknown events are `not_found`.
 pub async fn racing_decisions_in_shared_commits_record_one_each(db: TestDb) {
-    use switchboard_control::store::DecidedBy;
+    use switchboard_store::DecidedBy;
     let alice = human(&db, "alice").await;
     let wh = webhook(&db, &alice).await;
     let mut events = Vec::new();
@@ -495,13 +494,13 @@ pub async fn racing_decisions_in_shared_commits_record_one_each(db: TestDb) {
                     "one winner per event"
                 );
             }
-            Err(switchboard_control::Error::Conflict { .. }) => {
+            Err(switchboard_store::Error::Conflict { .. }) => {
                 assert!(
                     events.contains(&event_id),
                     "{event_id}: conflict on a real event"
                 );
             }
-            Err(switchboard_control::Error::NotFound { .. }) => {
+            Err(switchboard_store::Error::NotFound { .. }) => {
                 assert!(event_id.starts_with("ev_missing"), "{event_id}: not found");
             }
             other => panic!("{event_id}: {other:?}"),
@@ -533,7 +532,7 @@ pub async fn racing_decisions_in_shared_commits_record_one_each(db: TestDb) {
 pub async fn a_stored_event_is_visible_to_other_connections_at_once(db: TestDb) {
     let alice = human(&db, "alice").await;
     let wh = webhook(&db, &alice).await;
-    let other = switchboard_control::Store::connect(&db.url, db.store.sealing_key())
+    let other = switchboard_store::Store::connect(&db.url, db.store.sealing_key())
         .await
         .expect("a second pool on the same database");
     let body = std::fs::read(payload()).expect("the vendored github payload");
@@ -626,8 +625,8 @@ pub async fn concurrent_deliveries_share_commits_and_each_is_stored_once(db: Tes
 /// The same senders with group commit off (`max_writes` 1, `--group-commit-writes 1`): the
 /// same outcome, each write in a commit of its own.
 pub async fn with_group_commit_off_each_write_commits_alone(db: TestDb) {
-    use switchboard_control::Store;
-    use switchboard_control::store::{GroupCommitBounds, StoreOptions};
+    use switchboard_store::Store;
+    use switchboard_store::{GroupCommitBounds, StoreOptions};
     let off = Store::connect_with(
         &db.url,
         StoreOptions {
@@ -654,7 +653,7 @@ pub async fn with_group_commit_off_each_write_commits_alone(db: TestDb) {
 /// a deleted webhook stores nothing, todo included; a todo without a queue is refused before
 /// anything is written.
 pub async fn a_delivery_decided_before_it_is_stored_is_one_write_with_its_todo(db: TestDb) {
-    use switchboard_control::store::DecidedBy;
+    use switchboard_store::DecidedBy;
     let alice = human(&db, "alice").await;
     let wh = webhook(&db, &alice).await;
     let decided = |queue: &str| RecordDecision {
@@ -701,7 +700,7 @@ pub async fn a_delivery_decided_before_it_is_stored_is_one_write_with_its_todo(d
     assert_eq!(db.unrouted_count(&wh.id).await.unwrap(), 0);
     let again = db.record_decision(&id, decided("triage")).await;
     assert!(
-        matches!(again, Err(switchboard_control::Error::Conflict { .. })),
+        matches!(again, Err(switchboard_store::Error::Conflict { .. })),
         "{again:?}"
     );
 
@@ -774,10 +773,10 @@ pub async fn with_one_statement_off_decided_deliveries_are_stored_the_same(db: T
     off.close().await;
 }
 
-async fn store_without_one_statement(db: &TestDb) -> switchboard_control::Store {
-    switchboard_control::Store::connect_with(
+async fn store_without_one_statement(db: &TestDb) -> switchboard_store::Store {
+    switchboard_store::Store::connect_with(
         &db.url,
-        switchboard_control::store::StoreOptions {
+        switchboard_store::StoreOptions {
             sealing_key: Some(db.store.sealing_key().clone()),
             postgres_one_statement: false,
             ..Default::default()
@@ -787,7 +786,7 @@ async fn store_without_one_statement(db: &TestDb) -> switchboard_control::Store 
     .expect("open the store again")
 }
 
-async fn decided_senders(db: &TestDb, store: &switchboard_control::Store) {
+async fn decided_senders(db: &TestDb, store: &switchboard_store::Store) {
     let alice = human(db, "alice").await;
     let hooks = [webhook(db, &alice).await.id, webhook(db, &alice).await.id];
     let gone = webhook(db, &alice).await.id;
@@ -860,9 +859,9 @@ async fn decided_senders(db: &TestDb, store: &switchboard_control::Store) {
 /// What a stored write answered, without the ids and times chosen for it: comparable between
 /// two stores.
 fn answered_shape(
-    answer: &switchboard_control::Result<(
-        switchboard_control::store::Event,
-        Option<switchboard_control::store::TodoInsert>,
+    answer: &switchboard_store::Result<(
+        switchboard_store::Event,
+        Option<switchboard_store::TodoInsert>,
     )>,
 ) -> String {
     match answer {
@@ -896,7 +895,7 @@ fn answered_shape(
 /// deleted webhook, under a webhook revision that moved on, then redeliveries. Both answer
 /// the same, and what each answered is what is stored.
 pub async fn a_batch_in_one_statement_answers_as_its_transaction_does(db: TestDb) {
-    use switchboard_control::store::{DecidedBy, is_stale_webhook};
+    use switchboard_store::{DecidedBy, is_stale_webhook};
     let off = store_without_one_statement(&db).await;
     let alice = human(&db, "alice").await;
     let decided = |queue: Option<&str>| RecordDecision {
@@ -1009,17 +1008,17 @@ pub async fn a_batch_in_one_statement_answers_as_its_transaction_does(db: TestDb
 /// batches fail on the dead ones and are written again on fresh connections: every delivery
 /// is answered, stored once, with its todo.
 pub async fn a_committer_whose_connection_died_loses_no_delivery(db: TestDb) {
-    use switchboard_control::store::Backend;
+    use switchboard_store::Backend;
     if db.backend() != Backend::Postgres {
         return;
     }
     let name = format!(
         "sb_{}",
-        switchboard_control::secrets::random_hex(6).expect("random")
+        switchboard_store::secrets::random_hex(6).expect("random")
     );
-    let store = switchboard_control::Store::connect_with(
+    let store = switchboard_store::Store::connect_with(
         &format!("{}&application_name={name}", db.url),
-        switchboard_control::store::StoreOptions {
+        switchboard_store::StoreOptions {
             sealing_key: Some(db.store.sealing_key().clone()),
             ..Default::default()
         },
@@ -1069,7 +1068,7 @@ pub async fn a_committer_whose_connection_died_loses_no_delivery(db: TestDb) {
 }
 
 /// 32 senders through `store` (on `db`'s database); the commits and writes they took.
-async fn thirty_two_senders(db: &TestDb, store: &switchboard_control::Store) -> (u64, u64) {
+async fn thirty_two_senders(db: &TestDb, store: &switchboard_store::Store) -> (u64, u64) {
     let alice = human(db, "alice").await;
     let hooks = [webhook(db, &alice).await.id, webhook(db, &alice).await.id];
     let gone = webhook(db, &alice).await.id;
@@ -1128,8 +1127,8 @@ async fn thirty_two_senders(db: &TestDb, store: &switchboard_control::Store) -> 
 /// it say "unknown" (NULL), decisions recorded after it name their configuration, nothing else
 /// moves, and every endpoint that could read an event may now explain one.
 pub async fn upgrading_from_0009_leaves_old_decisions_unknown_and_grants_explain(db: TestDb) {
-    use switchboard_control::Store;
-    use switchboard_control::store::{DecidedBy, NewEndpoint};
+    use switchboard_store::Store;
+    use switchboard_store::{DecidedBy, NewEndpoint};
     let url = crate::harness::second_database(&db).await;
     let old = crate::harness::open_at(&db, &url, 9).await;
     let alice = human(&old, "alice").await;
@@ -1250,8 +1249,8 @@ pub async fn upgrading_from_0009_leaves_old_decisions_unknown_and_grants_explain
 /// before reads back byte for byte, a body stored after does too, and on PostgreSQL the new
 /// one is compressed with lz4 (the old keeps pglz) when the server has lz4.
 pub async fn upgrading_from_0012_keeps_bodies_and_compresses_new_ones_with_lz4(db: TestDb) {
-    use switchboard_control::Store;
-    use switchboard_control::store::Backend;
+    use switchboard_store::Backend;
+    use switchboard_store::Store;
     let body = std::fs::read(payload()).expect("the vendored github payload");
     assert!(body.len() > 4096, "big enough to be compressed");
     let url = crate::harness::second_database(&db).await;
@@ -1318,8 +1317,8 @@ pub async fn upgrading_from_0012_keeps_bodies_and_compresses_new_ones_with_lz4(d
 /// is kept, a quarantined one is a redrive candidate as ingest decided it, and every endpoint
 /// that could set rules may now redrive and confirm a redrive; no other endpoint gains them.
 pub async fn upgrading_from_0010_keeps_events_redrivable_and_grants_redrive(db: TestDb) {
-    use switchboard_control::Store;
-    use switchboard_control::store::{NewEndpoint, Redrivable, RedriveFilter};
+    use switchboard_store::Store;
+    use switchboard_store::{NewEndpoint, Redrivable, RedriveFilter};
     let url = crate::harness::second_database(&db).await;
     let old = crate::harness::open_at(&db, &url, 10).await;
     let alice = human(&old, "alice").await;

@@ -1,8 +1,8 @@
 use serde_json::json;
 use sqlx::Row;
-use switchboard_control::OwnerScope;
-use switchboard_control::secrets::configuration_digest;
-use switchboard_control::store::{
+use switchboard_store::OwnerScope;
+use switchboard_store::secrets::configuration_digest;
+use switchboard_store::{
     Actor, NewEvent, NewTodo, NewWebhook, Page, RecordDecision, SaveConfiguration, SourceType,
 };
 
@@ -322,16 +322,16 @@ pub async fn bad_webhook_arguments_are_refused(db: TestDb) {
 /// a revision the row has left is refused as stale and stores nothing; at the current revision,
 /// or naming none, it is stored. The copy is kept until asked for anew.
 pub async fn a_webhook_copy_is_trusted_only_at_its_revision(db: TestDb) {
-    use switchboard_control::store::is_stale_webhook;
+    use switchboard_store::is_stale_webhook;
     let alice = human(&db, "alice").await;
     let wh = webhook(&db, &alice).await;
     let copy = db.webhook_for_ingest_cached(&wh.id, false).await.unwrap();
     assert_eq!(copy.webhook, wh);
-    let elsewhere = switchboard_control::Store::connect(&db.url, db.store.sealing_key())
+    let elsewhere = switchboard_store::Store::connect(&db.url, db.store.sealing_key())
         .await
         .expect("another replica's store");
     let mut revisions = vec![copy.revision];
-    let current = |store: switchboard_control::Store, id: String| async move {
+    let current = |store: switchboard_store::Store, id: String| async move {
         store.webhook_for_ingest_cached(&id, true).await.unwrap()
     };
     elsewhere
@@ -425,7 +425,7 @@ pub async fn upgrading_from_0013_gives_webhooks_a_revision_every_change_moves(db
         .unwrap();
     old.close().await;
 
-    let new = switchboard_control::Store::connect(&url, db.store.sealing_key())
+    let new = switchboard_store::Store::connect(&url, db.store.sealing_key())
         .await
         .expect("upgrade to the current schema");
     assert_eq!(applied_migrations(&new).await, ALL_MIGRATIONS);
@@ -447,8 +447,8 @@ pub async fn upgrading_from_0013_gives_webhooks_a_revision_every_change_moves(db
 /// An endpoint's delete of a `person` webhook is refused `approval_required` and deletes
 /// nothing; another scope's (and an unknown) id is `not_found` as ever; under `self` it goes.
 pub async fn an_endpoint_deletes_a_webhook_only_under_self(db: TestDb) {
-    use switchboard_control::Error;
-    use switchboard_control::store::ConfirmPolicy;
+    use switchboard_store::ConfirmPolicy;
+    use switchboard_store::Error;
     let alice = human(&db, "alice").await;
     let bob = human(&db, "bob").await;
     let wh = webhook(&db, &alice).await;
@@ -479,7 +479,7 @@ pub async fn an_endpoint_deletes_a_webhook_only_under_self(db: TestDb) {
 /// A stored provenance or decision that does not read is an internal error naming what did
 /// not read — never a webhook with no packs installed, nor an event with no decision.
 pub async fn a_stored_row_that_does_not_read_is_an_internal_error(db: TestDb) {
-    use switchboard_control::Error;
+    use switchboard_store::Error;
     let alice = human(&db, "alice").await;
     let wh = webhook(&db, &alice).await;
     assert!(

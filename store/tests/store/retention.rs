@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use switchboard_control::Clock;
-use switchboard_control::store::{NewEvent, NewTodo, RecordDecision};
-use switchboard_control::{OwnerScope, Store};
+use switchboard_store::Clock;
+use switchboard_store::{NewEvent, NewTodo, RecordDecision};
+use switchboard_store::{OwnerScope, Store};
 
 use crate::harness::{TestDb, human, webhook};
 
@@ -167,8 +167,8 @@ pub async fn purges_exactly_what_is_past_the_bound_and_nothing_a_todo_still_need
         .list_todos(
             &alice,
             "forge",
-            switchboard_control::store::TodoFilter::All,
-            &switchboard_control::store::Page::first(10),
+            switchboard_store::TodoFilter::All,
+            &switchboard_store::Page::first(10),
         )
         .await
         .expect("todos")

@@ -1,6 +1,6 @@
 use sqlx::Row;
-use switchboard_control::store::Backend;
-use switchboard_control::{Error, Store};
+use switchboard_store::Backend;
+use switchboard_store::{Error, Store};
 
 use crate::harness::{ALL_MIGRATIONS, TestDb, applied_migrations};
 
@@ -66,7 +66,7 @@ pub async fn unknown_database_url_is_refused(db: TestDb) {
 pub async fn upgrading_from_0002_keeps_todos_and_a_forgery_no_longer_takes_the_once_key(
     db: TestDb,
 ) {
-    use switchboard_control::store::{NewEvent, NewTodo, RecordDecision};
+    use switchboard_store::{NewEvent, NewTodo, RecordDecision};
 
     let url = crate::harness::second_database(&db).await;
     let old = crate::harness::open_at(&db, &url, 2).await;
@@ -117,8 +117,8 @@ pub async fn upgrading_from_0002_keeps_todos_and_a_forgery_no_longer_takes_the_o
         .list_todos(
             &alice,
             "forge",
-            switchboard_control::store::TodoFilter::All,
-            &switchboard_control::store::Page::first(10),
+            switchboard_store::TodoFilter::All,
+            &switchboard_store::Page::first(10),
         )
         .await
         .expect("todos")

@@ -1,7 +1,7 @@
 use std::time::Duration;
 
-use switchboard_control::store::{REPLAYS_PER_MINUTE, block_size};
-use switchboard_control::{Clock, Error, Store};
+use switchboard_store::{Clock, Error, Store};
+use switchboard_store::{REPLAYS_PER_MINUTE, block_size};
 
 use crate::harness::{TestDb, invalid};
 

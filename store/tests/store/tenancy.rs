@@ -1,4 +1,4 @@
-use switchboard_control::{Error, OwnerScope, Role};
+use switchboard_store::{Error, OwnerScope, Role};
 
 use crate::harness::{TestDb, human, invalid, not_found};
 

@@ -1,8 +1,8 @@
 use sqlx::Row;
-use switchboard_control::OwnerScope;
-use switchboard_control::Role;
-use switchboard_control::secrets::sha256_hex;
-use switchboard_control::store::{CREDENTIAL_PREFIX, NewEndpoint};
+use switchboard_store::OwnerScope;
+use switchboard_store::Role;
+use switchboard_store::secrets::sha256_hex;
+use switchboard_store::{CREDENTIAL_PREFIX, NewEndpoint};
 
 use crate::harness::{TestDb, human, invalid, not_found};
 

@@ -2,8 +2,8 @@
 //! written before sealing, a wrong key, and rotation.
 
 use sqlx::Row;
-use switchboard_control::store::{Backend, StoreOptions};
-use switchboard_control::{Error, SealingKey, Store};
+use switchboard_store::{Backend, StoreOptions};
+use switchboard_store::{Error, SealingKey, Store};
 
 use crate::harness::{TestDb, human, webhook};
 
@@ -47,7 +47,7 @@ pub async fn a_database_dump_holds_no_webhook_secret(db: TestDb) {
     let alice = human(&db, "alice").await;
     let given = "a-forge-side-secret-0123456789";
     let hook = db
-        .create_webhook(switchboard_control::store::NewWebhook {
+        .create_webhook(switchboard_store::NewWebhook {
             secret: Some(given.into()),
             ..crate::harness::new_webhook(&alice)
         })

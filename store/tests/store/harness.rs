@@ -7,12 +7,10 @@ use std::sync::Once;
 
 use serde_json::json;
 use sqlx::AssertSqlSafe;
-use switchboard_control::Error;
-use switchboard_control::OwnerScope;
-use switchboard_control::store::{
-    Actor, NewEndpoint, NewWebhook, SourceType, StoreOptions, Webhook,
-};
-use switchboard_control::{Result, Store};
+use switchboard_store::Error;
+use switchboard_store::OwnerScope;
+use switchboard_store::{Actor, NewEndpoint, NewWebhook, SourceType, StoreOptions, Webhook};
+use switchboard_store::{Result, Store};
 
 /// The instance-wide claim lease the tests claim with (control's default).
 pub const CLAIM_TTL: std::time::Duration = std::time::Duration::from_secs(30 * 60);
@@ -41,7 +39,7 @@ where
         "sqlite://{}?mode=rwc",
         dir.path().join("control.db").display()
     );
-    let key = switchboard_control::SealingKey::generate().expect("a key");
+    let key = switchboard_store::SealingKey::generate().expect("a key");
     let store = Store::connect(&url, &key)
         .await
         .expect("open the sqlite store");
@@ -72,7 +70,7 @@ where
     sqlx::any::install_default_drivers();
     let schema = format!(
         "t_{}",
-        switchboard_control::secrets::random_hex(8).expect("random")
+        switchboard_store::secrets::random_hex(8).expect("random")
     );
     let admin = sqlx::AnyPool::connect(&base)
         .await
@@ -87,7 +85,7 @@ where
         &url,
         StoreOptions {
             max_connections: 8,
-            sealing_key: Some(switchboard_control::SealingKey::generate().expect("a key")),
+            sealing_key: Some(switchboard_store::SealingKey::generate().expect("a key")),
             ..StoreOptions::default()
         },
     )
@@ -155,7 +153,7 @@ pub fn new_webhook(scope: &OwnerScope) -> NewWebhook {
 }
 
 /// An endpoint for `login` in its own scope with every verb.
-pub async fn endpoint(store: &Store, login: &str) -> switchboard_control::store::Endpoint {
+pub async fn endpoint(store: &Store, login: &str) -> switchboard_store::Endpoint {
     store
         .vend_endpoint(NewEndpoint {
             name: format!("{login}-agent"),
@@ -180,11 +178,11 @@ pub fn config_routing_to(queue: &str) -> switchboard_model::Configuration {
 }
 
 /// A decision for `queue` that makes a todo there (no rule, no configuration named).
-pub fn queued(queue: &str) -> switchboard_control::store::RecordDecision {
-    switchboard_control::store::RecordDecision {
+pub fn queued(queue: &str) -> switchboard_store::RecordDecision {
+    switchboard_store::RecordDecision {
         decision: switchboard_model::RecordedDecision::to_queue(queue),
         fault: None,
-        todo: Some(switchboard_control::store::NewTodo {
+        todo: Some(switchboard_store::NewTodo {
             queue: queue.into(),
             rule_id: None,
         }),
@@ -194,11 +192,11 @@ pub fn queued(queue: &str) -> switchboard_control::store::RecordDecision {
 
 /// A decision whose todo is refused (an empty queue) after its UPDATE of the event ran, so
 /// the transaction is dropped, not committed.
-pub fn decision_refused_mid_transaction() -> switchboard_control::store::RecordDecision {
-    switchboard_control::store::RecordDecision {
+pub fn decision_refused_mid_transaction() -> switchboard_store::RecordDecision {
+    switchboard_store::RecordDecision {
         decision: switchboard_model::RecordedDecision::to_queue(""),
         fault: None,
-        todo: Some(switchboard_control::store::NewTodo {
+        todo: Some(switchboard_store::NewTodo {
             queue: String::new(),
             rule_id: None,
         }),
@@ -211,15 +209,15 @@ pub fn decision_refused_mid_transaction() -> switchboard_control::store::RecordD
 /// goes with the temp dir; call [`drop_second_database`] for the schema.
 pub async fn second_database(db: &TestDb) -> String {
     match db.store.backend() {
-        switchboard_control::store::Backend::Sqlite => db.url.replace("control.db", "upgrade.db"),
-        switchboard_control::store::Backend::Postgres => {
+        switchboard_store::Backend::Sqlite => db.url.replace("control.db", "upgrade.db"),
+        switchboard_store::Backend::Postgres => {
             let (base, _) = db
                 .url
                 .split_once("search_path%3D")
                 .expect("a schema-scoped url");
             let schema = format!(
                 "u_{}",
-                switchboard_control::secrets::random_hex(8).expect("random")
+                switchboard_store::secrets::random_hex(8).expect("random")
             );
             sqlx::query(AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
                 .execute(db.store.pool())

@@ -1,6 +1,6 @@
 use std::time::Duration;
 
-use switchboard_control::Clock;
+use switchboard_store::Clock;
 
 use crate::harness::{TestDb, human, not_found, webhook};
 

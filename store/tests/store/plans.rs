@@ -1,10 +1,10 @@
 use std::time::Duration;
 
-use switchboard_control::error::PLAN_STALE;
-use switchboard_control::store::{Actor, NewPlan, SaveConfiguration, Webhook, new_plan_token};
-use switchboard_control::{Clock, Error, OwnerScope, Store};
 use switchboard_model::Configuration;
 use switchboard_model::plan::StoredPlan;
+use switchboard_store::error::PLAN_STALE;
+use switchboard_store::{Actor, NewPlan, SaveConfiguration, Webhook, new_plan_token};
+use switchboard_store::{Clock, Error, OwnerScope, Store};
 
 use crate::harness::{TestDb, config_routing_to, human, not_found, webhook};
 
@@ -224,7 +224,7 @@ pub async fn confirm_refuses_a_plan_the_webhook_moved_past(db: TestDb) {
 /// that could only list packs may read states; others gain nothing; webhooks keep confirming
 /// as before (`self`).
 pub async fn upgrading_from_0006_keeps_every_endpoints_right_to_confirm(db: TestDb) {
-    use switchboard_control::store::{ConfirmPolicy, NewEndpoint};
+    use switchboard_store::{ConfirmPolicy, NewEndpoint};
     let url = crate::harness::second_database(&db).await;
     let old = crate::harness::open_at(&db, &url, 6).await;
     let alice = human(&old, "alice").await;

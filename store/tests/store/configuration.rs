@@ -1,9 +1,9 @@
 use serde_json::json;
 use sqlx::Row;
-use switchboard_control::error::VERSION_MISMATCH;
-use switchboard_control::store::{Actor, NewEvent, Page, SaveConfiguration};
-use switchboard_control::{Error, OwnerScope};
 use switchboard_model::{ChangeProvenance, ConfigurationChange};
+use switchboard_store::error::VERSION_MISMATCH;
+use switchboard_store::{Actor, NewEvent, Page, SaveConfiguration};
+use switchboard_store::{Error, OwnerScope};
 
 use crate::harness::{
     TestDb, config_routing_to, decision_refused_mid_transaction, endpoint, human, invalid, webhook,
@@ -53,7 +53,7 @@ pub async fn save_bumps_version_and_appends_history(db: TestDb) {
         .unwrap();
     assert_eq!(
         saved,
-        switchboard_control::store::Saved {
+        switchboard_store::Saved {
             duplicate: false,
             version: 2,
             digest: config.digest()
@@ -443,7 +443,7 @@ pub async fn packs_and_trusted_actors_are_saved_with_the_configuration(db: TestD
 /// overtaken by a save that read `self` before it), writing nothing; a person's save (an
 /// acceptance) and an operator's still save.
 pub async fn under_person_only_a_person_or_an_operator_saves(db: TestDb) {
-    use switchboard_control::store::ConfirmPolicy;
+    use switchboard_store::ConfirmPolicy;
     let alice = human(&db, "alice").await;
     let ep = endpoint(&db, "alice").await;
     let wh = webhook(&db, &alice).await;

@@ -1,8 +1,8 @@
 use std::time::Duration;
 
 use sqlx::Row;
-use switchboard_control::store::{NewEvent, NewTodo, Page, RecordDecision, Todo, TodoFilter};
-use switchboard_control::{Clock, Error, Store};
+use switchboard_store::{Clock, Error, Store};
+use switchboard_store::{NewEvent, NewTodo, Page, RecordDecision, Todo, TodoFilter};
 
 use crate::harness::{
     ALL_MIGRATIONS, CLAIM_TTL, TestDb, applied_migrations, human, invalid, not_found, webhook,
@@ -164,7 +164,7 @@ pub async fn todos_list_by_queue_in_pages(db: TestDb) {
         .complete_todo(&alice, &forge[1].id, "ep_a")
         .await
         .unwrap();
-    let count = |p: switchboard_control::store::Paged<Todo>| p.items.len();
+    let count = |p: switchboard_store::Paged<Todo>| p.items.len();
     assert_eq!(count(list(TodoFilter::Open, Page::default()).await), 4);
     assert_eq!(count(list(TodoFilter::Unclaimed, Page::default()).await), 3);
     assert_eq!(count(list(TodoFilter::All, Page::default()).await), 5);
@@ -324,7 +324,7 @@ async fn one_todo(store: &Store, wh: &str, delivery_id: &str) -> Todo {
         .todo
 }
 
-fn unclaimed_ids(page: switchboard_control::store::Paged<Todo>) -> Vec<String> {
+fn unclaimed_ids(page: switchboard_store::Paged<Todo>) -> Vec<String> {
     page.items.into_iter().map(|t| t.id).collect()
 }
 
@@ -689,7 +689,7 @@ pub async fn a_webhooks_claim_ttl_is_bounded_and_scoped(db: TestDb) {
 /// gets the default lease from when it was made (an old one is back in its queue at once),
 /// and every endpoint that could claim may now release.
 pub async fn upgrading_from_0008_gives_old_claims_a_lease(db: TestDb) {
-    use switchboard_control::store::NewEndpoint;
+    use switchboard_store::NewEndpoint;
     const T: i64 = 1_800_000_000_000;
     let url = crate::harness::second_database(&db).await;
     let old = crate::harness::open_at(&db, &url, 8).await;

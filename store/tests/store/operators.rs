@@ -1,6 +1,6 @@
 use sqlx::Row;
-use switchboard_control::secrets::sha256_hex;
-use switchboard_control::store::{
+use switchboard_store::secrets::sha256_hex;
+use switchboard_store::{
     AuditRecord, NewEndpoint, OPERATOR_CREDENTIAL_PREFIX, OperatorAction, Page,
 };
 
@@ -130,7 +130,7 @@ pub async fn operator_credentials_are_hashed_and_their_own_kind(db: TestDb) {
 /// Migration 0011 from a database written at 0010 with data in it: everything kept, no
 /// operator credential exists until one is bootstrapped, and the audit starts empty.
 pub async fn upgrading_from_0010_adds_operators_and_keeps_everything(db: TestDb) {
-    use switchboard_control::Store;
+    use switchboard_store::Store;
     let url = crate::harness::second_database(&db).await;
     let old = crate::harness::open_at(&db, &url, 10).await;
     let alice = human(&old, "alice").await;
