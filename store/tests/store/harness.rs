@@ -1,16 +1,16 @@
-//! One fresh database per test: a temp SQLite file always, and a fresh PostgreSQL schema when
-//! `SWITCHBOARD_TEST_DATABASE_URL` is set (dropped afterwards, even when the test panics).
+//! One fresh database per test, from testkit (`switchboard_testkit::database`): a temp SQLite
+//! file always, and a fresh PostgreSQL schema when `SWITCHBOARD_TEST_DATABASE_URL` is set
+//! (dropped afterwards, even when the test panics).
 
 use std::future::Future;
 use std::ops::Deref;
-use std::sync::Once;
 
 use serde_json::json;
-use sqlx::AssertSqlSafe;
 use switchboard_store::Error;
 use switchboard_store::OwnerScope;
 use switchboard_store::{Actor, NewEndpoint, NewWebhook, SourceType, StoreOptions, Webhook};
 use switchboard_store::{Result, Store};
+use switchboard_testkit::database::{Backend, Beside, TestDatabase};
 
 /// The instance-wide claim lease the tests claim with (control's default).
 pub const CLAIM_TTL: std::time::Duration = std::time::Duration::from_secs(30 * 60);
@@ -19,6 +19,8 @@ pub const CLAIM_TTL: std::time::Duration = std::time::Duration::from_secs(30 * 6
 pub struct TestDb {
     pub store: Store,
     pub url: String,
+    /// Makes the databases [`second_database`] hands out, removed with the test's.
+    beside: Beside,
 }
 
 impl Deref for TestDb {
@@ -34,25 +36,7 @@ where
     F: FnOnce(TestDb) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let dir = tempfile::tempdir().expect("temp dir");
-    let url = format!(
-        "sqlite://{}?mode=rwc",
-        dir.path().join("control.db").display()
-    );
-    let key = switchboard_store::SealingKey::generate().expect("a key");
-    let store = Store::connect(&url, &key)
-        .await
-        .expect("open the sqlite store");
-    let outcome = tokio::spawn(test(TestDb {
-        store: store.clone(),
-        url,
-    }))
-    .await;
-    store.close().await;
-    drop(dir);
-    if let Err(e) = outcome {
-        std::panic::resume_unwind(e.into_panic());
-    }
+    run(Backend::Sqlite, test).await;
 }
 
 pub async fn run_postgres<F, Fut>(test: F)
@@ -60,51 +44,31 @@ where
     F: FnOnce(TestDb) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
-    let Ok(base) = std::env::var("SWITCHBOARD_TEST_DATABASE_URL") else {
-        static NOTE: Once = Once::new();
-        NOTE.call_once(|| {
-            eprintln!("SWITCHBOARD_TEST_DATABASE_URL is unset: the postgres suite checks nothing")
-        });
+    run(Backend::Postgres, test).await;
+}
+
+/// Opens a store with a fresh key on a fresh database of `backend` and runs `test` on it;
+/// PostgreSQL checks nothing unless `SWITCHBOARD_TEST_DATABASE_URL` is set.
+async fn run<F, Fut>(backend: Backend, test: F)
+where
+    F: FnOnce(TestDb) -> Fut,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let Some(database) = TestDatabase::create(backend).await else {
         return;
     };
-    sqlx::any::install_default_drivers();
-    let schema = format!(
-        "t_{}",
-        switchboard_store::secrets::random_hex(8).expect("random")
-    );
-    let admin = sqlx::AnyPool::connect(&base)
+    let key = switchboard_store::SealingKey::generate().expect("a key");
+    let store = Store::connect(database.url(), &key)
         .await
-        .expect("connect to the test database");
-    sqlx::query(AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-        .execute(&admin)
-        .await
-        .expect("create the test schema");
-    let sep = if base.contains('?') { '&' } else { '?' };
-    let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
-    let store = Store::connect_with(
-        &url,
-        StoreOptions {
-            max_connections: 8,
-            sealing_key: Some(switchboard_store::SealingKey::generate().expect("a key")),
-            ..StoreOptions::default()
-        },
-    )
-    .await
-    .expect("open the postgres store");
-    let outcome = tokio::spawn(test(TestDb {
+        .expect("open the store");
+    let db = TestDb {
         store: store.clone(),
-        url,
-    }))
-    .await;
-    store.close().await;
-    sqlx::query(AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
-        .execute(&admin)
-        .await
-        .expect("drop the test schema");
-    admin.close().await;
-    if let Err(e) = outcome {
-        std::panic::resume_unwind(e.into_panic());
-    }
+        url: database.url().to_string(),
+        beside: database.beside(),
+    };
+    database
+        .run(test(db), async move { store.close().await })
+        .await;
 }
 
 /// Asserts a `not_found` for `resource`, and returns its external message for comparisons.
@@ -205,37 +169,15 @@ pub fn decision_refused_mid_transaction() -> switchboard_store::RecordDecision {
 }
 
 /// Another empty database beside the test's (a second SQLite file in the same temp dir, or a
-/// second PostgreSQL schema), for opening a database at an earlier schema. The SQLite file
-/// goes with the temp dir; call [`drop_second_database`] for the schema.
+/// second PostgreSQL schema), for opening a database at an earlier schema. It goes with the
+/// test's database; [`drop_second_database`] removes it sooner.
 pub async fn second_database(db: &TestDb) -> String {
-    match db.store.backend() {
-        switchboard_store::Backend::Sqlite => db.url.replace("control.db", "upgrade.db"),
-        switchboard_store::Backend::Postgres => {
-            let (base, _) = db
-                .url
-                .split_once("search_path%3D")
-                .expect("a schema-scoped url");
-            let schema = format!(
-                "u_{}",
-                switchboard_store::secrets::random_hex(8).expect("random")
-            );
-            sqlx::query(AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-                .execute(db.store.pool())
-                .await
-                .expect("create the second schema");
-            format!("{base}search_path%3D{schema}")
-        }
-    }
+    db.beside.create().await
 }
 
-/// Drops what [`second_database`] made on PostgreSQL.
+/// Removes what [`second_database`] made on PostgreSQL now.
 pub async fn drop_second_database(db: &TestDb, url: &str) {
-    if let Some((_, schema)) = url.split_once("search_path%3D") {
-        sqlx::query(AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
-            .execute(db.store.pool())
-            .await
-            .expect("drop the second schema");
-    }
+    db.beside.remove(url).await;
 }
 
 /// How many migrations the binary embeds: what a database upgraded to the current schema has
