@@ -10,10 +10,10 @@
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use super::tenancy::owner_exists;
-use super::{Backend, Store, dialect, parse_col};
 use crate::error::{Error, Result};
 use crate::scope::OwnerScope;
+use crate::tenancy::owner_exists;
+use crate::{Backend, Store, dialect, parse_col};
 
 /// The queues a scope's agents may grant.
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -11,14 +11,14 @@ use switchboard_model::Configuration;
 use switchboard_model::provenance::Provenance;
 use switchboard_model::{ChangeProvenance, ConfigurationChange, TrustedActors};
 
-use super::plans::consume_plan_in;
-use super::webhooks::{
-    ConfirmPolicy, configuration_text, webhook, webhook_columns, webhook_policy_columns,
-};
-use super::{Actor, Page, Paged, Store, dialect, json_col, json_opt};
 use crate::error::{Error, PLAN_STALE, Result, VERSION_MISMATCH};
+use crate::plans::consume_plan_in;
 use crate::scope::OwnerScope;
 use crate::secrets::canonical_json;
+use crate::webhooks::{
+    ConfirmPolicy, configuration_text, webhook, webhook_columns, webhook_policy_columns,
+};
+use crate::{Actor, Page, Paged, Store, dialect, json_col, json_opt};
 
 /// Provenance is a claim recorded with a change, at most this many bytes of JSON.
 pub const MAX_PROVENANCE_BYTES: usize = 4096;
@@ -138,7 +138,7 @@ impl Store {
             )
         };
         let row = sqlx::query(select)
-            .bind(super::lookup_id(webhook_id))
+            .bind(crate::lookup_id(webhook_id))
             .bind(scope.to_string())
             .fetch_optional(&mut *tx)
             .await?;
@@ -220,7 +220,7 @@ impl Store {
         .bind(digest_after.as_str())
         .bind(installed_packs.as_str())
         .bind(trusted_actors.as_deref())
-        .bind(super::lookup_id(webhook_id))
+        .bind(crate::lookup_id(webhook_id))
         .execute(&mut *tx)
         .await?;
         sqlx::query(
@@ -228,7 +228,7 @@ impl Store {
              change, provenance, digest_before, digest_after, configuration, saved_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
         )
-        .bind(super::lookup_id(webhook_id))
+        .bind(crate::lookup_id(webhook_id))
         .bind(version)
         .bind(scope.to_string())
         .bind(save.actor.endpoint_id.as_deref())
@@ -257,7 +257,7 @@ impl Store {
         page: &Page,
     ) -> Result<Paged<HistoryRecord>> {
         let size = page.size()?;
-        let below = match page.opened(super::Listing::History)? {
+        let below = match page.opened(crate::Listing::History)? {
             None => i64::MAX,
             Some(v) => v
                 .parse::<i64>()
@@ -269,15 +269,15 @@ impl Store {
              configuration, saved_at FROM configuration_history \
              WHERE webhook_id = $1 AND owner_scope = $2 AND version < $3 ORDER BY version DESC LIMIT $4",
         )
-        .bind(super::lookup_id(webhook_id))
+        .bind(crate::lookup_id(webhook_id))
         .bind(scope.to_string())
         .bind(below)
         .bind(size + 1)
         .fetch_all(&self.pool)
         .await?;
         let items = rows.iter().map(history).collect::<Result<Vec<_>>>()?;
-        Ok(super::into_page(items, size, |h| {
-            super::cursor(super::Listing::History, &h.version.to_string())
+        Ok(crate::into_page(items, size, |h| {
+            crate::cursor(crate::Listing::History, &h.version.to_string())
         }))
     }
 
@@ -294,7 +294,7 @@ impl Store {
              configuration, saved_at FROM configuration_history \
              WHERE webhook_id = $1 AND owner_scope = $2 AND version = $3",
         )
-        .bind(super::lookup_id(webhook_id))
+        .bind(crate::lookup_id(webhook_id))
         .bind(scope.to_string())
         .bind(version)
         .fetch_optional(&self.pool)

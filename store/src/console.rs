@@ -4,7 +4,7 @@
 
 use sqlx::Row;
 
-use super::Store;
+use crate::Store;
 use crate::error::{Error, Result};
 use crate::secrets::{hashes_match, new_token, sha256_hex};
 
@@ -138,7 +138,7 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         for row in &rows {
-            let held: crate::scope::Role = super::parse_col(row, "role")?;
+            let held: crate::scope::Role = crate::parse_col(row, "role")?;
             if held >= role {
                 let slug: String = row.try_get("team_slug")?;
                 scopes.push(crate::scope::OwnerScope::team(slug));

@@ -7,11 +7,11 @@ use std::fmt;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use super::tenancy::check_name;
-use super::{Store, parse_col};
 use crate::error::{Error, Result};
 use crate::scope::OwnerScope;
 use crate::secrets::{hashes_match, mint_credential, new_id, sha256_hex};
+use crate::tenancy::check_name;
+use crate::{Store, parse_col};
 use switchboard_model::verb;
 
 /// The prefix of every endpoint credential, so a leaked one is recognizable in logs and scanners.
@@ -148,7 +148,7 @@ impl Store {
              RETURNING id, name, human_login, owner_scope, verbs, created_at, revoked_at",
         )
         .bind(self.now())
-        .bind(super::lookup_id(id))
+        .bind(crate::lookup_id(id))
         // To the end of the statement: see `store` (writes that return rows).
         .fetch_all(&self.pool)
         .await?
@@ -161,7 +161,7 @@ impl Store {
 
     pub async fn get_endpoint(&self, id: &str) -> Result<Endpoint> {
         let row = sqlx::query("SELECT id, name, human_login, owner_scope, verbs, created_at, revoked_at FROM endpoints WHERE id = $1")
-            .bind(super::lookup_id(id))
+            .bind(crate::lookup_id(id))
             .fetch_optional(&self.pool)
             .await?;
         row.as_ref()

@@ -6,13 +6,13 @@ use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 use switchboard_model::{RecordedDecision, RecordedFault};
 
-use super::dialect::WriteTx;
-use super::multi_row;
-use super::todos::{NewTodo, TodoInsert, TodoRow, insert_todos_in};
-use super::{Listing, Page, Paged, Store, cursor_for, flag, into_page, json_opt};
+use crate::dialect::WriteTx;
 use crate::error::{Error, Result};
+use crate::multi_row;
 use crate::scope::OwnerScope;
 use crate::secrets::new_id;
+use crate::todos::{NewTodo, TodoInsert, TodoRow, insert_todos_in};
+use crate::{Listing, Page, Paged, Store, cursor_for, flag, into_page, json_opt};
 
 /// Replay reads at most this many events (SPEC-0031 REQ-4).
 pub const MAX_REPLAY_EVENTS: u32 = 1000;
@@ -194,7 +194,7 @@ fn event_with(row: &AnyRow, body: Bytes) -> Result<Event> {
     Ok(Event {
         id: row.try_get("id")?,
         webhook_id: row.try_get("webhook_id")?,
-        owner_scope: super::parse_col(row, "owner_scope")?,
+        owner_scope: crate::parse_col(row, "owner_scope")?,
         delivery_id: row.try_get("delivery_id")?,
         source: row.try_get("source")?,
         kind: row.try_get("kind")?,
@@ -271,7 +271,7 @@ pub(crate) async fn insert_events_in(
             out.push(match by_id.get(row.draft.id.as_str()) {
                 Some(stored) => event_with(stored, row.draft.new.body.clone()),
                 None if webhooks.contains(&row.draft.new.webhook_id) => {
-                    Err(super::webhook_cache::stale_webhook())
+                    Err(crate::webhook_cache::stale_webhook())
                 }
                 None => Err(Error::not_found("webhook")),
             });
@@ -481,7 +481,7 @@ fn events_and_todos_insert(rows: usize, columns: InsertColumns) -> String {
          LEFT JOIN webhooks w ON w.id = n.webhook_id LEFT JOIN e ON e.id = n.id \
          LEFT JOIN t ON t.todo_event_id = n.id ORDER BY n.ord",
         event_columns_but_body!(),
-        super::todos::todo_columns_beside_event(),
+        crate::todos::todo_columns_beside_event(),
     )
 }
 
@@ -526,7 +526,7 @@ pub(crate) async fn insert_events_at_once(
         .map(|(row, _)| row.draft.id.as_str())
         .collect();
     if !redelivered.is_empty() {
-        let mut found = super::todos::todos_of_events(conn, &redelivered).await;
+        let mut found = crate::todos::todos_of_events(conn, &redelivered).await;
         for (row, stored) in rows.iter().zip(out.iter_mut()) {
             if !redelivered.contains(&row.draft.id.as_str()) {
                 continue;
@@ -568,7 +568,7 @@ fn stored_at_once(row: &EventRow<'_>, answer: &AnyRow) -> Result<(Event, Option<
     if stored.is_none() {
         let found: Option<String> = answer.try_get("webhook_found")?;
         return Err(if found.is_some() && row.draft.webhook_revision.is_some() {
-            super::webhook_cache::stale_webhook()
+            crate::webhook_cache::stale_webhook()
         } else {
             Error::not_found("webhook")
         });
@@ -577,7 +577,7 @@ fn stored_at_once(row: &EventRow<'_>, answer: &AnyRow) -> Result<(Event, Option<
     let made: Option<String> = answer.try_get("todo_id")?;
     let todo = match (row.decided.and_then(|d| d.todo.as_ref()), made) {
         (Some(_), Some(_)) => Some(TodoInsert {
-            todo: super::todos::todo_beside_event(answer)?,
+            todo: crate::todos::todo_beside_event(answer)?,
             inserted: true,
         }),
         _ => None,
@@ -643,7 +643,7 @@ pub(crate) async fn record_decisions_in(
             for (&i, (decision, fault)) in run.iter().zip(&texts) {
                 let row = &rows[i];
                 query = query
-                    .bind(super::lookup_id(row.event_id))
+                    .bind(crate::lookup_id(row.event_id))
                     .bind(decision.as_str())
                     .bind(fault.as_deref())
                     .bind(row.now);
@@ -741,7 +741,7 @@ async fn existing(
         );
         let mut query = sqlx::query(AssertSqlSafe(sql));
         for id in ids {
-            query = query.bind(super::lookup_id(id));
+            query = query.bind(crate::lookup_id(id));
         }
         for row in query.fetch_all(&mut **tx).await? {
             found.insert(row.try_get::<String, _>("id")?);
@@ -793,7 +793,7 @@ impl Store {
             " FROM events WHERE webhook_id = $1 AND owner_scope = $2 AND (received_at, id) < ($3, $4) \
              ORDER BY received_at DESC, id DESC LIMIT $5"
         ))
-        .bind(super::lookup_id(webhook_id))
+        .bind(crate::lookup_id(webhook_id))
         .bind(scope.to_string())
         .bind(before_ms)
         .bind(before_id.as_str())
@@ -813,7 +813,7 @@ impl Store {
             event_columns!(),
             " FROM events WHERE id = $1 AND owner_scope = $2"
         ))
-        .bind(super::lookup_id(event_id))
+        .bind(crate::lookup_id(event_id))
         .bind(scope.to_string())
         .fetch_optional(&self.pool)
         .await?;
@@ -835,7 +835,7 @@ impl Store {
             event_columns!(),
             ", config_version, config_digest FROM events WHERE id = $1 AND owner_scope = $2"
         ))
-        .bind(super::lookup_id(event_id))
+        .bind(crate::lookup_id(event_id))
         .bind(scope.to_string())
         .fetch_optional(&self.pool)
         .await?;
@@ -890,7 +890,7 @@ impl Store {
             "$4",
             "$5"
         ))
-        .bind(super::lookup_id(webhook_id))
+        .bind(crate::lookup_id(webhook_id))
         .bind(scope.to_string())
         .bind(since.unwrap_or(i64::MIN))
         .bind(i64::from(limit))
@@ -921,7 +921,7 @@ impl Store {
     pub async fn unrouted_count(&self, webhook_id: &str) -> Result<u64> {
         let row =
             sqlx::query("SELECT COUNT(*) AS n FROM events WHERE webhook_id = $1 AND routed = 0")
-                .bind(super::lookup_id(webhook_id))
+                .bind(crate::lookup_id(webhook_id))
                 .fetch_one(&self.pool)
                 .await?;
         let n: i64 = row.try_get("n")?;
@@ -966,7 +966,7 @@ impl Store {
     /// another scope's.
     pub(crate) async fn require_webhook(&self, scope: &OwnerScope, webhook_id: &str) -> Result<()> {
         let found = sqlx::query("SELECT 1 FROM webhooks WHERE id = $1 AND owner_scope = $2")
-            .bind(super::lookup_id(webhook_id))
+            .bind(crate::lookup_id(webhook_id))
             .bind(scope.to_string())
             .fetch_optional(&self.pool)
             .await?;

@@ -31,14 +31,14 @@ use sqlx::pool::PoolConnection;
 use sqlx::{Any, AnyPool};
 use tokio::sync::{mpsc, oneshot};
 
-use super::dialect::{self, Backend, WriteTurns, WriteTx};
-use super::events::{
+use crate::dialect::{self, Backend, WriteTurns, WriteTx};
+use crate::error::{Error, Result};
+use crate::events::{
     DecisionRow, DraftEvent, EventRow, RecordDecision, insert_events_at_once, insert_events_in,
     record_decisions_in,
 };
-use super::todos::TodoInsert;
-use super::{Event, Store};
-use crate::error::{Error, Result};
+use crate::todos::TodoInsert;
+use crate::{Event, Store};
 
 /// How much one batch may hold. A batch ends at whichever bound comes first, so one webhook's
 /// big bodies cannot hold another's small deliveries in a long transaction: a write that would
@@ -344,7 +344,7 @@ impl Committer {
     /// longer than one statement's run (`--group-commit-writes` over 64) takes the transaction.
     fn in_one_statement(&self, batch: &[Write]) -> bool {
         self.one_statement
-            && batch.len() <= super::multi_row::MAX_RUN
+            && batch.len() <= crate::multi_row::MAX_RUN
             && batch.iter().all(|w| matches!(w, Write::Event { .. }))
     }
 

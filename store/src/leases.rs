@@ -4,8 +4,8 @@
 
 use std::time::Duration;
 
-use super::{Store, duration_ms};
 use crate::error::{Error, Result};
+use crate::{Store, duration_ms};
 
 impl Store {
     /// Takes the webhook's replay lease for `holder` for `ttl`, if it is free, expired, or
@@ -27,7 +27,7 @@ impl Store {
              ON CONFLICT (webhook_id) DO UPDATE SET holder = excluded.holder, expires_at = excluded.expires_at \
              WHERE replay_leases.expires_at <= $4 OR replay_leases.holder = excluded.holder",
         )
-        .bind(super::lookup_id(webhook_id))
+        .bind(crate::lookup_id(webhook_id))
         .bind(holder)
         .bind(now.saturating_add(duration_ms(ttl)))
         .bind(now)
@@ -46,7 +46,7 @@ impl Store {
     pub async fn release_replay_lease(&self, webhook_id: &str, holder: &str) -> Result<bool> {
         let _turn = self.write_turn().await?;
         let done = sqlx::query("DELETE FROM replay_leases WHERE webhook_id = $1 AND holder = $2")
-            .bind(super::lookup_id(webhook_id))
+            .bind(crate::lookup_id(webhook_id))
             .bind(holder)
             .execute(&self.pool)
             .await?;

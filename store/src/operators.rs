@@ -12,10 +12,10 @@ use std::fmt;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use super::tenancy::check_name;
-use super::{Page, Paged, Store};
 use crate::error::{Error, Result};
 use crate::secrets::{hashes_match, mint_credential, new_id, sha256_hex};
+use crate::tenancy::check_name;
+use crate::{Page, Paged, Store};
 
 /// The prefix of every operator credential, distinct from endpoints' `sbe_`.
 pub const OPERATOR_CREDENTIAL_PREFIX: &str = "sbo_";
@@ -274,7 +274,7 @@ impl Store {
              RETURNING id, name, created_at, revoked_at, created_by",
         )
         .bind(now)
-        .bind(super::lookup_id(id))
+        .bind(crate::lookup_id(id))
         .fetch_optional(&mut *tx)
         .await?;
         let Some(row) = row else {
@@ -311,7 +311,7 @@ impl Store {
     pub async fn list_audit_entries(&self, page: &Page) -> Result<Paged<AuditEntry>> {
         let size = page.size()?;
         let (at, id) = page
-            .position(super::Listing::Audit)?
+            .position(crate::Listing::Audit)?
             .unwrap_or((i64::MAX, String::new()));
         let rows = if id.is_empty() {
             sqlx::query(
@@ -333,8 +333,8 @@ impl Store {
             .await?
         };
         let items = rows.iter().map(audit_entry).collect::<Result<Vec<_>>>()?;
-        Ok(super::into_page(items, size, |e| {
-            super::cursor_for(super::Listing::Audit, e.at, &e.id)
+        Ok(crate::into_page(items, size, |e| {
+            crate::cursor_for(crate::Listing::Audit, e.at, &e.id)
         }))
     }
 }

@@ -6,12 +6,12 @@ use sqlx::any::AnyRow;
 use switchboard_model::Configuration;
 use switchboard_model::plan::StoredPlan;
 
-use super::dialect::WriteTx;
-use super::webhooks::configuration_text;
-use super::{Backend, Store, dialect, json_col, parse_col};
+use crate::dialect::WriteTx;
 use crate::error::{Error, PLAN_STALE, Result};
 use crate::scope::OwnerScope;
 use crate::secrets::{hashes_match, new_id, new_token, sha256_hex};
+use crate::webhooks::configuration_text;
+use crate::{Backend, Store, dialect, json_col, parse_col};
 
 /// The prefix of every plan token.
 pub const PLAN_TOKEN_PREFIX: &str = "sbp_";
@@ -236,7 +236,7 @@ impl Store {
     /// Public: control's console accepts a plan by id (`rule_packs/confirm.rs`).
     pub async fn plan_token_hash(&self, id: &str) -> Result<String> {
         let row = sqlx::query("SELECT token_hash FROM plans WHERE id = $1")
-            .bind(super::lookup_id(id))
+            .bind(crate::lookup_id(id))
             .fetch_optional(&self.pool)
             .await?;
         match row {
@@ -263,7 +263,7 @@ impl Store {
         &self,
         token_hash: &str,
         scope: &OwnerScope,
-        proposer: &super::Actor,
+        proposer: &crate::Actor,
         until: i64,
     ) -> Result<Plan> {
         let now = self.now();
@@ -306,7 +306,7 @@ impl Store {
             plan_columns!(),
             " FROM plans WHERE id = $1"
         ))
-        .bind(super::lookup_id(id))
+        .bind(crate::lookup_id(id))
         .fetch_optional(&self.pool)
         .await?;
         let found = row.as_ref().map(plan).transpose()?;
@@ -360,7 +360,7 @@ impl Store {
         .bind(now)
         .bind(person)
         .bind(reason)
-        .bind(super::lookup_id(id))
+        .bind(crate::lookup_id(id))
         .bind(scope.to_string())
         // To the end of the statement: see `store` (writes that return rows).
         .fetch_all(&self.pool)

@@ -16,8 +16,8 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 use std::time::Duration;
 
-use super::{Store, duration_ms};
 use crate::error::{Error, Result};
+use crate::{Store, duration_ms};
 
 /// The replay limit of SPEC-0031: each endpoint may start at most 10 replays per minute.
 pub const REPLAYS_PER_MINUTE: u32 = 10;
@@ -215,7 +215,7 @@ impl Store {
         .bind(kind)
         .execute(&mut *tx)
         .await?;
-        sqlx::query(super::dialect::for_update!(
+        sqlx::query(crate::dialect::for_update!(
             self.backend,
             "SELECT hits FROM rate_limits WHERE subject = $1 AND kind = $2"
         ))

@@ -9,11 +9,11 @@ use sqlx::Row;
 use sqlx::any::AnyRow;
 use switchboard_model::{Label, RecordedDecision, RecordedFault};
 
-use super::todos::{NewTodo, TodoInsert, insert_todo_in};
-use super::{Store, dialect, flag, json_opt};
 use crate::error::{Error, PLAN_STALE, Result};
 use crate::scope::OwnerScope;
 use crate::secrets::{hashes_match, new_id};
+use crate::todos::{NewTodo, TodoInsert, insert_todo_in};
+use crate::{Store, dialect, flag, json_opt};
 
 /// Events one redrive plans when the caller names no limit.
 pub const REDRIVE_DEFAULT_LIMIT: u32 = 100;
@@ -111,7 +111,7 @@ pub fn redrive_limit(limit: u32) -> Result<u32> {
 /// An event a redrive selected and what its plan saw on it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Candidate {
-    pub event: super::Event,
+    pub event: crate::Event,
     pub state: Redrivable,
     /// The redrive that recorded the decision the plan saw (`None`: ingest did, or none yet).
     pub seen_redrive: Option<String>,
@@ -207,7 +207,7 @@ fn redrive(row: &AnyRow) -> Result<Redrive> {
     Ok(Redrive {
         id: row.try_get("id")?,
         webhook_id: row.try_get("webhook_id")?,
-        owner_scope: super::parse_col(row, "owner_scope")?,
+        owner_scope: crate::parse_col(row, "owner_scope")?,
         base_config_version: row.try_get("base_config_version")?,
         base_config_digest: row.try_get("base_config_digest")?,
         entries: serde_json::from_str(&plan)?,
@@ -239,7 +239,7 @@ fn redrivable(routed: bool, decision: Option<&RecordedDecision>) -> Option<Redri
 impl Store {
     /// The events of the scope's webhook a redrive selects, oldest first: in the filter's
     /// states, without a todo for their delivery (work already made is never redriven), at most
-    /// `limit`, holding at most [`super::LOAD_BYTES`] of bodies. The flag: more matched.
+    /// `limit`, holding at most [`crate::LOAD_BYTES`] of bodies. The flag: more matched.
     pub async fn redrive_candidates(
         &self,
         scope: &OwnerScope,
@@ -255,7 +255,7 @@ impl Store {
                AND t.delivery_id = e.delivery_id AND t.verified = e.verified) \
              ORDER BY e.received_at, e.id",
         )
-        .bind(super::lookup_id(webhook_id))
+        .bind(crate::lookup_id(webhook_id))
         .bind(scope.to_string())
         .bind(filter.since.unwrap_or(i64::MIN))
         .bind(filter.until.unwrap_or(i64::MAX))
@@ -278,7 +278,7 @@ impl Store {
             }
             let size = usize::try_from(row.try_get::<i64, _>("size")?).unwrap_or(usize::MAX);
             if picked.len() == limit as usize
-                || (!picked.is_empty() && bytes.saturating_add(size) > super::LOAD_BYTES)
+                || (!picked.is_empty() && bytes.saturating_add(size) > crate::LOAD_BYTES)
             {
                 more = true;
                 break;
@@ -321,7 +321,7 @@ impl Store {
         .bind(plan.as_str())
         .bind(self.now())
         .bind(new.expires_at)
-        .bind(super::lookup_id(&new.webhook_id))
+        .bind(crate::lookup_id(&new.webhook_id))
         .bind(new.owner_scope.to_string())
         // To the end of the statement: see `store` (writes that return rows).
         .fetch_all(&self.pool)
@@ -469,7 +469,7 @@ impl Store {
             redrive_columns!(),
             ", result FROM redrives WHERE id = $1 AND owner_scope = $2"
         ))
-        .bind(super::lookup_id(id))
+        .bind(crate::lookup_id(id))
         .bind(scope.to_string())
         .fetch_optional(&self.pool)
         .await?;

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use sqlx::Row;
 
-use super::Store;
+use crate::Store;
 use crate::error::Result;
 
 /// How long and how many events a webhook keeps.

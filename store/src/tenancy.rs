@@ -4,9 +4,9 @@
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use super::{Store, parse_col};
 use crate::error::{Error, Result, is_unique_violation};
 use crate::scope::{OwnerScope, Role, is_login, is_slug};
+use crate::{Store, parse_col};
 
 /// Does the human or team behind `scope` exist?
 pub(crate) async fn owner_exists(

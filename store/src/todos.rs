@@ -14,12 +14,12 @@ use std::time::Duration;
 use sqlx::any::AnyRow;
 use sqlx::{AssertSqlSafe, Row};
 
-use super::dialect::WriteTx;
-use super::multi_row;
-use super::{Listing, Page, Paged, Store, cursor_for, into_page, parse_col};
+use crate::dialect::WriteTx;
 use crate::error::{Error, Result};
+use crate::multi_row;
 use crate::scope::OwnerScope;
 use crate::secrets::new_id;
+use crate::{Listing, Page, Paged, Store, cursor_for, into_page, parse_col};
 
 /// What a queue decision adds to an event to make a todo.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -184,7 +184,7 @@ pub(crate) async fn todos_of_events(
         );
         let mut read = sqlx::query(AssertSqlSafe(sql));
         for id in ids {
-            read = read.bind(super::lookup_id(id));
+            read = read.bind(crate::lookup_id(id));
         }
         for row in read.fetch_all(&mut *conn).await? {
             let for_event: String = row.try_get("for_event")?;
@@ -250,7 +250,7 @@ pub(crate) async fn insert_todos_in(
         for (ord, (row, id)) in run.iter().zip(&ids).enumerate() {
             insert = insert
                 .bind(id.as_str())
-                .bind(super::lookup_id(row.event_id))
+                .bind(crate::lookup_id(row.event_id))
                 .bind(row.new.queue.as_str())
                 .bind(row.new.rule_id.as_deref())
                 .bind(row.now)
@@ -298,20 +298,20 @@ impl Store {
         event_id: &str,
     ) -> Result<(Option<switchboard_model::RecordedDecision>, Option<Todo>)> {
         let Some(row) = sqlx::query("SELECT decision FROM events WHERE id = $1")
-            .bind(super::lookup_id(event_id))
+            .bind(crate::lookup_id(event_id))
             .fetch_optional(&self.pool)
             .await?
         else {
             return Err(Error::not_found("event"));
         };
-        let decision = super::json_opt(&row, "decision")?;
+        let decision = crate::json_opt(&row, "decision")?;
         let row = sqlx::query(concat!(
             "SELECT ",
             todo_columns!(),
             " FROM todos WHERE (webhook_id, delivery_id, verified) IN \
              (SELECT webhook_id, delivery_id, verified FROM events WHERE id = $1)"
         ))
-        .bind(super::lookup_id(event_id))
+        .bind(crate::lookup_id(event_id))
         .fetch_optional(&self.pool)
         .await?;
         Ok((decision, row.as_ref().map(todo).transpose()?))
@@ -372,7 +372,7 @@ impl Store {
             leased_todo_columns!(),
             " FROM todos WHERE id = $1 AND owner_scope = $2"
         ))
-        .bind(super::lookup_id(id))
+        .bind(crate::lookup_id(id))
         .bind(scope.to_string())
         .fetch_optional(&self.pool)
         .await?;
@@ -408,7 +408,7 @@ impl Store {
         .bind(endpoint_id)
         .bind(now)
         .bind(default_secs)
-        .bind(super::lookup_id(id))
+        .bind(crate::lookup_id(id))
         .bind(scope.to_string())
         // To the end of the statement: see `store` (writes that return rows).
         .fetch_all(&self.pool)
@@ -443,7 +443,7 @@ impl Store {
              RETURNING ",
             leased_todo_columns!()
         ))
-        .bind(super::lookup_id(id))
+        .bind(crate::lookup_id(id))
         .bind(scope.to_string())
         .bind(endpoint_id)
         // To the end of the statement: see `store` (writes that return rows).
@@ -482,7 +482,7 @@ impl Store {
         ))
         .bind(endpoint_id)
         .bind(self.now())
-        .bind(super::lookup_id(id))
+        .bind(crate::lookup_id(id))
         .bind(scope.to_string())
         // To the end of the statement: see `store` (writes that return rows).
         .fetch_all(&self.pool)

@@ -13,9 +13,9 @@ use std::sync::{Arc, Mutex};
 
 use sqlx::Row;
 
-use super::Store;
-use super::webhooks::{Webhook, webhook, webhook_columns};
+use crate::Store;
 use crate::error::{Error, Result};
+use crate::webhooks::{Webhook, webhook, webhook_columns};
 
 /// Rows kept at most. Past it the copies are dropped and read again as deliveries come: a
 /// bound on memory (a configuration may be large), not a working set anyone tunes.
@@ -120,7 +120,7 @@ impl Store {
             webhook_columns!(),
             ", revision FROM webhooks WHERE id = $1"
         ))
-        .bind(super::lookup_id(id))
+        .bind(crate::lookup_id(id))
         .fetch_optional(&self.pool)
         .await?;
         let Some(row) = row else {

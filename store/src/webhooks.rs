@@ -7,13 +7,13 @@ use std::fmt;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
-use super::allowances::check_queues;
-use super::tenancy::owner_exists;
-use super::{Actor, Store, flag, json_opt, parse_col};
+use crate::allowances::check_queues;
 use crate::error::{Error, Result};
 use crate::scope::OwnerScope;
 use crate::sealing::{SealingKey, sealed_by};
 use crate::secrets::{new_id, random_hex};
+use crate::tenancy::owner_exists;
+use crate::{Actor, Store, flag, json_opt, parse_col};
 
 pub use switchboard_model::SourceType;
 use switchboard_model::provenance::{self, Provenance};
@@ -242,7 +242,7 @@ impl Store {
     /// Creates a webhook as [`Store::create_webhook`] does, for an agent (the API's
     /// `CreateWebhook`): refused with [`Error::GrantNotAllowed`], nothing written, unless every
     /// queue of the grant is in the grant allowance an operator set for the owner scope
-    /// ([`super::within_allowance`]; a scope without one may create none). The allowance is
+    /// ([`crate::within_allowance`]; a scope without one may create none). The allowance is
     /// read, locked, in the transaction that inserts the webhook.
     pub async fn create_webhook_within_allowance(&self, new: NewWebhook) -> Result<Webhook> {
         self.insert_webhook(new, true).await
@@ -263,10 +263,10 @@ impl Store {
             return Err(Error::invalid("owner_scope", "no such human or team"));
         }
         if within_allowance {
-            let allowed = super::allowances::locked_allowance(&mut tx, self.backend, &scope)
+            let allowed = crate::allowances::locked_allowance(&mut tx, self.backend, &scope)
                 .await?
                 .unwrap_or_default();
-            if let Err(outside) = super::within_allowance(&new.grant, &allowed) {
+            if let Err(outside) = crate::within_allowance(&new.grant, &allowed) {
                 // Dropped, not committed: nothing is written.
                 return Err(Error::GrantNotAllowed {
                     owner_scope: scope,
@@ -320,7 +320,7 @@ impl Store {
             webhook_policy_columns!(),
             " FROM webhooks WHERE id = $1 AND owner_scope = $2"
         ))
-        .bind(super::lookup_id(id))
+        .bind(crate::lookup_id(id))
         .bind(scope.to_string())
         .fetch_optional(&self.pool)
         .await?;
@@ -336,7 +336,7 @@ impl Store {
             webhook_columns!(),
             " FROM webhooks WHERE id = $1"
         ))
-        .bind(super::lookup_id(id))
+        .bind(crate::lookup_id(id))
         .fetch_optional(&self.pool)
         .await?;
         row.as_ref()
@@ -362,7 +362,7 @@ impl Store {
     pub async fn delete_webhook(&self, scope: &OwnerScope, id: &str) -> Result<()> {
         let _turn = self.write_turn().await?;
         let done = sqlx::query("DELETE FROM webhooks WHERE id = $1 AND owner_scope = $2")
-            .bind(super::lookup_id(id))
+            .bind(crate::lookup_id(id))
             .bind(scope.to_string())
             .execute(&self.pool)
             .await?;
@@ -380,7 +380,7 @@ impl Store {
         let done = sqlx::query(
             "DELETE FROM webhooks WHERE id = $1 AND owner_scope = $2 AND confirm_policy = 'self'",
         )
-        .bind(super::lookup_id(id))
+        .bind(crate::lookup_id(id))
         .bind(scope.to_string())
         .execute(&self.pool)
         .await?;
@@ -388,7 +388,7 @@ impl Store {
             return Ok(());
         }
         let kept = sqlx::query("SELECT id FROM webhooks WHERE id = $1 AND owner_scope = $2")
-            .bind(super::lookup_id(id))
+            .bind(crate::lookup_id(id))
             .bind(scope.to_string())
             .fetch_optional(&self.pool)
             .await?;
@@ -457,7 +457,7 @@ impl Store {
         id: &str,
         ttl: Option<std::time::Duration>,
     ) -> Result<Webhook> {
-        let secs = ttl.map(super::todos::check_claim_ttl).transpose()?;
+        let secs = ttl.map(crate::todos::check_claim_ttl).transpose()?;
         let query = sqlx::query(concat!(
             "UPDATE webhooks SET claim_ttl_secs = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
             webhook_columns!(),
@@ -495,7 +495,7 @@ impl Store {
     ) -> Result<Webhook> {
         let _turn = self.write_turn().await?;
         let row = query
-            .bind(super::lookup_id(id))
+            .bind(crate::lookup_id(id))
             .bind(scope.to_string())
             // To the end of the statement: see `store` (writes that return rows).
             .fetch_all(&self.pool)
