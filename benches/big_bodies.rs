@@ -24,11 +24,11 @@ use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
-use sqlx::AssertSqlSafe;
 use switchboard_control::ingest::signature::sign;
 use switchboard_control::store::{Actor, NewWebhook, SourceType};
 use switchboard_control::{OwnerScope, SealingKey, Store, StoreOptions};
 use switchboard_testkit::big_payloads::github_push_of;
+use switchboard_testkit::database::TestDatabase;
 use switchboard_testkit::procfs::{children_of, status_kib};
 use switchboard_testkit::router_process::RouterProcess;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -151,59 +151,19 @@ fn memory(control: u32, router: u32) -> Memory {
     }
 }
 
-struct Db {
-    url: String,
-    _dir: Option<tempfile::TempDir>,
-    schema: Option<String>,
-}
-
-async fn fresh_db(backend: &str, pg_base: Option<&str>) -> Option<Db> {
+/// A fresh database of `backend` (testkit's), or `None` for PostgreSQL without a URL.
+async fn fresh_db(backend: &str, pg_base: Option<&str>) -> Option<TestDatabase> {
     match backend {
-        "sqlite" => {
-            let dir = tempfile::tempdir().expect("temp dir");
-            let url = format!(
-                "sqlite://{}?mode=rwc",
-                dir.path().join("control.db").display()
-            );
-            Some(Db {
-                url,
-                _dir: Some(dir),
-                schema: None,
-            })
-        }
-        "postgres" => {
-            let base = pg_base?;
-            let schema = format!(
-                "bench_big_{}",
-                switchboard_control::secrets::random_hex(6).expect("random")
-            );
-            let admin = admin_pool(base).await;
-            sqlx::query(AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-                .execute(&admin)
-                .await
-                .expect("create the bench schema");
-            let sep = if base.contains('?') { '&' } else { '?' };
-            Some(Db {
-                url: format!("{base}{sep}options=-c%20search_path%3D{schema}"),
-                _dir: None,
-                schema: Some(schema),
-            })
-        }
+        "sqlite" => Some(TestDatabase::sqlite()),
+        "postgres" => Some(TestDatabase::postgres_in(pg_base?, "bench_big").await),
         other => panic!("unknown backend {other}"),
     }
 }
 
-async fn admin_pool(base: &str) -> sqlx::AnyPool {
-    sqlx::any::install_default_drivers();
-    sqlx::AnyPool::connect(base)
-        .await
-        .expect("connect to PostgreSQL")
-}
-
-async fn run(backend: &str, db: &Db, mb: usize, concurrent: usize) -> String {
+async fn run(backend: &str, db: &TestDatabase, mb: usize, concurrent: usize) -> String {
     let key_hex = SealingKey::generate_hex().expect("a key");
     let store = Store::connect_with(
-        &db.url,
+        db.url(),
         StoreOptions {
             sealing_key: Some(SealingKey::from_hex(&key_hex).expect("the key")),
             ..StoreOptions::default()
@@ -227,7 +187,7 @@ async fn run(backend: &str, db: &Db, mb: usize, concurrent: usize) -> String {
     store.close().await;
 
     let router = RouterProcess::start(exe(), &[]);
-    let control = ControlProcess::start(&db.url, &key_hex, &router.addr);
+    let control = ControlProcess::start(db.url(), &key_hex, &router.addr);
     let (cpid, rpid) = (control.child.id(), router.pid());
     let path = format!("/hooks/{}", hook.id);
     let body = std::sync::Arc::new(github_push_of(mb * 1024 * 1024));
@@ -274,7 +234,7 @@ async fn run(backend: &str, db: &Db, mb: usize, concurrent: usize) -> String {
     // Every delivery routed, by the rule: the peaks below include the background routing.
     let pool = {
         sqlx::any::install_default_drivers();
-        sqlx::AnyPool::connect(&db.url)
+        sqlx::AnyPool::connect(db.url())
             .await
             .expect("the bench's own connection")
     };
@@ -349,12 +309,7 @@ fn main() {
                 continue;
             };
             print!("{}", run(backend, &db, mb, concurrent).await);
-            if let (Some(schema), Some(base)) = (&db.schema, pg_base.as_deref()) {
-                let admin = admin_pool(base).await;
-                let _ = sqlx::query(AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
-                    .execute(&admin)
-                    .await;
-            }
+            db.remove().await;
         }
     });
 }

@@ -66,7 +66,6 @@ use std::time::{Duration, Instant};
 
 use http::{HeaderMap, HeaderName, HeaderValue};
 use serde_json::{Value, json};
-use sqlx::AssertSqlSafe;
 use switchboard_control::ingest::route::record_for;
 use switchboard_control::ingest::signature::sign;
 use switchboard_control::ingest::{RATE_LIMIT_KIND, RetryOptions, delivery};
@@ -79,6 +78,7 @@ use switchboard_control::store::{
 use switchboard_control::wire::{routing_context, stored_delivery};
 use switchboard_control::{OwnerScope, Store, StoreOptions};
 use switchboard_proto::router::v1::{Configuration, Decision};
+use switchboard_testkit::database::TestDatabase;
 use switchboard_testkit::forge_headers::forge_headers;
 use switchboard_testkit::procfs::processes;
 use switchboard_testkit::router_process::RouterProcess;
@@ -373,50 +373,22 @@ impl Backend {
     }
 }
 
-enum Cleanup {
-    Sqlite(tempfile::TempDir),
-    Postgres(String),
-}
-
 /// A fresh database with one human and one webhook per forge, all with [`configuration`].
 struct Db {
     store: Store,
     /// github, gitea, forgejo.
     webhooks: Vec<Webhook>,
-    cleanup: Cleanup,
+    /// The temp file or the schema (testkit's), removed after the run.
+    database: TestDatabase,
 }
 
 /// `group_commit`: whether the store batches ingest's writes (issue 22); the raw rows, the
 /// single-row baseline, run without.
-async fn fresh_db(
-    backend: Backend,
-    pg_base: Option<&str>,
-    admin: Option<&sqlx::AnyPool>,
-    group_commit: bool,
-) -> Db {
-    let (url, cleanup) = match backend {
-        Backend::Sqlite => {
-            let dir = tempfile::tempdir().expect("temp dir");
-            let url = format!(
-                "sqlite://{}?mode=rwc",
-                dir.path().join("control.db").display()
-            );
-            (url, Cleanup::Sqlite(dir))
-        }
+async fn fresh_db(backend: Backend, pg_base: Option<&str>, group_commit: bool) -> Db {
+    let database = match backend {
+        Backend::Sqlite => TestDatabase::sqlite(),
         Backend::Postgres => {
-            let base = pg_base.expect("a PostgreSQL URL");
-            let admin = admin.expect("an admin pool");
-            let schema = format!(
-                "bench_{}",
-                switchboard_control::secrets::random_hex(8).expect("random")
-            );
-            sqlx::query(AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-                .execute(admin)
-                .await
-                .expect("create the bench schema");
-            let sep = if base.contains('?') { '&' } else { '?' };
-            let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
-            (url, Cleanup::Postgres(schema))
+            TestDatabase::postgres_in(pg_base.expect("a PostgreSQL URL"), "bench").await
         }
     };
     // `switchboard control`'s default pool (--database-max-connections 8) and SQLite write
@@ -439,7 +411,7 @@ async fn fresh_db(
             .map_or(true, |v| v.trim() != "0"),
         ..StoreOptions::default()
     };
-    let store = Store::connect_with(&url, options)
+    let store = Store::connect_with(database.url(), options)
         .await
         .expect("open the store");
     store
@@ -465,24 +437,14 @@ async fn fresh_db(
     Db {
         store,
         webhooks,
-        cleanup,
+        database,
     }
 }
 
 impl Db {
-    async fn drop_all(self, admin: Option<&sqlx::AnyPool>) {
+    async fn drop_all(self) {
         self.store.close().await;
-        match self.cleanup {
-            Cleanup::Sqlite(dir) => drop(dir),
-            Cleanup::Postgres(schema) => {
-                if let Some(admin) = admin {
-                    sqlx::query(AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
-                        .execute(admin)
-                        .await
-                        .expect("drop the bench schema");
-                }
-            }
-        }
+        self.database.remove().await;
     }
 
     fn webhook_for(&self, forge: &str) -> &Webhook {
@@ -964,9 +926,9 @@ impl Bench<'_> {
         mode: Mode,
         clients: usize,
         count: usize,
-        pg: (Option<&str>, Option<&sqlx::AnyPool>),
+        pg_base: Option<&str>,
     ) -> Run {
-        let db = fresh_db(backend, pg.0, pg.1, mode != Mode::Raw).await;
+        let db = fresh_db(backend, pg_base, mode != Mode::Raw).await;
         let router = if mode.nodelay() {
             self.nodelay_router
         } else {
@@ -1101,7 +1063,7 @@ impl Bench<'_> {
                 );
             }
         }
-        db.drop_all(pg.1).await;
+        db.drop_all().await;
 
         let n = latencies.len() as f64;
         let per = |a: u64, b: u64| a.saturating_sub(b) as f64 / 1e3 / n;
@@ -1705,7 +1667,7 @@ fn main() {
                             mode,
                             clients,
                             count,
-                            (pg_base.as_deref(), admin.as_ref()),
+                            pg_base.as_deref(),
                         )
                         .await;
                     let mut lat = r.latencies.clone();

@@ -8,7 +8,8 @@
 //! And the surfaces import one way between crates: the people's CLI (`src/client/`), the MCP
 //! gateway and the console depend on `model`, `proto` and the shared control client, never on
 //! `packs` or on each other; the shared client depends on no surface and not on control's
-//! server.
+//! server. The store, control's lowest floor (issue 44), depends on nothing above it, and
+//! testkit, which gives the store's tests their databases, not on the store.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -277,6 +278,10 @@ fn every_crate_imports_one_way() {
     }
     assert!(crates_seen >= 8, "the scan found the workspace's crates");
     assert!(
+        crates(root).contains(&root.join("store")),
+        "the scan covers the store's crate (issue 44)"
+    );
+    assert!(
         circles.is_empty(),
         "files import in a circle:\n{}",
         circles.join("\n")
@@ -449,6 +454,51 @@ fn surfaces_depend_on_the_shared_client_not_on_each_other() {
         edges.is_empty(),
         "a surface or the shared client depends on what it must not: {edges:?}"
     );
+}
+
+#[test]
+fn the_store_depends_on_nothing_above_it() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    // Control, packs, the router and the surfaces stand on the store, never under it.
+    let above = [
+        "switchboard_control",
+        "switchboard_packs",
+        "switchboard_router",
+        "switchboard_console",
+        "switchboard_mcp_gateway",
+        "switchboard_control_client",
+    ];
+    let named = files_naming(&root.join("store/src"), &above);
+    assert!(
+        named.is_empty(),
+        "the store imports what stands on it: {named:#?}"
+    );
+    let deps = dependencies(&root.join("store"));
+    assert!(
+        deps.contains("switchboard-model"),
+        "the scan read the store's dependencies: {deps:?}"
+    );
+    let wrong: Vec<String> = above
+        .iter()
+        .map(|c| c.replace('_', "-"))
+        .filter(|d| deps.contains(d))
+        .collect();
+    assert!(
+        wrong.is_empty(),
+        "the store depends on what stands on it: {wrong:?}"
+    );
+    // Testkit hands out database URLs; the caller opens the store, so no cycle.
+    let testkit = dependencies(&root.join("testkit"));
+    assert!(
+        testkit.contains("switchboard-proto"),
+        "the scan read testkit's dependencies: {testkit:?}"
+    );
+    for store_or_above in ["switchboard-store", "switchboard-control"] {
+        assert!(
+            !testkit.contains(store_or_above),
+            "testkit depends on {store_or_above}: {testkit:?}"
+        );
+    }
 }
 
 #[test]

@@ -17,28 +17,9 @@ pub fn verb(name: &str) -> Option<&'static str> {
     Verb::parse(name).map(Verb::as_str)
 }
 
-/// Expands family names and single verbs into verbs, deduplicated, in table order.
-///
-/// Endpoints store the expanded list, so a family that grows later does not silently widen
-/// an allowlist that was consented to before the growth.
-pub fn expand<S: AsRef<str>>(names: &[S]) -> Result<Vec<&'static str>, String> {
-    let mut wanted = Vec::new();
-    for name in names {
-        let name = name.as_ref();
-        if let Some(family) = Family::parse(name) {
-            wanted.extend_from_slice(family.verbs());
-        } else if let Some(v) = Verb::parse(name) {
-            wanted.push(v);
-        } else {
-            return Err(format!("{name:?} is neither a verb family nor a verb"));
-        }
-    }
-    Ok(Verb::ALL
-        .iter()
-        .filter(|v| wanted.contains(v))
-        .map(|v| v.as_str())
-        .collect())
-}
+/// Expands family names and single verbs into verbs, deduplicated, in table order (the
+/// model's, beside the table: the store expands what it saves with it too).
+pub use switchboard_model::verb::expand;
 
 /// Groups verbs by family for display (the vend consent step): `(family, verbs)` in table order.
 pub fn group_by_family<S: AsRef<str>>(verbs: &[S]) -> Vec<(&'static str, Vec<&'static str>)> {

@@ -1,9 +1,15 @@
 //! Control's modules import one way: the graph of `crate::<module>` references between its
 //! top-level modules has no cycle (issue 19: api, ingest and rule packs once imported each
 //! other in a circle). Comments are not imports; `#[cfg(test)]` modules are not exempt.
+//!
+//! The same holds for the store, control's lowest floor in a crate of its own since issue 44
+//! (`store/src`, each file a top-level module naming its siblings through `crate::`).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
+
+/// Module → the modules it imports.
+type Graph = BTreeMap<String, BTreeSet<String>>;
 
 fn rust_files(dir: &Path, out: &mut Vec<std::path::PathBuf>) {
     for entry in std::fs::read_dir(dir).expect("a source folder") {
@@ -24,14 +30,14 @@ fn module_of(src: &Path, file: &Path) -> Option<String> {
     (name != "lib").then(|| name.to_string())
 }
 
-#[test]
-fn control_modules_import_one_way() {
-    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+/// The edges between `src`'s top-level modules (`crate::<module>` references), and what is
+/// left of them once every module nothing else needs is peeled off: a cycle, if anything.
+fn modules_and_cycle(src: &Path) -> (Graph, Graph) {
     let mut files = Vec::new();
-    rust_files(&src, &mut files);
-    let mut edges: BTreeMap<String, BTreeSet<String>> = BTreeMap::new();
+    rust_files(src, &mut files);
+    let mut edges = Graph::new();
     for file in &files {
-        let Some(from) = module_of(&src, file) else {
+        let Some(from) = module_of(src, file) else {
             continue;
         };
         let text = std::fs::read_to_string(file).expect("a source file");
@@ -63,10 +69,6 @@ fn control_modules_import_one_way() {
             }
         }
     }
-    assert!(
-        edges.contains_key("api"),
-        "the scan found control's modules: {edges:?}"
-    );
     // Kahn's algorithm: whatever is left after peeling off modules nothing else needs is a
     // cycle.
     let mut remaining = edges.clone();
@@ -84,9 +86,35 @@ fn control_modules_import_one_way() {
             remaining.remove(&leaf);
         }
     }
+    (edges, remaining)
+}
+
+#[test]
+fn control_modules_import_one_way() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let (edges, remaining) = modules_and_cycle(&src);
+    assert!(
+        edges.contains_key("api"),
+        "the scan found control's modules: {edges:?}"
+    );
     assert!(
         remaining.is_empty(),
         "control's modules import in a circle among: {:?}",
+        remaining
+    );
+}
+
+#[test]
+fn store_modules_import_one_way() {
+    let src = Path::new(env!("CARGO_MANIFEST_DIR")).join("../store/src");
+    let (edges, remaining) = modules_and_cycle(&src);
+    assert!(
+        edges.contains_key("events") && edges.contains_key("webhooks"),
+        "the scan found the store's modules: {edges:?}"
+    );
+    assert!(
+        remaining.is_empty(),
+        "the store's modules import in a circle among: {:?}",
         remaining
     );
 }

@@ -207,6 +207,30 @@ impl fmt::Display for Family {
     }
 }
 
+/// Expands family names and single verbs into verbs' names, deduplicated, in table order.
+///
+/// Endpoints store the expanded list, so a family that grows later does not silently widen
+/// an allowlist that was consented to before the growth. Here, beside the table, because
+/// control's API checks a vend request with it and the store expands what it saves with it.
+pub fn expand<S: AsRef<str>>(names: &[S]) -> Result<Vec<&'static str>, String> {
+    let mut wanted = Vec::new();
+    for name in names {
+        let name = name.as_ref();
+        if let Some(family) = Family::parse(name) {
+            wanted.extend_from_slice(family.verbs());
+        } else if let Some(v) = Verb::parse(name) {
+            wanted.push(v);
+        } else {
+            return Err(format!("{name:?} is neither a verb family nor a verb"));
+        }
+    }
+    Ok(Verb::ALL
+        .iter()
+        .filter(|v| wanted.contains(v))
+        .map(|v| v.as_str())
+        .collect())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -54,7 +54,7 @@ pub struct ListenArgs {
     pub grpc_listen: SocketAddr,
 }
 
-/// The key webhook signing secrets are sealed with at rest (`control/src/sealing.rs`).
+/// The key webhook signing secrets are sealed with at rest (`store/src/sealing.rs`).
 #[derive(Args, Debug, Clone, Default)]
 pub struct SecretKeyArgs {
     /// The sealing key itself, 64 hex digits; prefer the environment variable or a file, so

@@ -7,10 +7,16 @@
 //! delivered through ingest). Each must build the same delivery from a case, byte for byte and
 //! header for header, or the three would prove different things; one loader makes that so.
 //!
-//! It depends on `switchboard-proto` only (for `StoredDelivery`), so every package can take it
-//! as a dev-dependency without a cycle.
+//! Of the workspace's crates it depends on `switchboard-proto` only (for `StoredDelivery`), so
+//! every package can take it as a dev-dependency without a cycle.
+//!
+//! With the `database` feature, one test database per test (`database`): the store's suite,
+//! the end-to-end control tests and the benchmarks all take theirs from it. It hands out URLs
+//! and opens no store, so it needs no store crate (issue 44).
 
 pub mod big_payloads;
+#[cfg(feature = "database")]
+pub mod database;
 pub mod forge_headers;
 pub mod http_answer;
 pub mod payloads_dir;

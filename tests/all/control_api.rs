@@ -5,11 +5,9 @@
 
 use std::fmt::Debug;
 use std::future::Future;
-use std::sync::Once;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use sqlx::AssertSqlSafe;
 use switchboard_control::api::ControlApi;
 use switchboard_control::routing::{RouterSource, Routers};
 use switchboard_control::state::{Capabilities, ControlState, Limits};
@@ -25,6 +23,7 @@ use switchboard_proto::control::v1::rule_packs_client::RulePacksClient;
 use switchboard_proto::control::v1::todos_client::TodosClient;
 use switchboard_proto::control::v1::webhook_rules_client::WebhookRulesClient;
 use switchboard_proto::control::v1::webhooks_client::WebhooksClient;
+use switchboard_testkit::database::{Backend, TestDatabase};
 use tokio::net::TcpListener;
 use tokio_stream::wrappers::TcpListenerStream;
 use tonic::service::Interceptor;
@@ -42,82 +41,19 @@ use crate::support::{RouterProcess, payload, stored};
 /// Where the manual clock starts: every test moves time by hand.
 const START_MS: i64 = 1_800_000_000_000;
 
-#[derive(Clone, Copy)]
-enum Backend {
-    Sqlite,
-    Postgres,
-}
-
-/// What a backend needs cleaned up after a test.
-enum Db {
-    Sqlite(tempfile::TempDir),
-    Postgres {
-        admin: sqlx::AnyPool,
-        schema: String,
-    },
-}
-
-async fn open(backend: Backend) -> Option<(Store, Db)> {
+/// A fresh database of `backend` (testkit's) and a store on it; `None` for PostgreSQL when
+/// `SWITCHBOARD_TEST_DATABASE_URL` is unset.
+async fn open(backend: Backend) -> Option<(Store, TestDatabase)> {
+    let database = TestDatabase::create(backend).await?;
     let options = StoreOptions {
         max_connections: 4,
         sealing_key: Some(crate::support::secret_key()),
         ..StoreOptions::default()
     };
-    match backend {
-        Backend::Sqlite => {
-            let dir = tempfile::tempdir().expect("temp dir");
-            let url = format!(
-                "sqlite://{}?mode=rwc",
-                dir.path().join("control.db").display()
-            );
-            let store = Store::connect_with(&url, options)
-                .await
-                .expect("open sqlite");
-            Some((store, Db::Sqlite(dir)))
-        }
-        Backend::Postgres => {
-            let Ok(base) = std::env::var("SWITCHBOARD_TEST_DATABASE_URL") else {
-                static NOTE: Once = Once::new();
-                NOTE.call_once(|| {
-                    eprintln!(
-                        "SWITCHBOARD_TEST_DATABASE_URL is unset: the postgres control api suite checks nothing"
-                    )
-                });
-                return None;
-            };
-            sqlx::any::install_default_drivers();
-            let schema = format!(
-                "api_{}",
-                switchboard_control::secrets::random_hex(8).expect("random")
-            );
-            let admin = sqlx::AnyPool::connect(&base)
-                .await
-                .expect("connect to the test database");
-            sqlx::query(AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-                .execute(&admin)
-                .await
-                .expect("create the test schema");
-            let sep = if base.contains('?') { '&' } else { '?' };
-            let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
-            let store = Store::connect_with(&url, options)
-                .await
-                .expect("open postgres");
-            Some((store, Db::Postgres { admin, schema }))
-        }
-    }
-}
-
-async fn close(db: Db) {
-    match db {
-        Db::Sqlite(dir) => drop(dir),
-        Db::Postgres { admin, schema } => {
-            sqlx::query(AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
-                .execute(&admin)
-                .await
-                .expect("drop the test schema");
-            admin.close().await;
-        }
-    }
+    let store = Store::connect_with(database.url(), options)
+        .await
+        .expect("open the store");
+    Some((store, database))
 }
 
 /// What a test gets: the store (for fixtures and for looking at what is stored), the clock,
@@ -219,21 +155,19 @@ where
         .connect()
         .await
         .expect("connect to control");
-    let outcome = tokio::spawn(test(Api {
+    let api = Api {
         store: store.clone(),
         clock,
         router,
         state,
         channel,
-    }))
-    .await;
-    let _ = stop.send(());
-    let _ = server.await;
-    store.close().await;
-    close(db).await;
-    if let Err(e) = outcome {
-        std::panic::resume_unwind(e.into_panic());
-    }
+    };
+    let after = async move {
+        let _ = stop.send(());
+        let _ = server.await;
+        store.close().await;
+    };
+    db.run(test(api), after).await;
 }
 
 /// Every test on SQLite and on PostgreSQL; `name = limit` sets the per-endpoint request limit.

@@ -7,11 +7,9 @@ use std::future::Future;
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;
 use std::process::{Command, Stdio};
-use std::sync::Once;
 use std::time::Duration;
 pub use switchboard_testkit::forge_headers::forge_headers;
 
-use sqlx::AssertSqlSafe;
 use switchboard_control::ingest::RetryOptions;
 use switchboard_control::ingest::signature::sign;
 use switchboard_control::routing::{RouterSource, Routers};
@@ -19,6 +17,7 @@ use switchboard_control::server::{BoundControl, ServeOptions};
 use switchboard_control::state::{Capabilities, ControlState, Limits};
 use switchboard_control::store::{Actor, NewWebhook, SourceType, Webhook};
 use switchboard_control::{OwnerScope, Store, StoreOptions};
+use switchboard_testkit::database::TestDatabase;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
@@ -44,24 +43,13 @@ macro_rules! on_every_backend {
 }
 pub(crate) use on_every_backend;
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Backend {
-    Sqlite,
-    Postgres,
-}
+/// The backends: one fresh database per test from testkit.
+pub use switchboard_testkit::database::Backend;
 
 /// A test's database: the store, and the URL another process can open it with.
 pub struct TestDb {
     pub store: Store,
     pub url: String,
-}
-
-enum Cleanup {
-    Sqlite(tempfile::TempDir),
-    Postgres {
-        admin: sqlx::AnyPool,
-        schema: String,
-    },
 }
 
 /// Runs `test` on a fresh database of `backend`; PostgreSQL tests check nothing unless
@@ -71,69 +59,24 @@ where
     F: FnOnce(TestDb) -> Fut,
     Fut: Future<Output = ()> + Send + 'static,
 {
+    let Some(database) = TestDatabase::create(backend).await else {
+        return;
+    };
     let options = StoreOptions {
         max_connections: 4,
         sealing_key: Some(crate::support::secret_key()),
         ..StoreOptions::default()
     };
-    let (url, cleanup) = match backend {
-        Backend::Sqlite => {
-            let dir = tempfile::tempdir().expect("temp dir");
-            let url = format!(
-                "sqlite://{}?mode=rwc",
-                dir.path().join("control.db").display()
-            );
-            (url, Cleanup::Sqlite(dir))
-        }
-        Backend::Postgres => {
-            let Ok(base) = std::env::var("SWITCHBOARD_TEST_DATABASE_URL") else {
-                static NOTE: Once = Once::new();
-                NOTE.call_once(|| {
-                    eprintln!(
-                        "SWITCHBOARD_TEST_DATABASE_URL is unset: the postgres ingest and cli tests check nothing"
-                    )
-                });
-                return;
-            };
-            sqlx::any::install_default_drivers();
-            let schema = format!(
-                "t_{}",
-                switchboard_control::secrets::random_hex(8).expect("random")
-            );
-            let admin = sqlx::AnyPool::connect(&base)
-                .await
-                .expect("connect to the test database");
-            sqlx::query(AssertSqlSafe(format!("CREATE SCHEMA {schema}")))
-                .execute(&admin)
-                .await
-                .expect("create the test schema");
-            let sep = if base.contains('?') { '&' } else { '?' };
-            let url = format!("{base}{sep}options=-c%20search_path%3D{schema}");
-            (url, Cleanup::Postgres { admin, schema })
-        }
-    };
-    let store = Store::connect_with(&url, options)
+    let store = Store::connect_with(database.url(), options)
         .await
         .expect("open the store");
-    let outcome = tokio::spawn(test(TestDb {
+    let db = TestDb {
         store: store.clone(),
-        url,
-    }))
-    .await;
-    store.close().await;
-    match cleanup {
-        Cleanup::Sqlite(dir) => drop(dir),
-        Cleanup::Postgres { admin, schema } => {
-            sqlx::query(AssertSqlSafe(format!("DROP SCHEMA {schema} CASCADE")))
-                .execute(&admin)
-                .await
-                .expect("drop the test schema");
-            admin.close().await;
-        }
-    }
-    if let Err(e) = outcome {
-        std::panic::resume_unwind(e.into_panic());
-    }
+        url: database.url().to_string(),
+    };
+    database
+        .run(test(db), async move { store.close().await })
+        .await;
 }
 
 /// A human and its own scope.

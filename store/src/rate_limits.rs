@@ -1,0 +1,272 @@
+//! Rate limits kept in the database, so every control replica counts against the same
+//! budget: fixed windows aligned to the epoch, one row per (subject, kind).
+//!
+//! A fixed window can let up to twice the limit through around a window boundary; in exchange
+//! a take is one atomic statement on both backends, with no lock held across round trips.
+//!
+//! Ingest's per-webhook budget is taken in blocks ([`Store::try_take_held`]): one statement
+//! grants up to a block of hits, which this process then spends from memory. So a delivery
+//! costs a database write for its rate limit once per block instead of every time, and every
+//! replica still counts against the one budget in the database. The price: hits a replica
+//! holds when its window ends are not spent, so with several replicas near a webhook's limit,
+//! up to one block per replica per window is refused early. Never more than the limit is let
+//! through.
+
+use std::collections::HashMap;
+use std::sync::Mutex;
+use std::time::Duration;
+
+use crate::error::{Error, Result};
+use crate::{Store, duration_ms};
+
+/// The replay limit of SPEC-0031: each endpoint may start at most 10 replays per minute.
+pub const REPLAYS_PER_MINUTE: u32 = 10;
+
+/// Hits granted by the database and not yet spent, per (subject, kind), for one window.
+#[derive(Debug, Default)]
+pub struct HeldHits {
+    held: Mutex<HashMap<(String, String), Held>>,
+    /// One grant at a time: takers that find nothing held wait for the grant in flight and
+    /// spend from it, instead of each asking for a block of their own (which would take the
+    /// whole budget out of the database while most of it sat unspent here).
+    granting: tokio::sync::Mutex<()>,
+}
+
+#[derive(Debug)]
+struct Held {
+    window_start: i64,
+    left: u64,
+}
+
+/// A fixed window, and where in it a take happens (all in epoch milliseconds).
+struct WindowAt {
+    now: i64,
+    start: i64,
+    length: i64,
+}
+
+impl WindowAt {
+    /// The refusal: the budget is spent until this window ends.
+    fn exhausted(&self) -> Error {
+        exhausted_until(self.now, self.start + self.length)
+    }
+}
+
+/// The refusal of a take at `now` whose budget frees up at `free_at` (epoch ms).
+fn exhausted_until(now: i64, free_at: i64) -> Error {
+    let left = (free_at - now).max(1);
+    Error::ResourceExhausted {
+        retry_after: Duration::from_millis(u64::try_from(left).unwrap_or(1)),
+    }
+}
+
+/// How many hits one grant asks for: a twentieth of the limit, 1 to 32.
+pub fn block_size(limit: u32) -> u32 {
+    (limit / 20).clamp(1, 32)
+}
+
+impl HeldHits {
+    /// Spends one held hit of this window, if any is left.
+    fn spend(&self, key: &(String, String), window_start: i64) -> bool {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        match held.get_mut(key) {
+            Some(h) if h.window_start == window_start && h.left > 0 => {
+                h.left -= 1;
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Keeps `granted` new hits of this window (adding to any a concurrent grant left).
+    fn keep(&self, key: (String, String), window_start: i64, granted: u64) {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        // Other windows' leftovers are dead weight: drop them while the lock is held anyway.
+        held.retain(|_, h| h.window_start >= window_start);
+        let h = held.entry(key).or_insert(Held {
+            window_start,
+            left: 0,
+        });
+        if h.window_start != window_start {
+            *h = Held {
+                window_start,
+                left: 0,
+            };
+        }
+        h.left += granted;
+    }
+}
+
+impl Store {
+    /// Like [`Store::try_take`], spending hits this process already holds when it can, and
+    /// otherwise taking a block of them from the database in one statement (module docs).
+    pub async fn try_take_held(
+        &self,
+        subject: &str,
+        kind: &str,
+        limit: u32,
+        window: Duration,
+    ) -> Result<()> {
+        let at = self.window_at(limit, window)?;
+        let window_start = at.start;
+        let key = (subject.to_string(), kind.to_string());
+        if self.held_hits.spend(&key, window_start) {
+            return Ok(());
+        }
+        let _granting = self.held_hits.granting.lock().await;
+        // A grant that finished while this one waited may have left hits to spend.
+        if self.held_hits.spend(&key, window_start) {
+            return Ok(());
+        }
+        let block = i64::from(block_size(limit));
+        // Same window: add up to a block, never past the limit; a newer window restarts at one
+        // block. `last_grant` is how many this statement granted (SET reads the old row).
+        let _turn = self.write_turn().await?;
+        let rows = sqlx::query(
+            "INSERT INTO rate_limits (subject, kind, window_start, hits, last_grant) \
+             VALUES ($1, $2, $3, $4, $4) \
+             ON CONFLICT (subject, kind) DO UPDATE SET \
+             hits = CASE WHEN rate_limits.window_start < excluded.window_start THEN $4 \
+               WHEN rate_limits.hits + $4 > $5 THEN $5 ELSE rate_limits.hits + $4 END, \
+             last_grant = CASE WHEN rate_limits.window_start < excluded.window_start THEN $4 \
+               WHEN rate_limits.hits + $4 > $5 THEN $5 - rate_limits.hits ELSE $4 END, \
+             window_start = CASE WHEN rate_limits.window_start < excluded.window_start \
+               THEN excluded.window_start ELSE rate_limits.window_start END \
+             WHERE rate_limits.window_start < excluded.window_start OR rate_limits.hits < $5 \
+             RETURNING last_grant",
+        )
+        .bind(subject)
+        .bind(kind)
+        .bind(window_start)
+        .bind(block)
+        .bind(i64::from(limit))
+        // Read to the end: the grant is committed before it is spent (store/mod.rs).
+        .fetch_all(&self.pool)
+        .await?;
+        let granted: i64 = match rows.first() {
+            Some(row) => sqlx::Row::try_get(row, 0)?,
+            None => 0,
+        };
+        if granted <= 0 {
+            return Err(at.exhausted());
+        }
+        // One for this take; the rest are held for the next ones.
+        self.held_hits
+            .keep(key, window_start, u64::try_from(granted - 1).unwrap_or(0));
+        Ok(())
+    }
+
+    /// Takes one unit of `subject`'s `kind` budget (`limit` per `window`), or answers
+    /// `ResourceExhausted` with the time until the window ends. `subject` is usually an
+    /// endpoint id (or a webhook id, for ingest); `kind` names the budget, e.g. `"replay"`.
+    pub async fn try_take(
+        &self,
+        subject: &str,
+        kind: &str,
+        limit: u32,
+        window: Duration,
+    ) -> Result<()> {
+        let at = self.window_at(limit, window)?;
+        let window_start = at.start;
+        // A row from an earlier window restarts at 1; a replica whose clock lags counts into
+        // the newer window it finds instead of resetting it.
+        let _turn = self.write_turn().await?;
+        let done = sqlx::query(
+            "INSERT INTO rate_limits (subject, kind, window_start, hits) VALUES ($1, $2, $3, 1) \
+             ON CONFLICT (subject, kind) DO UPDATE SET \
+             hits = CASE WHEN rate_limits.window_start < excluded.window_start THEN 1 ELSE rate_limits.hits + 1 END, \
+             window_start = CASE WHEN rate_limits.window_start < excluded.window_start \
+             THEN excluded.window_start ELSE rate_limits.window_start END \
+             WHERE rate_limits.window_start < excluded.window_start OR rate_limits.hits < $4",
+        )
+        .bind(subject)
+        .bind(kind)
+        .bind(window_start)
+        .bind(i64::from(limit))
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 1 {
+            Ok(())
+        } else {
+            Err(at.exhausted())
+        }
+    }
+
+    /// Takes one hit of `limit` per sliding `window`: refused while `limit` hits were taken
+    /// within the last `window`, whenever they were (a fixed window lets twice the limit
+    /// through around its boundary). Every replica counts against the same log: the take
+    /// runs in one write transaction that locks the subject's `rate_limits` row first.
+    pub async fn try_take_sliding(
+        &self,
+        subject: &str,
+        kind: &str,
+        limit: u32,
+        window: Duration,
+    ) -> Result<()> {
+        let at = self.window_at(limit, window)?;
+        let (now, length) = (at.now, at.length);
+        let mut tx = self.begin_write().await?;
+        // The lock anchor: one row per (subject, kind), locked until the commit.
+        sqlx::query(
+            "INSERT INTO rate_limits (subject, kind, window_start, hits) VALUES ($1, $2, 0, 0) \
+             ON CONFLICT (subject, kind) DO NOTHING",
+        )
+        .bind(subject)
+        .bind(kind)
+        .execute(&mut *tx)
+        .await?;
+        sqlx::query(crate::dialect::for_update!(
+            self.backend,
+            "SELECT hits FROM rate_limits WHERE subject = $1 AND kind = $2"
+        ))
+        .bind(subject)
+        .bind(kind)
+        .fetch_one(&mut *tx)
+        .await?;
+        sqlx::query("DELETE FROM rate_limit_log WHERE subject = $1 AND kind = $2 AND at <= $3")
+            .bind(subject)
+            .bind(kind)
+            .bind(now - length)
+            .execute(&mut *tx)
+            .await?;
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS n, MIN(at) AS oldest FROM rate_limit_log \
+             WHERE subject = $1 AND kind = $2",
+        )
+        .bind(subject)
+        .bind(kind)
+        .fetch_one(&mut *tx)
+        .await?;
+        let taken: i64 = sqlx::Row::try_get(&row, "n")?;
+        if taken >= i64::from(limit) {
+            let oldest: Option<i64> = sqlx::Row::try_get(&row, "oldest")?;
+            tx.commit().await?;
+            return Err(exhausted_until(now, oldest.unwrap_or(now) + length));
+        }
+        sqlx::query("INSERT INTO rate_limit_log (subject, kind, at) VALUES ($1, $2, $3)")
+            .bind(subject)
+            .bind(kind)
+            .bind(now)
+            .execute(&mut *tx)
+            .await?;
+        tx.commit().await?;
+        Ok(())
+    }
+
+    /// The window `now` falls in, after checking the budget's shape.
+    fn window_at(&self, limit: u32, window: Duration) -> Result<WindowAt> {
+        if limit == 0 {
+            return Err(Error::invalid("limit", "must be positive"));
+        }
+        let length = duration_ms(window);
+        if length <= 0 {
+            return Err(Error::invalid("window", "must be at least a millisecond"));
+        }
+        let now = self.now();
+        Ok(WindowAt {
+            now,
+            start: now - now.rem_euclid(length),
+            length,
+        })
+    }
+}

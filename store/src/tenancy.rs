@@ -1,0 +1,262 @@
+//! Humans, teams and memberships, and the one question tenancy asks: which role does this
+//! human have in this owner scope?
+
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use crate::error::{Error, Result, is_unique_violation};
+use crate::scope::{OwnerScope, Role, is_login, is_slug};
+use crate::{Store, parse_col};
+
+/// Does the human or team behind `scope` exist?
+pub(crate) async fn owner_exists(
+    conn: &mut sqlx::AnyConnection,
+    scope: &OwnerScope,
+) -> Result<bool> {
+    let found = match scope {
+        OwnerScope::Human(login) => {
+            sqlx::query("SELECT 1 FROM humans WHERE login = $1").bind(login.as_str())
+        }
+        OwnerScope::Team(slug) => {
+            sqlx::query("SELECT 1 FROM teams WHERE slug = $1").bind(slug.as_str())
+        }
+    }
+    .fetch_optional(conn)
+    .await?;
+    Ok(found.is_some())
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Human {
+    pub login: String,
+    pub display_name: Option<String>,
+    pub created_at: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Team {
+    pub slug: String,
+    pub name: String,
+    pub created_at: i64,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Membership {
+    pub team_slug: String,
+    pub human_login: String,
+    pub role: Role,
+    pub created_at: i64,
+}
+
+fn human(row: &AnyRow) -> Result<Human> {
+    Ok(Human {
+        login: row.try_get("login")?,
+        display_name: row.try_get("display_name")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+fn team(row: &AnyRow) -> Result<Team> {
+    Ok(Team {
+        slug: row.try_get("slug")?,
+        name: row.try_get("name")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+fn membership(row: &AnyRow) -> Result<Membership> {
+    Ok(Membership {
+        team_slug: row.try_get("team_slug")?,
+        human_login: row.try_get("human_login")?,
+        role: parse_col(row, "role")?,
+        created_at: row.try_get("created_at")?,
+    })
+}
+
+/// A display or team name: 1–200 characters, no control characters.
+pub(crate) fn check_name(field: &'static str, name: &str) -> Result<()> {
+    if name.trim().is_empty() || name.chars().count() > 200 || name.chars().any(char::is_control) {
+        return Err(Error::invalid(
+            field,
+            "1–200 characters, no control characters",
+        ));
+    }
+    Ok(())
+}
+
+impl Store {
+    pub async fn create_human(&self, login: &str, display_name: Option<&str>) -> Result<Human> {
+        if !is_login(login) {
+            return Err(Error::invalid(
+                "login",
+                "1–64 letters, digits, '.', '_' or '-', starting with a letter or digit",
+            ));
+        }
+        if let Some(name) = display_name {
+            check_name("display_name", name)?;
+        }
+        let _turn = self.write_turn().await?;
+        let row = sqlx::query(
+            "INSERT INTO humans (login, display_name, created_at) VALUES ($1, $2, $3) \
+             RETURNING login, display_name, created_at",
+        )
+        .bind(login)
+        .bind(display_name)
+        .bind(self.now())
+        // To the end of the statement: see `store` (writes that return rows).
+        .fetch_all(&self.pool)
+        .await
+        .and_then(|rows| rows.into_iter().next().ok_or(sqlx::Error::RowNotFound))
+        .map_err(|e| {
+            if is_unique_violation(&e) {
+                Error::conflict("a human with this login exists")
+            } else {
+                e.into()
+            }
+        })?;
+        human(&row)
+    }
+
+    pub async fn get_human(&self, login: &str) -> Result<Human> {
+        let row =
+            sqlx::query("SELECT login, display_name, created_at FROM humans WHERE login = $1")
+                .bind(login)
+                .fetch_optional(&self.pool)
+                .await?;
+        row.as_ref()
+            .map(human)
+            .unwrap_or(Err(Error::not_found("human")))
+    }
+
+    pub async fn list_humans(&self) -> Result<Vec<Human>> {
+        let rows = sqlx::query("SELECT login, display_name, created_at FROM humans ORDER BY login")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(human).collect()
+    }
+
+    pub async fn create_team(&self, slug: &str, name: &str) -> Result<Team> {
+        if !is_slug(slug) {
+            return Err(Error::invalid(
+                "slug",
+                "1–64 lower-case letters, digits or '-', starting with a letter or digit",
+            ));
+        }
+        check_name("name", name)?;
+        let _turn = self.write_turn().await?;
+        let row = sqlx::query(
+            "INSERT INTO teams (slug, name, created_at) VALUES ($1, $2, $3) RETURNING slug, name, created_at",
+        )
+        .bind(slug)
+        .bind(name)
+        .bind(self.now())
+        // To the end of the statement: see `store` (writes that return rows).
+        .fetch_all(&self.pool)
+        .await
+        .and_then(|rows| rows.into_iter().next().ok_or(sqlx::Error::RowNotFound))
+        .map_err(|e| if is_unique_violation(&e) { Error::conflict("a team with this slug exists") } else { e.into() })?;
+        team(&row)
+    }
+
+    pub async fn get_team(&self, slug: &str) -> Result<Team> {
+        let row = sqlx::query("SELECT slug, name, created_at FROM teams WHERE slug = $1")
+            .bind(slug)
+            .fetch_optional(&self.pool)
+            .await?;
+        row.as_ref()
+            .map(team)
+            .unwrap_or(Err(Error::not_found("team")))
+    }
+
+    pub async fn list_teams(&self) -> Result<Vec<Team>> {
+        let rows = sqlx::query("SELECT slug, name, created_at FROM teams ORDER BY slug")
+            .fetch_all(&self.pool)
+            .await?;
+        rows.iter().map(team).collect()
+    }
+
+    /// Gives `login` the `role` in `team`, replacing any role it had there.
+    pub async fn set_membership(
+        &self,
+        team_slug: &str,
+        login: &str,
+        role: Role,
+    ) -> Result<Membership> {
+        let mut tx = self.begin_write().await?;
+        let team_exists = sqlx::query("SELECT 1 FROM teams WHERE slug = $1")
+            .bind(team_slug)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if team_exists.is_none() {
+            return Err(Error::not_found("team"));
+        }
+        let human_exists = sqlx::query("SELECT 1 FROM humans WHERE login = $1")
+            .bind(login)
+            .fetch_optional(&mut *tx)
+            .await?;
+        if human_exists.is_none() {
+            return Err(Error::not_found("human"));
+        }
+        let row = sqlx::query(
+            "INSERT INTO memberships (team_slug, human_login, role, created_at) VALUES ($1, $2, $3, $4) \
+             ON CONFLICT (team_slug, human_login) DO UPDATE SET role = excluded.role \
+             RETURNING team_slug, human_login, role, created_at",
+        )
+        .bind(team_slug)
+        .bind(login)
+        .bind(role.as_str())
+        .bind(self.now())
+        .fetch_one(&mut *tx)
+        .await?;
+        let m = membership(&row)?;
+        tx.commit().await?;
+        Ok(m)
+    }
+
+    pub async fn remove_membership(&self, team_slug: &str, login: &str) -> Result<()> {
+        let _turn = self.write_turn().await?;
+        let done = sqlx::query("DELETE FROM memberships WHERE team_slug = $1 AND human_login = $2")
+            .bind(team_slug)
+            .bind(login)
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(Error::not_found("membership"));
+        }
+        Ok(())
+    }
+
+    pub async fn list_memberships(&self, team_slug: &str) -> Result<Vec<Membership>> {
+        let rows = sqlx::query(
+            "SELECT team_slug, human_login, role, created_at FROM memberships WHERE team_slug = $1 ORDER BY human_login",
+        )
+        .bind(team_slug)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(membership).collect()
+    }
+
+    /// The role `login` holds in `scope`: admin of its own `human:` scope, its membership role
+    /// in a `team:` scope, and `None` anywhere else (including for an unknown human).
+    pub async fn role_in_scope(&self, login: &str, scope: &OwnerScope) -> Result<Option<Role>> {
+        match scope {
+            OwnerScope::Human(owner) => {
+                let exists = sqlx::query("SELECT 1 FROM humans WHERE login = $1")
+                    .bind(login)
+                    .fetch_optional(&self.pool)
+                    .await?;
+                Ok((owner == login && exists.is_some()).then_some(Role::Admin))
+            }
+            OwnerScope::Team(slug) => {
+                let row = sqlx::query(
+                    "SELECT role FROM memberships WHERE team_slug = $1 AND human_login = $2",
+                )
+                .bind(slug.as_str())
+                .bind(login)
+                .fetch_optional(&self.pool)
+                .await?;
+                row.as_ref().map(|r| parse_col(r, "role")).transpose()
+            }
+        }
+    }
+}

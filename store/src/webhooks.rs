@@ -1,0 +1,605 @@
+//! Webhooks (SPEC-0006): id, owner scope, source type, signing secret, grant, the
+//! reject-unverified switch, and the saved configuration with its version and digest.
+//! Configuration changes after creation go through [`Store::save_configuration`].
+
+use std::fmt;
+
+use sqlx::Row;
+use sqlx::any::AnyRow;
+
+use crate::allowances::check_queues;
+use crate::error::{Error, Result};
+use crate::scope::OwnerScope;
+use crate::sealing::{SealingKey, sealed_by};
+use crate::secrets::{new_id, random_hex};
+use crate::tenancy::owner_exists;
+use crate::{Actor, Store, flag, json_opt, parse_col};
+
+pub use switchboard_model::SourceType;
+use switchboard_model::provenance::{self, Provenance};
+use switchboard_model::{Configuration, TrustedActors};
+
+#[derive(Clone, PartialEq)]
+pub struct Webhook {
+    /// `wh_` and 128 random bits: the id is in the public ingest URL, so it must not be guessable.
+    pub id: String,
+    pub owner_scope: OwnerScope,
+    pub source_type: SourceType,
+    /// The HMAC signing secret, opened from its sealed form (`crate::sealing`): in memory in
+    /// the clear because verifying a signature needs it, never at rest.
+    pub secret: String,
+    /// The queues this webhook may route to; the first is the default queue.
+    pub grant: Vec<String>,
+    /// Reject unverified deliveries at the door (401, nothing stored) instead of storing them.
+    pub reject_unverified: bool,
+    /// The saved configuration, read once at the row (a row that does not read is an internal
+    /// error naming the webhook, never an empty configuration).
+    pub configuration: Configuration,
+    pub config_version: i64,
+    pub config_digest: String,
+    /// Installed packs' provenance, in install order.
+    pub provenance: Provenance,
+    pub trusted_actors: Option<TrustedActors>,
+    pub created_at: i64,
+    /// Who may put a plan live on this webhook (issue 20).
+    pub confirm_policy: ConfirmPolicy,
+    /// How long a claim on one of its todos lasts; `None`: the instance default (issue 21).
+    pub claim_ttl: Option<std::time::Duration>,
+}
+
+/// Who may put a rule-pack plan live on a webhook. ADR-0028: "an agent's acceptance puts
+/// nothing live" is `Person`; `SelfConfirm` keeps the endpoint that planned able to confirm.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ConfirmPolicy {
+    /// The endpoint that planned may confirm (the default, and the behaviour before issue 20).
+    #[default]
+    SelfConfirm,
+    /// An endpoint's confirm puts the plan before a person, who accepts or rejects it; any
+    /// other save by an endpoint is refused `approval_required`.
+    Person,
+}
+
+impl ConfirmPolicy {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ConfirmPolicy::SelfConfirm => "self",
+            ConfirmPolicy::Person => "person",
+        }
+    }
+}
+
+impl std::str::FromStr for ConfirmPolicy {
+    type Err = String;
+    fn from_str(s: &str) -> std::result::Result<Self, String> {
+        match s {
+            "self" => Ok(ConfirmPolicy::SelfConfirm),
+            "person" => Ok(ConfirmPolicy::Person),
+            other => Err(format!("{other:?} is no confirm policy: self or person")),
+        }
+    }
+}
+
+impl fmt::Display for ConfirmPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Webhook {
+    /// The queue a `default` decision goes to.
+    pub fn default_queue(&self) -> Option<&str> {
+        self.grant.first().map(String::as_str)
+    }
+}
+
+impl fmt::Debug for Webhook {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Webhook")
+            .field("id", &self.id)
+            .field("owner_scope", &self.owner_scope)
+            .field("source_type", &self.source_type)
+            .field("secret", &"<redacted>")
+            .field("grant", &self.grant)
+            .field("reject_unverified", &self.reject_unverified)
+            .field("config_version", &self.config_version)
+            .field("config_digest", &self.config_digest)
+            .field("created_at", &self.created_at)
+            .finish_non_exhaustive()
+    }
+}
+
+#[derive(Clone, Debug)]
+pub struct NewWebhook {
+    pub owner_scope: OwnerScope,
+    pub source_type: SourceType,
+    /// The forge's secret when the forge side already has one; `None` generates 256 bits.
+    pub secret: Option<String>,
+    pub grant: Vec<String>,
+    pub reject_unverified: bool,
+    /// The first configuration (version 1); `None` is no rules and no params.
+    pub configuration: Option<Configuration>,
+    pub actor: Actor,
+}
+
+macro_rules! webhook_columns {
+    () => {
+        "id, owner_scope, source_type, secret, grant_queues, reject_unverified, configuration, \
+         config_version, config_digest, provenance, trusted_actors, created_at"
+    };
+}
+pub(crate) use webhook_columns;
+
+/// A webhook row, its sealed secret opened with `key` (the row's id is the associated data).
+pub(crate) fn webhook(row: &AnyRow, key: &SealingKey) -> Result<Webhook> {
+    let grant: String = row.try_get("grant_queues")?;
+    let id: String = row.try_get("id")?;
+    let sealed: String = row.try_get("secret")?;
+    let configuration: String = row.try_get("configuration")?;
+    let configuration = serde_json::from_str(&configuration).map_err(|e| {
+        Error::internal(format!(
+            "the stored configuration of webhook {id} does not read: {e}"
+        ))
+    })?;
+    let provenance: String = row.try_get("provenance")?;
+    let provenance = provenance::read(&provenance).map_err(|e| {
+        Error::internal(format!(
+            "the stored provenance of webhook {id} does not read: {e}"
+        ))
+    })?;
+    Ok(Webhook {
+        secret: key.open(&id, &sealed)?,
+        id,
+        owner_scope: parse_col(row, "owner_scope")?,
+        source_type: parse_col(row, "source_type")?,
+        grant: serde_json::from_str(&grant)?,
+        reject_unverified: flag(row, "reject_unverified")?,
+        configuration,
+        config_version: row.try_get("config_version")?,
+        config_digest: row.try_get("config_digest")?,
+        provenance,
+        trusted_actors: json_opt::<serde_json::Value>(row, "trusted_actors")?
+            .filter(|v| !v.is_null())
+            .map(|v| TrustedActors::from_value(&v)),
+        created_at: row.try_get("created_at")?,
+        // Read where the query selects it (`get_webhook`, `set_confirm_policy`); elsewhere the
+        // default, so writes keep working on a database not yet at 0007 (upgrade tests).
+        confirm_policy: match row.try_get::<String, _>("confirm_policy") {
+            Ok(text) => text
+                .parse()
+                .map_err(|e| Error::internal(format!("stored confirm_policy: {e}")))?,
+            Err(_) => ConfirmPolicy::default(),
+        },
+        // Likewise read where selected (migration 0009); a stored value out of range is ours.
+        claim_ttl: match row.try_get::<Option<i64>, _>("claim_ttl_secs") {
+            Ok(secs) => secs
+                .map(|s| {
+                    u64::try_from(s)
+                        .map(std::time::Duration::from_secs)
+                        .map_err(|_| Error::internal(format!("stored claim_ttl_secs {s}")))
+                })
+                .transpose()?,
+            Err(sqlx::Error::ColumnNotFound(_)) => None,
+            Err(e) => return Err(e.into()),
+        },
+    })
+}
+
+/// The columns only a database at the current schema has, selected where a webhook is read
+/// for what they decide (`confirm_policy`, 0007; `claim_ttl_secs`, 0009).
+macro_rules! webhook_policy_columns {
+    () => {
+        ", confirm_policy, claim_ttl_secs"
+    };
+}
+pub(crate) use webhook_policy_columns;
+
+/// A stored configuration is at most this large; the router's own limits (32 rules, 4 KiB
+/// expressions, 64 KiB params) stay well inside it.
+pub const MAX_CONFIGURATION_BYTES: usize = 512 * 1024;
+
+/// The canonical text to store, within the size the store allows. Rule validation proper
+/// (expressions, ids, the grant) is the router's, before this.
+pub(crate) fn configuration_text(configuration: &Configuration) -> Result<String> {
+    let text = configuration.canonical_json();
+    if text.len() > MAX_CONFIGURATION_BYTES {
+        return Err(Error::invalid(
+            "configuration",
+            format!("larger than {MAX_CONFIGURATION_BYTES} bytes"),
+        ));
+    }
+    Ok(text)
+}
+
+fn grant_text(grant: &[String]) -> Result<String> {
+    check_queues(
+        "grant",
+        grant,
+        "name at least one queue; the first is the default queue",
+    )?;
+    Ok(serde_json::to_string(grant)?)
+}
+
+/// A given signing secret: 16–256 characters, so an HMAC over it means something.
+fn secret_or_new(secret: Option<String>) -> Result<String> {
+    match secret {
+        None => random_hex(32),
+        Some(s) if (16..=256).contains(&s.len()) && !s.chars().any(char::is_control) => Ok(s),
+        Some(_) => Err(Error::invalid(
+            "secret",
+            "16–256 characters, no control characters",
+        )),
+    }
+}
+
+impl Store {
+    /// Creates a webhook at configuration version 1 and records that version in its history.
+    /// An operator's act (the CLI, `switchboard up`): the grant is taken as given. Agents
+    /// create webhooks through [`Store::create_webhook_within_allowance`].
+    pub async fn create_webhook(&self, new: NewWebhook) -> Result<Webhook> {
+        self.insert_webhook(new, false).await
+    }
+
+    /// Creates a webhook as [`Store::create_webhook`] does, for an agent (the API's
+    /// `CreateWebhook`): refused with [`Error::GrantNotAllowed`], nothing written, unless every
+    /// queue of the grant is in the grant allowance an operator set for the owner scope
+    /// ([`crate::within_allowance`]; a scope without one may create none). The allowance is
+    /// read, locked, in the transaction that inserts the webhook.
+    pub async fn create_webhook_within_allowance(&self, new: NewWebhook) -> Result<Webhook> {
+        self.insert_webhook(new, true).await
+    }
+
+    async fn insert_webhook(&self, new: NewWebhook, within_allowance: bool) -> Result<Webhook> {
+        let grant = grant_text(&new.grant)?;
+        let secret = secret_or_new(new.secret)?;
+        let configuration = new.configuration.unwrap_or_default();
+        let config_text = configuration_text(&configuration)?;
+        let digest = configuration.digest();
+        let id = new_id("wh_")?;
+        let now = self.now();
+        let scope = new.owner_scope.to_string();
+
+        let mut tx = self.begin_write().await?;
+        if !owner_exists(&mut tx, &new.owner_scope).await? {
+            return Err(Error::invalid("owner_scope", "no such human or team"));
+        }
+        if within_allowance {
+            let allowed = crate::allowances::locked_allowance(&mut tx, self.backend, &scope)
+                .await?
+                .unwrap_or_default();
+            if let Err(outside) = crate::within_allowance(&new.grant, &allowed) {
+                // Dropped, not committed: nothing is written.
+                return Err(Error::GrantNotAllowed {
+                    owner_scope: scope,
+                    outside,
+                    allowed,
+                });
+            }
+        }
+        let row = sqlx::query(concat!(
+            "INSERT INTO webhooks (id, owner_scope, source_type, secret, grant_queues, reject_unverified, \
+             configuration, config_version, config_digest, provenance, trusted_actors, created_at) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, '{}', NULL, $9) RETURNING ",
+            webhook_columns!()
+        ))
+        .bind(id.as_str())
+        .bind(scope.as_str())
+        .bind(new.source_type.as_str())
+        .bind(self.sealing.seal(&id, &secret)?.as_str())
+        .bind(grant.as_str())
+        .bind(i32::from(new.reject_unverified))
+        .bind(config_text.as_str())
+        .bind(digest.as_str())
+        .bind(now)
+        .fetch_one(&mut *tx)
+        .await?;
+        let created = webhook(&row, &self.sealing)?;
+        sqlx::query(
+            "INSERT INTO configuration_history (webhook_id, version, owner_scope, actor_endpoint, actor_human, \
+             change, provenance, digest_before, digest_after, configuration, saved_at) \
+             VALUES ($1, 1, $2, $3, $4, $5, NULL, NULL, $6, $7, $8)",
+        )
+        .bind(id.as_str())
+        .bind(scope.as_str())
+        .bind(new.actor.endpoint_id.as_deref())
+        .bind(new.actor.human_login.as_deref())
+        .bind(r#"{"op":"create_webhook"}"#)
+        .bind(digest.as_str())
+        .bind(config_text.as_str())
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        Ok(created)
+    }
+
+    /// A webhook the scope owns. Unknown, malformed and other-scope ids are all `not_found`.
+    pub async fn get_webhook(&self, scope: &OwnerScope, id: &str) -> Result<Webhook> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            webhook_columns!(),
+            webhook_policy_columns!(),
+            " FROM webhooks WHERE id = $1 AND owner_scope = $2"
+        ))
+        .bind(crate::lookup_id(id))
+        .bind(scope.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref()
+            .map(|r| webhook(r, &self.sealing))
+            .unwrap_or(Err(Error::not_found("webhook")))
+    }
+
+    /// A webhook by id alone, for ingest: a forge delivery carries no scope, only the id.
+    pub async fn webhook_for_ingest(&self, id: &str) -> Result<Webhook> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            webhook_columns!(),
+            " FROM webhooks WHERE id = $1"
+        ))
+        .bind(crate::lookup_id(id))
+        .fetch_optional(&self.pool)
+        .await?;
+        row.as_ref()
+            .map(|r| webhook(r, &self.sealing))
+            .unwrap_or(Err(Error::not_found("webhook")))
+    }
+
+    /// The scope's webhooks, oldest first.
+    pub async fn list_webhooks(&self, scope: &OwnerScope) -> Result<Vec<Webhook>> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            webhook_columns!(),
+            webhook_policy_columns!(),
+            " FROM webhooks WHERE owner_scope = $1 ORDER BY created_at, id"
+        ))
+        .bind(scope.to_string())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(|r| webhook(r, &self.sealing)).collect()
+    }
+
+    /// Deletes a webhook with its events, todos, history, plans and lease.
+    pub async fn delete_webhook(&self, scope: &OwnerScope, id: &str) -> Result<()> {
+        let _turn = self.write_turn().await?;
+        let done = sqlx::query("DELETE FROM webhooks WHERE id = $1 AND owner_scope = $2")
+            .bind(crate::lookup_id(id))
+            .bind(scope.to_string())
+            .execute(&self.pool)
+            .await?;
+        if done.rows_affected() == 0 {
+            return Err(Error::not_found("webhook"));
+        }
+        Ok(())
+    }
+
+    /// [`Store::delete_webhook`] for an endpoint: refused `approval_required` while the
+    /// webhook's `confirm_policy` is `person` (ADR-0028: an agent's call takes nothing live
+    /// away either). One conditional statement, so a switch to `person` cannot be overtaken.
+    pub async fn delete_webhook_by_endpoint(&self, scope: &OwnerScope, id: &str) -> Result<()> {
+        let _turn = self.write_turn().await?;
+        let done = sqlx::query(
+            "DELETE FROM webhooks WHERE id = $1 AND owner_scope = $2 AND confirm_policy = 'self'",
+        )
+        .bind(crate::lookup_id(id))
+        .bind(scope.to_string())
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 1 {
+            return Ok(());
+        }
+        let kept = sqlx::query("SELECT id FROM webhooks WHERE id = $1 AND owner_scope = $2")
+            .bind(crate::lookup_id(id))
+            .bind(scope.to_string())
+            .fetch_optional(&self.pool)
+            .await?;
+        match kept {
+            Some(row) => Err(Error::ApprovalRequired {
+                webhook_id: row.try_get("id")?,
+            }),
+            None => Err(Error::not_found("webhook")),
+        }
+    }
+
+    /// Replaces the signing secret with `secret`, or with 256 fresh random bits.
+    pub async fn rotate_webhook_secret(
+        &self,
+        scope: &OwnerScope,
+        id: &str,
+        secret: Option<String>,
+    ) -> Result<Webhook> {
+        let secret = self.sealing.seal(id, &secret_or_new(secret)?)?;
+        let query = sqlx::query(concat!(
+            "UPDATE webhooks SET secret = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
+            webhook_columns!()
+        ))
+        .bind(secret.as_str());
+        self.set_one(query, scope, id).await
+    }
+
+    /// Sets the queues a webhook may route to (an operator's act; agents never widen a grant).
+    pub async fn set_webhook_grant(
+        &self,
+        scope: &OwnerScope,
+        id: &str,
+        grant: &[String],
+    ) -> Result<Webhook> {
+        let grant = grant_text(grant)?;
+        let query = sqlx::query(concat!(
+            "UPDATE webhooks SET grant_queues = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
+            webhook_columns!()
+        ))
+        .bind(grant.as_str());
+        self.set_one(query, scope, id).await
+    }
+
+    /// Sets who may put a plan live (an operator's act: an agent never relaxes it).
+    pub async fn set_confirm_policy(
+        &self,
+        scope: &OwnerScope,
+        id: &str,
+        policy: ConfirmPolicy,
+    ) -> Result<Webhook> {
+        let query = sqlx::query(concat!(
+            "UPDATE webhooks SET confirm_policy = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
+            webhook_columns!(),
+            webhook_policy_columns!()
+        ))
+        .bind(policy.as_str());
+        self.set_one(query, scope, id).await
+    }
+
+    /// Sets how long a claim on this webhook's todos lasts; `None` returns it to the
+    /// instance default. An operator's act: the lease is how long a crashed agent's work
+    /// stays stranded, so an agent does not choose it. Claims already made keep their expiry.
+    pub async fn set_claim_ttl(
+        &self,
+        scope: &OwnerScope,
+        id: &str,
+        ttl: Option<std::time::Duration>,
+    ) -> Result<Webhook> {
+        let secs = ttl.map(crate::todos::check_claim_ttl).transpose()?;
+        let query = sqlx::query(concat!(
+            "UPDATE webhooks SET claim_ttl_secs = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
+            webhook_columns!(),
+            webhook_policy_columns!()
+        ))
+        .bind(secs);
+        self.set_one(query, scope, id).await
+    }
+
+    /// Turns rejecting unverified deliveries at the door on or off.
+    pub async fn set_reject_unverified(
+        &self,
+        scope: &OwnerScope,
+        id: &str,
+        reject: bool,
+    ) -> Result<Webhook> {
+        let query = sqlx::query(concat!(
+            "UPDATE webhooks SET reject_unverified = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
+            webhook_columns!()
+        ))
+        .bind(i32::from(reject));
+        self.set_one(query, scope, id).await
+    }
+}
+
+impl Store {
+    /// Runs an `UPDATE webhooks SET … = $1 WHERE id = $2 AND owner_scope = $3 RETURNING …`
+    /// whose `$1` is bound, and reads the webhook back: `not_found` for an unknown id or
+    /// another scope's, alike.
+    async fn set_one<'q>(
+        &self,
+        query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>,
+        scope: &OwnerScope,
+        id: &'q str,
+    ) -> Result<Webhook> {
+        let _turn = self.write_turn().await?;
+        let row = query
+            .bind(crate::lookup_id(id))
+            .bind(scope.to_string())
+            // To the end of the statement: see `store` (writes that return rows).
+            .fetch_all(&self.pool)
+            .await?
+            .into_iter()
+            .next();
+        row.as_ref()
+            .map(|r| webhook(r, &self.sealing))
+            .unwrap_or(Err(Error::not_found("webhook")))
+    }
+}
+
+impl Store {
+    /// The key this store seals webhook secrets with.
+    pub fn sealing_key(&self) -> &SealingKey {
+        &self.sealing
+    }
+
+    /// Seals, in place and in one transaction, every webhook secret still in the clear: a
+    /// database written before secrets were sealed keeps verifying its webhooks' deliveries.
+    /// Returns how many were sealed (none after the first start).
+    pub(crate) async fn seal_plaintext_secrets(&self) -> Result<usize> {
+        let mut tx = self.begin_write().await?;
+        let rows = sqlx::query("SELECT id, secret FROM webhooks WHERE secret NOT LIKE 'sealed:%'")
+            .fetch_all(&mut *tx)
+            .await?;
+        for row in &rows {
+            let id: String = row.try_get("id")?;
+            let plain: String = row.try_get("secret")?;
+            sqlx::query("UPDATE webhooks SET secret = $1 WHERE id = $2")
+                .bind(self.sealing.seal(&id, &plain)?.as_str())
+                .bind(id.as_str())
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        if !rows.is_empty() {
+            tracing::info!(sealed = rows.len(), "webhook secrets sealed at rest");
+        }
+        Ok(rows.len())
+    }
+
+    /// Refuses to start with a key that did not seal the stored secrets, naming the key that
+    /// did (by id), so a wrong key is found at start, not as unverified deliveries.
+    pub(crate) async fn check_sealing_key(&self) -> Result<()> {
+        let rows = sqlx::query("SELECT secret FROM webhooks WHERE secret NOT LIKE $1 LIMIT 1")
+            .bind(format!("sealed:v1:{}:%", self.sealing.id()))
+            .fetch_all(&self.pool)
+            .await?;
+        if let Some(row) = rows.first() {
+            let other: String = row.try_get("secret")?;
+            return Err(Error::invalid(
+                "secret_key",
+                format!(
+                    "the webhook secrets in this database were sealed with key {}, not with the key given ({}); start with the key that sealed them",
+                    sealed_by(&other).unwrap_or("unknown"),
+                    self.sealing.id()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Seals every webhook secret again with `new` in one transaction (key rotation: the
+    /// store's own key opens them). Afterwards only `new` opens this database's secrets.
+    pub async fn reseal_secrets(&self, new: &SealingKey) -> Result<usize> {
+        let mut tx = self.begin_write().await?;
+        let rows = sqlx::query("SELECT id, secret FROM webhooks")
+            .fetch_all(&mut *tx)
+            .await?;
+        for row in &rows {
+            let id: String = row.try_get("id")?;
+            let sealed: String = row.try_get("secret")?;
+            let plain = self.sealing.open(&id, &sealed)?;
+            sqlx::query("UPDATE webhooks SET secret = $1 WHERE id = $2")
+                .bind(new.seal(&id, &plain)?.as_str())
+                .bind(id.as_str())
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(rows.len())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grants_need_a_default_and_no_repeats() {
+        assert!(grant_text(&[]).is_err());
+        assert!(grant_text(&["a".into(), "a".into()]).is_err());
+        assert_eq!(
+            grant_text(&["a".into(), "b".into()]).unwrap(),
+            r#"["a","b"]"#
+        );
+    }
+
+    #[test]
+    fn source_types_round_trip() {
+        for t in SourceType::ALL {
+            assert_eq!(t.as_str().parse::<SourceType>().unwrap(), t);
+        }
+        assert!("gitlab".parse::<SourceType>().is_err());
+    }
+}
