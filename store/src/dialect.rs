@@ -126,6 +126,11 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "webhook_revision",
         include_str!("../migrations/sqlite/0014_webhook_revision.sql"),
     ),
+    (
+        15,
+        "trials",
+        include_str!("../migrations/sqlite/0015_trials.sql"),
+    ),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -197,6 +202,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         14,
         "webhook_revision",
         include_str!("../migrations/postgres/0014_webhook_revision.sql"),
+    ),
+    (
+        15,
+        "trials",
+        include_str!("../migrations/postgres/0015_trials.sql"),
     ),
 ];
 

@@ -39,6 +39,7 @@ pub mod sealing;
 pub mod secrets;
 mod tenancy;
 mod todos;
+mod trials;
 mod webhook_cache;
 mod webhooks;
 
@@ -77,6 +78,7 @@ pub use redrives::{
 pub use retention::{Retention, Window as RetentionWindow};
 pub use tenancy::{Human, Membership, Team};
 pub use todos::{MAX_CLAIM_TTL, NewTodo, Todo, TodoFilter, TodoInsert};
+pub use trials::{EXAMPLES as TRIAL_EXAMPLES, NewTrial, Trial, TrialBatch};
 pub use webhook_cache::{IngestWebhook, is_stale_webhook};
 pub use webhooks::{ConfirmPolicy, MAX_CONFIGURATION_BYTES, NewWebhook, SourceType, Webhook};
 

@@ -16,6 +16,7 @@ mod retention;
 mod sealing;
 mod tenancy;
 mod todos;
+mod trials;
 mod webhooks;
 
 /// Expands `module: [test, …]` lists into `sqlite::module::test` and `postgres::module::test`,
@@ -102,6 +103,12 @@ store_test_suite! {
         with_group_commit_off_each_write_commits_alone,
         upgrading_from_0009_leaves_old_decisions_unknown_and_grants_explain,
         upgrading_from_0010_keeps_events_redrivable_and_grants_redrive,
+    ],
+    trials: [
+        a_trial_starts_once_per_webhook_and_is_scoped_like_it,
+        a_trial_with_an_empty_limit_is_refused,
+        a_trials_batches_add_up_and_an_ended_trial_takes_none,
+        upgrading_from_0014_keeps_webhooks_and_takes_trials,
     ],
     todos: [
         redelivery_creates_no_second_todo,

@@ -1,0 +1,416 @@
+//! Trials (issue 45): a plan's candidate running beside a webhook's live rules on its live
+//! deliveries, routing nothing. A trial is kept with the forecast of the plan it came from
+//! and what it observed so far, pre-aggregated (deliveries seen and evaluated; per
+//! transition a count and up to [`EXAMPLES`] event ids), so its report reads counts and never
+//! a delivery. Scoped like the webhook: another scope's trial is `not_found`.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use sqlx::Row;
+use sqlx::any::AnyRow;
+use switchboard_model::trial::{Forecast, Move, Observed, TrialEnd, TrialLimits};
+use switchboard_model::{Configuration, Label};
+
+use crate::error::{Error, Result};
+use crate::scope::OwnerScope;
+use crate::secrets::new_id;
+use crate::webhooks::configuration_text;
+use crate::{Store, json_col};
+
+/// Example event ids kept per transition.
+pub const EXAMPLES: usize = 20;
+
+/// A trial to start: the candidate of plan `plan_id`, beside the saved configuration whose
+/// digest is `base_config_digest`.
+#[derive(Clone, Debug)]
+pub struct NewTrial {
+    pub webhook_id: String,
+    pub owner_scope: OwnerScope,
+    pub plan_id: String,
+    pub candidate: Configuration,
+    pub base_config_digest: String,
+    pub forecast: Forecast,
+    pub limits: TrialLimits,
+    /// Who started it: an endpoint id or a person's login.
+    pub started_by: String,
+}
+
+/// A trial as stored, with what it observed so far.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Trial {
+    pub id: String,
+    pub webhook_id: String,
+    pub owner_scope: OwnerScope,
+    pub plan_id: String,
+    pub candidate: Configuration,
+    pub candidate_digest: String,
+    pub base_config_digest: String,
+    pub forecast: Forecast,
+    pub limits: TrialLimits,
+    pub started_at: i64,
+    pub started_by: String,
+    pub ended_at: Option<i64>,
+    pub end: Option<TrialEnd>,
+    pub observed: Observed,
+    /// Up to [`EXAMPLES`] event ids per observed transition.
+    pub examples: BTreeMap<Move, Vec<String>>,
+}
+
+impl Trial {
+    pub fn running(&self) -> bool {
+        self.ended_at.is_none()
+    }
+}
+
+/// What one batch of a trial's deliveries adds: counts and, per transition, the event ids.
+#[derive(Clone, Debug, Default)]
+pub struct TrialBatch {
+    pub observed: Observed,
+    pub examples: BTreeMap<Move, Vec<String>>,
+}
+
+impl TrialBatch {
+    /// Counts one delivery (`after`: the candidate's decision; `None`: shed).
+    pub fn record(&mut self, event_id: &str, before: &Label<'_>, after: Option<&Label<'_>>) {
+        self.observed.record(before, after);
+        if let Some(after) = after.filter(|a| *a != before) {
+            let ids = self
+                .examples
+                .entry((before.clone().into_owned(), after.clone().into_owned()))
+                .or_default();
+            if ids.len() < EXAMPLES {
+                ids.push(event_id.to_string());
+            }
+        }
+    }
+}
+
+/// The forecast as stored: tuple keys are no JSON object keys.
+#[derive(Serialize, Deserialize)]
+struct StoredForecast {
+    deliveries: u64,
+    transitions: Vec<StoredMove>,
+}
+
+#[derive(Serialize, Deserialize)]
+struct StoredMove {
+    from: Label<'static>,
+    to: Label<'static>,
+    count: u64,
+}
+
+impl From<&Forecast> for StoredForecast {
+    fn from(f: &Forecast) -> Self {
+        StoredForecast {
+            deliveries: f.deliveries,
+            transitions: f
+                .transitions
+                .iter()
+                .map(|((from, to), count)| StoredMove {
+                    from: from.clone(),
+                    to: to.clone(),
+                    count: *count,
+                })
+                .collect(),
+        }
+    }
+}
+
+impl From<StoredForecast> for Forecast {
+    fn from(f: StoredForecast) -> Self {
+        Forecast {
+            deliveries: f.deliveries,
+            transitions: f
+                .transitions
+                .into_iter()
+                .map(|m| ((m.from, m.to), m.count))
+                .collect(),
+        }
+    }
+}
+
+macro_rules! trial_columns {
+    () => {
+        "id, webhook_id, owner_scope, plan_id, candidate, candidate_digest, base_config_digest, \
+         forecast, max_deliveries, max_duration_ms, started_at, started_by, ended_at, end_reason, \
+         seen, evaluated"
+    };
+}
+
+fn count(row: &AnyRow, column: &str) -> Result<u64> {
+    let n: i64 = row.try_get(column)?;
+    u64::try_from(n).map_err(|_| Error::internal(format!("trials.{column} is negative")))
+}
+
+fn end_reason(text: Option<String>) -> Result<Option<TrialEnd>> {
+    text.map(|t| {
+        serde_json::from_value(serde_json::Value::String(t.clone()))
+            .map_err(|_| Error::internal(format!("trials.end_reason {t:?} is no end")))
+    })
+    .transpose()
+}
+
+fn end_text(end: TrialEnd) -> String {
+    match serde_json::to_value(end) {
+        Ok(serde_json::Value::String(s)) => s,
+        _ => String::new(),
+    }
+}
+
+fn trial(row: &AnyRow) -> Result<Trial> {
+    let candidate: Configuration = json_col(row, "candidate")?;
+    let forecast: StoredForecast = json_col(row, "forecast")?;
+    let max_deliveries: Option<i64> = row.try_get("max_deliveries")?;
+    Ok(Trial {
+        id: row.try_get("id")?,
+        webhook_id: row.try_get("webhook_id")?,
+        owner_scope: crate::parse_col(row, "owner_scope")?,
+        plan_id: row.try_get("plan_id")?,
+        candidate,
+        candidate_digest: row.try_get("candidate_digest")?,
+        base_config_digest: row.try_get("base_config_digest")?,
+        forecast: forecast.into(),
+        limits: TrialLimits {
+            max_deliveries: max_deliveries.and_then(|n| u64::try_from(n).ok()),
+            max_duration_ms: row.try_get("max_duration_ms")?,
+        },
+        started_at: row.try_get("started_at")?,
+        started_by: row.try_get("started_by")?,
+        ended_at: row.try_get("ended_at")?,
+        end: end_reason(row.try_get("end_reason")?)?,
+        observed: Observed {
+            seen: count(row, "seen")?,
+            evaluated: count(row, "evaluated")?,
+            transitions: BTreeMap::new(),
+        },
+        examples: BTreeMap::new(),
+    })
+}
+
+fn label(row: &AnyRow, column: &str) -> Result<Label<'static>> {
+    let text: String = row.try_get(column)?;
+    text.parse()
+        .map_err(|e| Error::internal(format!("trial_transitions.{column}: {e}")))
+}
+
+impl Store {
+    /// Starts a trial on the scope's webhook. At most `max_running` run at once per webhook:
+    /// one more is a conflict that names the running one.
+    pub async fn start_trial(&self, new: NewTrial, max_running: u32) -> Result<Trial> {
+        if new.limits.max_duration_ms <= 0 {
+            return Err(Error::invalid("max_duration", "must be positive"));
+        }
+        if new.limits.max_deliveries == Some(0) {
+            return Err(Error::invalid("max_deliveries", "must be positive"));
+        }
+        let candidate = configuration_text(&new.candidate)?;
+        let forecast = serde_json::to_string(&StoredForecast::from(&new.forecast))?;
+        let id = new_id("tr_")?;
+        let now = self.now();
+        let mut tx = self.begin_write().await?;
+        let owned = sqlx::query("SELECT 1 FROM webhooks WHERE id = $1 AND owner_scope = $2")
+            .bind(crate::lookup_id(&new.webhook_id))
+            .bind(new.owner_scope.to_string())
+            .fetch_optional(&mut *tx)
+            .await?;
+        if owned.is_none() {
+            return Err(Error::not_found("webhook"));
+        }
+        let running = sqlx::query(
+            "SELECT id FROM trials WHERE webhook_id = $1 AND ended_at IS NULL ORDER BY started_at",
+        )
+        .bind(new.webhook_id.as_str())
+        .fetch_all(&mut *tx)
+        .await?;
+        if running.len() >= max_running as usize {
+            let ids: Vec<String> = running
+                .iter()
+                .map(|r| r.try_get("id"))
+                .collect::<std::result::Result<_, _>>()?;
+            return Err(Error::Conflict {
+                message: format!(
+                    "webhook {} already runs {} trial(s) ({}), the most it may; stop one first",
+                    new.webhook_id,
+                    ids.len(),
+                    ids.join(", ")
+                ),
+            });
+        }
+        let row = sqlx::query(concat!(
+            "INSERT INTO trials (id, webhook_id, owner_scope, plan_id, candidate, candidate_digest, \
+             base_config_digest, forecast, max_deliveries, max_duration_ms, started_at, started_by) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING ",
+            trial_columns!()
+        ))
+        .bind(id.as_str())
+        .bind(new.webhook_id.as_str())
+        .bind(new.owner_scope.to_string())
+        .bind(new.plan_id.as_str())
+        .bind(candidate)
+        .bind(new.candidate.digest())
+        .bind(new.base_config_digest.as_str())
+        .bind(forecast)
+        .bind(
+            new.limits
+                .max_deliveries
+                .map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
+        )
+        .bind(new.limits.max_duration_ms)
+        .bind(now)
+        .bind(new.started_by.as_str())
+        .fetch_all(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        match row.first() {
+            Some(row) => trial(row),
+            None => Err(Error::internal("a started trial returned no row")),
+        }
+    }
+
+    /// A trial of the scope's, with everything it observed: `not_found` for an unknown id
+    /// and for another scope's, alike.
+    pub async fn get_trial(&self, scope: &OwnerScope, id: &str) -> Result<Trial> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            trial_columns!(),
+            " FROM trials WHERE id = $1 AND owner_scope = $2"
+        ))
+        .bind(crate::lookup_id(id))
+        .bind(scope.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else {
+            return Err(Error::not_found("trial"));
+        };
+        let mut t = trial(&row)?;
+        self.read_transitions(&mut t).await?;
+        Ok(t)
+    }
+
+    /// The trials of the scope's webhook, running and ended, newest first, with their counts
+    /// (transitions are read by [`Store::get_trial`]).
+    pub async fn list_trials(&self, scope: &OwnerScope, webhook_id: &str) -> Result<Vec<Trial>> {
+        self.require_webhook(scope, webhook_id).await?;
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            trial_columns!(),
+            " FROM trials WHERE webhook_id = $1 AND owner_scope = $2 ORDER BY started_at DESC, id DESC"
+        ))
+        .bind(crate::lookup_id(webhook_id))
+        .bind(scope.to_string())
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(trial).collect()
+    }
+
+    /// The trials running on a webhook (ingest's read: no scope, the webhook is its own).
+    pub async fn running_trials(&self, webhook_id: &str) -> Result<Vec<Trial>> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            trial_columns!(),
+            " FROM trials WHERE webhook_id = $1 AND ended_at IS NULL ORDER BY started_at, id"
+        ))
+        .bind(crate::lookup_id(webhook_id))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(trial).collect()
+    }
+
+    /// Ends a trial of the scope's for `end`. Ending one that has ended changes nothing and
+    /// answers it as it is (its first end stands).
+    pub async fn end_trial(&self, scope: &OwnerScope, id: &str, end: TrialEnd) -> Result<Trial> {
+        {
+            let _turn = self.write_turn().await?;
+            sqlx::query(
+                "UPDATE trials SET ended_at = $1, end_reason = $2 \
+                 WHERE id = $3 AND owner_scope = $4 AND ended_at IS NULL",
+            )
+            .bind(self.now())
+            .bind(end_text(end))
+            .bind(crate::lookup_id(id))
+            .bind(scope.to_string())
+            .execute(&self.pool)
+            .await?;
+        }
+        self.get_trial(scope, id).await
+    }
+
+    /// Adds a batch of a running trial's deliveries to its counts, in one transaction: the
+    /// counts stay exact or the batch is not counted at all. A trial that has ended takes
+    /// nothing more (false).
+    pub async fn record_trial(&self, trial_id: &str, batch: &TrialBatch) -> Result<bool> {
+        let signed = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
+        let mut tx = self.begin_write().await?;
+        let updated = sqlx::query(
+            "UPDATE trials SET seen = seen + $1, evaluated = evaluated + $2 \
+             WHERE id = $3 AND ended_at IS NULL",
+        )
+        .bind(signed(batch.observed.seen))
+        .bind(signed(batch.observed.evaluated))
+        .bind(trial_id)
+        .execute(&mut *tx)
+        .await?;
+        if updated.rows_affected() == 0 {
+            return Ok(false);
+        }
+        for (mv, n) in &batch.observed.transitions {
+            let (from, to) = (mv.0.to_string(), mv.1.to_string());
+            let kept: Option<String> = sqlx::query(
+                "SELECT examples FROM trial_transitions \
+                 WHERE trial_id = $1 AND from_label = $2 AND to_label = $3",
+            )
+            .bind(trial_id)
+            .bind(from.as_str())
+            .bind(to.as_str())
+            .fetch_optional(&mut *tx)
+            .await?
+            .map(|r| r.try_get("examples"))
+            .transpose()?;
+            let mut examples: Vec<String> = match &kept {
+                Some(text) => serde_json::from_str(text)?,
+                None => Vec::new(),
+            };
+            for id in batch.examples.get(mv).into_iter().flatten() {
+                if examples.len() < EXAMPLES {
+                    examples.push(id.clone());
+                }
+            }
+            let examples = serde_json::to_string(&examples)?;
+            let sql = if kept.is_some() {
+                "UPDATE trial_transitions SET count = count + $4, examples = $5 \
+                 WHERE trial_id = $1 AND from_label = $2 AND to_label = $3"
+            } else {
+                "INSERT INTO trial_transitions (trial_id, from_label, to_label, count, examples) \
+                 VALUES ($1, $2, $3, $4, $5)"
+            };
+            sqlx::query(sql)
+                .bind(trial_id)
+                .bind(from.as_str())
+                .bind(to.as_str())
+                .bind(signed(*n))
+                .bind(examples)
+                .execute(&mut *tx)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(true)
+    }
+
+    async fn read_transitions(&self, t: &mut Trial) -> Result<()> {
+        let rows = sqlx::query(
+            "SELECT from_label, to_label, count, examples FROM trial_transitions WHERE trial_id = $1",
+        )
+        .bind(t.id.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        for row in &rows {
+            let mv = (label(row, "from_label")?, label(row, "to_label")?);
+            t.observed
+                .transitions
+                .insert(mv.clone(), count(row, "count")?);
+            t.examples.insert(mv, json_col(row, "examples")?);
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,189 @@
+//! Trials (issue 45) in the store: started beside the saved configuration, at most so many
+//! running per webhook, scoped like the webhook, ended once, and counted in batches that are
+//! exact or not counted at all.
+
+use std::collections::BTreeMap;
+
+use switchboard_model::Label;
+use switchboard_model::trial::{Forecast, TrialEnd, TrialLimits};
+use switchboard_store::{Error, NewTrial, OwnerScope, TRIAL_EXAMPLES, TrialBatch, Webhook};
+
+use crate::harness::{
+    ALL_MIGRATIONS, TestDb, applied_migrations, config_routing_to, human, invalid, not_found,
+    webhook,
+};
+
+fn q(name: &str) -> Label<'static> {
+    Label::queue(name).into_owned()
+}
+
+fn new_trial(scope: &OwnerScope, wh: &Webhook) -> NewTrial {
+    NewTrial {
+        webhook_id: wh.id.clone(),
+        owner_scope: scope.clone(),
+        plan_id: "pl_test".into(),
+        candidate: config_routing_to("review"),
+        base_config_digest: wh.config_digest.clone(),
+        forecast: Forecast {
+            deliveries: 400,
+            transitions: BTreeMap::from([((q("forge"), Label::Drop), 40)]),
+        },
+        limits: TrialLimits {
+            max_deliveries: Some(1000),
+            ..TrialLimits::default()
+        },
+        started_by: "alice".into(),
+    }
+}
+
+/// A started trial reads back as started, with its forecast and limits; another scope's
+/// read, list and stop answer `not_found` like an unknown id; a second trial on the same
+/// webhook is a conflict naming the first, until the first is stopped.
+pub async fn a_trial_starts_once_per_webhook_and_is_scoped_like_it(db: TestDb) {
+    let alice = human(&db, "alice").await;
+    let bob = human(&db, "bob").await;
+    let wh = webhook(&db, &alice).await;
+    let started = db.start_trial(new_trial(&alice, &wh), 1).await.unwrap();
+    assert!(started.id.starts_with("tr_") && started.running());
+    assert_eq!(started.candidate, config_routing_to("review"));
+    assert_eq!(
+        started.candidate_digest,
+        config_routing_to("review").digest()
+    );
+    assert_eq!(started.forecast, new_trial(&alice, &wh).forecast);
+    assert_eq!(started.limits.max_deliveries, Some(1000));
+    assert_eq!((started.observed.seen, started.observed.evaluated), (0, 0));
+    assert_eq!(db.get_trial(&alice, &started.id).await.unwrap(), started);
+
+    let other = not_found(db.get_trial(&bob, &started.id).await, "trial");
+    assert_eq!(
+        other,
+        not_found(db.get_trial(&bob, "tr_unknown").await, "trial")
+    );
+    not_found(
+        db.end_trial(&bob, &started.id, TrialEnd::Stopped).await,
+        "trial",
+    );
+    not_found(db.list_trials(&bob, &wh.id).await, "webhook");
+    not_found(db.start_trial(new_trial(&bob, &wh), 1).await, "webhook");
+
+    let second = db.start_trial(new_trial(&alice, &wh), 1).await.unwrap_err();
+    assert!(
+        matches!(&second, Error::Conflict { message } if message.contains(&started.id)),
+        "{second:?}"
+    );
+    let stopped = db
+        .end_trial(&alice, &started.id, TrialEnd::Stopped)
+        .await
+        .unwrap();
+    assert_eq!(stopped.end, Some(TrialEnd::Stopped));
+    assert!(!stopped.running());
+    // Its first end stands.
+    let again = db
+        .end_trial(&alice, &started.id, TrialEnd::Stale)
+        .await
+        .unwrap();
+    assert_eq!(
+        (again.end, again.ended_at),
+        (Some(TrialEnd::Stopped), stopped.ended_at)
+    );
+
+    let next = db.start_trial(new_trial(&alice, &wh), 1).await.unwrap();
+    assert_eq!(
+        db.running_trials(&wh.id)
+            .await
+            .unwrap()
+            .iter()
+            .map(|t| t.id.clone())
+            .collect::<Vec<_>>(),
+        vec![next.id.clone()]
+    );
+    let listed = db.list_trials(&alice, &wh.id).await.unwrap();
+    assert_eq!(listed.len(), 2);
+    assert!(listed.iter().any(|t| t.id == started.id && !t.running()));
+}
+
+/// Limits that could never end a trial well are refused, naming the field.
+pub async fn a_trial_with_an_empty_limit_is_refused(db: TestDb) {
+    let alice = human(&db, "alice").await;
+    let wh = webhook(&db, &alice).await;
+    let mut zero = new_trial(&alice, &wh);
+    zero.limits.max_deliveries = Some(0);
+    invalid(db.start_trial(zero, 1).await, "max_deliveries");
+    let mut never = new_trial(&alice, &wh);
+    never.limits.max_duration_ms = 0;
+    invalid(db.start_trial(never, 1).await, "max_duration");
+}
+
+/// Batches add up exactly, shed evaluations count as seen and not evaluated, examples stop
+/// at the cap, and a trial that ended takes no more.
+pub async fn a_trials_batches_add_up_and_an_ended_trial_takes_none(db: TestDb) {
+    let alice = human(&db, "alice").await;
+    let wh = webhook(&db, &alice).await;
+    let t = db.start_trial(new_trial(&alice, &wh), 1).await.unwrap();
+    let mut total = 0u64;
+    for b in 0..3 {
+        let mut batch = TrialBatch::default();
+        for i in 0..15 {
+            let id = format!("ev-{b}-{i}");
+            match i % 5 {
+                0 => batch.record(&id, &q("forge"), Some(&Label::Drop)),
+                1 => batch.record(&id, &q("forge"), None),
+                _ => batch.record(&id, &q("forge"), Some(&q("forge"))),
+            }
+            total += 1;
+        }
+        assert!(db.record_trial(&t.id, &batch).await.unwrap());
+    }
+    let read = db.get_trial(&alice, &t.id).await.unwrap();
+    assert_eq!(read.observed.seen, total);
+    assert_eq!(read.observed.not_evaluated(), 9);
+    let drops = (q("forge"), Label::Drop);
+    assert_eq!(
+        read.observed.transitions,
+        BTreeMap::from([(drops.clone(), 9)])
+    );
+    assert_eq!(read.examples[&drops].len(), 9);
+    assert_eq!(read.examples[&drops][0], "ev-0-0");
+
+    let mut many = TrialBatch::default();
+    for i in 0..50 {
+        many.record(&format!("more-{i}"), &q("forge"), Some(&Label::Drop));
+    }
+    assert!(db.record_trial(&t.id, &many).await.unwrap());
+    let read = db.get_trial(&alice, &t.id).await.unwrap();
+    assert_eq!(read.observed.transitions[&drops], 59);
+    assert_eq!(read.examples[&drops].len(), TRIAL_EXAMPLES);
+
+    db.end_trial(&alice, &t.id, TrialEnd::MaxDeliveries)
+        .await
+        .unwrap();
+    assert!(!db.record_trial(&t.id, &many).await.unwrap());
+    let ended = db.get_trial(&alice, &t.id).await.unwrap();
+    assert_eq!(
+        ended.observed, read.observed,
+        "nothing counted after the end"
+    );
+}
+
+/// A database of the previous landing (migration 0014) upgrades with its webhooks and
+/// events as they were, and takes trials.
+pub async fn upgrading_from_0014_keeps_webhooks_and_takes_trials(db: TestDb) {
+    let url = crate::harness::second_database(&db).await;
+    let old = crate::harness::open_at(&db, &url, 14).await;
+    let alice = human(&old, "alice").await;
+    let wh = webhook(&old, &alice).await;
+    old.close().await;
+
+    let new = switchboard_store::Store::connect(&url, db.store.sealing_key())
+        .await
+        .expect("upgrade to the current schema");
+    assert_eq!(applied_migrations(&new).await, ALL_MIGRATIONS);
+    assert_eq!(new.get_webhook(&alice, &wh.id).await.unwrap(), wh);
+    let t = new.start_trial(new_trial(&alice, &wh), 1).await.unwrap();
+    assert_eq!(
+        new.get_trial(&alice, &t.id).await.unwrap().webhook_id,
+        wh.id
+    );
+    new.close().await;
+}
