@@ -545,6 +545,11 @@ async fn control_state(store: &Store, router: &str) -> ControlState {
     )
     .await;
     ControlState {
+        trials: switchboard_control::trials::Trials::start(
+            store.clone(),
+            routers.clone(),
+            Default::default(),
+        ),
         console_base: None,
         catalog: Arc::new(switchboard_packs::Catalog::builtin()),
         store: store.clone(),

@@ -208,14 +208,20 @@ fn main() {
             // A PostgreSQL database may hold them from an earlier run.
             let _ = store.create_human(login, None).await;
         }
+        let routers = Routers::new(
+            RouterSource::Static(vec![router.addr.clone()]),
+            Duration::from_secs(30),
+        )
+        .await;
         let state = ControlState {
+            trials: switchboard_control::trials::Trials::start(
+                store.clone(),
+                routers.clone(),
+                Default::default(),
+            ),
             console_base: None,
             store: store.clone(),
-            routers: Routers::new(
-                RouterSource::Static(vec![router.addr.clone()]),
-                Duration::from_secs(30),
-            )
-            .await,
+            routers,
             capabilities: Capabilities::default(),
             // B sends far more than a forge's 600 a minute: none deferred.
             limits: Limits {

@@ -210,6 +210,11 @@ fn main() {
             )
             .await;
             let state = ControlState {
+                trials: switchboard_control::trials::Trials::start(
+                    store.clone(),
+                    routers.clone(),
+                    Default::default(),
+                ),
                 console_base: None,
                 store: store.clone(),
                 routers: routers.clone(),

@@ -17,6 +17,7 @@ pub mod routing;
 pub mod rule_packs;
 pub mod server;
 pub mod state;
+pub mod trials;
 pub mod verbs;
 pub mod wire;
 

@@ -91,6 +91,8 @@ pub struct ControlState {
     /// Where people reach the console (`http://host:port`), for the link a pending plan's
     /// answer carries; `None`: the link is a path on control's HTTP listener.
     pub console_base: Option<String>,
+    /// The running trials' evaluations of live deliveries (issue 45).
+    pub trials: Arc<crate::trials::Trials>,
 }
 
 impl ControlState {

@@ -335,10 +335,19 @@ impl ControlTuning {
         let catalog = std::sync::Arc::new(
             load_catalog(self.rule_pack_sources.as_deref(), &fetch, &routers).await,
         );
+        let trials = switchboard_control::trials::Trials::start(
+            store.clone(),
+            routers.clone(),
+            switchboard_control::trials::TrialOptions {
+                budget_ms: u32::try_from(self.evaluation_budget_ms.max(1)).unwrap_or(u32::MAX),
+                ..Default::default()
+            },
+        );
         ControlState {
             store,
             catalog,
             routers,
+            trials,
             capabilities: Capabilities {
                 trusted_actors: self.trusted_actors,
             },

@@ -129,6 +129,11 @@ where
     )
     .await;
     let state = ControlState {
+        trials: switchboard_control::trials::Trials::start(
+            store.clone(),
+            routers.clone(),
+            Default::default(),
+        ),
         console_base: None,
         catalog: std::sync::Arc::new(switchboard_packs::Catalog::builtin()),
         store: store.clone(),
@@ -2511,6 +2516,11 @@ async fn retention_purges_in_batches_and_listings_say_what_window_remains(api: A
 
     // A pass with a 150 s age and batches of one: the oldest dropped event goes.
     let state = ControlState {
+        trials: switchboard_control::trials::Trials::start(
+            api.store.clone(),
+            Routers::new(RouterSource::Static(vec![]), Duration::from_secs(1)).await,
+            Default::default(),
+        ),
         console_base: None,
         catalog: std::sync::Arc::new(switchboard_packs::Catalog::builtin()),
         store: api.store.clone(),
@@ -3451,6 +3461,11 @@ async fn health_and_reflection_are_served(api: Api) {
     )
     .await;
     let state = ControlState {
+        trials: switchboard_control::trials::Trials::start(
+            api.store.clone(),
+            routers.clone(),
+            Default::default(),
+        ),
         console_base: None,
         catalog: std::sync::Arc::new(switchboard_packs::Catalog::builtin()),
         store: api.store.clone(),

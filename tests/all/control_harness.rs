@@ -294,6 +294,14 @@ impl Control {
         )
         .await;
         let state = ControlState {
+            trials: switchboard_control::trials::Trials::start(
+                store.clone(),
+                routers.clone(),
+                switchboard_control::trials::TrialOptions {
+                    refresh: Duration::from_millis(100),
+                    ..Default::default()
+                },
+            ),
             console_base: None,
             catalog: std::sync::Arc::new(switchboard_packs::Catalog::builtin()),
             store: store.clone(),

@@ -33,3 +33,4 @@ mod seed_packs;
 mod support;
 mod telemetry;
 mod tenant_isolation;
+mod trials;

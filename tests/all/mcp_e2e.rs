@@ -91,6 +91,11 @@ async fn start_control_with(
     )
     .await;
     let state = ControlState {
+        trials: switchboard_control::trials::Trials::start(
+            store.clone(),
+            routers.clone(),
+            Default::default(),
+        ),
         console_base: None,
         catalog: std::sync::Arc::new(switchboard_packs::Catalog::builtin()),
         store: store.clone(),

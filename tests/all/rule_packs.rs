@@ -86,6 +86,11 @@ impl Env {
             None => db.store.clone(),
         };
         let state = ControlState {
+            trials: switchboard_control::trials::Trials::start(
+                store.clone(),
+                routers.clone(),
+                Default::default(),
+            ),
             console_base: None,
             store: store.clone(),
             routers,

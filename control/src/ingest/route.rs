@@ -289,6 +289,8 @@ pub async fn route_then_store(
     let webhook = &row.webhook;
     let configuration = Configuration::from(&webhook.configuration);
     let delivery = drafted_delivery(&draft, webhook);
+    // A copy for the webhook's trials (issue 45), kept only where it may have some.
+    let for_trials = state.trials.may_run(&webhook.id).then(|| delivery.clone());
     // Lazy: nothing is sent to a router until it is polled.
     let evaluation = evaluate_one(&state, webhook, configuration, delivery);
     tokio::pin!(evaluation);
@@ -320,12 +322,32 @@ pub async fn route_then_store(
     let record = record_for(&decision, webhook, &state.capabilities);
     let label = record.decision.decision.clone();
     match store_draft(&state, draft, Some(record), stored).await {
-        Some((_, todo)) => Routed::Decided {
-            label,
-            todo: todo.map(Box::new),
-        },
+        Some((_, todo)) => {
+            if let Some(delivery) = for_trials {
+                offer_to_trials(&state, &row, &label, delivery);
+            }
+            Routed::Decided {
+                label,
+                todo: todo.map(Box::new),
+            }
+        }
         None => Routed::Unrouted,
     }
+}
+
+/// Hands a delivery stored with its live decision to the webhook's running trials, in a
+/// task of its own: nothing of ingest waits for a trial.
+fn offer_to_trials(
+    state: &ControlState,
+    row: &Arc<IngestWebhook>,
+    live: &Label<'static>,
+    delivery: StoredDelivery,
+) {
+    let (trials, row, live) = (state.trials.clone(), row.clone(), live.clone());
+    let context = routing_context(&row.webhook, &state.capabilities);
+    tokio::spawn(async move {
+        trials.offer(&row.webhook, &context, &live, delivery).await;
+    });
 }
 
 /// The decision a router's answer holds for one delivery; `None`, and a warning, when no

@@ -1,0 +1,334 @@
+//! Trials on live deliveries (issue 45): once ingest has stored a delivery with its live
+//! decision, each running trial of the webhook evaluates its candidate on the same delivery,
+//! in a call of its own at a replay's priority (never in the live call, so a candidate over
+//! its budget cannot fault or slow the live decision), and counts what it decided beside the
+//! live decision. Nothing here writes a todo, claims a once-key or quarantines: the
+//! candidate's decision is only counted.
+//!
+//! A delivery offered while the queue is full is shed: counted as seen and not evaluated,
+//! never as unchanged and never lost silently. Each replica of control runs the trials of
+//! the deliveries it ingests, learning of a trial started elsewhere within `refresh`.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use switchboard_model::Label;
+use switchboard_model::trial::TrialEnd;
+use switchboard_proto::router::v1::{
+    Configuration, EvaluateRequest, RoutingContext, StoredDelivery, WorkClass,
+};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use crate::routing::Routers;
+use crate::store::{OwnerScope, Store, Trial, TrialBatch, Webhook};
+
+/// How trials run in this process.
+#[derive(Clone, Debug)]
+pub struct TrialOptions {
+    /// How long a webhook's running trials are known without reading them again: a trial
+    /// started or stopped on another replica is seen within this.
+    pub refresh: Duration,
+    /// Deliveries waiting for their trial evaluations; past it they are shed.
+    pub queue: usize,
+    /// The most deliveries one trial call carries.
+    pub batch: usize,
+    /// Per-delivery budget of a trial evaluation (the live budget).
+    pub budget_ms: u32,
+}
+
+impl Default for TrialOptions {
+    fn default() -> Self {
+        TrialOptions {
+            refresh: Duration::from_secs(2),
+            queue: 4096,
+            batch: 64,
+            budget_ms: 50,
+        }
+    }
+}
+
+/// A running trial as ingest offers it deliveries.
+struct Running {
+    trial: Trial,
+    candidate: Configuration,
+}
+
+struct Known {
+    at: Instant,
+    trials: Arc<Vec<Arc<Running>>>,
+}
+
+/// One delivery for one trial.
+struct Offer {
+    trial: Arc<Running>,
+    context: RoutingContext,
+    /// The saved configuration's digest when the delivery was decided.
+    saved_digest: String,
+    live: Label<'static>,
+    delivery: StoredDelivery,
+}
+
+/// The trials of this process: which run, and the queue of deliveries they evaluate.
+pub struct Trials {
+    store: Store,
+    options: TrialOptions,
+    known: Mutex<HashMap<String, Known>>,
+    offers: mpsc::Sender<Offer>,
+    /// Deliveries shed (queue full) per trial, counted at the next flush.
+    shed: Arc<Mutex<BTreeMap<String, (OwnerScope, TrialBatch)>>>,
+}
+
+impl std::fmt::Debug for Trials {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Trials")
+            .field("options", &self.options)
+            .finish()
+    }
+}
+
+impl Trials {
+    /// Starts the task that evaluates offered deliveries (on the current runtime).
+    pub fn start(store: Store, routers: Arc<Routers>, options: TrialOptions) -> Arc<Trials> {
+        let (offers, received) = mpsc::channel(options.queue.max(1));
+        let shed = Arc::new(Mutex::new(BTreeMap::new()));
+        tokio::spawn(run(
+            received,
+            store.clone(),
+            routers,
+            shed.clone(),
+            options.clone(),
+        ));
+        Arc::new(Trials {
+            store,
+            options,
+            known: Mutex::new(HashMap::new()),
+            offers,
+            shed,
+        })
+    }
+
+    /// Whether `webhook_id` may have running trials, without waiting: `false` only when it
+    /// is known, recently, to have none (ingest then keeps no copy of the delivery).
+    pub fn may_run(&self, webhook_id: &str) -> bool {
+        let known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        match known.get(webhook_id) {
+            Some(k) if k.at.elapsed() < self.options.refresh => !k.trials.is_empty(),
+            _ => true,
+        }
+    }
+
+    /// Forgets what is known of a webhook's trials (a trial started or ended here).
+    pub fn forget(&self, webhook_id: &str) {
+        self.known
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(webhook_id);
+    }
+
+    async fn running(&self, webhook_id: &str) -> Arc<Vec<Arc<Running>>> {
+        {
+            let known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(k) = known.get(webhook_id)
+                && k.at.elapsed() < self.options.refresh
+            {
+                return k.trials.clone();
+            }
+        }
+        let trials = match self.store.running_trials(webhook_id).await {
+            Ok(trials) => trials,
+            Err(e) => {
+                tracing::warn!(webhook = %webhook_id, error = %e.log_text(), "running trials not read");
+                Vec::new()
+            }
+        };
+        let trials: Arc<Vec<Arc<Running>>> = Arc::new(
+            trials
+                .into_iter()
+                .map(|trial| {
+                    Arc::new(Running {
+                        candidate: Configuration::from(&trial.candidate),
+                        trial,
+                    })
+                })
+                .collect(),
+        );
+        self.known.lock().unwrap_or_else(|e| e.into_inner()).insert(
+            webhook_id.to_string(),
+            Known {
+                at: Instant::now(),
+                trials: trials.clone(),
+            },
+        );
+        trials
+    }
+
+    /// Offers a delivery ingest has stored with its live decision to the webhook's running
+    /// trials. Never waits for an evaluation: a full queue sheds the delivery.
+    pub async fn offer(
+        &self,
+        webhook: &Webhook,
+        context: &RoutingContext,
+        live: &Label<'_>,
+        delivery: StoredDelivery,
+    ) {
+        let running = self.running(&webhook.id).await;
+        for trial in running.iter() {
+            let offer = Offer {
+                trial: trial.clone(),
+                context: context.clone(),
+                saved_digest: webhook.config_digest.clone(),
+                live: live.clone().into_owned(),
+                delivery: delivery.clone(),
+            };
+            if let Err(mpsc::error::TrySendError::Full(offer)) = self.offers.try_send(offer) {
+                let mut shed = self.shed.lock().unwrap_or_else(|e| e.into_inner());
+                let (_, batch) = shed
+                    .entry(trial.trial.id.clone())
+                    .or_insert_with(|| (trial.trial.owner_scope.clone(), TrialBatch::default()));
+                batch.record(&offer.delivery.event_id, &offer.live, None);
+            }
+        }
+    }
+}
+
+/// Evaluates offered deliveries, a trial's at a time, until the process ends; counts shed
+/// deliveries every second.
+async fn run(
+    mut offers: mpsc::Receiver<Offer>,
+    store: Store,
+    routers: Arc<Routers>,
+    shed: Arc<Mutex<BTreeMap<String, (OwnerScope, TrialBatch)>>>,
+    options: TrialOptions,
+) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    loop {
+        let first = tokio::select! {
+            offer = offers.recv() => match offer {
+                Some(offer) => Some(offer),
+                None => return,
+            },
+            _ = tick.tick() => None,
+        };
+        let flushed = std::mem::take(&mut *shed.lock().unwrap_or_else(|e| e.into_inner()));
+        for (trial_id, (scope, batch)) in flushed {
+            finish(&store, &trial_id, &scope, None, &batch).await;
+        }
+        let Some(first) = first else {
+            continue;
+        };
+        let mut taken = vec![first];
+        while taken.len() < options.batch.max(1) {
+            match offers.try_recv() {
+                Ok(offer) => taken.push(offer),
+                Err(_) => break,
+            }
+        }
+        let mut by_trial: BTreeMap<String, Vec<Offer>> = BTreeMap::new();
+        for offer in taken {
+            by_trial
+                .entry(offer.trial.trial.id.clone())
+                .or_default()
+                .push(offer);
+        }
+        for (_, group) in by_trial {
+            evaluate(&store, &routers, &options, group).await;
+        }
+    }
+}
+
+/// One trial's deliveries: the candidate's decisions beside the live ones, counted.
+async fn evaluate(store: &Store, routers: &Routers, options: &TrialOptions, group: Vec<Offer>) {
+    let Some(head) = group.first() else {
+        return;
+    };
+    let running = head.trial.clone();
+    let trial = &running.trial;
+    // The saved configuration moved: the candidate no longer runs beside the live rules.
+    if head.saved_digest != trial.base_config_digest {
+        finish(
+            store,
+            &trial.id,
+            &trial.owner_scope,
+            Some(&head.saved_digest),
+            &TrialBatch::default(),
+        )
+        .await;
+        return;
+    }
+    let request = EvaluateRequest {
+        context: Some(head.context.clone()),
+        configurations: vec![running.candidate.clone()],
+        deliveries: group.iter().map(|o| o.delivery.clone()).collect(),
+        budget_ms: options.budget_ms,
+        work_class: WorkClass::Replay as i32,
+        tenant: trial.owner_scope.to_string(),
+        ..Default::default()
+    };
+    let answered = match routers.evaluate(request).await {
+        Ok(results) => results,
+        Err(e) => {
+            tracing::warn!(trial = %trial.id, error = %e.log_text(), "trial deliveries not evaluated");
+            Vec::new()
+        }
+    };
+    let mut batch = TrialBatch::default();
+    for offer in &group {
+        let after = answered
+            .iter()
+            .find(|r| r.event_id == offer.delivery.event_id)
+            .and_then(|r| r.decisions.first())
+            // A unit the router left unevaluated (its call stopped after its faults) says
+            // nothing about the delivery: not evaluated, not a fault.
+            .filter(|d| d.fault_code != switchboard_model::fault::NOT_EVALUATED)
+            .map(|d| d.label().into_owned());
+        batch.record(&offer.delivery.event_id, &offer.live, after.as_ref());
+    }
+    finish(
+        store,
+        &trial.id,
+        &trial.owner_scope,
+        Some(&head.saved_digest),
+        &batch,
+    )
+    .await;
+}
+
+/// Counts a batch and ends the trial if that was its last (or the saved configuration moved:
+/// `saved_digest`, when known).
+async fn finish(
+    store: &Store,
+    trial_id: &str,
+    scope: &OwnerScope,
+    saved_digest: Option<&str>,
+    batch: &TrialBatch,
+) {
+    if batch.observed.seen > 0
+        && let Err(e) = store.record_trial(trial_id, batch).await
+    {
+        tracing::warn!(trial = %trial_id, error = %e.log_text(), "trial batch not counted");
+        return;
+    }
+    let trial = match store.get_trial(scope, trial_id).await {
+        Ok(t) if t.running() => t,
+        _ => return,
+    };
+    let now = store.clock().now_ms();
+    let saved = saved_digest.unwrap_or(&trial.base_config_digest);
+    if let Some(end) = trial.limits.ended(
+        trial.started_at,
+        now,
+        trial.observed.seen,
+        &trial.base_config_digest,
+        saved,
+    ) {
+        end_trial(store, &trial, end).await;
+    }
+}
+
+async fn end_trial(store: &Store, trial: &Trial, end: TrialEnd) {
+    if let Err(e) = store.end_trial(&trial.owner_scope, &trial.id, end).await {
+        tracing::warn!(trial = %trial.id, error = %e.log_text(), "trial not ended");
+    }
+}
