@@ -22,7 +22,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 
 use crate::routing::Routers;
-use crate::store::{OwnerScope, Store, Trial, TrialBatch, Webhook};
+use crate::store::{Store, Trial, TrialBatch, Webhook};
 
 /// How trials run in this process.
 #[derive(Clone, Debug)]
@@ -77,8 +77,11 @@ pub struct Trials {
     known: Mutex<HashMap<String, Known>>,
     offers: mpsc::Sender<Offer>,
     /// Deliveries shed (queue full) per trial, counted at the next flush.
-    shed: Arc<Mutex<BTreeMap<String, (OwnerScope, TrialBatch)>>>,
+    shed: Arc<Mutex<Shed>>,
 }
+
+/// Shed deliveries waiting to be counted, by trial id.
+type Shed = BTreeMap<String, (Arc<Running>, TrialBatch)>;
 
 impl std::fmt::Debug for Trials {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -112,11 +115,17 @@ impl Trials {
     /// Whether `webhook_id` may have running trials, without waiting: `false` only when it
     /// is known, recently, to have none (ingest then keeps no copy of the delivery).
     pub fn may_run(&self, webhook_id: &str) -> bool {
+        self.fresh(webhook_id)
+            .is_none_or(|trials| !trials.is_empty())
+    }
+
+    /// A webhook's running trials as known, if known recently enough.
+    fn fresh(&self, webhook_id: &str) -> Option<Arc<Vec<Arc<Running>>>> {
         let known = self.known.lock().unwrap_or_else(|e| e.into_inner());
-        match known.get(webhook_id) {
-            Some(k) if k.at.elapsed() < self.options.refresh => !k.trials.is_empty(),
-            _ => true,
-        }
+        known
+            .get(webhook_id)
+            .filter(|k| k.at.elapsed() < self.options.refresh)
+            .map(|k| k.trials.clone())
     }
 
     /// Forgets what is known of a webhook's trials (a trial started or ended here).
@@ -128,13 +137,8 @@ impl Trials {
     }
 
     async fn running(&self, webhook_id: &str) -> Arc<Vec<Arc<Running>>> {
-        {
-            let known = self.known.lock().unwrap_or_else(|e| e.into_inner());
-            if let Some(k) = known.get(webhook_id)
-                && k.at.elapsed() < self.options.refresh
-            {
-                return k.trials.clone();
-            }
+        if let Some(trials) = self.fresh(webhook_id) {
+            return trials;
         }
         let trials = match self.store.running_trials(webhook_id).await {
             Ok(trials) => trials,
@@ -186,7 +190,7 @@ impl Trials {
                 let mut shed = self.shed.lock().unwrap_or_else(|e| e.into_inner());
                 let (_, batch) = shed
                     .entry(trial.trial.id.clone())
-                    .or_insert_with(|| (trial.trial.owner_scope.clone(), TrialBatch::default()));
+                    .or_insert_with(|| (trial.clone(), TrialBatch::default()));
                 batch.record(&offer.delivery.event_id, &offer.live, None);
             }
         }
@@ -199,7 +203,7 @@ async fn run(
     mut offers: mpsc::Receiver<Offer>,
     store: Store,
     routers: Arc<Routers>,
-    shed: Arc<Mutex<BTreeMap<String, (OwnerScope, TrialBatch)>>>,
+    shed: Arc<Mutex<Shed>>,
     options: TrialOptions,
 ) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
@@ -212,8 +216,8 @@ async fn run(
             _ = tick.tick() => None,
         };
         let flushed = std::mem::take(&mut *shed.lock().unwrap_or_else(|e| e.into_inner()));
-        for (trial_id, (scope, batch)) in flushed {
-            finish(&store, &trial_id, &scope, None, &batch).await;
+        for (_, (running, batch)) in flushed {
+            finish(&store, &running.trial, &batch).await;
         }
         let Some(first) = first else {
             continue;
@@ -247,14 +251,7 @@ async fn evaluate(store: &Store, routers: &Routers, options: &TrialOptions, grou
     let trial = &running.trial;
     // The saved configuration moved: the candidate no longer runs beside the live rules.
     if head.saved_digest != trial.base_config_digest {
-        finish(
-            store,
-            &trial.id,
-            &trial.owner_scope,
-            Some(&head.saved_digest),
-            &TrialBatch::default(),
-        )
-        .await;
+        end(store, trial, TrialEnd::Stale).await;
         return;
     }
     let request = EvaluateRequest {
@@ -285,50 +282,35 @@ async fn evaluate(store: &Store, routers: &Routers, options: &TrialOptions, grou
             .map(|d| d.label().into_owned());
         batch.record(&offer.delivery.event_id, &offer.live, after.as_ref());
     }
-    finish(
-        store,
-        &trial.id,
-        &trial.owner_scope,
-        Some(&head.saved_digest),
-        &batch,
-    )
-    .await;
+    finish(store, trial, &batch).await;
 }
 
-/// Counts a batch and ends the trial if that was its last (or the saved configuration moved:
-/// `saved_digest`, when known).
-async fn finish(
-    store: &Store,
-    trial_id: &str,
-    scope: &OwnerScope,
-    saved_digest: Option<&str>,
-    batch: &TrialBatch,
-) {
-    if batch.observed.seen > 0
-        && let Err(e) = store.record_trial(trial_id, batch).await
-    {
-        tracing::warn!(trial = %trial_id, error = %e.log_text(), "trial batch not counted");
-        return;
-    }
-    let trial = match store.get_trial(scope, trial_id).await {
-        Ok(t) if t.running() => t,
-        _ => return,
+/// Counts a batch and ends the trial if that was its last (its limits; a moved saved
+/// configuration ended it before its deliveries were evaluated). The count the store
+/// answers decides, so no trial is read again per batch.
+async fn finish(store: &Store, trial: &Trial, batch: &TrialBatch) {
+    let seen = match store.record_trial(&trial.id, batch).await {
+        Ok(Some(seen)) => seen,
+        // Ended meanwhile (stopped, or by another replica): nothing more to decide.
+        Ok(None) => return,
+        Err(e) => {
+            tracing::warn!(trial = %trial.id, error = %e.log_text(), "trial batch not counted");
+            return;
+        }
     };
-    let now = store.clock().now_ms();
-    let saved = saved_digest.unwrap_or(&trial.base_config_digest);
-    if let Some(end) = trial.limits.ended(
+    if let Some(why) = trial.limits.ended(
         trial.started_at,
-        now,
-        trial.observed.seen,
+        store.clock().now_ms(),
+        seen,
         &trial.base_config_digest,
-        saved,
+        &trial.base_config_digest,
     ) {
-        end_trial(store, &trial, end).await;
+        end(store, trial, why).await;
     }
 }
 
-async fn end_trial(store: &Store, trial: &Trial, end: TrialEnd) {
-    if let Err(e) = store.end_trial(&trial.owner_scope, &trial.id, end).await {
+async fn end(store: &Store, trial: &Trial, why: TrialEnd) {
+    if let Err(e) = store.end_trial(&trial.owner_scope, &trial.id, why).await {
         tracing::warn!(trial = %trial.id, error = %e.log_text(), "trial not ended");
     }
 }

@@ -337,23 +337,24 @@ impl Store {
     }
 
     /// Adds a batch of a running trial's deliveries to its counts, in one transaction: the
-    /// counts stay exact or the batch is not counted at all. A trial that has ended takes
-    /// nothing more (false).
-    pub async fn record_trial(&self, trial_id: &str, batch: &TrialBatch) -> Result<bool> {
+    /// counts stay exact or the batch is not counted at all. The deliveries the trial has
+    /// seen now; `None` for a trial that has ended, which takes nothing more.
+    pub async fn record_trial(&self, trial_id: &str, batch: &TrialBatch) -> Result<Option<u64>> {
         let signed = |n: u64| i64::try_from(n).unwrap_or(i64::MAX);
         let mut tx = self.begin_write().await?;
         let updated = sqlx::query(
             "UPDATE trials SET seen = seen + $1, evaluated = evaluated + $2 \
-             WHERE id = $3 AND ended_at IS NULL",
+             WHERE id = $3 AND ended_at IS NULL RETURNING seen",
         )
         .bind(signed(batch.observed.seen))
         .bind(signed(batch.observed.evaluated))
         .bind(trial_id)
-        .execute(&mut *tx)
+        .fetch_all(&mut *tx)
         .await?;
-        if updated.rows_affected() == 0 {
-            return Ok(false);
-        }
+        let Some(row) = updated.first() else {
+            return Ok(None);
+        };
+        let seen = count(row, "seen")?;
         for (mv, n) in &batch.observed.transitions {
             let (from, to) = (mv.0.to_string(), mv.1.to_string());
             let kept: Option<String> = sqlx::query(
@@ -394,7 +395,7 @@ impl Store {
                 .await?;
         }
         tx.commit().await?;
-        Ok(true)
+        Ok(Some(seen))
     }
 
     async fn read_transitions(&self, t: &mut Trial) -> Result<()> {

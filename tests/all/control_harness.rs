@@ -111,6 +111,29 @@ pub async fn webhook(
         .expect("create webhook")
 }
 
+/// Saves `configuration` on the webhook as an operator's `set_webhook_rules` would: a change
+/// made outside the test's control (another replica, an operator).
+pub async fn save_rules(
+    store: &Store,
+    scope: &OwnerScope,
+    webhook_id: &str,
+    configuration: serde_json::Value,
+) {
+    store
+        .save_configuration(
+            scope,
+            webhook_id,
+            switchboard_control::store::SaveConfiguration {
+                configuration: crate::support::typed(configuration),
+                actor: Actor::operator(),
+                change: switchboard_model::ConfigurationChange::op("set_webhook_rules"),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("saved");
+}
+
 /// `forge`'s headers for `body`, signed with `secret`.
 pub fn signed(
     forge: &str,

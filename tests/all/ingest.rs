@@ -209,7 +209,6 @@ pub async fn a_delivery_decided_in_time_is_stored_with_its_decision_in_one_write
 pub async fn a_webhook_changed_by_another_replica_is_read_again_before_a_delivery_is_stored(
     db: TestDb,
 ) {
-    use switchboard_control::store::{Actor, SaveConfiguration};
     let router = router();
     let control = Control::start(&db.store, &[&router.addr], ControlSetup::default()).await;
     let (scope, hook) = alices_routed_github_webhook(&db.store).await;
@@ -233,19 +232,7 @@ pub async fn a_webhook_changed_by_another_replica_is_read_again_before_a_deliver
         .expect("grant elsewhere");
     let mut triage = routing_config();
     triage["rules"][0]["action"] = json!({"queue": "triage"});
-    elsewhere
-        .save_configuration(
-            &scope,
-            &hook.id,
-            SaveConfiguration {
-                configuration: crate::support::typed(triage),
-                actor: Actor::operator(),
-                change: switchboard_model::ConfigurationChange::op("set_webhook_rules"),
-                ..SaveConfiguration::default()
-            },
-        )
-        .await
-        .expect("save elsewhere");
+    crate::control_harness::save_rules(&elsewhere, &scope, &hook.id, triage).await;
     let second = send("d-2", hook.secret.clone()).await.json();
     assert_eq!(second["decision"], "queue:triage", "{second}");
     let id = second["event_id"].as_str().expect("event id");

@@ -7,14 +7,12 @@ use std::collections::BTreeMap;
 use std::time::Duration;
 
 use serde_json::json;
-use switchboard_control::store::{
-    Actor, NewTrial, Page, SaveConfiguration, SourceType, Store, TodoFilter,
-};
+use switchboard_control::store::{NewTrial, Page, SourceType, Store, TodoFilter};
 use switchboard_model::Label;
 use switchboard_model::trial::{Forecast, TrialEnd, TrialLimits};
 
 use crate::control_harness::{
-    Control, ControlSetup, TestDb, eventually, human, on_every_backend, signed, webhook,
+    Control, ControlSetup, TestDb, eventually, human, on_every_backend, save_rules, signed, webhook,
 };
 use crate::ingest::{router, routing_config};
 use crate::support::payloads;
@@ -132,19 +130,7 @@ async fn a_trial_counts_what_its_candidate_decides_on_live_deliveries_and_writes
     // The saved configuration moves: the next delivery ends the trial as stale, uncounted.
     let mut triage = routing_config();
     triage["rules"][0]["action"] = json!({"queue": "triage"});
-    db.store
-        .save_configuration(
-            &scope,
-            &hook.id,
-            SaveConfiguration {
-                configuration: crate::support::typed(triage),
-                actor: Actor::operator(),
-                change: switchboard_model::ConfigurationChange::op("set_webhook_rules"),
-                ..SaveConfiguration::default()
-            },
-        )
-        .await
-        .expect("saved");
+    save_rules(&db.store, &scope, &hook.id, triage).await;
     let p = &github[0];
     let headers = signed("github", &p.event, "d-after", &hook.secret, &p.body);
     assert_eq!(

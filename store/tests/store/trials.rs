@@ -133,7 +133,7 @@ pub async fn a_trials_batches_add_up_and_an_ended_trial_takes_none(db: TestDb) {
             }
             total += 1;
         }
-        assert!(db.record_trial(&t.id, &batch).await.unwrap());
+        assert!(db.record_trial(&t.id, &batch).await.unwrap().is_some());
     }
     let read = db.get_trial(&alice, &t.id).await.unwrap();
     assert_eq!(read.observed.seen, total);
@@ -150,7 +150,10 @@ pub async fn a_trials_batches_add_up_and_an_ended_trial_takes_none(db: TestDb) {
     for i in 0..50 {
         many.record(&format!("more-{i}"), &q("forge"), Some(&Label::Drop));
     }
-    assert!(db.record_trial(&t.id, &many).await.unwrap());
+    assert_eq!(
+        db.record_trial(&t.id, &many).await.unwrap(),
+        Some(total + 50)
+    );
     let read = db.get_trial(&alice, &t.id).await.unwrap();
     assert_eq!(read.observed.transitions[&drops], 59);
     assert_eq!(read.examples[&drops].len(), TRIAL_EXAMPLES);
@@ -158,7 +161,7 @@ pub async fn a_trials_batches_add_up_and_an_ended_trial_takes_none(db: TestDb) {
     db.end_trial(&alice, &t.id, TrialEnd::MaxDeliveries)
         .await
         .unwrap();
-    assert!(!db.record_trial(&t.id, &many).await.unwrap());
+    assert!(db.record_trial(&t.id, &many).await.unwrap().is_none());
     let ended = db.get_trial(&alice, &t.id).await.unwrap();
     assert_eq!(
         ended.observed, read.observed,
