@@ -7,6 +7,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         "switchboard/router/v1/sandbox.proto",
         "switchboard/control/v1/control.proto",
         "switchboard/control/v1/rule_packs.proto",
+        "switchboard/control/v1/rule_trials.proto",
         "switchboard/control/v1/operators.proto",
         "switchboard/control/v1/errors.proto",
     ];

@@ -60,6 +60,10 @@ enum Role {
     /// The work queue: list, claim, release, complete.
     #[command(after_help = client::EXIT_CODES_HELP)]
     Todos(client::todos::TodosArgs),
+    /// Trials: a plan's candidate beside the live rules on live deliveries, routing nothing:
+    /// start, show, list, stop, promote.
+    #[command(after_help = client::EXIT_CODES_HELP)]
+    Trials(client::trials::TrialsArgs),
     /// Why a stored delivery was routed where it went: the rule that decided under the
     /// configuration version recorded with it, each earlier rule's outcome, and what the
     /// current configuration decides. Calls control's gRPC API with the endpoint credential in
@@ -82,6 +86,7 @@ impl Role {
             | Role::Events(_)
             | Role::Rules(_)
             | Role::Todos(_)
+            | Role::Trials(_)
             | Role::Explain(_) => "switchboard-client",
         }
     }
@@ -135,6 +140,7 @@ pub fn main() -> ExitCode {
         Role::Events(args) => people!("switchboard events", client::events::run(args)),
         Role::Rules(args) => people!("switchboard rules", client::rules::run(args)),
         Role::Todos(args) => people!("switchboard todos", client::todos::run(args)),
+        Role::Trials(args) => people!("switchboard trials", client::trials::run(args)),
         Role::Explain(args) => people!("switchboard explain", client::explain::run(args)),
         Role::Packs(client::packs::PacksArgs {
             command: client::packs::PacksCommand::Test { dir },

@@ -7,6 +7,7 @@ use std::time::Duration;
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::control::v1::identity_client::IdentityClient;
 use switchboard_proto::control::v1::rule_packs_client::RulePacksClient;
+use switchboard_proto::control::v1::rule_trials_client::RuleTrialsClient;
 use switchboard_proto::control::v1::todos_client::TodosClient;
 use switchboard_proto::control::v1::webhook_rules_client::WebhookRulesClient;
 use switchboard_proto::control::v1::webhooks_client::WebhooksClient;
@@ -84,6 +85,11 @@ impl ControlClient {
         TodosClient::new(self.channel.clone()).max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
     }
 
+    fn trials(&self) -> RuleTrialsClient<Channel> {
+        RuleTrialsClient::new(self.channel.clone())
+            .max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
+    }
+
     fn packs(&self) -> RulePacksClient<Channel> {
         RulePacksClient::new(self.channel.clone()).max_decoding_message_size(MAX_GRPC_MESSAGE_BYTES)
     }
@@ -144,6 +150,10 @@ unary! {
     claim_todo => todos.claim_todo(pb::ClaimTodoRequest) -> pb::ClaimTodoResponse;
     release_todo => todos.release_todo(pb::ReleaseTodoRequest) -> pb::ReleaseTodoResponse;
     complete_todo => todos.complete_todo(pb::CompleteTodoRequest) -> pb::CompleteTodoResponse;
+    start_rule_trial => trials.start_rule_trial(pb::StartRuleTrialRequest) -> pb::RuleTrial;
+    stop_rule_trial => trials.stop_rule_trial(pb::StopRuleTrialRequest) -> pb::RuleTrial;
+    get_rule_trial => trials.get_rule_trial(pb::GetRuleTrialRequest) -> pb::RuleTrial;
+    list_rule_trials => trials.list_rule_trials(pb::ListRuleTrialsRequest) -> pb::ListRuleTrialsResponse;
 }
 
 impl ControlClient {
@@ -168,6 +178,20 @@ impl ControlClient {
         Ok(self
             .rules()
             .test_webhook_rules_stream(request)
+            .await?
+            .into_inner())
+    }
+
+    /// `PromoteRuleTrial`: the promotion's plan, streamed like an install.
+    pub async fn promote_rule_trial(
+        &self,
+        bearer: &Bearer,
+        message: pb::PromoteRuleTrialRequest,
+    ) -> Result<Streaming<pb::RulePackEvent>, Status> {
+        let request = self.request(bearer, message, STREAM_TIMEOUT)?;
+        Ok(self
+            .trials()
+            .promote_rule_trial(request)
             .await?
             .into_inner())
     }

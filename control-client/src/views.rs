@@ -450,6 +450,19 @@ pub struct ListRulePacksOut {
 /// control builds it from.
 pub type PlanOut = switchboard_model::plan::Plan;
 
+/// A trial and its report (start_rule_trial, stop_rule_trial, get_rule_trial): deliveries
+/// seen, evaluated and shed, the plan's report over them (before: the live decision, after:
+/// the candidate's), and each transition's forecast beside what was observed.
+pub type RuleTrialOut = switchboard_model::trial::TrialReport;
+
+/// A webhook's trials (list_rule_trials), newest first.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ListRuleTrialsOut {
+    /// Running and ended, each with its report.
+    pub trials: Vec<switchboard_model::trial::TrialReport>,
+}
+
 /// What confirm_rule_pack_plan answers: the applied result (saved: true), or on a webhook
 /// whose confirm_policy is `person` the pending approval (nothing saved).
 #[derive(Debug, Serialize)]

@@ -126,12 +126,20 @@ fn next_call(tool: &str, error: &CallError) -> Option<String> {
             "plan again with redrive_webhook_events, check the new plan, then call confirm_webhook_redrive with its plan_token"
                 .into()
         }
+        Reason::PlanStale if tool == "promote_rule_trial" => {
+            "the saved configuration changed since the trial started, so its evidence no longer describes the live rules: plan again, start a new trial with start_rule_trial, and promote that"
+                .into()
+        }
         Reason::PlanStale => {
             "plan again with the call that made the plan (install_rule_pack or remove_rule_pack), check the new plan, then call confirm_rule_pack_plan with its plan_token"
                 .into()
         }
         Reason::Unproven => {
             "if the plan is acceptable without proof, call confirm_rule_pack_plan again with the same plan_token and allow_unproven: true"
+                .into()
+        }
+        Reason::InsufficientTrial => {
+            "the trial saw too few deliveries or never saw a transition its replay predicted (see the plan's trial.insufficient): let a new trial run longer, or, if the evidence is acceptable, call confirm_rule_pack_plan again with the same plan_token and allow_insufficient_trial: true"
                 .into()
         }
         Reason::LocalEdits => format!(

@@ -68,6 +68,9 @@ pub struct ChangeProvenance {
     pub proposed_by: Option<ProposedBy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approved_by: Option<String>,
+    /// A promotion's trial (issue 45): the candidate saved is the one that trial ran.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub trial: Option<String>,
 }
 
 /// The endpoint that proposed a plan and the human it acts for.

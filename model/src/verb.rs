@@ -175,6 +175,21 @@ verbs! {
         ConfirmRulePackPlan = "confirm_rule_pack_plan", Editor,
             read_only: false, destructive: true, idempotent: false;
     }
+    /// Trials (issue 45): a plan's candidate beside the live rules on live deliveries. Read-mostly:
+    /// starting and stopping one routes nothing, and promoting one only plans; its confirm
+    /// needs `rule-pack-confirm` like any plan's.
+    RuleTrials = "rule-trials" {
+        StartRuleTrial = "start_rule_trial", Editor,
+            read_only: false, destructive: false, idempotent: false;
+        StopRuleTrial = "stop_rule_trial", Editor,
+            read_only: false, destructive: false, idempotent: true;
+        GetRuleTrial = "get_rule_trial", Viewer,
+            read_only: true, destructive: false, idempotent: true;
+        ListRuleTrials = "list_rule_trials", Viewer,
+            read_only: true, destructive: false, idempotent: true;
+        PromoteRuleTrial = "promote_rule_trial", Editor,
+            read_only: false, destructive: false, idempotent: false;
+    }
     Todos = "todos" {
         ListTodos = "list_todos", Viewer,
             read_only: true, destructive: false, idempotent: true;
@@ -275,7 +290,7 @@ mod tests {
                 .collect();
             assert_eq!(holding, [verb.family()], "{verb}");
         }
-        assert_eq!(Verb::ALL.len(), 25);
+        assert_eq!(Verb::ALL.len(), 30);
     }
 
     #[test]

@@ -62,6 +62,7 @@ proptest! {
                 ((Label::queue("forge").into_owned(), Label::Drop), seen),
                 ((Label::Default, Label::queue("x").into_owned()), evaluated_extra / 2),
             ]),
+            ..Observed::default()
         };
         let evidence = compare(&forecast, &observed);
         prop_assert!(evidence[0].loses_work && evidence[0].unforeseen);

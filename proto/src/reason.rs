@@ -32,7 +32,7 @@ impl std::fmt::Display for Reason {
 
 impl Reason {
     /// Every reason a caller can see (all but `REASON_UNSPECIFIED`), in the proto's order.
-    pub const ALL: [Reason; 30] = [
+    pub const ALL: [Reason; 31] = [
         Reason::Unauthenticated,
         Reason::PermissionDenied,
         Reason::GrantNotAllowed,
@@ -63,6 +63,7 @@ impl Reason {
         Reason::Unimplemented,
         Reason::Internal,
         Reason::ApprovalRequired,
+        Reason::InsufficientTrial,
     ];
 
     /// The reason as callers read it: the proto name without `REASON_`, in lower case.
@@ -99,6 +100,7 @@ impl Reason {
             Reason::Unimplemented => "unimplemented",
             Reason::Internal => "internal",
             Reason::ApprovalRequired => "approval_required",
+            Reason::InsufficientTrial => "insufficient_trial",
         }
     }
 
@@ -130,7 +132,8 @@ impl Reason {
             | Reason::TooManyRules
             | Reason::UnavailableVersion
             | Reason::Conflict
-            | Reason::ApprovalRequired => Code::FailedPrecondition,
+            | Reason::ApprovalRequired
+            | Reason::InsufficientTrial => Code::FailedPrecondition,
             Reason::RateLimited => Code::ResourceExhausted,
             Reason::RouterUnavailable | Reason::Unavailable | Reason::ControlUnavailable => {
                 Code::Unavailable
@@ -161,7 +164,8 @@ impl Reason {
             | Reason::UnavailableVersion
             | Reason::Busy
             | Reason::Conflict
-            | Reason::ApprovalRequired => 409,
+            | Reason::ApprovalRequired
+            | Reason::InsufficientTrial => 409,
             Reason::RateLimited => 429,
             Reason::RouterUnavailable | Reason::Unavailable | Reason::ControlUnavailable => 503,
             // A body that arrived too slowly: the client's request timed out.
@@ -197,7 +201,8 @@ impl Reason {
             | Reason::DefaultConflict
             | Reason::PackRuleFaults
             | Reason::UnavailableVersion
-            | Reason::ApprovalRequired => exit::REFUSED,
+            | Reason::ApprovalRequired
+            | Reason::InsufficientTrial => exit::REFUSED,
             Reason::Busy
             | Reason::RateLimited
             | Reason::RouterUnavailable

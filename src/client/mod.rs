@@ -11,6 +11,7 @@ pub mod explain;
 pub mod packs;
 pub mod rules;
 pub mod todos;
+pub mod trials;
 pub mod webhooks;
 
 use std::fmt::Write as _;

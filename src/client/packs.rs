@@ -98,6 +98,9 @@ pub enum PacksCommand {
         /// Needed for a plan that is unproven or truncated.
         #[arg(long)]
         allow_unproven: bool,
+        /// Needed for a trial's promotion whose trial is insufficient.
+        #[arg(long)]
+        allow_insufficient_trial: bool,
     },
 }
 
@@ -216,6 +219,7 @@ pub async fn run(command: PacksCommand, common: Common) -> Result<u8, Failure> {
             webhook_id,
             plan_token,
             allow_unproven,
+            allow_insufficient_trial,
         } => {
             let s = Session::open("confirm_rule_pack_plan", &common)?;
             let r = s
@@ -226,6 +230,7 @@ pub async fn run(command: PacksCommand, common: Common) -> Result<u8, Failure> {
                         webhook_id,
                         plan_token,
                         allow_unproven,
+                        allow_insufficient_trial,
                     },
                 )
                 .await
@@ -250,7 +255,7 @@ pub async fn run(command: PacksCommand, common: Common) -> Result<u8, Failure> {
 }
 
 /// Reads a plan's stream to its plan (progress events are skipped).
-async fn follow_plan(
+pub(super) async fn follow_plan(
     s: &Session,
     mut stream: tonic::Streaming<pb::RulePackEvent>,
 ) -> Result<PlanOut, Failure> {
@@ -373,8 +378,33 @@ fn transitions_table(ts: &[&Transition], style: Option<anstyle::Style>) -> Strin
 /// totals before and after, todos per day and each rule's counts. Shared by plans and
 /// `rules test`.
 pub fn report_lines(r: &Report) -> String {
+    report_lines_of(r, Sample::Replay)
+}
+
+/// Where a report's deliveries came from: a replay of stored ones, or a trial's live ones.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Sample {
+    Replay,
+    Trial,
+}
+
+impl Sample {
+    /// How the report's deliveries are named in its lines.
+    fn deliveries(self) -> &'static str {
+        match self {
+            Sample::Replay => "replayed",
+            Sample::Trial => "live",
+        }
+    }
+}
+
+/// A report's lines, naming its deliveries as `sample`'s.
+pub fn report_lines_of(r: &Report, sample: Sample) -> String {
     let mut out = String::new();
-    let mut replayed = format!("{} stored deliveries replayed", r.events_replayed);
+    let mut replayed = match sample {
+        Sample::Replay => format!("{} stored deliveries replayed", r.events_replayed),
+        Sample::Trial => format!("{} live deliveries evaluated", r.events_replayed),
+    };
     if let (Some(from), Some(to)) = (&r.window_from, &r.window_to) {
         let _ = write!(replayed, " (received {from} to {to})");
     }
@@ -410,7 +440,8 @@ pub fn report_lines(r: &Report) -> String {
             styled(
                 paint::LOST,
                 &format!(
-                    "LOST WORK: {lost_count} replayed {} that made a todo would no longer make one",
+                    "LOST WORK: {lost_count} {} {} that made a todo would no longer make one",
+                    sample.deliveries(),
                     if lost_count == 1 {
                         "delivery"
                     } else {
@@ -428,8 +459,10 @@ pub fn report_lines(r: &Report) -> String {
         styled(
             paint::HEADING,
             &format!(
-                "changes: {} of {} replayed deliveries change decision",
-                r.changed, r.events_replayed
+                "changes: {} of {} {} deliveries change decision",
+                r.changed,
+                r.events_replayed,
+                sample.deliveries()
             )
         )
     );
@@ -566,6 +599,18 @@ pub fn plan_table(p: &PlanOut) -> String {
     );
     out.push_str("nothing is saved until the plan is confirmed\n\n");
     out.push_str(&report_lines(&p.report));
+    if let Some(trial) = &p.trial {
+        out.push('\n');
+        let _ = writeln!(
+            out,
+            "{}",
+            styled(
+                paint::HEADING,
+                &format!("trial {} (promoted)", trial.trial_id)
+            )
+        );
+        out.push_str(&super::trials::trial_lines(trial));
+    }
     if !p.fixtures.is_empty() {
         out.push('\n');
         let mut t = Table::new(&["fixture", "wants", "got", "rule", "result"]);
@@ -594,6 +639,9 @@ pub fn plan_table(p: &PlanOut) -> String {
     let mut confirm = format!("switchboard packs confirm {} {token}", p.webhook_id);
     if p.confirm_with.arguments.allow_unproven == Some(true) {
         confirm.push_str(" --allow-unproven");
+    }
+    if p.confirm_with.arguments.allow_insufficient_trial == Some(true) {
+        confirm.push_str(" --allow-insufficient-trial");
     }
     out.push_str(&facts(&[
         ("expires", p.expires_at.clone()),

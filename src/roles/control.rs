@@ -151,6 +151,11 @@ pub struct ControlTuning {
     #[arg(long, env = "SWITCHBOARD_APPROVAL_TTL_HOURS", default_value_t = 24,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub approval_ttl_hours: u64,
+    /// Trials (a plan's candidate beside the live rules on live deliveries) that may run at
+    /// once per webhook.
+    #[arg(long, env = "SWITCHBOARD_MAX_TRIALS_PER_WEBHOOK", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=16))]
+    pub max_trials_per_webhook: u32,
     /// How long a todo claim lasts, seconds, on a webhook that sets none of its own
     /// (`switchboard admin webhook claim-ttl`): past it the todo is back in its queue.
     #[arg(long, env = "SWITCHBOARD_CLAIM_TTL_SECS", default_value_t = 1_800,
@@ -340,6 +345,7 @@ impl ControlTuning {
             routers.clone(),
             switchboard_control::trials::TrialOptions {
                 budget_ms: u32::try_from(self.evaluation_budget_ms.max(1)).unwrap_or(u32::MAX),
+                max_per_webhook: self.max_trials_per_webhook,
                 ..Default::default()
             },
         );

@@ -131,6 +131,11 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "trials",
         include_str!("../migrations/sqlite/0015_trials.sql"),
     ),
+    (
+        16,
+        "trial_reports",
+        include_str!("../migrations/sqlite/0016_trial_reports.sql"),
+    ),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -207,6 +212,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         15,
         "trials",
         include_str!("../migrations/postgres/0015_trials.sql"),
+    ),
+    (
+        16,
+        "trial_reports",
+        include_str!("../migrations/postgres/0016_trial_reports.sql"),
     ),
 ];
 

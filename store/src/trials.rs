@@ -9,7 +9,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 use sqlx::any::AnyRow;
-use switchboard_model::trial::{Forecast, Move, Observed, TrialEnd, TrialLimits};
+use switchboard_model::plan::{Routed, StoredPlan};
+use switchboard_model::trial::{Forecast, Move, Observed, RuleTally, TrialEnd, TrialLimits};
 use switchboard_model::{Configuration, Label};
 
 use crate::error::{Error, Result};
@@ -34,6 +35,8 @@ pub struct NewTrial {
     pub limits: TrialLimits,
     /// Who started it: an endpoint id or a person's login.
     pub started_by: String,
+    /// The plan it started from, kept so it can be promoted after the plan's token expired.
+    pub plan: StoredPlan,
 }
 
 /// A trial as stored, with what it observed so far.
@@ -55,6 +58,8 @@ pub struct Trial {
     pub observed: Observed,
     /// Up to [`EXAMPLES`] event ids per observed transition.
     pub examples: BTreeMap<Move, Vec<String>>,
+    /// The plan it started from; none for a trial started before plans were kept with it.
+    pub plan: Option<StoredPlan>,
 }
 
 impl Trial {
@@ -72,12 +77,12 @@ pub struct TrialBatch {
 
 impl TrialBatch {
     /// Counts one delivery (`after`: the candidate's decision; `None`: shed).
-    pub fn record(&mut self, event_id: &str, before: &Label<'_>, after: Option<&Label<'_>>) {
+    pub fn record(&mut self, event_id: &str, before: &Label<'_>, after: Option<&Routed>) {
         self.observed.record(before, after);
-        if let Some(after) = after.filter(|a| *a != before) {
+        if let Some(after) = after.filter(|a| a.label != *before) {
             let ids = self
                 .examples
-                .entry((before.clone().into_owned(), after.clone().into_owned()))
+                .entry((before.clone().into_owned(), after.label.clone()))
                 .or_default();
             if ids.len() < EXAMPLES {
                 ids.push(event_id.to_string());
@@ -134,7 +139,7 @@ macro_rules! trial_columns {
     () => {
         "id, webhook_id, owner_scope, plan_id, candidate, candidate_digest, base_config_digest, \
          forecast, max_deliveries, max_duration_ms, started_at, started_by, ended_at, end_reason, \
-         seen, evaluated"
+         seen, evaluated, plan"
     };
 }
 
@@ -162,6 +167,9 @@ fn trial(row: &AnyRow) -> Result<Trial> {
     let candidate: Configuration = json_col(row, "candidate")?;
     let forecast: StoredForecast = json_col(row, "forecast")?;
     let max_deliveries: Option<i64> = row.try_get("max_deliveries")?;
+    let plan: Option<String> = row.try_get("plan")?;
+    // A plan that no longer reads leaves the trial readable, only not promotable.
+    let plan = plan.and_then(|text| serde_json::from_str::<StoredPlan>(&text).ok());
     Ok(Trial {
         id: row.try_get("id")?,
         webhook_id: row.try_get("webhook_id")?,
@@ -182,9 +190,10 @@ fn trial(row: &AnyRow) -> Result<Trial> {
         observed: Observed {
             seen: count(row, "seen")?,
             evaluated: count(row, "evaluated")?,
-            transitions: BTreeMap::new(),
+            ..Observed::default()
         },
         examples: BTreeMap::new(),
+        plan,
     })
 }
 
@@ -206,6 +215,7 @@ impl Store {
         }
         let candidate = configuration_text(&new.candidate)?;
         let forecast = serde_json::to_string(&StoredForecast::from(&new.forecast))?;
+        let plan = serde_json::to_string(&new.plan)?;
         let id = new_id("tr_")?;
         let now = self.now();
         let mut tx = self.begin_write().await?;
@@ -239,8 +249,8 @@ impl Store {
         }
         let row = sqlx::query(concat!(
             "INSERT INTO trials (id, webhook_id, owner_scope, plan_id, candidate, candidate_digest, \
-             base_config_digest, forecast, max_deliveries, max_duration_ms, started_at, started_by) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12) RETURNING ",
+             base_config_digest, forecast, max_deliveries, max_duration_ms, started_at, started_by, plan) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING ",
             trial_columns!()
         ))
         .bind(id.as_str())
@@ -259,6 +269,7 @@ impl Store {
         .bind(new.limits.max_duration_ms)
         .bind(now)
         .bind(new.started_by.as_str())
+        .bind(plan)
         .fetch_all(&mut *tx)
         .await?;
         tx.commit().await?;
@@ -336,6 +347,24 @@ impl Store {
         self.get_trial(scope, id).await
     }
 
+    /// Ends every running trial whose `max_duration` has passed (a trial that sees no
+    /// delivery ends on time too). Returns the webhooks whose trials ended.
+    pub async fn end_overdue_trials(&self) -> Result<Vec<String>> {
+        let now = self.now();
+        let _turn = self.write_turn().await?;
+        let rows = sqlx::query(
+            "UPDATE trials SET ended_at = $1, end_reason = $2 \
+             WHERE ended_at IS NULL AND started_at + max_duration_ms <= $1 RETURNING webhook_id",
+        )
+        .bind(now)
+        .bind(end_text(TrialEnd::MaxDuration))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| r.try_get("webhook_id").map_err(Error::from))
+            .collect()
+    }
+
     /// Adds a batch of a running trial's deliveries to its counts, in one transaction: the
     /// counts stay exact or the batch is not counted at all. The deliveries the trial has
     /// seen now; `None` for a trial that has ended, which takes nothing more.
@@ -355,7 +384,19 @@ impl Store {
             return Ok(None);
         };
         let seen = count(row, "seen")?;
-        for (mv, n) in &batch.observed.transitions {
+        // Unchanged decisions are kept as pairs from a label to itself, without examples.
+        let unchanged = batch
+            .observed
+            .unchanged
+            .iter()
+            .map(|(label, n)| ((label.clone(), label.clone()), n));
+        for (mv, n) in batch
+            .observed
+            .transitions
+            .iter()
+            .map(|(m, n)| (m.clone(), n))
+            .chain(unchanged)
+        {
             let (from, to) = (mv.0.to_string(), mv.1.to_string());
             let kept: Option<String> = sqlx::query(
                 "SELECT examples FROM trial_transitions \
@@ -372,7 +413,7 @@ impl Store {
                 Some(text) => serde_json::from_str(text)?,
                 None => Vec::new(),
             };
-            for id in batch.examples.get(mv).into_iter().flatten() {
+            for id in batch.examples.get(&mv).into_iter().flatten() {
                 if examples.len() < EXAMPLES {
                     examples.push(id.clone());
                 }
@@ -394,6 +435,20 @@ impl Store {
                 .execute(&mut *tx)
                 .await?;
         }
+        for (rule, tally) in &batch.observed.rules {
+            sqlx::query(
+                "INSERT INTO trial_rules (trial_id, rule_id, first_matches, faults) \
+                 VALUES ($1, $2, $3, $4) ON CONFLICT (trial_id, rule_id) DO UPDATE SET \
+                 first_matches = trial_rules.first_matches + excluded.first_matches, \
+                 faults = trial_rules.faults + excluded.faults",
+            )
+            .bind(trial_id)
+            .bind(rule.as_str())
+            .bind(signed(tally.first_matches))
+            .bind(signed(tally.faults))
+            .execute(&mut *tx)
+            .await?;
+        }
         tx.commit().await?;
         Ok(Some(seen))
     }
@@ -406,11 +461,30 @@ impl Store {
         .fetch_all(&self.pool)
         .await?;
         for row in &rows {
-            let mv = (label(row, "from_label")?, label(row, "to_label")?);
-            t.observed
-                .transitions
-                .insert(mv.clone(), count(row, "count")?);
+            let (from, to) = (label(row, "from_label")?, label(row, "to_label")?);
+            let n = count(row, "count")?;
+            if from == to {
+                t.observed.unchanged.insert(from, n);
+                continue;
+            }
+            let mv = (from, to);
+            t.observed.transitions.insert(mv.clone(), n);
             t.examples.insert(mv, json_col(row, "examples")?);
+        }
+        let rules = sqlx::query(
+            "SELECT rule_id, first_matches, faults FROM trial_rules WHERE trial_id = $1",
+        )
+        .bind(t.id.as_str())
+        .fetch_all(&self.pool)
+        .await?;
+        for row in &rules {
+            t.observed.rules.insert(
+                row.try_get("rule_id")?,
+                RuleTally {
+                    first_matches: count(row, "first_matches")?,
+                    faults: count(row, "faults")?,
+                },
+            );
         }
         Ok(())
     }

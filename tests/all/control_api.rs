@@ -3894,6 +3894,7 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
                                 webhook_id: webhook,
                                 plan_token: token,
                                 allow_unproven: true,
+                                allow_insufficient_trial: false,
                             })
                             .await,
                     )

@@ -9,6 +9,7 @@ use serde_json::Value;
 use switchboard_control::store::NewEndpoint;
 use switchboard_control::{OwnerScope, Store};
 use switchboard_proto::control::v1::rule_packs_client::RulePacksClient;
+use switchboard_proto::control::v1::rule_trials_client::RuleTrialsClient;
 use switchboard_proto::control::v1::webhook_rules_client::WebhookRulesClient;
 use switchboard_proto::control::v1::webhooks_client::WebhooksClient;
 use switchboard_proto::control::v1::{InstallRulePackRequest, RulePackEvent};
@@ -83,6 +84,10 @@ impl Api {
 
     pub fn packs(&self) -> RulePacksClient<Svc> {
         RulePacksClient::with_interceptor(self.channel.clone(), self.bearer())
+    }
+
+    pub fn trials(&self) -> RuleTrialsClient<Svc> {
+        RuleTrialsClient::with_interceptor(self.channel.clone(), self.bearer())
     }
 
     /// InstallRulePack (a plan, or with `confirm` its apply) run to its result JSON.

@@ -2803,6 +2803,7 @@ async fn under_confirm_policy_person_an_agents_confirm_waits_for_a_person(db: Te
             webhook_id: w.id.clone(),
             plan_token: remove_token.clone(),
             allow_unproven: true,
+            allow_insufficient_trial: false,
         })
         .await
         .expect("confirm by token")
@@ -3042,6 +3043,7 @@ async fn a_plan_only_endpoint_plans_but_its_confirm_is_refused(db: TestDb) {
             webhook_id: w.id.clone(),
             plan_token: token.clone(),
             allow_unproven: true,
+            allow_insufficient_trial: false,
         })
         .await
         .expect_err("plan-only");

@@ -11,25 +11,45 @@ use switchboard_control::store::{NewTrial, Page, SourceType, Store, TodoFilter};
 use switchboard_model::Label;
 use switchboard_model::trial::{Forecast, TrialEnd, TrialLimits};
 
+use switchboard_control::state::Limits;
+use switchboard_model::plan::Report;
+use switchboard_model::trial::{TrialReport, TrialState};
+use switchboard_proto::control::v1::rule_pack_event::Event;
+use switchboard_proto::control::v1::{
+    ConfirmRulePackPlanRequest, GetRuleTrialRequest, InstallRulePackRequest, ListRuleTrialsRequest,
+    PromoteRuleTrialRequest, StartRuleTrialRequest, StopRuleTrialRequest, TestReplay,
+    TestWebhookRulesRequest,
+};
+use tonic::Status;
+
 use crate::control_harness::{
     Control, ControlSetup, TestDb, eventually, human, on_every_backend, save_rules, signed, webhook,
 };
 use crate::ingest::{router, routing_config};
+use crate::pack_api::{Api, owner, result_of};
 use crate::support::payloads;
 
 on_every_backend! {
     a_trial_counts_what_its_candidate_decides_on_live_deliveries_and_writes_nothing,
+    a_trial_of_a_plan_equals_its_replay_flags_the_unforeseen_and_promotes_exactly_its_candidate,
+    a_short_trial_is_insufficient_a_moved_configuration_makes_its_promotion_stale_and_other_scopes_see_nothing,
 }
 
 async fn todos_everywhere(store: &Store, scope: &switchboard_control::OwnerScope) -> usize {
     let mut n = 0;
     for queue in crate::control_harness::grant() {
-        n += store
-            .list_todos(scope, &queue, TodoFilter::All, &Page::first(200))
-            .await
-            .expect("todos")
-            .items
-            .len();
+        let mut page = Page::first(200);
+        loop {
+            let listed = store
+                .list_todos(scope, &queue, TodoFilter::All, &page)
+                .await
+                .expect("todos");
+            n += listed.items.len();
+            match listed.next_cursor {
+                Some(cursor) => page = Page::after(cursor, 200),
+                None => break,
+            }
+        }
     }
     n
 }
@@ -65,6 +85,7 @@ async fn a_trial_counts_what_its_candidate_decides_on_live_deliveries_and_writes
                 forecast: Forecast::default(),
                 limits: TrialLimits::default(),
                 started_by: "alice".into(),
+                plan: Default::default(),
             },
             1,
         )
@@ -154,4 +175,542 @@ async fn a_trial_counts_what_its_candidate_decides_on_live_deliveries_and_writes
         "nothing counted beside other rules"
     );
     control.stop().await;
+}
+
+/// CI kinds: the drop-ci-noise pack's business, absent from the plan's replay window.
+const CI_KINDS: [&str; 5] = [
+    "status",
+    "check_run",
+    "check_suite",
+    "workflow_run",
+    "workflow_job",
+];
+/// Live rules for the CI kinds: to triage.
+const CI_RULE: &str = ".event == \"status\" or .event == \"check_run\" or .event == \"check_suite\" or .event == \"workflow_run\" or .event == \"workflow_job\"";
+
+fn trial_of(r: switchboard_proto::control::v1::RuleTrial) -> TrialReport {
+    TrialReport::from(r)
+}
+
+/// Sends `rounds` rounds of `payloads` through ingest, each delivery its own; returns how many,
+/// and how many todos their live decisions made.
+async fn send(
+    control: &Control,
+    hook: &switchboard_control::store::Webhook,
+    payloads: &[crate::support::Payload],
+    tag: &str,
+    rounds: usize,
+) -> (usize, usize) {
+    let (mut n, mut todos) = (0, 0);
+    for round in 0..rounds {
+        for p in payloads {
+            let id = format!("{tag}-{round}-{n}");
+            let headers = signed("github", &p.event, &id, &hook.secret, &p.body);
+            let answer = control.deliver(&hook.id, &headers, &p.body).await;
+            assert_eq!(answer.status, 202, "{}: {answer:?}", p.file);
+            todos += usize::from(answer.json()["todo_id"].is_string());
+            n += 1;
+        }
+    }
+    (n, todos)
+}
+
+/// Issue 45's first scenario: a webhook whose history holds no CI delivery; a drop-ci-noise
+/// plan; a trial of it over 1,000 live deliveries in which CI deliveries arrive. The trial's
+/// decisions equal a replay of the same stored deliveries with the candidate, the CI kinds show
+/// up as transitions the replay never saw, nothing but the live decisions made work, and the
+/// promotion's confirm saves exactly the tried candidate, naming the trial.
+async fn a_trial_of_a_plan_equals_its_replay_flags_the_unforeseen_and_promotes_exactly_its_candidate(
+    db: TestDb,
+) {
+    let router = router();
+    let control = Control::start(
+        &db.store,
+        &[&router.addr],
+        ControlSetup {
+            limits: Limits {
+                ingest_per_webhook_per_minute: 100_000,
+                ..Limits::default()
+            },
+            ..ControlSetup::default()
+        },
+    )
+    .await;
+    let (scope, credential) = owner(
+        &db.store,
+        "alice",
+        &[
+            "webhooks",
+            "webhook-rules",
+            "rule-trials",
+            "rule-pack-confirm",
+        ],
+    )
+    .await;
+    // CI deliveries, when they come, go to triage: a queue the history never fed.
+    let mut routing = routing_config();
+    routing["rules"]
+        .as_array_mut()
+        .expect("rules")
+        .push(json!({"id": "ci", "when": CI_RULE, "action": {"queue": "triage"}}));
+    let hook = webhook(&db.store, &scope, SourceType::Github, Some(routing)).await;
+    let api = Api::connect(control.grpc, &credential).await;
+    let github: Vec<_> = payloads()
+        .into_iter()
+        .filter(|p| p.forge == "github")
+        .collect();
+    let (ci, rest): (Vec<_>, Vec<_>) = github
+        .iter()
+        .cloned()
+        .partition(|p| CI_KINDS.contains(&p.event.as_str()));
+    assert!(!ci.is_empty() && !rest.is_empty());
+    // The past: everything but CI.
+    send(&control, &hook, &rest, "past", 2).await;
+    let plan = api
+        .install(InstallRulePackRequest {
+            webhook_id: hook.id.clone(),
+            name: "drop-ci-noise".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("a plan");
+    let token = plan["plan_token"].as_str().expect("token").to_string();
+
+    let started = trial_of(
+        api.trials()
+            .start_rule_trial(StartRuleTrialRequest {
+                webhook_id: hook.id.clone(),
+                plan_token: token.clone(),
+                max_deliveries: None,
+                max_duration_ms: None,
+            })
+            .await
+            .expect("a trial starts")
+            .into_inner(),
+    );
+    assert_eq!(started.state, TrialState::Running);
+    assert_eq!(started.deliveries.seen, 0);
+    assert_eq!(
+        started.forecast_deliveries,
+        plan["events_replayed"].as_u64().expect("n")
+    );
+    // A second trial on the same webhook is refused, naming the first.
+    let second = api
+        .trials()
+        .start_rule_trial(StartRuleTrialRequest {
+            webhook_id: hook.id.clone(),
+            plan_token: token.clone(),
+            ..Default::default()
+        })
+        .await
+        .expect_err("one trial per webhook");
+    assert!(second.message().contains(&started.trial_id), "{second:?}");
+
+    // The present: 1,000 live deliveries, CI among them.
+    let mut live = Vec::new();
+    while live.len() < 1000 {
+        live.extend(github.iter().cloned());
+    }
+    live.truncate(1000);
+    let todos_before = todos_everywhere(&db.store, &scope).await;
+    let (total, live_todos) = send(&control, &hook, &live, "live", 1).await;
+    let total = total as u64;
+    eventually(
+        Duration::from_secs(60),
+        "the trial counted every live delivery",
+        || async {
+            db.store
+                .get_trial(&scope, &started.trial_id)
+                .await
+                .is_ok_and(|t| t.observed.seen == total)
+        },
+    )
+    .await;
+    let report = trial_of(
+        api.trials()
+            .get_rule_trial(GetRuleTrialRequest {
+                trial_id: started.trial_id.clone(),
+            })
+            .await
+            .expect("the report")
+            .into_inner(),
+    );
+    assert_eq!(report.deliveries.seen, total);
+    assert_eq!(
+        report.deliveries.evaluated, total,
+        "none shed on an idle control"
+    );
+
+    // The same stored deliveries replayed with the candidate decide exactly as the trial did.
+    let candidate = db
+        .store
+        .get_trial(&scope, &started.trial_id)
+        .await
+        .expect("trial")
+        .candidate;
+    let replay = api
+        .rules()
+        .test_webhook_rules(TestWebhookRulesRequest {
+            webhook_id: hook.id.clone(),
+            configuration: Some((&candidate).into()),
+            replay: Some(TestReplay {
+                limit: 1000,
+                since_ms: 0,
+            }),
+            ..Default::default()
+        })
+        .await
+        .expect("a replay")
+        .into_inner();
+    let replayed = Report::from(replay.replay_report.expect("a report"));
+    assert_eq!(replayed.events_replayed, total);
+    assert_eq!(
+        replayed.totals, report.report.totals,
+        "100 % equal to the replay"
+    );
+    let counts = |r: &Report| -> BTreeMap<(Label<'static>, Label<'static>), u64> {
+        r.transitions
+            .iter()
+            .map(|t| ((t.from.clone(), t.to.clone()), t.count))
+            .collect()
+    };
+    assert_eq!(counts(&replayed), counts(&report.report));
+    for (a, b) in replayed.rules.iter().zip(&report.report.rules) {
+        assert_eq!(
+            (&a.id, a.first_matches, a.faults),
+            (&b.id, b.first_matches, b.faults)
+        );
+    }
+
+    // The CI deliveries the plan's replay never held: unforeseen, and shown first among them.
+    let unforeseen: Vec<_> = report.evidence.iter().filter(|e| e.unforeseen).collect();
+    assert!(!unforeseen.is_empty(), "{:?}", report.evidence);
+    assert!(
+        unforeseen
+            .iter()
+            .all(|e| e.forecast_count == 0 && e.outside)
+    );
+    let triage = Label::queue("triage").into_owned();
+    assert!(
+        unforeseen
+            .iter()
+            .any(|e| e.from == triage && e.to == Label::Drop),
+        "{unforeseen:?}"
+    );
+    let ci_dropped = report
+        .report
+        .transitions
+        .iter()
+        .find(|t| t.to == Label::Drop && t.from == triage)
+        .expect("CI deliveries dropped");
+    assert!(!ci_dropped.example_event_ids.is_empty());
+    // Only the live decisions made work.
+    assert_eq!(
+        todos_everywhere(&db.store, &scope).await - todos_before,
+        live_todos
+    );
+
+    // Listed, running.
+    let listed = api
+        .trials()
+        .list_rule_trials(ListRuleTrialsRequest {
+            webhook_id: hook.id.clone(),
+        })
+        .await
+        .expect("list")
+        .into_inner();
+    assert_eq!(listed.trials.len(), 1);
+    assert_eq!(trial_of(listed.trials[0].clone()).digest, report.digest);
+
+    // Promotion: a plan carrying the trial, its token binding both; the confirm saves exactly
+    // the tried candidate.
+    let promoted = result_of(
+        api.trials()
+            .promote_rule_trial(PromoteRuleTrialRequest {
+                trial_id: started.trial_id.clone(),
+                replay: None,
+            })
+            .await
+            .expect("promote")
+            .into_inner(),
+    )
+    .await
+    .expect("a promotion plan");
+    assert_eq!(promoted["trial"]["trial_id"], json!(started.trial_id));
+    assert_eq!(promoted["trial"]["end"], json!("promoted"));
+    assert_eq!(promoted["trial_sufficient"], json!(true));
+    assert_eq!(promoted["trial"]["deliveries"]["evaluated"], json!(total));
+    let after_promotion = trial_of(
+        api.trials()
+            .get_rule_trial(GetRuleTrialRequest {
+                trial_id: started.trial_id.clone(),
+            })
+            .await
+            .expect("the report")
+            .into_inner(),
+    );
+    assert_eq!(after_promotion.end, Some(TrialEnd::Promoted));
+    let applied = api
+        .packs()
+        .confirm_rule_pack_plan(ConfirmRulePackPlanRequest {
+            webhook_id: hook.id.clone(),
+            plan_token: promoted["plan_token"].as_str().expect("token").into(),
+            allow_unproven: true,
+            allow_insufficient_trial: false,
+        })
+        .await
+        .expect("applied")
+        .into_inner();
+    let Some(Event::Applied(applied)) = applied.event else {
+        panic!("not applied: {applied:?}");
+    };
+    assert_eq!(
+        applied.digest,
+        candidate.digest(),
+        "exactly the tried candidate"
+    );
+    let history = db
+        .store
+        .list_history(&scope, &hook.id, &Page::first(5))
+        .await
+        .expect("history");
+    assert_eq!(
+        history.items[0]
+            .provenance
+            .as_ref()
+            .and_then(|p| p.trial.clone()),
+        Some(started.trial_id.clone())
+    );
+    // The old plan's token still names a plan made against the old configuration: stale.
+    let stale = api
+        .trials()
+        .start_rule_trial(StartRuleTrialRequest {
+            webhook_id: hook.id.clone(),
+            plan_token: token,
+            ..Default::default()
+        })
+        .await
+        .expect_err("stale plan");
+    assert!(stale.message().starts_with("plan_stale"), "{stale:?}");
+    control.stop().await;
+}
+
+/// A trial of a few deliveries is insufficient: its promotion's confirm needs the opt-in. A
+/// promotion after the saved configuration moved is `plan_stale`. Another scope's trial id is
+/// the one `not_found` of an unknown id, and an endpoint without the trial verbs is refused.
+async fn a_short_trial_is_insufficient_a_moved_configuration_makes_its_promotion_stale_and_other_scopes_see_nothing(
+    db: TestDb,
+) {
+    let router = router();
+    let control = Control::start(&db.store, &[&router.addr], ControlSetup::default()).await;
+    let (scope, credential) = owner(
+        &db.store,
+        "alice",
+        &[
+            "webhooks",
+            "webhook-rules",
+            "rule-trials",
+            "rule-pack-confirm",
+        ],
+    )
+    .await;
+    let (_, bobs) = owner(&db.store, "bob", &["rule-trials"]).await;
+    let (_, plain) = owner(&db.store, "carol", &["webhook-rules"]).await;
+    let hook = webhook(
+        &db.store,
+        &scope,
+        SourceType::Github,
+        Some(routing_config()),
+    )
+    .await;
+    let api = Api::connect(control.grpc, &credential).await;
+    let github: Vec<_> = payloads()
+        .into_iter()
+        .filter(|p| p.forge == "github")
+        .collect();
+    send(&control, &hook, &github, "past", 1).await;
+    let start = |token: String| StartRuleTrialRequest {
+        webhook_id: hook.id.clone(),
+        plan_token: token,
+        max_deliveries: Some(5),
+        max_duration_ms: None,
+    };
+    let trial = trial_of(
+        api.trials()
+            .start_rule_trial(start(plan_token(&api, &hook).await))
+            .await
+            .expect("started")
+            .into_inner(),
+    );
+    assert_eq!(trial.max_deliveries, Some(5));
+
+    // Tenancy: bob's endpoint gets the one not_found; carol's has no trial verbs.
+    let bob = Api::connect(control.grpc, &bobs).await;
+    let theirs = bob
+        .trials()
+        .get_rule_trial(GetRuleTrialRequest {
+            trial_id: trial.trial_id.clone(),
+        })
+        .await
+        .expect_err("not bob's");
+    let unknown = bob
+        .trials()
+        .get_rule_trial(GetRuleTrialRequest {
+            trial_id: "tr_00000000000000000000000000000000".into(),
+        })
+        .await
+        .expect_err("unknown");
+    assert_eq!(theirs.code(), tonic::Code::NotFound);
+    assert_eq!(
+        (theirs.code(), theirs.message()),
+        (unknown.code(), unknown.message())
+    );
+    for refused in [
+        bob.trials()
+            .stop_rule_trial(StopRuleTrialRequest {
+                trial_id: trial.trial_id.clone(),
+            })
+            .await
+            .expect_err("not bob's"),
+        bob.trials()
+            .promote_rule_trial(PromoteRuleTrialRequest {
+                trial_id: trial.trial_id.clone(),
+                replay: None,
+            })
+            .await
+            .map(|_| ())
+            .err()
+            .unwrap_or_else(|| Status::ok("streamed")),
+    ] {
+        // A streamed call may answer its refusal as the stream's first message.
+        if refused.code() != tonic::Code::Ok {
+            assert_eq!(refused.code(), tonic::Code::NotFound, "{refused:?}");
+        }
+    }
+    let carol = Api::connect(control.grpc, &plain).await;
+    let denied = carol
+        .trials()
+        .list_rule_trials(ListRuleTrialsRequest {
+            webhook_id: hook.id.clone(),
+        })
+        .await
+        .expect_err("no trial verbs");
+    assert_eq!(denied.code(), tonic::Code::PermissionDenied);
+
+    // Five deliveries end it (max_deliveries); its evidence is too little to promote on alone.
+    send(&control, &hook, &github[..5], "live", 1).await;
+    eventually(Duration::from_secs(20), "the trial ended", || async {
+        db.store
+            .get_trial(&scope, &trial.trial_id)
+            .await
+            .is_ok_and(|t| t.end == Some(TrialEnd::MaxDeliveries))
+    })
+    .await;
+    let promoted = result_of(
+        api.trials()
+            .promote_rule_trial(PromoteRuleTrialRequest {
+                trial_id: trial.trial_id.clone(),
+                replay: None,
+            })
+            .await
+            .expect("promote")
+            .into_inner(),
+    )
+    .await
+    .expect("a promotion plan");
+    assert_eq!(promoted["trial_sufficient"], json!(false));
+    assert_eq!(
+        promoted["confirm_with"]["arguments"]["allow_insufficient_trial"],
+        json!(true)
+    );
+    assert_eq!(
+        promoted["trial"]["insufficient"][0]["reason"],
+        json!("too_few_deliveries")
+    );
+    let confirm = |allow_insufficient_trial| ConfirmRulePackPlanRequest {
+        webhook_id: hook.id.clone(),
+        plan_token: promoted["plan_token"].as_str().expect("token").into(),
+        allow_unproven: true,
+        allow_insufficient_trial,
+    };
+    let refused = api
+        .packs()
+        .confirm_rule_pack_plan(confirm(false))
+        .await
+        .expect_err("insufficient");
+    assert!(
+        refused.message().starts_with("insufficient_trial"),
+        "{refused:?}"
+    );
+
+    // The configuration moves before the confirm: the promotion is stale, and so is a new one.
+    let mut triage = routing_config();
+    triage["rules"][0]["action"] = json!({"queue": "triage"});
+    save_rules(&db.store, &scope, &hook.id, triage).await;
+    let stale = api
+        .packs()
+        .confirm_rule_pack_plan(confirm(true))
+        .await
+        .expect_err("stale");
+    assert!(stale.message().starts_with("plan_stale"), "{stale:?}");
+    let again = result_of(
+        api.trials()
+            .promote_rule_trial(PromoteRuleTrialRequest {
+                trial_id: trial.trial_id.clone(),
+                replay: None,
+            })
+            .await
+            .expect("the stream")
+            .into_inner(),
+    )
+    .await
+    .expect_err("stale promotion");
+    assert!(again.message().starts_with("plan_stale"), "{again:?}");
+
+    // A fresh plan and trial; stopped; the stop is idempotent and keeps its first end.
+    let fresh = trial_of(
+        api.trials()
+            .start_rule_trial(start(plan_token(&api, &hook).await))
+            .await
+            .expect("started")
+            .into_inner(),
+    );
+    let stopped = trial_of(
+        api.trials()
+            .stop_rule_trial(StopRuleTrialRequest {
+                trial_id: fresh.trial_id.clone(),
+            })
+            .await
+            .expect("stopped")
+            .into_inner(),
+    );
+    assert_eq!(
+        (stopped.state, stopped.end),
+        (TrialState::Ended, Some(TrialEnd::Stopped))
+    );
+    let twice = trial_of(
+        api.trials()
+            .stop_rule_trial(StopRuleTrialRequest {
+                trial_id: fresh.trial_id.clone(),
+            })
+            .await
+            .expect("stopped again")
+            .into_inner(),
+    );
+    assert_eq!(twice.ended_at, stopped.ended_at);
+    control.stop().await;
+}
+
+/// A drop-ci-noise plan's token on `hook`.
+async fn plan_token(api: &Api, hook: &switchboard_control::store::Webhook) -> String {
+    api.install(InstallRulePackRequest {
+        webhook_id: hook.id.clone(),
+        name: "drop-ci-noise".into(),
+        ..Default::default()
+    })
+    .await
+    .expect("a plan")["plan_token"]
+        .as_str()
+        .expect("token")
+        .to_string()
 }

@@ -12,6 +12,7 @@ pub mod identity;
 pub mod operators;
 pub mod redrive;
 pub mod rule_packs;
+pub mod rule_trials;
 pub mod rules;
 pub mod status;
 pub mod streaming;
@@ -23,6 +24,7 @@ use std::future::Future;
 use switchboard_proto::control::v1::identity_server::IdentityServer;
 use switchboard_proto::control::v1::operators_server::OperatorsServer;
 use switchboard_proto::control::v1::rule_packs_server::RulePacksServer;
+use switchboard_proto::control::v1::rule_trials_server::RuleTrialsServer;
 use switchboard_proto::control::v1::todos_server::TodosServer;
 use switchboard_proto::control::v1::webhook_rules_server::WebhookRulesServer;
 use switchboard_proto::control::v1::webhooks_server::WebhooksServer;
@@ -34,6 +36,7 @@ use tonic_health::server::HealthReporter;
 use self::identity::IdentityApi;
 use self::operators::OperatorsApi;
 use self::rule_packs::RulePacksApi;
+use self::rule_trials::RuleTrialsApi;
 use self::rules::WebhookRulesApi;
 use self::status::ApiError;
 use self::todos::TodosApi;
@@ -41,13 +44,14 @@ use self::webhooks::WebhooksApi;
 use crate::state::ControlState;
 
 /// The fully qualified names of the API's services, as health checks and reflection name them.
-pub const SERVICE_NAMES: [&str; 6] = [
+pub const SERVICE_NAMES: [&str; 7] = [
     "switchboard.control.v1.Webhooks",
     "switchboard.control.v1.WebhookRules",
     "switchboard.control.v1.Todos",
     "switchboard.control.v1.Identity",
     "switchboard.control.v1.RulePacks",
     "switchboard.control.v1.Operators",
+    "switchboard.control.v1.RuleTrials",
 ];
 
 /// Runs one call's work and turns its error, if any, into the status the caller sees.
@@ -76,6 +80,10 @@ fn add_services(routes: &mut RoutesBuilder, state: ControlState) {
             crate::rule_packs::RulePacks::new(state.clone(), state.catalog.clone()),
         )))
         .add_service(OperatorsServer::new(OperatorsApi::new(state.clone())))
+        .add_service(RuleTrialsServer::new(RuleTrialsApi::new(
+            state.clone(),
+            crate::rule_packs::RulePacks::new(state.clone(), state.catalog.clone()),
+        )))
         .add_service(IdentityServer::new(IdentityApi::new(state)));
 }
 
@@ -133,6 +141,7 @@ mod tests {
                 <IdentityServer<IdentityApi> as NamedService>::NAME,
                 <RulePacksServer<RulePacksApi> as NamedService>::NAME,
                 <OperatorsServer<OperatorsApi> as NamedService>::NAME,
+                <RuleTrialsServer<RuleTrialsApi> as NamedService>::NAME,
             ]
         );
     }

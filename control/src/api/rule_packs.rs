@@ -32,7 +32,7 @@ impl RulePacksApi {
     }
 }
 
-fn caller(c: &Caller) -> rule_packs::Caller {
+pub(super) fn caller(c: &Caller) -> rule_packs::Caller {
     rule_packs::Caller {
         endpoint_id: c.endpoint.id.clone(),
         human: c.endpoint.human_login.clone(),
@@ -40,7 +40,7 @@ fn caller(c: &Caller) -> rule_packs::Caller {
     }
 }
 
-fn window(w: Option<ReplayWindow>) -> rule_packs::ReplayWindow {
+pub(super) fn window(w: Option<ReplayWindow>) -> rule_packs::ReplayWindow {
     let w = w.unwrap_or_default();
     rule_packs::ReplayWindow {
         limit: (w.limit > 0).then_some(w.limit),
@@ -72,7 +72,7 @@ fn params(
 }
 
 /// A pack call's stream: replay progress, then the typed plan or applied result.
-fn stream<F>(work: impl FnOnce(Progress) -> F + Send + 'static) -> EventStream
+pub(super) fn stream<F>(work: impl FnOnce(Progress) -> F + Send + 'static) -> EventStream
 where
     F: std::future::Future<Output = Result<PackAnswer, PackError>> + Send + 'static,
 {
@@ -255,7 +255,10 @@ impl RulePacksService for RulePacksApi {
                     &caller(&c),
                     &r.webhook_id,
                     r.plan_token.trim(),
-                    r.allow_unproven,
+                    crate::rule_packs::Allow {
+                        unproven: r.allow_unproven,
+                        insufficient_trial: r.allow_insufficient_trial,
+                    },
                 )
                 .await
                 .map_err(ApiError::RulePack)?;

@@ -15,10 +15,10 @@ impl RulePacks {
         webhook_id: &str,
         token: &str,
         check: ConfirmCheck<'_>,
-        allow_unproven: bool,
+        allow: Allow,
     ) -> Result<PackAnswer, PackError> {
         let result = self
-            .confirm_checked(caller, webhook_id, token, check, allow_unproven)
+            .confirm_checked(caller, webhook_id, token, check, allow)
             .await;
         let outcome = match &result {
             Ok(PackAnswer::Pending(_)) => "pending_approval",
@@ -36,16 +36,10 @@ impl RulePacks {
         caller: &Caller,
         webhook_id: &str,
         token: &str,
-        allow_unproven: bool,
+        allow: Allow,
     ) -> Result<PackAnswer, PackError> {
-        self.confirm(
-            caller,
-            webhook_id,
-            token,
-            ConfirmCheck::Token,
-            allow_unproven,
-        )
-        .await
+        self.confirm(caller, webhook_id, token, ConfirmCheck::Token, allow)
+            .await
     }
 
     async fn confirm_checked(
@@ -54,7 +48,7 @@ impl RulePacks {
         webhook_id: &str,
         token: &str,
         check: ConfirmCheck<'_>,
-        allow_unproven: bool,
+        allow: Allow,
     ) -> Result<PackAnswer, PackError> {
         let token_hash = sha256_hex(token);
         let plan = self
@@ -104,7 +98,7 @@ impl RulePacks {
             ConfirmCheck::Token => {}
         }
         let (proven, truncated) = (apply.proven, apply.truncated);
-        if (!proven || truncated) && !allow_unproven {
+        if (!proven || truncated) && !allow.unproven {
             return Err(PackError::new(
                 Reason::Unproven,
                 "this plan is unproven (no delivery of the pack's source types was replayed, or the replay was truncated); confirm again with allow_unproven: true to apply it anyway",
@@ -118,6 +112,10 @@ impl RulePacks {
             .await?;
         if webhook.config_version != plan.base_config_version {
             return Err(stale());
+        }
+        if let Some(trial) = &apply.trial {
+            self.check_trial(&caller.scope, trial, allow.insufficient_trial)
+                .await?;
         }
         let proposer = Actor {
             endpoint_id: Some(caller.endpoint_id.clone()),
@@ -166,6 +164,10 @@ impl RulePacks {
                 ),
                 json!({"state": state.as_str()}),
             ));
+        }
+        if let Some(trial) = &plan.plan.apply.trial {
+            // The person sees the trial beside the replay: accepting is their opt-in.
+            self.check_trial(&plan.owner_scope, trial, true).await?;
         }
         let token_hash = self.state.store.plan_token_hash(&plan.id).await?;
         let approval = Approval {
@@ -297,6 +299,7 @@ impl RulePacks {
                 human: a.proposed_by.human_login.clone(),
             }),
             approved_by: approval.as_ref().map(|a| a.approved_by.clone()),
+            trial: apply.trial.as_ref().map(|t| t.trial_id.clone()),
         };
         let saved = self
             .state
@@ -353,7 +356,14 @@ pub struct PlanStatus {
 }
 
 /// The one refusal of a plan that can no longer be applied.
-fn stale() -> PackError {
+/// What a confirm opts into: a plan that is unproven, and one whose trial is insufficient.
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Allow {
+    pub unproven: bool,
+    pub insufficient_trial: bool,
+}
+
+pub(super) fn stale() -> PackError {
     PackError::new(
         Reason::PlanStale,
         "the plan is stale: it was already used or rejected, it expired, or the webhook's configuration changed; plan again",

@@ -47,10 +47,11 @@ mod error;
 mod external;
 mod list;
 mod plan;
+mod promote;
 mod replay;
 
-use self::{confirm::*, plan::*, replay::*};
-pub use confirm::PlanStatus;
+use self::{confirm::*, plan::*, promote::*, replay::*};
+pub use confirm::{Allow, PlanStatus};
 pub use error::PackError;
 pub use external::load_catalog;
 pub use replay::Replayer;

@@ -18,7 +18,10 @@ impl RulePacks {
                     &args.webhook_id,
                     token,
                     ConfirmCheck::Install(&args),
-                    args.allow_unproven,
+                    Allow {
+                        unproven: args.allow_unproven,
+                        insufficient_trial: false,
+                    },
                 )
                 .await;
         }
@@ -83,6 +86,7 @@ impl RulePacks {
                 candidate,
                 window: &args.replay,
                 binding,
+                trial: None,
             },
             progress,
         )
@@ -103,7 +107,10 @@ impl RulePacks {
                     &args.webhook_id,
                     token,
                     ConfirmCheck::Remove(&args),
-                    args.allow_unproven,
+                    Allow {
+                        unproven: args.allow_unproven,
+                        insufficient_trial: false,
+                    },
                 )
                 .await;
         }
@@ -139,6 +146,7 @@ impl RulePacks {
                     remove: args.name,
                     keep_params,
                 },
+                trial: None,
             },
             progress,
         )
@@ -256,6 +264,7 @@ impl RulePacks {
             candidate,
             window,
             binding,
+            trial,
         } = request;
         let saved: Configuration = webhook.configuration.clone();
         // The candidate is replayed with the trusted actors it would set (trusted-actors@2),
@@ -457,6 +466,7 @@ impl RulePacks {
                     webhook_id: webhook.id.clone(),
                     plan_token: TOKEN_PLACEHOLDER.into(),
                     allow_unproven: (!is_proven).then_some(true),
+                    allow_insufficient_trial: None,
                 },
                 note: format!(
                     "Nothing was saved. To apply exactly this plan, call {CONFIRM_TOOL} with this webhook_id and the plan_token, before {}. The token is bound to this webhook, your owner scope, {name}@{version}, these params and this candidate; it is refused as plan_stale if the webhook's configuration changes first.{}",
@@ -469,10 +479,12 @@ impl RulePacks {
                 ),
             },
             plan_token: None,
+            trial: None,
+            trial_sufficient: None,
         };
         let binding_json = serde_json::to_value(&binding).unwrap_or_default();
         let binding_digest = sha256_hex(&canonical(&binding_json));
-        let stored = StoredPlan {
+        let mut stored = StoredPlan {
             plan: plan.clone(),
             apply: Apply {
                 configuration: candidate.configuration.clone(),
@@ -484,8 +496,13 @@ impl RulePacks {
                 binding_digest: binding_digest.clone(),
                 // Each confirm argument is checked against its own planned value (REQ-3).
                 binding: Some(binding),
+                trial: None,
             },
         };
+        if let Some(report) = trial {
+            carry_trial(&mut plan, &mut stored.apply, report);
+            stored.plan = plan.clone();
+        }
         self.state
             .store
             .insert_plan(NewPlan {
@@ -523,4 +540,6 @@ pub(super) struct PlanRequest<'a> {
     pub window: &'a ReplayWindow,
     /// The arguments a confirm is checked against.
     pub binding: Binding,
+    /// A promotion's trial report (`promote_rule_trial`), carried and bound by the plan.
+    pub trial: Option<switchboard_model::trial::TrialReport>,
 }

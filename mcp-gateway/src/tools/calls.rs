@@ -198,11 +198,97 @@ pub async fn confirm_rule_pack_plan(
                 webhook_id: p.webhook_id,
                 plan_token: p.plan_token,
                 allow_unproven: p.allow_unproven,
+                allow_insufficient_trial: p.allow_insufficient_trial,
             },
         )
         .await
         .map_err(|s| cx.status(&s))?;
     confirm_result(r)
+}
+
+pub async fn start_rule_trial(
+    cx: &Call,
+    p: StartRuleTrialParams,
+) -> Result<RuleTrialOut, CallError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let r = c
+        .start_rule_trial(
+            b,
+            pb::StartRuleTrialRequest {
+                webhook_id: p.webhook_id,
+                plan_token: p.plan_token,
+                max_deliveries: p.max_deliveries,
+                max_duration_ms: p.max_duration_ms,
+            },
+        )
+        .await
+        .map_err(|s| cx.status(&s))?;
+    Ok(r.into())
+}
+
+pub async fn stop_rule_trial(cx: &Call, p: TrialIdParams) -> Result<RuleTrialOut, CallError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let r = c
+        .stop_rule_trial(
+            b,
+            pb::StopRuleTrialRequest {
+                trial_id: p.trial_id,
+            },
+        )
+        .await
+        .map_err(|s| cx.status(&s))?;
+    Ok(r.into())
+}
+
+pub async fn get_rule_trial(cx: &Call, p: TrialIdParams) -> Result<RuleTrialOut, CallError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let r = c
+        .get_rule_trial(
+            b,
+            pb::GetRuleTrialRequest {
+                trial_id: p.trial_id,
+            },
+        )
+        .await
+        .map_err(|s| cx.status(&s))?;
+    Ok(r.into())
+}
+
+pub async fn list_rule_trials(
+    cx: &Call,
+    p: WebhookIdParams,
+) -> Result<ListRuleTrialsOut, CallError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let r = c
+        .list_rule_trials(
+            b,
+            pb::ListRuleTrialsRequest {
+                webhook_id: p.webhook_id,
+            },
+        )
+        .await
+        .map_err(|s| cx.status(&s))?;
+    Ok(ListRuleTrialsOut {
+        trials: r.trials.into_iter().map(Into::into).collect(),
+    })
+}
+
+pub async fn promote_rule_trial(
+    cx: &Call,
+    p: PromoteRuleTrialParams,
+) -> Result<PlanOut, CallError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let stream = c
+        .promote_rule_trial(
+            b,
+            pb::PromoteRuleTrialRequest {
+                trial_id: p.trial_id,
+                replay: p.replay.map(replay_window),
+            },
+        )
+        .await
+        .map_err(|s| cx.status(&s))?;
+    follow_plan(cx, stream).await
 }
 
 pub async fn create_webhook(

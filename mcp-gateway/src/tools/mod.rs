@@ -299,6 +299,22 @@ pub static CATALOG: LazyLock<Vec<ToolSpec>> = LazyLock::new(|| {
         spec!(ListWebhookHistory, list_webhook_history, p::ListWebhookHistoryParams => out::ListWebhookHistoryOut,
             "List a webhook's configuration history",
             "List the saved versions of a webhook's configuration, newest first: who saved each (endpoint and human), what changed, where it came from (a pack, a plan) and the configuration as saved. To roll back, pass an earlier version's configuration to set_webhook_rules."),
+        // rule-trials
+        spec!(StartRuleTrial, start_rule_trial, p::StartRuleTrialParams => out::RuleTrialOut,
+            "Try a plan on live deliveries (routes nothing)",
+            "Start a trial of a plan: its candidate runs beside the webhook's live rules on every live delivery from now on, and routes nothing (no todo, no quarantine; the live rules still decide everything). Give the plan_token of a plan that could still be confirmed (from install_rule_pack or remove_rule_pack); it is not used up. The trial ends when stopped (stop_rule_trial), after max_deliveries, after max_duration_ms (default 7 days), or by itself as stale when the webhook's configuration changes. Read what it observed with get_rule_trial: the plan's report over live deliveries, and for each transition the rate the plan's replay forecast beside the rate observed, flagging any outside its 95 % interval and any the replay never saw (unforeseen). At most one trial runs per webhook unless an operator allows more (conflict names the running one). Make it live with promote_rule_trial."),
+        spec!(StopRuleTrial, stop_rule_trial, p::TrialIdParams => out::RuleTrialOut,
+            "Stop a trial",
+            "Stop a running trial: its evidence so far stays readable (get_rule_trial, list_rule_trials) and can still be promoted. Stopping one that has ended changes nothing. Routes nothing."),
+        spec!(GetRuleTrial, get_rule_trial, p::TrialIdParams => out::RuleTrialOut,
+            "Read a trial's report",
+            "A trial's report: deliveries seen, evaluated and not_evaluated (shed under load: counted apart, never as unchanged); the plan's report over the evaluated deliveries (totals before = the live decision and after = the candidate's, transitions with lost work first and example event ids, per-rule first matches and faults, todos per day); and evidence: per transition, the plan replay's forecast rate per 100 deliveries beside the observed rate, a 95 % interval, outside, unforeseen (the replay never saw it) and unobserved. sufficient is false, with the reasons in insufficient, when it saw fewer than 200 deliveries or never saw a transition the replay predicted. No payload text. Writes nothing."),
+        spec!(ListRuleTrials, list_rule_trials, p::WebhookIdParams => out::ListRuleTrialsOut,
+            "List a webhook's trials",
+            "List a webhook's trials, running and ended, newest first, each with its report as get_rule_trial gives it. Writes nothing."),
+        spec!(PromoteRuleTrial, promote_rule_trial, p::PromoteRuleTrialParams => out::PlanOut,
+            "Plan making a trial's candidate live (saves nothing)",
+            "Plan making a trial's candidate live: ends the trial (end: promoted; its evidence is frozen) and answers a plan like install_rule_pack's — a fresh replay of exactly the tried candidate — that also carries the trial's report in `trial` and `trial_sufficient`. SAVES NOTHING: apply it with confirm_rule_pack_plan {webhook_id, plan_token}, whose token binds the candidate and the trial's evidence; it is refused with plan_stale if the webhook's configuration or the trial changed since. When trial_sufficient is false the confirm needs allow_insufficient_trial: true (and allow_unproven for an unproven replay). Refused with plan_stale when the webhook's configuration changed since the trial started: plan again and start a new trial."),
         // todos
         spec!(ListTodos, list_todos, p::ListTodosParams => out::ListTodosOut,
             "List a queue's todos",
@@ -338,7 +354,7 @@ mod tests {
         sorted.sort();
         sorted.dedup();
         assert_eq!(names, sorted);
-        assert_eq!(names.len(), 25);
+        assert_eq!(names.len(), 30);
     }
 
     /// One tool per verb of the model's table, none missing, none extra.

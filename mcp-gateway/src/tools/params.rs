@@ -439,6 +439,46 @@ pub struct ConfirmRulePackPlanParams {
     /// Needed to confirm an unproven or truncated plan. Default false.
     #[serde(default)]
     pub allow_unproven: bool,
+    /// Needed to confirm a promotion (promote_rule_trial) whose trial is insufficient
+    /// (trial_sufficient: false). Default false.
+    #[serde(default)]
+    pub allow_insufficient_trial: bool,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartRuleTrialParams {
+    /// The webhook the plan was made for.
+    pub webhook_id: String,
+    /// The plan_token of a plan that could still be confirmed (from install_rule_pack or
+    /// remove_rule_pack). It is not used up: the plan can still be confirmed.
+    pub plan_token: String,
+    /// End the trial after this many live deliveries. Default: no count limit.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub max_deliveries: Option<u64>,
+    /// End the trial this many milliseconds after it starts. Default 7 days.
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub max_duration_ms: Option<u64>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct TrialIdParams {
+    /// The trial's id: `tr_` and 32 hex characters, as start_rule_trial and list_rule_trials
+    /// show it.
+    pub trial_id: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PromoteRuleTrialParams {
+    /// The trial's id: `tr_` and 32 hex characters.
+    pub trial_id: String,
+    /// The replay window of the promotion's plan (default: the 200 most recent deliveries).
+    #[serde(default)]
+    pub replay: Option<ReplayParams>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -15,6 +15,7 @@ use serde_json::{Map, Value};
 
 use crate::diff::{ParamDiff, RuleDiff, VersionDiff};
 use crate::provenance::{self, InstalledPack, Provenance};
+use crate::trial::TrialReport;
 use crate::{Configuration, Label, TrustedActors};
 
 /// What `plan_token` holds in `confirm_with.arguments`: where the caller puts the token.
@@ -107,6 +108,9 @@ pub struct ConfirmArguments {
     pub plan_token: String,
     /// `true` when the plan is unproven (the confirm needs it), else null.
     pub allow_unproven: Option<bool>,
+    /// `true` when the plan's trial is insufficient (the confirm needs it); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub allow_insufficient_trial: Option<bool>,
 }
 
 /// A plan as its caller reads it: the replay report, the fixtures, the diffs and how to
@@ -137,6 +141,14 @@ pub struct Plan {
     /// (the store keeps its hash).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub plan_token: Option<String>,
+    /// A promotion (`promote_rule_trial`): the trial's report, frozen when it was promoted,
+    /// beside the replay. The token binds its digest as well as the candidate's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trial: Option<TrialReport>,
+    /// With `trial`: whether its evidence is enough (enough deliveries, every predicted
+    /// transition observed). When false, the confirm needs `allow_insufficient_trial`.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trial_sufficient: Option<bool>,
 }
 
 /// `test_webhook_rules` with `replay` (REQ-8): a hand-written candidate's replay report,
@@ -209,6 +221,19 @@ pub struct Apply {
     /// Absent in plans stored before it was kept whole: then only the digest is checked.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub binding: Option<Binding>,
+    /// A promotion's trial: the confirm is stale unless the trial still reads as promoted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub trial: Option<TrialBinding>,
+}
+
+/// The trial a promotion was made from, as its token binds it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct TrialBinding {
+    pub trial_id: String,
+    /// The trial report's digest when promoted.
+    pub digest: String,
+    pub sufficient: bool,
 }
 
 /// A stored plan: the plan as its caller read it (without the token) and how to apply it.

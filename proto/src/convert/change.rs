@@ -32,6 +32,7 @@ impl From<&ChangeProvenance> for pb::ChangeProvenance {
             proposed_by_endpoint: proposed.endpoint.unwrap_or_default(),
             proposed_by_human: proposed.human.unwrap_or_default(),
             approved_by: p.approved_by.clone().unwrap_or_default(),
+            trial: p.trial.clone().unwrap_or_default(),
         }
     }
 }

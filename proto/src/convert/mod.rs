@@ -7,3 +7,4 @@ pub mod decision;
 pub mod json;
 pub mod plan;
 pub mod source;
+pub mod trial;

@@ -17,6 +17,7 @@ use switchboard_model::plan::{
 };
 use switchboard_model::provenance::DriftState;
 use switchboard_model::provenance::{Drift, InstalledBy, InstalledPack, ReplaySummary};
+use switchboard_model::trial::TrialReport;
 use switchboard_model::{Action, Label};
 
 use crate::control::v1 as pb;
@@ -108,7 +109,11 @@ impl From<&Plan> for pb::Plan {
                 name: p.pack.name.clone(),
                 allow_unproven: p.confirm_with.arguments.allow_unproven == Some(true),
                 note: p.confirm_with.note.clone(),
+                allow_insufficient_trial: p.confirm_with.arguments.allow_insufficient_trial
+                    == Some(true),
             }),
+            trial: p.trial.as_ref().map(pb::RuleTrial::from),
+            trial_sufficient: p.trial_sufficient,
         }
     }
 }
@@ -174,10 +179,13 @@ impl From<pb::Plan> for Plan {
                     webhook_id: confirm.webhook_id,
                     plan_token: TOKEN_PLACEHOLDER.into(),
                     allow_unproven: confirm.allow_unproven.then_some(true),
+                    allow_insufficient_trial: confirm.allow_insufficient_trial.then_some(true),
                 },
                 note: confirm.note,
             },
             plan_token: (!p.plan_token.is_empty()).then_some(p.plan_token),
+            trial: p.trial.map(TrialReport::from),
+            trial_sufficient: p.trial_sufficient,
         }
     }
 }

@@ -109,6 +109,8 @@ store_test_suite! {
         a_trial_with_an_empty_limit_is_refused,
         a_trials_batches_add_up_and_an_ended_trial_takes_none,
         upgrading_from_0014_keeps_webhooks_and_takes_trials,
+        an_overdue_trial_ends_without_a_delivery,
+        upgrading_from_0015_keeps_trials_and_their_counts,
     ],
     todos: [
         redelivery_creates_no_second_todo,

@@ -5,7 +5,8 @@
 use std::collections::BTreeMap;
 
 use switchboard_model::Label;
-use switchboard_model::trial::{Forecast, TrialEnd, TrialLimits};
+use switchboard_model::plan::{Routed, StoredPlan};
+use switchboard_model::trial::{Forecast, RuleTally, TrialEnd, TrialLimits};
 use switchboard_store::{Error, NewTrial, OwnerScope, TRIAL_EXAMPLES, TrialBatch, Webhook};
 
 use crate::harness::{
@@ -15,6 +16,14 @@ use crate::harness::{
 
 fn q(name: &str) -> Label<'static> {
     Label::queue(name).into_owned()
+}
+
+/// The candidate's decision, by `rule` when given.
+fn to(label: Label<'static>, rule: Option<&str>) -> Routed {
+    Routed {
+        label,
+        rule_id: rule.map(str::to_string),
+    }
 }
 
 fn new_trial(scope: &OwnerScope, wh: &Webhook) -> NewTrial {
@@ -33,6 +42,7 @@ fn new_trial(scope: &OwnerScope, wh: &Webhook) -> NewTrial {
             ..TrialLimits::default()
         },
         started_by: "alice".into(),
+        plan: StoredPlan::default(),
     }
 }
 
@@ -127,9 +137,9 @@ pub async fn a_trials_batches_add_up_and_an_ended_trial_takes_none(db: TestDb) {
         for i in 0..15 {
             let id = format!("ev-{b}-{i}");
             match i % 5 {
-                0 => batch.record(&id, &q("forge"), Some(&Label::Drop)),
+                0 => batch.record(&id, &q("forge"), Some(&to(Label::Drop, Some("bots")))),
                 1 => batch.record(&id, &q("forge"), None),
-                _ => batch.record(&id, &q("forge"), Some(&q("forge"))),
+                _ => batch.record(&id, &q("forge"), Some(&to(q("forge"), None))),
             }
             total += 1;
         }
@@ -145,18 +155,37 @@ pub async fn a_trials_batches_add_up_and_an_ended_trial_takes_none(db: TestDb) {
     );
     assert_eq!(read.examples[&drops].len(), 9);
     assert_eq!(read.examples[&drops][0], "ev-0-0");
+    // Unchanged decisions count toward the totals, and each rule's first matches too.
+    assert_eq!(read.observed.unchanged, BTreeMap::from([(q("forge"), 27)]));
+    assert_eq!(
+        read.observed.rules,
+        BTreeMap::from([(
+            "bots".to_string(),
+            RuleTally {
+                first_matches: 9,
+                faults: 0
+            }
+        )])
+    );
+    assert_eq!(read.plan, Some(StoredPlan::default()));
 
     let mut many = TrialBatch::default();
     for i in 0..50 {
-        many.record(&format!("more-{i}"), &q("forge"), Some(&Label::Drop));
+        many.record(
+            &format!("more-{i}"),
+            &q("forge"),
+            Some(&to(Label::Fault, Some("bots"))),
+        );
     }
     assert_eq!(
         db.record_trial(&t.id, &many).await.unwrap(),
         Some(total + 50)
     );
     let read = db.get_trial(&alice, &t.id).await.unwrap();
-    assert_eq!(read.observed.transitions[&drops], 59);
-    assert_eq!(read.examples[&drops].len(), TRIAL_EXAMPLES);
+    let faults = (q("forge"), Label::Fault);
+    assert_eq!(read.observed.transitions[&faults], 50);
+    assert_eq!(read.examples[&faults].len(), TRIAL_EXAMPLES);
+    assert_eq!(read.observed.rules["bots"].faults, 50);
 
     db.end_trial(&alice, &t.id, TrialEnd::MaxDeliveries)
         .await
@@ -188,5 +217,73 @@ pub async fn upgrading_from_0014_keeps_webhooks_and_takes_trials(db: TestDb) {
         new.get_trial(&alice, &t.id).await.unwrap().webhook_id,
         wh.id
     );
+    new.close().await;
+}
+
+/// A trial past its `max_duration` ends on time even when it sees no delivery; one within
+/// it keeps running.
+pub async fn an_overdue_trial_ends_without_a_delivery(db: TestDb) {
+    let alice = human(&db, "alice").await;
+    let (wh, other) = (webhook(&db, &alice).await, webhook(&db, &alice).await);
+    let mut short = new_trial(&alice, &wh);
+    short.limits.max_duration_ms = 1;
+    let short = db.start_trial(short, 1).await.unwrap();
+    let long = db.start_trial(new_trial(&alice, &other), 1).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    assert_eq!(db.end_overdue_trials().await.unwrap(), vec![wh.id.clone()]);
+    let ended = db.get_trial(&alice, &short.id).await.unwrap();
+    assert_eq!(ended.end, Some(TrialEnd::MaxDuration));
+    assert!(db.get_trial(&alice, &long.id).await.unwrap().running());
+    assert!(db.end_overdue_trials().await.unwrap().is_empty());
+}
+
+/// A database of the previous landing (migration 0015) with a trial that counted deliveries
+/// upgrades with the trial's counts and transitions as they were: it reads (without a plan,
+/// so it cannot be promoted) and keeps counting.
+pub async fn upgrading_from_0015_keeps_trials_and_their_counts(db: TestDb) {
+    let url = crate::harness::second_database(&db).await;
+    let old = crate::harness::open_at(&db, &url, 15).await;
+    let alice = human(&old, "alice").await;
+    let wh = webhook(&old, &alice).await;
+    let trial_id = "tr_00000000000000000000000000000015";
+    let now = 1_700_000_000_000i64;
+    sqlx::query(
+        "INSERT INTO trials (id, webhook_id, owner_scope, plan_id, candidate, candidate_digest, \
+         base_config_digest, forecast, max_deliveries, max_duration_ms, started_at, started_by, \
+         seen, evaluated) VALUES ($1, $2, $3, 'pl_old', $4, 'c', $5, \
+         '{\"deliveries\":10,\"transitions\":[]}', NULL, 604800000, $6, 'alice', 12, 11)",
+    )
+    .bind(trial_id)
+    .bind(wh.id.as_str())
+    .bind(alice.to_string())
+    .bind(serde_json::to_string(&config_routing_to("review")).unwrap())
+    .bind(wh.config_digest.as_str())
+    .bind(now)
+    .execute(old.pool())
+    .await
+    .unwrap();
+    sqlx::query(
+        "INSERT INTO trial_transitions (trial_id, from_label, to_label, count, examples) \
+         VALUES ($1, 'queue:forge', 'drop', 4, '[\"ev_1\"]')",
+    )
+    .bind(trial_id)
+    .execute(old.pool())
+    .await
+    .unwrap();
+    old.close().await;
+
+    let new = switchboard_store::Store::connect(&url, db.store.sealing_key())
+        .await
+        .expect("upgrade to the current schema");
+    assert_eq!(applied_migrations(&new).await, ALL_MIGRATIONS);
+    let t = new.get_trial(&alice, trial_id).await.unwrap();
+    assert_eq!((t.observed.seen, t.observed.evaluated), (12, 11));
+    let drops = (q("forge"), Label::Drop);
+    assert_eq!(t.observed.transitions, BTreeMap::from([(drops.clone(), 4)]));
+    assert_eq!(t.examples[&drops], ["ev_1"]);
+    assert_eq!(t.plan, None);
+    let mut batch = TrialBatch::default();
+    batch.record("ev_2", &q("forge"), Some(&to(Label::Drop, Some("r"))));
+    assert_eq!(new.record_trial(trial_id, &batch).await.unwrap(), Some(13));
     new.close().await;
 }

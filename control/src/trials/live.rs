@@ -1,4 +1,4 @@
-//! Trials on live deliveries (issue 45): once ingest has stored a delivery with its live
+//! A trial's live half: once ingest has stored a delivery with its live
 //! decision, each running trial of the webhook evaluates its candidate on the same delivery,
 //! in a call of its own at a replay's priority (never in the live call, so a candidate over
 //! its budget cannot fault or slow the live decision), and counts what it decided beside the
@@ -36,6 +36,8 @@ pub struct TrialOptions {
     pub batch: usize,
     /// Per-delivery budget of a trial evaluation (the live budget).
     pub budget_ms: u32,
+    /// Trials that may run at once per webhook (`--max-trials-per-webhook`).
+    pub max_per_webhook: u32,
 }
 
 impl Default for TrialOptions {
@@ -45,9 +47,13 @@ impl Default for TrialOptions {
             queue: 4096,
             batch: 64,
             budget_ms: 50,
+            max_per_webhook: 1,
         }
     }
 }
+
+/// How often trials past their `max_duration` are ended, deliveries or not.
+const SWEEP: Duration = Duration::from_secs(15);
 
 /// A running trial as ingest offers it deliveries.
 struct Running {
@@ -92,6 +98,10 @@ impl std::fmt::Debug for Trials {
 }
 
 impl Trials {
+    pub fn options(&self) -> &TrialOptions {
+        &self.options
+    }
+
     /// Starts the task that evaluates offered deliveries (on the current runtime).
     pub fn start(store: Store, routers: Arc<Routers>, options: TrialOptions) -> Arc<Trials> {
         let (offers, received) = mpsc::channel(options.queue.max(1));
@@ -207,6 +217,7 @@ async fn run(
     options: TrialOptions,
 ) {
     let mut tick = tokio::time::interval(Duration::from_secs(1));
+    let mut swept = Instant::now();
     loop {
         let first = tokio::select! {
             offer = offers.recv() => match offer {
@@ -215,6 +226,13 @@ async fn run(
             },
             _ = tick.tick() => None,
         };
+        // A trial that sees no delivery ends on time too.
+        if swept.elapsed() >= SWEEP {
+            swept = Instant::now();
+            if let Err(e) = store.end_overdue_trials().await {
+                tracing::warn!(error = %e.log_text(), "overdue trials not ended");
+            }
+        }
         let flushed = std::mem::take(&mut *shed.lock().unwrap_or_else(|e| e.into_inner()));
         for (_, (running, batch)) in flushed {
             finish(&store, &running.trial, &batch).await;
@@ -279,7 +297,7 @@ async fn evaluate(store: &Store, routers: &Routers, options: &TrialOptions, grou
             // A unit the router left unevaluated (its call stopped after its faults) says
             // nothing about the delivery: not evaluated, not a fault.
             .filter(|d| d.fault_code != switchboard_model::fault::NOT_EVALUATED)
-            .map(|d| d.label().into_owned());
+            .map(switchboard_packs::plan::routed);
         batch.record(&offer.delivery.event_id, &offer.live, after.as_ref());
     }
     finish(store, trial, &batch).await;

@@ -1,24 +1,22 @@
-//! A trial's evidence beside its plan's forecast (issue 45): for each transition, the rate
-//! the plan's replay predicted per 100 deliveries, the rate the trial observed on live
-//! deliveries, the 95 % interval the observed rate should fall in if the forecast holds,
-//! and flags where it does not — above all a transition the replay never saw. Pure
-//! arithmetic over counts, so the report reads pre-aggregated tallies and never a delivery.
-//!
-//! The interval accounts for both samples: the replay's `m` deliveries (the forecast is an
-//! estimate too) and the trial's `n`. It is centred on the forecast rate `p` with half-width
-//! `1.96 · √(p̃(1 − p̃)(1/m + 1/n))`, where `p̃ = (k + 2)/(m + 4)` (Agresti–Coull) keeps a
-//! transition the replay saw rarely or never from getting an interval of zero width.
+//! Trials (issue 45): a plan's candidate running beside a webhook's live rules on its live
+//! deliveries, routing nothing. What a trial observed is tallied as deliveries come
+//! ([`Observed`]), so everything it reports is arithmetic over counts and never reads a
+//! delivery: [`evidence`] sets each transition's observed rate beside the rate the plan's
+//! replay forecast, and [`report`] assembles the trial report in the plan report's own terms.
 //! docs/rule-packs/trials.md explains it for people.
 
-use std::collections::{BTreeMap, BTreeSet};
+mod evidence;
+mod report;
+
+pub use evidence::*;
+pub use report::*;
+
+use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
 
 use crate::Label;
-use crate::plan::Report;
-
-/// z for a two-sided 95 % interval.
-const Z95: f64 = 1.959_964;
+use crate::plan::{Report, Routed};
 
 /// The trial deliveries below which a trial says too little (issue 45's default).
 pub const DEFAULT_MIN_DELIVERIES: u64 = 200;
@@ -52,34 +50,76 @@ impl Forecast {
 
 /// What a trial observed, pre-aggregated as deliveries come: how many it saw, how many it
 /// evaluated (the rest were shed under load and are reported as not evaluated, never as
-/// unchanged), and how many of the evaluated ones made each transition.
+/// unchanged), how many of the evaluated ones made each transition or kept their decision,
+/// and per candidate rule how many it decided first or faulted on.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Observed {
     pub seen: u64,
     pub evaluated: u64,
+    /// Evaluated deliveries whose decision the candidate changes, per transition.
     pub transitions: BTreeMap<Move, u64>,
+    /// Evaluated deliveries the candidate decides as the live rules did, per label.
+    pub unchanged: BTreeMap<Label<'static>, u64>,
+    /// Per candidate rule id: deliveries it decided first, and faults.
+    pub rules: BTreeMap<String, RuleTally>,
+}
+
+/// One candidate rule's share of a trial's evaluated deliveries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RuleTally {
+    /// Deliveries the rule decided (the first rule that matched).
+    pub first_matches: u64,
+    /// Deliveries the rule faulted on.
+    pub faults: u64,
 }
 
 impl Observed {
-    /// Counts one live delivery: `after` is the candidate's decision, `None` when the trial
-    /// evaluation was shed.
-    pub fn record(&mut self, before: &Label<'_>, after: Option<&Label<'_>>) {
+    /// Counts one live delivery: `before` is the live decision; `after` the candidate's,
+    /// `None` when the trial evaluation was shed or left unevaluated.
+    pub fn record(&mut self, before: &Label<'_>, after: Option<&Routed>) {
         self.seen += 1;
         let Some(after) = after else {
             return;
         };
         self.evaluated += 1;
-        if before != after {
+        if *before == after.label {
+            *self
+                .unchanged
+                .entry(before.clone().into_owned())
+                .or_default() += 1;
+        } else {
             *self
                 .transitions
-                .entry((before.clone().into_owned(), after.clone().into_owned()))
+                .entry((before.clone().into_owned(), after.label.clone()))
                 .or_default() += 1;
+        }
+        if let Some(rule) = &after.rule_id {
+            let tally = self.rules.entry(rule.clone()).or_default();
+            if after.label == Label::Fault {
+                tally.faults += 1;
+            } else {
+                tally.first_matches += 1;
+            }
         }
     }
 
     /// Deliveries the trial saw but did not evaluate (shed under load).
     pub fn not_evaluated(&self) -> u64 {
-        self.seen - self.evaluated
+        self.seen.saturating_sub(self.evaluated)
+    }
+
+    /// Evaluated deliveries per label, under the live rules (`before`) and the candidate.
+    pub fn totals(&self) -> crate::plan::Totals {
+        let mut totals = crate::plan::Totals::default();
+        for (label, n) in &self.unchanged {
+            *totals.before.entry(label.clone()).or_default() += n;
+            *totals.after.entry(label.clone()).or_default() += n;
+        }
+        for ((from, to), n) in &self.transitions {
+            *totals.before.entry(from.clone()).or_default() += n;
+            *totals.after.entry(to.clone()).or_default() += n;
+        }
+        totals
     }
 
     /// Two tallies as one (each replica of control keeps its own).
@@ -89,45 +129,15 @@ impl Observed {
         for (m, n) in &other.transitions {
             *self.transitions.entry(m.clone()).or_default() += n;
         }
+        for (l, n) in &other.unchanged {
+            *self.unchanged.entry(l.clone()).or_default() += n;
+        }
+        for (r, t) in &other.rules {
+            let mine = self.rules.entry(r.clone()).or_default();
+            mine.first_matches += t.first_matches;
+            mine.faults += t.faults;
+        }
     }
-}
-
-/// One transition's forecast beside what the trial observed.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct TransitionEvidence {
-    pub from: Label<'static>,
-    pub to: Label<'static>,
-    /// Deliveries the replay saw make it, and the trial.
-    pub forecast_count: u64,
-    pub observed_count: u64,
-    /// Per 100 deliveries.
-    pub forecast_rate: f64,
-    pub observed_rate: f64,
-    /// Where the observed rate (per 100) falls 95 % of the time if the forecast holds.
-    pub interval: [f64; 2],
-    /// The observed rate falls outside the interval.
-    pub outside: bool,
-    /// The replay never saw this transition; the trial did.
-    pub unforeseen: bool,
-    /// The replay predicted it; the trial has not seen it.
-    pub unobserved: bool,
-    /// Lost work ([`Label::loses_work`]).
-    pub loses_work: bool,
-}
-
-/// Why a trial's evidence is not enough to promote on without an explicit opt-in.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(tag = "reason", rename_all = "snake_case")]
-pub enum Insufficient {
-    /// Fewer evaluated deliveries than the minimum.
-    TooFewDeliveries { evaluated: u64, minimum: u64 },
-    /// A transition the replay predicted that the trial never observed.
-    PredictedNotObserved {
-        from: Label<'static>,
-        to: Label<'static>,
-    },
 }
 
 /// How long a trial runs when its start names no limit: a week (issue 45).
@@ -163,6 +173,9 @@ pub enum TrialEnd {
     MaxDeliveries,
     /// `max_duration` passed.
     MaxDuration,
+    /// Promoted (`promote_rule_trial`): its evidence is frozen in the plan that makes its
+    /// candidate live.
+    Promoted,
     /// The saved configuration is no longer the one the trial ran beside: its evidence
     /// compares the candidate with rules that are not live any more.
     Stale,
@@ -191,96 +204,20 @@ impl TrialLimits {
     }
 }
 
-/// Each transition either side saw, forecast beside observed: lost work first, then what
-/// the replay never saw, then the rest by how many the trial observed.
-pub fn compare(forecast: &Forecast, observed: &Observed) -> Vec<TransitionEvidence> {
-    let moves: BTreeSet<&Move> = forecast
-        .transitions
-        .keys()
-        .chain(observed.transitions.keys())
-        .collect();
-    let (m, n) = (forecast.deliveries, observed.evaluated);
-    let mut out: Vec<TransitionEvidence> = moves
-        .into_iter()
-        .map(|mv| {
-            let k = forecast.transitions.get(mv).copied().unwrap_or(0);
-            let o = observed.transitions.get(mv).copied().unwrap_or(0);
-            let observed_rate = per_100(o, n);
-            let interval = interval(k, m, n);
-            TransitionEvidence {
-                from: mv.0.clone(),
-                to: mv.1.clone(),
-                forecast_count: k,
-                observed_count: o,
-                forecast_rate: per_100(k, m),
-                observed_rate,
-                interval,
-                outside: n > 0 && (observed_rate < interval[0] || observed_rate > interval[1]),
-                unforeseen: k == 0 && o > 0,
-                unobserved: k > 0 && o == 0,
-                loses_work: Label::loses_work(&mv.0, &mv.1),
-            }
-        })
-        .collect();
-    out.sort_by(|a, b| {
-        b.loses_work
-            .cmp(&a.loses_work)
-            .then(b.unforeseen.cmp(&a.unforeseen))
-            .then(b.observed_count.cmp(&a.observed_count))
-            .then(b.forecast_count.cmp(&a.forecast_count))
-    });
-    out
-}
-
-/// Why the evidence is not enough (empty: it is): too few evaluated deliveries, or a
-/// predicted transition the trial never observed.
-pub fn insufficient(
-    evidence: &[TransitionEvidence],
-    observed: &Observed,
-    minimum: u64,
-) -> Vec<Insufficient> {
-    let mut why = Vec::new();
-    if observed.evaluated < minimum {
-        why.push(Insufficient::TooFewDeliveries {
-            evaluated: observed.evaluated,
-            minimum,
-        });
-    }
-    why.extend(evidence.iter().filter(|e| e.unobserved).map(|e| {
-        Insufficient::PredictedNotObserved {
-            from: e.from.clone(),
-            to: e.to.clone(),
-        }
-    }));
-    why
-}
-
-fn per_100(count: u64, of: u64) -> f64 {
-    if of == 0 {
-        0.0
-    } else {
-        100.0 * count as f64 / of as f64
-    }
-}
-
-/// The 95 % interval (per 100) for a trial of `n` deliveries if `k` of the replay's `m`
-/// made the transition (module docs). Without a replay or a trial, anything goes.
-fn interval(k: u64, m: u64, n: u64) -> [f64; 2] {
-    if m == 0 || n == 0 {
-        return [0.0, 100.0];
-    }
-    let p = k as f64 / m as f64;
-    let adjusted = (k as f64 + 2.0) / (m as f64 + 4.0);
-    let half = Z95 * (adjusted * (1.0 - adjusted) * (1.0 / m as f64 + 1.0 / n as f64)).sqrt();
-    [100.0 * (p - half).max(0.0), 100.0 * (p + half).min(1.0)]
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn q(name: &str) -> Label<'static> {
         Label::queue(name).into_owned()
+    }
+
+    /// The candidate's decision by no rule (the default's, or a label only).
+    fn to(label: &Label<'static>) -> Routed {
+        Routed {
+            label: label.clone(),
+            rule_id: None,
+        }
     }
 
     /// A trial that sees what the replay saw, at the same rates, is inside every interval;
@@ -301,7 +238,7 @@ mod tests {
                 2 => (Label::Default, q("forge")),
                 _ => (q("ci"), q("ci")),
             };
-            observed.record(&before, Some(&after));
+            observed.record(&before, Some(&to(&after)));
         }
         let evidence = compare(&forecast, &observed);
         assert_eq!(evidence.len(), 2);
@@ -319,7 +256,7 @@ mod tests {
         // check_suite deliveries arrive that the window never held, and the candidate drops
         // them: unforeseen, outside, and lost work.
         for _ in 0..100 {
-            observed.record(&q("ci"), Some(&Label::Drop));
+            observed.record(&q("ci"), Some(&to(&Label::Drop)));
         }
         let evidence = compare(&forecast, &observed);
         let ci = evidence
@@ -341,7 +278,7 @@ mod tests {
         };
         let mut observed = Observed::default();
         for _ in 0..150 {
-            observed.record(&q("forge"), Some(&q("forge")));
+            observed.record(&q("forge"), Some(&to(&q("forge"))));
         }
         observed.record(&q("forge"), None);
         assert_eq!(
@@ -403,7 +340,10 @@ mod tests {
             Observed::default(),
         );
         for i in 0..30u32 {
-            let after = if i % 3 == 0 { Label::Drop } else { q("x") };
+            let after = Routed {
+                label: if i % 3 == 0 { Label::Drop } else { q("x") },
+                rule_id: Some(format!("r{}", i % 4)),
+            };
             let shed = i % 7 == 0;
             let tally = if i % 2 == 0 { &mut a } else { &mut b };
             tally.record(&q("x"), (!shed).then_some(&after));
