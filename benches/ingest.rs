@@ -11,7 +11,7 @@
 //! payloads in `testkit/data/webhooks`, signed as each forge signs them, each with its own
 //! delivery id, POSTed over HTTP/1.1 keep-alive connections by N concurrent clients.
 //!
-//! Six rows per backend and client count, each run on a fresh database:
+//! Seven rows per backend and client count, each run on a fresh database:
 //! - **raw rows**: `Store::insert_event` then `Store::record_decision` (the decision and the
 //!   todo ingest records for that delivery, in one transaction), per delivery, with group
 //!   commit off — exactly the rows ingest writes, one transaction each, with nothing else:
@@ -22,6 +22,9 @@
 //! - **route only**: the router call ingest makes per delivery (`Routers::evaluate_chunked` of
 //!   one stored delivery), no database;
 //! - **ingest**: `POST /hooks/<id>` end to end;
+//! - **ingest-trial**: ingest with a trial (issue 45) running on every webhook, its candidate
+//!   the rules with a first rule that drops issue events: each delivery is also evaluated by the
+//!   candidate after its answer, in a replay-priority router call, and counted;
 //! - route only and ingest again, diagnostic, against the router's own service served from
 //!   this process (the `-nodelay` rows). Both routers set TCP_NODELAY on accepted sockets
 //!   (`switchboard router` through tonic's `TcpIncoming::with_nodelay`, which sets it on every
@@ -39,7 +42,7 @@
 //! Run: `cargo bench --bench ingest`. Environment: `INGEST_BENCH_DELIVERIES` (timed deliveries
 //! per run, default 2,000), `INGEST_BENCH_CLIENTS` (default `8,32`), `INGEST_BENCH_ROUNDS`
 //! (default 3), `INGEST_BENCH_BACKENDS` (default `sqlite,postgres`), `INGEST_BENCH_MODES`
-//! (any of `raw,statements,route,route-nodelay,ingest,ingest-nodelay`), `INGEST_BENCH_DATABASE_URL` (PostgreSQL; else
+//! (any of `raw,statements,route,route-nodelay,ingest,ingest-nodelay,ingest-trial`), `INGEST_BENCH_DATABASE_URL` (PostgreSQL; else
 //! `SWITCHBOARD_TEST_DATABASE_URL`), `INGEST_BENCH_ROUTER_CHILDREN` (default: the router's own,
 //! one per core), `INGEST_BENCH_ROUTERS` (router processes control balances over, default 1),
 //! `INGEST_BENCH_DB_CONNECTIONS` (the store's pool, default 8 as `switchboard control`'s),
@@ -628,16 +631,18 @@ enum Mode {
     RouteNodelay,
     Ingest,
     IngestNodelay,
+    IngestTrial,
 }
 
 impl Mode {
-    const ALL: [Mode; 6] = [
+    const ALL: [Mode; 7] = [
         Mode::Raw,
         Mode::Statements,
         Mode::Route,
         Mode::RouteNodelay,
         Mode::Ingest,
         Mode::IngestNodelay,
+        Mode::IngestTrial,
     ];
 
     fn key(self) -> &'static str {
@@ -648,6 +653,7 @@ impl Mode {
             Mode::RouteNodelay => "route-nodelay",
             Mode::Ingest => "ingest",
             Mode::IngestNodelay => "ingest-nodelay",
+            Mode::IngestTrial => "ingest-trial",
         }
     }
 
@@ -659,6 +665,7 @@ impl Mode {
             Mode::RouteNodelay => "route only, router with TCP_NODELAY",
             Mode::Ingest => "**ingest** (HTTP: verify, store, route, todo)",
             Mode::IngestNodelay => "ingest, router with TCP_NODELAY",
+            Mode::IngestTrial => "ingest with a trial running on every webhook",
         }
     }
 
@@ -668,7 +675,7 @@ impl Mode {
     }
 
     fn http(self) -> bool {
-        matches!(self, Mode::Ingest | Mode::IngestNodelay)
+        matches!(self, Mode::Ingest | Mode::IngestNodelay | Mode::IngestTrial)
     }
 
     /// Rows that use the in-process router whose sockets set TCP_NODELAY.
@@ -818,6 +825,8 @@ struct Run {
     unrouted: usize,
     /// Deliveries whose `record_decision` had to be retried (raw and statements rows).
     retried: usize,
+    /// The ingest-trial row's trials: deliveries seen and evaluated (the rest shed).
+    trial_counts: (u64, u64),
     wall: Duration,
     latencies: Vec<Duration>,
     /// CPU µs per delivery: bench process, router tree, postgres; machine busy and iowait cores.
@@ -949,6 +958,12 @@ impl Bench<'_> {
             .as_ref()
             .map(|c| c.0)
             .unwrap_or_else(|| SocketAddr::from(([127, 0, 0, 1], 7000)));
+        let mut trials = Vec::new();
+        if mode == Mode::IngestTrial {
+            for w in &db.webhooks {
+                trials.push(start_trial(&db.store, w).await);
+            }
+        }
 
         let mut cpu_before = Cpu::default();
         let mut cpu_after = Cpu::default();
@@ -1039,6 +1054,37 @@ impl Bench<'_> {
             }
         }
 
+        // Every delivery reached its webhook's trial: evaluated, or shed and counted so.
+        let mut trial_counts = (0, 0);
+        if !trials.is_empty() {
+            let want = (stored_expected) as u64;
+            let deadline = Instant::now() + Duration::from_secs(60);
+            loop {
+                let (mut seen, mut evaluated) = (0, 0);
+                for t in &trials {
+                    let read = db
+                        .store
+                        .get_trial(&OwnerScope::human("bench"), t)
+                        .await
+                        .expect("a trial");
+                    seen += read.observed.seen;
+                    evaluated += read.observed.evaluated;
+                }
+                trial_counts = (seen, evaluated);
+                if seen >= want || Instant::now() > deadline {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            }
+            if trial_counts.0 != want {
+                panic!(
+                    "{} {}: the trials saw {} deliveries of {want}",
+                    backend.name(),
+                    mode.key(),
+                    trial_counts.0
+                );
+            }
+        }
         if let Some((_, stop, task)) = control {
             let _ = stop.send(());
             task.await.expect("control stops");
@@ -1079,6 +1125,7 @@ impl Bench<'_> {
             clients,
             unrouted,
             retried,
+            trial_counts,
             wall,
             latencies,
             cpu_us: [
@@ -1180,7 +1227,7 @@ async fn one(
                 retried: false,
             }
         }
-        Mode::Ingest | Mode::IngestNodelay => {
+        Mode::Ingest | Mode::IngestNodelay | Mode::IngestTrial => {
             let mut conn = conns[worker].lock().await;
             Done {
                 answer: Some(conn.round_trip(&p.request).await),
@@ -1359,6 +1406,39 @@ fn report(backend: Backend, runs: &[Run], client_counts: &[usize]) -> String {
                 nodelay / raw * 100.0
             );
         }
+        if let Some(trial) = medians.get(&(*clients, Mode::IngestTrial)) {
+            let p99 = |mode| {
+                let mut lat: Vec<Duration> = by
+                    .get(&(*clients, mode))
+                    .into_iter()
+                    .flatten()
+                    .flat_map(|r| r.latencies.clone())
+                    .collect();
+                lat.sort();
+                percentile(&lat, 0.99)
+            };
+            let (with, without) = (p99(Mode::IngestTrial), p99(Mode::Ingest));
+            let (seen, evaluated): (u64, u64) = by
+                .get(&(*clients, Mode::IngestTrial))
+                .into_iter()
+                .flatten()
+                .fold((0, 0), |(s, e), r| {
+                    (s + r.trial_counts.0, e + r.trial_counts.1)
+                });
+            let _ = write!(
+                out,
+                "; with a trial on every webhook {} deliveries/s = **{:.2}×** ingest's (target ≥ 0.9×), p99 {} ms = **{:.2}×** (target ≤ 1.1×), {:.1} % of trial deliveries evaluated",
+                thousands(*trial),
+                trial / ingest,
+                ms(with),
+                with.as_secs_f64() / without.as_secs_f64().max(1e-9),
+                if seen == 0 {
+                    0.0
+                } else {
+                    evaluated as f64 * 100.0 / seen as f64
+                }
+            );
+        }
         if let (Some(raw_cpu), Some(ingest_cpu)) = (
             cpu_medians.get(&(*clients, Mode::Raw)),
             cpu_medians.get(&(*clients, Mode::Ingest)),
@@ -1372,6 +1452,39 @@ fn report(backend: Backend, runs: &[Run], client_counts: &[usize]) -> String {
         let _ = writeln!(out);
     }
     out
+}
+
+/// A trial on `webhook` whose candidate decides otherwise than its rules for part of the
+/// deliveries (a first rule that drops issue events), as a person's would.
+async fn start_trial(store: &Store, webhook: &Webhook) -> String {
+    let mut candidate = configuration();
+    candidate.rules.insert(
+        0,
+        switchboard_model::Rule {
+            id: Some("trial-drop-issues".into()),
+            description: None,
+            when: r#".event == "issues""#.into(),
+            action: switchboard_model::Action::Drop,
+        },
+    );
+    store
+        .start_trial(
+            switchboard_control::store::NewTrial {
+                webhook_id: webhook.id.clone(),
+                owner_scope: OwnerScope::human("bench"),
+                plan_id: "pl_bench".into(),
+                candidate,
+                base_config_digest: webhook.config_digest.clone(),
+                forecast: Default::default(),
+                limits: Default::default(),
+                started_by: "bench".into(),
+                plan: Default::default(),
+            },
+            1,
+        )
+        .await
+        .expect("a trial starts")
+        .id
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -1509,7 +1622,7 @@ fn main() {
     let modes: Vec<Mode> = {
         let wanted = env_list(
             "INGEST_BENCH_MODES",
-            "raw,statements,route,route-nodelay,ingest,ingest-nodelay",
+            "raw,statements,route,route-nodelay,ingest,ingest-nodelay,ingest-trial",
         );
         Mode::ALL
             .into_iter()

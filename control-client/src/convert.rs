@@ -215,6 +215,18 @@ pub fn explain_event(
         current_digest: r.current_digest,
         current_decision: decision(&current)?,
         current_differs: r.current_differs,
+        trials: r
+            .trials
+            .into_iter()
+            .map(|t| {
+                Ok(ExplainedTrialOut {
+                    decision: decision(&required("trials.decision", t.decision)?)?,
+                    trial_id: t.trial_id,
+                    plan_id: t.plan_id,
+                    differs: t.differs,
+                })
+            })
+            .collect::<Result<_, CallError>>()?,
     })
 }
 

@@ -237,6 +237,23 @@ pub struct ExplainWebhookEventOut {
     pub current_decision: RecordedDecision,
     /// The current decision differs from the recorded one (or nothing is recorded yet).
     pub current_differs: bool,
+    /// Each trial running beside the deciding configuration when the delivery arrived, with
+    /// its candidate's decision for it (evaluated again now).
+    pub trials: Vec<ExplainedTrialOut>,
+}
+
+/// A trial's candidate over an explained delivery.
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ExplainedTrialOut {
+    pub trial_id: String,
+    /// The plan whose candidate it tries.
+    pub plan_id: String,
+    /// The candidate's decision: {decision, queue?, rule_id?, fault_code?, reason?, by_default_action?}.
+    #[cfg_attr(feature = "schema", schemars(with = "Value"))]
+    pub decision: RecordedDecision,
+    /// It decides otherwise than the recorded decision.
+    pub differs: bool,
 }
 
 /// One event a redrive selected.

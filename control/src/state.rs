@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use crate::routing::Routers;
 use crate::store::{Retention, Store};
+use crate::trials::live::Trials;
 
 /// What this instance can do (BASE.md: capabilities are operator switches).
 #[derive(Clone, Debug)]
@@ -92,7 +93,7 @@ pub struct ControlState {
     /// answer carries; `None`: the link is a path on control's HTTP listener.
     pub console_base: Option<String>,
     /// The running trials' evaluations of live deliveries (issue 45).
-    pub trials: Arc<crate::trials::Trials>,
+    pub trials: Arc<Trials>,
 }
 
 impl ControlState {

@@ -231,6 +231,10 @@ async fn explain_is_typed_and_a_missing_event_names_the_next_call() {
             "current_digest": "d2",
             "current_decision": {"decision": "queue:forge", "queue": "forge", "rule_id": "r-9"},
             "current_differs": true,
+            "trials": [
+                {"trial_id": "tr_1", "plan_id": "pl_1", "differs": true,
+                 "decision": {"decision": "drop", "rule_id": "drop-ci-noise--ci-noise"}},
+            ],
         })
     );
 

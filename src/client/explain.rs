@@ -96,5 +96,14 @@ pub fn table(e: &ExplainWebhookEventOut) -> String {
             " (same)"
         }
     ));
+    for t in &e.trials {
+        out.push_str(&format!(
+            "trial     {} under {} ({}, plan {})\n",
+            decision_cell(Some(&t.decision)),
+            t.trial_id,
+            if t.differs { "differs" } else { "same" },
+            t.plan_id
+        ));
+    }
     out
 }

@@ -9,6 +9,7 @@
 pub mod events;
 pub mod explain;
 pub mod packs;
+pub mod reports;
 pub mod rules;
 pub mod todos;
 pub mod trials;

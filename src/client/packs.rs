@@ -12,12 +12,13 @@ use switchboard_control_client::CallError;
 use switchboard_control_client::convert;
 use switchboard_control_client::views::{ConfirmOut, ListRulePacksOut, PlanOut, RulePackPlanOut};
 use switchboard_model::diff::{ParamDiff, RuleDiff, VersionDiff};
-use switchboard_model::plan::{PlanState, Report, Transition};
+use switchboard_model::plan::PlanState;
 use switchboard_model::provenance::DriftState;
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::control::v1::rule_pack_event::Event;
 
 use super::paint::{self, styled};
+use super::reports::{report_lines, trial_lines};
 use super::{Common, Failure, Session, Table, emit, exit, facts, list};
 
 #[derive(Args, Debug)]
@@ -328,193 +329,6 @@ fn list_table(o: &ListRulePacksOut) -> String {
     t.render(0)
 }
 
-/// At most three example ids, then how many more.
-fn examples(ids: &[String], count: u64) -> String {
-    let shown: Vec<&str> = ids.iter().take(3).map(String::as_str).collect();
-    let rest = count.saturating_sub(shown.len() as u64);
-    let mut out = shown.join(", ");
-    if rest > 0 {
-        let _ = write!(out, " (+{rest} more)");
-    }
-    out
-}
-
-fn transitions_table(ts: &[&Transition], style: Option<anstyle::Style>) -> String {
-    let mut t = Table::new(&[
-        "from",
-        "to",
-        "deliveries",
-        "which rule took them",
-        "examples",
-    ]);
-    for tr in ts {
-        let rules: Vec<String> = tr
-            .by_rules
-            .iter()
-            .map(|s| {
-                format!(
-                    "{} -> {}: {}",
-                    s.before_rule.as_deref().unwrap_or("(default)"),
-                    s.after_rule.as_deref().unwrap_or("(default)"),
-                    s.count
-                )
-            })
-            .collect();
-        t.styled_row(
-            style,
-            [
-                tr.from.to_string(),
-                tr.to.to_string(),
-                tr.count.to_string(),
-                rules.join("; "),
-                examples(&tr.example_event_ids, tr.count),
-            ],
-        );
-    }
-    t.render(2)
-}
-
-/// A replay report for people: what was replayed, lost work first, every other change, the
-/// totals before and after, todos per day and each rule's counts. Shared by plans and
-/// `rules test`.
-pub fn report_lines(r: &Report) -> String {
-    report_lines_of(r, Sample::Replay)
-}
-
-/// Where a report's deliveries came from: a replay of stored ones, or a trial's live ones.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Sample {
-    Replay,
-    Trial,
-}
-
-impl Sample {
-    /// How the report's deliveries are named in its lines.
-    fn deliveries(self) -> &'static str {
-        match self {
-            Sample::Replay => "replayed",
-            Sample::Trial => "live",
-        }
-    }
-}
-
-/// A report's lines, naming its deliveries as `sample`'s.
-pub fn report_lines_of(r: &Report, sample: Sample) -> String {
-    let mut out = String::new();
-    let mut replayed = match sample {
-        Sample::Replay => format!("{} stored deliveries replayed", r.events_replayed),
-        Sample::Trial => format!("{} live deliveries evaluated", r.events_replayed),
-    };
-    if let (Some(from), Some(to)) = (&r.window_from, &r.window_to) {
-        let _ = write!(replayed, " (received {from} to {to})");
-    }
-    if r.truncated {
-        replayed.push_str("; truncated: not every delivery in the window was replayed");
-    }
-    let _ = writeln!(out, "{replayed}");
-    if let Some(stopped) = &r.stopped {
-        let _ = writeln!(
-            out,
-            "{}",
-            styled(paint::LOST, &format!("stopped: {stopped}"))
-        );
-    }
-    // Lost work, the one definition (`Label::loses_work`): work that stops reaching a queue.
-    let (lost, other): (Vec<&Transition>, Vec<&Transition>) =
-        r.transitions.iter().partition(|t| t.loses_work());
-    let lost_count: u64 = lost.iter().map(|t| t.count).sum();
-    out.push('\n');
-    if lost.is_empty() {
-        let _ = writeln!(
-            out,
-            "{}",
-            styled(
-                paint::HEADING,
-                "lost work: none (every delivery that made a todo still makes one)"
-            )
-        );
-    } else {
-        let _ = writeln!(
-            out,
-            "{}",
-            styled(
-                paint::LOST,
-                &format!(
-                    "LOST WORK: {lost_count} {} {} that made a todo would no longer make one",
-                    sample.deliveries(),
-                    if lost_count == 1 {
-                        "delivery"
-                    } else {
-                        "deliveries"
-                    }
-                )
-            )
-        );
-        out.push_str(&transitions_table(&lost, Some(paint::LOST)));
-    }
-    out.push('\n');
-    let _ = writeln!(
-        out,
-        "{}",
-        styled(
-            paint::HEADING,
-            &format!(
-                "changes: {} of {} {} deliveries change decision",
-                r.changed,
-                r.events_replayed,
-                sample.deliveries()
-            )
-        )
-    );
-    if !other.is_empty() {
-        out.push_str(&transitions_table(&other, Some(paint::CHANGED)));
-    }
-    out.push('\n');
-    let labels: std::collections::BTreeSet<&switchboard_model::Label> = r
-        .totals
-        .before
-        .keys()
-        .chain(r.totals.after.keys())
-        .collect();
-    let mut t = Table::new(&["decision", "before", "after"]);
-    for label in labels {
-        let before = r.totals.before.get(label).copied().unwrap_or(0);
-        let after = r.totals.after.get(label).copied().unwrap_or(0);
-        t.styled_row(
-            (before != after).then_some(paint::CHANGED),
-            [label.to_string(), before.to_string(), after.to_string()],
-        );
-    }
-    out.push_str(&t.render(0));
-    let _ = writeln!(
-        out,
-        "todos per day  {:.1} -> {:.1}",
-        r.todos_per_day.before, r.todos_per_day.after
-    );
-    if !r.rules.is_empty() {
-        out.push('\n');
-        let mut t = Table::new(&["rule", "pack", "first matches", "faults", "note"]);
-        for rule in &r.rules {
-            t.styled_row(
-                (rule.faults > 0).then_some(paint::REMOVED),
-                [
-                    rule.id.clone(),
-                    rule.from_pack.clone().unwrap_or_else(|| "-".into()),
-                    rule.first_matches.to_string(),
-                    rule.faults.to_string(),
-                    if rule.never_matched {
-                        "never matched".into()
-                    } else {
-                        String::new()
-                    },
-                ],
-            );
-        }
-        out.push_str(&t.render(0));
-    }
-    out
-}
-
 /// Rule, param and version diffs as `+`/`-`/`~` lines (green, red, yellow on a terminal);
 /// empty when nothing differs.
 pub fn diff_lines(
@@ -609,7 +423,7 @@ pub fn plan_table(p: &PlanOut) -> String {
                 &format!("trial {} (promoted)", trial.trial_id)
             )
         );
-        out.push_str(&super::trials::trial_lines(trial));
+        out.push_str(&trial_lines(trial));
     }
     if !p.fixtures.is_empty() {
         out.push('\n');

@@ -13,7 +13,8 @@ use switchboard_model::Configuration;
 use switchboard_model::plan::CandidateReplay;
 use switchboard_proto::control::v1 as pb;
 
-use super::packs::{diff_lines, report_lines};
+use super::packs::diff_lines;
+use super::reports::report_lines;
 use super::{Common, Failure, Session, Table, emit, exit, facts, list, time};
 
 #[derive(Args, Debug)]

@@ -8,11 +8,12 @@ use std::fmt::Write as _;
 
 use clap::{Args, Subcommand};
 use switchboard_control_client::views::{ListRuleTrialsOut, RuleTrialOut};
-use switchboard_model::trial::{Insufficient, TrialReport, TrialState};
+use switchboard_model::trial::{TrialReport, TrialState};
 use switchboard_proto::control::v1 as pb;
 
-use super::packs::{Sample, follow_plan, plan_table, report_lines_of};
+use super::packs::{follow_plan, plan_table};
 use super::paint::{self, styled};
+use super::reports::trial_lines;
 use super::{Common, Failure, Session, Table, emit, exit, facts};
 
 #[derive(Args, Debug)]
@@ -178,109 +179,6 @@ fn trial_table(t: &RuleTrialOut) -> String {
     ]));
     out.push('\n');
     out.push_str(&trial_lines(t));
-    out
-}
-
-/// A trial's evidence and report for people; a promotion's plan shows it too.
-pub fn trial_lines(t: &TrialReport) -> String {
-    let mut out = String::new();
-    let d = &t.deliveries;
-    let _ = writeln!(
-        out,
-        "{} live deliveries seen, {} evaluated, {} not evaluated (shed under load)",
-        d.seen, d.evaluated, d.not_evaluated
-    );
-    let _ = writeln!(
-        out,
-        "{}",
-        if t.sufficient {
-            styled(
-                paint::HEADING,
-                "sufficient: enough deliveries, every predicted transition observed",
-            )
-        } else {
-            styled(
-                paint::CHANGED,
-                &format!(
-                    "INSUFFICIENT: {} (a promotion's confirm needs --allow-insufficient-trial)",
-                    t.insufficient
-                        .iter()
-                        .map(|i| match i {
-                            Insufficient::TooFewDeliveries { evaluated, minimum } => {
-                                format!("{evaluated} evaluated of the {minimum} needed")
-                            }
-                            Insufficient::PredictedNotObserved { from, to } => {
-                                format!("{from} -> {to} predicted, never observed")
-                            }
-                        })
-                        .collect::<Vec<_>>()
-                        .join("; ")
-                ),
-            )
-        }
-    );
-    out.push('\n');
-    let _ = writeln!(
-        out,
-        "{}",
-        styled(
-            paint::HEADING,
-            &format!(
-                "forecast (replay of {} deliveries) beside observed, per 100 deliveries",
-                t.forecast_deliveries
-            )
-        )
-    );
-    if t.evidence.is_empty() {
-        out.push_str(
-            "  no transition forecast or observed: the candidate decides as the live rules do\n",
-        );
-    } else {
-        let mut table = Table::new(&[
-            "from",
-            "to",
-            "forecast",
-            "observed",
-            "95% interval",
-            "flags",
-        ]);
-        for e in &t.evidence {
-            let mut flags = Vec::new();
-            if e.loses_work {
-                flags.push("LOST WORK");
-            }
-            if e.unforeseen {
-                flags.push("UNFORESEEN");
-            }
-            if e.outside {
-                flags.push("outside");
-            }
-            if e.unobserved {
-                flags.push("not observed");
-            }
-            let style = if e.loses_work {
-                Some(paint::LOST)
-            } else if e.unforeseen || e.outside {
-                Some(paint::CHANGED)
-            } else {
-                None
-            };
-            table.styled_row(
-                style,
-                [
-                    e.from.to_string(),
-                    e.to.to_string(),
-                    format!("{:.2} ({})", e.forecast_rate, e.forecast_count),
-                    format!("{:.2} ({})", e.observed_rate, e.observed_count),
-                    format!("{:.2}-{:.2}", e.interval[0], e.interval[1]),
-                    flags.join(", "),
-                ],
-            );
-        }
-        out.push_str(&table.render(2));
-    }
-    out.push('\n');
-    out.push_str(&report_lines_of(&t.report, Sample::Trial));
     out
 }
 

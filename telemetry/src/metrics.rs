@@ -51,10 +51,16 @@ pub struct Metrics {
     ingest_stored: Counter<u64>,
     router_ejections: Counter<u64>,
     retention_purged: Counter<u64>,
+    trial_deliveries: Counter<u64>,
+    /// The webhooks trial metrics name, at most [`TRIAL_WEBHOOKS`]; the rest are `other`.
+    trial_webhooks: Mutex<std::collections::HashSet<String>>,
     group_commit_writes: Histogram<u64>,
     observed: Arc<Mutex<HashMap<(&'static str, String), Readings>>>,
     _gauges: Vec<ObservableGauge<f64>>,
 }
+
+/// Webhooks a process names in trial metrics; more count as `other`.
+pub const TRIAL_WEBHOOKS: usize = 64;
 
 /// The process's instruments.
 pub fn metrics() -> &'static Metrics {
@@ -132,6 +138,11 @@ pub fn metrics() -> &'static Metrics {
                 .u64_counter("switchboard.routing.ejections")
                 .with_description("Routers ejected from the balancer for a while, late or failing")
                 .build(),
+            trial_deliveries: meter
+                .u64_counter("switchboard.trial.deliveries")
+                .with_description("Live deliveries a trial saw, by webhook (the first 64 a process meets; the rest as other) and outcome: agreed or disagreed (the candidate decided as the live rules did, or otherwise) or not_evaluated (shed under load)")
+                .build(),
+            trial_webhooks: Mutex::default(),
             retention_purged: meter
                 .u64_counter("switchboard.retention.purged")
                 .with_description("Rows purged by retention, by what (event, plan, redrive)")
@@ -227,6 +238,37 @@ impl Metrics {
         if n > 0 {
             self.retention_purged.add(n, &[KeyValue::new("what", what)]);
         }
+    }
+
+    /// `n` live deliveries of a trial on `webhook`: `agreed`, `disagreed` or `not_evaluated`.
+    /// Webhooks label the counter up to [`TRIAL_WEBHOOKS`] per process, so a tenant with many
+    /// trials cannot grow the series without bound.
+    pub fn trial_deliveries(&self, webhook: &str, outcome: &'static str, n: u64) {
+        if n == 0 {
+            return;
+        }
+        let named = {
+            let mut known = self
+                .trial_webhooks
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            if known.contains(webhook) {
+                true
+            } else if known.len() < TRIAL_WEBHOOKS {
+                known.insert(webhook.to_string());
+                true
+            } else {
+                false
+            }
+        };
+        let webhook = if named { webhook } else { "other" };
+        self.trial_deliveries.add(
+            n,
+            &[
+                KeyValue::new("webhook", webhook.to_string()),
+                KeyValue::new("outcome", outcome),
+            ],
+        );
     }
 
     /// A plan confirm: `applied`, or the refusal's code.

@@ -1287,6 +1287,7 @@ async fn explain_tells_why_a_delivery_went_where_it_did() {
             "current_digest": v3.digest,
             "current_decision": {"decision": "queue:triage", "queue": "triage", "rule_id": "prs"},
             "current_differs": true,
+            "trials": [],
         })
     );
 

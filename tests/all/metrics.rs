@@ -12,7 +12,7 @@ use crate::control_harness::{http_raw, post, signed};
 use crate::support::payload;
 
 /// One sample of the text format: its name, labels and value.
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 struct Sample {
     name: String,
     labels: BTreeMap<String, String>,
@@ -133,6 +133,23 @@ async fn metrics_are_scraped_and_the_backlog_gauges_move_with_the_work() {
         "the router's first child waits: {before:?}"
     );
 
+    // A trial of drop-ci-noise watches them (issue 45), routing nothing.
+    let plan = tool(
+        &lines.mcp_url,
+        &lines.token,
+        "install_rule_pack",
+        json!({"webhook_id": lines.webhook, "name": "drop-ci-noise"}),
+    )
+    .await;
+    let trial = tool(
+        &lines.mcp_url,
+        &lines.token,
+        "start_rule_trial",
+        json!({"webhook_id": lines.webhook, "plan_token": plan["plan_token"]}),
+    )
+    .await;
+    assert_eq!(trial["state"], "running", "{trial}");
+
     // Three deliveries; the dev webhook has no rules, so each becomes a todo in its first
     // granted queue.
     for (i, (file, event)) in [
@@ -193,6 +210,30 @@ async fn metrics_are_scraped_and_the_backlog_gauges_move_with_the_work() {
             &[("class", "live")]
         ) > 0.0,
         "the live work's sandbox CPU is counted"
+    );
+    // The trial saw all three: the CI delivery is the one its candidate decides otherwise.
+    let trial_total = |s: &[Sample], outcome| {
+        total(
+            s,
+            "switchboard_trial_deliveries_total",
+            &[("webhook", lines.webhook.as_str()), ("outcome", outcome)],
+        )
+    };
+    let mut seen = during.clone();
+    for _ in 0..100 {
+        if trial_total(&seen, "agreed") + trial_total(&seen, "disagreed") >= 3.0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+        seen = scrape(metrics).await;
+    }
+    assert_eq!(
+        (
+            trial_total(&seen, "agreed"),
+            trial_total(&seen, "disagreed")
+        ),
+        (2.0, 1.0),
+        "{seen:?}"
     );
 
     // The example dashboard charts only what the binary really exposes.

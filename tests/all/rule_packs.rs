@@ -1386,6 +1386,8 @@ const FLEET_GRANT: &[&str] = &[
 pub(crate) struct ControlProcess {
     child: std::process::Child,
     pub(crate) grpc: String,
+    /// Where ingest listens (`host:port`).
+    pub(crate) http: String,
     stderr: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
@@ -1436,11 +1438,17 @@ impl ControlProcess {
             }
         });
         let mut seen = Vec::new();
+        let mut http = String::new();
         let grpc = loop {
             match rx.recv_timeout(Duration::from_secs(60)) {
                 Ok(line) => match line.strip_prefix("control grpc listening on ") {
                     Some(addr) => break addr.trim().to_string(),
-                    None => seen.push(line),
+                    None => {
+                        if let Some(addr) = line.strip_prefix("ingest listening on http://") {
+                            http = addr.trim().to_string();
+                        }
+                        seen.push(line)
+                    }
                 },
                 Err(e) => panic!(
                     "control printed no grpc address ({e}); stdout {seen:?}; stderr {:?}",
@@ -1451,6 +1459,7 @@ impl ControlProcess {
         ControlProcess {
             child,
             grpc,
+            http,
             stderr,
         }
     }
@@ -1464,6 +1473,14 @@ impl ControlProcess {
             .filter_map(|l| serde_json::from_str::<Value>(l).ok())
             .filter(|l| l["level"] == level)
             .collect()
+    }
+}
+
+impl ControlProcess {
+    /// SIGKILL: the process ends where it is, nothing flushed.
+    pub(crate) fn kill_9(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
     }
 }
 

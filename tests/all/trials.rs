@@ -16,9 +16,9 @@ use switchboard_model::plan::Report;
 use switchboard_model::trial::{TrialReport, TrialState};
 use switchboard_proto::control::v1::rule_pack_event::Event;
 use switchboard_proto::control::v1::{
-    ConfirmRulePackPlanRequest, GetRuleTrialRequest, InstallRulePackRequest, ListRuleTrialsRequest,
-    PromoteRuleTrialRequest, StartRuleTrialRequest, StopRuleTrialRequest, TestReplay,
-    TestWebhookRulesRequest,
+    ConfirmRulePackPlanRequest, ExplainWebhookEventRequest, GetRuleTrialRequest,
+    InstallRulePackRequest, ListRuleTrialsRequest, PromoteRuleTrialRequest, StartRuleTrialRequest,
+    StopRuleTrialRequest, TestReplay, TestWebhookRulesRequest,
 };
 use tonic::Status;
 
@@ -33,6 +33,8 @@ on_every_backend! {
     a_trial_counts_what_its_candidate_decides_on_live_deliveries_and_writes_nothing,
     a_trial_of_a_plan_equals_its_replay_flags_the_unforeseen_and_promotes_exactly_its_candidate,
     a_short_trial_is_insufficient_a_moved_configuration_makes_its_promotion_stale_and_other_scopes_see_nothing,
+    a_candidate_over_its_budget_on_every_delivery_faults_in_the_trial_and_never_in_the_live_decision,
+    a_trial_survives_a_kill_9_of_control_and_of_a_router_and_never_invents_a_count,
 }
 
 async fn todos_everywhere(store: &Store, scope: &switchboard_control::OwnerScope) -> usize {
@@ -404,6 +406,30 @@ async fn a_trial_of_a_plan_equals_its_replay_flags_the_unforeseen_and_promotes_e
         .find(|t| t.to == Label::Drop && t.from == triage)
         .expect("CI deliveries dropped");
     assert!(!ci_dropped.example_event_ids.is_empty());
+    // explain shows what the trial decided for one of them, beside the recorded decision.
+    let explained = api
+        .webhooks()
+        .explain_webhook_event(ExplainWebhookEventRequest {
+            event_id: ci_dropped.example_event_ids[0].clone(),
+        })
+        .await
+        .expect("explained")
+        .into_inner();
+    assert_eq!(explained.trials.len(), 1, "{explained:?}");
+    let tried = &explained.trials[0];
+    assert_eq!(tried.trial_id, started.trial_id);
+    assert!(tried.differs);
+    assert_eq!(
+        tried.decision.as_ref().map(|d| d.decision.as_str()),
+        Some("drop")
+    );
+    assert_eq!(
+        explained
+            .recorded_decision
+            .as_ref()
+            .map(|d| d.decision.as_str()),
+        Some("queue:triage")
+    );
     // Only the live decisions made work.
     assert_eq!(
         todos_everywhere(&db.store, &scope).await - todos_before,
@@ -713,4 +739,248 @@ async fn plan_token(api: &Api, hook: &switchboard_control::store::Webhook) -> St
         .as_str()
         .expect("token")
         .to_string()
+}
+
+/// A trial whose candidate exceeds its budget on every delivery: every live delivery is
+/// still decided by the live rules, at once, and makes its todo; the trial counts faults (a
+/// few per batch: the router stops a trial call after three) and the rest as not evaluated,
+/// never as a decision.
+async fn a_candidate_over_its_budget_on_every_delivery_faults_in_the_trial_and_never_in_the_live_decision(
+    db: TestDb,
+) {
+    let router = router();
+    let control = Control::start(&db.store, &[&router.addr], ControlSetup::default()).await;
+    let scope = human(&db.store, "alice").await;
+    let hook = webhook(
+        &db.store,
+        &scope,
+        SourceType::Github,
+        Some(routing_config()),
+    )
+    .await;
+    // The payload copied 8^7 times over, as JSON: far past a 50 ms budget on any delivery.
+    let spin = r#"((. as $p | [$p,$p,$p,$p,$p,$p,$p,$p] | [.,.,.,.,.,.,.,.] | [.,.,.,.,.,.,.,.] | [.,.,.,.,.,.,.,.] | [.,.,.,.,.,.,.,.] | [.,.,.,.,.,.,.,.] | [.,.,.,.,.,.,.,.] | tojson | length) > 0)"#;
+    let candidate = crate::support::typed(json!({"rules": [
+        {"id": "spin", "when": spin, "action": {"drop": true}}
+    ], "params": {}}));
+    let trial = db
+        .store
+        .start_trial(
+            NewTrial {
+                webhook_id: hook.id.clone(),
+                owner_scope: scope.clone(),
+                plan_id: "pl_test".into(),
+                candidate,
+                base_config_digest: hook.config_digest.clone(),
+                forecast: Forecast::default(),
+                limits: TrialLimits::default(),
+                started_by: "alice".into(),
+                plan: Default::default(),
+            },
+            1,
+        )
+        .await
+        .expect("a trial starts");
+    let github: Vec<_> = payloads()
+        .into_iter()
+        .filter(|p| p.forge == "github")
+        .take(20)
+        .collect();
+    for (n, p) in github.iter().enumerate() {
+        let headers = signed(
+            "github",
+            &p.event,
+            &format!("spin-{n}"),
+            &hook.secret,
+            &p.body,
+        );
+        let answer = control.deliver(&hook.id, &headers, &p.body).await;
+        assert_eq!(answer.status, 202, "{}: {answer:?}", p.file);
+        let decided = answer.json()["decision"].as_str().map(str::to_string);
+        let want = match p.event.as_str() {
+            "pull_request" => "queue:review",
+            "ping" => "drop",
+            _ => "default",
+        };
+        assert_eq!(decided.as_deref(), Some(want), "{}", p.file);
+    }
+    let total = github.len() as u64;
+    eventually(
+        Duration::from_secs(60),
+        "the trial saw every delivery",
+        || async {
+            db.store
+                .get_trial(&scope, &trial.id)
+                .await
+                .is_ok_and(|t| t.observed.seen == total)
+        },
+    )
+    .await;
+    let read = db.store.get_trial(&scope, &trial.id).await.expect("trial");
+    let faults = read.observed.rules.get("spin").map_or(0, |t| t.faults);
+    assert!(faults > 0, "{:?}", read.observed);
+    assert_eq!(read.observed.rules["spin"].first_matches, 0);
+    assert_eq!(
+        faults + read.observed.not_evaluated(),
+        total,
+        "every delivery a fault or not evaluated: {:?}",
+        read.observed
+    );
+    assert!(
+        read.observed
+            .totals()
+            .after
+            .keys()
+            .all(|l| *l == Label::Fault),
+        "the candidate decided nothing but faults: {:?}",
+        read.observed
+    );
+    control.stop().await;
+}
+
+/// What a trial counted adds up: every evaluated delivery is in exactly one pair, and no
+/// more were evaluated than seen.
+fn adds_up(t: &switchboard_control::store::Trial) {
+    let pairs: u64 =
+        t.observed.transitions.values().sum::<u64>() + t.observed.unchanged.values().sum::<u64>();
+    assert_eq!(pairs, t.observed.evaluated, "{:?}", t.observed);
+    assert!(t.observed.evaluated <= t.observed.seen, "{:?}", t.observed);
+}
+
+/// Issue 45: a trial survives a kill -9 of control and of a router. Control killed with
+/// deliveries in flight loses the evaluations it had not written, never more: what the trial
+/// counted is exact (every evaluated delivery in one pair, nothing counted twice or
+/// invented), and a new control goes on counting it. A router killed mid-trial: the trial's
+/// calls it dropped are counted as not evaluated; every delivery is seen.
+async fn a_trial_survives_a_kill_9_of_control_and_of_a_router_and_never_invents_a_count(
+    db: TestDb,
+) {
+    use crate::rule_packs::ControlProcess;
+    let routers = [router(), router()];
+    let both = format!("{},{}", routers[0].addr, routers[1].addr);
+    let scope = human(&db.store, "alice").await;
+    let hook = webhook(
+        &db.store,
+        &scope,
+        SourceType::Github,
+        Some(routing_config()),
+    )
+    .await;
+    let candidate = crate::support::typed(json!({"rules": [
+        {"id": "prs", "when": ".event == \"pull_request\"", "action": {"drop": true}}
+    ], "params": {}}));
+    let trial = db
+        .store
+        .start_trial(
+            NewTrial {
+                webhook_id: hook.id.clone(),
+                owner_scope: scope.clone(),
+                plan_id: "pl_test".into(),
+                candidate,
+                base_config_digest: hook.config_digest.clone(),
+                forecast: Forecast::default(),
+                limits: TrialLimits::default(),
+                started_by: "alice".into(),
+                plan: Default::default(),
+            },
+            1,
+        )
+        .await
+        .expect("a trial starts");
+    let github: Vec<_> = payloads()
+        .into_iter()
+        .filter(|p| p.forge == "github")
+        .collect();
+    let env = [("SWITCHBOARD_INGEST_PER_WEBHOOK_PER_MINUTE", "100000")];
+    let post_all = |http: String, tag: &'static str, n: usize| {
+        let github = github.clone();
+        let hook = hook.clone();
+        async move {
+            let addr: std::net::SocketAddr = http.parse().expect("ingest address");
+            let mut answered = 0;
+            for i in 0..n {
+                let p = &github[i % github.len()];
+                let headers = signed(
+                    "github",
+                    &p.event,
+                    &format!("{tag}-{i}"),
+                    &hook.secret,
+                    &p.body,
+                );
+                let answer = crate::control_harness::post(
+                    addr,
+                    &format!("/hooks/{}", hook.id),
+                    &headers,
+                    &p.body,
+                )
+                .await;
+                assert_eq!(answer.status, 202, "{answer:?}");
+                answered += 1;
+            }
+            answered
+        }
+    };
+
+    // Control is killed right after its last answer, evaluations still queued.
+    let mut first = ControlProcess::spawn(&db.url, &both, &env);
+    let sent = post_all(first.http.clone(), "before", 300).await as u64;
+    first.kill_9();
+    let after_kill = db.store.get_trial(&scope, &trial.id).await.expect("trial");
+    adds_up(&after_kill);
+    assert!(
+        after_kill.observed.seen <= sent,
+        "{:?}",
+        after_kill.observed
+    );
+    assert!(after_kill.running());
+
+    // A new control goes on counting the same trial, exactly.
+    let second = ControlProcess::spawn(&db.url, &both, &env);
+    let more = post_all(second.http.clone(), "after", 100).await as u64;
+    let base = after_kill.observed.seen;
+    eventually(
+        Duration::from_secs(30),
+        "the new control counted its deliveries",
+        || async {
+            db.store
+                .get_trial(&scope, &trial.id)
+                .await
+                .is_ok_and(|t| t.observed.seen == base + more)
+        },
+    )
+    .await;
+    let counted = db.store.get_trial(&scope, &trial.id).await.expect("trial");
+    adds_up(&counted);
+    assert_eq!(
+        counted.observed.evaluated - after_kill.observed.evaluated,
+        more,
+        "none shed"
+    );
+
+    // One router is killed mid-trial: every delivery is still seen; what a dead router
+    // dropped is not evaluated, never a decision.
+    let mut doomed = routers;
+    let survivor_base = counted.observed.seen;
+    let killer = {
+        let pid = doomed[0].child.id();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            let _ = std::process::Command::new("kill")
+                .args(["-9", &pid.to_string()])
+                .status();
+        })
+    };
+    let last = post_all(second.http.clone(), "routerless", 200).await as u64;
+    killer.await.expect("killed");
+    let _ = doomed[0].child.wait();
+    eventually(Duration::from_secs(30), "every delivery seen", || async {
+        db.store
+            .get_trial(&scope, &trial.id)
+            .await
+            .is_ok_and(|t| t.observed.seen == survivor_base + last)
+    })
+    .await;
+    let ended = db.store.get_trial(&scope, &trial.id).await.expect("trial");
+    adds_up(&ended);
+    drop(second);
 }

@@ -5,8 +5,9 @@
 //! itself, so a router evaluates, over the one stored delivery: each rule of the recorded
 //! version alone (a one-rule configuration without default action: matched, not matched or
 //! fault), the recorded version whole (does it still decide the same?) and the current
-//! configuration whole. A router takes at most two configurations per call, so these go in
-//! pairs, a few calls at a time. Nothing is written.
+//! configuration whole, and the candidate of each trial that ran beside the deciding
+//! configuration when the delivery arrived (issue 45). A router takes at most two
+//! configurations per call, so these go in pairs, a few calls at a time. Nothing is written.
 
 use futures::{StreamExt, TryStreamExt};
 use serde_json::Map;
@@ -66,6 +67,22 @@ pub async fn explain(
         configurations.push(RouterConfiguration::from(c));
     }
     configurations.push(RouterConfiguration::from(&webhook.configuration));
+    // Trials that ran beside the configuration that decided it when it arrived.
+    let trials: Vec<_> = store
+        .list_trials(caller.scope(), &webhook.id)
+        .await?
+        .into_iter()
+        .filter(|t| {
+            t.started_at <= event.received_at
+                && t.ended_at.is_none_or(|end| end >= event.received_at)
+                && decided_by
+                    .as_ref()
+                    .is_none_or(|d| d.digest == t.base_config_digest)
+        })
+        .collect();
+    for t in &trials {
+        configurations.push(RouterConfiguration::from(&t.candidate));
+    }
     let mut decisions = evaluate(
         state,
         &webhook,
@@ -92,6 +109,20 @@ pub async fn explain(
         .map(|d| typed(&d))
         .ok_or_else(|| ApiError::internal("a router answered an explanation short"))?;
     let label = |d: &Option<pb::Decision>| d.as_ref().map(|d| d.decision.clone());
+    let trials = trials
+        .iter()
+        .zip(decisions.by_ref())
+        .map(|(t, d)| {
+            let d = typed(&d);
+            pb::ExplainedTrial {
+                trial_id: t.id.clone(),
+                plan_id: t.plan_id.clone(),
+                differs: Some(d.decision.as_str())
+                    != recorded_decision.as_ref().map(|r| r.decision.as_str()),
+                decision: Some(d),
+            }
+        })
+        .collect();
     Ok(pb::ExplainWebhookEventResponse {
         event_id: event.id.clone(),
         webhook_id: event.webhook_id.clone(),
@@ -109,6 +140,7 @@ pub async fn explain(
             != recorded_decision.as_ref().map(|d| d.decision.as_str()),
         current_decision: Some(current),
         recorded_decision,
+        trials,
     })
 }
 

@@ -13,11 +13,19 @@ use super::auth::authorize;
 use super::rule_packs::{caller, stream, window};
 use crate::rule_packs::RulePacks;
 use crate::state::ControlState;
-use crate::trials::{self, StartArgs};
+use crate::trials::{self, Asker, StartArgs};
 
 pub struct RuleTrialsApi {
     state: ControlState,
     packs: RulePacks,
+}
+
+/// The caller as the trial verbs take it.
+fn asker(c: &super::auth::Caller) -> Asker {
+    Asker {
+        scope: c.endpoint.owner_scope.clone(),
+        who: c.endpoint.id.clone(),
+    }
 }
 
 impl RuleTrialsApi {
@@ -37,7 +45,7 @@ impl RuleTrialsService for RuleTrialsApi {
             let r = request.into_inner();
             let report = trials::start(
                 &self.state,
-                &caller(&c),
+                &asker(&c),
                 StartArgs {
                     webhook_id: r.webhook_id,
                     plan_token: r.plan_token,
@@ -57,8 +65,7 @@ impl RuleTrialsService for RuleTrialsApi {
     ) -> Result<Response<RuleTrial>, Status> {
         super::respond(async {
             let c = authorize(&self.state, request.metadata(), "stop_rule_trial").await?;
-            let report =
-                trials::stop(&self.state, &caller(&c), &request.get_ref().trial_id).await?;
+            let report = trials::stop(&self.state, &asker(&c), &request.get_ref().trial_id).await?;
             Ok(RuleTrial::from(&report))
         })
         .await
@@ -70,7 +77,7 @@ impl RuleTrialsService for RuleTrialsApi {
     ) -> Result<Response<RuleTrial>, Status> {
         super::respond(async {
             let c = authorize(&self.state, request.metadata(), "get_rule_trial").await?;
-            let report = trials::get(&self.state, &caller(&c), &request.get_ref().trial_id).await?;
+            let report = trials::get(&self.state, &asker(&c), &request.get_ref().trial_id).await?;
             Ok(RuleTrial::from(&report))
         })
         .await
@@ -83,7 +90,7 @@ impl RuleTrialsService for RuleTrialsApi {
         super::respond(async {
             let c = authorize(&self.state, request.metadata(), "list_rule_trials").await?;
             let reports =
-                trials::list(&self.state, &caller(&c), &request.get_ref().webhook_id).await?;
+                trials::list(&self.state, &asker(&c), &request.get_ref().webhook_id).await?;
             Ok(ListRuleTrialsResponse {
                 trials: reports.iter().map(RuleTrial::from).collect(),
             })

@@ -52,6 +52,10 @@ impl Default for TrialOptions {
     }
 }
 
+/// Units of one trial call that may exceed their budget or crash their child before the
+/// router stops the call (as a replay's).
+const MAX_CHILD_FAULTS: u32 = 3;
+
 /// How often trials past their `max_duration` are ended, deliveries or not.
 const SWEEP: Duration = Duration::from_secs(15);
 
@@ -279,7 +283,9 @@ async fn evaluate(store: &Store, routers: &Routers, options: &TrialOptions, grou
         budget_ms: options.budget_ms,
         work_class: WorkClass::Replay as i32,
         tenant: trial.owner_scope.to_string(),
-        ..Default::default()
+        // A candidate over its budget on every delivery costs a few budgets per batch, not
+        // one per delivery: the rest of the batch is answered not evaluated.
+        max_child_faults: MAX_CHILD_FAULTS,
     };
     let answered = match routers.evaluate(request).await {
         Ok(results) => results,
@@ -316,6 +322,18 @@ async fn finish(store: &Store, trial: &Trial, batch: &TrialBatch) {
             return;
         }
     };
+    // Counted as the store counted them: a batch an ended trial refused is in neither.
+    let observed = &batch.observed;
+    let disagreed: u64 = observed.transitions.values().sum();
+    let metrics = switchboard_telemetry::metrics();
+    let webhook = trial.webhook_id.as_str();
+    metrics.trial_deliveries(
+        webhook,
+        "agreed",
+        observed.evaluated.saturating_sub(disagreed),
+    );
+    metrics.trial_deliveries(webhook, "disagreed", disagreed);
+    metrics.trial_deliveries(webhook, "not_evaluated", observed.not_evaluated());
     if let Some(why) = trial.limits.ended(
         trial.started_at,
         store.clock().now_ms(),

@@ -5,7 +5,7 @@
 //! (the model's [`TrialReport`]) from the store's tallies. Promotion is a plan, so it lives
 //! with the plans (`rule_packs::promote`).
 
-mod live;
+pub mod live;
 
 pub use live::{TrialOptions, Trials};
 
@@ -15,10 +15,18 @@ use switchboard_model::trial::{
 };
 
 use crate::error::{Error, PLAN_STALE, Result};
-use crate::rule_packs::Caller;
+use crate::scope::OwnerScope;
 use crate::secrets::sha256_hex;
 use crate::state::ControlState;
 use crate::store::{NewTrial, Trial};
+
+/// Who asks: the owner scope they act in, and who they are (an endpoint id, or a person's
+/// login), recorded as the trial's `started_by`.
+#[derive(Clone, Debug)]
+pub struct Asker {
+    pub scope: OwnerScope,
+    pub who: String,
+}
 
 /// `start_rule_trial`'s arguments.
 #[derive(Clone, Debug, Default)]
@@ -75,7 +83,7 @@ pub fn report(state: &ControlState, trial: &Trial) -> TrialReport {
 /// `start_rule_trial`: a trial of the candidate of the plan `plan_token` names, which must be
 /// a plan of this webhook that could still be confirmed (planned, or awaiting a person). The
 /// plan is not consumed. Another scope's token is `not_found`, like an unknown one.
-pub async fn start(state: &ControlState, caller: &Caller, args: StartArgs) -> Result<TrialReport> {
+pub async fn start(state: &ControlState, caller: &Asker, args: StartArgs) -> Result<TrialReport> {
     let token = args.plan_token.trim();
     if token.is_empty() {
         return Err(Error::invalid("plan_token", "required"));
@@ -122,7 +130,7 @@ pub async fn start(state: &ControlState, caller: &Caller, args: StartArgs) -> Re
                     max_deliveries: args.max_deliveries,
                     max_duration_ms,
                 },
-                started_by: caller.endpoint_id.clone(),
+                started_by: caller.who.clone(),
                 plan: plan.plan.clone(),
             },
             state.trials.options().max_per_webhook,
@@ -133,7 +141,7 @@ pub async fn start(state: &ControlState, caller: &Caller, args: StartArgs) -> Re
 }
 
 /// `stop_rule_trial`: ends a running trial; one that has ended answers as it is.
-pub async fn stop(state: &ControlState, caller: &Caller, trial_id: &str) -> Result<TrialReport> {
+pub async fn stop(state: &ControlState, caller: &Asker, trial_id: &str) -> Result<TrialReport> {
     let trial = state
         .store
         .end_trial(&caller.scope, trial_id.trim(), TrialEnd::Stopped)
@@ -143,7 +151,7 @@ pub async fn stop(state: &ControlState, caller: &Caller, trial_id: &str) -> Resu
 }
 
 /// `get_rule_trial`.
-pub async fn get(state: &ControlState, caller: &Caller, trial_id: &str) -> Result<TrialReport> {
+pub async fn get(state: &ControlState, caller: &Asker, trial_id: &str) -> Result<TrialReport> {
     let trial = state
         .store
         .get_trial(&caller.scope, trial_id.trim())
@@ -154,7 +162,7 @@ pub async fn get(state: &ControlState, caller: &Caller, trial_id: &str) -> Resul
 /// `list_rule_trials`: the webhook's trials, newest first, each with its report.
 pub async fn list(
     state: &ControlState,
-    caller: &Caller,
+    caller: &Asker,
     webhook_id: &str,
 ) -> Result<Vec<TrialReport>> {
     let listed = state.store.list_trials(&caller.scope, webhook_id).await?;

@@ -417,6 +417,16 @@ impl Webhooks for FakeControl {
             current_digest: "d2".into(),
             current_decision: Some(queue("forge", "r-9")),
             current_differs: true,
+            trials: vec![pb::ExplainedTrial {
+                trial_id: "tr_1".into(),
+                plan_id: "pl_1".into(),
+                decision: Some(pb::Decision {
+                    decision: "drop".into(),
+                    rule_id: Some("drop-ci-noise--ci-noise".into()),
+                    ..Default::default()
+                }),
+                differs: true,
+            }],
         }))
     }
 }

@@ -4,7 +4,7 @@
 //! proto's `convert::plan`, so agents and services read one definition. Plans are made (the
 //! replay aggregated, candidates merged) in the `packs` crate.
 
-mod report;
+pub mod report;
 mod state;
 
 pub use report::*;

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 
 use crate::Label;
-use crate::plan::{Report, Routed};
+use crate::plan::report::{Report, Routed, Totals};
 
 /// The trial deliveries below which a trial says too little (issue 45's default).
 pub const DEFAULT_MIN_DELIVERIES: u64 = 200;
@@ -109,8 +109,8 @@ impl Observed {
     }
 
     /// Evaluated deliveries per label, under the live rules (`before`) and the candidate.
-    pub fn totals(&self) -> crate::plan::Totals {
-        let mut totals = crate::plan::Totals::default();
+    pub fn totals(&self) -> Totals {
+        let mut totals = Totals::default();
         for (label, n) in &self.unchanged {
             *totals.before.entry(label.clone()).or_default() += n;
             *totals.after.entry(label.clone()).or_default() += n;

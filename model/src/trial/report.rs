@@ -12,7 +12,7 @@ use super::{
     Forecast, Insufficient, Move, Observed, TransitionEvidence, TrialEnd, TrialLimits, compare,
     insufficient,
 };
-use crate::plan::{Report, RuleReport, TodosPerDay, Transition};
+use crate::plan::report::{Report, RuleReport, TodosPerDay, Transition};
 use crate::{Label, rfc3339_millis, write_canonical};
 
 /// What a trial report is made from: the trial as stored, with its tallies.
@@ -224,7 +224,7 @@ fn digest(facts: &TrialFacts<'_>, report: &Report) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::Routed;
+    use crate::plan::report::Routed;
 
     fn routed(label: Label<'static>, rule: Option<&str>) -> Routed {
         Routed {

@@ -7,7 +7,7 @@ use switchboard_model::plan::{Replayed, Report, Routed, RuleFaults};
 use switchboard_model::{Label, fault};
 use switchboard_proto::router::v1::Decision;
 
-use super::report::{aggregate, rule_faults};
+use super::aggregate::{aggregate, rule_faults};
 
 /// Example event ids a stop note names per rule (the refusal and the report name more).
 const NOTE_EXAMPLES: usize = 5;

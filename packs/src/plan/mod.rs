@@ -2,11 +2,11 @@
 //! and the kind of an install. The plan's types are the model's
 //! ([`switchboard_model::plan`]), re-exported here for control.
 
+mod aggregate;
 mod evidence;
-mod report;
 
+pub use aggregate::*;
 pub use evidence::{Delivered, Evidence, Unpaired, routed};
-pub use report::*;
 pub use switchboard_model::plan::*;
 
 /// Installing `to` over the version installed now (`installed`, if any), by semver; an
