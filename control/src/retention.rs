@@ -1,6 +1,6 @@
 //! The retention task: every `interval`, purges what [`Retention`](crate::store::Retention)
 //! bounds (events past their age or their webhook's count, plans and unconfirmed redrive plans
-//! past their expiry) in small batches with a pause between them, so a first purge of a big
+//! past their expiry, trials ended before the age bound) in small batches with a pause between them, so a first purge of a big
 //! backlog never holds the store's writers away from live ingest for long. Counts go to the
 //! `switchboard.retention.purged` metric. Safe on every replica at once: each batch is one
 //! `DELETE` of rows chosen by the statement itself.
@@ -40,6 +40,8 @@ pub struct Purged {
     pub plans: u64,
     /// Redrive plans never confirmed, past their expiry and the grace.
     pub redrives: u64,
+    /// Trials that ended before the age bound, with their tallies.
+    pub trials: u64,
 }
 
 /// A plan (a rule pack's or a redrive's) is kept this long past its expiry, so a late confirm
@@ -64,7 +66,7 @@ where
 }
 
 /// One pass: events past the age bound, then past each webhook's count, then plans, then
-/// redrive plans never confirmed.
+/// redrive plans never confirmed, then trials that ended before the age bound.
 pub async fn purge_once(state: &ControlState, options: &RetentionOptions) -> crate::Result<Purged> {
     let store = &state.store;
     let retention = state.limits.retention;
@@ -100,14 +102,24 @@ pub async fn purge_once(state: &ControlState, options: &RetentionOptions) -> cra
     })
     .await?;
     metrics.retention_purged("redrive", redrives);
+    let trials = in_batches(options, || store.purge_trials_ended_before(before, batch)).await?;
+    metrics.retention_purged("trial", trials);
     let purged = Purged {
         by_age,
         by_count,
         plans,
         redrives,
+        trials,
     };
     if purged != Purged::default() {
-        tracing::info!(by_age, by_count, plans, redrives, "retention purged");
+        tracing::info!(
+            by_age,
+            by_count,
+            plans,
+            redrives,
+            trials,
+            "retention purged"
+        );
     }
     Ok(purged)
 }

@@ -365,6 +365,23 @@ impl Store {
             .collect()
     }
 
+    /// Deletes up to `batch` trials that ended before `before` (ms), with their tallies (the
+    /// foreign keys cascade); returns how many. Retention bounds what trials keep as it bounds
+    /// the deliveries they watched.
+    pub async fn purge_trials_ended_before(&self, before: i64, batch: u32) -> Result<u64> {
+        let _turn = self.write_turn().await?;
+        let done = sqlx::query(
+            "DELETE FROM trials WHERE id IN \
+             (SELECT id FROM trials WHERE ended_at IS NOT NULL AND ended_at < $1 \
+              ORDER BY ended_at, id LIMIT $2)",
+        )
+        .bind(before)
+        .bind(i64::from(batch.max(1)))
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected())
+    }
+
     /// Adds a batch of a running trial's deliveries to its counts, in one transaction: the
     /// counts stay exact or the batch is not counted at all. The deliveries the trial has
     /// seen now; `None` for a trial that has ended, which takes nothing more.

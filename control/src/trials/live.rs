@@ -271,42 +271,69 @@ async fn evaluate(store: &Store, routers: &Routers, options: &TrialOptions, grou
     };
     let running = head.trial.clone();
     let trial = &running.trial;
-    // The saved configuration moved: the candidate no longer runs beside the live rules.
-    if head.saved_digest != trial.base_config_digest {
-        end(store, trial, TrialEnd::Stale).await;
-        return;
-    }
-    let request = EvaluateRequest {
-        context: Some(head.context.clone()),
-        configurations: vec![running.candidate.clone()],
-        deliveries: group.iter().map(|o| o.delivery.clone()).collect(),
-        budget_ms: options.budget_ms,
-        work_class: WorkClass::Replay as i32,
-        tenant: trial.owner_scope.to_string(),
-        // A candidate over its budget on every delivery costs a few budgets per batch, not
-        // one per delivery: the rest of the batch is answered not evaluated.
-        max_child_faults: MAX_CHILD_FAULTS,
-    };
-    let answered = match routers.evaluate(request).await {
-        Ok(results) => results,
-        Err(e) => {
-            tracing::warn!(trial = %trial.id, error = %e.log_text(), "trial deliveries not evaluated");
-            Vec::new()
-        }
-    };
+    // Deliveries decided under another configuration than the trial's base say nothing
+    // about it: the candidate runs beside the base alone.
+    let (beside, elsewhere): (Vec<Offer>, Vec<Offer>) = group
+        .into_iter()
+        .partition(|o| o.saved_digest == trial.base_config_digest);
     let mut batch = TrialBatch::default();
-    for offer in &group {
-        let after = answered
-            .iter()
-            .find(|r| r.event_id == offer.delivery.event_id)
-            .and_then(|r| r.decisions.first())
-            // A unit the router left unevaluated (its call stopped after its faults) says
-            // nothing about the delivery: not evaluated, not a fault.
-            .filter(|d| d.fault_code != switchboard_model::fault::NOT_EVALUATED)
-            .map(switchboard_packs::plan::routed);
-        batch.record(&offer.delivery.event_id, &offer.live, after.as_ref());
+    if let Some(first) = beside.first() {
+        let request = EvaluateRequest {
+            context: Some(first.context.clone()),
+            configurations: vec![running.candidate.clone()],
+            deliveries: beside.iter().map(|o| o.delivery.clone()).collect(),
+            budget_ms: options.budget_ms,
+            work_class: WorkClass::Replay as i32,
+            tenant: trial.owner_scope.to_string(),
+            // A candidate over its budget on every delivery costs a few budgets per batch,
+            // not one per delivery: the rest of the batch is answered not evaluated.
+            max_child_faults: MAX_CHILD_FAULTS,
+        };
+        let answered = match routers.evaluate(request).await {
+            Ok(results) => results,
+            Err(e) => {
+                tracing::warn!(trial = %trial.id, error = %e.log_text(), "trial deliveries not evaluated");
+                Vec::new()
+            }
+        };
+        for offer in &beside {
+            let after = answered
+                .iter()
+                .find(|r| r.event_id == offer.delivery.event_id)
+                .and_then(|r| r.decisions.first())
+                // A unit the router left unevaluated (its call stopped after its faults) says
+                // nothing about the delivery: not evaluated, not a fault.
+                .filter(|d| d.fault_code != switchboard_model::fault::NOT_EVALUATED)
+                .map(switchboard_packs::plan::routed);
+            batch.record(&offer.delivery.event_id, &offer.live, after.as_ref());
+        }
     }
-    finish(store, trial, &batch).await;
+    // Decided elsewhere: if the saved configuration moved, the trial is stale (what it
+    // counted beside its base still stands); if not (this replica decided with a copy read
+    // before the trial started), they were seen and not evaluated.
+    let mut stale = false;
+    if !elsewhere.is_empty() {
+        match store
+            .get_webhook(&trial.owner_scope, &trial.webhook_id)
+            .await
+        {
+            Ok(saved) if saved.config_digest == trial.base_config_digest => {
+                for offer in &elsewhere {
+                    batch.record(&offer.delivery.event_id, &offer.live, None);
+                }
+            }
+            Ok(_) => stale = true,
+            Err(e) => {
+                tracing::warn!(trial = %trial.id, error = %e.log_text(), "trial's webhook not read");
+            }
+        }
+    }
+    if batch.observed.seen > 0 {
+        finish(store, trial, &batch).await;
+    }
+    if stale {
+        end(store, trial, TrialEnd::Stale).await;
+    }
 }
 
 /// Counts a batch and ends the trial if that was its last (its limits; a moved saved

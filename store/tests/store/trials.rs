@@ -235,6 +235,42 @@ pub async fn an_overdue_trial_ends_without_a_delivery(db: TestDb) {
     assert_eq!(ended.end, Some(TrialEnd::MaxDuration));
     assert!(db.get_trial(&alice, &long.id).await.unwrap().running());
     assert!(db.end_overdue_trials().await.unwrap().is_empty());
+
+    // Retention: an ended trial goes with its tallies once it ended before the bound; a
+    // running one stays, whatever its age.
+    let mut batch = TrialBatch::default();
+    batch.record("ev_1", &q("forge"), Some(&to(Label::Drop, Some("r"))));
+    db.record_trial(&long.id, &batch).await.unwrap();
+    db.end_trial(&alice, &long.id, TrialEnd::Stopped)
+        .await
+        .unwrap();
+    let running = db.start_trial(new_trial(&alice, &wh), 1).await.unwrap();
+    let ended_at = db
+        .get_trial(&alice, &long.id)
+        .await
+        .unwrap()
+        .ended_at
+        .unwrap();
+    assert_eq!(
+        db.purge_trials_ended_before(ended_at, 10).await.unwrap(),
+        1,
+        "the older one"
+    );
+    assert_eq!(
+        db.purge_trials_ended_before(ended_at + 1, 10)
+            .await
+            .unwrap(),
+        1
+    );
+    not_found(db.get_trial(&alice, &long.id).await, "trial");
+    assert!(db.get_trial(&alice, &running.id).await.unwrap().running());
+    let left: i64 =
+        sqlx::query_scalar("SELECT COUNT(*) FROM trial_transitions WHERE trial_id = $1")
+            .bind(long.id.as_str())
+            .fetch_one(db.pool())
+            .await
+            .unwrap();
+    assert_eq!(left, 0, "its tallies went with it");
 }
 
 /// A database of the previous landing (migration 0015) with a trial that counted deliveries
