@@ -20,6 +20,7 @@ use switchboard_model::{Disposition, Label, RecordedDecision, RecordedFault};
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::control::v1::identity_client::IdentityClient;
 use switchboard_proto::control::v1::rule_packs_client::RulePacksClient;
+use switchboard_proto::control::v1::rule_trials_client::RuleTrialsClient;
 use switchboard_proto::control::v1::todos_client::TodosClient;
 use switchboard_proto::control::v1::webhook_rules_client::WebhookRulesClient;
 use switchboard_proto::control::v1::webhooks_client::WebhooksClient;
@@ -90,6 +91,7 @@ pub struct Clients {
     pub todos: TodosClient<Svc>,
     pub identity: IdentityClient<Svc>,
     pub packs: RulePacksClient<Svc>,
+    pub trials: RuleTrialsClient<Svc>,
 }
 
 impl Api {
@@ -100,7 +102,8 @@ impl Api {
             rules: WebhookRulesClient::with_interceptor(self.channel.clone(), auth.clone()),
             todos: TodosClient::with_interceptor(self.channel.clone(), auth.clone()),
             identity: IdentityClient::with_interceptor(self.channel.clone(), auth.clone()),
-            packs: RulePacksClient::with_interceptor(self.channel.clone(), auth),
+            packs: RulePacksClient::with_interceptor(self.channel.clone(), auth.clone()),
+            trials: RuleTrialsClient::with_interceptor(self.channel.clone(), auth),
         }
     }
 
@@ -229,7 +232,13 @@ api_suite! {
 // ---------------------------------------------------------------------------------------
 
 const GRANT: [&str; 3] = ["forge", "review", "triage"];
-const EVERY_FAMILY: [&str; 4] = ["webhooks", "webhook-rules", "rule-pack-confirm", "todos"];
+const EVERY_FAMILY: [&str; 5] = [
+    "webhooks",
+    "webhook-rules",
+    "rule-pack-confirm",
+    "rule-trials",
+    "todos",
+];
 
 async fn human(store: &Store, login: &str) -> OwnerScope {
     store.create_human(login, None).await.expect("human");
@@ -3569,6 +3578,7 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
         webhook: String,
         event: String,
         todo: String,
+        trial: String,
     }
     let fresh = |scope: OwnerScope| {
         let rules = rules.clone();
@@ -3578,32 +3588,59 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
             seed_configuration(&api.store, &w, rules, None).await;
             let event = github_event(api, &w, "pull_request.opened.json", 1).await;
             let todo = todo_for(api, &event, "forge").await;
+            let trial = api
+                .store
+                .start_trial(
+                    switchboard_control::store::NewTrial {
+                        webhook_id: w.id.clone(),
+                        owner_scope: scope.clone(),
+                        plan_id: "pl_matrix".into(),
+                        candidate: w.configuration.clone(),
+                        base_config_digest: w.config_digest.clone(),
+                        forecast: Default::default(),
+                        limits: Default::default(),
+                        started_by: "matrix".into(),
+                        plan: Default::default(),
+                    },
+                    1,
+                )
+                .await
+                .expect("a trial");
             Own {
                 webhook: w.id,
                 event: event.id,
                 todo: todo.id,
+                trial: trial.id,
             }
         }
     };
     let classes = ["ops'", "the other team's", "unknown", "malformed"];
-    // The id of `class` for a call: (webhook, event, todo).
-    let ids = |class: &str, own: &Own, theirs: &Own| -> (String, String, String) {
+    // The id of `class` for a call: (webhook, event, todo, trial).
+    let ids = |class: &str, own: &Own, theirs: &Own| -> (String, String, String, String) {
         match class {
-            "ops'" => (own.webhook.clone(), own.event.clone(), own.todo.clone()),
+            "ops'" => (
+                own.webhook.clone(),
+                own.event.clone(),
+                own.todo.clone(),
+                own.trial.clone(),
+            ),
             "the other team's" => (
                 theirs.webhook.clone(),
                 theirs.event.clone(),
                 theirs.todo.clone(),
+                theirs.trial.clone(),
             ),
             "unknown" => (
                 format!("wh_{}", "0".repeat(32)),
                 format!("ev_{}", "0".repeat(32)),
                 format!("td_{}", "0".repeat(32)),
+                format!("tr_{}", "0".repeat(32)),
             ),
             _ => (
                 "wh_'; DROP TABLE webhooks; --".into(),
                 "../ev".into(),
                 "td_\u{0}".into(),
+                "tr_'; --".into(),
             ),
         }
     };
@@ -3627,6 +3664,9 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
         "install_rule_pack",
         "remove_rule_pack",
         "redrive_webhook_events",
+        "list_rule_trials",
+        "get_rule_trial",
+        "stop_rule_trial",
     ];
     let verbs_without = ["who_am_i", "list_webhooks", "create_webhook", "list_todos"];
     // The verbs whose id is a plan's token: each cell gets a fresh plan on a fresh webhook,
@@ -3635,6 +3675,7 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
         "get_rule_pack_plan",
         "confirm_rule_pack_plan",
         "confirm_webhook_redrive",
+        "start_rule_trial",
     ];
     // A redrive plan (issue 21 item 6) of a fresh webhook, made by an admin of its scope.
     let redriven = |scope: OwnerScope, planner: &'static str| {
@@ -3659,6 +3700,15 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
         let api = &api;
         async move {
             let own = fresh(scope.clone()).await;
+            // Its trial ended, so a start_rule_trial cell starts the webhook's only one.
+            api.store
+                .end_trial(
+                    &scope,
+                    &own.trial,
+                    switchboard_model::trial::TrialEnd::Stopped,
+                )
+                .await
+                .expect("the fresh trial ends");
             let credential = vend(&api.store, planner, &scope, &EVERY_FAMILY).await;
             let plan = crate::support::typed::pack_result(
                 api.client(&credential)
@@ -3695,7 +3745,7 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
             for class in classes {
                 let own = fresh(ops.clone()).await;
                 let theirs = fresh(other.clone()).await;
-                let (wh, ev, td) = ids(class, &own, &theirs);
+                let (wh, ev, td, tr) = ids(class, &own, &theirs);
                 let got = match verb {
                     "get_webhook" => outcome(
                         c.webhooks
@@ -3814,6 +3864,21 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
                             })
                             .await,
                     ),
+                    "list_rule_trials" => outcome(
+                        c.trials
+                            .list_rule_trials(pb::ListRuleTrialsRequest { webhook_id: wh })
+                            .await,
+                    ),
+                    "get_rule_trial" => outcome(
+                        c.trials
+                            .get_rule_trial(pb::GetRuleTrialRequest { trial_id: tr })
+                            .await,
+                    ),
+                    "stop_rule_trial" => outcome(
+                        c.trials
+                            .stop_rule_trial(pb::StopRuleTrialRequest { trial_id: tr })
+                            .await,
+                    ),
                     "claim_todo" => outcome(
                         c.todos
                             .claim_todo(pb::ClaimTodoRequest { todo_id: td })
@@ -3878,6 +3943,16 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
                             .confirm_webhook_redrive(pb::ConfirmWebhookRedriveRequest {
                                 webhook_id: webhook,
                                 plan_token: token,
+                            })
+                            .await,
+                    )
+                } else if verb == "start_rule_trial" {
+                    outcome(
+                        c.trials
+                            .start_rule_trial(pb::StartRuleTrialRequest {
+                                webhook_id: webhook,
+                                plan_token: token,
+                                ..Default::default()
                             })
                             .await,
                     )
