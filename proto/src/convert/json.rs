@@ -272,6 +272,10 @@ pub fn change_provenance_json(p: &pb::ChangeProvenance) -> Value {
             json!({"endpoint": p.proposed_by_endpoint, "human": p.proposed_by_human});
         out["approved_by"] = Value::String(p.approved_by.clone());
     }
+    // A promotion's trial (issue 45), as the model's ChangeProvenance names it.
+    if !p.trial.is_empty() {
+        out["trial"] = Value::String(p.trial.clone());
+    }
     out
 }
 
@@ -289,6 +293,19 @@ pub fn fault_json(f: &pb::Fault) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A history record's provenance names the promotion's trial, and only then.
+    #[test]
+    fn a_promotions_provenance_names_its_trial() {
+        let mut p = pb::ChangeProvenance {
+            plan: "pl_1".into(),
+            pack: "drop-ci-noise".into(),
+            ..Default::default()
+        };
+        assert!(change_provenance_json(&p).get("trial").is_none());
+        p.trial = "tr_1".into();
+        assert_eq!(change_provenance_json(&p)["trial"], "tr_1");
+    }
 
     #[test]
     fn a_configuration_round_trips_through_the_message() {
