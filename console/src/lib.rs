@@ -8,14 +8,18 @@
 //! The HTTP side (sign-in, sessions, CSRF, loading and authorizing) lives in control's
 //! `console` module; it only fills these views.
 
+mod chart;
 mod inbox;
 mod layout;
 mod plan;
+mod report;
+mod trial;
 mod webhook;
 
 pub use inbox::{InboxItem, inbox};
 pub use layout::{Chrome, message_page, sign_in_done};
 pub use plan::{Decision, PlanView, plan_page};
+pub use trial::{TrialRow, TrialView, trial_page, trial_rows};
 pub use webhook::{EventRow, HistoryRow, RuleRow, WebhookView, webhook_page};
 
 /// The console's stylesheet, served at `/console/style.css`.

@@ -2,13 +2,12 @@
 //! Accept and Reject forms when this person may decide. No payload text: the plan carries
 //! none, and nothing else is read for this page.
 
-use std::collections::BTreeSet;
-
-use maud::{Markup, PreEscaped, html};
-use switchboard_model::Label;
-use switchboard_model::plan::{Plan, PlanState, StaleReason, TodosPerDay};
+use maud::{Markup, html};
+use switchboard_model::plan::{Plan, PlanState, StaleReason};
 
 use crate::layout::{Chrome, page};
+use crate::report::{Source, rules, todos_chart, totals, transitions};
+use crate::trial::plan_trial_section;
 
 /// A person's decision, once made.
 #[derive(Clone, Debug, Default)]
@@ -63,13 +62,17 @@ pub fn plan_page(v: &PlanView<'_>) -> Markup {
             }
             (decision_block(v))
             h2 { "Decisions before and after" }
-            (totals(p))
+            (totals(&p.report, Source::Replay))
             h2 { "What changes" }
-            (transitions(p))
+            (transitions(&p.report, Source::Replay))
+            @if let Some(trial) = &p.trial {
+                h2 #trial-heading { "Trial on live deliveries" }
+                (plan_trial_section(trial))
+            }
             h2 { "Todos per day" }
             (todos_chart(&p.report.todos_per_day))
             h2 { "Rules" }
-            (rules(p))
+            (rules(&p.report))
             @if !p.fixtures.is_empty() {
                 h2 { "Fixtures" }
                 (fixtures(p))
@@ -87,6 +90,12 @@ fn decision_block(v: &PlanView<'_>) -> Markup {
             @match v.state {
                 PlanState::PendingApproval if v.may_decide => {
                     p { "Accepting puts exactly this plan live, once. Rejecting it means it can never be applied." }
+                    @if v.plan.trial_sufficient == Some(false) {
+                        p.warning #accept-insufficient {
+                            strong { "The trial behind this plan is insufficient" }
+                            " (see " a href="#trial-heading" { "Trial on live deliveries" } "): accepting applies it anyway."
+                        }
+                    }
                     form.inline method="post" action={ "/console/plans/" (id) "/accept" } {
                         input type="hidden" name="csrf" value=(v.chrome.csrf);
                         button #accept.accept type="submit" { "Accept" }
@@ -116,70 +125,6 @@ fn decision_block(v: &PlanView<'_>) -> Markup {
                 }
                 PlanState::Planned => {
                     p { "Nobody has proposed this plan for acceptance yet." }
-                }
-            }
-        }
-    }
-}
-
-fn totals(p: &Plan) -> Markup {
-    let labels: BTreeSet<&Label> = p
-        .report
-        .totals
-        .before
-        .keys()
-        .chain(p.report.totals.after.keys())
-        .collect();
-    let count =
-        |m: &std::collections::BTreeMap<Label, u64>, l: &Label| m.get(l).copied().unwrap_or(0);
-    html! {
-        table #totals {
-            thead { tr { th { "Decision" } th.num { "Before" } th.num { "After" } } }
-            tbody {
-                @for label in labels {
-                    @let (before, after) = (count(&p.report.totals.before, label), count(&p.report.totals.after, label));
-                    tr.changed[before != after] { td { code { (label.to_string()) } } td.num { (before) } td.num { (after) } }
-                }
-            }
-        }
-        p { (p.report.changed) " of " (p.report.events_replayed) " replayed deliveries change decision." }
-    }
-}
-
-fn transitions(p: &Plan) -> Markup {
-    html! {
-        @if p.report.transitions.is_empty() {
-            p #no-transitions { "No replayed delivery changes decision." }
-        } @else {
-            table #transitions {
-                thead { tr { th { "From" } th { "To" } th.num { "Deliveries" } th { "Which rule took them" } th { "Example events" } } }
-                tbody {
-                    @for t in &p.report.transitions {
-                        tr.lost[t.loses_work()] {
-                            td { code { (t.from.to_string()) } } td { code { (t.to.to_string()) } } td.num { (t.count) }
-                            td { ul { @for s in &t.by_rules {
-                                li { (s.before_rule.as_deref().unwrap_or("(default)")) " → " (s.after_rule.as_deref().unwrap_or("(default)")) ": " (s.count) }
-                            } } }
-                            td { @for id in &t.example_event_ids { code { (id) } " " } }
-                        }
-                    }
-                }
-            }
-        }
-    }
-}
-
-fn rules(p: &Plan) -> Markup {
-    html! {
-        table #rules {
-            thead { tr { th { "Rule" } th { "Pack" } th.num { "First matches" } th.num { "Faults" } th { "" } } }
-            tbody {
-                @for r in &p.report.rules {
-                    tr.faulted[r.faults > 0] {
-                        td { code { (r.id) } } td { (r.from_pack.as_deref().unwrap_or("")) }
-                        td.num { (r.first_matches) } td.num { (r.faults) }
-                        td { @if r.never_matched { span.badge.stale { "never matched" } } }
-                    }
                 }
             }
         }
@@ -239,27 +184,4 @@ fn diffs(p: &Plan) -> Markup {
             }
         }
     }
-}
-
-/// Two horizontal bars, before and after, scaled to the larger: inline SVG, no script.
-fn todos_chart(t: &TodosPerDay) -> Markup {
-    let max = t.before.max(t.after).max(f64::EPSILON);
-    let width = |v: f64| (v / max * 300.0).max(1.0);
-    let bar = |y: u32, label: &str, value: f64, class: &str| {
-        format!(
-            r#"<text x="0" y="{ty}" class="label">{label}</text><rect x="60" y="{y}" width="{w:.1}" height="18" class="{class}"/><text x="{tx:.1}" y="{ty}" class="value">{value:.1}</text>"#,
-            ty = y + 14,
-            w = width(value),
-            tx = 66.0 + width(value),
-        )
-    };
-    let svg = format!(
-        r#"<svg id="todos-chart" role="img" aria-label="Todos per day: {b:.1} before, {a:.1} after" width="420" height="56" viewBox="0 0 420 56" xmlns="http://www.w3.org/2000/svg">{}{}</svg>"#,
-        bar(4, "before", t.before, "before"),
-        bar(30, "after", t.after, "after"),
-        b = t.before,
-        a = t.after,
-    );
-    // Only numbers and fixed words are formatted into it: nothing a tenant wrote.
-    PreEscaped(svg)
 }

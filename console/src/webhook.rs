@@ -6,6 +6,7 @@ use maud::{Markup, html};
 use switchboard_model::listing::InstalledStatus;
 
 use crate::layout::{Chrome, page};
+use crate::trial::TrialRow;
 
 #[derive(Clone, Debug, Default)]
 pub struct RuleRow {
@@ -28,6 +29,8 @@ pub struct HistoryRow {
     /// Set when a person accepted an agent's plan.
     pub proposed_by: Option<String>,
     pub approved_by: Option<String>,
+    /// Set when it made a trial's candidate live: the trial, linked.
+    pub trial: Option<String>,
 }
 
 #[derive(Clone, Debug, Default)]
@@ -55,6 +58,8 @@ pub struct WebhookView {
     pub installed: Vec<(String, InstalledStatus)>,
     pub history: Vec<HistoryRow>,
     pub events: Vec<EventRow>,
+    /// Its trials, running first, then ended, newest first ([`crate::trial_rows`]).
+    pub trials: Vec<TrialRow>,
     /// The person is an editor of the webhook's scope: they may change who confirms.
     pub may_edit: bool,
     /// What the last action on this page did.
@@ -124,12 +129,31 @@ pub fn webhook_page(chrome: &Chrome, v: &WebhookView) -> Markup {
                     } }
                 }
             }
+            h2 { "Trials" }
+            @if v.trials.is_empty() { p #no-trials { "No trials." } } @else {
+                table #trials {
+                    thead { tr {
+                        th { "Trial" } th { "State" } th { "Started" } th.num { "Seen" } th.num { "Evaluated" }
+                        th.num { "Lost work" } th { "Evidence" }
+                    } }
+                    tbody { @for t in &v.trials {
+                        tr.trial-row.lost[t.lost_work > 0] {
+                            td { a href={ "/console/trials/" (t.trial_id) } { code { (t.trial_id) } } }
+                            td { (t.state) } td { (t.started_at) }
+                            td.num { (t.seen) } td.num { (t.evaluated) } td.num { (t.lost_work) }
+                            td { @if t.sufficient { span.badge.proven { "sufficient" } } @else { span.badge.unproven { "insufficient" } } }
+                        }
+                    } }
+                }
+            }
             h2 { "Configuration history" }
             table #history {
                 thead { tr { th.num { "Version" } th { "Saved" } th { "Change" } th { "Saved by" } th { "Proposed by" } th { "Approved by" } } }
                 tbody { @for h in &v.history {
                     tr {
-                        td.num { (h.version) } td { (h.saved_at) } td { (h.change) } td { (h.saved_by) }
+                        td.num { (h.version) } td { (h.saved_at) }
+                        td { (h.change) @if let Some(t) = &h.trial { " from trial " a href={ "/console/trials/" (t) } { code { (t) } } } }
+                        td { (h.saved_by) }
                         td { (h.proposed_by.as_deref().unwrap_or("")) } td { (h.approved_by.as_deref().unwrap_or("")) }
                     }
                 } }

@@ -2,12 +2,18 @@
 //! byte with `tests/golden/*.html`; `UPDATE_GOLDEN=1` writes them instead. Also: every value a
 //! tenant or an agent wrote is escaped.
 
+use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use switchboard_console::{
-    Chrome, Decision, InboxItem, PlanView, RuleRow, WebhookView, inbox, plan_page, webhook_page,
+    Chrome, Decision, HistoryRow, InboxItem, PlanView, RuleRow, TrialView, WebhookView, inbox,
+    plan_page, trial_page, trial_rows, webhook_page,
 };
-use switchboard_model::plan::{Plan, PlanKind, PlanState, StaleReason};
+use switchboard_model::Label;
+use switchboard_model::plan::{Plan, PlanKind, PlanState, Routed, StaleReason};
+use switchboard_model::trial::{
+    DEFAULT_MIN_DELIVERIES, Forecast, Observed, TrialEnd, TrialFacts, TrialLimits, TrialReport,
+};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -226,4 +232,220 @@ fn the_webhook_page_offers_the_confirm_policy_to_editors_only() {
         html.contains("<span id=\"confirm-policy\">person</span>"),
         "{html}"
     );
+}
+
+fn q(name: &str) -> Label<'static> {
+    Label::queue(name).into_owned()
+}
+
+/// A trial of a drop-ci-noise candidate, built by the model from counts as control builds
+/// it: its replay saw 800 deliveries; live, 300 were seen and 290 evaluated. The candidate
+/// drops forge noise as forecast, drops CI deliveries the replay never held (unforeseen lost
+/// work), routes the default to forge, and never quarantined what the replay said it would
+/// (predicted, not observed: insufficient).
+fn trial_report(ended: Option<TrialEnd>) -> TrialReport {
+    let forecast = Forecast {
+        deliveries: 800,
+        transitions: BTreeMap::from([
+            ((q("forge"), Label::Drop), 80),
+            ((Label::Default, q("forge")), 40),
+            ((q("forge"), Label::Quarantine), 8),
+        ]),
+    };
+    let routed = |label: Label<'static>, rule: Option<&str>| Routed {
+        label,
+        rule_id: rule.map(str::to_string),
+    };
+    let mut observed = Observed::default();
+    let mut examples: BTreeMap<(Label<'static>, Label<'static>), Vec<String>> = BTreeMap::new();
+    for i in 0..300u32 {
+        let (before, after) = match i % 30 {
+            _ if i >= 290 => {
+                observed.record(&q("forge"), None);
+                continue;
+            }
+            0..=2 => (q("forge"), routed(Label::Drop, Some("drop-ci-noise--bots"))),
+            3 | 4 => (
+                q("ci"),
+                routed(Label::Drop, Some("drop-ci-noise--ci-noise")),
+            ),
+            5 => (Label::Default, routed(q("forge"), Some("mine"))),
+            _ => (q("forge"), routed(q("forge"), Some("mine"))),
+        };
+        if before != after.label {
+            let ids = examples
+                .entry((before.clone(), after.label.clone()))
+                .or_default();
+            if ids.len() < 3 {
+                ids.push(format!("ev_{i:04}"));
+            }
+        }
+        observed.record(&before, Some(&after));
+    }
+    let rules = [
+        "drop-ci-noise--bots".to_string(),
+        "drop-ci-noise--ci-noise".to_string(),
+        "drop-ci-noise--never".to_string(),
+        "mine".to_string(),
+    ];
+    let from_pack = |id: &str| {
+        id.starts_with("drop-ci-noise--")
+            .then(|| "drop-ci-noise".into())
+    };
+    let day = 86_400_000;
+    TrialReport::build(
+        &TrialFacts {
+            trial_id: "tr_0123",
+            webhook_id: "wh_0123",
+            plan_id: "pl_0123",
+            started_at_ms: 1_796_000_000_000,
+            started_by: "ep_agent",
+            ended_at_ms: ended.map(|_| 1_796_000_000_000 + 2 * day),
+            end: ended,
+            limits: TrialLimits {
+                max_deliveries: Some(1000),
+                ..TrialLimits::default()
+            },
+            candidate_digest: "c0ffee",
+            base_config_digest: "ba5e",
+            forecast: &forecast,
+            observed: &observed,
+            examples: &examples,
+            candidate_rule_ids: &rules,
+            from_pack: &from_pack,
+            fail_closed: false,
+        },
+        1_796_000_000_000 + day,
+        DEFAULT_MIN_DELIVERIES,
+    )
+}
+
+/// The trial page: state, deliveries, why it is insufficient, the chart (an SVG image with a
+/// title, unforeseen lost work flagged in a class of its own and in words), then the plan's
+/// report over its live deliveries.
+#[test]
+fn the_trial_page_matches_its_golden_file() {
+    let chrome = chrome();
+    let report = trial_report(None);
+    assert_eq!(
+        (
+            report.deliveries.seen,
+            report.deliveries.evaluated,
+            report.deliveries.not_evaluated
+        ),
+        (300, 290, 10)
+    );
+    let view = TrialView {
+        chrome: &chrome,
+        owner_scope: "human:alice".into(),
+        report: &report,
+    };
+    let html = trial_page(&view).into_string();
+    matches_golden("trial-page", &html);
+    assert!(html.contains(r#"data-state="running""#), "{html}");
+    assert!(html.contains(r#"<svg class="evidence-chart" id="evidence-chart" role="img""#));
+    assert!(html.contains("<title>Forecast versus observed"));
+    assert_eq!(
+        html.matches(r#"<g class="row lost flagged unforeseen outside">"#)
+            .count(),
+        1,
+        "queue:ci → drop, unforeseen: {html}"
+    );
+    assert!(html.contains("lost work, unforeseen, outside the interval"));
+    assert!(html.contains(
+        "the replay predicted queue:forge → quarantine, and the trial never observed it"
+    ));
+    assert!(html.contains(r#"href="/console/plans/pl_0123""#));
+    assert!(html.contains(r#"href="/console/webhooks/wh_0123""#));
+    assert!(
+        html.contains("<code>ev_0003</code>"),
+        "example ids, as text: {html}"
+    );
+    assert!(
+        !html.contains("href=\"/console/events"),
+        "examples link to nothing"
+    );
+    assert!(
+        !html.contains(" style="),
+        "the CSP forbids style attributes"
+    );
+
+    let ended = trial_report(Some(TrialEnd::Promoted));
+    let html = trial_page(&TrialView {
+        report: &ended,
+        ..view
+    })
+    .into_string();
+    assert!(html.contains(r#"data-end="promoted""#), "{html}");
+}
+
+/// A promotion's plan carries the trial: its section shows the chart and the deliveries,
+/// and an insufficient trial is a warning beside Accept and in the section, saying that
+/// accepting applies it anyway.
+#[test]
+fn a_promotions_plan_page_shows_its_trial_and_warns_when_it_is_insufficient() {
+    let chrome = chrome();
+    let mut plan = golden_plan("plan-install");
+    let report = trial_report(Some(TrialEnd::Promoted));
+    assert!(!report.sufficient);
+    plan.trial = Some(report.clone());
+    plan.trial_sufficient = Some(false);
+    let html = plan_page(&view(&chrome, &plan, PlanState::PendingApproval)).into_string();
+    matches_golden("plan-promotion-page", &html);
+    assert!(html.contains(r#"id="trial-heading""#), "{html}");
+    assert!(html.contains(r#"<svg class="evidence-chart" id="evidence-chart""#));
+    assert!(html.contains(r#"id="accept-insufficient""#));
+    assert!(html.contains("Accepting applies this plan anyway"));
+    assert!(html.contains(r#"href="/console/trials/tr_0123""#));
+    assert!(html.contains("<strong>300</strong> live deliveries seen"));
+
+    // Sufficient: no warning, no opt-in; without a trial, no section at all.
+    let mut sufficient = report;
+    sufficient.sufficient = true;
+    sufficient.insufficient.clear();
+    plan.trial = Some(sufficient);
+    plan.trial_sufficient = Some(true);
+    let html = plan_page(&view(&chrome, &plan, PlanState::PendingApproval)).into_string();
+    assert!(html.contains(r#"id="trial-heading""#));
+    assert!(!html.contains("accept-insufficient") && !html.contains("class=\"warning\""));
+    let plain = golden_plan("plan-install");
+    let html = plan_page(&view(&chrome, &plain, PlanState::PendingApproval)).into_string();
+    assert!(!html.contains("trial-heading") && !html.contains("id=\"evidence-chart\""));
+}
+
+/// The webhook page lists its trials, each linking to its page, with lost work counted.
+#[test]
+fn the_webhook_page_lists_its_trials() {
+    let running = trial_report(None);
+    let mut ended = trial_report(Some(TrialEnd::Stopped));
+    ended.trial_id = "tr_0999".into();
+    ended.started_at = "2020-01-01T00:00:00.000Z".into();
+    let v = WebhookView {
+        webhook_id: "wh_0123".into(),
+        trials: trial_rows(&[ended, running]),
+        history: vec![HistoryRow {
+            version: 2,
+            change: "install_rule_pack drop-ci-noise@2.0.0".into(),
+            trial: Some("tr_0999".into()),
+            ..HistoryRow::default()
+        }],
+        ..WebhookView::default()
+    };
+    assert_eq!(v.trials[0].trial_id, "tr_0123", "running first");
+    assert_eq!(v.trials[0].lost_work, 50, "forge → drop 30, ci → drop 20");
+    let html = webhook_page(&chrome(), &v).into_string();
+    assert_eq!(
+        html.matches(r#"class="trial-row lost""#).count(),
+        2,
+        "{html}"
+    );
+    assert!(html.contains(r#"<a href="/console/trials/tr_0123">"#));
+    assert!(html.contains(r#"<a href="/console/trials/tr_0999">"#));
+    assert!(html.contains("ended: stopped"));
+    assert!(
+        html.contains(r#"drop-ci-noise@2.0.0 from trial <a href="/console/trials/tr_0999">"#),
+        "the history names the trial whose candidate went live: {html}"
+    );
+    let none = webhook_page(&chrome(), &WebhookView::default()).into_string();
+    assert!(none.contains("No trials."));
 }

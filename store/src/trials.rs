@@ -299,6 +299,25 @@ impl Store {
         Ok(t)
     }
 
+    /// A trial in any of a person's `scopes` (the console's read), with everything it
+    /// observed: `not_found` for an unknown id and for one in no scope of theirs, alike.
+    pub async fn trial_for_person(&self, id: &str, scopes: &[OwnerScope]) -> Result<Trial> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            trial_columns!(),
+            " FROM trials WHERE id = $1"
+        ))
+        .bind(crate::lookup_id(id))
+        .fetch_optional(&self.pool)
+        .await?;
+        let found = row.as_ref().map(trial).transpose()?;
+        let Some(mut t) = found.filter(|t| scopes.contains(&t.owner_scope)) else {
+            return Err(Error::not_found("trial"));
+        };
+        self.read_transitions(&mut t).await?;
+        Ok(t)
+    }
+
     /// The trials of the scope's webhook, running and ended, newest first, with their counts
     /// (transitions are read by [`Store::get_trial`]).
     pub async fn list_trials(&self, scope: &OwnerScope, webhook_id: &str) -> Result<Vec<Trial>> {

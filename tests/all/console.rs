@@ -15,7 +15,8 @@ use serde_json::{Value, json};
 
 use crate::cli::{Process, up_lines};
 use crate::control_harness::{
-    Control, ControlSetup, HttpResponse, TestDb, http_raw, on_every_backend, post, signed,
+    Control, ControlSetup, HttpResponse, TestDb, eventually, http_raw, on_every_backend, post,
+    signed,
 };
 use crate::mcp_e2e::mcp_post;
 use crate::support::{binary, payload};
@@ -700,6 +701,310 @@ async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
     browser.text_becomes("h1", "Signed out").await;
     let after = http_get(http, "/console", &cookie).await;
     assert_eq!(after.status, 401);
+
+    up.terminate();
+    assert!(up.wait_exit(Duration::from_secs(30)).success());
+}
+
+/// Posts each `(file, event)` GitHub payload to `up`'s dev webhook, signed, as delivery
+/// `{tag}-{i}`.
+async fn deliver(http: SocketAddr, lines: &crate::cli::UpLines, tag: &str, files: &[(&str, &str)]) {
+    for (i, (file, event)) in files.iter().enumerate() {
+        let p = payload("github", file);
+        let headers = signed(
+            "github",
+            event,
+            &format!("{tag}-{i}"),
+            &lines.secret,
+            &p.body,
+        );
+        let path = format!("/hooks/{}", lines.webhook);
+        let answer = post(http, &path, &headers, &p.body).await;
+        assert_eq!(answer.status, 202, "{file}: {answer:?}");
+    }
+}
+
+/// Issue 45 in the console, through the real binary and a real browser: an agent plans
+/// drop-ci-noise on a webhook whose past holds no CI delivery and starts a trial of it; live
+/// deliveries arrive through ingest, CI among them; a person reads the trial from the
+/// webhook page (the chart flags the CI drops as unforeseen); the agent promotes the trial
+/// and confirms as the plan says, which under `confirm_policy: person` puts it before the
+/// person; the person reads the plan's trial section (insufficient: a warning) and accepts
+/// in the browser; the saved configuration is exactly the candidate tried.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_person_reads_a_trial_and_accepts_its_promotion_in_a_real_browser() {
+    let Some(browser) = Browser::start().await else {
+        eprintln!(
+            "skipped: no chromium and chromedriver here (apt-get install chromium chromium-driver)"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data_dir = dir.path().join("data");
+    let data = data_dir.to_str().expect("utf-8 path");
+    let env = [
+        ("SWITCHBOARD_DATA_DIR", data),
+        ("SWITCHBOARD_HTTP_LISTEN", "127.0.0.1:0"),
+        ("SWITCHBOARD_GRPC_LISTEN", "127.0.0.1:0"),
+        ("SWITCHBOARD_MCP_LISTEN", "127.0.0.1:0"),
+        ("SWITCHBOARD_ROUTER_CHILDREN", "1"),
+    ];
+    let mut up = Process::spawn(&["up"], &env);
+    let lines = up_lines(&mut up);
+    let console = up.line("console url: ");
+    let dev_link = up
+        .line("console sign-in (dev, once, 15 minutes): ")
+        .trim()
+        .to_string();
+    let http: SocketAddr = console
+        .trim_start_matches("http://")
+        .trim_end_matches("/console")
+        .parse()
+        .expect("the console's address");
+    admin(
+        &lines.grpc,
+        &lines.operator_token,
+        &["webhook", "confirm-policy", &lines.webhook, "person"],
+    );
+    let (mcp, bearer, webhook) = (&lines.mcp_url, &lines.token, &lines.webhook);
+
+    // The past holds no CI delivery, so the plan's replay forecasts no CI transition.
+    let past = [
+        ("pull_request.opened.json", "pull_request"),
+        ("issues.opened.json", "issues"),
+        ("issue_comment.created.json", "issue_comment"),
+    ];
+    deliver(http, &lines, "past", &past).await;
+    let plan = tool(
+        mcp,
+        bearer,
+        "install_rule_pack",
+        json!({"webhook_id": webhook, "name": "drop-ci-noise"}),
+    )
+    .await;
+    let token = plan["plan_token"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a plan: {plan}"));
+    let started = tool(
+        mcp,
+        bearer,
+        "start_rule_trial",
+        json!({"webhook_id": webhook, "plan_token": token}),
+    )
+    .await;
+    assert_eq!(started["state"], "running", "{started}");
+    let trial_id = started["trial_id"]
+        .as_str()
+        .expect("a trial id")
+        .to_string();
+
+    // Live deliveries: the past's kinds again, and CI events the candidate drops.
+    let mut live = past.to_vec();
+    live.extend([
+        ("check_run.created.json", "check_run"),
+        ("check_suite.requested.json", "check_suite"),
+        ("workflow_job.queued.json", "workflow_job"),
+    ]);
+    deliver(http, &lines, "live", &live).await;
+    let trial = || tool(mcp, bearer, "get_rule_trial", json!({"trial_id": trial_id}));
+    eventually(
+        Duration::from_secs(30),
+        "the trial counted every live delivery",
+        || async { trial().await["deliveries"]["seen"] == live.len() },
+    )
+    .await;
+    let report = trial().await;
+    let unforeseen = report["evidence"]
+        .as_array()
+        .expect("evidence")
+        .iter()
+        .filter(|e| e["unforeseen"] == true && e["to"] == "drop")
+        .count();
+    assert_eq!(unforeseen, 1, "the CI drops, unforeseen: {report}");
+    assert_eq!(report["sufficient"], false, "seven deliveries are too few");
+
+    // The person finds the trial on the webhook page and opens it.
+    let c = &browser.client;
+    c.goto(&dev_link).await.expect("open the sign-in link");
+    browser.click("#continue").await;
+    browser
+        .text_becomes("h1", "Plans awaiting your decision")
+        .await;
+    c.goto(&format!("{console}/webhooks/{webhook}"))
+        .await
+        .expect("the webhook page");
+    let row = browser.text("#trials tbody tr").await;
+    assert!(row.contains(&trial_id) && row.contains("running"), "{row}");
+    assert!(row.contains("insufficient"), "{row}");
+    browser
+        .click(&format!("#trials a[href='/console/trials/{trial_id}']"))
+        .await;
+    browser.text_becomes("#trial-state", "running").await;
+    assert!(
+        browser
+            .text("#trial-deliveries")
+            .await
+            .starts_with(&format!(
+                "{} live deliveries seen, {} evaluated",
+                live.len(),
+                live.len()
+            )),
+        "{}",
+        browser.text("#trial-deliveries").await
+    );
+    assert!(
+        browser.has("svg#evidence-chart[role='img']").await,
+        "the chart, as inline SVG"
+    );
+    let flagged = c
+        .find_all(Locator::Css("#evidence-chart g.flagged.unforeseen"))
+        .await
+        .expect("rows");
+    assert_eq!(flagged.len(), 1, "the CI drops are flagged");
+    assert!(
+        flagged[0]
+            .text()
+            .await
+            .expect("text")
+            .contains("unforeseen"),
+        "the flag reads without colour"
+    );
+    assert!(
+        browser
+            .text("#sufficiency")
+            .await
+            .contains("too few deliveries")
+    );
+    assert!(browser.has("#transitions").await && browser.has("#rules").await);
+    let page = c.source().await.expect("page source");
+    assert!(
+        !page.contains("<script") && !page.contains(" style="),
+        "CSP-clean"
+    );
+
+    // Another person sees the trial exactly as an unknown one.
+    admin(
+        &lines.grpc,
+        &lines.operator_token,
+        &["human", "create", "eve"],
+    );
+    let eve_link = admin(
+        &lines.grpc,
+        &lines.operator_token,
+        &["human", "sign-in-link", "eve"],
+    );
+    let eve = sign_in_over_http(http, eve_link.trim()).await;
+    let theirs = http_get(http, &format!("/console/trials/{trial_id}"), &eve).await;
+    let unknown = http_get(
+        http,
+        "/console/trials/tr_00000000000000000000000000000000",
+        &eve,
+    )
+    .await;
+    assert_eq!((theirs.status, unknown.status), (404, 404));
+    assert_eq!(theirs.body, unknown.body, "indistinguishable");
+
+    // The agent promotes the trial and confirms as the plan says: before a person.
+    let promotion = tool(
+        mcp,
+        bearer,
+        "promote_rule_trial",
+        json!({"trial_id": trial_id}),
+    )
+    .await;
+    assert_eq!(promotion["trial_sufficient"], false, "{promotion}");
+    // The plan's own confirm arguments (the flags it needs set, the rest null).
+    let mut confirm: serde_json::Map<String, Value> = promotion["confirm_with"]["arguments"]
+        .as_object()
+        .expect("confirm arguments")
+        .iter()
+        .filter(|(_, v)| !v.is_null())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    confirm.insert("webhook_id".into(), json!(webhook));
+    confirm.insert("plan_token".into(), promotion["plan_token"].clone());
+    assert_eq!(confirm["allow_insufficient_trial"], true, "{confirm:?}");
+    let pending = tool(
+        mcp,
+        bearer,
+        "confirm_rule_pack_plan",
+        Value::Object(confirm),
+    )
+    .await;
+    assert_eq!(pending["state"], "pending_approval", "{pending}");
+    let plan_id = pending["plan_id"].as_str().expect("plan id").to_string();
+    let candidate = trial().await["candidate_digest"]
+        .as_str()
+        .expect("the tried candidate")
+        .to_string();
+
+    // The person reads the plan's trial section, warned it is insufficient, and accepts.
+    c.goto(&format!("{console}/plans/{plan_id}"))
+        .await
+        .expect("the plan page");
+    browser
+        .text_becomes("#plan-state", "pending_approval")
+        .await;
+    assert_eq!(
+        browser.text("#trial-heading").await,
+        "Trial on live deliveries"
+    );
+    assert!(browser.has("#trial svg#evidence-chart").await);
+    assert!(
+        browser
+            .has(&format!("#trial a[href='/console/trials/{trial_id}']"))
+            .await
+    );
+    assert!(
+        browser
+            .text("#accept-insufficient")
+            .await
+            .contains("accepting applies it anyway")
+    );
+    assert!(
+        browser
+            .text("#trial #sufficiency")
+            .await
+            .contains("Accepting applies this plan anyway")
+    );
+    browser.click("#accept").await;
+    browser.text_becomes("#plan-state", "applied").await;
+
+    // Saved: exactly the candidate tried, and the history names the trial.
+    let saved = tool(mcp, bearer, "get_webhook", json!({"webhook_id": webhook})).await;
+    assert_eq!(
+        saved["webhook"]["config_digest"],
+        candidate.as_str(),
+        "{saved}"
+    );
+    let history = tool(
+        mcp,
+        bearer,
+        "list_webhook_history",
+        json!({"webhook_id": webhook}),
+    )
+    .await;
+    let newest = &history["records"][0];
+    assert_eq!(newest["digest_after"], candidate.as_str(), "{newest}");
+    assert_eq!(newest["provenance"]["approved_by"], "dev", "{newest}");
+    // The webhook page's history names the trial whose candidate went live; the trial
+    // reads as promoted.
+    c.goto(&format!("{console}/webhooks/{webhook}"))
+        .await
+        .expect("the webhook page");
+    assert!(
+        browser
+            .has(&format!("#history a[href='/console/trials/{trial_id}']"))
+            .await,
+        "{}",
+        browser.text("#history").await
+    );
+    assert!(
+        browser
+            .text("#trials tbody tr")
+            .await
+            .contains("ended: promoted")
+    );
 
     up.terminate();
     assert!(up.wait_exit(Duration::from_secs(30)).success());

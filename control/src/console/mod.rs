@@ -5,8 +5,8 @@
 //!
 //! Security: the session cookie is HttpOnly, SameSite=Strict and Path=/console (Secure when
 //! the console is served over TLS); every form carries a CSRF token compared in constant
-//! time; every answer carries a strict Content-Security-Policy; another scope's plan or
-//! webhook answers the same not-found page as an unknown id.
+//! time; every answer carries a strict Content-Security-Policy; another scope's plan,
+//! trial or webhook answers the same not-found page as an unknown id.
 
 mod answer;
 mod pages;
@@ -85,6 +85,7 @@ pub fn router(state: ControlState, settings: ConsoleSettings) -> Router {
         .route("/console/plans/{plan_id}", get(plan))
         .route("/console/plans/{plan_id}/accept", post(accept))
         .route("/console/plans/{plan_id}/reject", post(reject))
+        .route("/console/trials/{trial_id}", get(trial))
         .route("/console/webhooks/{webhook_id}", get(webhook))
         .route(
             "/console/webhooks/{webhook_id}/confirm-policy",
@@ -249,6 +250,19 @@ async fn reject(
     };
     let reason: String = form.reason.trim().chars().take(500).collect();
     pages::decide(&c, &person, &plan_id, pages::Verdict::Reject(reason)).await
+}
+
+/// A trial's page: a viewer of its scope reads it.
+async fn trial(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    peer: Peer,
+    Path(trial_id): Path<String>,
+) -> Response {
+    match Person::of(&c, &headers, &peer).await {
+        Ok(person) => pages::trial(&c, &person, &trial_id).await,
+        Err(refusal) => refusal,
+    }
 }
 
 async fn webhook(

@@ -1,9 +1,11 @@
-//! Loading what a page shows, for the person asking, and rendering it. Another scope's plan
-//! or webhook, a malformed id and an unknown one all answer the one not-found page.
+//! Loading what a page shows, for the person asking, and rendering it. Another scope's plan,
+//! trial or webhook, a malformed id and an unknown one all answer the one not-found page.
 
 use axum::http::StatusCode;
 use axum::response::Response;
-use switchboard_console::{EventRow, HistoryRow, InboxItem, PlanView, RuleRow, WebhookView};
+use switchboard_console::{
+    EventRow, HistoryRow, InboxItem, PlanView, RuleRow, TrialView, WebhookView,
+};
 use switchboard_model::Configuration;
 use switchboard_packs::plan::{PlanState, StoredPlan};
 
@@ -216,6 +218,37 @@ pub(super) async fn decide(
     }
 }
 
+/// The trial `trial_id` if it is in one of the person's scopes (viewer or more); else the
+/// one not-found page.
+pub(super) async fn trial(c: &Console, person: &Person, trial_id: &str) -> Response {
+    let store = &c.state.store;
+    let scopes = match store.scopes_with_role(&person.login, Role::Viewer).await {
+        Ok(scopes) => scopes,
+        Err(e) => return internal(&e),
+    };
+    let trial = match store.trial_for_person(trial_id, &scopes).await {
+        Ok(t) => t,
+        Err(crate::Error::NotFound { .. }) => return not_found(person),
+        Err(e) => return internal(&e),
+    };
+    let report = crate::trials::report(&c.state, &trial);
+    let chrome = person.chrome();
+    let view = TrialView {
+        chrome: &chrome,
+        owner_scope: trial.owner_scope.to_string(),
+        report: &report,
+    };
+    finish(
+        c,
+        person,
+        html(StatusCode::OK, switchboard_console::trial_page(&view)),
+    )
+}
+
+/// The trials the webhook page lists: every running one, then the newest ended ones, up to
+/// this many in all.
+const LISTED_TRIALS: usize = 20;
+
 pub(super) async fn webhook(c: &Console, person: &Person, webhook_id: &str) -> Response {
     match find_webhook(c, person, webhook_id).await {
         Ok(w) => webhook_page(c, person, &w, None, StatusCode::OK).await,
@@ -381,6 +414,7 @@ async fn webhook_view(
                     .as_ref()
                     .map(|p| who(&p.endpoint, &p.human)),
                 approved_by: provenance.approved_by,
+                trial: provenance.trial,
             }
         })
         .collect();
@@ -401,6 +435,25 @@ async fn webhook_view(
             }
         })
         .collect();
+    // Newest first from the store; every running one is kept, then ended ones to the limit.
+    let mut trials = Vec::new();
+    let listed = store.list_trials(scope, &w.id).await?;
+    let running = listed.iter().filter(|t| t.running()).count();
+    let mut ended_room = LISTED_TRIALS.saturating_sub(running);
+    for t in listed {
+        if !t.running() {
+            if ended_room == 0 {
+                continue;
+            }
+            ended_room -= 1;
+        }
+        // The listing carries counts only; the transitions (lost work) are read per trial.
+        match store.get_trial(scope, &t.id).await {
+            Ok(full) => trials.push(crate::trials::report(&c.state, &full)),
+            Err(crate::Error::NotFound { .. }) => {}
+            Err(e) => return Err(e),
+        }
+    }
     Ok(WebhookView {
         webhook_id: w.id.clone(),
         owner_scope: w.owner_scope.to_string(),
@@ -416,6 +469,7 @@ async fn webhook_view(
         installed,
         history,
         events,
+        trials: switchboard_console::trial_rows(&trials),
         may_edit: store
             .role_in_scope(&person.login, scope)
             .await?

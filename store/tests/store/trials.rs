@@ -70,6 +70,23 @@ pub async fn a_trial_starts_once_per_webhook_and_is_scoped_like_it(db: TestDb) {
         other,
         not_found(db.get_trial(&bob, "tr_unknown").await, "trial")
     );
+    // A person's read (the console): among their scopes, and not_found outside them exactly
+    // as for an unknown id.
+    let both = [bob.clone(), alice.clone()];
+    assert_eq!(
+        db.trial_for_person(&started.id, &both).await.unwrap(),
+        started
+    );
+    let theirs = not_found(
+        db.trial_for_person(&started.id, std::slice::from_ref(&bob))
+            .await,
+        "trial",
+    );
+    assert_eq!(
+        theirs,
+        not_found(db.trial_for_person("tr_unknown", &both).await, "trial")
+    );
+    not_found(db.trial_for_person(&started.id, &[]).await, "trial");
     not_found(
         db.end_trial(&bob, &started.id, TrialEnd::Stopped).await,
         "trial",
