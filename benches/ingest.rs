@@ -1406,6 +1406,23 @@ fn report(backend: Backend, runs: &[Run], client_counts: &[usize]) -> String {
                 nodelay / raw * 100.0
             );
         }
+        if let (Some(raw_cpu), Some(ingest_cpu)) = (
+            cpu_medians.get(&(*clients, Mode::Raw)),
+            cpu_medians.get(&(*clients, Mode::Ingest)),
+        ) {
+            let _ = write!(
+                out,
+                "; CPU per delivery, every process: ingest {ingest_cpu:.0} µs, raw {raw_cpu:.0} µs (raw/ingest {:.0} %)",
+                raw_cpu / ingest_cpu * 100.0
+            );
+        }
+        let _ = writeln!(out);
+    }
+    // Issue 45's row: ingest with a trial on every webhook against ingest alone.
+    for clients in client_counts {
+        let Some(ingest) = medians.get(&(*clients, Mode::Ingest)) else {
+            continue;
+        };
         if let Some(trial) = medians.get(&(*clients, Mode::IngestTrial)) {
             let p99 = |mode| {
                 let mut lat: Vec<Duration> = by
@@ -1427,7 +1444,7 @@ fn report(backend: Backend, runs: &[Run], client_counts: &[usize]) -> String {
                 });
             let _ = write!(
                 out,
-                "; with a trial on every webhook {} deliveries/s = **{:.2}×** ingest's (target ≥ 0.9×), p99 {} ms = **{:.2}×** (target ≤ 1.1×), {:.1} % of trial deliveries evaluated",
+                "- {clients} clients: with a trial on every webhook {} deliveries/s = **{:.2}×** ingest's (target ≥ 0.9×), p99 {} ms = **{:.2}×** (target ≤ 1.1×), {:.1} % of trial deliveries evaluated",
                 thousands(*trial),
                 trial / ingest,
                 ms(with),
@@ -1437,16 +1454,6 @@ fn report(backend: Backend, runs: &[Run], client_counts: &[usize]) -> String {
                 } else {
                     evaluated as f64 * 100.0 / seen as f64
                 }
-            );
-        }
-        if let (Some(raw_cpu), Some(ingest_cpu)) = (
-            cpu_medians.get(&(*clients, Mode::Raw)),
-            cpu_medians.get(&(*clients, Mode::Ingest)),
-        ) {
-            let _ = write!(
-                out,
-                "; CPU per delivery, every process: ingest {ingest_cpu:.0} µs, raw {raw_cpu:.0} µs (raw/ingest {:.0} %)",
-                raw_cpu / ingest_cpu * 100.0
             );
         }
         let _ = writeln!(out);
