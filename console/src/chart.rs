@@ -56,20 +56,7 @@ pub(crate) struct RowLayout {
 
 /// The evidence's flags in words, in the order they are shown.
 pub(crate) fn flags(e: &TransitionEvidence) -> Vec<&'static str> {
-    let mut out = Vec::new();
-    if e.loses_work {
-        out.push("lost work");
-    }
-    if e.unforeseen {
-        out.push("unforeseen");
-    }
-    if e.outside {
-        out.push("outside the interval");
-    }
-    if e.unobserved {
-        out.push("not observed");
-    }
-    out
+    e.flags().into_iter().map(|f| f.words()).collect()
 }
 
 /// A row is drawn apart when the trial disagrees with the forecast.

@@ -5,7 +5,7 @@
 //! event ids only: a trial keeps no payload.
 
 use maud::{Markup, html};
-use switchboard_model::trial::{Insufficient, TrialEnd, TrialReport, TrialState};
+use switchboard_model::trial::{TrialEnd, TrialReport, TrialState};
 
 use crate::chart::{evidence_chart, flagged, flags, rate};
 use crate::layout::{Chrome, page};
@@ -96,18 +96,6 @@ fn state_text(r: &TrialReport) -> String {
     }
 }
 
-/// Why the evidence is not enough, in words.
-fn insufficient_text(why: &Insufficient) -> String {
-    match why {
-        Insufficient::TooFewDeliveries { evaluated, minimum } => {
-            format!("too few deliveries: {evaluated} evaluated, at least {minimum} are needed")
-        }
-        Insufficient::PredictedNotObserved { from, to } => {
-            format!("the replay predicted {from} → {to}, and the trial never observed it")
-        }
-    }
-}
-
 /// Seen, evaluated and not evaluated, as one sentence.
 fn deliveries(id: &str, r: &TrialReport) -> Markup {
     let d = &r.deliveries;
@@ -132,7 +120,7 @@ fn sufficiency(r: &TrialReport, on_plan: bool) -> Markup {
         } @else {
             div.warning #sufficiency {
                 p { span.badge.unproven { "insufficient" } " " strong { "The trial's evidence is insufficient:" } }
-                ul #insufficient { @for why in &r.insufficient { li { (insufficient_text(why)) } } }
+                ul #insufficient { @for why in &r.insufficient { li { (why.to_string()) } } }
                 @if on_plan {
                     p { strong { "Accepting applies this plan anyway" } ": your acceptance is the opt-in an agent's confirm needs (allow_insufficient_trial)." }
                 } @else {

@@ -5,7 +5,7 @@
 use std::fmt::Write as _;
 
 use switchboard_model::plan::{Report, Transition};
-use switchboard_model::trial::{Insufficient, TrialReport};
+use switchboard_model::trial::{Flag, TrialReport};
 
 use super::Table;
 use super::paint::{self, styled};
@@ -221,14 +221,7 @@ pub fn trial_lines(t: &TrialReport) -> String {
                     "INSUFFICIENT: {} (a promotion's confirm needs --allow-insufficient-trial)",
                     t.insufficient
                         .iter()
-                        .map(|i| match i {
-                            Insufficient::TooFewDeliveries { evaluated, minimum } => {
-                                format!("{evaluated} evaluated of the {minimum} needed")
-                            }
-                            Insufficient::PredictedNotObserved { from, to } => {
-                                format!("{from} -> {to} predicted, never observed")
-                            }
-                        })
+                        .map(ToString::to_string)
                         .collect::<Vec<_>>()
                         .join("; ")
                 ),
@@ -261,19 +254,15 @@ pub fn trial_lines(t: &TrialReport) -> String {
             "flags",
         ]);
         for e in &t.evidence {
-            let mut flags = Vec::new();
-            if e.loses_work {
-                flags.push("LOST WORK");
-            }
-            if e.unforeseen {
-                flags.push("UNFORESEEN");
-            }
-            if e.outside {
-                flags.push("outside");
-            }
-            if e.unobserved {
-                flags.push("not observed");
-            }
+            // Lost work and the unforeseen in capitals, as a terminal without colour shows them.
+            let flags: Vec<String> = e
+                .flags()
+                .into_iter()
+                .map(|f| match f {
+                    Flag::LostWork | Flag::Unforeseen => f.words().to_uppercase(),
+                    _ => f.words().to_string(),
+                })
+                .collect();
             let style = if e.loses_work {
                 Some(paint::LOST)
             } else if e.unforeseen || e.outside {

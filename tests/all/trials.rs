@@ -75,24 +75,7 @@ async fn a_trial_counts_what_its_candidate_decides_on_live_deliveries_and_writes
         {"id": "issues", "when": ".event == \"issues\"", "action": {"queue": "triage"}},
         {"id": "pings", "when": ".event == \"ping\"", "action": {"drop": true}}
     ], "params": {}}));
-    let trial = db
-        .store
-        .start_trial(
-            NewTrial {
-                webhook_id: hook.id.clone(),
-                owner_scope: scope.clone(),
-                plan_id: "pl_test".into(),
-                candidate: candidate.clone(),
-                base_config_digest: hook.config_digest.clone(),
-                forecast: Forecast::default(),
-                limits: TrialLimits::default(),
-                started_by: "alice".into(),
-                plan: Default::default(),
-            },
-            1,
-        )
-        .await
-        .expect("a trial starts");
+    let trial = start_by_hand(&db.store, &scope, &hook, &candidate).await;
 
     let github: Vec<_> = payloads()
         .into_iter()
@@ -763,24 +746,7 @@ async fn a_candidate_over_its_budget_on_every_delivery_faults_in_the_trial_and_n
     let candidate = crate::support::typed(json!({"rules": [
         {"id": "spin", "when": spin, "action": {"drop": true}}
     ], "params": {}}));
-    let trial = db
-        .store
-        .start_trial(
-            NewTrial {
-                webhook_id: hook.id.clone(),
-                owner_scope: scope.clone(),
-                plan_id: "pl_test".into(),
-                candidate,
-                base_config_digest: hook.config_digest.clone(),
-                forecast: Forecast::default(),
-                limits: TrialLimits::default(),
-                started_by: "alice".into(),
-                plan: Default::default(),
-            },
-            1,
-        )
-        .await
-        .expect("a trial starts");
+    let trial = start_by_hand(&db.store, &scope, &hook, &candidate).await;
     let github: Vec<_> = payloads()
         .into_iter()
         .filter(|p| p.forge == "github")
@@ -869,24 +835,7 @@ async fn a_trial_survives_a_kill_9_of_control_and_of_a_router_and_never_invents_
     let candidate = crate::support::typed(json!({"rules": [
         {"id": "prs", "when": ".event == \"pull_request\"", "action": {"drop": true}}
     ], "params": {}}));
-    let trial = db
-        .store
-        .start_trial(
-            NewTrial {
-                webhook_id: hook.id.clone(),
-                owner_scope: scope.clone(),
-                plan_id: "pl_test".into(),
-                candidate,
-                base_config_digest: hook.config_digest.clone(),
-                forecast: Forecast::default(),
-                limits: TrialLimits::default(),
-                started_by: "alice".into(),
-                plan: Default::default(),
-            },
-            1,
-        )
-        .await
-        .expect("a trial starts");
+    let trial = start_by_hand(&db.store, &scope, &hook, &candidate).await;
     let github: Vec<_> = payloads()
         .into_iter()
         .filter(|p| p.forge == "github")
@@ -983,4 +932,31 @@ async fn a_trial_survives_a_kill_9_of_control_and_of_a_router_and_never_invents_
     let ended = db.store.get_trial(&scope, &trial.id).await.expect("trial");
     adds_up(&ended);
     drop(second);
+}
+
+/// A trial of `candidate` on `hook`, started through the store (no plan): what the live
+/// runner sees of any trial.
+async fn start_by_hand(
+    store: &Store,
+    scope: &switchboard_control::OwnerScope,
+    hook: &switchboard_control::store::Webhook,
+    candidate: &switchboard_model::Configuration,
+) -> switchboard_control::store::Trial {
+    store
+        .start_trial(
+            NewTrial {
+                webhook_id: hook.id.clone(),
+                owner_scope: scope.clone(),
+                plan_id: "pl_test".into(),
+                candidate: candidate.clone(),
+                base_config_digest: hook.config_digest.clone(),
+                forecast: Forecast::default(),
+                limits: TrialLimits::default(),
+                started_by: "alice".into(),
+                plan: Default::default(),
+            },
+            1,
+        )
+        .await
+        .expect("a trial starts")
 }

@@ -57,6 +57,16 @@ impl Transition {
     pub fn loses_work(&self) -> bool {
         Label::loses_work(&self.from, &self.to)
     }
+
+    /// The order every report lists transitions in: lost work first, then by count, ties by
+    /// label, so equal reports list alike.
+    pub fn report_order(a: &Transition, b: &Transition) -> std::cmp::Ordering {
+        b.loses_work()
+            .cmp(&a.loses_work())
+            .then(b.count.cmp(&a.count))
+            .then(a.from.cmp(&b.from))
+            .then(a.to.cmp(&b.to))
+    }
 }
 
 /// Deliveries of one transition that moved from one deciding rule to another.

@@ -56,6 +56,58 @@ pub struct TransitionEvidence {
     pub loses_work: bool,
 }
 
+impl std::fmt::Display for Insufficient {
+    /// Why, in words, as every surface says it.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Insufficient::TooFewDeliveries { evaluated, minimum } => write!(
+                f,
+                "too few deliveries: {evaluated} evaluated, at least {minimum} are needed"
+            ),
+            Insufficient::PredictedNotObserved { from, to } => write!(
+                f,
+                "the replay predicted {from} → {to}, and the trial never observed it"
+            ),
+        }
+    }
+}
+
+/// A flag of a transition's evidence, as every surface names it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Flag {
+    LostWork,
+    Unforeseen,
+    Outside,
+    Unobserved,
+}
+
+impl Flag {
+    /// The flag in words.
+    pub const fn words(self) -> &'static str {
+        match self {
+            Flag::LostWork => "lost work",
+            Flag::Unforeseen => "unforeseen",
+            Flag::Outside => "outside the interval",
+            Flag::Unobserved => "not observed",
+        }
+    }
+}
+
+impl TransitionEvidence {
+    /// Its flags, in the order they are shown: lost work, unforeseen, outside, unobserved.
+    pub fn flags(&self) -> Vec<Flag> {
+        [
+            (self.loses_work, Flag::LostWork),
+            (self.unforeseen, Flag::Unforeseen),
+            (self.outside, Flag::Outside),
+            (self.unobserved, Flag::Unobserved),
+        ]
+        .into_iter()
+        .filter_map(|(set, flag)| set.then_some(flag))
+        .collect()
+    }
+}
+
 /// Each transition either side saw, forecast beside observed: lost work first, then what
 /// the replay never saw, then the rest by how many the trial observed.
 pub fn compare(forecast: &Forecast, observed: &Observed) -> Vec<TransitionEvidence> {

@@ -118,13 +118,7 @@ impl TrialReport {
                 by_rules: Vec::new(),
             })
             .collect();
-        transitions.sort_by(|a, b| {
-            b.loses_work()
-                .cmp(&a.loses_work())
-                .then(b.count.cmp(&a.count))
-                .then(a.from.cmp(&b.from))
-                .then(a.to.cmp(&b.to))
-        });
+        transitions.sort_by(Transition::report_order);
         let totals = observed.totals();
         let work = |side: &BTreeMap<Label<'static>, u64>| -> u64 {
             side.iter()

@@ -84,13 +84,7 @@ pub fn aggregate(
         t.by_rules = by_rules;
     }
     let mut transitions: Vec<Transition> = groups.into_values().collect();
-    transitions.sort_by(|a, b| {
-        b.loses_work()
-            .cmp(&a.loses_work())
-            .then(b.count.cmp(&a.count))
-            .then(a.from.cmp(&b.from))
-            .then(a.to.cmp(&b.to))
-    });
+    transitions.sort_by(Transition::report_order);
     r.transitions = transitions;
     r.rules = candidate_rule_ids
         .iter()
