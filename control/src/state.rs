@@ -97,6 +97,15 @@ pub struct ControlState {
 }
 
 impl ControlState {
+    /// What the trial verbs and reports need of this state.
+    pub fn trials_ctx(&self) -> crate::trials::Ctx<'_> {
+        crate::trials::Ctx {
+            store: &self.store,
+            runner: &self.trials,
+            fail_closed: self.capabilities.trusted_actors,
+        }
+    }
+
     /// The console page where a person reviews plan `plan_id`.
     pub fn console_plan_url(&self, plan_id: &str) -> String {
         format!(

@@ -44,7 +44,7 @@ impl RuleTrialsService for RuleTrialsApi {
             let c = authorize(&self.state, request.metadata(), "start_rule_trial").await?;
             let r = request.into_inner();
             let report = trials::start(
-                &self.state,
+                &self.state.trials_ctx(),
                 &asker(&c),
                 StartArgs {
                     webhook_id: r.webhook_id,
@@ -65,7 +65,12 @@ impl RuleTrialsService for RuleTrialsApi {
     ) -> Result<Response<RuleTrial>, Status> {
         super::respond(async {
             let c = authorize(&self.state, request.metadata(), "stop_rule_trial").await?;
-            let report = trials::stop(&self.state, &asker(&c), &request.get_ref().trial_id).await?;
+            let report = trials::stop(
+                &self.state.trials_ctx(),
+                &asker(&c),
+                &request.get_ref().trial_id,
+            )
+            .await?;
             Ok(RuleTrial::from(&report))
         })
         .await
@@ -77,7 +82,12 @@ impl RuleTrialsService for RuleTrialsApi {
     ) -> Result<Response<RuleTrial>, Status> {
         super::respond(async {
             let c = authorize(&self.state, request.metadata(), "get_rule_trial").await?;
-            let report = trials::get(&self.state, &asker(&c), &request.get_ref().trial_id).await?;
+            let report = trials::get(
+                &self.state.trials_ctx(),
+                &asker(&c),
+                &request.get_ref().trial_id,
+            )
+            .await?;
             Ok(RuleTrial::from(&report))
         })
         .await
@@ -89,8 +99,12 @@ impl RuleTrialsService for RuleTrialsApi {
     ) -> Result<Response<ListRuleTrialsResponse>, Status> {
         super::respond(async {
             let c = authorize(&self.state, request.metadata(), "list_rule_trials").await?;
-            let reports =
-                trials::list(&self.state, &asker(&c), &request.get_ref().webhook_id).await?;
+            let reports = trials::list(
+                &self.state.trials_ctx(),
+                &asker(&c),
+                &request.get_ref().webhook_id,
+            )
+            .await?;
             Ok(ListRuleTrialsResponse {
                 trials: reports.iter().map(RuleTrial::from).collect(),
             })

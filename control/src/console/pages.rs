@@ -231,7 +231,7 @@ pub(super) async fn trial(c: &Console, person: &Person, trial_id: &str) -> Respo
         Err(crate::Error::NotFound { .. }) => return not_found(person),
         Err(e) => return internal(&e),
     };
-    let report = crate::trials::report(&c.state, &trial);
+    let report = crate::trials::report(&c.state.trials_ctx(), &trial);
     let chrome = person.chrome();
     let view = TrialView {
         chrome: &chrome,
@@ -449,7 +449,7 @@ async fn webhook_view(
         }
         // The listing carries counts only; the transitions (lost work) are read per trial.
         match store.get_trial(scope, &t.id).await {
-            Ok(full) => trials.push(crate::trials::report(&c.state, &full)),
+            Ok(full) => trials.push(crate::trials::report(&c.state.trials_ctx(), &full)),
             Err(crate::Error::NotFound { .. }) => {}
             Err(e) => return Err(e),
         }

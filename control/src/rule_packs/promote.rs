@@ -57,7 +57,7 @@ impl RulePacks {
         } else {
             trial
         };
-        let report = crate::trials::report(&self.state, &trial);
+        let report = crate::trials::report(&self.state.trials_ctx(), &trial);
         let plan = &stored.plan;
         let apply = &stored.apply;
         let pack_rule_ids = apply
@@ -113,7 +113,7 @@ impl RulePacks {
             Err(Error::NotFound { .. }) => return Err(stale()),
             Err(e) => return Err(e.into()),
         };
-        if crate::trials::report(&self.state, &trial).digest != binding.digest {
+        if crate::trials::report(&self.state.trials_ctx(), &trial).digest != binding.digest {
             return Err(stale());
         }
         if !binding.sufficient && !allow_insufficient_trial {

@@ -17,8 +17,18 @@ use switchboard_model::trial::{
 use crate::error::{Error, PLAN_STALE, Result};
 use crate::scope::OwnerScope;
 use crate::secrets::sha256_hex;
-use crate::state::ControlState;
-use crate::store::{NewTrial, Trial};
+use crate::store::{NewTrial, Store, Trial};
+
+/// What the trial verbs need of control: its store, its trial runner, and whether the
+/// webhook's faults deliver no work (the trusted-actors capability quarantines them).
+/// `ControlState::trials_ctx` makes one; taking these rather than the state keeps this module
+/// below the state, which holds the runner.
+#[derive(Clone, Copy)]
+pub struct Ctx<'a> {
+    pub store: &'a Store,
+    pub runner: &'a Trials,
+    pub fail_closed: bool,
+}
 
 /// Who asks: the owner scope they act in, and who they are (an endpoint id, or a person's
 /// login), recorded as the trial's `started_by`.
@@ -38,7 +48,7 @@ pub struct StartArgs {
 }
 
 /// The report of a trial as stored, at the store clock's now.
-pub fn report(state: &ControlState, trial: &Trial) -> TrialReport {
+pub fn report(ctx: &Ctx<'_>, trial: &Trial) -> TrialReport {
     let ids: Vec<String> = trial
         .candidate
         .rules
@@ -73,9 +83,9 @@ pub fn report(state: &ControlState, trial: &Trial) -> TrialReport {
             examples: &trial.examples,
             candidate_rule_ids: &ids,
             from_pack: &from_pack,
-            fail_closed: state.capabilities.trusted_actors,
+            fail_closed: ctx.fail_closed,
         },
-        state.store.clock().now_ms(),
+        ctx.store.clock().now_ms(),
         DEFAULT_MIN_DELIVERIES,
     )
 }
@@ -83,7 +93,7 @@ pub fn report(state: &ControlState, trial: &Trial) -> TrialReport {
 /// `start_rule_trial`: a trial of the candidate of the plan `plan_token` names, which must be
 /// a plan of this webhook that could still be confirmed (planned, or awaiting a person). The
 /// plan is not consumed. Another scope's token is `not_found`, like an unknown one.
-pub async fn start(state: &ControlState, caller: &Asker, args: StartArgs) -> Result<TrialReport> {
+pub async fn start(ctx: &Ctx<'_>, caller: &Asker, args: StartArgs) -> Result<TrialReport> {
     let token = args.plan_token.trim();
     if token.is_empty() {
         return Err(Error::invalid("plan_token", "required"));
@@ -93,11 +103,11 @@ pub async fn start(state: &ControlState, caller: &Asker, args: StartArgs) -> Res
         Some(0) => return Err(Error::invalid("max_duration", "must be positive")),
         Some(ms) => i64::try_from(ms).map_err(|_| Error::invalid("max_duration", "is too long"))?,
     };
-    let webhook = state
+    let webhook = ctx
         .store
         .get_webhook(&caller.scope, &args.webhook_id)
         .await?;
-    let plan = state
+    let plan = ctx
         .store
         .plan_by_token(&sha256_hex(token), &caller.scope)
         .await?;
@@ -109,14 +119,14 @@ pub async fn start(state: &ControlState, caller: &Asker, args: StartArgs) -> Res
     }
     let (plan_state, _) = plan
         .facts()
-        .state(state.store.clock().now_ms(), webhook.config_version);
+        .state(ctx.store.clock().now_ms(), webhook.config_version);
     if !matches!(plan_state, PlanState::Planned | PlanState::PendingApproval) {
         return Err(Error::FailedPrecondition {
             reason: PLAN_STALE,
             current_version: None,
         });
     }
-    let trial = state
+    let trial = ctx
         .store
         .start_trial(
             NewTrial {
@@ -133,43 +143,36 @@ pub async fn start(state: &ControlState, caller: &Asker, args: StartArgs) -> Res
                 started_by: caller.who.clone(),
                 plan: plan.plan.clone(),
             },
-            state.trials.options().max_per_webhook,
+            ctx.runner.options().max_per_webhook,
         )
         .await?;
-    state.trials.forget(&webhook.id);
-    Ok(report(state, &trial))
+    ctx.runner.forget(&webhook.id);
+    Ok(report(ctx, &trial))
 }
 
 /// `stop_rule_trial`: ends a running trial; one that has ended answers as it is.
-pub async fn stop(state: &ControlState, caller: &Asker, trial_id: &str) -> Result<TrialReport> {
-    let trial = state
+pub async fn stop(ctx: &Ctx<'_>, caller: &Asker, trial_id: &str) -> Result<TrialReport> {
+    let trial = ctx
         .store
         .end_trial(&caller.scope, trial_id.trim(), TrialEnd::Stopped)
         .await?;
-    state.trials.forget(&trial.webhook_id);
-    Ok(report(state, &trial))
+    ctx.runner.forget(&trial.webhook_id);
+    Ok(report(ctx, &trial))
 }
 
 /// `get_rule_trial`.
-pub async fn get(state: &ControlState, caller: &Asker, trial_id: &str) -> Result<TrialReport> {
-    let trial = state
-        .store
-        .get_trial(&caller.scope, trial_id.trim())
-        .await?;
-    Ok(report(state, &trial))
+pub async fn get(ctx: &Ctx<'_>, caller: &Asker, trial_id: &str) -> Result<TrialReport> {
+    let trial = ctx.store.get_trial(&caller.scope, trial_id.trim()).await?;
+    Ok(report(ctx, &trial))
 }
 
 /// `list_rule_trials`: the webhook's trials, newest first, each with its report.
-pub async fn list(
-    state: &ControlState,
-    caller: &Asker,
-    webhook_id: &str,
-) -> Result<Vec<TrialReport>> {
-    let listed = state.store.list_trials(&caller.scope, webhook_id).await?;
+pub async fn list(ctx: &Ctx<'_>, caller: &Asker, webhook_id: &str) -> Result<Vec<TrialReport>> {
+    let listed = ctx.store.list_trials(&caller.scope, webhook_id).await?;
     let mut out = Vec::with_capacity(listed.len());
     for t in listed {
-        let trial = state.store.get_trial(&caller.scope, &t.id).await?;
-        out.push(report(state, &trial));
+        let trial = ctx.store.get_trial(&caller.scope, &t.id).await?;
+        out.push(report(ctx, &trial));
     }
     Ok(out)
 }
