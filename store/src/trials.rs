@@ -318,8 +318,8 @@ impl Store {
         Ok(t)
     }
 
-    /// The trials of the scope's webhook, running and ended, newest first, with their counts
-    /// (transitions are read by [`Store::get_trial`]).
+    /// The trials of the scope's webhook, running and ended, newest first, each with
+    /// everything it observed.
     pub async fn list_trials(&self, scope: &OwnerScope, webhook_id: &str) -> Result<Vec<Trial>> {
         self.require_webhook(scope, webhook_id).await?;
         let rows = sqlx::query(concat!(
@@ -331,7 +331,13 @@ impl Store {
         .bind(scope.to_string())
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(trial).collect()
+        let mut trials = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let mut t = trial(row)?;
+            self.read_transitions(&mut t).await?;
+            trials.push(t);
+        }
+        Ok(trials)
     }
 
     /// The trials running on a webhook (ingest's read: no scope, the webhook is its own).

@@ -447,12 +447,7 @@ async fn webhook_view(
             }
             ended_room -= 1;
         }
-        // The listing carries counts only; the transitions (lost work) are read per trial.
-        match store.get_trial(scope, &t.id).await {
-            Ok(full) => trials.push(crate::trials::report(&c.state.trials_ctx(), &full)),
-            Err(crate::Error::NotFound { .. }) => {}
-            Err(e) => return Err(e),
-        }
+        trials.push(crate::trials::report(&c.state.trials_ctx(), &t));
     }
     Ok(WebhookView {
         webhook_id: w.id.clone(),

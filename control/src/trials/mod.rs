@@ -169,10 +169,5 @@ pub async fn get(ctx: &Ctx<'_>, caller: &Asker, trial_id: &str) -> Result<TrialR
 /// `list_rule_trials`: the webhook's trials, newest first, each with its report.
 pub async fn list(ctx: &Ctx<'_>, caller: &Asker, webhook_id: &str) -> Result<Vec<TrialReport>> {
     let listed = ctx.store.list_trials(&caller.scope, webhook_id).await?;
-    let mut out = Vec::with_capacity(listed.len());
-    for t in listed {
-        let trial = ctx.store.get_trial(&caller.scope, &t.id).await?;
-        out.push(report(ctx, &trial));
-    }
-    Ok(out)
+    Ok(listed.iter().map(|t| report(ctx, t)).collect())
 }
