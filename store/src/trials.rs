@@ -356,19 +356,20 @@ impl Store {
     /// Ends a trial of the scope's for `end`. Ending one that has ended changes nothing and
     /// answers it as it is (its first end stands).
     pub async fn end_trial(&self, scope: &OwnerScope, id: &str, end: TrialEnd) -> Result<Trial> {
-        {
-            let _turn = self.write_turn().await?;
-            sqlx::query(
-                "UPDATE trials SET ended_at = $1, end_reason = $2 \
-                 WHERE id = $3 AND owner_scope = $4 AND ended_at IS NULL",
-            )
-            .bind(self.now())
-            .bind(end_text(end))
-            .bind(crate::lookup_id(id))
-            .bind(scope.to_string())
-            .execute(&self.pool)
-            .await?;
+        let now = self.now();
+        let mut tx = self.begin_write().await?;
+        let rows = sqlx::query(
+            "SELECT id, webhook_id, started_at, base_config_digest FROM trials \
+             WHERE id = $1 AND owner_scope = $2 AND ended_at IS NULL",
+        )
+        .bind(crate::lookup_id(id))
+        .bind(scope.to_string())
+        .fetch_all(&mut *tx)
+        .await?;
+        for row in &rows {
+            end_in(&mut tx, row, now, end).await?;
         }
+        tx.commit().await?;
         self.get_trial(scope, id).await
     }
 
@@ -376,18 +377,21 @@ impl Store {
     /// delivery ends on time too). Returns the webhooks whose trials ended.
     pub async fn end_overdue_trials(&self) -> Result<Vec<String>> {
         let now = self.now();
-        let _turn = self.write_turn().await?;
+        let mut tx = self.begin_write().await?;
         let rows = sqlx::query(
-            "UPDATE trials SET ended_at = $1, end_reason = $2 \
-             WHERE ended_at IS NULL AND started_at + max_duration_ms <= $1 RETURNING webhook_id",
+            "SELECT id, webhook_id, started_at, base_config_digest FROM trials \
+             WHERE ended_at IS NULL AND started_at + max_duration_ms <= $1",
         )
         .bind(now)
-        .bind(end_text(TrialEnd::MaxDuration))
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *tx)
         .await?;
-        rows.iter()
-            .map(|r| r.try_get("webhook_id").map_err(Error::from))
-            .collect()
+        let mut webhooks = Vec::with_capacity(rows.len());
+        for row in &rows {
+            end_in(&mut tx, row, now, TrialEnd::MaxDuration).await?;
+            webhooks.push(row.try_get("webhook_id")?);
+        }
+        tx.commit().await?;
+        Ok(webhooks)
     }
 
     /// Deletes up to `batch` trials that ended before `before` (ms), with their tallies (the
@@ -530,4 +534,45 @@ impl Store {
         }
         Ok(())
     }
+}
+
+/// Ends one running trial (`row`: its id, webhook_id, started_at and base digest) at `now`.
+/// Its count of deliveries seen becomes at least the deliveries its webhook stored in the
+/// trial's window, decided by the configuration it ran beside or not decided yet: an offer a
+/// killed control never made (queued in memory, or never queued because the router decided
+/// late) is then seen and not evaluated, as the report says of a shed one, never missing.
+/// Deliveries decided by rules saved after it started are not its. A batch another replica
+/// counted meanwhile is kept: the larger count stands, row-locked by the update.
+async fn end_in(
+    tx: &mut crate::dialect::WriteTx,
+    row: &AnyRow,
+    now: i64,
+    end: TrialEnd,
+) -> Result<()> {
+    let id: String = row.try_get("id")?;
+    let webhook_id: String = row.try_get("webhook_id")?;
+    let started_at: i64 = row.try_get("started_at")?;
+    let base: String = row.try_get("base_config_digest")?;
+    let stored: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM events WHERE webhook_id = $1 AND received_at >= $2 \
+         AND received_at <= $3 AND (config_digest IS NULL OR config_digest = $4)",
+    )
+    .bind(webhook_id.as_str())
+    .bind(started_at)
+    .bind(now)
+    .bind(base.as_str())
+    .fetch_one(&mut **tx)
+    .await?;
+    sqlx::query(
+        "UPDATE trials SET ended_at = $1, end_reason = $2, \
+         seen = CASE WHEN seen > $3 THEN seen ELSE $3 END \
+         WHERE id = $4 AND ended_at IS NULL",
+    )
+    .bind(now)
+    .bind(end_text(end))
+    .bind(stored)
+    .bind(id.as_str())
+    .execute(&mut **tx)
+    .await?;
+    Ok(())
 }

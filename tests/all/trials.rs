@@ -817,7 +817,8 @@ fn adds_up(t: &switchboard_control::store::Trial) {
 /// deliveries in flight loses the evaluations it had not written, never more: what the trial
 /// counted is exact (every evaluated delivery in one pair, nothing counted twice or
 /// invented), and a new control goes on counting it. A router killed mid-trial: the trial's
-/// calls it dropped are counted as not evaluated; every delivery is seen.
+/// calls it dropped are counted as not evaluated. Once the trial ends, every delivery stored
+/// while it ran is seen, the ones the killed control never evaluated as not evaluated.
 async fn a_trial_survives_a_kill_9_of_control_and_of_a_router_and_never_invents_a_count(
     db: TestDb,
 ) {
@@ -929,8 +930,35 @@ async fn a_trial_survives_a_kill_9_of_control_and_of_a_router_and_never_invents_
             .is_ok_and(|t| t.observed.seen == survivor_base + last)
     })
     .await;
-    let ended = db.store.get_trial(&scope, &trial.id).await.expect("trial");
+    let counted = db.store.get_trial(&scope, &trial.id).await.expect("trial");
+    adds_up(&counted);
+
+    // Ended, the trial has seen every delivery its webhook stored while it ran: the ones the
+    // killed control never evaluated are counted not evaluated, never missing, never decided.
+    let ended = db
+        .store
+        .end_trial(
+            &scope,
+            &trial.id,
+            switchboard_model::trial::TrialEnd::Stopped,
+        )
+        .await
+        .expect("stopped");
     adds_up(&ended);
+    assert_eq!(
+        ended.observed.seen,
+        sent + more + last,
+        "{:?}",
+        ended.observed
+    );
+    assert_eq!(
+        ended.observed.evaluated, counted.observed.evaluated,
+        "ending evaluates nothing"
+    );
+    assert_eq!(
+        ended.observed.not_evaluated(),
+        ended.observed.seen - counted.observed.evaluated
+    );
     drop(second);
 }
 

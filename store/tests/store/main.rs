@@ -111,6 +111,7 @@ store_test_suite! {
         upgrading_from_0014_keeps_webhooks_and_takes_trials,
         an_overdue_trial_ends_without_a_delivery,
         upgrading_from_0015_keeps_trials_and_their_counts,
+        an_ended_trial_has_seen_every_delivery_stored_in_its_window,
     ],
     todos: [
         redelivery_creates_no_second_todo,

@@ -340,3 +340,74 @@ pub async fn upgrading_from_0015_keeps_trials_and_their_counts(db: TestDb) {
     assert_eq!(new.record_trial(trial_id, &batch).await.unwrap(), Some(13));
     new.close().await;
 }
+
+/// Issue 45: deliveries a trial was never offered (a control killed with offers queued, or a
+/// delivery its router decided late) are counted when the trial ends: every delivery its
+/// webhook stored in the trial's window is seen, the ones not evaluated counted so, and none
+/// stored before it started or on another webhook. A larger count already kept stands.
+pub async fn an_ended_trial_has_seen_every_delivery_stored_in_its_window(db: TestDb) {
+    use switchboard_store::NewEvent;
+    let alice = human(&db, "alice").await;
+    let (wh, other) = (webhook(&db, &alice).await, webhook(&db, &alice).await);
+    let event = |webhook_id: &str, delivery: String| NewEvent {
+        webhook_id: webhook_id.into(),
+        delivery_id: delivery,
+        kind: "issues.opened".into(),
+        headers: vec![("X-GitHub-Event".into(), "issues".into())],
+        body: b"{\"action\":\"opened\"}".to_vec().into(),
+        verified: true,
+    };
+    db.insert_event(event(&wh.id, "before".into()))
+        .await
+        .unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+    let trial = db.start_trial(new_trial(&alice, &wh), 1).await.unwrap();
+    for i in 0..7 {
+        db.insert_event(event(&wh.id, format!("during-{i}")))
+            .await
+            .unwrap();
+    }
+    db.insert_event(event(&other.id, "elsewhere".into()))
+        .await
+        .unwrap();
+    // Three were offered and evaluated, the other four never offered.
+    let mut batch = TrialBatch::default();
+    for id in ["ev_1", "ev_2", "ev_3"] {
+        batch.record(id, &q("forge"), Some(&to(q("forge"), Some("r"))));
+    }
+    db.record_trial(&trial.id, &batch).await.unwrap();
+    let ended = db
+        .end_trial(&alice, &trial.id, TrialEnd::Stopped)
+        .await
+        .unwrap();
+    assert_eq!(ended.observed.seen, 7, "{:?}", ended.observed);
+    assert_eq!(ended.observed.evaluated, 3);
+    assert_eq!(ended.observed.not_evaluated(), 4);
+    // Deliveries after the end change nothing.
+    db.insert_event(event(&wh.id, "after".into()))
+        .await
+        .unwrap();
+    let again = db
+        .end_trial(&alice, &trial.id, TrialEnd::Stopped)
+        .await
+        .unwrap();
+    assert_eq!(again.observed, ended.observed);
+
+    // A trial that counted more than its window's stored deliveries (offers it was made of
+    // deliveries stored a moment before it started) keeps its count.
+    let mut short = new_trial(&alice, &other);
+    short.limits.max_duration_ms = 1;
+    let counted = db.start_trial(short, 1).await.unwrap();
+    let mut batch = TrialBatch::default();
+    for id in ["ev_a", "ev_b"] {
+        batch.record(id, &q("forge"), None);
+    }
+    db.record_trial(&counted.id, &batch).await.unwrap();
+    tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    assert_eq!(
+        db.end_overdue_trials().await.unwrap(),
+        vec![other.id.clone()]
+    );
+    let ended = db.get_trial(&alice, &counted.id).await.unwrap();
+    assert_eq!(ended.observed.seen, 2, "{:?}", ended.observed);
+}
