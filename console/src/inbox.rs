@@ -43,7 +43,7 @@ pub fn inbox(chrome: &Chrome, items: &[InboxItem]) -> Markup {
                             tr.plan-row data-plan=(item.plan_id) {
                                 td {
                                     a href={ "/console/plans/" (item.plan_id) } {
-                                        (item.kind.as_str()) " " (item.pack_name) "@" (item.pack_version)
+                                        (item.kind.title(&item.pack_name, &item.pack_version))
                                     }
                                     @if item.stale { " " span.badge.stale { "stale" } }
                                 }

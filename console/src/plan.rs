@@ -39,7 +39,7 @@ pub struct PlanView<'a> {
 
 pub fn plan_page(v: &PlanView<'_>) -> Markup {
     let p = v.plan;
-    let title = format!("{} {}@{}", p.kind.as_str(), p.pack.name, p.pack.version);
+    let title = p.kind.title(&p.pack.name, &p.pack.version);
     page(
         &title,
         Some(v.chrome),

@@ -168,6 +168,17 @@ impl ControlClient {
         Ok(self.packs().install_rule_pack(request).await?.into_inner())
     }
 
+    /// `PlanWebhookRules`: a hand-written configuration planned (issue 45): replay progress,
+    /// then the plan.
+    pub async fn plan_webhook_rules(
+        &self,
+        bearer: &Bearer,
+        message: pb::PlanWebhookRulesRequest,
+    ) -> Result<Streaming<pb::RulePackEvent>, Status> {
+        let request = self.request(bearer, message, STREAM_TIMEOUT)?;
+        Ok(self.rules().plan_webhook_rules(request).await?.into_inner())
+    }
+
     /// `TestWebhookRulesStream`: with a replay, progress events, then the response.
     pub async fn test_webhook_rules_stream(
         &self,

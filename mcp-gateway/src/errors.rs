@@ -109,9 +109,10 @@ fn next_call(tool: &str, error: &CallError) -> Option<String> {
                     .into()
             }
             "confirm_rule_pack_plan" | "get_rule_pack_plan" => {
-                "a plan_token is valid only for the owner scope and webhook that planned it: check the webhook id with list_webhooks, or plan again with install_rule_pack or remove_rule_pack"
+                "a plan_token is valid only for the owner scope and webhook that planned it: check the webhook id with list_webhooks, or plan again with install_rule_pack, remove_rule_pack or plan_webhook_rules"
                     .into()
             }
+            "plan_webhook_rules" => "check the webhook id with list_webhooks".into(),
             "update_webhook_rule" | "delete_webhook_rule" => {
                 "check the webhook id with list_webhooks and the rule id with list_webhook_rules"
                     .into()
@@ -131,7 +132,7 @@ fn next_call(tool: &str, error: &CallError) -> Option<String> {
                 .into()
         }
         Reason::PlanStale => {
-            "plan again with the call that made the plan (install_rule_pack or remove_rule_pack), check the new plan, then call confirm_rule_pack_plan with its plan_token"
+            "plan again with the call that made the plan (install_rule_pack, remove_rule_pack or plan_webhook_rules), check the new plan, then call confirm_rule_pack_plan with its plan_token"
                 .into()
         }
         Reason::Unproven => {

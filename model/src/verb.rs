@@ -162,6 +162,9 @@ verbs! {
             read_only: false, destructive: false, idempotent: false;
         GetRulePackPlan = "get_rule_pack_plan", Viewer,
             read_only: true, destructive: false, idempotent: true;
+        // Plans a hand-written configuration (issue 45): saves nothing; the confirm applies.
+        PlanWebhookRules = "plan_webhook_rules", Editor,
+            read_only: false, destructive: false, idempotent: false;
         ListWebhookHistory = "list_webhook_history", Viewer,
             read_only: true, destructive: false, idempotent: true;
         RedriveWebhookEvents = "redrive_webhook_events", Editor,
@@ -290,7 +293,7 @@ mod tests {
                 .collect();
             assert_eq!(holding, [verb.family()], "{verb}");
         }
-        assert_eq!(Verb::ALL.len(), 30);
+        assert_eq!(Verb::ALL.len(), 31);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use switchboard_control_client::CallError;
 use switchboard_control_client::convert;
 use switchboard_control_client::views::{ConfirmOut, ListRulePacksOut, PlanOut, RulePackPlanOut};
 use switchboard_model::diff::{ParamDiff, RuleDiff, VersionDiff};
-use switchboard_model::plan::PlanState;
+use switchboard_model::plan::{PlanKind, PlanState};
 use switchboard_model::provenance::DriftState;
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::control::v1::rule_pack_event::Event;
@@ -388,10 +388,8 @@ pub fn diff_lines(
 pub fn plan_table(p: &PlanOut) -> String {
     let mut out = String::new();
     let mut title = format!(
-        "plan: {} {}@{} on {}",
-        p.kind.as_str(),
-        p.pack.name,
-        p.pack.version,
+        "plan: {} on {}",
+        p.kind.title(&p.pack.name, &p.pack.version),
         p.webhook_id
     );
     if let Some(from) = &p.pack.from_version {
@@ -401,7 +399,9 @@ pub fn plan_table(p: &PlanOut) -> String {
     let _ = writeln!(
         out,
         "{}",
-        if p.proven {
+        if p.proven && p.kind == PlanKind::Rules {
+            "proven: deliveries were replayed and the replay was complete".to_string()
+        } else if p.proven {
             "proven: a delivery of the pack's sources was replayed and the replay was complete"
                 .to_string()
         } else {

@@ -47,6 +47,21 @@ enum RulesCommand {
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
         limit: Option<u32>,
     },
+    /// Plans a hand-written configuration like a pack's change: replayed, nothing saved.
+    /// Prints the plan with its token: `switchboard packs confirm` applies it, `switchboard
+    /// trials start` runs it beside the live rules first (plan_webhook_rules).
+    #[command(after_help = super::EXIT_CODES_HELP)]
+    Plan {
+        /// The webhook's id (`wh_…`).
+        webhook_id: String,
+        /// The new configuration: a JSON configuration `{rules: [{id?, when, action}],
+        /// default_action?, params?}` (`-` reads standard input).
+        #[arg(long)]
+        file: PathBuf,
+        /// Replay the most recent N stored deliveries (1–1000; control's default is 200).
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        limit: Option<u32>,
+    },
     /// The saved versions of a webhook's configuration, newest first (list_webhook_history).
     #[command(after_help = super::EXIT_CODES_HELP)]
     History {
@@ -75,20 +90,7 @@ pub async fn run(args: RulesArgs) -> Result<u8, Failure> {
             file,
             limit,
         } => {
-            let text = if file.as_os_str() == "-" {
-                std::io::read_to_string(std::io::stdin())
-            } else {
-                std::fs::read_to_string(&file)
-            }
-            .map_err(|e| Failure::usage(format!("cannot read {}: {e}", file.display())))?;
-            let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
-                Failure::usage(format!(
-                    "invalid_configuration: {} is not JSON: {e}",
-                    file.display()
-                ))
-            })?;
-            let configuration = switchboard_proto::convert::json::parse_configuration(&value)
-                .map_err(|e| Failure::call(CallError::configuration_shape(e)))?;
+            let configuration = read_configuration(&file)?;
             let s = Session::open("test_webhook_rules", &args.common)?;
             let request = pb::TestWebhookRulesRequest {
                 webhook_id,
@@ -120,6 +122,28 @@ pub async fn run(args: RulesArgs) -> Result<u8, Failure> {
             let out = convert::test(result).map_err(Failure::call)?;
             emit(s.output, &out, test_table)?;
         }
+        RulesCommand::Plan {
+            webhook_id,
+            file,
+            limit,
+        } => {
+            let configuration = read_configuration(&file)?;
+            let s = Session::open("plan_webhook_rules", &args.common)?;
+            let stream = s
+                .client
+                .plan_webhook_rules(
+                    &s.bearer,
+                    pb::PlanWebhookRulesRequest {
+                        webhook_id,
+                        configuration: Some(configuration),
+                        replay: limit.map(|limit| pb::ReplayWindow { limit, since_ms: 0 }),
+                    },
+                )
+                .await
+                .map_err(|e| s.status(e))?;
+            let plan = super::packs::follow_plan(&s, stream).await?;
+            emit(s.output, &plan, super::packs::plan_table)?;
+        }
         RulesCommand::History { webhook_id, limit } => {
             let s = Session::open("list_webhook_history", &args.common)?;
             let r = s
@@ -139,6 +163,24 @@ pub async fn run(args: RulesArgs) -> Result<u8, Failure> {
         }
     }
     Ok(exit::OK)
+}
+
+/// A configuration from a file (`-`: standard input), shaped as control takes it.
+fn read_configuration(file: &std::path::Path) -> Result<pb::Configuration, Failure> {
+    let text = if file.as_os_str() == "-" {
+        std::io::read_to_string(std::io::stdin())
+    } else {
+        std::fs::read_to_string(file)
+    }
+    .map_err(|e| Failure::usage(format!("cannot read {}: {e}", file.display())))?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        Failure::usage(format!(
+            "invalid_configuration: {} is not JSON: {e}",
+            file.display()
+        ))
+    })?;
+    switchboard_proto::convert::json::parse_configuration(&value)
+        .map_err(|e| Failure::call(CallError::configuration_shape(e)))
 }
 
 /// The configuration JSON an answer carries, read back as the model's type (it was written

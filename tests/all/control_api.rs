@@ -3656,6 +3656,7 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
         "update_webhook_rule",
         "delete_webhook_rule",
         "test_webhook_rules",
+        "plan_webhook_rules",
         "list_webhook_history",
         "claim_todo",
         "release_todo",
@@ -3815,6 +3816,21 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
                             })
                             .await,
                     ),
+                    // A plan of the rules the webhook has (its one event is the replay).
+                    "plan_webhook_rules" => {
+                        stream_outcome(
+                            c.rules
+                                .plan_webhook_rules(pb::PlanWebhookRulesRequest {
+                                    webhook_id: wh,
+                                    configuration: Some(pb::Configuration::from(
+                                        &crate::support::typed(rules.clone()),
+                                    )),
+                                    replay: None,
+                                })
+                                .await,
+                        )
+                        .await
+                    }
                     "list_webhook_history" => outcome(
                         c.rules
                             .list_webhook_history(pb::ListWebhookHistoryRequest {

@@ -35,6 +35,7 @@ on_every_backend! {
     a_short_trial_is_insufficient_a_moved_configuration_makes_its_promotion_stale_and_other_scopes_see_nothing,
     a_candidate_over_its_budget_on_every_delivery_faults_in_the_trial_and_never_in_the_live_decision,
     a_trial_survives_a_kill_9_of_control_and_of_a_router_and_never_invents_a_count,
+    hand_written_rules_are_planned_tried_beside_the_live_rules_and_promoted_exactly,
 }
 
 async fn todos_everywhere(store: &Store, scope: &switchboard_control::OwnerScope) -> usize {
@@ -987,4 +988,194 @@ async fn start_by_hand(
         )
         .await
         .expect("a trial starts")
+}
+
+/// Issue 45: a hand-written candidate (as `test_webhook_rules` would try it) becomes a plan of
+/// its own (`plan_webhook_rules`, kind `rules`, no pack), a trial starts from its token and
+/// counts it on live deliveries, and the promotion's confirm saves exactly the tried
+/// configuration (the id minted for a rule without one included), naming the trial. A rules
+/// plan also confirms directly, like a pack's.
+async fn hand_written_rules_are_planned_tried_beside_the_live_rules_and_promoted_exactly(
+    db: TestDb,
+) {
+    use switchboard_proto::control::v1 as pb;
+    let router = router();
+    let control = Control::start(&db.store, &[&router.addr], ControlSetup::default()).await;
+    let (scope, credential) = owner(
+        &db.store,
+        "alice",
+        &[
+            "webhooks",
+            "webhook-rules",
+            "rule-trials",
+            "rule-pack-confirm",
+        ],
+    )
+    .await;
+    let hook = webhook(
+        &db.store,
+        &scope,
+        SourceType::Github,
+        Some(routing_config()),
+    )
+    .await;
+    let api = Api::connect(control.grpc, &credential).await;
+    let github: Vec<_> = payloads()
+        .into_iter()
+        .filter(|p| p.forge == "github")
+        .collect();
+    send(&control, &hook, &github, "past", 1).await;
+
+    // The candidate drops pull requests and sends issues to triage; one rule has no id.
+    let candidate = crate::support::typed(json!({"rules": [
+        {"id": "prs", "when": ".event == \"pull_request\"", "action": {"drop": true}},
+        {"when": ".event == \"issues\"", "action": {"queue": "triage"}}
+    ], "params": {}}));
+    let plan_of = |configuration: &switchboard_model::Configuration| {
+        let rules = api.rules();
+        let request = pb::PlanWebhookRulesRequest {
+            webhook_id: hook.id.clone(),
+            configuration: Some(pb::Configuration::from(configuration)),
+            replay: None,
+        };
+        async move {
+            let mut rules = rules;
+            // A refusal before the replay is the call's; one during it, the stream's.
+            result_of(rules.plan_webhook_rules(request).await?.into_inner()).await
+        }
+    };
+    let plan = plan_of(&candidate).await.expect("a plan");
+    assert_eq!(plan["kind"], json!("rules"), "{plan}");
+    assert_eq!(plan["pack"]["name"], json!(""));
+    assert_eq!(plan["nothing_saved"], json!(true));
+    assert!(
+        plan["events_replayed"].as_u64().expect("replayed") >= github.len() as u64,
+        "{plan}"
+    );
+    assert!(
+        plan["transitions"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["to"] == json!("drop"))),
+        "the replay shows the pull requests dropped: {plan}"
+    );
+    let token = plan["plan_token"].as_str().expect("token").to_string();
+
+    let trial = trial_of(
+        api.trials()
+            .start_rule_trial(StartRuleTrialRequest {
+                webhook_id: hook.id.clone(),
+                plan_token: token,
+                max_deliveries: None,
+                max_duration_ms: None,
+            })
+            .await
+            .expect("a trial of hand-written rules starts")
+            .into_inner(),
+    );
+    let (sent, _) = send(&control, &hook, &github, "live", 1).await;
+    eventually(
+        Duration::from_secs(20),
+        "the trial counted every delivery",
+        || async {
+            db.store
+                .get_trial(&scope, &trial.trial_id)
+                .await
+                .is_ok_and(|t| t.observed.evaluated == sent as u64)
+        },
+    )
+    .await;
+    let tried = db
+        .store
+        .get_trial(&scope, &trial.trial_id)
+        .await
+        .expect("trial");
+    assert!(
+        tried
+            .observed
+            .transitions
+            .keys()
+            .any(|(from, to)| *from == Label::queue("review") && *to == Label::Drop),
+        "{:?}",
+        tried.observed
+    );
+
+    let promoted = result_of(
+        api.trials()
+            .promote_rule_trial(PromoteRuleTrialRequest {
+                trial_id: trial.trial_id.clone(),
+                replay: None,
+            })
+            .await
+            .expect("promote")
+            .into_inner(),
+    )
+    .await
+    .expect("a promotion plan");
+    assert_eq!(promoted["kind"], json!("rules"));
+    assert_eq!(promoted["trial"]["trial_id"], json!(trial.trial_id));
+    let applied = api
+        .packs()
+        .confirm_rule_pack_plan(ConfirmRulePackPlanRequest {
+            webhook_id: hook.id.clone(),
+            plan_token: promoted["plan_token"].as_str().expect("token").into(),
+            allow_unproven: true,
+            // Fewer deliveries than a sufficient trial needs.
+            allow_insufficient_trial: true,
+        })
+        .await
+        .expect("applied")
+        .into_inner();
+    assert!(
+        matches!(applied.event, Some(Event::Applied(_))),
+        "{applied:?}"
+    );
+    let saved = db.store.get_webhook(&scope, &hook.id).await.expect("hook");
+    assert_eq!(
+        saved.configuration, tried.candidate,
+        "exactly the tried rules"
+    );
+    assert!(
+        saved.configuration.rules[1]
+            .id
+            .as_deref()
+            .is_some_and(|id| !id.is_empty()),
+        "the minted id is the planned one"
+    );
+    let history = db
+        .store
+        .list_history(&scope, &hook.id, &Page::first(1))
+        .await
+        .expect("history");
+    let last = &history.items[0];
+    assert_eq!(last.change.op, "plan_webhook_rules");
+    assert_eq!(last.change.pack, None, "no pack");
+    assert_eq!(
+        last.provenance.as_ref().and_then(|p| p.trial.clone()),
+        Some(trial.trial_id.clone())
+    );
+
+    // Directly: a rules plan back to the old rules, confirmed, saves them.
+    let back = plan_of(&crate::support::typed(routing_config()))
+        .await
+        .expect("a plan back");
+    api.packs()
+        .confirm_rule_pack_plan(ConfirmRulePackPlanRequest {
+            webhook_id: hook.id.clone(),
+            plan_token: back["plan_token"].as_str().expect("token").into(),
+            allow_unproven: true,
+            allow_insufficient_trial: false,
+        })
+        .await
+        .expect("applied");
+    let saved = db.store.get_webhook(&scope, &hook.id).await.expect("hook");
+    assert_eq!(saved.configuration, crate::support::typed(routing_config()));
+
+    // Checked as a save is: an invalid candidate is refused before any replay.
+    let invalid = plan_of(&crate::support::typed(json!({"rules": [
+        {"id": "bad", "when": ".event ==", "action": {"drop": true}}
+    ]})))
+    .await
+    .expect_err("invalid");
+    assert_eq!(invalid.code(), tonic::Code::InvalidArgument, "{invalid:?}");
+    control.stop().await;
 }

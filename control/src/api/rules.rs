@@ -671,6 +671,47 @@ impl WebhookRules for WebhookRulesApi {
         )))
     }
 
+    type PlanWebhookRulesStream = EventStream<pb::RulePackEvent>;
+
+    async fn plan_webhook_rules(
+        &self,
+        request: Request<pb::PlanWebhookRulesRequest>,
+    ) -> Result<Response<Self::PlanWebhookRulesStream>, Status> {
+        let caller = authorize(&self.state, request.metadata(), "plan_webhook_rules")
+            .await
+            .map_err(Status::from)?;
+        let req = request.into_inner();
+        let mut candidate =
+            request_configuration(req.configuration.as_ref())?.ok_or_else(|| {
+                ApiError::invalid("configuration", "required: the whole new configuration")
+            })?;
+        let webhook = self
+            .state
+            .store
+            .get_webhook(caller.scope(), &req.webhook_id)
+            .await
+            .map_err(ApiError::from)?;
+        // Checked as a save checks it: ids minted, reserved pack ids refused, validated.
+        prepare_candidate(
+            &self.state,
+            &webhook,
+            &webhook.configuration,
+            &mut candidate,
+        )
+        .await?;
+        let packs =
+            crate::rule_packs::RulePacks::new(self.state.clone(), self.state.catalog.clone());
+        let who = super::rule_packs::caller(&caller);
+        let window = super::rule_packs::window(req.replay);
+        Ok(Response::new(super::rule_packs::stream(
+            move |progress| async move {
+                packs
+                    .plan_rules(&who, &webhook, candidate, &window, Some(progress))
+                    .await
+            },
+        )))
+    }
+
     async fn list_webhook_history(
         &self,
         request: Request<pb::ListWebhookHistoryRequest>,

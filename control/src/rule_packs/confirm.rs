@@ -312,8 +312,9 @@ impl RulePacks {
                     configuration: configuration.clone(),
                     actor,
                     change: ConfigurationChange {
-                        pack: Some(plan.pack_name.clone()),
-                        version: Some(plan.pack_version.clone()),
+                        // A hand-written plan's change names no pack.
+                        pack: (!plan.pack_name.is_empty()).then(|| plan.pack_name.clone()),
+                        version: (!plan.pack_name.is_empty()).then(|| plan.pack_version.clone()),
                         kind: Some(kind.as_str().to_string()),
                         ..ConfigurationChange::op(op)
                     },

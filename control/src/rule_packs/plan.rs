@@ -153,6 +153,51 @@ impl RulePacks {
         .await
     }
 
+    /// `plan_webhook_rules` (issue 45): a hand-written configuration (`candidate`, already
+    /// validated as a save would be) planned like a pack's change — replayed, stored with a
+    /// token a confirm applies and a trial may start from. No pack: the installed packs'
+    /// provenance stays as it is (hand edits of their rules show as drift, as after any
+    /// save), and no rule is a pack rule, so faults are reported, never refused.
+    pub async fn plan_rules(
+        &self,
+        caller: &Caller,
+        webhook: &Webhook,
+        candidate: Configuration,
+        window: &ReplayWindow,
+        progress: Option<Progress>,
+    ) -> Result<PackAnswer, PackError> {
+        let ctx = routing_context(webhook, &self.state.capabilities);
+        let rules = sha256_hex(&canonical(
+            &serde_json::to_value(&candidate).unwrap_or_default(),
+        ));
+        let candidate = Candidate {
+            pack_name: String::new(),
+            pack_version: String::new(),
+            rule_diff: switchboard_packs::merge::rule_diff(&webhook.configuration, &candidate, &[]),
+            configuration: candidate,
+            provenance: webhook.provenance.clone(),
+            param_diff: Default::default(),
+            version_diff: None,
+            pack_rule_ids: Vec::new(),
+            trusted_actors: None,
+        };
+        self.plan(
+            caller,
+            PlanRequest {
+                webhook,
+                ctx: &ctx,
+                pack: None,
+                kind: PlanKind::Rules,
+                candidate,
+                window,
+                binding: Binding::Rules { rules },
+                trial: None,
+            },
+            progress,
+        )
+        .await
+    }
+
     /// Evaluates every param check with the candidate's params, in the sandbox like any rule.
     pub(super) async fn run_param_checks(
         &self,
@@ -469,8 +514,13 @@ impl RulePacks {
                     allow_insufficient_trial: None,
                 },
                 note: format!(
-                    "Nothing was saved. To apply exactly this plan, call {CONFIRM_TOOL} with this webhook_id and the plan_token, before {}. The token is bound to this webhook, your owner scope, {name}@{version}, these params and this candidate; it is refused as plan_stale if the webhook's configuration changes first.{}",
+                    "Nothing was saved. To apply exactly this plan, call {CONFIRM_TOOL} with this webhook_id and the plan_token, before {}. The token is bound to this webhook, your owner scope, {}this candidate; it is refused as plan_stale if the webhook's configuration changes first.{}",
                     rfc3339(expires_at),
+                    if kind == PlanKind::Rules {
+                        String::new()
+                    } else {
+                        format!("{name}@{version}, these params and ")
+                    },
                     if is_proven {
                         ""
                     } else {

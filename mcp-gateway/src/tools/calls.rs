@@ -48,7 +48,10 @@ pub fn parse<P: serde::de::DeserializeOwned>(
 /// that a plan call changes nothing (its annotations say so). An agent still sending them is
 /// told where they went rather than only that the field is unknown; nothing is planned.
 fn moved_to_confirm(tool: &str, arguments: &JsonObject) -> Option<CallError> {
-    if !matches!(tool, "install_rule_pack" | "remove_rule_pack") {
+    if !matches!(
+        tool,
+        "install_rule_pack" | "remove_rule_pack" | "plan_webhook_rules"
+    ) {
         return None;
     }
     let field = ["confirm", "allow_unproven"]
@@ -676,6 +679,26 @@ pub async fn install_rule_pack(cx: &Call, p: InstallRulePackParams) -> Result<Pl
                 params: p.params.as_ref().map(json::to_struct),
                 // Not the deprecated `params_json`: control reads the Struct.
                 ..Default::default()
+            },
+        )
+        .await
+        .map_err(|s| cx.status(&s))?;
+    follow_plan(cx, stream).await
+}
+
+pub async fn plan_webhook_rules(
+    cx: &Call,
+    p: PlanWebhookRulesParams,
+) -> Result<PlanOut, CallError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let configuration = configuration(cx.tool, &p.configuration)?;
+    let stream = c
+        .plan_webhook_rules(
+            b,
+            pb::PlanWebhookRulesRequest {
+                webhook_id: p.webhook_id,
+                configuration: Some(configuration),
+                replay: p.replay.map(replay_window),
             },
         )
         .await

@@ -379,6 +379,20 @@ pub struct InstallRulePackParams {
 
 #[derive(Debug, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+pub struct PlanWebhookRulesParams {
+    /// The webhook's id: `wh_` and 32 hex characters, as list_webhooks shows it.
+    pub webhook_id: String,
+    /// The whole new configuration, as set_webhook_rules takes it; rules without an id get
+    /// one.
+    #[schemars(with = "ConfigurationSchema")]
+    pub configuration: Value,
+    /// The replay window for the plan (default: the 200 most recent deliveries).
+    #[serde(default)]
+    pub replay: Option<ReplayParams>,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct RemoveRulePackParams {
     /// The webhook the pack is installed on: `wh_` and 32 hex characters.
     pub webhook_id: String,
@@ -450,8 +464,9 @@ pub struct ConfirmRulePackPlanParams {
 pub struct StartRuleTrialParams {
     /// The webhook the plan was made for.
     pub webhook_id: String,
-    /// The plan_token of a plan that could still be confirmed (from install_rule_pack or
-    /// remove_rule_pack). It is not used up: the plan can still be confirmed.
+    /// The plan_token of a plan that could still be confirmed (from install_rule_pack,
+    /// remove_rule_pack or plan_webhook_rules). It is not used up: the plan can still be
+    /// confirmed.
     pub plan_token: String,
     /// End the trial after this many live deliveries. Default: no count limit.
     #[serde(default)]

@@ -39,6 +39,7 @@ pub const ALL_VERBS: &[&str] = &[
     "update_webhook_rule",
     "delete_webhook_rule",
     "test_webhook_rules",
+    "plan_webhook_rules",
     "list_rule_packs",
     "install_rule_pack",
     "remove_rule_pack",
@@ -460,6 +461,15 @@ fn result(plan: pb::Plan) -> pb::RulePackEvent {
 /// Only `test_webhook_rules` (unary and streamed, each with a fixed answer) is faked.
 #[tonic::async_trait]
 impl WebhookRules for FakeControl {
+    type PlanWebhookRulesStream = EventStream;
+
+    async fn plan_webhook_rules(
+        &self,
+        _: Request<pb::PlanWebhookRulesRequest>,
+    ) -> Result<Response<EventStream>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
     async fn list_webhook_rules(
         &self,
         _: Request<pb::ListWebhookRulesRequest>,

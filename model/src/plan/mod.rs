@@ -38,6 +38,8 @@ pub enum PlanKind {
     /// The same version again (new params, or to repair hand edits).
     Reinstall,
     Remove,
+    /// A hand-written configuration (`plan_webhook_rules`): no pack.
+    Rules,
 }
 
 impl PlanKind {
@@ -48,6 +50,16 @@ impl PlanKind {
             PlanKind::Downgrade => "downgrade",
             PlanKind::Reinstall => "reinstall",
             PlanKind::Remove => "remove",
+            PlanKind::Rules => "rules",
+        }
+    }
+
+    /// What a person reads a plan of this kind as: `install drop-ci-noise@2.0.0`, or
+    /// `hand-written rules` (no pack). One wording for the console, the CLI and the inbox.
+    pub fn title(self, pack: &str, version: &str) -> String {
+        match self {
+            PlanKind::Rules => "hand-written rules".to_string(),
+            kind => format!("{} {pack}@{version}", kind.as_str()),
         }
     }
 
@@ -55,6 +67,7 @@ impl PlanKind {
     pub fn verb(self) -> &'static str {
         match self {
             PlanKind::Remove => "remove_rule_pack",
+            PlanKind::Rules => "plan_webhook_rules",
             _ => "install_rule_pack",
         }
     }
@@ -176,6 +189,9 @@ pub enum Binding {
         #[serde(default)]
         keep_params: Vec<String>,
     },
+    /// A hand-written configuration: the candidate's digest (it has no other arguments).
+    /// Before `Install`, whose fields all have defaults and would read it.
+    Rules { rules: String },
     Install {
         #[serde(default)]
         params: Map<String, Value>,
@@ -195,6 +211,7 @@ impl Binding {
             Binding::Remove { keep_params, .. } | Binding::Install { keep_params, .. } => {
                 keep_params
             }
+            Binding::Rules { .. } => &[],
         }
     }
 }
@@ -319,6 +336,10 @@ mod tests {
         let b: Binding = serde_json::from_value(install.clone()).expect("install");
         assert!(matches!(b, Binding::Install { .. }));
         assert_eq!(serde_json::to_value(&b).expect("json"), install);
+        let rules = json!({"rules": "ab12"});
+        let b: Binding = serde_json::from_value(rules.clone()).expect("rules");
+        assert!(matches!(b, Binding::Rules { .. }), "{b:?}");
+        assert_eq!(serde_json::to_value(&b).expect("json"), rules);
         let remove = json!({"remove": "drop-ci-noise", "keep_params": ["k"]});
         let b: Binding = serde_json::from_value(remove.clone()).expect("remove");
         assert_eq!(b.keep_params(), ["k".to_string()]);

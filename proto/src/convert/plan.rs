@@ -31,6 +31,7 @@ impl From<PlanKind> for pb::PlanKind {
             PlanKind::Downgrade => pb::PlanKind::Downgrade,
             PlanKind::Reinstall => pb::PlanKind::Reinstall,
             PlanKind::Remove => pb::PlanKind::Remove,
+            PlanKind::Rules => pb::PlanKind::Rules,
         }
     }
 }
@@ -42,6 +43,7 @@ pub fn plan_kind(k: i32) -> PlanKind {
         pb::PlanKind::Downgrade => PlanKind::Downgrade,
         pb::PlanKind::Reinstall => PlanKind::Reinstall,
         pb::PlanKind::Remove => PlanKind::Remove,
+        pb::PlanKind::Rules => PlanKind::Rules,
         pb::PlanKind::Install | pb::PlanKind::Unspecified => PlanKind::Install,
     }
 }
