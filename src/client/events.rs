@@ -50,10 +50,19 @@ enum EventsCommand {
     Redrive {
         /// The webhook's id (`wh_…`).
         webhook_id: String,
-        /// Which deliveries: `quarantine`, `fault`, `pending`, comma-separated (default: all
-        /// three).
+        /// Which deliveries: `quarantine`, `fault`, `pending`, `drop` (to recover work a change
+        /// dropped), comma-separated (default: quarantine, fault, pending).
         #[arg(long, value_delimiter = ',')]
         decision: Vec<String>,
+        /// Only deliveries decided by this configuration version (`rules history` lists them).
+        #[arg(long)]
+        config_version: Option<i64>,
+        /// Only deliveries received at or after this time (RFC 3339, e.g. 2026-12-06T10:00:00Z).
+        #[arg(long)]
+        since: Option<String>,
+        /// Only deliveries received at or before this time (RFC 3339).
+        #[arg(long)]
+        until: Option<String>,
         /// Only these deliveries (`ev_…`), comma-separated.
         #[arg(long, value_delimiter = ',')]
         event: Vec<String>,
@@ -181,9 +190,14 @@ pub async fn run(args: EventsArgs) -> Result<u8, Failure> {
         EventsCommand::Redrive {
             webhook_id,
             decision,
+            config_version,
+            since,
+            until,
             event,
             limit,
         } => {
+            let since_ms = since.as_deref().map(|t| millis("--since", t)).transpose()?;
+            let until_ms = until.as_deref().map(|t| millis("--until", t)).transpose()?;
             let s = Session::open("redrive_webhook_events", &args.common)?;
             let r = s
                 .client
@@ -193,9 +207,10 @@ pub async fn run(args: EventsArgs) -> Result<u8, Failure> {
                         webhook_id,
                         filter: Some(pb::RedriveFilter {
                             decisions: decision,
-                            since_ms: None,
-                            until_ms: None,
+                            since_ms,
+                            until_ms,
                             event_ids: event,
+                            config_version,
                         }),
                         limit: limit.unwrap_or(0),
                     },
@@ -414,4 +429,36 @@ fn show(o: &GetWebhookEventOut) -> String {
         (None, None) => out.push_str("(empty)\n"),
     }
     out
+}
+
+/// A time a person typed (RFC 3339) as milliseconds since the epoch.
+fn millis(flag: &str, text: &str) -> Result<i64, Failure> {
+    text.parse::<jiff::Timestamp>()
+        .map(|t| t.as_millisecond())
+        .map_err(|e| {
+            Failure::usage(format!(
+                "{flag} {text:?} is not an RFC 3339 time (e.g. 2026-12-06T10:00:00Z): {e}"
+            ))
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::millis;
+
+    #[test]
+    fn a_typed_time_is_read_as_rfc_3339_and_a_bad_one_names_its_flag() {
+        assert_eq!(
+            millis("--since", "2026-12-06T10:00:00Z").ok(),
+            Some(1_796_551_200_000)
+        );
+        assert_eq!(
+            millis("--since", "2026-12-06T10:00:00.250+01:00").ok(),
+            Some(1_796_547_600_250)
+        );
+        let Err(bad) = millis("--until", "yesterday") else {
+            panic!("not a time");
+        };
+        assert!(format!("{bad:?}").contains("--until"), "{bad:?}");
+    }
 }

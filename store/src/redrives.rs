@@ -1,5 +1,5 @@
-//! Redrives (issue 21 item 6): re-routing a webhook's quarantined, faulted or pending events
-//! under its current configuration, planned and confirmed like a pack install. The plan's
+//! Redrives (issue 21 item 6): re-routing a webhook's quarantined, faulted, pending or (when
+//! asked: issue 46, recovering dropped work) dropped events under its current configuration, planned and confirmed like a pack install. The plan's
 //! token is stored only as its SHA-256 hex, bound to the webhook, its owner scope and the
 //! configuration version planned against; it expires and is consumed once. The plan keeps, per
 //! event, the decision it saw, so the old decision stays readable after a confirm replaced it.
@@ -23,13 +23,15 @@ pub const REDRIVE_MAX_LIMIT: u32 = 1000;
 const MAX_FILTER_IDS: usize = REDRIVE_MAX_LIMIT as usize;
 
 /// Where an event stands that a redrive may select: the decisions that made no todo, and
-/// events no router has decided yet.
+/// events no router has decided yet. `Drop` is selected only when asked for: dropping is
+/// usually meant; recovering what a change dropped by mistake is the exception.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Redrivable {
     Quarantine,
     Fault,
     Pending,
+    Drop,
 }
 
 impl Redrivable {
@@ -39,28 +41,33 @@ impl Redrivable {
             Redrivable::Quarantine => "quarantine",
             Redrivable::Fault => "fault",
             Redrivable::Pending => "pending",
+            Redrivable::Drop => "drop",
         }
     }
 
     pub fn parse(name: &str) -> Option<Self> {
-        [Self::Quarantine, Self::Fault, Self::Pending]
+        [Self::Quarantine, Self::Fault, Self::Pending, Self::Drop]
             .into_iter()
             .find(|r| r.as_str() == name)
     }
 }
 
 /// Which events a redrive plans: of the states in `states`, received in `[since, until]`
-/// (ms, inclusive), and, when `event_ids` is not empty, only those.
+/// (ms, inclusive), decided by configuration version `config_version` when given, and, when
+/// `event_ids` is not empty, only those.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct RedriveFilter {
     pub states: Vec<Redrivable>,
     pub since: Option<i64>,
     pub until: Option<i64>,
     pub event_ids: Vec<String>,
+    /// Only events decided by this version of the webhook's configuration.
+    pub config_version: Option<i64>,
 }
 
 impl RedriveFilter {
-    /// Checks the filter, naming the field at fault. No states means all three.
+    /// Checks the filter, naming the field at fault. No states means quarantine, fault and
+    /// pending (never drop unless named).
     pub fn checked(mut self) -> Result<Self> {
         if self.states.is_empty() {
             self.states = vec![
@@ -91,6 +98,12 @@ impl RedriveFilter {
             .any(|id| id.is_empty() || id.len() > 200)
         {
             return Err(Error::invalid("filter.event_ids", "ids are 1–200 bytes"));
+        }
+        if self.config_version.is_some_and(|v| v < 1) {
+            return Err(Error::invalid(
+                "filter.config_version",
+                "a configuration version is 1 or more",
+            ));
         }
         Ok(self)
     }
@@ -232,6 +245,7 @@ fn redrivable(routed: bool, decision: Option<&RecordedDecision>) -> Option<Redri
     match decision?.decision {
         Label::Quarantine => Some(Redrivable::Quarantine),
         Label::Fault => Some(Redrivable::Fault),
+        Label::Drop => Some(Redrivable::Drop),
         _ => None,
     }
 }
@@ -248,19 +262,34 @@ impl Store {
         limit: u32,
     ) -> Result<(Vec<Candidate>, bool)> {
         self.require_webhook(scope, webhook_id).await?;
-        let rows = sqlx::query(
-            "SELECT e.id, e.routed, e.decision, e.redrive_id, CAST(LENGTH(e.body) AS BIGINT) AS size FROM events e \
-             WHERE e.webhook_id = $1 AND e.owner_scope = $2 AND e.received_at >= $3 AND e.received_at <= $4 \
-             AND NOT EXISTS (SELECT 1 FROM todos t WHERE t.webhook_id = e.webhook_id \
-               AND t.delivery_id = e.delivery_id AND t.verified = e.verified) \
-             ORDER BY e.received_at, e.id",
-        )
-        .bind(crate::lookup_id(webhook_id))
-        .bind(scope.to_string())
-        .bind(filter.since.unwrap_or(i64::MIN))
-        .bind(filter.until.unwrap_or(i64::MAX))
-        .fetch_all(&self.pool)
-        .await?;
+        // Static text either way (no SQL is assembled from input): with or without the
+        // configuration version's condition.
+        macro_rules! candidates {
+            ($by_version:literal) => {
+                concat!(
+                    "SELECT e.id, e.routed, e.decision, e.redrive_id, CAST(LENGTH(e.body) AS BIGINT) AS size FROM events e \
+                     WHERE e.webhook_id = $1 AND e.owner_scope = $2 AND e.received_at >= $3 AND e.received_at <= $4 ",
+                    $by_version,
+                    "AND NOT EXISTS (SELECT 1 FROM todos t WHERE t.webhook_id = e.webhook_id \
+                       AND t.delivery_id = e.delivery_id AND t.verified = e.verified) \
+                     ORDER BY e.received_at, e.id"
+                )
+            };
+        }
+        let sql = if filter.config_version.is_some() {
+            candidates!("AND e.config_version = $5 ")
+        } else {
+            candidates!("")
+        };
+        let mut query = sqlx::query(sql)
+            .bind(crate::lookup_id(webhook_id))
+            .bind(scope.to_string())
+            .bind(filter.since.unwrap_or(i64::MIN))
+            .bind(filter.until.unwrap_or(i64::MAX));
+        if let Some(version) = filter.config_version {
+            query = query.bind(version);
+        }
+        let rows = query.fetch_all(&self.pool).await?;
         let mut picked = Vec::new();
         let mut more = false;
         let mut bytes = 0usize;

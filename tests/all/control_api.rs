@@ -225,6 +225,7 @@ api_suite! {
     health_and_reflection_are_served,
     explain_names_the_version_and_the_rules_that_decided,
     redrive_plans_then_routes_each_event_once,
+    redrive_recovers_what_a_change_dropped_by_version_and_time_once_each,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -4398,6 +4399,148 @@ async fn label_now(store: &Store, scope: &OwnerScope, event: &Event) -> Option<S
     e.routed
         .then(|| e.decision.map(|d| d.decision.to_string()))
         .flatten()
+}
+
+/// Issue 46 item 4: a change that dropped work by mistake is recovered by redrive. `drop` is
+/// selected only when asked for; the configuration version that decided, and the time, narrow
+/// the selection; a delivery that has a todo is never selected; the events are re-routed
+/// oldest first, each once; of 10 concurrent confirms of one plan exactly one applies.
+async fn redrive_recovers_what_a_change_dropped_by_version_and_time_once_each(api: Api) {
+    let store = &api.store;
+    human(store, "ed").await;
+    store.create_team("ops", "Operations").await.expect("team");
+    store
+        .set_membership("ops", "ed", Role::Editor)
+        .await
+        .expect("membership");
+    let ops = OwnerScope::team("ops");
+    let editor = vend(store, "ed", &ops, &EVERY_FAMILY).await;
+    let c = api.client(&editor);
+    let w = store
+        .create_webhook(NewWebhook {
+            owner_scope: ops.clone(),
+            source_type: SourceType::Github,
+            secret: None,
+            grant: GRANT.iter().map(|q| q.to_string()).collect(),
+            reject_unverified: false,
+            configuration: Some(crate::support::typed(json!({"rules": [
+                {"id": "prs", "when": ".kind == \"pull_request.opened\"", "action": {"queue": "review"}},
+            ], "params": {}}))),
+            actor: Actor::operator(),
+        })
+        .await
+        .expect("webhook");
+    let set_prs = |action: &str| {
+        let mut rules = c.rules.clone();
+        let request = pb::UpdateWebhookRuleRequest {
+            webhook_id: w.id.clone(),
+            rule_id: "prs".into(),
+            patch: Some(pb::RulePatch {
+                action: Some(action.into()),
+                ..Default::default()
+            }),
+            ..Default::default()
+        };
+        async move { ok(rules.update_webhook_rule(request).await).version }
+    };
+    // Version 1 queues pull requests; version 2 drops them by mistake; version 3 is the fix.
+    let kept = github_event(&api, &w, "pull_request.opened.json", 1).await;
+    assert_eq!(route_as_ingest(&api, &kept).await, "queue:review");
+    assert_eq!(set_prs("drop").await, 2);
+    let mut dropped = Vec::new();
+    for n in 2..=4 {
+        let e = github_event(&api, &w, "pull_request.opened.json", n).await;
+        assert_eq!(route_as_ingest(&api, &e).await, "drop");
+        dropped.push(e);
+    }
+    assert_eq!(set_prs("queue:review").await, 3);
+    let after_fix = github_event(&api, &w, "pull_request.opened.json", 5).await;
+    assert_eq!(route_as_ingest(&api, &after_fix).await, "queue:review");
+    assert_eq!(todos_of(store, &w).await, 2);
+
+    let plan_of = |filter: pb::RedriveFilter| {
+        let mut webhooks = c.webhooks.clone();
+        let request = pb::RedriveWebhookEventsRequest {
+            webhook_id: w.id.clone(),
+            filter: Some(filter),
+            limit: 0,
+        };
+        async move { webhooks.redrive_webhook_events(request).await }
+    };
+    let ids = |plan: &pb::RedrivePlan| -> Vec<String> {
+        plan.events.iter().map(|e| e.event_id.clone()).collect()
+    };
+    // Not asked for, drops are not selected.
+    assert!(
+        ok(plan_of(pb::RedriveFilter::default()).await)
+            .events
+            .is_empty()
+    );
+    let drops_of = |version: i64| pb::RedriveFilter {
+        decisions: vec!["drop".into()],
+        config_version: Some(version),
+        ..Default::default()
+    };
+    assert!(ok(plan_of(drops_of(1)).await).events.is_empty());
+    // By time: the last two of version 2's drops.
+    let later = ok(plan_of(pb::RedriveFilter {
+        since_ms: Some(dropped[1].received_at),
+        ..drops_of(2)
+    })
+    .await);
+    assert_eq!(ids(&later), [dropped[1].id.clone(), dropped[2].id.clone()]);
+    invalid(plan_of(drops_of(0)).await, "filter.config_version");
+
+    // Version 2's drops, oldest first, each to review now.
+    let plan = ok(plan_of(drops_of(2)).await);
+    assert_eq!(
+        ids(&plan),
+        dropped.iter().map(|e| e.id.clone()).collect::<Vec<_>>()
+    );
+    assert!(
+        plan.events
+            .iter()
+            .all(|e| e.before == "drop" && e.after == "queue:review" && e.changes)
+    );
+    // Ten confirms at once: one applies, the others are refused; one todo per delivery.
+    let confirms = (0..10).map(|_| {
+        let mut webhooks = c.webhooks.clone();
+        let request = confirm_redrive(&w.id, &plan);
+        async move { webhooks.confirm_webhook_redrive(request).await }
+    });
+    let answers = futures::future::join_all(confirms).await;
+    let applied: Vec<_> = answers.iter().filter_map(|a| a.as_ref().ok()).collect();
+    assert_eq!(applied.len(), 1, "{answers:?}");
+    for refused in answers.iter().filter_map(|a| a.as_ref().err()) {
+        assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
+    }
+    let done = applied[0].get_ref();
+    assert_eq!((done.applied, done.skipped, done.todos_created), (3, 0, 3));
+    assert_eq!(
+        done.events
+            .iter()
+            .map(|o| o.event_id.clone())
+            .collect::<Vec<_>>(),
+        ids(&plan),
+        "in arrival order"
+    );
+    assert_eq!(todos_of(store, &w).await, 5);
+    for e in &dropped {
+        assert_eq!(
+            label_now(store, &ops, e).await.as_deref(),
+            Some("queue:review")
+        );
+    }
+    // Recovered work has its todo: never selected again.
+    assert!(
+        ok(plan_of(pb::RedriveFilter {
+            decisions: vec!["drop".into(), "quarantine".into()],
+            ..Default::default()
+        })
+        .await)
+        .events
+        .is_empty()
+    );
 }
 
 async fn redrive_plans_then_routes_each_event_once(api: Api) {

@@ -44,7 +44,7 @@ fn filter(f: Option<&pb::RedriveFilter>) -> Result<RedriveFilter, ApiError> {
             Redrivable::parse(d).ok_or_else(|| {
                 ApiError::invalid(
                     "filter.decisions",
-                    format!("{d:?} is not one of quarantine, fault, pending"),
+                    format!("{d:?} is not one of quarantine, fault, pending, drop"),
                 )
             })
         })
@@ -54,6 +54,7 @@ fn filter(f: Option<&pb::RedriveFilter>) -> Result<RedriveFilter, ApiError> {
         since: f.since_ms,
         until: f.until_ms,
         event_ids: f.event_ids.clone(),
+        config_version: f.config_version,
     }
     .checked()?)
 }

@@ -462,6 +462,7 @@ pub async fn redrive_webhook_events(
                     since_ms: p.filter.since_ms,
                     until_ms: p.filter.until_ms,
                     event_ids: p.filter.event_ids,
+                    config_version: p.filter.config_version,
                 }),
                 limit: p.limit.unwrap_or(0),
             },

@@ -100,7 +100,9 @@ pub struct GetWebhookEventParams {
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RedriveFilterParams {
-    /// Any of `quarantine`, `fault`, `pending` (not routed yet). Default: all three.
+    /// Any of `quarantine`, `fault`, `pending` (not routed yet) and `drop` (to recover work a
+    /// change dropped). Default: quarantine, fault and pending. A delivery that already has a
+    /// todo is never selected.
     #[serde(default)]
     pub decisions: Vec<String>,
     /// Received at or after this (ms since the epoch).
@@ -110,6 +112,8 @@ pub struct RedriveFilterParams {
     /// Only these events of the webhook.
     #[serde(default)]
     pub event_ids: Vec<String>,
+    /// Only events decided by this configuration version (list_webhook_history shows them).
+    pub config_version: Option<i64>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
