@@ -13,6 +13,7 @@ pub mod decision;
 pub mod diff;
 pub mod fault;
 pub mod form;
+pub mod guard;
 pub mod kind;
 pub mod label;
 pub mod listing;
