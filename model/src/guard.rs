@@ -50,6 +50,35 @@ impl Default for Thresholds {
     }
 }
 
+/// What a breach does.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum OnBreach {
+    /// The webhook's configuration becomes again the version the change replaced.
+    #[default]
+    Revert,
+    /// The breach is shown and counted; the configuration stays.
+    Alert,
+}
+
+/// What a guard holds beside its counts: the change it watches, what a breach does, and once
+/// it breached, why and what was done.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct GuardTerms {
+    pub on_breach: OnBreach,
+    /// The configuration version the confirm saved, and the one it replaced.
+    pub confirmed_version: i64,
+    pub replaced_version: i64,
+    pub thresholds: Thresholds,
+    pub breach: Option<Breach>,
+    /// The version the revert saved (none: not reverted, e.g. on `alert`, or because the
+    /// webhook changed again after the confirm).
+    pub reverted_version: Option<i64>,
+}
+
 /// Why a guard breached, with the numbers that decided it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -156,7 +185,11 @@ fn rate_breach(
         forecast_deliveries: m,
         observed_count: o,
         observed_deliveries: n,
-        forecast_rate: if m == 0 { 0.0 } else { 100.0 * k as f64 / m as f64 },
+        forecast_rate: if m == 0 {
+            0.0
+        } else {
+            100.0 * k as f64 / m as f64
+        },
         observed_rate: 100.0 * observed_rate,
         allowed_rate: 100.0 * allowed,
     })
@@ -234,10 +267,10 @@ mod tests {
             if let Some(to) = to {
                 *seen.transitions.entry((q("review"), to)).or_default() += 1;
             }
-            if n % 64 == 0 || n == 1000 {
-                if let Some(b) = judge(&f, &seen, &Thresholds::default()) {
-                    return Some(b);
-                }
+            if (n % 64 == 0 || n == 1000)
+                && let Some(b) = judge(&f, &seen, &Thresholds::default())
+            {
+                return Some(b);
             }
         }
         None
@@ -253,7 +286,10 @@ mod tests {
         // docs/rule-packs/guards.md states this rate.
         let false_breaches = (0..1000u64).filter(|s| simulate(*s).is_some()).count();
         eprintln!("false breaches: {false_breaches} of 1,000 runs");
-        assert!(false_breaches <= 10, "{false_breaches} of 1,000 runs breached");
+        assert!(
+            false_breaches <= 10,
+            "{false_breaches} of 1,000 runs breached"
+        );
     }
 
     #[test]
