@@ -81,6 +81,10 @@ fn end_words(end: TrialEnd) -> (&'static str, &'static str) {
         TrialEnd::MaxDeliveries => ("max_deliveries", "saw its maximum of deliveries"),
         TrialEnd::MaxDuration => ("max_duration", "ran for its maximum duration"),
         TrialEnd::Promoted => ("promoted", "promoted: a plan makes its candidate live"),
+        TrialEnd::Breached => (
+            "breached",
+            "breached: the change it guarded lost more work than its forecast allowed",
+        ),
         TrialEnd::Stale => (
             "stale",
             "stale: the saved configuration moved, so its evidence no longer describes the live rules",

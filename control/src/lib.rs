@@ -10,6 +10,7 @@
 pub mod api;
 pub mod backlog;
 pub mod console;
+pub mod guards;
 pub mod ingest;
 pub mod pack_sources;
 pub mod retention;

@@ -71,6 +71,14 @@ pub struct ChangeProvenance {
     /// A promotion's trial (issue 45): the candidate saved is the one that trial ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trial: Option<String>,
+    /// A revert (issue 46): `guard`, with the guard that breached and why; `plan` names the
+    /// plan whose change was reverted.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reverted_by: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub guard: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub breach: Option<String>,
 }
 
 /// The endpoint that proposed a plan and the human it acts for.

@@ -73,6 +73,12 @@ pub struct GuardTerms {
     pub confirmed_version: i64,
     pub replaced_version: i64,
     pub thresholds: Thresholds,
+    /// What a revert restores beside the configuration: the installed packs and trusted
+    /// actors of the replaced version.
+    #[cfg_attr(feature = "schema", schemars(skip))]
+    pub replaced_packs: crate::provenance::Provenance,
+    #[cfg_attr(feature = "schema", schemars(skip))]
+    pub replaced_trusted_actors: Option<crate::TrustedActors>,
     pub breach: Option<Breach>,
     /// The version the revert saved (none: not reverted, e.g. on `alert`, or because the
     /// webhook changed again after the confirm).

@@ -136,6 +136,11 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "trial_reports",
         include_str!("../migrations/sqlite/0016_trial_reports.sql"),
     ),
+    (
+        17,
+        "guards",
+        include_str!("../migrations/sqlite/0017_guards.sql"),
+    ),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -217,6 +222,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         16,
         "trial_reports",
         include_str!("../migrations/postgres/0016_trial_reports.sql"),
+    ),
+    (
+        17,
+        "guards",
+        include_str!("../migrations/postgres/0017_guards.sql"),
     ),
 ];
 

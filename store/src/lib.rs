@@ -78,7 +78,7 @@ pub use redrives::{
 pub use retention::{Retention, Window as RetentionWindow};
 pub use tenancy::{Human, Membership, Team};
 pub use todos::{MAX_CLAIM_TTL, NewTodo, Todo, TodoFilter, TodoInsert};
-pub use trials::{EXAMPLES as TRIAL_EXAMPLES, NewTrial, Trial, TrialBatch};
+pub use trials::{EXAMPLES as TRIAL_EXAMPLES, NewGuard, NewTrial, Trial, TrialBatch};
 pub use webhook_cache::{IngestWebhook, is_stale_webhook};
 pub use webhooks::{ConfirmPolicy, MAX_CONFIGURATION_BYTES, NewWebhook, SourceType, Webhook};
 

@@ -9,6 +9,7 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 use sqlx::any::AnyRow;
+use switchboard_model::guard::GuardTerms;
 use switchboard_model::plan::{Routed, StoredPlan};
 use switchboard_model::trial::{Forecast, Move, Observed, RuleTally, TrialEnd, TrialLimits};
 use switchboard_model::{Configuration, Label};
@@ -60,6 +61,9 @@ pub struct Trial {
     pub examples: BTreeMap<Move, Vec<String>>,
     /// The plan it started from; none for a trial started before plans were kept with it.
     pub plan: Option<StoredPlan>,
+    /// A guard's terms (issue 46: the replaced configuration in the shadow of the confirmed
+    /// one); none for a trial.
+    pub guard: Option<GuardTerms>,
 }
 
 impl Trial {
@@ -139,7 +143,7 @@ macro_rules! trial_columns {
     () => {
         "id, webhook_id, owner_scope, plan_id, candidate, candidate_digest, base_config_digest, \
          forecast, max_deliveries, max_duration_ms, started_at, started_by, ended_at, end_reason, \
-         seen, evaluated, plan"
+         seen, evaluated, plan, guard"
     };
 }
 
@@ -170,6 +174,10 @@ fn trial(row: &AnyRow) -> Result<Trial> {
     let plan: Option<String> = row.try_get("plan")?;
     // A plan that no longer reads leaves the trial readable, only not promotable.
     let plan = plan.and_then(|text| serde_json::from_str::<StoredPlan>(&text).ok());
+    let guard: Option<String> = row.try_get("guard")?;
+    let guard = guard
+        .map(|text| serde_json::from_str::<GuardTerms>(&text))
+        .transpose()?;
     Ok(Trial {
         id: row.try_get("id")?,
         webhook_id: row.try_get("webhook_id")?,
@@ -194,6 +202,7 @@ fn trial(row: &AnyRow) -> Result<Trial> {
         },
         examples: BTreeMap::new(),
         plan,
+        guard,
     })
 }
 
@@ -213,8 +222,6 @@ impl Store {
         if new.limits.max_deliveries == Some(0) {
             return Err(Error::invalid("max_deliveries", "must be positive"));
         }
-        let candidate = configuration_text(&new.candidate)?;
-        let forecast = serde_json::to_string(&StoredForecast::from(&new.forecast))?;
         let plan = serde_json::to_string(&new.plan)?;
         let id = new_id("tr_")?;
         let now = self.now();
@@ -228,7 +235,8 @@ impl Store {
             return Err(Error::not_found("webhook"));
         }
         let running = sqlx::query(
-            "SELECT id FROM trials WHERE webhook_id = $1 AND ended_at IS NULL ORDER BY started_at",
+            "SELECT id FROM trials WHERE webhook_id = $1 AND ended_at IS NULL AND kind = 'trial' \
+             ORDER BY started_at",
         )
         .bind(new.webhook_id.as_str())
         .fetch_all(&mut *tx)
@@ -247,36 +255,27 @@ impl Store {
                 ),
             });
         }
-        let row = sqlx::query(concat!(
-            "INSERT INTO trials (id, webhook_id, owner_scope, plan_id, candidate, candidate_digest, \
-             base_config_digest, forecast, max_deliveries, max_duration_ms, started_at, started_by, plan) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) RETURNING ",
-            trial_columns!()
-        ))
-        .bind(id.as_str())
-        .bind(new.webhook_id.as_str())
-        .bind(new.owner_scope.to_string())
-        .bind(new.plan_id.as_str())
-        .bind(candidate)
-        .bind(new.candidate.digest())
-        .bind(new.base_config_digest.as_str())
-        .bind(forecast)
-        .bind(
-            new.limits
-                .max_deliveries
-                .map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
+        let started = insert(
+            &mut tx,
+            Watch {
+                id: &id,
+                kind: "trial",
+                webhook_id: &new.webhook_id,
+                owner_scope: &new.owner_scope,
+                plan_id: &new.plan_id,
+                candidate: &new.candidate,
+                base_config_digest: &new.base_config_digest,
+                forecast: &new.forecast,
+                limits: &new.limits,
+                started_at: now,
+                started_by: &new.started_by,
+                plan: Some(plan),
+                guard: None,
+            },
         )
-        .bind(new.limits.max_duration_ms)
-        .bind(now)
-        .bind(new.started_by.as_str())
-        .bind(plan)
-        .fetch_all(&mut *tx)
         .await?;
         tx.commit().await?;
-        match row.first() {
-            Some(row) => trial(row),
-            None => Err(Error::internal("a started trial returned no row")),
-        }
+        Ok(started)
     }
 
     /// A trial of the scope's, with everything it observed: `not_found` for an unknown id
@@ -285,7 +284,7 @@ impl Store {
         let row = sqlx::query(concat!(
             "SELECT ",
             trial_columns!(),
-            " FROM trials WHERE id = $1 AND owner_scope = $2"
+            " FROM trials WHERE id = $1 AND owner_scope = $2 AND kind = 'trial'"
         ))
         .bind(crate::lookup_id(id))
         .bind(scope.to_string())
@@ -305,7 +304,7 @@ impl Store {
         let row = sqlx::query(concat!(
             "SELECT ",
             trial_columns!(),
-            " FROM trials WHERE id = $1"
+            " FROM trials WHERE id = $1 AND kind = 'trial'"
         ))
         .bind(crate::lookup_id(id))
         .fetch_optional(&self.pool)
@@ -325,7 +324,8 @@ impl Store {
         let rows = sqlx::query(concat!(
             "SELECT ",
             trial_columns!(),
-            " FROM trials WHERE webhook_id = $1 AND owner_scope = $2 ORDER BY started_at DESC, id DESC"
+            " FROM trials WHERE webhook_id = $1 AND owner_scope = $2 AND kind = 'trial' \
+             ORDER BY started_at DESC, id DESC"
         ))
         .bind(crate::lookup_id(webhook_id))
         .bind(scope.to_string())
@@ -340,7 +340,8 @@ impl Store {
         Ok(trials)
     }
 
-    /// The trials running on a webhook (ingest's read: no scope, the webhook is its own).
+    /// The trials and guards running on a webhook (ingest's read: no scope, the webhook is
+    /// its own): the live runner counts both alike.
     pub async fn running_trials(&self, webhook_id: &str) -> Result<Vec<Trial>> {
         let rows = sqlx::query(concat!(
             "SELECT ",
@@ -360,7 +361,7 @@ impl Store {
         let mut tx = self.begin_write().await?;
         let rows = sqlx::query(
             "SELECT id, webhook_id, started_at, base_config_digest FROM trials \
-             WHERE id = $1 AND owner_scope = $2 AND ended_at IS NULL",
+             WHERE id = $1 AND owner_scope = $2 AND ended_at IS NULL AND kind = 'trial'",
         )
         .bind(crate::lookup_id(id))
         .bind(scope.to_string())
@@ -371,6 +372,26 @@ impl Store {
         }
         tx.commit().await?;
         self.get_trial(scope, id).await
+    }
+
+    /// Ends a running trial or guard of the scope's for `end` (the live runner's end: its
+    /// limits, or a moved configuration). One that has ended keeps its first end.
+    pub async fn end_running(&self, scope: &OwnerScope, id: &str, end: TrialEnd) -> Result<()> {
+        let now = self.now();
+        let mut tx = self.begin_write().await?;
+        let rows = sqlx::query(
+            "SELECT id, webhook_id, started_at, base_config_digest FROM trials \
+             WHERE id = $1 AND owner_scope = $2 AND ended_at IS NULL",
+        )
+        .bind(id)
+        .bind(scope.to_string())
+        .fetch_all(&mut *tx)
+        .await?;
+        for row in &rows {
+            end_in(&mut tx, row, now, end).await?;
+        }
+        tx.commit().await?;
+        Ok(())
     }
 
     /// Ends every running trial whose `max_duration` has passed (a trial that sees no
@@ -575,4 +596,199 @@ async fn end_in(
     .execute(&mut **tx)
     .await?;
     Ok(())
+}
+
+/// A guard to start (issue 46): at a confirm, the configuration it replaced (`replaced`)
+/// beside the one it saved (digest `confirmed_digest`), held to the plan's forecast.
+#[derive(Clone, Debug)]
+pub struct NewGuard {
+    pub webhook_id: String,
+    pub owner_scope: OwnerScope,
+    pub plan_id: String,
+    pub replaced: Configuration,
+    pub confirmed_digest: String,
+    pub forecast: Forecast,
+    /// The bake window.
+    pub limits: TrialLimits,
+    /// Who confirmed (or accepted) the change.
+    pub started_by: String,
+    pub terms: GuardTerms,
+}
+
+impl Store {
+    /// Starts a guard on the scope's webhook. A guard of an earlier change still running
+    /// ends (`stale`): the configuration it watched is not the live one any more. Guards do
+    /// not count against `--max-trials-per-webhook`.
+    pub async fn start_guard(&self, new: NewGuard) -> Result<Trial> {
+        if new.limits.max_duration_ms <= 0 {
+            return Err(Error::invalid("max_duration", "must be positive"));
+        }
+        let terms = serde_json::to_string(&new.terms)?;
+        let id = new_id("gd_")?;
+        let now = self.now();
+        let mut tx = self.begin_write().await?;
+        let owned = sqlx::query("SELECT 1 FROM webhooks WHERE id = $1 AND owner_scope = $2")
+            .bind(crate::lookup_id(&new.webhook_id))
+            .bind(new.owner_scope.to_string())
+            .fetch_optional(&mut *tx)
+            .await?;
+        if owned.is_none() {
+            return Err(Error::not_found("webhook"));
+        }
+        let earlier = sqlx::query(
+            "SELECT id, webhook_id, started_at, base_config_digest FROM trials \
+             WHERE webhook_id = $1 AND ended_at IS NULL AND kind = 'guard'",
+        )
+        .bind(new.webhook_id.as_str())
+        .fetch_all(&mut *tx)
+        .await?;
+        for row in &earlier {
+            end_in(&mut tx, row, now, TrialEnd::Stale).await?;
+        }
+        let started = insert(
+            &mut tx,
+            Watch {
+                id: &id,
+                kind: "guard",
+                webhook_id: &new.webhook_id,
+                owner_scope: &new.owner_scope,
+                plan_id: &new.plan_id,
+                candidate: &new.replaced,
+                base_config_digest: &new.confirmed_digest,
+                forecast: &new.forecast,
+                limits: &new.limits,
+                started_at: now,
+                started_by: &new.started_by,
+                plan: None,
+                guard: Some(terms),
+            },
+        )
+        .await?;
+        tx.commit().await?;
+        Ok(started)
+    }
+
+    /// A guard of the scope's with everything it observed: `not_found` for an unknown id and
+    /// for another scope's, alike.
+    pub async fn get_guard(&self, scope: &OwnerScope, id: &str) -> Result<Trial> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            trial_columns!(),
+            " FROM trials WHERE id = $1 AND owner_scope = $2 AND kind = 'guard'"
+        ))
+        .bind(crate::lookup_id(id))
+        .bind(scope.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        let Some(row) = row else {
+            return Err(Error::not_found("guard"));
+        };
+        let mut t = trial(&row)?;
+        self.read_transitions(&mut t).await?;
+        Ok(t)
+    }
+
+    /// The guard a plan's confirm started, if any (the newest).
+    pub async fn guard_of_plan(&self, scope: &OwnerScope, plan_id: &str) -> Result<Option<Trial>> {
+        let row = sqlx::query(
+            "SELECT id FROM trials WHERE plan_id = $1 AND owner_scope = $2 AND kind = 'guard' \
+             ORDER BY started_at DESC LIMIT 1",
+        )
+        .bind(plan_id)
+        .bind(scope.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        match row {
+            Some(row) => {
+                let id: String = row.try_get("id")?;
+                self.get_guard(scope, &id).await.map(Some)
+            }
+            None => Ok(None),
+        }
+    }
+
+    /// Rewrites a guard's terms (what its breach did, once done).
+    pub async fn set_guard_terms(&self, id: &str, terms: &GuardTerms) -> Result<()> {
+        let terms = serde_json::to_string(terms)?;
+        let _turn = self.write_turn().await?;
+        sqlx::query("UPDATE trials SET guard = $1 WHERE id = $2 AND kind = 'guard'")
+            .bind(terms)
+            .bind(id)
+            .execute(&self.pool)
+            .await?;
+        Ok(())
+    }
+
+    /// Ends a running guard as breached with its terms as they now stand (the breach, and the
+    /// version a revert saved). `false`: it had ended already (another replica judged first).
+    pub async fn breach_guard(&self, id: &str, terms: &GuardTerms) -> Result<bool> {
+        let terms = serde_json::to_string(terms)?;
+        let _turn = self.write_turn().await?;
+        let done = sqlx::query(
+            "UPDATE trials SET ended_at = $1, end_reason = $2, guard = $3 \
+             WHERE id = $4 AND kind = 'guard' AND ended_at IS NULL",
+        )
+        .bind(self.now())
+        .bind(end_text(TrialEnd::Breached))
+        .bind(terms)
+        .bind(id)
+        .execute(&self.pool)
+        .await?;
+        Ok(done.rows_affected() == 1)
+    }
+}
+
+/// What a trial and a guard are stored as alike: a candidate beside a base, on live deliveries.
+struct Watch<'a> {
+    id: &'a str,
+    /// `trial` or `guard`.
+    kind: &'static str,
+    webhook_id: &'a str,
+    owner_scope: &'a OwnerScope,
+    plan_id: &'a str,
+    candidate: &'a Configuration,
+    base_config_digest: &'a str,
+    forecast: &'a Forecast,
+    limits: &'a TrialLimits,
+    started_at: i64,
+    started_by: &'a str,
+    /// A trial's plan, as JSON.
+    plan: Option<String>,
+    /// A guard's terms, as JSON.
+    guard: Option<String>,
+}
+
+async fn insert(tx: &mut crate::dialect::WriteTx, w: Watch<'_>) -> Result<Trial> {
+    let row = sqlx::query(concat!(
+        "INSERT INTO trials (id, webhook_id, owner_scope, plan_id, candidate, candidate_digest, \
+         base_config_digest, forecast, max_deliveries, max_duration_ms, started_at, started_by, \
+         plan, kind, guard) \
+         VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15) RETURNING ",
+        trial_columns!()
+    ))
+    .bind(w.id)
+    .bind(w.webhook_id)
+    .bind(w.owner_scope.to_string())
+    .bind(w.plan_id)
+    .bind(configuration_text(w.candidate)?)
+    .bind(w.candidate.digest())
+    .bind(w.base_config_digest)
+    .bind(serde_json::to_string(&StoredForecast::from(w.forecast))?)
+    .bind(
+        w.limits
+            .max_deliveries
+            .map(|n| i64::try_from(n).unwrap_or(i64::MAX)),
+    )
+    .bind(w.limits.max_duration_ms)
+    .bind(w.started_at)
+    .bind(w.started_by)
+    .bind(w.plan)
+    .bind(w.kind)
+    .bind(w.guard)
+    .fetch_all(&mut **tx)
+    .await?;
+    match row.first() {
+        Some(row) => trial(row),
+        None => Err(Error::internal("a started trial returned no row")),
+    }
 }

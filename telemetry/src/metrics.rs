@@ -47,6 +47,7 @@ pub struct Metrics {
     budget_faults: Counter<u64>,
     sandbox_cpu: Counter<f64>,
     plan_confirms: Counter<u64>,
+    guard_breaches: Counter<u64>,
     ingest_refusals: Counter<u64>,
     ingest_stored: Counter<u64>,
     router_ejections: Counter<u64>,
@@ -125,6 +126,10 @@ pub fn metrics() -> &'static Metrics {
             plan_confirms: meter
                 .u64_counter("switchboard.plan.confirms")
                 .with_description("Plan confirms, by outcome (applied, or the refusal's code such as plan_stale)")
+                .build(),
+            guard_breaches: meter
+                .u64_counter("switchboard.guard.breaches")
+                .with_description("Guards that breached (issue 46), by outcome (reverted, or alerted: on alert, or when the webhook changed again after the confirm)")
                 .build(),
             ingest_refusals: meter
                 .u64_counter("switchboard.ingest.refusals")
@@ -269,6 +274,12 @@ impl Metrics {
                 KeyValue::new("outcome", outcome),
             ],
         );
+    }
+
+    /// A guard that breached: `reverted` or `alerted`.
+    pub fn guard_breach(&self, outcome: &'static str) {
+        self.guard_breaches
+            .add(1, &[KeyValue::new("outcome", outcome)]);
     }
 
     /// A plan confirm: `applied`, or the refusal's code.

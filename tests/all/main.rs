@@ -10,6 +10,7 @@ mod deploy;
 mod forge_safe;
 mod group_commit;
 mod grpc_conventions;
+mod guards;
 mod hostile;
 mod ingest;
 mod ingest_big_bodies;

@@ -164,7 +164,7 @@ async fn a_trial_counts_what_its_candidate_decides_on_live_deliveries_and_writes
 }
 
 /// CI kinds: the drop-ci-noise pack's business, absent from the plan's replay window.
-const CI_KINDS: [&str; 5] = [
+pub(crate) const CI_KINDS: [&str; 5] = [
     "status",
     "check_run",
     "check_suite",
@@ -172,7 +172,7 @@ const CI_KINDS: [&str; 5] = [
     "workflow_job",
 ];
 /// Live rules for the CI kinds: to triage.
-const CI_RULE: &str = ".event == \"status\" or .event == \"check_run\" or .event == \"check_suite\" or .event == \"workflow_run\" or .event == \"workflow_job\"";
+pub(crate) const CI_RULE: &str = ".event == \"status\" or .event == \"check_run\" or .event == \"check_suite\" or .event == \"workflow_run\" or .event == \"workflow_job\"";
 
 fn trial_of(r: switchboard_proto::control::v1::RuleTrial) -> TrialReport {
     TrialReport::from(r)
@@ -180,7 +180,7 @@ fn trial_of(r: switchboard_proto::control::v1::RuleTrial) -> TrialReport {
 
 /// Sends `rounds` rounds of `payloads` through ingest, each delivery its own; returns how many,
 /// and how many todos their live decisions made.
-async fn send(
+pub(crate) async fn send(
     control: &Control,
     hook: &switchboard_control::store::Webhook,
     payloads: &[crate::support::Payload],

@@ -300,7 +300,15 @@ impl RulePacks {
             }),
             approved_by: approval.as_ref().map(|a| a.approved_by.clone()),
             trial: apply.trial.as_ref().map(|t| t.trial_id.clone()),
+            ..ChangeProvenance::default()
         };
+        // What the guard holds the change to: the plan's replay, as the person saw it.
+        let forecast = switchboard_model::trial::Forecast::of(&plan.plan.plan.report);
+        let started_by = actor
+            .human_login
+            .clone()
+            .or_else(|| actor.endpoint_id.clone())
+            .unwrap_or_default();
         let saved = self
             .state
             .store
@@ -325,6 +333,20 @@ impl RulePacks {
                 },
             )
             .await?;
+        // Issue 46: the replaced configuration now runs in the shadow of the saved one.
+        crate::guards::start(
+            &self.state.store,
+            crate::guards::Confirmed {
+                webhook,
+                plan_id: &plan.id,
+                forecast,
+                confirmed_version: saved.version,
+                confirmed_digest: &saved.digest,
+                started_by: &started_by,
+            },
+        )
+        .await;
+        self.state.trials.forget(&plan.webhook_id);
         Ok(Applied {
             saved: true,
             kind,

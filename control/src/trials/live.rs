@@ -349,6 +349,25 @@ async fn finish(store: &Store, trial: &Trial, batch: &TrialBatch) {
             return;
         }
     };
+    if trial.guard.is_some() {
+        // A guard (issue 46) is judged after every batch it counts.
+        crate::guards::judge_after_batch(store, trial).await;
+    } else {
+        count_deliveries(trial, batch);
+    }
+    if let Some(why) = trial.limits.ended(
+        trial.started_at,
+        store.clock().now_ms(),
+        seen,
+        &trial.base_config_digest,
+        &trial.base_config_digest,
+    ) {
+        end(store, trial, why).await;
+    }
+}
+
+/// A trial's batch in `switchboard.trial.deliveries` (a guard's deliveries are not a trial's).
+fn count_deliveries(trial: &Trial, batch: &TrialBatch) {
     // Counted as the store counted them: a batch an ended trial refused is in neither.
     let observed = &batch.observed;
     let disagreed: u64 = observed.transitions.values().sum();
@@ -361,19 +380,10 @@ async fn finish(store: &Store, trial: &Trial, batch: &TrialBatch) {
     );
     metrics.trial_deliveries(webhook, "disagreed", disagreed);
     metrics.trial_deliveries(webhook, "not_evaluated", observed.not_evaluated());
-    if let Some(why) = trial.limits.ended(
-        trial.started_at,
-        store.clock().now_ms(),
-        seen,
-        &trial.base_config_digest,
-        &trial.base_config_digest,
-    ) {
-        end(store, trial, why).await;
-    }
 }
 
 async fn end(store: &Store, trial: &Trial, why: TrialEnd) {
-    if let Err(e) = store.end_trial(&trial.owner_scope, &trial.id, why).await {
+    if let Err(e) = store.end_running(&trial.owner_scope, &trial.id, why).await {
         tracing::warn!(trial = %trial.id, error = %e.log_text(), "trial not ended");
     }
 }

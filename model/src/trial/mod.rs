@@ -122,6 +122,21 @@ impl Observed {
         totals
     }
 
+    /// The same tally read the other way round. A guard (issue 46) is counted as a trial is,
+    /// live decision first and shadow's second; the live rules are the confirmed ones and the
+    /// shadow the replaced ones, so its transitions read as the change's — from the old
+    /// decision to the new one — once reversed. Rule tallies stay the shadow's.
+    pub fn reversed(&self) -> Observed {
+        Observed {
+            transitions: self
+                .transitions
+                .iter()
+                .map(|((from, to), n)| ((to.clone(), from.clone()), *n))
+                .collect(),
+            ..self.clone()
+        }
+    }
+
     /// Two tallies as one (each replica of control keeps its own).
     pub fn merge(&mut self, other: &Observed) {
         self.seen += other.seen;
@@ -179,6 +194,8 @@ pub enum TrialEnd {
     /// The saved configuration is no longer the one the trial ran beside: its evidence
     /// compares the candidate with rules that are not live any more.
     Stale,
+    /// A guard's (issue 46): the change it watched lost more work than its forecast allowed.
+    Breached,
 }
 
 impl TrialLimits {

@@ -33,6 +33,9 @@ impl From<&ChangeProvenance> for pb::ChangeProvenance {
             proposed_by_human: proposed.human.unwrap_or_default(),
             approved_by: p.approved_by.clone().unwrap_or_default(),
             trial: p.trial.clone().unwrap_or_default(),
+            reverted_by: p.reverted_by.clone().unwrap_or_default(),
+            guard: p.guard.clone().unwrap_or_default(),
+            breach: p.breach.clone().unwrap_or_default(),
         }
     }
 }

@@ -276,6 +276,12 @@ pub fn change_provenance_json(p: &pb::ChangeProvenance) -> Value {
     if !p.trial.is_empty() {
         out["trial"] = Value::String(p.trial.clone());
     }
+    // A guard's revert (issue 46).
+    if !p.reverted_by.is_empty() {
+        out["reverted_by"] = Value::String(p.reverted_by.clone());
+        out["guard"] = Value::String(p.guard.clone());
+        out["breach"] = Value::String(p.breach.clone());
+    }
     out
 }
 

@@ -18,6 +18,7 @@ impl From<TrialEnd> for pb::TrialEnd {
             TrialEnd::MaxDuration => pb::TrialEnd::MaxDuration,
             TrialEnd::Stale => pb::TrialEnd::Stale,
             TrialEnd::Promoted => pb::TrialEnd::Promoted,
+            TrialEnd::Breached => pb::TrialEnd::Breached,
         }
     }
 }
@@ -31,6 +32,7 @@ pub fn trial_end(e: i32) -> Option<TrialEnd> {
         pb::TrialEnd::MaxDuration => Some(TrialEnd::MaxDuration),
         pb::TrialEnd::Stale => Some(TrialEnd::Stale),
         pb::TrialEnd::Promoted => Some(TrialEnd::Promoted),
+        pb::TrialEnd::Breached => Some(TrialEnd::Breached),
     }
 }
 

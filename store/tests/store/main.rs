@@ -112,6 +112,7 @@ store_test_suite! {
         an_overdue_trial_ends_without_a_delivery,
         upgrading_from_0015_keeps_trials_and_their_counts,
         an_ended_trial_has_seen_every_delivery_stored_in_its_window,
+        upgrading_from_0016_keeps_trials_and_guards_start_beside_them,
     ],
     todos: [
         redelivery_creates_no_second_todo,

@@ -411,3 +411,107 @@ pub async fn an_ended_trial_has_seen_every_delivery_stored_in_its_window(db: Tes
     let ended = db.get_trial(&alice, &counted.id).await.unwrap();
     assert_eq!(ended.observed.seen, 2, "{:?}", ended.observed);
 }
+
+/// Issue 46: a database of the previous landing (migration 0016) with a running trial
+/// upgrades with the trial as it was (a trial, not a guard); a guard then starts beside it
+/// without taking its place, ends an earlier guard of the webhook, is no trial to the trial
+/// reads, and ends once as breached.
+pub async fn upgrading_from_0016_keeps_trials_and_guards_start_beside_them(db: TestDb) {
+    use switchboard_model::guard::{Breach, GuardTerms};
+    use switchboard_store::NewGuard;
+    let url = crate::harness::second_database(&db).await;
+    let old = crate::harness::open_at(&db, &url, 16).await;
+    let alice = human(&old, "alice").await;
+    let wh = webhook(&old, &alice).await;
+    let trial_id = "tr_00000000000000000000000000000016";
+    // As the previous landing wrote a trial (its code cannot run here: it reads no `kind`).
+    sqlx::query(
+        "INSERT INTO trials (id, webhook_id, owner_scope, plan_id, candidate, candidate_digest, \
+         base_config_digest, forecast, max_deliveries, max_duration_ms, started_at, started_by, \
+         seen, evaluated, plan) VALUES ($1, $2, $3, 'pl_old', $4, 'c', $5, \
+         '{\"deliveries\":10,\"transitions\":[]}', NULL, 604800000, $6, 'alice', 3, 3, NULL)",
+    )
+    .bind(trial_id)
+    .bind(wh.id.as_str())
+    .bind(alice.to_string())
+    .bind(serde_json::to_string(&config_routing_to("review")).unwrap())
+    .bind(wh.config_digest.as_str())
+    .bind(1_700_000_000_000i64)
+    .execute(old.pool())
+    .await
+    .unwrap();
+    old.close().await;
+
+    let new = switchboard_store::Store::connect(&url, db.store.sealing_key())
+        .await
+        .expect("upgrade to the current schema");
+    assert_eq!(applied_migrations(&new).await, ALL_MIGRATIONS);
+    let kept = new.get_trial(&alice, trial_id).await.unwrap();
+    assert!(kept.running() && kept.guard.is_none());
+    assert_eq!(kept.observed.seen, 3);
+    let guard = |version: i64| NewGuard {
+        webhook_id: wh.id.clone(),
+        owner_scope: alice.clone(),
+        plan_id: format!("pl_{version}"),
+        replaced: config_routing_to("forge"),
+        confirmed_digest: wh.config_digest.clone(),
+        forecast: Forecast::default(),
+        limits: TrialLimits::default(),
+        started_by: "alice".into(),
+        terms: GuardTerms {
+            confirmed_version: version,
+            replaced_version: version - 1,
+            ..GuardTerms::default()
+        },
+    };
+    let first = new.start_guard(guard(2)).await.unwrap();
+    let second = new.start_guard(guard(3)).await.unwrap();
+    assert!(first.id.starts_with("gd_"));
+    assert_eq!(
+        new.get_guard(&alice, &first.id).await.unwrap().end,
+        Some(TrialEnd::Stale),
+        "a newer change's guard ends the older one"
+    );
+    // The trial reads and the trial limit see trials only; the live runner sees both.
+    assert_eq!(new.list_trials(&alice, &wh.id).await.unwrap().len(), 1);
+    not_found(new.get_trial(&alice, &second.id).await, "trial");
+    not_found(new.get_guard(&alice, trial_id).await, "guard");
+    let running = new.running_trials(&wh.id).await.unwrap();
+    assert_eq!(running.len(), 2, "{running:?}");
+    // The trial verbs cannot stop a guard; the live runner ends it at its window.
+    assert!(
+        new.end_trial(&alice, &second.id, TrialEnd::Stopped)
+            .await
+            .is_err()
+    );
+    assert!(new.get_guard(&alice, &second.id).await.unwrap().running());
+    // Another scope's guard is the one not_found.
+    let bob = human(&new, "bob").await;
+    not_found(new.get_guard(&bob, &second.id).await, "guard");
+    // Breached once: a second breach (another replica) finds it ended.
+    let terms = GuardTerms {
+        breach: Some(Breach::UnforeseenLostWork {
+            from: q("forge"),
+            to: Label::Drop,
+            count: 3,
+        }),
+        ..second.guard.clone().unwrap()
+    };
+    assert!(new.breach_guard(&second.id, &terms).await.unwrap());
+    assert!(!new.breach_guard(&second.id, &terms).await.unwrap());
+    // The live runner's end keeps the first one.
+    new.end_running(&alice, &second.id, TrialEnd::MaxDeliveries)
+        .await
+        .unwrap();
+    let ended = new.get_guard(&alice, &second.id).await.unwrap();
+    assert_eq!(ended.end, Some(TrialEnd::Breached));
+    assert_eq!(ended.guard.unwrap().breach, terms.breach);
+    assert_eq!(
+        new.guard_of_plan(&alice, "pl_3")
+            .await
+            .unwrap()
+            .map(|g| g.id),
+        Some(second.id.clone())
+    );
+    new.close().await;
+}
