@@ -1575,6 +1575,7 @@ fn probe_webhook(forge: &str) -> Webhook {
     Webhook {
         confirm_policy: Default::default(),
         claim_ttl: None,
+        guard_on_breach: None,
         id: "wh_probe".into(),
         owner_scope: OwnerScope::human("bench"),
         source_type: source_type(forge),

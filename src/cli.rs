@@ -64,6 +64,10 @@ enum Role {
     /// start, show, list, stop, promote.
     #[command(after_help = client::EXIT_CODES_HELP)]
     Trials(client::trials::TrialsArgs),
+    /// A confirmed change's guard: the replaced rules in its shadow on live deliveries,
+    /// forecast beside observed, any breach, the revert and the recovery (get_rule_guard).
+    #[command(after_help = client::EXIT_CODES_HELP)]
+    Guard(client::guards::GuardsArgs),
     /// Why a stored delivery was routed where it went: the rule that decided under the
     /// configuration version recorded with it, each earlier rule's outcome, and what the
     /// current configuration decides. Calls control's gRPC API with the endpoint credential in
@@ -87,6 +91,7 @@ impl Role {
             | Role::Rules(_)
             | Role::Todos(_)
             | Role::Trials(_)
+            | Role::Guard(_)
             | Role::Explain(_) => "switchboard-client",
         }
     }
@@ -141,6 +146,7 @@ pub fn main() -> ExitCode {
         Role::Rules(args) => people!("switchboard rules", client::rules::run(args)),
         Role::Todos(args) => people!("switchboard todos", client::todos::run(args)),
         Role::Trials(args) => people!("switchboard trials", client::trials::run(args)),
+        Role::Guard(args) => people!("switchboard guard", client::guards::run(args)),
         Role::Explain(args) => people!("switchboard explain", client::explain::run(args)),
         Role::Packs(client::packs::PacksArgs {
             command: client::packs::PacksCommand::Test { dir },

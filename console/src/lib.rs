@@ -9,6 +9,7 @@
 //! `console` module; it only fills these views.
 
 mod chart;
+mod guard;
 mod inbox;
 mod layout;
 mod plan;

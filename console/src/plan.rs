@@ -5,6 +5,7 @@
 use maud::{Markup, html};
 use switchboard_model::plan::{Plan, PlanState, StaleReason};
 
+use crate::guard::plan_guard_section;
 use crate::layout::{Chrome, page};
 use crate::report::{Source, rules, todos_chart, totals, transitions};
 use crate::trial::plan_trial_section;
@@ -35,11 +36,14 @@ pub struct PlanView<'a> {
     pub may_decide: bool,
     /// What just happened (after a form), shown at the top.
     pub notice: Option<String>,
+    /// Once applied: the guard its confirm started (issue 46).
+    pub guard: Option<switchboard_model::guard::GuardReport>,
 }
 
 pub fn plan_page(v: &PlanView<'_>) -> Markup {
     let p = v.plan;
     let title = p.kind.title(&p.pack.name, &p.pack.version);
+    let recover_action = format!("/console/plans/{}/recover", v.plan_id);
     page(
         &title,
         Some(v.chrome),
@@ -61,6 +65,11 @@ pub fn plan_page(v: &PlanView<'_>) -> Markup {
                 }
             }
             (decision_block(v))
+            (plan_guard_section(
+                p.guard.as_ref(),
+                v.guard.as_ref(),
+                v.may_decide.then_some((recover_action.as_str(), v.chrome.csrf.as_str())),
+            ))
             h2 { "Decisions before and after" }
             (totals(&p.report, Source::Replay))
             h2 { "What changes" }
@@ -125,6 +134,9 @@ fn decision_block(v: &PlanView<'_>) -> Markup {
                 }
                 PlanState::Planned => {
                     p { "Nobody has proposed this plan for acceptance yet." }
+                }
+                PlanState::Reverted => {
+                    p #reverted { "Applied" @if let Some(d) = &v.decision { ", accepted by " strong { (d.by) } } ", then reverted by its guard: the change lost more work than this plan forecast, and the configuration it replaced was saved again (see " a href="#guard-heading" { "Guard" } ")." }
                 }
             }
         }

@@ -64,6 +64,8 @@ pub struct WebhookView {
     pub may_edit: bool,
     /// What the last action on this page did.
     pub notice: Option<String>,
+    /// Its newest guard (issue 46): a breach shows as a banner.
+    pub guard: Option<switchboard_model::guard::GuardReport>,
 }
 
 /// The two confirm policies, as the form offers them.
@@ -78,6 +80,7 @@ pub fn webhook_page(chrome: &Chrome, v: &WebhookView) -> Markup {
         Some(chrome),
         html! {
             h1 { "Webhook " code { (v.webhook_id) } }
+            (crate::guard::breach_banner(v.guard.as_ref()))
             @if let Some(n) = &v.notice { p #notice.notice { (n) } }
             dl.facts {
                 dt { "Scope" } dd { (v.owner_scope) }

@@ -46,6 +46,7 @@ fn view<'a>(chrome: &'a Chrome, plan: &'a Plan, state: PlanState) -> PlanView<'a
         decision: None,
         may_decide: true,
         notice: None,
+        guard: None,
     }
 }
 
@@ -448,4 +449,80 @@ fn the_webhook_page_lists_its_trials() {
     );
     let none = webhook_page(&chrome(), &WebhookView::default()).into_string();
     assert!(none.contains("No trials."));
+}
+
+/// Issue 46: a reverted plan's guard on the plan page — the breach as an alert, the revert,
+/// and the recovery waiting for a person, with the form for an editor only; the webhook page's
+/// banner links to the plan's guard. A plan not yet applied shows the guard it carries.
+#[test]
+fn a_breached_guard_shows_as_an_alert_and_its_waiting_recovery_is_offered_to_editors_only() {
+    use switchboard_model::guard::{
+        Breach, GuardForecast, GuardReport, OnBreach, Recovery, RecoveryState,
+    };
+    let plan = golden_plan("plan-install");
+    let chrome = chrome();
+    let planned = plan_page(&view(&chrome, &plan, PlanState::PendingApproval)).into_string();
+    assert!(
+        planned.contains("1000 live deliveries or 7 days") && planned.contains("reverted"),
+        "the plan's guard: {planned}"
+    );
+    let breach = Breach::UnforeseenLostWork {
+        from: q("triage"),
+        to: Label::Drop,
+        count: 3,
+    };
+    let mut report = GuardReport {
+        on_breach: OnBreach::Revert,
+        confirmed_version: 4,
+        replaced_version: 3,
+        forecast: GuardForecast::default(),
+        breach_text: Some(breach.to_string()),
+        breach: Some(breach),
+        reverted_version: Some(5),
+        recovery: Some(Recovery {
+            redrive_id: "rd_1".into(),
+            state: RecoveryState::AwaitingPerson,
+            changes: 6,
+            ..Recovery::default()
+        }),
+        ..GuardReport::default()
+    };
+    report.report.plan_id = "pl_0123".into();
+    let editor = PlanView {
+        guard: Some(report.clone()),
+        ..view(&chrome, &plan, PlanState::Reverted)
+    };
+    let html = plan_page(&editor).into_string();
+    assert!(
+        html.contains("id=\"guard-breach\" role=\"alert\""),
+        "{html}"
+    );
+    assert!(html.contains("saved again as version 5"), "{html}");
+    assert!(
+        html.contains("action=\"/console/plans/pl_0123/recover\""),
+        "{html}"
+    );
+    assert!(html.contains("Recover 6 deliveries"), "{html}");
+    let viewer = PlanView {
+        may_decide: false,
+        ..editor.clone()
+    };
+    let html = plan_page(&viewer).into_string();
+    assert!(!html.contains("/recover\""), "no form for a viewer: {html}");
+    assert!(html.contains("needs the editor role"), "{html}");
+
+    let webhook = WebhookView {
+        webhook_id: "wh_0123".into(),
+        guard: Some(report),
+        ..WebhookView::default()
+    };
+    let html = webhook_page(&chrome, &webhook).into_string();
+    assert!(
+        html.contains("id=\"breach-banner\" role=\"alert\""),
+        "{html}"
+    );
+    assert!(
+        html.contains("href=\"/console/plans/pl_0123#guard-heading\""),
+        "{html}"
+    );
 }

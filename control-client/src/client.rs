@@ -153,6 +153,7 @@ unary! {
     start_rule_trial => trials.start_rule_trial(pb::StartRuleTrialRequest) -> pb::RuleTrial;
     stop_rule_trial => trials.stop_rule_trial(pb::StopRuleTrialRequest) -> pb::RuleTrial;
     get_rule_trial => trials.get_rule_trial(pb::GetRuleTrialRequest) -> pb::RuleTrial;
+    get_rule_guard => trials.get_rule_guard(pb::GetRuleGuardRequest) -> pb::RuleGuard;
     list_rule_trials => trials.list_rule_trials(pb::ListRuleTrialsRequest) -> pb::ListRuleTrialsResponse;
 }
 

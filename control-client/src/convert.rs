@@ -420,6 +420,7 @@ pub fn plan_status(r: pb::RulePackPlanStatus) -> RulePackPlanOut {
         proposed_by_human: some(r.proposed_by_human),
         decided_by: some(r.decided_by),
         reject_reason: some(r.reject_reason),
+        guard: r.guard.map(switchboard_model::guard::GuardReport::from),
     }
 }
 

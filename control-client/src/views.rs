@@ -472,6 +472,11 @@ pub type PlanOut = switchboard_model::plan::Plan;
 /// the candidate's), and each transition's forecast beside what was observed.
 pub type RuleTrialOut = switchboard_model::trial::TrialReport;
 
+/// A guard's report (get_rule_guard): the trial report read the change's way round (before:
+/// the replaced configuration's decision, after: the confirmed one's), with the guard's
+/// terms, any breach, the revert and the recovery.
+pub type RuleGuardOut = switchboard_model::guard::GuardReport;
+
 /// A webhook's trials (list_rule_trials), newest first.
 #[derive(Debug, Serialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -529,6 +534,9 @@ pub struct RulePackPlanOut {
     pub proposed_by_human: Option<String>,
     pub decided_by: Option<String>,
     pub reject_reason: Option<String>,
+    /// Once applied: the guard its confirm started (as get_rule_guard gives it), with any
+    /// breach, the revert and the recovery.
+    pub guard: Option<switchboard_model::guard::GuardReport>,
 }
 
 /// A todo: work a queue decision produced.

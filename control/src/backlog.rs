@@ -51,4 +51,9 @@ async fn sample(store: &Store) {
         source,
         vec![(Vec::new(), backlog.quarantined as f64)],
     );
+    m.observe(
+        "switchboard.guards.running",
+        source,
+        vec![(Vec::new(), backlog.guards_running as f64)],
+    );
 }

@@ -9,10 +9,11 @@
 
 pub mod api;
 pub mod backlog;
+pub mod capabilities;
 pub mod console;
-pub mod guards;
 pub mod ingest;
 pub mod pack_sources;
+pub mod redrive;
 pub mod retention;
 pub mod routing;
 pub mod rule_packs;

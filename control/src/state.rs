@@ -4,24 +4,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+pub use crate::capabilities::Capabilities;
 use crate::routing::Routers;
 use crate::store::{Retention, Store};
 use crate::trials::live::Trials;
-
-/// What this instance can do (BASE.md: capabilities are operator switches).
-#[derive(Clone, Debug)]
-pub struct Capabilities {
-    /// SPEC-0026: `.actor`, first-class trusted_actors, quarantine, fail-closed faults.
-    pub trusted_actors: bool,
-}
-
-impl Default for Capabilities {
-    fn default() -> Self {
-        Self {
-            trusted_actors: true,
-        }
-    }
-}
 
 /// Limits an operator may tune.
 #[derive(Clone, Debug)]
@@ -103,6 +89,17 @@ impl ControlState {
             store: &self.store,
             runner: &self.trials,
             fail_closed: self.capabilities.trusted_actors,
+        }
+    }
+
+    /// What planning a redrive needs of this state.
+    pub fn redrive_ctx(&self) -> crate::redrive::Ctx<'_> {
+        crate::redrive::Ctx {
+            store: &self.store,
+            routers: &self.routers,
+            capabilities: &self.capabilities,
+            budget_ms: u32::try_from(self.limits.evaluation_budget.as_millis()).unwrap_or(u32::MAX),
+            chunk: self.limits.replay_chunk,
         }
     }
 

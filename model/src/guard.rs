@@ -21,7 +21,13 @@
 use serde::{Deserialize, Serialize};
 
 use crate::Label;
-use crate::trial::{Forecast, Move, Observed};
+use crate::trial::{DEFAULT_MAX_DURATION_MS, Forecast, Move, Observed, TrialReport};
+
+/// The bake window when a plan names none: 1,000 deliveries or 7 days, whichever first.
+pub const BAKE_DELIVERIES: u64 = 1000;
+pub const BAKE_DURATION_MS: i64 = DEFAULT_MAX_DURATION_MS;
+/// The longest bake window a plan may ask for: a guard is a short watch, not a second trial.
+pub const MAX_BAKE_DURATION_MS: i64 = 30 * 24 * 60 * 60 * 1000;
 
 /// One-sided z at 99.9 %.
 pub const Z_ONE_SIDED_999: f64 = 3.090_232;
@@ -62,6 +68,239 @@ pub enum OnBreach {
     Alert,
 }
 
+impl OnBreach {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            OnBreach::Revert => "revert",
+            OnBreach::Alert => "alert",
+        }
+    }
+
+    /// The word as a caller gives it; anything else is none.
+    pub fn parse(word: &str) -> Option<OnBreach> {
+        match word.trim() {
+            "revert" => Some(OnBreach::Revert),
+            "alert" => Some(OnBreach::Alert),
+            _ => None,
+        }
+    }
+}
+
+/// Where a guard's `on_breach` came from, so a person reading the plan knows who chose it.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum OnBreachFrom {
+    /// The webhook's default, set by an operator (`revert` when none was set).
+    #[default]
+    WebhookDefault,
+    /// The plan asked for it.
+    Plan,
+    /// The replay held no deliveries: the forecast promises nothing a revert could hold the
+    /// change to, so the guard can only alert.
+    NoForecast,
+}
+
+/// What a plan's caller may ask of its guard; each absent field takes the default.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct GuardOptions {
+    /// The window ends after this many live deliveries (default 1,000).
+    pub max_deliveries: Option<u64>,
+    /// ... or this long after the confirm (default 7 days, at most 30).
+    pub max_duration_ms: Option<u64>,
+    /// `revert` or `alert`; absent: the webhook's default.
+    pub on_breach: Option<OnBreach>,
+}
+
+/// The forecast a guard holds a change to, as a person reads it: the plan's replay in counts
+/// and rates per 100 deliveries.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct GuardForecast {
+    pub deliveries: u64,
+    pub lost_work: u64,
+    pub faults: u64,
+    pub lost_work_per_100: f64,
+    pub faults_per_100: f64,
+}
+
+impl GuardForecast {
+    pub fn of(f: &Forecast) -> GuardForecast {
+        let count = |which: &dyn Fn(&Move) -> bool| -> u64 {
+            f.transitions
+                .iter()
+                .filter(|(mv, _)| which(mv))
+                .map(|(_, n)| n)
+                .sum()
+        };
+        let lost_work = count(&|mv| Label::loses_work(&mv.0, &mv.1));
+        let faults = count(&|mv| mv.1 == Label::Fault);
+        let per_100 = |n: u64| {
+            if f.deliveries == 0 {
+                0.0
+            } else {
+                100.0 * n as f64 / f.deliveries as f64
+            }
+        };
+        GuardForecast {
+            deliveries: f.deliveries,
+            lost_work,
+            faults,
+            lost_work_per_100: per_100(lost_work),
+            faults_per_100: per_100(faults),
+        }
+    }
+}
+
+/// The guard a plan carries (issue 46): what a person accepts with the change — how long the
+/// replaced configuration keeps running in the shadow, the forecast the change is held to,
+/// and what a breach does.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct GuardPlan {
+    /// The bake window: until this many live deliveries, or this long, whichever first.
+    pub max_deliveries: u64,
+    pub max_duration_ms: i64,
+    pub on_breach: OnBreach,
+    pub on_breach_from: OnBreachFrom,
+    pub forecast: GuardForecast,
+    pub thresholds: Thresholds,
+}
+
+impl Default for GuardPlan {
+    fn default() -> Self {
+        GuardPlan {
+            max_deliveries: BAKE_DELIVERIES,
+            max_duration_ms: BAKE_DURATION_MS,
+            on_breach: OnBreach::Revert,
+            on_breach_from: OnBreachFrom::WebhookDefault,
+            forecast: GuardForecast::default(),
+            thresholds: Thresholds::default(),
+        }
+    }
+}
+
+/// A guard option out of range, named by its field.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct BadGuardOption {
+    pub field: &'static str,
+    pub message: &'static str,
+}
+
+impl GuardPlan {
+    /// The guard of a plan whose replay forecast `forecast`, as `options` ask, on a webhook
+    /// whose operator-set default is `webhook_default` (none: `revert`).
+    pub fn new(
+        forecast: &Forecast,
+        options: &GuardOptions,
+        webhook_default: Option<OnBreach>,
+    ) -> Result<GuardPlan, BadGuardOption> {
+        let max_deliveries = match options.max_deliveries {
+            Some(0) => {
+                return Err(BadGuardOption {
+                    field: "guard.max_deliveries",
+                    message: "must be positive",
+                });
+            }
+            Some(n) => n,
+            None => BAKE_DELIVERIES,
+        };
+        let max_duration_ms = match options.max_duration_ms {
+            None => BAKE_DURATION_MS,
+            Some(ms) => match i64::try_from(ms) {
+                Ok(ms) if ms > 0 && ms <= MAX_BAKE_DURATION_MS => ms,
+                _ => {
+                    return Err(BadGuardOption {
+                        field: "guard.max_duration",
+                        message: "must be positive and at most 30 days",
+                    });
+                }
+            },
+        };
+        let (on_breach, on_breach_from) = if forecast.deliveries == 0 {
+            (OnBreach::Alert, OnBreachFrom::NoForecast)
+        } else if let Some(asked) = options.on_breach {
+            (asked, OnBreachFrom::Plan)
+        } else {
+            (
+                webhook_default.unwrap_or_default(),
+                OnBreachFrom::WebhookDefault,
+            )
+        };
+        Ok(GuardPlan {
+            max_deliveries,
+            max_duration_ms,
+            on_breach,
+            on_breach_from,
+            forecast: GuardForecast::of(forecast),
+            thresholds: Thresholds::default(),
+        })
+    }
+}
+
+/// The redrive a revert makes of the deliveries the reverted configuration decided (issue 46
+/// item 4): applied at once on a `self` webhook, waiting for a person on a `person` one.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct Recovery {
+    pub redrive_id: String,
+    pub state: RecoveryState,
+    /// Deliveries the restored configuration decides differently.
+    pub changes: u64,
+    /// Once applied: deliveries re-routed and todos made.
+    pub applied: u64,
+    pub todos_created: u64,
+}
+
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum RecoveryState {
+    /// Planned; a person confirms it (`confirm_policy: person`).
+    #[default]
+    AwaitingPerson,
+    Applied,
+    /// Nothing the reverted configuration decided reads differently now.
+    NothingToRecover,
+    /// Its configuration moved on before a person confirmed it, or its plan expired.
+    Stale,
+}
+
+impl RecoveryState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RecoveryState::AwaitingPerson => "awaiting_person",
+            RecoveryState::Applied => "applied",
+            RecoveryState::NothingToRecover => "nothing_to_recover",
+            RecoveryState::Stale => "stale",
+        }
+    }
+}
+
+/// `get_rule_guard`: a guard's report in the trial report's terms, read the change's way
+/// round (from the replaced configuration's decision to the confirmed one's), with its terms.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct GuardReport {
+    #[serde(flatten)]
+    pub report: TrialReport,
+    pub on_breach: OnBreach,
+    pub confirmed_version: i64,
+    pub replaced_version: i64,
+    pub forecast: GuardForecast,
+    pub breach: Option<Breach>,
+    /// The breach in words, as every surface says it.
+    pub breach_text: Option<String>,
+    pub reverted_version: Option<i64>,
+    pub recovery: Option<Recovery>,
+}
+
 /// What a guard holds beside its counts: the change it watches, what a breach does, and once
 /// it breached, why and what was done.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -83,6 +322,9 @@ pub struct GuardTerms {
     /// The version the revert saved (none: not reverted, e.g. on `alert`, or because the
     /// webhook changed again after the confirm).
     pub reverted_version: Option<i64>,
+    /// The recovery redrive the revert made.
+    pub recovery: Option<Recovery>,
+    pub on_breach_from: OnBreachFrom,
 }
 
 /// Why a guard breached, with the numbers that decided it.

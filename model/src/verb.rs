@@ -162,6 +162,9 @@ verbs! {
             read_only: false, destructive: false, idempotent: false;
         GetRulePackPlan = "get_rule_pack_plan", Viewer,
             read_only: true, destructive: false, idempotent: true;
+        // A confirmed change's guard (issue 46): the replaced rules in its shadow.
+        GetRuleGuard = "get_rule_guard", Viewer,
+            read_only: true, destructive: false, idempotent: true;
         // Plans a hand-written configuration (issue 45): saves nothing; the confirm applies.
         PlanWebhookRules = "plan_webhook_rules", Editor,
             read_only: false, destructive: false, idempotent: false;
@@ -293,7 +296,7 @@ mod tests {
                 .collect();
             assert_eq!(holding, [verb.family()], "{verb}");
         }
-        assert_eq!(Verb::ALL.len(), 31);
+        assert_eq!(Verb::ALL.len(), 32);
     }
 
     #[test]

@@ -8,6 +8,7 @@
 
 pub mod events;
 pub mod explain;
+pub mod guards;
 pub mod packs;
 pub mod reports;
 pub mod rules;

@@ -17,6 +17,7 @@ use switchboard_model::provenance::DriftState;
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::control::v1::rule_pack_event::Event;
 
+use super::guards::{GuardFlags, plan_guard_lines};
 use super::paint::{self, styled};
 use super::reports::{report_lines, trial_lines};
 use super::{Common, Failure, Session, Table, emit, exit, facts, list};
@@ -70,6 +71,8 @@ pub enum PacksCommand {
         /// Replay the most recent N stored deliveries (default: control's).
         #[arg(long)]
         limit: Option<u32>,
+        #[command(flatten)]
+        guard: GuardFlags,
     },
     /// Plan removing an installed pack: nothing is saved (remove_rule_pack).
     #[command(after_help = super::EXIT_CODES_HELP)]
@@ -82,6 +85,8 @@ pub enum PacksCommand {
         /// Replay the most recent N stored deliveries (default: control's).
         #[arg(long)]
         limit: Option<u32>,
+        #[command(flatten)]
+        guard: GuardFlags,
     },
     /// Where a plan stands: planned, pending_approval, applied, rejected or stale
     /// (get_rule_pack_plan).
@@ -133,6 +138,7 @@ pub async fn run(command: PacksCommand, common: Common) -> Result<u8, Failure> {
             keep_param,
             overwrite_local_edits,
             limit,
+            guard,
         } => {
             let params = match params {
                 None => None,
@@ -170,6 +176,7 @@ pub async fn run(command: PacksCommand, common: Common) -> Result<u8, Failure> {
                         overwrite_local_edits,
                         keep_params: keep_param,
                         params,
+                        guard: guard.options(),
                         ..Default::default()
                     },
                 )
@@ -184,6 +191,7 @@ pub async fn run(command: PacksCommand, common: Common) -> Result<u8, Failure> {
             name,
             keep_param,
             limit,
+            guard,
         } => {
             let s = Session::open("remove_rule_pack", &common)?;
             let stream = s
@@ -197,6 +205,7 @@ pub async fn run(command: PacksCommand, common: Common) -> Result<u8, Failure> {
                         confirm: String::new(),
                         allow_unproven: false,
                         keep_params: keep_param,
+                        guard: guard.options(),
                     },
                 )
                 .await
@@ -425,6 +434,10 @@ pub fn plan_table(p: &PlanOut) -> String {
         );
         out.push_str(&trial_lines(trial));
     }
+    if let Some(guard) = &p.guard {
+        out.push('\n');
+        out.push_str(&plan_guard_lines(guard));
+    }
     if !p.fixtures.is_empty() {
         out.push('\n');
         let mut t = Table::new(&["fixture", "wants", "got", "rule", "result"]);
@@ -517,6 +530,13 @@ fn confirm_table(o: &ConfirmOut) -> String {
                 ),
             ),
             ("version", format!("{} ({})", a.version, a.digest)),
+            (
+                "guard",
+                a.guard_id.as_ref().map_or_else(
+                    || "none started".to_string(),
+                    |g| format!("{g}: the replaced rules run beside the new ones (switchboard guard {} --guard {g})", a.webhook_id),
+                ),
+            ),
         ]),
         ConfirmOut::Pending(p) => facts(&[
             (

@@ -61,6 +61,8 @@ enum RulesCommand {
         /// Replay the most recent N stored deliveries (1–1000; control's default is 200).
         #[arg(long, value_parser = clap::value_parser!(u32).range(1..=1000))]
         limit: Option<u32>,
+        #[command(flatten)]
+        guard: super::guards::GuardFlags,
     },
     /// The saved versions of a webhook's configuration, newest first (list_webhook_history).
     #[command(after_help = super::EXIT_CODES_HELP)]
@@ -126,6 +128,7 @@ pub async fn run(args: RulesArgs) -> Result<u8, Failure> {
             webhook_id,
             file,
             limit,
+            guard,
         } => {
             let configuration = read_configuration(&file)?;
             let s = Session::open("plan_webhook_rules", &args.common)?;
@@ -137,6 +140,7 @@ pub async fn run(args: RulesArgs) -> Result<u8, Failure> {
                         webhook_id,
                         configuration: Some(configuration),
                         replay: limit.map(|limit| pb::ReplayWindow { limit, since_ms: 0 }),
+                        guard: guard.options(),
                     },
                 )
                 .await

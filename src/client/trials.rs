@@ -56,6 +56,8 @@ enum TrialsCommand {
         /// Replay the most recent N stored deliveries (default: control's).
         #[arg(long)]
         limit: Option<u32>,
+        #[command(flatten)]
+        guard: super::guards::GuardFlags,
     },
 }
 
@@ -121,7 +123,11 @@ pub async fn run(args: TrialsArgs) -> Result<u8, Failure> {
             emit(s.output, &out, trial_table)?;
             Ok(exit::OK)
         }
-        TrialsCommand::Promote { trial_id, limit } => {
+        TrialsCommand::Promote {
+            trial_id,
+            limit,
+            guard,
+        } => {
             let s = Session::open("promote_rule_trial", common)?;
             let stream = s
                 .client
@@ -130,6 +136,7 @@ pub async fn run(args: TrialsArgs) -> Result<u8, Failure> {
                     pb::PromoteRuleTrialRequest {
                         trial_id,
                         replay: limit.map(|limit| pb::ReplayWindow { limit, since_ms: 0 }),
+                        guard: guard.options(),
                     },
                 )
                 .await

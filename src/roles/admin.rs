@@ -190,6 +190,14 @@ pub enum WebhookCommand {
     /// Sets how long a claim on the webhook's todos lasts: seconds (1 to 30 days), or
     /// `default` for the instance's --claim-ttl-secs. Claims already made keep their expiry.
     ClaimTtl { id: String, ttl: ClaimTtl },
+    /// Sets what a guard does on a breach when its plan does not say: `revert` (the replaced
+    /// configuration is saved again and the lost work recovered), `alert`, or `default`
+    /// (revert). Plans made from now on carry it; guards already running keep theirs.
+    Guard {
+        id: String,
+        #[arg(value_parser = ["revert", "alert", "default"])]
+        on_breach: String,
+    },
 }
 
 /// A webhook's claim lease as the operator names it.
@@ -669,6 +677,31 @@ async fn webhook(client: &mut Client, command: WebhookCommand) -> anyhow::Result
                 .webhook;
             let w = webhook_of(w)?;
             println!("webhook {}: confirm policy {}", w.id, w.confirm_policy);
+        }
+        WebhookCommand::Guard { id, on_breach } => {
+            let w = client
+                .set_webhook_guard_default(pb::SetWebhookGuardDefaultRequest {
+                    webhook_id: id,
+                    on_breach: if on_breach == "default" {
+                        String::new()
+                    } else {
+                        on_breach
+                    },
+                })
+                .await
+                .map_err(api)?
+                .into_inner()
+                .webhook;
+            let w = webhook_of(w)?;
+            println!(
+                "webhook {}: a guard's breach {}",
+                w.id,
+                match w.guard_on_breach.as_str() {
+                    "alert" => "alerts (set by an operator)",
+                    "revert" => "reverts (set by an operator)",
+                    _ => "reverts (the default)",
+                }
+            );
         }
         WebhookCommand::ClaimTtl { id, ttl } => {
             let set = client

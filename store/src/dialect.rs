@@ -141,6 +141,11 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "guards",
         include_str!("../migrations/sqlite/0017_guards.sql"),
     ),
+    (
+        18,
+        "guard_plans",
+        include_str!("../migrations/sqlite/0018_guard_plans.sql"),
+    ),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -227,6 +232,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         17,
         "guards",
         include_str!("../migrations/postgres/0017_guards.sql"),
+    ),
+    (
+        18,
+        "guard_plans",
+        include_str!("../migrations/postgres/0018_guard_plans.sql"),
     ),
 ];
 

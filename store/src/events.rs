@@ -87,6 +87,8 @@ pub struct Backlog {
     /// (queue, open todos), by queue name.
     pub open_todos: Vec<(String, u64)>,
     pub quarantined: u64,
+    /// Guards running (issue 46): changes still watched by the rules they replaced.
+    pub guards_running: u64,
 }
 
 /// The outcome of routing one event: the decision (`queue:<name>`, `drop`, … as JSON), an
@@ -955,10 +957,17 @@ impl Store {
         .fetch_one(&self.pool)
         .await?;
         let quarantined: i64 = row.try_get("n")?;
+        let row = sqlx::query(
+            "SELECT COUNT(*) AS n FROM trials WHERE kind = 'guard' AND ended_at IS NULL",
+        )
+        .fetch_one(&self.pool)
+        .await?;
+        let guards: i64 = row.try_get("n")?;
         Ok(Backlog {
             unrouted: u64::try_from(unrouted).unwrap_or(0),
             open_todos,
             quarantined: u64::try_from(quarantined).unwrap_or(0),
+            guards_running: u64::try_from(guards).unwrap_or(0),
         })
     }
 

@@ -67,6 +67,8 @@ pub struct Plan {
     pub decided_by: Option<String>,
     pub rejected_at: Option<i64>,
     pub reject_reason: Option<String>,
+    /// When its guard reverted the change it applied (issue 46).
+    pub reverted_at: Option<i64>,
 }
 
 impl Plan {
@@ -79,6 +81,7 @@ impl Plan {
             pending_at: self.pending_at,
             approval_expires_at: self.approval_expires_at,
             base_config_version: self.base_config_version,
+            reverted_at: self.reverted_at,
         }
     }
 }
@@ -88,7 +91,7 @@ macro_rules! plan_columns {
         "id, token_hash, webhook_id, owner_scope, pack_name, pack_version, params_digest, candidate, \
          candidate_digest, base_config_version, plan, created_at, expires_at, used_at, \
          proposed_by_endpoint, proposed_by_human, pending_at, approval_expires_at, decided_by, \
-         rejected_at, reject_reason"
+         rejected_at, reject_reason, reverted_at"
     };
 }
 
@@ -114,6 +117,7 @@ fn plan(row: &AnyRow) -> Result<Plan> {
         decided_by: row.try_get("decided_by")?,
         rejected_at: row.try_get("rejected_at")?,
         reject_reason: row.try_get("reject_reason")?,
+        reverted_at: row.try_get("reverted_at")?,
     })
 }
 
@@ -374,6 +378,27 @@ impl Store {
                 current_version: None,
             }),
         }
+    }
+
+    /// Marks an applied plan as reverted by its guard (issue 46); its state reads `reverted`
+    /// from then on. Marking one twice keeps the first time.
+    pub async fn mark_plan_reverted(&self, id: &str) -> Result<()> {
+        let now = self.now();
+        let _turn = self.write_turn().await?;
+        sqlx::query(
+            "UPDATE plans SET reverted_at = $1 WHERE id = $2 AND used_at IS NOT NULL \
+             AND reverted_at IS NULL",
+        )
+        .bind(now)
+        .bind(crate::lookup_id(id))
+        .execute(&self.pool)
+        .await?;
+        Ok(())
+    }
+
+    /// A plan by id within one scope (a guard's plan): `not_found` otherwise.
+    pub async fn plan_in_scope(&self, scope: &OwnerScope, id: &str) -> Result<Plan> {
+        self.plan_for_person(id, std::slice::from_ref(scope)).await
     }
 
     /// Deletes plans that expired before `before` (ms), used or not; returns how many.

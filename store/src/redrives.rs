@@ -486,6 +486,20 @@ impl Store {
         Ok((found, outcomes))
     }
 
+    /// The token hash of the scope's redrive plan `id`: a guard's recovery (issue 46) is
+    /// confirmed by a person who never held its token.
+    pub async fn redrive_token_hash(&self, scope: &OwnerScope, id: &str) -> Result<String> {
+        let row = sqlx::query("SELECT token_hash FROM redrives WHERE id = $1 AND owner_scope = $2")
+            .bind(crate::lookup_id(id))
+            .bind(scope.to_string())
+            .fetch_optional(&self.pool)
+            .await?;
+        match row {
+            Some(row) => Ok(row.try_get("token_hash")?),
+            None => Err(Error::not_found("redrive")),
+        }
+    }
+
     /// A webhook's redrive by id, with what its confirm did (`None` before a confirm), for the
     /// scope that owns it: the record of every decision a redrive replaced.
     pub async fn get_redrive(

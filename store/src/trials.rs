@@ -290,8 +290,13 @@ impl Store {
         .bind(scope.to_string())
         .fetch_optional(&self.pool)
         .await?;
+        self.watch_of(row, "trial").await
+    }
+
+    /// A trial or guard row with everything it observed, or `not_found` naming `what`.
+    async fn watch_of(&self, row: Option<AnyRow>, what: &'static str) -> Result<Trial> {
         let Some(row) = row else {
-            return Err(Error::not_found("trial"));
+            return Err(Error::not_found(what));
         };
         let mut t = trial(&row)?;
         self.read_transitions(&mut t).await?;
@@ -680,29 +685,47 @@ impl Store {
         .bind(scope.to_string())
         .fetch_optional(&self.pool)
         .await?;
-        let Some(row) = row else {
-            return Err(Error::not_found("guard"));
-        };
-        let mut t = trial(&row)?;
-        self.read_transitions(&mut t).await?;
-        Ok(t)
+        self.watch_of(row, "guard").await
     }
 
     /// The guard a plan's confirm started, if any (the newest).
     pub async fn guard_of_plan(&self, scope: &OwnerScope, plan_id: &str) -> Result<Option<Trial>> {
-        let row = sqlx::query(
-            "SELECT id FROM trials WHERE plan_id = $1 AND owner_scope = $2 AND kind = 'guard' \
-             ORDER BY started_at DESC LIMIT 1",
-        )
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            trial_columns!(),
+            " FROM trials WHERE plan_id = $1 AND owner_scope = $2 AND kind = 'guard' \
+             ORDER BY started_at DESC, id DESC LIMIT 1"
+        ))
         .bind(plan_id)
         .bind(scope.to_string())
         .fetch_optional(&self.pool)
         .await?;
         match row {
-            Some(row) => {
-                let id: String = row.try_get("id")?;
-                self.get_guard(scope, &id).await.map(Some)
-            }
+            Some(row) => self.watch_of(Some(row), "guard").await.map(Some),
+            None => Ok(None),
+        }
+    }
+
+    /// The newest guard of the scope's webhook, if any; `not_found` for another scope's
+    /// webhook, like an unknown one.
+    pub async fn newest_guard(
+        &self,
+        scope: &OwnerScope,
+        webhook_id: &str,
+    ) -> Result<Option<Trial>> {
+        self.require_webhook(scope, webhook_id).await?;
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            trial_columns!(),
+            " FROM trials WHERE webhook_id = $1 AND owner_scope = $2 AND kind = 'guard' \
+             ORDER BY started_at DESC, id DESC LIMIT 1"
+        ))
+        .bind(crate::lookup_id(webhook_id))
+        .bind(scope.to_string())
+        .fetch_optional(&self.pool)
+        .await?;
+        match row {
+            Some(row) => self.watch_of(Some(row), "guard").await.map(Some),
             None => Ok(None),
         }
     }

@@ -16,6 +16,7 @@ use crate::tenancy::owner_exists;
 use crate::{Actor, Store, flag, json_opt, parse_col};
 
 pub use switchboard_model::SourceType;
+use switchboard_model::guard::OnBreach;
 use switchboard_model::provenance::{self, Provenance};
 use switchboard_model::{Configuration, TrustedActors};
 
@@ -45,6 +46,9 @@ pub struct Webhook {
     pub confirm_policy: ConfirmPolicy,
     /// How long a claim on one of its todos lasts; `None`: the instance default (issue 21).
     pub claim_ttl: Option<std::time::Duration>,
+    /// What a guard does on a breach when its plan does not say, set by an operator
+    /// (issue 46); `None`: revert.
+    pub guard_on_breach: Option<OnBreach>,
 }
 
 /// Who may put a rule-pack plan live on a webhook. ADR-0028: "an agent's acceptance puts
@@ -181,14 +185,26 @@ pub(crate) fn webhook(row: &AnyRow, key: &SealingKey) -> Result<Webhook> {
             Err(sqlx::Error::ColumnNotFound(_)) => None,
             Err(e) => return Err(e.into()),
         },
+        // Likewise (migration 0018).
+        guard_on_breach: match row.try_get::<Option<String>, _>("guard_on_breach") {
+            Ok(word) => word
+                .map(|w| {
+                    OnBreach::parse(&w)
+                        .ok_or_else(|| Error::internal(format!("stored guard_on_breach {w:?}")))
+                })
+                .transpose()?,
+            Err(sqlx::Error::ColumnNotFound(_)) => None,
+            Err(e) => return Err(e.into()),
+        },
     })
 }
 
 /// The columns only a database at the current schema has, selected where a webhook is read
-/// for what they decide (`confirm_policy`, 0007; `claim_ttl_secs`, 0009).
+/// for what they decide (`confirm_policy`, 0007; `claim_ttl_secs`, 0009; `guard_on_breach`,
+/// 0018).
 macro_rules! webhook_policy_columns {
     () => {
-        ", confirm_policy, claim_ttl_secs"
+        ", confirm_policy, claim_ttl_secs, guard_on_breach"
     };
 }
 pub(crate) use webhook_policy_columns;
@@ -445,6 +461,23 @@ impl Store {
             webhook_policy_columns!()
         ))
         .bind(policy.as_str());
+        self.set_one(query, scope, id).await
+    }
+
+    /// Sets what a guard does on a breach when its plan does not say (issue 46); `None`
+    /// returns it to the default, `revert`. An operator's act, like the confirm policy.
+    pub async fn set_guard_on_breach(
+        &self,
+        scope: &OwnerScope,
+        id: &str,
+        on_breach: Option<OnBreach>,
+    ) -> Result<Webhook> {
+        let query = sqlx::query(concat!(
+            "UPDATE webhooks SET guard_on_breach = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
+            webhook_columns!(),
+            webhook_policy_columns!()
+        ))
+        .bind(on_breach.map(OnBreach::as_str));
         self.set_one(query, scope, id).await
     }
 

@@ -11,7 +11,7 @@ use opentelemetry::metrics::{Counter, Histogram, ObservableGauge};
 
 /// The backlog gauges: name and description. Their values are what a role's scrape sampler
 /// last set with [`Metrics::observe`].
-pub const GAUGES: [(&str, &str); 5] = [
+pub const GAUGES: [(&str, &str); 6] = [
     (
         "switchboard.backlog.unrouted_events",
         "Stored deliveries without a decision yet: pending (no router answered in time) or deferred (over the webhook's rate). Read from the database by control",
@@ -32,6 +32,10 @@ pub const GAUGES: [(&str, &str); 5] = [
         "switchboard.sandbox.queued_chunks",
         "Evaluation chunks waiting for a sandbox child, by class (live, interactive, replay: the replay queue's depth)",
     ),
+    (
+        "switchboard.guards.running",
+        "Guards running (issue 46): confirmed changes still watched by the configuration they replaced. Read from the database by control",
+    ),
 ];
 
 /// One gauge's readings: each with its attributes.
@@ -48,6 +52,7 @@ pub struct Metrics {
     sandbox_cpu: Counter<f64>,
     plan_confirms: Counter<u64>,
     guard_breaches: Counter<u64>,
+    guard_recovered: Counter<u64>,
     ingest_refusals: Counter<u64>,
     ingest_stored: Counter<u64>,
     router_ejections: Counter<u64>,
@@ -130,6 +135,10 @@ pub fn metrics() -> &'static Metrics {
             guard_breaches: meter
                 .u64_counter("switchboard.guard.breaches")
                 .with_description("Guards that breached (issue 46), by outcome (reverted, or alerted: on alert, or when the webhook changed again after the confirm)")
+                .build(),
+            guard_recovered: meter
+                .u64_counter("switchboard.guard.recovered")
+                .with_description("Todos a guard's recovery redrive made after a revert (issue 46), by state (applied at once, or applied later by a person)")
                 .build(),
             ingest_refusals: meter
                 .u64_counter("switchboard.ingest.refusals")
@@ -280,6 +289,12 @@ impl Metrics {
     pub fn guard_breach(&self, outcome: &'static str) {
         self.guard_breaches
             .add(1, &[KeyValue::new("outcome", outcome)]);
+    }
+
+    /// A recovery after a revert, in the state it reached, with the todos it made.
+    pub fn guard_recovered(&self, state: &'static str, todos: u64) {
+        self.guard_recovered
+            .add(todos, &[KeyValue::new("state", state)]);
     }
 
     /// A plan confirm: `applied`, or the refusal's code.

@@ -1172,3 +1172,170 @@ pub async fn a_sign_in_link_works_once_and_a_session_ends_at_sign_out(db: TestDb
     assert_eq!(out.status, 200);
     assert_eq!(http_get(http, "/console", &cookie).await.status, 401);
 }
+
+/// Issue 46 in the console, through the real binary and a real browser: on a webhook whose
+/// `confirm_policy` is `person`, a person accepts an agent's drop-ci-noise plan (its guard is
+/// on the plan page); CI deliveries the plan's replay never held then arrive, which the new
+/// rules drop. The guard reverts the change at once, without waiting for anyone (that protects
+/// work); the recovery of what it dropped waits for the person, who applies it from the plan
+/// page: every dropped CI delivery is re-routed once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_guard_reverts_a_persons_change_at_once_and_the_recovery_waits_for_them_in_a_real_browser()
+ {
+    let Some(browser) = Browser::start().await else {
+        eprintln!(
+            "skipped: no chromium and chromedriver here (apt-get install chromium chromium-driver)"
+        );
+        return;
+    };
+    let dir = tempfile::tempdir().expect("temp dir");
+    let data_dir = dir.path().join("data");
+    let data = data_dir.to_str().expect("utf-8 path");
+    let env = [
+        ("SWITCHBOARD_DATA_DIR", data),
+        ("SWITCHBOARD_HTTP_LISTEN", "127.0.0.1:0"),
+        ("SWITCHBOARD_GRPC_LISTEN", "127.0.0.1:0"),
+        ("SWITCHBOARD_MCP_LISTEN", "127.0.0.1:0"),
+        ("SWITCHBOARD_ROUTER_CHILDREN", "1"),
+    ];
+    let mut up = Process::spawn(&["up"], &env);
+    let lines = up_lines(&mut up);
+    let console = up.line("console url: ");
+    let dev_link = up
+        .line("console sign-in (dev, once, 15 minutes): ")
+        .trim()
+        .to_string();
+    let http: SocketAddr = console
+        .trim_start_matches("http://")
+        .trim_end_matches("/console")
+        .parse()
+        .expect("the console's address");
+    admin(
+        &lines.grpc,
+        &lines.operator_token,
+        &["webhook", "confirm-policy", &lines.webhook, "person"],
+    );
+    let (mcp, bearer, webhook) = (&lines.mcp_url, &lines.token, &lines.webhook);
+    let past = [
+        ("pull_request.opened.json", "pull_request"),
+        ("issues.opened.json", "issues"),
+        ("issue_comment.created.json", "issue_comment"),
+    ];
+    deliver(http, &lines, "past", &past).await;
+    let replaced = tool(mcp, bearer, "get_webhook", json!({"webhook_id": webhook})).await;
+    let plan = tool(
+        mcp,
+        bearer,
+        "install_rule_pack",
+        json!({"webhook_id": webhook, "name": "drop-ci-noise"}),
+    )
+    .await;
+    assert_eq!(plan["guard"]["on_breach"], "revert", "{plan}");
+    let mut confirm: serde_json::Map<String, Value> = plan["confirm_with"]["arguments"]
+        .as_object()
+        .expect("confirm arguments")
+        .iter()
+        .filter(|(_, v)| !v.is_null())
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    confirm.insert("plan_token".into(), plan["plan_token"].clone());
+    let pending = tool(
+        mcp,
+        bearer,
+        "confirm_rule_pack_plan",
+        Value::Object(confirm),
+    )
+    .await;
+    assert_eq!(pending["state"], "pending_approval", "{pending}");
+    let plan_id = pending["plan_id"].as_str().expect("plan id").to_string();
+
+    // The person reads the guard on the plan page and accepts.
+    let c = &browser.client;
+    c.goto(&dev_link).await.expect("open the sign-in link");
+    browser.click("#continue").await;
+    c.goto(&format!("{console}/plans/{plan_id}"))
+        .await
+        .expect("the plan page");
+    browser
+        .text_becomes("#plan-state", "pending_approval")
+        .await;
+    let guard_text = browser.text("#guard").await;
+    assert!(
+        guard_text.contains("1000 live deliveries or 7 days") && guard_text.contains("reverted"),
+        "{guard_text}"
+    );
+    browser.click("#accept").await;
+    browser.text_becomes("#plan-state", "applied").await;
+
+    // CI deliveries the replay never held: the new rules drop them.
+    let ci = [
+        ("check_run.created.json", "check_run"),
+        ("check_suite.requested.json", "check_suite"),
+        ("workflow_job.queued.json", "workflow_job"),
+    ];
+    deliver(http, &lines, "ci-a", &ci).await;
+    deliver(http, &lines, "ci-b", &ci).await;
+    let guard = || {
+        tool(
+            mcp,
+            bearer,
+            "get_rule_guard",
+            json!({"webhook_id": webhook}),
+        )
+    };
+    eventually(
+        Duration::from_secs(30),
+        "the guard reverted and its recovery waits for a person",
+        || async { guard().await["recovery"]["state"] == "awaiting_person" },
+    )
+    .await;
+    let read = guard().await;
+    assert_eq!(read["breach"]["reason"], "unforeseen_lost_work", "{read}");
+    let now = tool(mcp, bearer, "get_webhook", json!({"webhook_id": webhook})).await;
+    assert_eq!(
+        now["webhook"]["config_digest"], replaced["webhook"]["config_digest"],
+        "reverted at once, to exactly the replaced configuration"
+    );
+    assert_eq!(read["reverted_version"], now["webhook"]["config_version"]);
+    let waiting = read["recovery"]["changes"].as_u64().expect("changes");
+    assert!(waiting >= 3, "{read}");
+
+    // The person sees the breach and recovers the dropped deliveries from the plan page.
+    c.goto(&format!("{console}/webhooks/{webhook}"))
+        .await
+        .expect("the webhook page");
+    assert!(
+        browser
+            .text("#breach-banner")
+            .await
+            .contains("breached its guard"),
+        "{}",
+        browser.text("main").await
+    );
+    c.goto(&format!("{console}/plans/{plan_id}"))
+        .await
+        .expect("the plan page");
+    browser.text_becomes("#plan-state", "reverted").await;
+    assert!(browser.text("#guard-breach").await.contains("Reverted"));
+    assert!(
+        browser
+            .text("#recover")
+            .await
+            .contains(&format!("Recover {waiting} deliveries"))
+    );
+    browser.click("#recover").await;
+    eventually(Duration::from_secs(10), "the recovery applied", || async {
+        browser.has("#recovery.notice").await
+    })
+    .await;
+    assert!(browser.text("#recovery").await.starts_with("Recovered"));
+    assert!(!browser.has("#recover").await, "applied once: no button");
+    let read = guard().await;
+    assert_eq!(read["recovery"]["state"], "applied", "{read}");
+    assert_eq!(read["recovery"]["applied"], waiting, "{read}");
+    // Each dropped CI delivery made its todo under the restored rules, once.
+    assert_eq!(read["recovery"]["todos_created"], waiting, "{read}");
+
+    up.terminate();
+    assert!(up.wait_exit(Duration::from_secs(30)).success());
+}

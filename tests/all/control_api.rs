@@ -3607,6 +3607,21 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
                 )
                 .await
                 .expect("a trial");
+            // A confirmed change's guard (issue 46), for get_rule_guard's cells.
+            api.store
+                .start_guard(switchboard_control::store::NewGuard {
+                    webhook_id: w.id.clone(),
+                    owner_scope: scope.clone(),
+                    plan_id: "pl_matrix".into(),
+                    replaced: w.configuration.clone(),
+                    confirmed_digest: w.config_digest.clone(),
+                    forecast: Default::default(),
+                    limits: Default::default(),
+                    started_by: "matrix".into(),
+                    terms: Default::default(),
+                })
+                .await
+                .expect("a guard");
             Own {
                 webhook: w.id,
                 event: event.id,
@@ -3669,6 +3684,7 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
         "list_rule_trials",
         "get_rule_trial",
         "stop_rule_trial",
+        "get_rule_guard",
     ];
     let verbs_without = ["who_am_i", "list_webhooks", "create_webhook", "list_todos"];
     // The verbs whose id is a plan's token: each cell gets a fresh plan on a fresh webhook,
@@ -3827,6 +3843,7 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
                                         &crate::support::typed(rules.clone()),
                                     )),
                                     replay: None,
+                                    guard: None,
                                 })
                                 .await,
                         )
@@ -3884,6 +3901,16 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
                     "list_rule_trials" => outcome(
                         c.trials
                             .list_rule_trials(pb::ListRuleTrialsRequest { webhook_id: wh })
+                            .await,
+                    ),
+                    // The webhook's newest guard: past authorization, another scope's webhook
+                    // is the one `not_found`.
+                    "get_rule_guard" => outcome(
+                        c.trials
+                            .get_rule_guard(pb::GetRuleGuardRequest {
+                                webhook_id: wh,
+                                guard_id: String::new(),
+                            })
                             .await,
                     ),
                     "get_rule_trial" => outcome(

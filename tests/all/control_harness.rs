@@ -427,6 +427,25 @@ pub fn router_on(addr: &str) -> RouterProcess {
 }
 
 /// Polls `check` every 50 ms until it holds, for at most `within`.
+/// Waits until `check` answers something, and returns it.
+pub async fn eventually_some<T, F, Fut>(within: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = tokio::time::Instant::now() + within;
+    loop {
+        if let Some(found) = check().await {
+            return found;
+        }
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "timed out waiting for {what}"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 pub async fn eventually<F, Fut>(within: Duration, what: &str, mut check: F)
 where
     F: FnMut() -> Fut,

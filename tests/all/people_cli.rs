@@ -59,7 +59,11 @@ fn normalise(text: &str, known: &[(String, String)]) -> String {
     for (value, name) in known {
         text = text.replace(value.as_str(), name);
     }
-    for (prefix, name) in [("pl_", "<plan-id>"), ("ep_", "<endpoint>")] {
+    for (prefix, name) in [
+        ("pl_", "<plan-id>"),
+        ("ep_", "<endpoint>"),
+        ("gd_", "<guard-id>"),
+    ] {
         let mut rest = text.as_str();
         let mut out = String::new();
         while let Some(at) = rest.find(prefix) {

@@ -154,6 +154,9 @@ impl Golden {
     fn normalized_result(&self, result: &Value) -> Value {
         let mut subs: Vec<(String, String)> =
             vec![(self.webhook.id.clone(), "<webhook_id>".into())];
+        if let Some(guard) = result["guard_id"].as_str() {
+            subs.push((guard.to_string(), "<guard_id>".into()));
+        }
         subs.push((self.endpoint_id.clone(), "<endpoint_id>".into()));
         subs.extend(self.events.iter().cloned());
         replace_strings(result, &subs)

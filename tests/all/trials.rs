@@ -439,6 +439,7 @@ async fn a_trial_of_a_plan_equals_its_replay_flags_the_unforeseen_and_promotes_e
             .promote_rule_trial(PromoteRuleTrialRequest {
                 trial_id: started.trial_id.clone(),
                 replay: None,
+                guard: None,
             })
             .await
             .expect("promote")
@@ -586,6 +587,7 @@ async fn a_short_trial_is_insufficient_a_moved_configuration_makes_its_promotion
             .promote_rule_trial(PromoteRuleTrialRequest {
                 trial_id: trial.trial_id.clone(),
                 replay: None,
+                guard: None,
             })
             .await
             .map(|_| ())
@@ -621,6 +623,7 @@ async fn a_short_trial_is_insufficient_a_moved_configuration_makes_its_promotion
             .promote_rule_trial(PromoteRuleTrialRequest {
                 trial_id: trial.trial_id.clone(),
                 replay: None,
+                guard: None,
             })
             .await
             .expect("promote")
@@ -668,6 +671,7 @@ async fn a_short_trial_is_insufficient_a_moved_configuration_makes_its_promotion
             .promote_rule_trial(PromoteRuleTrialRequest {
                 trial_id: trial.trial_id.clone(),
                 replay: None,
+                guard: None,
             })
             .await
             .expect("the stream")
@@ -1037,6 +1041,7 @@ async fn hand_written_rules_are_planned_tried_beside_the_live_rules_and_promoted
             webhook_id: hook.id.clone(),
             configuration: Some(pb::Configuration::from(configuration)),
             replay: None,
+            guard: None,
         };
         async move {
             let mut rules = rules;
@@ -1104,6 +1109,7 @@ async fn hand_written_rules_are_planned_tried_beside_the_live_rules_and_promoted
             .promote_rule_trial(PromoteRuleTrialRequest {
                 trial_id: trial.trial_id.clone(),
                 replay: None,
+                guard: None,
             })
             .await
             .expect("promote")

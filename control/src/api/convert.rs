@@ -45,6 +45,10 @@ pub fn webhook(w: &Webhook) -> pb::Webhook {
         trusted_actors: w.trusted_actors.as_ref().map(pb::TrustedActors::from),
         created_at_ms: w.created_at,
         confirm_policy: w.confirm_policy.to_string(),
+        guard_on_breach: w
+            .guard_on_breach
+            .map(|o| o.as_str().to_string())
+            .unwrap_or_default(),
     }
 }
 

@@ -6,6 +6,8 @@
 
 use std::str::FromStr;
 
+use switchboard_model::guard::OnBreach;
+
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::control::v1::operators_server::Operators;
 use tonic::metadata::MetadataMap;
@@ -385,6 +387,44 @@ impl Operators for OperatorsApi {
             )
             .await?;
             Ok(pb::SetWebhookConfirmPolicyResponse {
+                webhook: Some(convert::webhook(&w)),
+            })
+        })
+        .await
+    }
+
+    async fn set_webhook_guard_default(
+        &self,
+        request: Request<pb::SetWebhookGuardDefaultRequest>,
+    ) -> Result<Response<pb::SetWebhookGuardDefaultResponse>, Status> {
+        respond(async {
+            let op = self.operator(request.metadata()).await?;
+            let r = request.get_ref();
+            let word = r.on_breach.trim();
+            let on_breach = match word {
+                "" => None,
+                w => Some(OnBreach::parse(w).ok_or_else(|| {
+                    ApiError::invalid(
+                        "on_breach",
+                        "must be revert or alert (empty: the default, revert)",
+                    )
+                })?),
+            };
+            let current = self.webhook(&r.webhook_id).await?;
+            let w = self
+                .state
+                .store
+                .set_guard_on_breach(&current.owner_scope, &current.id, on_breach)
+                .await?;
+            self.audit(
+                &op,
+                AuditRecord::new(OperatorAction::SetWebhookGuardDefault, w.id.as_str()).with(
+                    "on_breach",
+                    w.guard_on_breach.map_or("default", OnBreach::as_str),
+                ),
+            )
+            .await?;
+            Ok(pb::SetWebhookGuardDefaultResponse {
                 webhook: Some(convert::webhook(&w)),
             })
         })

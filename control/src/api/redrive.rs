@@ -1,29 +1,21 @@
-//! Redrive (issue 21 item 6): after fixing rules, an owner re-routes a webhook's quarantined,
-//! faulted or pending events, planned and confirmed like a pack install so the owner sees what
-//! would change first.
-//!
-//! The plan evaluates the selected events on a router under the webhook's current
-//! configuration (one configuration per call, in chunks, as the retry loop routes) and stores
-//! each event's decision now and the one it would record. The confirm applies exactly those
-//! decisions, without a router, while the configuration is still the one planned against.
+//! Redrive (issue 21 item 6) as the verbs see it: after fixing rules, an owner re-routes a
+//! webhook's quarantined, faulted, pending or dropped events, planned and confirmed like a
+//! pack install so the owner sees what would change first. The steps are `crate::redrive`'s;
+//! this file checks the request and shapes the answer.
 
 use std::collections::{BTreeMap, HashMap};
 
 use serde_json::json;
 use switchboard_model::Label;
 use switchboard_proto::control::v1 as pb;
-use switchboard_proto::router::v1::Configuration;
 
 use super::auth::Caller;
 use super::status::ApiError;
 use crate::error::{Error, PLAN_STALE};
-use crate::ingest::route::record_for;
+use crate::redrive;
 use crate::rule_packs::{PLAN_TTL, PackError, rfc3339};
 use crate::state::ControlState;
-use crate::store::{
-    NewRedrive, PlannedTodo, Redrivable, RedriveEntry, RedriveFilter, new_plan_token, redrive_limit,
-};
-use crate::wire::{routing_context, stored_delivery};
+use crate::store::{Redrivable, RedriveEntry, RedriveFilter, redrive_limit};
 
 /// The call that applies a redrive plan.
 pub const CONFIRM_TOOL: &str = "confirm_webhook_redrive";
@@ -69,73 +61,15 @@ pub async fn plan(
     let limit = redrive_limit(req.limit)?;
     let store = &state.store;
     let webhook = store.get_webhook(caller.scope(), &req.webhook_id).await?;
-    let (candidates, truncated) = store
-        .redrive_candidates(caller.scope(), &webhook.id, &filter, limit)
-        .await?;
-
-    let mut entries = Vec::with_capacity(candidates.len());
-    if !candidates.is_empty() {
-        let budget_ms = u32::try_from(state.limits.evaluation_budget.as_millis())
-            .unwrap_or(u32::MAX)
-            .max(1);
-        let results = state
-            .routers
-            .evaluate_chunked(
-                &routing_context(&webhook, &state.capabilities),
-                &[Configuration::from(&webhook.configuration)],
-                candidates
-                    .iter()
-                    .map(|c| stored_delivery(&c.event))
-                    .collect(),
-                state.limits.replay_chunk,
-                budget_ms,
-                &webhook.owner_scope.to_string(),
-            )
-            .await?;
-        let by_event: HashMap<&str, _> = results
-            .iter()
-            .filter_map(|r| Some((r.event_id.as_str(), r.decisions.first()?)))
-            .collect();
-        for c in candidates {
-            let decision = by_event.get(c.event.id.as_str()).ok_or_else(|| {
-                ApiError::internal(format!("a router answered no decision for {}", c.event.id))
-            })?;
-            // Recorded exactly as ingest records it (faults included).
-            let record = record_for(decision, &webhook, &state.capabilities);
-            entries.push(RedriveEntry {
-                event_id: c.event.id.clone(),
-                kind: c.event.kind.clone(),
-                received_at: c.event.received_at,
-                before: c.state,
-                before_decision: c.event.decision.clone().filter(|_| c.event.routed),
-                before_fault: c.event.fault.clone(),
-                seen_redrive: c.seen_redrive,
-                after: record.decision.decision.clone(),
-                decision: record.decision,
-                fault: record.fault,
-                todo: record.todo.map(|t| PlannedTodo {
-                    queue: t.queue,
-                    rule_id: t.rule_id,
-                }),
-            });
-        }
-    }
-
-    let (token, token_hash) = new_plan_token()?;
     let expires_at =
         store.clock().now_ms() + i64::try_from(PLAN_TTL.as_millis()).unwrap_or(i64::MAX / 2);
-    let stored = store
-        .insert_redrive(NewRedrive {
-            webhook_id: webhook.id.clone(),
-            owner_scope: webhook.owner_scope.clone(),
-            token_hash,
-            base_config_version: webhook.config_version,
-            base_config_digest: webhook.config_digest.clone(),
-            entries,
-            expires_at,
-        })
-        .await?;
-    Ok(plan_of(stored, token, truncated))
+    let planned = redrive::plan(&state.redrive_ctx(), &webhook, &filter, limit, expires_at)
+        .await
+        .map_err(|e| match e {
+            redrive::PlanError::Store(e) => ApiError::from(e),
+            redrive::PlanError::Routing(e) => ApiError::from(e),
+        })?;
+    Ok(plan_of(planned.redrive, planned.token, planned.truncated))
 }
 
 /// The plan as callers read it.
@@ -221,10 +155,12 @@ pub async fn confirm(
         return Err(ApiError::invalid("plan_token", "must not be empty"));
     }
     let token_hash = crate::secrets::sha256_hex(&req.plan_token);
-    let (redrive, outcomes) = match state
-        .store
-        .confirm_redrive(caller.scope(), &req.webhook_id, &token_hash)
-        .await
+    let (redrive, outcomes) = match redrive::confirm(
+        &state.store,
+        (caller.scope(), &req.webhook_id),
+        &token_hash,
+    )
+    .await
     {
         Ok(done) => done,
         Err(Error::FailedPrecondition {
@@ -249,14 +185,6 @@ pub async fn confirm(
         .collect();
     let applied = outcomes.iter().filter(|o| o.applied).count() as u64;
     let todos_created = outcomes.iter().filter(|o| o.todo_created).count() as u64;
-    tracing::info!(
-        webhook = %redrive.webhook_id,
-        redrive = %redrive.id,
-        applied,
-        skipped = outcomes.len() as u64 - applied,
-        endpoint = %caller.endpoint.id,
-        "redrive confirmed"
-    );
     Ok(pb::ConfirmWebhookRedriveResponse {
         skipped: outcomes.len() as u64 - applied,
         applied,

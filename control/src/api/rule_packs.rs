@@ -48,6 +48,23 @@ pub(super) fn window(w: Option<ReplayWindow>) -> rule_packs::ReplayWindow {
     }
 }
 
+/// What a planning call asks of its guard, checked before anything is replayed (the webhook's
+/// own default is applied when the plan is made).
+pub(super) fn guard_options(
+    g: Option<switchboard_proto::control::v1::GuardOptions>,
+) -> Result<switchboard_model::guard::GuardOptions, ApiError> {
+    let options = g
+        .map(switchboard_model::guard::GuardOptions::from)
+        .unwrap_or_default();
+    let one_delivery = switchboard_model::trial::Forecast {
+        deliveries: 1,
+        ..Default::default()
+    };
+    switchboard_model::guard::GuardPlan::new(&one_delivery, &options, None)
+        .map_err(|e| ApiError::invalid(e.field, e.message))?;
+    Ok(options)
+}
+
 /// The request's params: the `Struct`, or (deprecated, for one release) the JSON text a gateway
 /// of the previous release sends; never both.
 fn params(
@@ -167,6 +184,7 @@ impl RulePacksService for RulePacksApi {
             confirm: (!r.confirm.trim().is_empty()).then_some(r.confirm),
             allow_unproven: r.allow_unproven,
             overwrite_local_edits: r.overwrite_local_edits,
+            guard: guard_options(r.guard).map_err(Status::from)?,
         };
         let packs = self.packs.clone();
         let who = caller(&c);
@@ -199,6 +217,7 @@ impl RulePacksService for RulePacksApi {
             confirm: (!r.confirm.trim().is_empty()).then_some(r.confirm),
             allow_unproven: r.allow_unproven,
             keep_params: (!r.keep_params.is_empty()).then_some(r.keep_params),
+            guard: guard_options(r.guard).map_err(Status::from)?,
         };
         let packs = self.packs.clone();
         let who = caller(&c);
@@ -237,6 +256,10 @@ impl RulePacksService for RulePacksApi {
                 proposed_by_human: plan.proposed_by_human.clone().unwrap_or_default(),
                 decided_by: plan.decided_by.clone().unwrap_or_default(),
                 reject_reason: plan.reject_reason.clone().unwrap_or_default(),
+                guard: status
+                    .guard
+                    .as_ref()
+                    .map(switchboard_proto::control::v1::RuleGuard::from),
             })
         })
         .await

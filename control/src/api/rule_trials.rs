@@ -4,8 +4,8 @@
 
 use switchboard_proto::control::v1::rule_trials_server::RuleTrials as RuleTrialsService;
 use switchboard_proto::control::v1::{
-    GetRuleTrialRequest, ListRuleTrialsRequest, ListRuleTrialsResponse, PromoteRuleTrialRequest,
-    RuleTrial, StartRuleTrialRequest, StopRuleTrialRequest,
+    GetRuleGuardRequest, GetRuleTrialRequest, ListRuleTrialsRequest, ListRuleTrialsResponse,
+    PromoteRuleTrialRequest, RuleGuard, RuleTrial, StartRuleTrialRequest, StopRuleTrialRequest,
 };
 use tonic::{Request, Response, Status};
 
@@ -112,6 +112,25 @@ impl RuleTrialsService for RuleTrialsApi {
         .await
     }
 
+    async fn get_rule_guard(
+        &self,
+        request: Request<GetRuleGuardRequest>,
+    ) -> Result<Response<RuleGuard>, Status> {
+        super::respond(async {
+            let c = authorize(&self.state, request.metadata(), "get_rule_guard").await?;
+            let r = request.get_ref();
+            let report = crate::trials::guards::get(
+                &self.state.trials_ctx(),
+                &asker(&c),
+                &r.webhook_id,
+                &r.guard_id,
+            )
+            .await?;
+            Ok(RuleGuard::from(&report))
+        })
+        .await
+    }
+
     type PromoteRuleTrialStream =
         super::streaming::EventStream<switchboard_proto::control::v1::RulePackEvent>;
 
@@ -126,9 +145,10 @@ impl RuleTrialsService for RuleTrialsApi {
         let packs = self.packs.clone();
         let who = caller(&c);
         let replay = window(r.replay);
+        let guard = super::rule_packs::guard_options(r.guard).map_err(Status::from)?;
         Ok(Response::new(stream(move |progress| async move {
             packs
-                .promote_trial(&who, &r.trial_id, replay, Some(progress))
+                .promote_trial(&who, &r.trial_id, replay, guard, Some(progress))
                 .await
         })))
     }

@@ -703,10 +703,11 @@ impl WebhookRules for WebhookRulesApi {
             crate::rule_packs::RulePacks::new(self.state.clone(), self.state.catalog.clone());
         let who = super::rule_packs::caller(&caller);
         let window = super::rule_packs::window(req.replay);
+        let guard = super::rule_packs::guard_options(req.guard)?;
         Ok(Response::new(super::rule_packs::stream(
             move |progress| async move {
                 packs
-                    .plan_rules(&who, &webhook, candidate, &window, Some(progress))
+                    .plan_rules(&who, &webhook, candidate, &window, &guard, Some(progress))
                     .await
             },
         )))

@@ -85,6 +85,7 @@ pub fn router(state: ControlState, settings: ConsoleSettings) -> Router {
         .route("/console/plans/{plan_id}", get(plan))
         .route("/console/plans/{plan_id}/accept", post(accept))
         .route("/console/plans/{plan_id}/reject", post(reject))
+        .route("/console/plans/{plan_id}/recover", post(recover))
         .route("/console/trials/{trial_id}", get(trial))
         .route("/console/webhooks/{webhook_id}", get(webhook))
         .route(
@@ -227,6 +228,20 @@ async fn accept(
         Err(refusal) => return refusal,
     };
     pages::decide(&c, &person, &plan_id, pages::Verdict::Accept).await
+}
+
+async fn recover(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    peer: Peer,
+    Path(plan_id): Path<String>,
+    Form(form): Form<CsrfForm>,
+) -> Response {
+    let person = match Person::checked(&c, &headers, &peer, &form.csrf).await {
+        Ok(p) => p,
+        Err(refusal) => return refusal,
+    };
+    pages::recover(&c, &person, &plan_id).await
 }
 
 #[derive(Deserialize)]

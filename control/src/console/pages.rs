@@ -134,7 +134,20 @@ pub(super) async fn plan(
             by,
             rejected: plan.rejected_at.and(plan.reject_reason.clone()),
         });
+    let guard = match plan.used_at {
+        Some(_) => match c
+            .state
+            .store
+            .guard_of_plan(&plan.owner_scope, &plan.id)
+            .await
+        {
+            Ok(g) => g.map(|g| crate::trials::guards::report(&c.state.trials_ctx(), &g)),
+            Err(e) => return internal(&e),
+        },
+        None => None,
+    };
     let view = PlanView {
+        guard,
         chrome: &chrome,
         plan_id: plan.id.clone(),
         owner_scope: plan.owner_scope.to_string(),
@@ -216,6 +229,56 @@ pub(super) async fn decide(
             self::plan(c, person, plan_id, Some(notice), StatusCode::CONFLICT).await
         }
     }
+}
+
+/// Applies the recovery a guard's revert left waiting for a person (issue 46): an editor of
+/// the plan's scope only; the plan page again, saying what was recovered or why nothing was.
+pub(super) async fn recover(c: &Console, person: &Person, plan_id: &str) -> Response {
+    let (plan, _) = match load_plan(c, person, plan_id).await {
+        Ok(found) => found,
+        Err(refusal) => return refusal,
+    };
+    let store = &c.state.store;
+    match store.role_in_scope(&person.login, &plan.owner_scope).await {
+        Ok(Some(role)) if role >= Role::Editor => {}
+        Ok(_) => {
+            return message(
+                StatusCode::FORBIDDEN,
+                Some(&person.chrome()),
+                "Not yours to recover",
+                "Recovering lost work needs the editor role in the plan's scope; nothing was done.",
+            );
+        }
+        Err(e) => return internal(&e),
+    }
+    let guard = match store.guard_of_plan(&plan.owner_scope, &plan.id).await {
+        Ok(Some(g)) => g,
+        Ok(None) => return not_found(person),
+        Err(e) => return internal(&e),
+    };
+    let (notice, status) = match crate::trials::guards::apply_recovery(store, &guard).await {
+        Ok(r) if r.state == switchboard_model::guard::RecoveryState::Applied => {
+            tracing::info!(plan = %plan.id, guard = %guard.id, person = %person.login, todos = r.todos_created, "recovery applied by a person");
+            (
+                format!(
+                    "Recovered: {} deliveries re-routed, {} todos made.",
+                    r.applied, r.todos_created
+                ),
+                StatusCode::OK,
+            )
+        }
+        Ok(_) => (
+            "Nothing was recovered: the webhook changed since the revert, so this recovery is stale. Redrive its dropped deliveries by version.".to_string(),
+            StatusCode::CONFLICT,
+        ),
+        Err(crate::Error::NotFound { .. }) => return not_found(person),
+        Err(crate::Error::FailedPrecondition { .. }) => (
+            "Nothing was done: this recovery was already applied or is no longer waiting.".to_string(),
+            StatusCode::CONFLICT,
+        ),
+        Err(e) => return internal(&e),
+    };
+    self::plan(c, person, plan_id, Some(notice), status).await
 }
 
 /// The trial `trial_id` if it is in one of the person's scopes (viewer or more); else the
@@ -470,5 +533,9 @@ async fn webhook_view(
             .await?
             .is_some_and(|r| r >= Role::Editor),
         notice,
+        guard: store
+            .newest_guard(scope, &w.id)
+            .await?
+            .map(|g| crate::trials::guards::report(&c.state.trials_ctx(), &g)),
     })
 }

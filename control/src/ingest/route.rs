@@ -8,19 +8,16 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use switchboard_proto::router::v1::{
-    Configuration, Decision, DeliveryDecisions, Outcome, StoredDelivery,
-};
+use switchboard_proto::router::v1::{Configuration, Decision, DeliveryDecisions, StoredDelivery};
 use tokio::sync::oneshot;
 
-use switchboard_model::{Disposition, Label, RecordedDecision, RecordedFault};
+use switchboard_model::Label;
 
 use crate::error::Error;
 use crate::routing::RoutingError;
-use crate::state::{Capabilities, ControlState};
-use crate::store::{
-    DecidedBy, DraftEvent, Event, IngestWebhook, NewTodo, RecordDecision, TodoInsert, Webhook,
-};
+use crate::state::ControlState;
+use crate::store::{DraftEvent, Event, IngestWebhook, RecordDecision, TodoInsert, Webhook};
+pub use crate::wire::record_for;
 use crate::wire::{drafted_delivery, routing_context, stored_delivery};
 
 /// The most a caller may ask a router to spend on one envelope (the router's own ceiling).
@@ -43,91 +40,6 @@ fn budget_ms(state: &ControlState) -> u32 {
     u32::try_from(state.limits.evaluation_budget.as_millis())
         .unwrap_or(MAX_BUDGET_MS)
         .clamp(1, MAX_BUDGET_MS)
-}
-
-/// The configuration a decision is made under: the one in the webhook row read for this
-/// routing, which is exactly what the router is sent (`route_events`).
-fn decided_by(webhook: &Webhook) -> DecidedBy {
-    DecidedBy {
-        version: webhook.config_version,
-        digest: webhook.config_digest.clone(),
-    }
-}
-
-/// The decision to record (its label is the recorded decision's) and the todo it makes. The decision is recorded in the
-/// shape every decision of the API carries ([`RecordedDecision`]).
-///
-/// A fault (BASE.md): with the trusted_actors capability the delivery is quarantined
-/// (fail-closed); without it, it goes to the default queue, and the event is marked faulted
-/// either way (`fault: {rule_id, code, reason, disposition}`). A router answer this version
-/// does not know is treated as a fault too.
-pub fn record_for(
-    decision: &Decision,
-    webhook: &Webhook,
-    capabilities: &Capabilities,
-) -> RecordDecision {
-    let rule_id = (!decision.rule_id.is_empty()).then(|| decision.rule_id.clone());
-    let outcome = Outcome::try_from(decision.outcome).unwrap_or(Outcome::Unspecified);
-    let usable = match outcome {
-        Outcome::Queue => !decision.queue.is_empty(),
-        Outcome::Unspecified => false,
-        _ => true,
-    };
-    if outcome == Outcome::Fault || !usable {
-        let (code, reason) = if usable {
-            (decision.fault_code.as_str(), decision.reason.as_str())
-        } else {
-            ("invalid_decision", "the router answered no usable decision")
-        };
-        let quarantine = capabilities.trusted_actors;
-        let queue = (!quarantine)
-            .then(|| webhook.default_queue().map(str::to_string))
-            .flatten();
-        let disposition = if quarantine {
-            Disposition::Quarantine
-        } else {
-            Disposition::Default
-        };
-        let record = RecordDecision {
-            decision: RecordedDecision {
-                fault_code: Some(code.to_string()).filter(|c| !c.is_empty()),
-                queue: queue.clone(),
-                reason: Some(reason.to_string()).filter(|r| !r.is_empty()),
-                rule_id: rule_id.clone(),
-                ..RecordedDecision::new(Label::Fault)
-            },
-            fault: Some(RecordedFault {
-                code: code.to_string(),
-                disposition: Some(disposition),
-                reason: reason.to_string(),
-                rule_id,
-            }),
-            todo: queue.map(|queue| NewTodo {
-                queue,
-                rule_id: None,
-            }),
-            decided_by: Some(decided_by(webhook)),
-        };
-        return record;
-    }
-    // Usable and not a fault: a queue, the default, a drop or a quarantine.
-    let queue = match outcome {
-        Outcome::Queue => Some(decision.queue.clone()),
-        Outcome::Default if decision.queue.is_empty() => {
-            webhook.default_queue().map(str::to_string)
-        }
-        Outcome::Default => Some(decision.queue.clone()),
-        _ => None,
-    };
-    RecordDecision {
-        decision: RecordedDecision {
-            queue: queue.clone(),
-            ..RecordedDecision::from(decision)
-        },
-        fault: None,
-        todo: queue.map(|queue| NewTodo { queue, rule_id }),
-        decided_by: Some(decided_by(webhook)),
-    }
 }
 
 /// One fresh delivery of `webhook` on a router (ingest): it may share a call with others
@@ -485,14 +397,19 @@ pub fn spawn_unrouted_retry(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::capabilities::Capabilities;
     use crate::scope::OwnerScope;
     use crate::store::SourceType;
+    use crate::store::{DecidedBy, NewTodo};
     use serde_json::json;
+    use switchboard_model::Disposition;
+    use switchboard_proto::router::v1::Outcome;
 
     fn hook() -> Webhook {
         Webhook {
             confirm_policy: Default::default(),
             claim_ttl: None,
+            guard_on_breach: None,
             id: "wh_x".into(),
             owner_scope: OwnerScope::human("alice"),
             source_type: SourceType::Github,

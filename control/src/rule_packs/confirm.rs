@@ -225,7 +225,17 @@ impl RulePacks {
             .facts()
             .state(self.state.store.clock().now_ms(), webhook.config_version);
         let kind = plan.plan.apply.kind;
+        let guard = match plan.used_at {
+            Some(_) => self
+                .state
+                .store
+                .guard_of_plan(&caller.scope, &plan.id)
+                .await?
+                .map(|g| crate::trials::guards::report(&self.state.trials_ctx(), &g)),
+            None => None,
+        };
         Ok(PlanStatus {
+            guard,
             console_url: (state == PlanState::PendingApproval)
                 .then(|| self.state.console_plan_url(&plan.id)),
             state,
@@ -302,8 +312,10 @@ impl RulePacks {
             trial: apply.trial.as_ref().map(|t| t.trial_id.clone()),
             ..ChangeProvenance::default()
         };
-        // What the guard holds the change to: the plan's replay, as the person saw it.
+        // What the guard holds the change to: the plan's replay, as the person saw it, and
+        // the guard they accepted with it.
         let forecast = switchboard_model::trial::Forecast::of(&plan.plan.plan.report);
+        let guard = plan.plan.plan.guard.clone();
         let started_by = actor
             .human_login
             .clone()
@@ -334,12 +346,13 @@ impl RulePacks {
             )
             .await?;
         // Issue 46: the replaced configuration now runs in the shadow of the saved one.
-        crate::guards::start(
+        let guard = crate::trials::guards::start(
             &self.state.store,
-            crate::guards::Confirmed {
+            crate::trials::guards::Confirmed {
                 webhook,
                 plan_id: &plan.id,
                 forecast,
+                guard,
                 confirmed_version: saved.version,
                 confirmed_digest: &saved.digest,
                 started_by: &started_by,
@@ -358,6 +371,7 @@ impl RulePacks {
                 name: plan.pack_name,
                 version: plan.pack_version,
             },
+            guard_id: guard.map(|g| g.id),
         })
     }
 }
@@ -376,6 +390,8 @@ pub struct PlanStatus {
     pub kind: PlanKind,
     /// Where a person reviews it, while it is pending.
     pub console_url: Option<String>,
+    /// Once applied: the guard its confirm started.
+    pub guard: Option<switchboard_model::guard::GuardReport>,
 }
 
 /// The one refusal of a plan that can no longer be applied.

@@ -13,6 +13,7 @@ use std::time::Duration;
 
 use serde_json::{Map, Value, json};
 use sha2::{Digest, Sha256};
+use switchboard_model::guard::{GuardOptions, GuardPlan};
 use switchboard_model::listing::{
     InstalledStatus, ListedPack, Listing, PackRule, PackVersion, ParamCheckSummary,
 };
@@ -92,6 +93,8 @@ pub struct InstallArgs {
     pub overwrite_local_edits: bool,
     /// Params the change orphans that stay on the webhook (`param_diff.orphaned`).
     pub keep_params: Option<Vec<String>>,
+    /// What the plan's guard asks (planning only).
+    pub guard: GuardOptions,
 }
 
 /// `remove_rule_pack` arguments.
@@ -104,6 +107,7 @@ pub struct RemoveArgs {
     pub allow_unproven: bool,
     /// Params the removal orphans that stay on the webhook.
     pub keep_params: Option<Vec<String>>,
+    pub guard: GuardOptions,
 }
 
 /// What a pack call answers: a plan (nothing saved), or a confirm's applied result.

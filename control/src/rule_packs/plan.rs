@@ -87,6 +87,7 @@ impl RulePacks {
                 window: &args.replay,
                 binding,
                 trial: None,
+                guard: &args.guard,
             },
             progress,
         )
@@ -147,6 +148,7 @@ impl RulePacks {
                     keep_params,
                 },
                 trial: None,
+                guard: &args.guard,
             },
             progress,
         )
@@ -164,6 +166,7 @@ impl RulePacks {
         webhook: &Webhook,
         candidate: Configuration,
         window: &ReplayWindow,
+        guard: &GuardOptions,
         progress: Option<Progress>,
     ) -> Result<PackAnswer, PackError> {
         let ctx = routing_context(webhook, &self.state.capabilities);
@@ -192,6 +195,7 @@ impl RulePacks {
                 window,
                 binding: Binding::Rules { rules },
                 trial: None,
+                guard,
             },
             progress,
         )
@@ -310,7 +314,14 @@ impl RulePacks {
             window,
             binding,
             trial,
+            guard,
         } = request;
+        // Out-of-range guard options are refused before anything is replayed.
+        let checked = |forecast: &switchboard_model::trial::Forecast| {
+            GuardPlan::new(forecast, guard, webhook.guard_on_breach)
+                .map_err(|e| PackError::from(Error::invalid(e.field, e.message)))
+        };
+        checked(&switchboard_model::trial::Forecast::default())?;
         let saved: Configuration = webhook.configuration.clone();
         // The candidate is replayed with the trusted actors it would set (trusted-actors@2),
         // the saved configuration with the webhook's current ones.
@@ -489,6 +500,7 @@ impl RulePacks {
             .find(|p| p.name == name)
             .map(|p| p.version.clone());
         report.retention = Some(self.replayer.retention(&webhook.id).await?);
+        let guard = checked(&switchboard_model::trial::Forecast::of(&report))?;
         let mut plan = Plan {
             report,
             kind,
@@ -531,6 +543,7 @@ impl RulePacks {
             plan_token: None,
             trial: None,
             trial_sufficient: None,
+            guard: Some(guard),
         };
         let binding_json = serde_json::to_value(&binding).unwrap_or_default();
         let binding_digest = sha256_hex(&canonical(&binding_json));
@@ -592,4 +605,6 @@ pub(super) struct PlanRequest<'a> {
     pub binding: Binding,
     /// A promotion's trial report (`promote_rule_trial`), carried and bound by the plan.
     pub trial: Option<switchboard_model::trial::TrialReport>,
+    /// What the caller asks of the plan's guard.
+    pub guard: &'a GuardOptions,
 }

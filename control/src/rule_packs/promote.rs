@@ -16,6 +16,7 @@ impl RulePacks {
         caller: &Caller,
         trial_id: &str,
         window: ReplayWindow,
+        guard: GuardOptions,
         progress: Option<Progress>,
     ) -> Result<PackAnswer, PackError> {
         let trial_id = trial_id.trim();
@@ -94,6 +95,7 @@ impl RulePacks {
                 window: &window,
                 binding,
                 trial: Some(report),
+                guard: &guard,
             },
             progress,
         )

@@ -21,6 +21,7 @@ use switchboard_proto::router::v1::{
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
+use crate::capabilities::Capabilities;
 use crate::routing::Routers;
 use crate::store::{Store, Trial, TrialBatch, Webhook};
 
@@ -38,6 +39,10 @@ pub struct TrialOptions {
     pub budget_ms: u32,
     /// Trials that may run at once per webhook (`--max-trials-per-webhook`).
     pub max_per_webhook: u32,
+    /// What a guard's recovery redrive routes with (issue 46): the instance's capabilities
+    /// and deliveries per Evaluate call.
+    pub capabilities: Capabilities,
+    pub replay_chunk: usize,
 }
 
 impl Default for TrialOptions {
@@ -48,6 +53,8 @@ impl Default for TrialOptions {
             batch: 64,
             budget_ms: 50,
             max_per_webhook: 1,
+            capabilities: Capabilities::default(),
+            replay_chunk: 100,
         }
     }
 }
@@ -239,7 +246,7 @@ async fn run(
         }
         let flushed = std::mem::take(&mut *shed.lock().unwrap_or_else(|e| e.into_inner()));
         for (_, (running, batch)) in flushed {
-            finish(&store, &running.trial, &batch).await;
+            finish(&store, &routers, &options, &running.trial, &batch).await;
         }
         let Some(first) = first else {
             continue;
@@ -329,7 +336,7 @@ async fn evaluate(store: &Store, routers: &Routers, options: &TrialOptions, grou
         }
     }
     if batch.observed.seen > 0 {
-        finish(store, trial, &batch).await;
+        finish(store, routers, options, trial, &batch).await;
     }
     if stale {
         end(store, trial, TrialEnd::Stale).await;
@@ -339,7 +346,13 @@ async fn evaluate(store: &Store, routers: &Routers, options: &TrialOptions, grou
 /// Counts a batch and ends the trial if that was its last (its limits; a moved saved
 /// configuration ended it before its deliveries were evaluated). The count the store
 /// answers decides, so no trial is read again per batch.
-async fn finish(store: &Store, trial: &Trial, batch: &TrialBatch) {
+async fn finish(
+    store: &Store,
+    routers: &Routers,
+    options: &TrialOptions,
+    trial: &Trial,
+    batch: &TrialBatch,
+) {
     let seen = match store.record_trial(&trial.id, batch).await {
         Ok(Some(seen)) => seen,
         // Ended meanwhile (stopped, or by another replica): nothing more to decide.
@@ -351,7 +364,14 @@ async fn finish(store: &Store, trial: &Trial, batch: &TrialBatch) {
     };
     if trial.guard.is_some() {
         // A guard (issue 46) is judged after every batch it counts.
-        crate::guards::judge_after_batch(store, trial).await;
+        let ctx = crate::redrive::Ctx {
+            store,
+            routers,
+            capabilities: &options.capabilities,
+            budget_ms: options.budget_ms,
+            chunk: options.replay_chunk,
+        };
+        crate::trials::guards::judge_after_batch(&ctx, trial).await;
     } else {
         count_deliveries(trial, batch);
     }

@@ -5,6 +5,7 @@
 //! (the model's [`TrialReport`]) from the store's tallies. Promotion is a plan, so it lives
 //! with the plans (`rule_packs::promote`).
 
+pub mod guards;
 pub mod live;
 
 pub use live::{TrialOptions, Trials};

@@ -257,6 +257,30 @@ pub async fn get_rule_trial(cx: &Call, p: TrialIdParams) -> Result<RuleTrialOut,
     Ok(r.into())
 }
 
+pub async fn get_rule_guard(cx: &Call, p: GuardIdParams) -> Result<RuleGuardOut, CallError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let r = c
+        .get_rule_guard(
+            b,
+            pb::GetRuleGuardRequest {
+                webhook_id: p.webhook_id,
+                guard_id: p.guard_id.unwrap_or_default(),
+            },
+        )
+        .await
+        .map_err(|s| cx.status(&s))?;
+    Ok(r.into())
+}
+
+/// A plan's guard options as the request carries them.
+fn guard_options(g: GuardParams) -> pb::GuardOptions {
+    pb::GuardOptions::from(&switchboard_model::guard::GuardOptions {
+        max_deliveries: g.max_deliveries,
+        max_duration_ms: g.max_duration_ms,
+        on_breach: g.on_breach,
+    })
+}
+
 pub async fn list_rule_trials(
     cx: &Call,
     p: WebhookIdParams,
@@ -287,6 +311,7 @@ pub async fn promote_rule_trial(
             pb::PromoteRuleTrialRequest {
                 trial_id: p.trial_id,
                 replay: p.replay.map(replay_window),
+                guard: p.guard.map(guard_options),
             },
         )
         .await
@@ -678,6 +703,7 @@ pub async fn install_rule_pack(cx: &Call, p: InstallRulePackParams) -> Result<Pl
                 overwrite_local_edits: p.overwrite_local_edits,
                 keep_params: p.keep_params.unwrap_or_default(),
                 params: p.params.as_ref().map(json::to_struct),
+                guard: p.guard.map(guard_options),
                 // Not the deprecated `params_json`: control reads the Struct.
                 ..Default::default()
             },
@@ -700,6 +726,7 @@ pub async fn plan_webhook_rules(
                 webhook_id: p.webhook_id,
                 configuration: Some(configuration),
                 replay: p.replay.map(replay_window),
+                guard: p.guard.map(guard_options),
             },
         )
         .await
@@ -720,6 +747,7 @@ pub async fn remove_rule_pack(cx: &Call, p: RemoveRulePackParams) -> Result<Plan
                 confirm: String::new(),
                 allow_unproven: false,
                 keep_params: p.keep_params.unwrap_or_default(),
+                guard: p.guard.map(guard_options),
             },
         )
         .await

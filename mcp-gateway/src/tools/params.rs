@@ -379,6 +379,10 @@ pub struct InstallRulePackParams {
     /// the others are removed with the change.
     #[serde(default)]
     pub keep_params: Option<Vec<String>>,
+    /// The guard a confirm starts (default: 1,000 deliveries or 7 days; on a breach, the
+    /// webhook's default).
+    #[serde(default)]
+    pub guard: Option<GuardParams>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -393,6 +397,10 @@ pub struct PlanWebhookRulesParams {
     /// The replay window for the plan (default: the 200 most recent deliveries).
     #[serde(default)]
     pub replay: Option<ReplayParams>,
+    /// The guard a confirm starts (default: 1,000 deliveries or 7 days; on a breach, the
+    /// webhook's default).
+    #[serde(default)]
+    pub guard: Option<GuardParams>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -409,6 +417,40 @@ pub struct RemoveRulePackParams {
     /// plan's `param_diff.orphaned`); the others are removed with it.
     #[serde(default)]
     pub keep_params: Option<Vec<String>>,
+    /// The guard a confirm starts.
+    #[serde(default)]
+    pub guard: Option<GuardParams>,
+}
+
+/// What a plan asks of the guard its confirm starts: after the confirm the replaced rules
+/// keep running in the shadow on live deliveries, and a change that loses more work than
+/// the plan forecast is reverted (or alerted on).
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GuardParams {
+    /// The window ends after this many live deliveries (default 1,000).
+    #[serde(default)]
+    #[schemars(range(min = 1))]
+    pub max_deliveries: Option<u64>,
+    /// ... or this long after the confirm, in milliseconds (default 7 days, at most 30).
+    #[serde(default)]
+    pub max_duration_ms: Option<u64>,
+    /// `revert` (save the replaced configuration again and recover the lost work) or
+    /// `alert` (show and count the breach only); left out: the webhook's default.
+    #[serde(default)]
+    pub on_breach: Option<switchboard_model::guard::OnBreach>,
+}
+
+/// `get_rule_guard`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct GuardIdParams {
+    /// The webhook's id: `wh_` and 32 hex characters.
+    pub webhook_id: String,
+    /// The guard's id (`gd_…`, as confirm_rule_pack_plan answers it in guard_id); left out:
+    /// the webhook's newest guard.
+    #[serde(default)]
+    pub guard_id: Option<String>,
 }
 
 /// Which todos to list.
@@ -498,6 +540,9 @@ pub struct PromoteRuleTrialParams {
     /// The replay window of the promotion's plan (default: the 200 most recent deliveries).
     #[serde(default)]
     pub replay: Option<ReplayParams>,
+    /// The guard a confirm starts.
+    #[serde(default)]
+    pub guard: Option<GuardParams>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

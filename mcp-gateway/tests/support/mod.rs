@@ -44,6 +44,7 @@ pub const ALL_VERBS: &[&str] = &[
     "install_rule_pack",
     "remove_rule_pack",
     "get_rule_pack_plan",
+    "get_rule_guard",
     "confirm_rule_pack_plan",
     "list_webhook_history",
     "redrive_webhook_events",
@@ -137,6 +138,7 @@ fn webhook() -> pb::Webhook {
         }],
         created_at_ms: 1_795_996_750_000,
         confirm_policy: "self".into(),
+        guard_on_breach: String::new(),
     }
 }
 

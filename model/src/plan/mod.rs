@@ -162,6 +162,10 @@ pub struct Plan {
     /// transition observed). When false, the confirm needs `allow_insufficient_trial`.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub trial_sufficient: Option<bool>,
+    /// The guard a confirm starts (issue 46): accepted with the change. Absent only in plans
+    /// stored before guards were planned (their confirm starts the default guard).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub guard: Option<crate::guard::GuardPlan>,
 }
 
 /// `test_webhook_rules` with `replay` (REQ-8): a hand-written candidate's replay report,
@@ -278,6 +282,8 @@ pub struct Applied {
     pub pack: AppliedPack,
     /// The pack's provenance as saved; null after a removal.
     pub provenance: Option<InstalledPack>,
+    /// The guard the confirm started (`get_rule_guard` reads it); null if none could start.
+    pub guard_id: Option<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]

@@ -21,6 +21,9 @@ pub enum PlanState {
     Rejected,
     /// Its TTL passed or the configuration it was made against moved on.
     Stale,
+    /// Applied, then undone by its guard (issue 46): the change lost more work than it
+    /// promised and the configuration it replaced was saved again.
+    Reverted,
 }
 
 /// Why a plan is stale, for the message a caller reads.
@@ -45,6 +48,7 @@ impl PlanState {
             PlanState::Applied => "applied",
             PlanState::Rejected => "rejected",
             PlanState::Stale => "stale",
+            PlanState::Reverted => "reverted",
         }
     }
 }
@@ -69,6 +73,8 @@ pub struct PlanFacts {
     pub pending_at: Option<i64>,
     pub approval_expires_at: Option<i64>,
     pub base_config_version: i64,
+    /// Set when its guard reverted the change it applied.
+    pub reverted_at: Option<i64>,
 }
 
 impl PlanFacts {
@@ -76,6 +82,9 @@ impl PlanFacts {
     /// when it is. Applied and rejected are final: nothing that happens later changes them.
     pub fn state(&self, now: i64, current_version: i64) -> (PlanState, Option<StaleReason>) {
         if self.used_at.is_some() {
+            if self.reverted_at.is_some() {
+                return (PlanState::Reverted, None);
+            }
             return (PlanState::Applied, None);
         }
         if self.rejected_at.is_some() {
@@ -157,6 +166,11 @@ mod tests {
             ..fresh()
         };
         assert_eq!(applied.state(99_999, 9), (PlanState::Applied, None));
+        let reverted = PlanFacts {
+            reverted_at: Some(20),
+            ..applied
+        };
+        assert_eq!(reverted.state(99_999, 9), (PlanState::Reverted, None));
         let rejected = PlanFacts {
             pending_at: Some(5),
             rejected_at: Some(10),
@@ -173,6 +187,7 @@ mod tests {
             PlanState::Applied,
             PlanState::Rejected,
             PlanState::Stale,
+            PlanState::Reverted,
         ]
         .iter()
         .map(|s| {
@@ -192,7 +207,8 @@ mod tests {
                 "pending_approval",
                 "applied",
                 "rejected",
-                "stale"
+                "stale",
+                "reverted"
             ]
         );
     }

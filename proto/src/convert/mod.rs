@@ -4,6 +4,7 @@
 pub mod change;
 pub mod configuration;
 pub mod decision;
+pub mod guard;
 pub mod json;
 pub mod plan;
 pub mod source;

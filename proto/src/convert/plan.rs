@@ -116,6 +116,7 @@ impl From<&Plan> for pb::Plan {
             }),
             trial: p.trial.as_ref().map(pb::RuleTrial::from),
             trial_sufficient: p.trial_sufficient,
+            guard: p.guard.as_ref().map(pb::GuardPlan::from),
         }
     }
 }
@@ -188,6 +189,7 @@ impl From<pb::Plan> for Plan {
             plan_token: (!p.plan_token.is_empty()).then_some(p.plan_token),
             trial: p.trial.map(TrialReport::from),
             trial_sufficient: p.trial_sufficient,
+            guard: p.guard.map(switchboard_model::guard::GuardPlan::from),
         }
     }
 }
@@ -364,6 +366,7 @@ impl From<&Applied> for pb::Applied {
             pack_name: a.pack.name.clone(),
             pack_version: a.pack.version.clone(),
             provenance: a.provenance.as_ref().map(pb::InstalledPack::from),
+            guard_id: a.guard_id.clone().unwrap_or_default(),
         }
     }
 }
@@ -381,6 +384,7 @@ impl From<pb::Applied> for Applied {
                 version: a.pack_version,
             },
             provenance: a.provenance.map(InstalledPack::from),
+            guard_id: Some(a.guard_id).filter(|g| !g.is_empty()),
         }
     }
 }
@@ -393,6 +397,7 @@ impl From<PlanState> for pb::PlanState {
             PlanState::Applied => pb::PlanState::Applied,
             PlanState::Rejected => pb::PlanState::Rejected,
             PlanState::Stale => pb::PlanState::Stale,
+            PlanState::Reverted => pb::PlanState::Reverted,
         }
     }
 }
@@ -404,6 +409,7 @@ pub fn plan_state(s: i32) -> PlanState {
         pb::PlanState::Applied => PlanState::Applied,
         pb::PlanState::Rejected => PlanState::Rejected,
         pb::PlanState::Stale => PlanState::Stale,
+        pb::PlanState::Reverted => PlanState::Reverted,
         pb::PlanState::Planned | pb::PlanState::Unspecified => PlanState::Planned,
     }
 }

@@ -113,6 +113,7 @@ store_test_suite! {
         upgrading_from_0015_keeps_trials_and_their_counts,
         an_ended_trial_has_seen_every_delivery_stored_in_its_window,
         upgrading_from_0016_keeps_trials_and_guards_start_beside_them,
+        upgrading_from_0017_keeps_plans_and_guards_and_reads_their_new_columns,
     ],
     todos: [
         redelivery_creates_no_second_todo,

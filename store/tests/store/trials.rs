@@ -515,3 +515,97 @@ pub async fn upgrading_from_0016_keeps_trials_and_guards_start_beside_them(db: T
     );
     new.close().await;
 }
+
+/// Issue 46: a database of the previous landing (migration 0017) with an applied plan and a
+/// running guard (terms without a recovery) upgrades with both as they were; the webhook reads
+/// with no guard default, an operator then sets one, and the plan is marked reverted once.
+pub async fn upgrading_from_0017_keeps_plans_and_guards_and_reads_their_new_columns(db: TestDb) {
+    use switchboard_model::guard::OnBreach;
+    use switchboard_model::plan::PlanState;
+    let url = crate::harness::second_database(&db).await;
+    let old = crate::harness::open_at(&db, &url, 17).await;
+    let alice = human(&old, "alice").await;
+    let wh = webhook(&old, &alice).await;
+    let routing = serde_json::to_string(&config_routing_to("review")).unwrap();
+    // As the previous landing wrote them: an applied plan and its confirm's guard.
+    sqlx::query(
+        "INSERT INTO plans (id, token_hash, webhook_id, owner_scope, pack_name, pack_version, \
+         params_digest, candidate, candidate_digest, base_config_version, plan, created_at, \
+         expires_at, used_at) VALUES ('pl_0017', 'hash17', $1, $2, 'drop-ci-noise', '2.0.0', \
+         'p', $3, 'c', 1, '{}', 1700000000000, 1700000900000, 1700000100000)",
+    )
+    .bind(wh.id.as_str())
+    .bind(alice.to_string())
+    .bind(routing.as_str())
+    .execute(old.pool())
+    .await
+    .unwrap();
+    let guard_id = "gd_00000000000000000000000000000017";
+    sqlx::query(
+        "INSERT INTO trials (id, webhook_id, owner_scope, plan_id, candidate, candidate_digest, \
+         base_config_digest, forecast, max_deliveries, max_duration_ms, started_at, started_by, \
+         seen, evaluated, plan, kind, guard) VALUES ($1, $2, $3, 'pl_0017', $4, 'c', $5, \
+         '{\"deliveries\":10,\"transitions\":[]}', 1000, 604800000, $6, 'alice', 4, 4, NULL, \
+         'guard', '{\"on_breach\":\"revert\",\"confirmed_version\":2,\"replaced_version\":1}')",
+    )
+    .bind(guard_id)
+    .bind(wh.id.as_str())
+    .bind(alice.to_string())
+    .bind(routing.as_str())
+    .bind(wh.config_digest.as_str())
+    .bind(1_700_000_000_000i64)
+    .execute(old.pool())
+    .await
+    .unwrap();
+    old.close().await;
+
+    let new = switchboard_store::Store::connect(&url, db.store.sealing_key())
+        .await
+        .expect("upgrade to the current schema");
+    assert_eq!(applied_migrations(&new).await, ALL_MIGRATIONS);
+    let read = new.get_webhook(&alice, &wh.id).await.unwrap();
+    assert_eq!(read.guard_on_breach, None, "no default set: revert");
+    let set = new
+        .set_guard_on_breach(&alice, &wh.id, Some(OnBreach::Alert))
+        .await
+        .unwrap();
+    assert_eq!(set.guard_on_breach, Some(OnBreach::Alert));
+    not_found(
+        new.set_guard_on_breach(&OwnerScope::human("bob"), &wh.id, None)
+            .await,
+        "webhook",
+    );
+    let guard = new.get_guard(&alice, guard_id).await.unwrap();
+    let terms = guard.guard.clone().unwrap();
+    assert_eq!(
+        (terms.confirmed_version, terms.recovery),
+        (2, None),
+        "old terms read with the new fields empty"
+    );
+    assert_eq!(guard.observed.seen, 4);
+    assert_eq!(
+        new.newest_guard(&alice, &wh.id)
+            .await
+            .unwrap()
+            .map(|g| g.id),
+        Some(guard_id.to_string())
+    );
+    let plan = new.plan_in_scope(&alice, "pl_0017").await.unwrap();
+    assert_eq!(plan.reverted_at, None);
+    assert_eq!(plan.facts().state(0, 99).0, PlanState::Applied);
+    new.mark_plan_reverted("pl_0017").await.unwrap();
+    let reverted = new.plan_in_scope(&alice, "pl_0017").await.unwrap();
+    let first = reverted.reverted_at;
+    assert!(first.is_some());
+    assert_eq!(reverted.facts().state(0, 99).0, PlanState::Reverted);
+    new.mark_plan_reverted("pl_0017").await.unwrap();
+    assert_eq!(
+        new.plan_in_scope(&alice, "pl_0017")
+            .await
+            .unwrap()
+            .reverted_at,
+        first,
+        "marked once"
+    );
+    new.close().await;
+}
