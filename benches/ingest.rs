@@ -25,6 +25,9 @@
 //! - **ingest-trial**: ingest with a trial (issue 45) running on every webhook, its candidate
 //!   the rules with a first rule that drops issue events: each delivery is also evaluated by the
 //!   candidate after its answer, in a replay-priority router call, and counted;
+//! - **ingest-guard**: ingest with a guard (issue 46) running on every webhook: the configuration
+//!   a confirm replaced (the same first rule that drops issues) evaluated beside the live one
+//!   and judged after every batch, as after a confirm;
 //! - route only and ingest again, diagnostic, against the router's own service served from
 //!   this process (the `-nodelay` rows). Both routers set TCP_NODELAY on accepted sockets
 //!   (`switchboard router` through tonic's `TcpIncoming::with_nodelay`, which sets it on every
@@ -42,7 +45,7 @@
 //! Run: `cargo bench --bench ingest`. Environment: `INGEST_BENCH_DELIVERIES` (timed deliveries
 //! per run, default 2,000), `INGEST_BENCH_CLIENTS` (default `8,32`), `INGEST_BENCH_ROUNDS`
 //! (default 3), `INGEST_BENCH_BACKENDS` (default `sqlite,postgres`), `INGEST_BENCH_MODES`
-//! (any of `raw,statements,route,route-nodelay,ingest,ingest-nodelay,ingest-trial`), `INGEST_BENCH_DATABASE_URL` (PostgreSQL; else
+//! (any of `raw,statements,route,route-nodelay,ingest,ingest-nodelay,ingest-trial,ingest-guard`), `INGEST_BENCH_DATABASE_URL` (PostgreSQL; else
 //! `SWITCHBOARD_TEST_DATABASE_URL`), `INGEST_BENCH_ROUTER_CHILDREN` (default: the router's own,
 //! one per core), `INGEST_BENCH_ROUTERS` (router processes control balances over, default 1),
 //! `INGEST_BENCH_DB_CONNECTIONS` (the store's pool, default 8 as `switchboard control`'s),
@@ -632,10 +635,11 @@ enum Mode {
     Ingest,
     IngestNodelay,
     IngestTrial,
+    IngestGuard,
 }
 
 impl Mode {
-    const ALL: [Mode; 7] = [
+    const ALL: [Mode; 8] = [
         Mode::Raw,
         Mode::Statements,
         Mode::Route,
@@ -643,6 +647,7 @@ impl Mode {
         Mode::Ingest,
         Mode::IngestNodelay,
         Mode::IngestTrial,
+        Mode::IngestGuard,
     ];
 
     fn key(self) -> &'static str {
@@ -654,6 +659,7 @@ impl Mode {
             Mode::Ingest => "ingest",
             Mode::IngestNodelay => "ingest-nodelay",
             Mode::IngestTrial => "ingest-trial",
+            Mode::IngestGuard => "ingest-guard",
         }
     }
 
@@ -666,6 +672,7 @@ impl Mode {
             Mode::Ingest => "**ingest** (HTTP: verify, store, route, todo)",
             Mode::IngestNodelay => "ingest, router with TCP_NODELAY",
             Mode::IngestTrial => "ingest with a trial running on every webhook",
+            Mode::IngestGuard => "ingest with a guard running on every webhook",
         }
     }
 
@@ -675,7 +682,10 @@ impl Mode {
     }
 
     fn http(self) -> bool {
-        matches!(self, Mode::Ingest | Mode::IngestNodelay | Mode::IngestTrial)
+        matches!(
+            self,
+            Mode::Ingest | Mode::IngestNodelay | Mode::IngestTrial | Mode::IngestGuard
+        )
     }
 
     /// Rows that use the in-process router whose sockets set TCP_NODELAY.
@@ -964,6 +974,11 @@ impl Bench<'_> {
                 trials.push(start_trial(&db.store, w).await);
             }
         }
+        if mode == Mode::IngestGuard {
+            for w in &db.webhooks {
+                trials.push(start_guard(&db.store, w).await);
+            }
+        }
 
         let mut cpu_before = Cpu::default();
         let mut cpu_after = Cpu::default();
@@ -1062,11 +1077,12 @@ impl Bench<'_> {
             loop {
                 let (mut seen, mut evaluated) = (0, 0);
                 for t in &trials {
-                    let read = db
-                        .store
-                        .get_trial(&OwnerScope::human("bench"), t)
-                        .await
-                        .expect("a trial");
+                    let scope = OwnerScope::human("bench");
+                    let read = if mode == Mode::IngestGuard {
+                        db.store.get_guard(&scope, t).await.expect("a guard")
+                    } else {
+                        db.store.get_trial(&scope, t).await.expect("a trial")
+                    };
                     seen += read.observed.seen;
                     evaluated += read.observed.evaluated;
                 }
@@ -1227,7 +1243,7 @@ async fn one(
                 retried: false,
             }
         }
-        Mode::Ingest | Mode::IngestNodelay | Mode::IngestTrial => {
+        Mode::Ingest | Mode::IngestNodelay | Mode::IngestTrial | Mode::IngestGuard => {
             let mut conn = conns[worker].lock().await;
             Done {
                 answer: Some(conn.round_trip(&p.request).await),
@@ -1418,47 +1434,89 @@ fn report(backend: Backend, runs: &[Run], client_counts: &[usize]) -> String {
         }
         let _ = writeln!(out);
     }
-    // Issue 45's row: ingest with a trial on every webhook against ingest alone.
-    for clients in client_counts {
-        let Some(ingest) = medians.get(&(*clients, Mode::Ingest)) else {
-            continue;
-        };
-        if let Some(trial) = medians.get(&(*clients, Mode::IngestTrial)) {
-            let p99 = |mode| {
-                let mut lat: Vec<Duration> = by
+    // Issue 45's and 46's rows: ingest with a trial, or a guard, on every webhook against
+    // ingest alone.
+    for (mode, what) in [
+        (Mode::IngestTrial, "a trial"),
+        (Mode::IngestGuard, "a guard"),
+    ] {
+        for clients in client_counts {
+            let Some(ingest) = medians.get(&(*clients, Mode::Ingest)) else {
+                continue;
+            };
+            if let Some(trial) = medians.get(&(*clients, mode)) {
+                let p99 = |mode| {
+                    let mut lat: Vec<Duration> = by
+                        .get(&(*clients, mode))
+                        .into_iter()
+                        .flatten()
+                        .flat_map(|r| r.latencies.clone())
+                        .collect();
+                    lat.sort();
+                    percentile(&lat, 0.99)
+                };
+                let (with, without) = (p99(mode), p99(Mode::Ingest));
+                let (seen, evaluated): (u64, u64) = by
                     .get(&(*clients, mode))
                     .into_iter()
                     .flatten()
-                    .flat_map(|r| r.latencies.clone())
-                    .collect();
-                lat.sort();
-                percentile(&lat, 0.99)
-            };
-            let (with, without) = (p99(Mode::IngestTrial), p99(Mode::Ingest));
-            let (seen, evaluated): (u64, u64) = by
-                .get(&(*clients, Mode::IngestTrial))
-                .into_iter()
-                .flatten()
-                .fold((0, 0), |(s, e), r| {
-                    (s + r.trial_counts.0, e + r.trial_counts.1)
-                });
-            let _ = write!(
-                out,
-                "- {clients} clients: with a trial on every webhook {} deliveries/s = **{:.2}×** ingest's (target ≥ 0.9×), p99 {} ms = **{:.2}×** (target ≤ 1.1×), {:.1} % of trial deliveries evaluated",
-                thousands(*trial),
-                trial / ingest,
-                ms(with),
-                with.as_secs_f64() / without.as_secs_f64().max(1e-9),
-                if seen == 0 {
-                    0.0
-                } else {
-                    evaluated as f64 * 100.0 / seen as f64
-                }
-            );
+                    .fold((0, 0), |(s, e), r| {
+                        (s + r.trial_counts.0, e + r.trial_counts.1)
+                    });
+                let _ = write!(
+                    out,
+                    "- {clients} clients: with {what} on every webhook {} deliveries/s = **{:.2}×** ingest's (target ≥ 0.9×), p99 {} ms = **{:.2}×** (target ≤ 1.1×), {:.1} % of its deliveries evaluated",
+                    thousands(*trial),
+                    trial / ingest,
+                    ms(with),
+                    with.as_secs_f64() / without.as_secs_f64().max(1e-9),
+                    if seen == 0 {
+                        0.0
+                    } else {
+                        evaluated as f64 * 100.0 / seen as f64
+                    }
+                );
+            }
+            let _ = writeln!(out);
         }
-        let _ = writeln!(out);
     }
     out
+}
+
+/// A guard on `webhook`, as a confirm starts one: the replaced configuration (its rules with
+/// a first rule that drops issue events) beside the live one. The new rules queue what the
+/// old ones dropped, which is no lost work: the guard never breaches, so it watches every
+/// delivery of the run.
+async fn start_guard(store: &Store, webhook: &Webhook) -> String {
+    let mut replaced = configuration();
+    replaced.rules.insert(
+        0,
+        switchboard_model::Rule {
+            id: Some("replaced-drop-issues".into()),
+            description: None,
+            when: r#".event == "issues""#.into(),
+            action: switchboard_model::Action::Drop,
+        },
+    );
+    store
+        .start_guard(switchboard_control::store::NewGuard {
+            webhook_id: webhook.id.clone(),
+            owner_scope: OwnerScope::human("bench"),
+            plan_id: "pl_bench".into(),
+            replaced,
+            confirmed_digest: webhook.config_digest.clone(),
+            forecast: Default::default(),
+            limits: Default::default(),
+            started_by: "bench".into(),
+            terms: switchboard_model::guard::GuardTerms {
+                confirmed_version: webhook.config_version,
+                replaced_version: webhook.config_version - 1,
+                ..Default::default()
+            },
+        })
+        .await
+        .expect("a guard starts")
+        .id
 }
 
 /// A trial on `webhook` whose candidate decides otherwise than its rules for part of the

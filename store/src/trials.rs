@@ -226,14 +226,7 @@ impl Store {
         let id = new_id("tr_")?;
         let now = self.now();
         let mut tx = self.begin_write().await?;
-        let owned = sqlx::query("SELECT 1 FROM webhooks WHERE id = $1 AND owner_scope = $2")
-            .bind(crate::lookup_id(&new.webhook_id))
-            .bind(new.owner_scope.to_string())
-            .fetch_optional(&mut *tx)
-            .await?;
-        if owned.is_none() {
-            return Err(Error::not_found("webhook"));
-        }
+        require_owned(&mut tx, &new.webhook_id, &new.owner_scope).await?;
         let running = sqlx::query(
             "SELECT id FROM trials WHERE webhook_id = $1 AND ended_at IS NULL AND kind = 'trial' \
              ORDER BY started_at",
@@ -632,14 +625,7 @@ impl Store {
         let id = new_id("gd_")?;
         let now = self.now();
         let mut tx = self.begin_write().await?;
-        let owned = sqlx::query("SELECT 1 FROM webhooks WHERE id = $1 AND owner_scope = $2")
-            .bind(crate::lookup_id(&new.webhook_id))
-            .bind(new.owner_scope.to_string())
-            .fetch_optional(&mut *tx)
-            .await?;
-        if owned.is_none() {
-            return Err(Error::not_found("webhook"));
-        }
+        require_owned(&mut tx, &new.webhook_id, &new.owner_scope).await?;
         let earlier = sqlx::query(
             "SELECT id, webhook_id, started_at, base_config_digest FROM trials \
              WHERE webhook_id = $1 AND ended_at IS NULL AND kind = 'guard'",
@@ -758,6 +744,24 @@ impl Store {
         .execute(&self.pool)
         .await?;
         Ok(done.rows_affected() == 1)
+    }
+}
+
+/// `not_found` unless the scope owns the webhook, inside the write that starts a trial or a
+/// guard (the same answer for an unknown webhook and another scope's).
+async fn require_owned(
+    tx: &mut crate::dialect::WriteTx,
+    webhook_id: &str,
+    scope: &OwnerScope,
+) -> Result<()> {
+    let owned = sqlx::query("SELECT 1 FROM webhooks WHERE id = $1 AND owner_scope = $2")
+        .bind(crate::lookup_id(webhook_id))
+        .bind(scope.to_string())
+        .fetch_optional(&mut **tx)
+        .await?;
+    match owned {
+        Some(_) => Ok(()),
+        None => Err(Error::not_found("webhook")),
     }
 }
 

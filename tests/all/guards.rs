@@ -14,7 +14,7 @@ use switchboard_model::guard::{Breach, OnBreach};
 use switchboard_model::trial::TrialEnd;
 use switchboard_proto::control::v1::rule_pack_event::Event;
 use switchboard_proto::control::v1::{
-    ConfirmRulePackPlanRequest, GetRuleGuardRequest, GetRulePackPlanRequest,
+    ConfirmRulePackPlanRequest, GetRuleGuardRequest, GetRulePackPlanRequest, GuardOptions,
     InstallRulePackRequest, PlanState,
 };
 
@@ -31,11 +31,24 @@ on_every_backend! {
     a_change_that_drops_work_its_replay_never_saw_is_reverted_to_exactly_the_replaced_version,
     a_second_change_after_the_confirm_is_never_reverted_over,
     two_control_replicas_and_a_router_killed_mid_window_revert_once_and_recover_each_delivery_once,
+    a_plan_sets_its_guard_and_a_webhook_whose_default_is_alert_keeps_a_breached_change,
 }
 
-async fn a_change_that_drops_work_its_replay_never_saw_is_reverted_to_exactly_the_replaced_version(
-    db: TestDb,
-) {
+/// What every guard test starts from: a webhook whose rules send CI deliveries to `triage` (a
+/// queue its past never fed), its owner's API, and the GitHub payloads split into CI kinds
+/// and the rest. The past holds no CI delivery, so a drop-ci-noise plan's replay never sees
+/// the CI drops it will make.
+struct Scene {
+    _router: crate::support::RouterProcess,
+    control: Control,
+    scope: switchboard_control::OwnerScope,
+    api: Api,
+    hook: switchboard_control::store::Webhook,
+    ci: Vec<crate::support::Payload>,
+    rest: Vec<crate::support::Payload>,
+}
+
+async fn scene(db: &TestDb) -> Scene {
     let router = router();
     let control = Control::start(&db.store, &[&router.addr], ControlSetup::default()).await;
     let (scope, credential) = owner(
@@ -44,25 +57,42 @@ async fn a_change_that_drops_work_its_replay_never_saw_is_reverted_to_exactly_th
         &["webhooks", "webhook-rules", "rule-pack-confirm"],
     )
     .await;
-    // CI deliveries, when they come, go to triage: a queue the history never fed.
     let mut routing = routing_config();
     routing["rules"]
         .as_array_mut()
         .expect("rules")
         .push(json!({"id": "ci", "when": CI_RULE, "action": {"queue": "triage"}}));
     let hook = webhook(&db.store, &scope, SourceType::Github, Some(routing)).await;
-    let replaced = db.store.get_webhook(&scope, &hook.id).await.expect("hook");
     let api = Api::connect(control.grpc, &credential).await;
-    let github: Vec<_> = payloads()
+    let (ci, rest): (Vec<_>, Vec<_>) = payloads()
         .into_iter()
         .filter(|p| p.forge == "github")
-        .collect();
-    let (ci, rest): (Vec<_>, Vec<_>) = github
-        .iter()
-        .cloned()
         .partition(|p| CI_KINDS.contains(&p.event.as_str()));
-    // The past holds no CI delivery: the plan loses no work over its window.
     send(&control, &hook, &rest, "past", 1).await;
+    Scene {
+        _router: router,
+        control,
+        scope,
+        api,
+        hook,
+        ci,
+        rest,
+    }
+}
+
+async fn a_change_that_drops_work_its_replay_never_saw_is_reverted_to_exactly_the_replaced_version(
+    db: TestDb,
+) {
+    let Scene {
+        _router,
+        control,
+        scope,
+        api,
+        hook,
+        ci,
+        rest,
+    } = scene(&db).await;
+    let replaced = db.store.get_webhook(&scope, &hook.id).await.expect("hook");
     let plan = api
         .install(InstallRulePackRequest {
             webhook_id: hook.id.clone(),
@@ -289,30 +319,15 @@ async fn a_change_that_drops_work_its_replay_never_saw_is_reverted_to_exactly_th
 /// would have dropped then come, decided by the later rules: they are not the guard's evidence,
 /// the guard ends (`stale`) without a breach, and nothing reverts over the later change.
 async fn a_second_change_after_the_confirm_is_never_reverted_over(db: TestDb) {
-    let router = router();
-    let control = Control::start(&db.store, &[&router.addr], ControlSetup::default()).await;
-    let (scope, credential) = owner(
-        &db.store,
-        "alice",
-        &["webhooks", "webhook-rules", "rule-pack-confirm"],
-    )
-    .await;
-    let mut routing = routing_config();
-    routing["rules"]
-        .as_array_mut()
-        .expect("rules")
-        .push(json!({"id": "ci", "when": CI_RULE, "action": {"queue": "triage"}}));
-    let hook = webhook(&db.store, &scope, SourceType::Github, Some(routing)).await;
-    let api = Api::connect(control.grpc, &credential).await;
-    let github: Vec<_> = payloads()
-        .into_iter()
-        .filter(|p| p.forge == "github")
-        .collect();
-    let (ci, rest): (Vec<_>, Vec<_>) = github
-        .iter()
-        .cloned()
-        .partition(|p| CI_KINDS.contains(&p.event.as_str()));
-    send(&control, &hook, &rest, "past", 1).await;
+    let Scene {
+        _router,
+        control,
+        scope,
+        api,
+        hook,
+        ci,
+        ..
+    } = scene(&db).await;
     let plan = api
         .install(InstallRulePackRequest {
             webhook_id: hook.id.clone(),
@@ -552,4 +567,124 @@ async fn two_control_replicas_and_a_router_killed_mid_window_revert_once_and_rec
         (ci_count, ci_count),
         "one todo per CI delivery"
     );
+}
+
+/// Issue 46: the guard is set per plan and by the webhook's operator-set default. Options out
+/// of range are refused before anything is replayed, naming the field; a plan that names
+/// none takes the webhook's default (here `alert`), one that names `on_breach` keeps it. A
+/// breach of an `alert` guard is recorded and shown, and the change stays: no revert, no
+/// recovery, the plan still applied.
+async fn a_plan_sets_its_guard_and_a_webhook_whose_default_is_alert_keeps_a_breached_change(
+    db: TestDb,
+) {
+    let Scene {
+        _router,
+        control,
+        scope,
+        api,
+        hook,
+        ci,
+        ..
+    } = scene(&db).await;
+    let plan_with = |guard: Option<GuardOptions>| InstallRulePackRequest {
+        webhook_id: hook.id.clone(),
+        name: "drop-ci-noise".into(),
+        guard,
+        ..Default::default()
+    };
+    for (bad, field) in [
+        (
+            GuardOptions {
+                max_deliveries: Some(0),
+                ..GuardOptions::default()
+            },
+            "guard.max_deliveries",
+        ),
+        (
+            GuardOptions {
+                max_duration_ms: Some(31 * 24 * 3_600_000),
+                ..GuardOptions::default()
+            },
+            "guard.max_duration",
+        ),
+    ] {
+        let refused = api
+            .install(plan_with(Some(bad)))
+            .await
+            .expect_err("refused");
+        assert_eq!(refused.code(), tonic::Code::InvalidArgument, "{refused:?}");
+        assert!(refused.message().contains(field), "{refused:?}");
+    }
+    db.store
+        .set_guard_on_breach(&scope, &hook.id, Some(OnBreach::Alert))
+        .await
+        .expect("an operator's default");
+    let asked = api
+        .install(plan_with(Some(GuardOptions {
+            max_deliveries: Some(50),
+            on_breach: switchboard_proto::control::v1::OnBreach::Revert as i32,
+            ..GuardOptions::default()
+        })))
+        .await
+        .expect("a plan");
+    assert_eq!(
+        (
+            &asked["guard"]["on_breach"],
+            &asked["guard"]["on_breach_from"],
+            &asked["guard"]["max_deliveries"]
+        ),
+        (&json!("revert"), &json!("plan"), &json!(50)),
+        "{asked}"
+    );
+    let plan = api.install(plan_with(None)).await.expect("a plan");
+    assert_eq!(
+        (
+            &plan["guard"]["on_breach"],
+            &plan["guard"]["on_breach_from"]
+        ),
+        (&json!("alert"), &json!("webhook_default")),
+        "{plan}"
+    );
+    let token = plan["plan_token"].as_str().expect("token").to_string();
+    api.packs()
+        .confirm_rule_pack_plan(ConfirmRulePackPlanRequest {
+            webhook_id: hook.id.clone(),
+            plan_token: token.clone(),
+            allow_unproven: true,
+            allow_insufficient_trial: false,
+        })
+        .await
+        .expect("applied");
+    let confirmed = db.store.get_webhook(&scope, &hook.id).await.expect("hook");
+    send(&control, &hook, &ci, "ci", 1).await;
+    let guard = eventually_some(Duration::from_secs(20), "the guard breached", || async {
+        db.store
+            .newest_guard(&scope, &hook.id)
+            .await
+            .ok()
+            .flatten()
+            .filter(|g| g.end == Some(TrialEnd::Breached))
+    })
+    .await;
+    let terms = guard.guard.expect("terms");
+    assert_eq!(terms.on_breach, OnBreach::Alert);
+    assert!(terms.breach.is_some());
+    assert_eq!((terms.reverted_version, terms.recovery), (None, None));
+    let now = db.store.get_webhook(&scope, &hook.id).await.expect("hook");
+    assert_eq!(
+        now.config_digest, confirmed.config_digest,
+        "the change stays"
+    );
+    let status = api
+        .packs()
+        .get_rule_pack_plan(GetRulePackPlanRequest { plan_token: token })
+        .await
+        .expect("status")
+        .into_inner();
+    assert_eq!(status.state, PlanState::Applied as i32);
+    assert!(
+        status.guard.and_then(|g| g.breach).is_some(),
+        "the breach is shown"
+    );
+    control.stop().await;
 }
