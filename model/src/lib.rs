@@ -9,6 +9,7 @@
 
 pub mod body;
 pub mod change;
+pub mod change_log;
 pub mod decision;
 pub mod diff;
 pub mod fault;

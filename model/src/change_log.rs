@@ -1,0 +1,326 @@
+//! The change log (issue 47): one record of every change to what routes where, or to who may
+//! change it, kept as a hash chain. Each entry names its place (`seq`, from 1, no gaps) and the
+//! SHA-256 of the entry before it (`prev_hash`; the first entry's is [`GENESIS`]); its own hash
+//! is the SHA-256 of its canonical JSON (keys sorted at every level, the form
+//! [`crate::write_canonical`] writes). So changing a byte of any entry, deleting one, or
+//! swapping two is found by recomputing the chain, and [`verify`] names the first entry that
+//! does not match. Pure: the store appends and reads, the CLI exports and verifies, and all of
+//! them agree on what an entry's hash is because it is computed here only.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use sha2::{Digest, Sha256};
+
+/// The `prev_hash` of the first entry.
+pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
+
+/// What kind of change an entry records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(rename_all = "snake_case")]
+pub enum ChangeKind {
+    /// A new configuration version: a plan confirmed or accepted, a hand-written save, a
+    /// guard's revert.
+    Configuration,
+    /// A redrive applied (decisions re-recorded under the current configuration).
+    Redrive,
+    ConfirmPolicy,
+    ApprovalRules,
+    Grant,
+    GrantAllowance,
+    EndpointVend,
+    EndpointRevoke,
+    OperatorCredential,
+    /// Any other operator act the audit records.
+    Operator,
+}
+
+/// Who made the change: an endpoint and the human it acts for, or an operator.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(default)]
+pub struct ChangeActor {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub endpoint: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub human: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub operator: Option<String>,
+}
+
+/// One change, before it is sealed into the chain.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ChangeEntry {
+    /// Its place in the log, from 1.
+    pub seq: u64,
+    /// Milliseconds since the Unix epoch.
+    pub at_ms: i64,
+    pub kind: ChangeKind,
+    pub actor: ChangeActor,
+    /// The people whose approvals put it live, if any.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvers: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub owner_scope: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub webhook_id: Option<String>,
+    /// The configuration version it saved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub version: Option<i64>,
+    /// sha256 of the configuration before and after.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest_before: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub digest_after: Option<String>,
+    /// The plan that made it, and its evidence (replay, trial, guard), by digest or id.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub evidence: BTreeMap<String, String>,
+    /// What else the change said (the operator audit's fields).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub detail: BTreeMap<String, String>,
+    /// The hash of the entry before it ([`GENESIS`] for the first).
+    pub prev_hash: String,
+}
+
+/// An entry as stored and exported: its canonical JSON and that text's hash.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Sealed {
+    pub seq: u64,
+    pub text: String,
+    pub hash: String,
+}
+
+/// The last entry of a chain that verified: an operator publishes or pins it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Head {
+    pub seq: u64,
+    pub hash: String,
+}
+
+/// Where a chain stops matching: the entry (by its stored `seq`) and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Broken {
+    pub seq: u64,
+    pub why: BrokenWhy,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BrokenWhy {
+    /// The entry's text does not hash to its stored hash: it was edited.
+    Edited,
+    /// The entry is not the one that should come here: one before it was deleted, or entries
+    /// were swapped (`expected` is the seq that should be here).
+    OutOfPlace { expected: u64 },
+    /// Its `prev_hash` is not the hash of the entry before it.
+    Unlinked,
+    /// Its text is not an entry.
+    Unreadable(String),
+}
+
+impl std::fmt::Display for Broken {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match &self.why {
+            BrokenWhy::Edited => write!(f, "entry {} was changed after it was written", self.seq),
+            BrokenWhy::OutOfPlace { expected } => write!(
+                f,
+                "entry {} stands where entry {expected} should: an entry was deleted or moved",
+                self.seq
+            ),
+            BrokenWhy::Unlinked => write!(
+                f,
+                "entry {} does not name the hash of the entry before it",
+                self.seq
+            ),
+            BrokenWhy::Unreadable(e) => write!(f, "entry {} does not read: {e}", self.seq),
+        }
+    }
+}
+
+fn sha256_hex(text: &str) -> String {
+    hex::encode(Sha256::digest(text.as_bytes()))
+}
+
+/// Seals `entry` as the entry after `prev` (none: the first): its seq and `prev_hash` set, its
+/// canonical text and that text's hash.
+pub fn seal(mut entry: ChangeEntry, prev: Option<&Head>) -> Sealed {
+    entry.seq = prev.map_or(1, |h| h.seq + 1);
+    entry.prev_hash = prev.map_or_else(|| GENESIS.to_string(), |h| h.hash.clone());
+    let value = serde_json::to_value(&entry).unwrap_or(Value::Null);
+    let mut text = String::new();
+    crate::write_canonical(&value, &mut text);
+    Sealed {
+        seq: entry.seq,
+        hash: sha256_hex(&text),
+        text,
+    }
+}
+
+/// Verifies a chain read in seq order, from its first entry (`start` none) or from an entry
+/// already trusted (`start`: the head a previous verify answered). Answers the last entry's
+/// head, or the first entry that does not match.
+pub fn verify<'a>(
+    entries: impl IntoIterator<Item = &'a Sealed>,
+    start: Option<Head>,
+) -> Result<Option<Head>, Broken> {
+    let mut head = start;
+    for sealed in entries {
+        let expected = head.as_ref().map_or(1, |h| h.seq + 1);
+        let broken = |why| Broken {
+            seq: sealed.seq,
+            why,
+        };
+        if sha256_hex(&sealed.text) != sealed.hash {
+            return Err(broken(BrokenWhy::Edited));
+        }
+        let entry: ChangeEntry = serde_json::from_str(&sealed.text)
+            .map_err(|e| broken(BrokenWhy::Unreadable(e.to_string())))?;
+        if entry.seq != sealed.seq || sealed.seq != expected {
+            return Err(broken(BrokenWhy::OutOfPlace { expected }));
+        }
+        let prev = head.as_ref().map_or(GENESIS, |h| h.hash.as_str());
+        if entry.prev_hash != prev {
+            return Err(broken(BrokenWhy::Unlinked));
+        }
+        head = Some(Head {
+            seq: sealed.seq,
+            hash: sealed.hash.clone(),
+        });
+    }
+    Ok(head)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn change(n: i64) -> ChangeEntry {
+        ChangeEntry {
+            seq: 0,
+            at_ms: 1_765_000_000_000 + n,
+            kind: ChangeKind::Configuration,
+            actor: ChangeActor {
+                endpoint: Some("ep_agent".into()),
+                human: Some("alice".into()),
+                operator: None,
+            },
+            approvers: vec!["bob".into()],
+            owner_scope: Some("team:ops".into()),
+            webhook_id: Some("wh_1".into()),
+            version: Some(n),
+            digest_before: Some(format!("{:064x}", n - 1)),
+            digest_after: Some(format!("{n:064x}")),
+            evidence: BTreeMap::from([("plan".to_string(), format!("pl_{n}"))]),
+            detail: BTreeMap::new(),
+            prev_hash: String::new(),
+        }
+    }
+
+    fn chain(n: i64) -> Vec<Sealed> {
+        let mut out: Vec<Sealed> = Vec::new();
+        for i in 1..=n {
+            let prev = out.last().map(|s| Head {
+                seq: s.seq,
+                hash: s.hash.clone(),
+            });
+            out.push(seal(change(i), prev.as_ref()));
+        }
+        out
+    }
+
+    #[test]
+    fn a_clean_chain_verifies_to_its_head_and_goes_on_from_it() {
+        let log = chain(5);
+        let head = verify(&log, None).expect("clean").expect("a head");
+        assert_eq!((head.seq, head.hash.as_str()), (5, log[4].hash.as_str()));
+        assert_eq!(verify(&log[..0], None), Ok(None), "an empty log");
+        // Verifying from a pinned head checks only what came after it.
+        let pinned = Head {
+            seq: 3,
+            hash: log[2].hash.clone(),
+        };
+        assert_eq!(verify(&log[3..], Some(pinned)), Ok(Some(head)));
+        let first: ChangeEntry = serde_json::from_str(&log[0].text).expect("an entry");
+        assert_eq!(first.prev_hash, GENESIS);
+    }
+
+    #[test]
+    fn a_changed_byte_in_any_entry_names_that_entry() {
+        for at in 0..5 {
+            let mut log = chain(5);
+            log[at].text = log[at].text.replacen("alice", "mallory", 1);
+            assert_eq!(
+                verify(&log, None),
+                Err(Broken {
+                    seq: at as u64 + 1,
+                    why: BrokenWhy::Edited
+                })
+            );
+        }
+        // Rewriting the entry and its hash alike breaks the next entry's link.
+        let mut log = chain(5);
+        let mut entry: ChangeEntry = serde_json::from_str(&log[1].text).expect("entry");
+        entry.approvers.clear();
+        let forged = seal(
+            entry,
+            Some(&Head {
+                seq: 1,
+                hash: log[0].hash.clone(),
+            }),
+        );
+        log[1] = forged;
+        let broken = verify(&log, None).expect_err("found");
+        assert_eq!(
+            broken,
+            Broken {
+                seq: 3,
+                why: BrokenWhy::Unlinked
+            }
+        );
+        assert_eq!(
+            broken.to_string(),
+            "entry 3 does not name the hash of the entry before it"
+        );
+    }
+
+    #[test]
+    fn a_deleted_entry_and_two_swapped_entries_are_named() {
+        let mut deleted = chain(5);
+        deleted.remove(2);
+        assert_eq!(
+            verify(&deleted, None),
+            Err(Broken {
+                seq: 4,
+                why: BrokenWhy::OutOfPlace { expected: 3 }
+            })
+        );
+        let mut swapped = chain(5);
+        swapped.swap(1, 2);
+        assert_eq!(
+            verify(&swapped, None),
+            Err(Broken {
+                seq: 3,
+                why: BrokenWhy::OutOfPlace { expected: 2 }
+            })
+        );
+        // The last entry deleted leaves a shorter chain that verifies: the head an operator
+        // published or pinned is what shows it.
+        let mut truncated = chain(5);
+        truncated.pop();
+        let head = verify(&truncated, None).expect("a prefix").expect("head");
+        assert_eq!(head.seq, 4);
+    }
+
+    #[test]
+    fn an_entry_reads_back_as_written_and_its_text_is_canonical() {
+        let log = chain(2);
+        let entry: ChangeEntry = serde_json::from_str(&log[1].text).expect("entry");
+        assert_eq!(entry.seq, 2);
+        assert_eq!(entry.prev_hash, log[0].hash);
+        let mut again = String::new();
+        crate::write_canonical(&serde_json::to_value(&entry).expect("json"), &mut again);
+        assert_eq!(again, log[1].text, "the text is the entry's canonical form");
+    }
+}
