@@ -101,3 +101,21 @@ pub fn breach_banner(report: Option<&GuardReport>) -> Markup {
         }
     }
 }
+
+/// The webhook page's guard section: its newest guard in one line, linked to its plan.
+pub fn webhook_guard_section(report: Option<&GuardReport>) -> Markup {
+    html! {
+        h2 { "Guard" }
+        @match report {
+            None => p #webhook-guard { "No change here has been guarded yet: a guard starts when a plan is applied." },
+            Some(r) => p #webhook-guard {
+                @if r.report.ended_at.is_none() { "Running: " } @else { "Ended: " }
+                "version " (r.confirmed_version) " beside the replaced version " (r.replaced_version) ", "
+                (r.report.deliveries.seen) " live deliveries seen; on a breach it would " (r.on_breach.as_str())
+                @if r.breach_text.is_some() { " (it breached)" }
+                ". "
+                a href={ "/console/plans/" (r.report.plan_id) "#guard-heading" } { "The plan and its guard" }
+            },
+        }
+    }
+}

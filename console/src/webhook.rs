@@ -132,6 +132,7 @@ pub fn webhook_page(chrome: &Chrome, v: &WebhookView) -> Markup {
                     } }
                 }
             }
+            (crate::guard::webhook_guard_section(v.guard.as_ref()))
             h2 { "Trials" }
             @if v.trials.is_empty() { p #no-trials { "No trials." } } @else {
                 table #trials {

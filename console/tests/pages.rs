@@ -525,4 +525,6 @@ fn a_breached_guard_shows_as_an_alert_and_its_waiting_recovery_is_offered_to_edi
         html.contains("href=\"/console/plans/pl_0123#guard-heading\""),
         "{html}"
     );
+    assert!(html.contains("id=\"webhook-guard\""), "{html}");
+    assert!(html.contains("(it breached)"), "{html}");
 }

@@ -32,6 +32,7 @@ on_every_backend! {
     a_second_change_after_the_confirm_is_never_reverted_over,
     two_control_replicas_and_a_router_killed_mid_window_revert_once_and_recover_each_delivery_once,
     a_plan_sets_its_guard_and_a_webhook_whose_default_is_alert_keeps_a_breached_change,
+    a_breach_judged_after_a_later_change_alerts_and_never_reverts_over_it,
 }
 
 /// What every guard test starts from: a webhook whose rules send CI deliveries to `triage` (a
@@ -707,5 +708,108 @@ async fn a_plan_sets_its_guard_and_a_webhook_whose_default_is_alert_keeps_a_brea
         status.guard.and_then(|g| g.breach).is_some(),
         "the breach is shown"
     );
+    control.stop().await;
+}
+
+/// Issue 46: a guard that breaches on what it counted before the webhook changed again (the
+/// later save landing between its batch and its judgement) alerts: the breach is recorded and
+/// shown, and the later change stands — the revert's conditional save refuses to go over it.
+async fn a_breach_judged_after_a_later_change_alerts_and_never_reverts_over_it(db: TestDb) {
+    use switchboard_control::store::TrialBatch;
+    use switchboard_model::plan::Routed;
+    let Scene {
+        _router,
+        control,
+        scope,
+        api,
+        hook,
+        ..
+    } = scene(&db).await;
+    let plan = api
+        .install(InstallRulePackRequest {
+            webhook_id: hook.id.clone(),
+            name: "drop-ci-noise".into(),
+            ..Default::default()
+        })
+        .await
+        .expect("a plan");
+    let token = plan["plan_token"].as_str().expect("token").to_string();
+    api.packs()
+        .confirm_rule_pack_plan(ConfirmRulePackPlanRequest {
+            webhook_id: hook.id.clone(),
+            plan_token: token.clone(),
+            allow_unproven: true,
+            allow_insufficient_trial: false,
+        })
+        .await
+        .expect("applied");
+    let guard = db
+        .store
+        .newest_guard(&scope, &hook.id)
+        .await
+        .expect("read")
+        .expect("a guard");
+    // What the guard counted: six deliveries the confirmed rules dropped and the replaced
+    // ones sent to triage (live decision first, the shadow's second, as the runner counts).
+    let mut batch = TrialBatch::default();
+    let triage = Routed {
+        label: Label::queue("triage").into_owned(),
+        rule_id: Some("ci".into()),
+    };
+    for n in 0..6 {
+        batch.record(&format!("ev_{n}"), &Label::Drop, Some(&triage));
+    }
+    db.store
+        .record_trial(&guard.id, &batch)
+        .await
+        .expect("counted");
+    // A hand edit lands before the judgement.
+    let mut later = db
+        .store
+        .get_webhook(&scope, &hook.id)
+        .await
+        .expect("hook")
+        .configuration;
+    later.rules.retain(|r| r.id.as_deref() != Some("ci"));
+    save_rules(
+        &db.store,
+        &scope,
+        &hook.id,
+        serde_json::to_value(&later).expect("json"),
+    )
+    .await;
+    let edited = db.store.get_webhook(&scope, &hook.id).await.expect("hook");
+    let capabilities = switchboard_control::state::Capabilities::default();
+    let ctx = switchboard_control::redrive::Ctx {
+        store: &db.store,
+        routers: &control.routers,
+        capabilities: &capabilities,
+        budget_ms: 50,
+        chunk: 100,
+    };
+    switchboard_control::trials::guards::judge_after_batch(&ctx, &guard).await;
+    let judged = db.store.get_guard(&scope, &guard.id).await.expect("guard");
+    assert_eq!(judged.end, Some(TrialEnd::Breached));
+    let terms = judged.guard.expect("terms");
+    assert!(terms.breach.is_some(), "the breach is recorded");
+    assert_eq!((terms.reverted_version, terms.recovery), (None, None));
+    let now = db.store.get_webhook(&scope, &hook.id).await.expect("hook");
+    assert_eq!(
+        now.config_digest, edited.config_digest,
+        "the later change stands"
+    );
+    let history = db
+        .store
+        .list_history(&scope, &hook.id, &Page::first(10))
+        .await
+        .expect("history");
+    assert!(history.items.iter().all(|h| h.change.op != "guard_revert"));
+    let status = api
+        .packs()
+        .get_rule_pack_plan(GetRulePackPlanRequest { plan_token: token })
+        .await
+        .expect("status")
+        .into_inner();
+    assert_eq!(status.state, PlanState::Applied as i32, "not reverted");
     control.stop().await;
 }
