@@ -178,7 +178,11 @@ pub fn verify<'a>(
         let entry: ChangeEntry = serde_json::from_str(&sealed.text)
             .map_err(|e| broken(BrokenWhy::Unreadable(e.to_string())))?;
         if entry.seq != sealed.seq || sealed.seq != expected {
-            return Err(broken(BrokenWhy::OutOfPlace { expected }));
+            // Named by the seq it was written with: the entry that stands out of its place.
+            return Err(Broken {
+                seq: entry.seq,
+                why: BrokenWhy::OutOfPlace { expected },
+            });
         }
         let prev = head.as_ref().map_or(GENESIS, |h| h.hash.as_str());
         if entry.prev_hash != prev {

@@ -146,6 +146,11 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "guard_plans",
         include_str!("../migrations/sqlite/0018_guard_plans.sql"),
     ),
+    (
+        19,
+        "change_log",
+        include_str!("../migrations/sqlite/0019_change_log.sql"),
+    ),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -237,6 +242,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         18,
         "guard_plans",
         include_str!("../migrations/postgres/0018_guard_plans.sql"),
+    ),
+    (
+        19,
+        "change_log",
+        include_str!("../migrations/postgres/0019_change_log.sql"),
     ),
 ];
 

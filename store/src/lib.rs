@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 mod allowances;
+mod change_log;
 mod configuration;
 mod console;
 mod dialect;
@@ -97,6 +98,9 @@ pub struct Store {
     sealing: std::sync::Arc<SealingKey>,
     /// The webhook rows ingest read, checked at the write (`webhook_cache`).
     webhook_cache: std::sync::Arc<webhook_cache::WebhookCache>,
+    /// The schema has the change log (migration 0019): its changes append entries. False
+    /// only for a store opened at an earlier schema (upgrade tests write the old way).
+    change_log: bool,
 }
 
 /// Pool settings. SQLite serializes writers anyway, so its pool stays small.
@@ -197,10 +201,12 @@ impl Store {
             ),
             sealing: std::sync::Arc::new(key),
             webhook_cache: Default::default(),
+            change_log: options.migrations_up_to.is_none_or(|v| v >= 19),
         };
         if options.migrations_up_to.is_none() {
             store.seal_plaintext_secrets().await?;
             store.check_sealing_key().await?;
+            store.start_change_log().await?;
         }
         Ok(store)
     }

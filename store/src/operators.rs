@@ -170,6 +170,7 @@ fn audit_id(at: i64) -> Result<String> {
 
 async fn insert_audit(
     conn: &mut sqlx::AnyConnection,
+    log: Option<crate::Backend>,
     at: i64,
     operator_id: Option<&str>,
     record: &AuditRecord,
@@ -184,8 +185,19 @@ async fn insert_audit(
     .bind(record.action.as_str())
     .bind(record.target.as_str())
     .bind(serde_json::to_string(&record.detail)?)
-    .execute(conn)
+    .execute(&mut *conn)
     .await?;
+    // Issue 47: the operator's act, in the change log, in the same transaction.
+    if let Some(backend) = log {
+        let entry = crate::change_log::operator_entry(
+            at,
+            operator_id,
+            record.action.as_str(),
+            &record.target,
+            &record.detail,
+        );
+        crate::change_log::append_in(conn, backend, entry).await?;
+    }
     Ok(())
 }
 
@@ -221,6 +233,7 @@ impl Store {
         };
         insert_audit(
             &mut tx,
+            self.change_log_backend(),
             now,
             created_by,
             &AuditRecord::new(action, format!("operator:{}", made.id)).with("name", name),
@@ -285,6 +298,7 @@ impl Store {
         let revoked = credential(&row)?;
         insert_audit(
             &mut tx,
+            self.change_log_backend(),
             now,
             Some(by),
             &AuditRecord::new(
@@ -305,7 +319,14 @@ impl Store {
         record: &AuditRecord,
     ) -> Result<()> {
         let mut tx = self.begin_write().await?;
-        insert_audit(&mut tx, self.now(), Some(operator_id), record).await?;
+        insert_audit(
+            &mut tx,
+            self.change_log_backend(),
+            self.now(),
+            Some(operator_id),
+            record,
+        )
+        .await?;
         tx.commit().await
     }
 

@@ -5,6 +5,7 @@ mod harness;
 
 mod allowances;
 mod backend;
+mod change_log;
 mod configuration;
 mod endpoints;
 mod events;
@@ -43,6 +44,12 @@ macro_rules! store_test_suite {
 }
 
 store_test_suite! {
+    change_log: [
+        every_saved_version_appends_one_entry_and_the_log_verifies,
+        an_entry_changed_deleted_or_moved_in_the_database_is_named,
+        concurrent_saves_append_one_chain_without_a_gap,
+        upgrading_from_0018_starts_the_log_with_every_version_and_audit_row,
+    ],
     backend: [
         migrations_apply_once_and_reconnect,
         sqlite_runs_in_wal_mode,

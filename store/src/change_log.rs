@@ -1,0 +1,294 @@
+//! The change log's rows (issue 47): entries of the hash chain `switchboard_model::change_log`
+//! defines, appended in the same transaction as the change they record, read in seq order,
+//! and verified by recomputing the chain. Appends are serialized (PostgreSQL: a transaction
+//! advisory lock; SQLite: the write lock every write transaction holds), so two changes never
+//! take the same seq or the same previous hash. Nothing here updates or deletes a row.
+
+use std::collections::BTreeMap;
+
+use sqlx::Row;
+use switchboard_model::change_log::{
+    Broken, ChangeActor, ChangeEntry, ChangeKind, Head, Sealed, seal, verify,
+};
+
+use crate::dialect::Backend;
+use crate::error::Result;
+use crate::{OwnerScope, Store};
+
+/// The advisory lock key that serializes appends on PostgreSQL ("change" in ASCII).
+const APPEND_LOCK: i64 = 0x6368_616e_6765;
+
+/// Rows read per query while verifying.
+const VERIFY_PAGE: i64 = 1000;
+
+/// Appends `entry` after the log's head, in the caller's transaction.
+pub(crate) async fn append_in(
+    conn: &mut sqlx::AnyConnection,
+    backend: Backend,
+    entry: ChangeEntry,
+) -> Result<Sealed> {
+    lock(conn, backend).await?;
+    let head = sqlx::query("SELECT seq, hash FROM change_log ORDER BY seq DESC LIMIT 1")
+        .fetch_optional(&mut *conn)
+        .await?
+        .map(|row| -> Result<Head> {
+            let seq: i64 = row.try_get("seq")?;
+            Ok(Head {
+                seq: u64::try_from(seq).unwrap_or(0),
+                hash: row.try_get("hash")?,
+            })
+        })
+        .transpose()?;
+    let (at, scope, webhook) = (
+        entry.at_ms,
+        entry.owner_scope.clone(),
+        entry.webhook_id.clone(),
+    );
+    let sealed = seal(entry, head.as_ref());
+    sqlx::query(
+        "INSERT INTO change_log (seq, at, owner_scope, webhook_id, entry, hash) \
+         VALUES ($1, $2, $3, $4, $5, $6)",
+    )
+    .bind(i64::try_from(sealed.seq).unwrap_or(i64::MAX))
+    .bind(at)
+    .bind(scope)
+    .bind(webhook)
+    .bind(sealed.text.as_str())
+    .bind(sealed.hash.as_str())
+    .execute(&mut *conn)
+    .await?;
+    Ok(sealed)
+}
+
+/// Serializes appends until the transaction ends: PostgreSQL's transaction advisory lock
+/// (SQLite's write transactions hold the database's write lock already).
+async fn lock(conn: &mut sqlx::AnyConnection, backend: Backend) -> Result<()> {
+    if backend == Backend::Postgres {
+        sqlx::query("SELECT pg_advisory_xact_lock($1)")
+            .bind(APPEND_LOCK)
+            .execute(&mut *conn)
+            .await?;
+    }
+    Ok(())
+}
+
+/// What kind of change an operator's act is, by the audit's action word.
+fn operator_kind(action: &str) -> ChangeKind {
+    match action {
+        "set_webhook_confirm_policy" => ChangeKind::ConfirmPolicy,
+        "set_webhook_grant" | "create_webhook" => ChangeKind::Grant,
+        "set_grant_allowance" | "clear_grant_allowance" => ChangeKind::GrantAllowance,
+        "vend_endpoint" => ChangeKind::EndpointVend,
+        "revoke_endpoint" => ChangeKind::EndpointRevoke,
+        "bootstrap_operator_credential"
+        | "create_operator_credential"
+        | "revoke_operator_credential" => ChangeKind::OperatorCredential,
+        _ => ChangeKind::Operator,
+    }
+}
+
+/// The change-log entry of an operator's act (an operator-audit row).
+pub(crate) fn operator_entry(
+    at: i64,
+    operator_id: Option<&str>,
+    action: &str,
+    target: &str,
+    detail: &BTreeMap<String, String>,
+) -> ChangeEntry {
+    let mut detail = detail.clone();
+    detail.insert("action".into(), action.into());
+    detail.insert("target".into(), target.into());
+    ChangeEntry {
+        seq: 0,
+        at_ms: at,
+        kind: operator_kind(action),
+        actor: ChangeActor {
+            operator: Some(operator_id.unwrap_or("bootstrap").to_string()),
+            ..ChangeActor::default()
+        },
+        approvers: Vec::new(),
+        owner_scope: None,
+        webhook_id: target.starts_with("wh_").then(|| target.to_string()),
+        version: None,
+        digest_before: None,
+        digest_after: None,
+        evidence: BTreeMap::new(),
+        detail,
+        prev_hash: String::new(),
+    }
+}
+
+fn sealed(row: &sqlx::any::AnyRow) -> Result<Sealed> {
+    let seq: i64 = row.try_get("seq")?;
+    Ok(Sealed {
+        seq: u64::try_from(seq).unwrap_or(0),
+        text: row.try_get("entry")?,
+        hash: row.try_get("hash")?,
+    })
+}
+
+impl Store {
+    /// The backend to append change-log entries with, when this store's schema has the log.
+    pub(crate) fn change_log_backend(&self) -> Option<Backend> {
+        self.change_log.then_some(self.backend)
+    }
+
+    /// Starts the log of a database written before it (issue 47): when the log is empty, one
+    /// entry per stored configuration version and operator-audit row, in time order, chained,
+    /// in one transaction. The first store to find it empty writes it (appends are
+    /// serialized); every later one finds entries and writes nothing. Answers how many.
+    pub(crate) async fn start_change_log(&self) -> Result<u64> {
+        let mut tx = self.begin_write().await?;
+        lock(&mut tx, self.backend).await?;
+        let started = sqlx::query("SELECT seq FROM change_log LIMIT 1")
+            .fetch_optional(&mut *tx)
+            .await?;
+        if started.is_some() {
+            return Ok(0);
+        }
+        let history = sqlx::query(
+            "SELECT webhook_id, version, owner_scope, actor_endpoint, actor_human, change, \
+             provenance, digest_before, digest_after, saved_at FROM configuration_history \
+             ORDER BY saved_at, webhook_id, version",
+        )
+        .fetch_all(&mut *tx)
+        .await?;
+        let audit = sqlx::query(
+            "SELECT at, operator_id, action, target, detail FROM operator_audit ORDER BY at, id",
+        )
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut entries: Vec<ChangeEntry> = Vec::with_capacity(history.len() + audit.len());
+        for row in &history {
+            entries.push(history_entry(row)?);
+        }
+        for row in &audit {
+            let detail: String = row.try_get("detail")?;
+            let action: String = row.try_get("action")?;
+            let target: String = row.try_get("target")?;
+            let operator: Option<String> = row.try_get("operator_id")?;
+            entries.push(operator_entry(
+                row.try_get("at")?,
+                operator.as_deref(),
+                &action,
+                &target,
+                &serde_json::from_str(&detail).unwrap_or_default(),
+            ));
+        }
+        // Time order; a configuration version before an operator's act of the same moment.
+        entries.sort_by_key(|e| (e.at_ms, e.kind != ChangeKind::Configuration));
+        let n = entries.len() as u64;
+        for entry in entries {
+            append_in(&mut tx, self.backend, entry).await?;
+        }
+        tx.commit().await?;
+        Ok(n)
+    }
+
+    /// The log's entries after `after` (a seq; 0 from the start), oldest first, at most
+    /// `limit`; with `scope`, only that owner scope's entries.
+    pub async fn list_changes(
+        &self,
+        scope: Option<&OwnerScope>,
+        after: u64,
+        limit: u32,
+    ) -> Result<Vec<Sealed>> {
+        let after = i64::try_from(after).unwrap_or(i64::MAX);
+        let limit = i64::from(limit.clamp(1, 1000));
+        let rows =
+            match scope {
+                Some(scope) => sqlx::query(
+                    "SELECT seq, entry, hash FROM change_log WHERE owner_scope = $1 AND seq > $2 \
+                     ORDER BY seq LIMIT $3",
+                )
+                .bind(scope.to_string())
+                .bind(after)
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?,
+                None => sqlx::query(
+                    "SELECT seq, entry, hash FROM change_log WHERE seq > $1 ORDER BY seq LIMIT $2",
+                )
+                .bind(after)
+                .bind(limit)
+                .fetch_all(&self.pool)
+                .await?,
+            };
+        rows.iter().map(sealed).collect()
+    }
+
+    /// Recomputes the whole chain from the database, a page at a time: its head, or the first
+    /// entry that does not match (edited, deleted, moved or unlinked).
+    pub async fn verify_change_log(&self) -> Result<std::result::Result<Option<Head>, Broken>> {
+        let mut head: Option<Head> = None;
+        let mut after = 0i64;
+        loop {
+            let rows = sqlx::query(
+                "SELECT seq, entry, hash FROM change_log WHERE seq > $1 ORDER BY seq LIMIT $2",
+            )
+            .bind(after)
+            .bind(VERIFY_PAGE)
+            .fetch_all(&self.pool)
+            .await?;
+            let page = rows.iter().map(sealed).collect::<Result<Vec<_>>>()?;
+            let Some(last) = page.last() else {
+                return Ok(Ok(head));
+            };
+            after = i64::try_from(last.seq).unwrap_or(i64::MAX);
+            match verify(&page, head.clone()) {
+                Ok(h) => head = h,
+                Err(broken) => return Ok(Err(broken)),
+            }
+            if page.len() < VERIFY_PAGE as usize {
+                return Ok(Ok(head));
+            }
+        }
+    }
+}
+
+/// A stored configuration version as the entry its save would have appended.
+fn history_entry(row: &sqlx::any::AnyRow) -> Result<ChangeEntry> {
+    let provenance: Option<String> = row.try_get("provenance")?;
+    let provenance: switchboard_model::ChangeProvenance = provenance
+        .and_then(|p| serde_json::from_str(&p).ok())
+        .unwrap_or_default();
+    let change: String = row.try_get("change")?;
+    let op = serde_json::from_str::<switchboard_model::ConfigurationChange>(&change)
+        .map(|c| c.op)
+        .unwrap_or_default();
+    let mut evidence = BTreeMap::new();
+    if !provenance.plan.is_empty() {
+        evidence.insert("plan".to_string(), provenance.plan.clone());
+    }
+    for (key, value) in [
+        ("trial", provenance.trial.clone()),
+        ("guard", provenance.guard.clone()),
+        ("breach", provenance.breach.clone()),
+    ] {
+        if let Some(value) = value {
+            evidence.insert(key.to_string(), value);
+        }
+    }
+    let endpoint: Option<String> = row.try_get("actor_endpoint")?;
+    let human: Option<String> = row.try_get("actor_human")?;
+    let operator = (endpoint.is_none() && human.is_none()).then(|| "operator".to_string());
+    Ok(ChangeEntry {
+        seq: 0,
+        at_ms: row.try_get("saved_at")?,
+        kind: ChangeKind::Configuration,
+        actor: ChangeActor {
+            endpoint,
+            human,
+            operator,
+        },
+        approvers: provenance.approved_by.into_iter().collect(),
+        owner_scope: Some(row.try_get("owner_scope")?),
+        webhook_id: Some(row.try_get("webhook_id")?),
+        version: Some(row.try_get("version")?),
+        digest_before: row.try_get("digest_before")?,
+        digest_after: row.try_get("digest_after")?,
+        evidence,
+        detail: BTreeMap::from([("op".to_string(), op)]),
+        prev_hash: String::new(),
+    })
+}
