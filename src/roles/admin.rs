@@ -68,6 +68,37 @@ pub enum AdminCommand {
     /// The key webhook signing secrets are sealed with at rest.
     #[command(subcommand)]
     SecretKey(SecretKeyCommand),
+    /// The change log: every change to routing, as a hash chain (issue 47).
+    #[command(subcommand)]
+    Changes(ChangesCommand),
+}
+
+#[derive(Subcommand, Debug, Clone)]
+pub enum ChangesCommand {
+    /// Lists entries, oldest first: seq, time, kind, actor, webhook and version.
+    List {
+        /// Entries after this seq.
+        #[arg(long, default_value_t = 0)]
+        after: u64,
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+        /// Only this owner scope's entries (`human:<login>`, `team:<name>`).
+        #[arg(long)]
+        scope: Option<String>,
+    },
+    /// Writes every entry as JSON Lines (`{"entry": …, "hash": …}`, oldest first) to `--out`
+    /// or standard output: what an auditor verifies with `changes verify --file`.
+    Export {
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+    },
+    /// Recomputes the chain: from the database (through control), or from an export
+    /// (`--file`, no control needed). Prints the head, or the first entry that does not
+    /// match and exits 1.
+    Verify {
+        #[arg(long)]
+        file: Option<std::path::PathBuf>,
+    },
 }
 
 #[derive(Subcommand, Debug, Clone)]
@@ -328,6 +359,18 @@ fn client(control: &str) -> anyhow::Result<Client> {
 
 pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
     match args.command {
+        AdminCommand::Changes(ChangesCommand::Verify { file: Some(file) }) => {
+            let text = std::fs::read_to_string(&file)
+                .with_context(|| format!("read {}", file.display()))?;
+            let entries = exported(&text)?;
+            match switchboard_model::change_log::verify(&entries, None) {
+                Ok(head) => {
+                    print_head(head.as_ref().map(|h| (h.seq, h.hash.as_str())));
+                    Ok(())
+                }
+                Err(broken) => anyhow::bail!("the change log does not verify: {broken}"),
+            }
+        }
         AdminCommand::SecretKey(SecretKeyCommand::Generate { file }) => {
             let text = SealingKey::generate_hex().map_err(op)?;
             switchboard_control::sealing::write_private(&file, &format!("{text}\n")).map_err(op)?;
@@ -394,7 +437,83 @@ fn webhook_of(w: Option<pb::Webhook>) -> anyhow::Result<pb::Webhook> {
 
 async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> {
     match command {
-        AdminCommand::SecretKey(_) | AdminCommand::Operator(OperatorCommand::Bootstrap { .. }) => {}
+        AdminCommand::SecretKey(_)
+        | AdminCommand::Operator(OperatorCommand::Bootstrap { .. })
+        | AdminCommand::Changes(ChangesCommand::Verify { file: Some(_) }) => {}
+        AdminCommand::Changes(ChangesCommand::List {
+            after,
+            limit,
+            scope,
+        }) => {
+            let entries = client
+                .list_changes(pb::ListChangesRequest {
+                    after_seq: after,
+                    limit,
+                    owner_scope: scope.unwrap_or_default(),
+                })
+                .await
+                .map_err(api)?
+                .into_inner()
+                .entries;
+            for e in entries {
+                let actor = [&e.actor_human, &e.actor_endpoint, &e.actor_operator]
+                    .into_iter()
+                    .filter(|a| !a.is_empty())
+                    .cloned()
+                    .collect::<Vec<_>>()
+                    .join(" via ");
+                println!(
+                    "{}\t{}\t{}\t{}\t{}\t{}",
+                    e.seq,
+                    e.at_ms,
+                    e.kind,
+                    actor,
+                    e.webhook_id,
+                    e.version.map(|v| v.to_string()).unwrap_or_default()
+                );
+            }
+        }
+        AdminCommand::Changes(ChangesCommand::Export { out }) => {
+            let mut lines = String::new();
+            let mut after = 0;
+            loop {
+                let page = client
+                    .list_changes(pb::ListChangesRequest {
+                        after_seq: after,
+                        limit: 1000,
+                        owner_scope: String::new(),
+                    })
+                    .await
+                    .map_err(api)?
+                    .into_inner()
+                    .entries;
+                let Some(last) = page.last() else { break };
+                after = last.seq;
+                for e in &page {
+                    let entry: serde_json::Value = serde_json::from_str(&e.canonical)
+                        .context("control answered an entry that is not JSON")?;
+                    let line = serde_json::json!({"entry": entry, "hash": e.hash});
+                    switchboard_model::write_canonical(&line, &mut lines);
+                    lines.push('\n');
+                }
+            }
+            match out {
+                Some(path) => std::fs::write(&path, lines)
+                    .with_context(|| format!("write {}", path.display()))?,
+                None => print!("{lines}"),
+            }
+        }
+        AdminCommand::Changes(ChangesCommand::Verify { file: None }) => {
+            let v = client
+                .verify_change_log(pb::VerifyChangeLogRequest {})
+                .await
+                .map_err(api)?
+                .into_inner();
+            if !v.intact {
+                anyhow::bail!("the change log does not verify: {}", v.broken);
+            }
+            print_head((v.head_seq > 0).then_some((v.head_seq, v.head_hash.as_str())));
+        }
         AdminCommand::Human(HumanCommand::Create {
             login,
             display_name,
@@ -871,4 +990,30 @@ fn confirm(prompt: &str) -> anyhow::Result<bool> {
         answer.trim().to_ascii_lowercase().as_str(),
         "y" | "yes"
     ))
+}
+
+/// An export's lines as the sealed entries they carry: each entry's canonical text again.
+fn exported(text: &str) -> anyhow::Result<Vec<switchboard_model::change_log::Sealed>> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(n, line)| {
+            let v: serde_json::Value =
+                serde_json::from_str(line).with_context(|| format!("line {}: not JSON", n + 1))?;
+            let mut canonical = String::new();
+            switchboard_model::write_canonical(&v["entry"], &mut canonical);
+            Ok(switchboard_model::change_log::Sealed {
+                seq: v["entry"]["seq"].as_u64().unwrap_or(0),
+                text: canonical,
+                hash: v["hash"].as_str().unwrap_or_default().to_string(),
+            })
+        })
+        .collect()
+}
+
+fn print_head(head: Option<(u64, &str)>) {
+    match head {
+        Some((seq, hash)) => println!("the change log verifies: head {seq} {hash}"),
+        None => println!("the change log verifies: it is empty"),
+    }
 }

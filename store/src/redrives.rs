@@ -481,6 +481,33 @@ impl Store {
         if done.rows_affected() != 1 {
             return Err(stale());
         }
+        // Issue 47: decisions re-recorded are a change to what routed where.
+        if let Some(backend) = self.change_log_backend() {
+            let applied = outcomes.iter().filter(|o| o.applied).count();
+            let todos = outcomes.iter().filter(|o| o.todo_created).count();
+            let entry = switchboard_model::change_log::ChangeEntry {
+                seq: 0,
+                at_ms: now,
+                kind: switchboard_model::change_log::ChangeKind::Redrive,
+                actor: Default::default(),
+                approvers: Vec::new(),
+                owner_scope: Some(found.owner_scope.to_string()),
+                webhook_id: Some(found.webhook_id.clone()),
+                version: Some(found.base_config_version),
+                digest_before: None,
+                digest_after: Some(found.base_config_digest.clone()),
+                evidence: std::collections::BTreeMap::from([(
+                    "redrive".to_string(),
+                    found.id.clone(),
+                )]),
+                detail: std::collections::BTreeMap::from([
+                    ("applied".to_string(), applied.to_string()),
+                    ("todos_created".to_string(), todos.to_string()),
+                ]),
+                prev_hash: String::new(),
+            };
+            crate::change_log::append_in(&mut tx, backend, entry).await?;
+        }
         tx.commit().await?;
         found.used_at = Some(now);
         Ok((found, outcomes))

@@ -4568,6 +4568,25 @@ async fn redrive_recovers_what_a_change_dropped_by_version_and_time_once_each(ap
         .events
         .is_empty()
     );
+    // Issue 47: the applied redrive is one entry of the change log, and the log verifies.
+    let entries = store.list_changes(None, 0, 1000).await.expect("the log");
+    let redrives: Vec<switchboard_model::change_log::ChangeEntry> = entries
+        .iter()
+        .map(|e| serde_json::from_str(&e.text).expect("an entry"))
+        .filter(|e: &switchboard_model::change_log::ChangeEntry| {
+            e.kind == switchboard_model::change_log::ChangeKind::Redrive
+        })
+        .collect();
+    assert_eq!(
+        redrives.len(),
+        1,
+        "one entry for the one confirm that applied"
+    );
+    assert_eq!(
+        redrives[0].detail.get("applied").map(String::as_str),
+        Some("3")
+    );
+    assert!(store.verify_change_log().await.expect("read").is_ok());
 }
 
 async fn redrive_plans_then_routes_each_event_once(api: Api) {

@@ -19,6 +19,7 @@ on_every_backend! {
     each_change_is_audited_and_refusals_write_nothing,
     vending_without_consent_makes_nothing,
     a_python_grpc_client_manages_tenancy_and_reads_the_audit,
+    the_change_log_lists_exports_and_verifies_and_names_a_tampered_entry,
 }
 
 fn with<T>(token: &str, message: T) -> Request<T> {
@@ -583,4 +584,163 @@ async fn a_python_grpc_client_manages_tenancy_and_reads_the_audit(db: TestDb) {
         .expect("list");
     assert_eq!(stored.len(), 1, "one endpoint: the one consented to");
     assert_eq!(serde_json::json!(stored[0].id), read["endpoint_id"]);
+}
+
+/// Issue 47: operators read the change log (`ListChanges`), verify it from the database
+/// (`VerifyChangeLog`) and export it (`switchboard admin changes export`), and the export
+/// verifies on its own (`changes verify --file`, no control). An entry changed in the
+/// database, or in an export, is named.
+async fn the_change_log_lists_exports_and_verifies_and_names_a_tampered_entry(db: TestDb) {
+    use switchboard_control::store::{Actor, SaveConfiguration};
+    use switchboard_model::ConfigurationChange;
+    let control = Control::start(&db.store, &[], ControlSetup::default()).await;
+    let mut api = client(&control).await;
+    let root = db
+        .store
+        .create_operator_credential("root", None)
+        .await
+        .expect("bootstrap");
+    let token = root.token.as_str();
+    let scope = human(&db.store, "alice").await;
+    let hook = crate::control_harness::webhook(
+        &db.store,
+        &scope,
+        switchboard_control::store::SourceType::Github,
+        None,
+    )
+    .await;
+    api.set_webhook_confirm_policy(with(
+        token,
+        pb::SetWebhookConfirmPolicyRequest {
+            webhook_id: hook.id.clone(),
+            policy: "person".into(),
+        },
+    ))
+    .await
+    .expect("policy");
+    db.store
+        .save_configuration(
+            &scope,
+            &hook.id,
+            SaveConfiguration {
+                configuration: crate::support::typed(serde_json::json!({"rules": [
+                    {"id": "r-1", "when": "true", "action": {"drop": true}}
+                ], "params": {}})),
+                actor: Actor {
+                    endpoint_id: None,
+                    human_login: Some("alice".into()),
+                },
+                change: ConfigurationChange::op("set_webhook_rules"),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("saved");
+
+    let entries = api
+        .list_changes(with(token, pb::ListChangesRequest::default()))
+        .await
+        .expect("list")
+        .into_inner()
+        .entries;
+    let kinds: Vec<&str> = entries.iter().map(|e| e.kind.as_str()).collect();
+    assert!(kinds.contains(&"operator_credential"), "{kinds:?}");
+    assert!(kinds.contains(&"confirm_policy"), "{kinds:?}");
+    let saved = entries
+        .iter()
+        .find(|e| e.kind == "configuration")
+        .expect("the saved version");
+    assert_eq!(
+        (saved.webhook_id.as_str(), saved.actor_human.as_str()),
+        (hook.id.as_str(), "alice")
+    );
+    let mine = api
+        .list_changes(with(
+            token,
+            pb::ListChangesRequest {
+                owner_scope: scope.to_string(),
+                ..Default::default()
+            },
+        ))
+        .await
+        .expect("list")
+        .into_inner()
+        .entries;
+    assert!(mine.iter().all(|e| e.owner_scope == scope.to_string()) && !mine.is_empty());
+    let verified = api
+        .verify_change_log(with(token, pb::VerifyChangeLogRequest {}))
+        .await
+        .expect("verify")
+        .into_inner();
+    assert!(verified.intact, "{verified:?}");
+    let last = entries.last().expect("entries");
+    assert_eq!(
+        (verified.head_seq, verified.head_hash.as_str()),
+        (last.seq, last.hash.as_str())
+    );
+
+    // Exported, the log verifies on its own; a byte changed in the export is named.
+    let dir = tempfile::tempdir().expect("temp dir");
+    let export = dir.path().join("changes.jsonl");
+    let admin = |args: &[&str]| {
+        std::process::Command::new(crate::support::binary())
+            .args(["admin", "--control", &control.grpc.to_string()])
+            .args(args)
+            .env("SWITCHBOARD_LOG", "warn")
+            .env("SWITCHBOARD_OPERATOR_TOKEN", token)
+            .env_remove(crate::support::SECRET_KEY_ENV)
+            .stdin(std::process::Stdio::null())
+            .output()
+            .expect("admin runs")
+    };
+    let path = export.to_str().expect("utf-8 path");
+    let out = admin(&["changes", "export", "--out", path]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let text = std::fs::read_to_string(&export).expect("the export");
+    assert_eq!(text.lines().count(), entries.len());
+    let out = admin(&["changes", "verify", "--file", path]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains(&format!("head {} {}", last.seq, last.hash)),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+    std::fs::write(&export, text.replacen("alice", "alicf", 1)).expect("tamper");
+    let out = admin(&["changes", "verify", "--file", path]);
+    assert!(!out.status.success());
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains(&format!("entry {} was changed", saved.seq)),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = admin(&["changes", "verify"]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+
+    // Changed in the database: named by the verify.
+    sqlx::query("UPDATE change_log SET entry = REPLACE(entry, 'alice', 'alicf') WHERE seq = $1")
+        .bind(saved.seq as i64)
+        .execute(db.store.pool())
+        .await
+        .expect("tamper");
+    let verified = api
+        .verify_change_log(with(token, pb::VerifyChangeLogRequest {}))
+        .await
+        .expect("verify")
+        .into_inner();
+    assert!(!verified.intact);
+    assert_eq!(verified.broken_seq, saved.seq, "{verified:?}");
+    let out = admin(&["changes", "verify"]);
+    assert!(!out.status.success());
 }

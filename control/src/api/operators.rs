@@ -692,6 +692,57 @@ impl Operators for OperatorsApi {
         .await
     }
 
+    async fn list_changes(
+        &self,
+        request: Request<pb::ListChangesRequest>,
+    ) -> Result<Response<pb::ListChangesResponse>, Status> {
+        respond(async {
+            self.operator(request.metadata()).await?;
+            let r = request.get_ref();
+            let scope = match r.owner_scope.trim() {
+                "" => None,
+                s => Some(
+                    s.parse::<OwnerScope>()
+                        .map_err(|e| ApiError::invalid("owner_scope", e))?,
+                ),
+            };
+            let limit = if r.limit == 0 { 100 } else { r.limit.min(1000) };
+            let entries = self
+                .state
+                .store
+                .list_changes(scope.as_ref(), r.after_seq, limit)
+                .await?;
+            Ok(pb::ListChangesResponse {
+                entries: entries.iter().map(pb::ChangeLogEntry::from).collect(),
+            })
+        })
+        .await
+    }
+
+    async fn verify_change_log(
+        &self,
+        request: Request<pb::VerifyChangeLogRequest>,
+    ) -> Result<Response<pb::VerifyChangeLogResponse>, Status> {
+        respond(async {
+            self.operator(request.metadata()).await?;
+            Ok(match self.state.store.verify_change_log().await? {
+                Ok(head) => pb::VerifyChangeLogResponse {
+                    intact: true,
+                    head_seq: head.as_ref().map_or(0, |h| h.seq),
+                    head_hash: head.map(|h| h.hash).unwrap_or_default(),
+                    ..Default::default()
+                },
+                Err(broken) => pb::VerifyChangeLogResponse {
+                    intact: false,
+                    broken_seq: broken.seq,
+                    broken: broken.to_string(),
+                    ..Default::default()
+                },
+            })
+        })
+        .await
+    }
+
     async fn create_operator_credential(
         &self,
         request: Request<pb::CreateOperatorCredentialRequest>,

@@ -39,3 +39,39 @@ impl From<&ChangeProvenance> for pb::ChangeProvenance {
         }
     }
 }
+
+/// A change-log entry as its message: the typed fields read from the canonical text, which is
+/// carried whole (the bytes its hash is over). A text this build cannot read still travels,
+/// with its typed fields empty.
+impl From<&switchboard_model::change_log::Sealed> for pb::ChangeLogEntry {
+    fn from(s: &switchboard_model::change_log::Sealed) -> Self {
+        let entry: Option<switchboard_model::change_log::ChangeEntry> =
+            serde_json::from_str(&s.text).ok();
+        let mut out = pb::ChangeLogEntry {
+            seq: s.seq,
+            canonical: s.text.clone(),
+            hash: s.hash.clone(),
+            ..Default::default()
+        };
+        if let Some(e) = entry {
+            out.kind = serde_json::to_value(e.kind)
+                .ok()
+                .and_then(|v| v.as_str().map(str::to_string))
+                .unwrap_or_default();
+            out.at_ms = e.at_ms;
+            out.owner_scope = e.owner_scope.unwrap_or_default();
+            out.webhook_id = e.webhook_id.unwrap_or_default();
+            out.version = e.version;
+            out.actor_endpoint = e.actor.endpoint.unwrap_or_default();
+            out.actor_human = e.actor.human.unwrap_or_default();
+            out.actor_operator = e.actor.operator.unwrap_or_default();
+            out.approvers = e.approvers;
+            out.digest_before = e.digest_before.unwrap_or_default();
+            out.digest_after = e.digest_after.unwrap_or_default();
+            out.evidence = e.evidence.into_iter().collect();
+            out.detail = e.detail.into_iter().collect();
+            out.prev_hash = e.prev_hash;
+        }
+        out
+    }
+}
