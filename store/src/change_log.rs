@@ -246,49 +246,75 @@ impl Store {
     }
 }
 
-/// A stored configuration version as the entry its save would have appended.
-fn history_entry(row: &sqlx::any::AnyRow) -> Result<ChangeEntry> {
-    let provenance: Option<String> = row.try_get("provenance")?;
-    let provenance: switchboard_model::ChangeProvenance = provenance
-        .and_then(|p| serde_json::from_str(&p).ok())
-        .unwrap_or_default();
-    let change: String = row.try_get("change")?;
-    let op = serde_json::from_str::<switchboard_model::ConfigurationChange>(&change)
-        .map(|c| c.op)
-        .unwrap_or_default();
+/// A configuration version as the log records it: one definition for the save that appends
+/// it and for the start of a log from stored history, so both write the same entry.
+pub(crate) struct Version<'a> {
+    pub at: i64,
+    pub scope: &'a str,
+    pub webhook_id: &'a str,
+    pub version: i64,
+    pub digest_before: Option<String>,
+    pub digest_after: Option<String>,
+    pub endpoint: Option<String>,
+    pub human: Option<String>,
+    pub provenance: switchboard_model::ChangeProvenance,
+    pub op: String,
+}
+
+pub(crate) fn configuration_entry(v: Version<'_>) -> ChangeEntry {
+    let p = v.provenance;
     let mut evidence = BTreeMap::new();
-    if !provenance.plan.is_empty() {
-        evidence.insert("plan".to_string(), provenance.plan.clone());
+    if !p.plan.is_empty() {
+        evidence.insert("plan".to_string(), p.plan.clone());
     }
-    for (key, value) in [
-        ("trial", provenance.trial.clone()),
-        ("guard", provenance.guard.clone()),
-        ("breach", provenance.breach.clone()),
-    ] {
+    for (key, value) in [("trial", p.trial), ("guard", p.guard), ("breach", p.breach)] {
         if let Some(value) = value {
             evidence.insert(key.to_string(), value);
         }
     }
-    let endpoint: Option<String> = row.try_get("actor_endpoint")?;
-    let human: Option<String> = row.try_get("actor_human")?;
-    let operator = (endpoint.is_none() && human.is_none()).then(|| "operator".to_string());
-    Ok(ChangeEntry {
+    // Neither an endpoint nor a person: an operator's save.
+    let operator = (v.endpoint.is_none() && v.human.is_none()).then(|| "operator".to_string());
+    ChangeEntry {
         seq: 0,
-        at_ms: row.try_get("saved_at")?,
+        at_ms: v.at,
         kind: ChangeKind::Configuration,
         actor: ChangeActor {
-            endpoint,
-            human,
+            endpoint: v.endpoint,
+            human: v.human,
             operator,
         },
-        approvers: provenance.approved_by.into_iter().collect(),
-        owner_scope: Some(row.try_get("owner_scope")?),
-        webhook_id: Some(row.try_get("webhook_id")?),
-        version: Some(row.try_get("version")?),
+        approvers: p.approved_by.into_iter().collect(),
+        owner_scope: Some(v.scope.to_string()),
+        webhook_id: Some(v.webhook_id.to_string()),
+        version: Some(v.version),
+        digest_before: v.digest_before,
+        digest_after: v.digest_after,
+        evidence,
+        detail: BTreeMap::from([("op".to_string(), v.op)]),
+        prev_hash: String::new(),
+    }
+}
+
+/// A stored configuration version as the entry its save would have appended.
+fn history_entry(row: &sqlx::any::AnyRow) -> Result<ChangeEntry> {
+    let provenance: Option<String> = row.try_get("provenance")?;
+    let change: String = row.try_get("change")?;
+    let scope: String = row.try_get("owner_scope")?;
+    let webhook_id: String = row.try_get("webhook_id")?;
+    Ok(configuration_entry(Version {
+        at: row.try_get("saved_at")?,
+        scope: &scope,
+        webhook_id: &webhook_id,
+        version: row.try_get("version")?,
         digest_before: row.try_get("digest_before")?,
         digest_after: row.try_get("digest_after")?,
-        evidence,
-        detail: BTreeMap::from([("op".to_string(), op)]),
-        prev_hash: String::new(),
-    })
+        endpoint: row.try_get("actor_endpoint")?,
+        human: row.try_get("actor_human")?,
+        provenance: provenance
+            .and_then(|p| serde_json::from_str(&p).ok())
+            .unwrap_or_default(),
+        op: serde_json::from_str::<switchboard_model::ConfigurationChange>(&change)
+            .map(|c| c.op)
+            .unwrap_or_default(),
+    }))
 }

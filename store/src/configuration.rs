@@ -242,7 +242,18 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         if self.change_log {
-            let entry = configuration_entry(scope, &current, &save, version, &digest_after, now);
+            let entry = crate::change_log::configuration_entry(crate::change_log::Version {
+                at: now,
+                scope: &scope.to_string(),
+                webhook_id: &current.id,
+                version,
+                digest_before: Some(current.config_digest.clone()),
+                digest_after: Some(digest_after.clone()),
+                endpoint: save.actor.endpoint_id.clone(),
+                human: save.actor.human_login.clone(),
+                provenance: save.provenance.clone().unwrap_or_default(),
+                op: save.change.op.clone(),
+            });
             crate::change_log::append_in(&mut tx, self.backend, entry).await?;
         }
         tx.commit().await?;
@@ -304,53 +315,5 @@ impl Store {
         .fetch_optional(&self.pool)
         .await?;
         row.as_ref().map(history).transpose()
-    }
-}
-
-/// The change-log entry of a saved configuration version (issue 47): who saved it, who
-/// approved it, the digests before and after, and the plan and evidence it came from.
-fn configuration_entry(
-    scope: &OwnerScope,
-    current: &crate::Webhook,
-    save: &SaveConfiguration,
-    version: i64,
-    digest_after: &str,
-    now: i64,
-) -> switchboard_model::change_log::ChangeEntry {
-    use switchboard_model::change_log::{ChangeActor, ChangeEntry, ChangeKind};
-    let provenance = save.provenance.clone().unwrap_or_default();
-    let mut evidence = std::collections::BTreeMap::new();
-    if !provenance.plan.is_empty() {
-        evidence.insert("plan".to_string(), provenance.plan.clone());
-    }
-    for (key, value) in [
-        ("trial", provenance.trial.clone()),
-        ("guard", provenance.guard.clone()),
-        ("breach", provenance.breach.clone()),
-    ] {
-        if let Some(value) = value {
-            evidence.insert(key.to_string(), value);
-        }
-    }
-    let operator = (save.actor.endpoint_id.is_none() && save.actor.human_login.is_none())
-        .then(|| "operator".to_string());
-    ChangeEntry {
-        seq: 0,
-        at_ms: now,
-        kind: ChangeKind::Configuration,
-        actor: ChangeActor {
-            endpoint: save.actor.endpoint_id.clone(),
-            human: save.actor.human_login.clone(),
-            operator,
-        },
-        approvers: provenance.approved_by.into_iter().collect(),
-        owner_scope: Some(scope.to_string()),
-        webhook_id: Some(current.id.clone()),
-        version: Some(version),
-        digest_before: Some(current.config_digest.clone()),
-        digest_after: Some(digest_after.to_string()),
-        evidence,
-        detail: std::collections::BTreeMap::from([("op".to_string(), save.change.op.clone())]),
-        prev_hash: String::new(),
     }
 }
