@@ -1634,6 +1634,7 @@ fn probe_webhook(forge: &str) -> Webhook {
         confirm_policy: Default::default(),
         claim_ttl: None,
         guard_on_breach: None,
+        approval_rule: None,
         id: "wh_probe".into(),
         owner_scope: OwnerScope::human("bench"),
         source_type: source_type(forge),

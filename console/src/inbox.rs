@@ -22,6 +22,8 @@ pub struct InboxItem {
     pub approval_expires_at: String,
     /// Set when the webhook's configuration moved since the plan: it can no longer be accepted.
     pub stale: bool,
+    /// (approvals that count, approvals required) (issue 47).
+    pub approvals: (u32, u32),
 }
 
 pub fn inbox(chrome: &Chrome, items: &[InboxItem]) -> Markup {
@@ -36,7 +38,7 @@ pub fn inbox(chrome: &Chrome, items: &[InboxItem]) -> Markup {
                 table #inbox {
                     thead { tr {
                         th { "Plan" } th { "Webhook" } th { "Scope" } th { "Proposed by" }
-                        th { "Proposed" } th { "Decide by" }
+                        th { "Proposed" } th { "Decide by" } th { "Approvals" }
                     } }
                     tbody {
                         @for item in items {
@@ -52,6 +54,7 @@ pub fn inbox(chrome: &Chrome, items: &[InboxItem]) -> Markup {
                                 td { (item.proposed_by_human) " via " code { (item.proposed_by_endpoint) } }
                                 td { (item.proposed_at) }
                                 td { (item.approval_expires_at) }
+                                td.approvals { (item.approvals.0) " of " (item.approvals.1) }
                             }
                         }
                     }

@@ -8,6 +8,7 @@
 //! The HTTP side (sign-in, sessions, CSRF, loading and authorizing) lives in control's
 //! `console` module; it only fills these views.
 
+mod approval;
 mod chart;
 mod guard;
 mod inbox;
@@ -17,6 +18,7 @@ mod report;
 mod trial;
 mod webhook;
 
+pub use approval::ChangeRow;
 pub use inbox::{InboxItem, inbox};
 pub use layout::{Chrome, message_page, sign_in_done};
 pub use plan::{Decision, PlanView, plan_page};

@@ -38,6 +38,8 @@ pub struct PlanView<'a> {
     pub notice: Option<String>,
     /// Once applied: the guard its confirm started (issue 46).
     pub guard: Option<switchboard_model::guard::GuardReport>,
+    /// Once put before a person: how many must accept it, and who has (issue 47).
+    pub approvals: Option<switchboard_model::approval::Tally>,
 }
 
 pub fn plan_page(v: &PlanView<'_>) -> Markup {
@@ -65,6 +67,7 @@ pub fn plan_page(v: &PlanView<'_>) -> Markup {
                 }
             }
             (decision_block(v))
+            (crate::approval::plan_approvals(v.approvals.as_ref()))
             (plan_guard_section(
                 p.guard.as_ref(),
                 v.guard.as_ref(),
@@ -98,7 +101,12 @@ fn decision_block(v: &PlanView<'_>) -> Markup {
         section.decision #decision {
             @match v.state {
                 PlanState::PendingApproval if v.may_decide => {
-                    p { "Accepting puts exactly this plan live, once. Rejecting it means it can never be applied." }
+                    @let needed = v.approvals.as_ref().map_or(1, |t| t.still_needed);
+                    @if needed > 1 {
+                        p { "Accepting records your approval of exactly this plan; it goes live, once, when " (needed) " more people have accepted it. Rejecting it means it can never be applied." }
+                    } @else {
+                        p { "Accepting puts exactly this plan live, once (if your approval counts). Rejecting it means it can never be applied." }
+                    }
                     @if v.plan.trial_sufficient == Some(false) {
                         p.warning #accept-insufficient {
                             strong { "The trial behind this plan is insufficient" }
@@ -120,7 +128,7 @@ fn decision_block(v: &PlanView<'_>) -> Markup {
                     p #no-decision { "You can read this plan, but accepting or rejecting it needs the editor role in " (v.owner_scope) "." }
                 }
                 PlanState::Applied => {
-                    p { "Applied" @if let Some(d) = &v.decision { ", accepted by " strong { (d.by) } } "." }
+                    p #applied { "Applied" @if let Some(d) = &v.decision { ", accepted by " strong { (d.by) } } "." }
                 }
                 PlanState::Rejected => {
                     @if let Some(d) = &v.decision {

@@ -66,6 +66,11 @@ pub struct WebhookView {
     pub notice: Option<String>,
     /// Its newest guard (issue 46): a breach shows as a banner.
     pub guard: Option<switchboard_model::guard::GuardReport>,
+    /// How many people must accept a plan here, and whether that is the default (issue 47).
+    pub approval_rule: switchboard_model::approval::ApprovalRule,
+    pub approval_rule_default: bool,
+    /// Its change-log entries, newest first.
+    pub changes: Vec<crate::ChangeRow>,
 }
 
 /// The two confirm policies, as the form offers them.
@@ -101,6 +106,7 @@ pub fn webhook_page(chrome: &Chrome, v: &WebhookView) -> Markup {
                         }
                     }
                 }
+                dt { "Who must accept" } dd { (crate::approval::rule_line(&v.approval_rule, v.approval_rule_default)) }
                 dt { "Grant" } dd { @for q in &v.grant { code { (q) } " " } }
                 dt { "Default action" } dd { (v.default_action.as_deref().unwrap_or("none (the first granted queue)")) }
             }
@@ -162,6 +168,7 @@ pub fn webhook_page(chrome: &Chrome, v: &WebhookView) -> Markup {
                     }
                 } }
             }
+            (crate::approval::change_log(&v.changes))
             h2 { "Recent events" }
             @if v.events.is_empty() { p { "No deliveries yet." } } @else {
                 table #events {

@@ -47,6 +47,7 @@ fn view<'a>(chrome: &'a Chrome, plan: &'a Plan, state: PlanState) -> PlanView<'a
         may_decide: true,
         notice: None,
         guard: None,
+        approvals: None,
     }
 }
 
@@ -175,6 +176,7 @@ fn the_inbox_lists_each_plan_with_a_link_to_its_page() {
             proposed_at: "2026-12-04T10:00:00.000Z".into(),
             approval_expires_at: "2026-12-05T10:00:00.000Z".into(),
             stale: false,
+            approvals: (1, 2),
         },
         InboxItem {
             plan_id: "pl_2".into(),
@@ -187,6 +189,95 @@ fn the_inbox_lists_each_plan_with_a_link_to_its_page() {
     assert_eq!(html.matches("class=\"plan-row\"").count(), 2);
     let empty = inbox(&chrome(), &[]).into_string();
     assert!(empty.contains("Nothing is waiting for you."));
+}
+
+/// Issue 47: the plan page says how many must accept, whose approvals count, how many more
+/// are needed and from whom they cannot come; the inbox says how far each plan is.
+#[test]
+fn a_pending_plan_shows_the_approvals_needed_and_who_cannot_give_them() {
+    use switchboard_model::approval::{Given, NotCounted, Risk, Tally};
+    let chrome = chrome();
+    let plan = golden_plan("plan-upgrade");
+    let tally = Tally {
+        required: 2,
+        risks: vec![Risk::LostWork],
+        given: vec![
+            Given {
+                person: "alice".into(),
+                at_ms: 1,
+                counts: false,
+                not_counted: Some(NotCounted::Proposer),
+            },
+            Given {
+                person: "bob".into(),
+                at_ms: 2,
+                counts: true,
+                not_counted: None,
+            },
+        ],
+        counted: 1,
+        still_needed: 1,
+        cannot_come_from: vec!["alice".into(), "bob".into()],
+    };
+    let html = plan_page(&PlanView {
+        approvals: Some(tally),
+        ..view(&chrome, &plan, PlanState::PendingApproval)
+    })
+    .into_string();
+    assert!(html.contains("id=\"approvals\""), "{html}");
+    assert!(
+        html.contains("data-required=\"2\" data-counted=\"1\" data-still-needed=\"1\""),
+        "{html}"
+    );
+    assert!(html.contains("this plan loses work"), "{html}");
+    assert!(
+        html.contains("data-person=\"alice\" data-counts=\"false\""),
+        "{html}"
+    );
+    assert!(html.contains("Cannot come from: alice, bob."), "{html}");
+    let items = [InboxItem {
+        plan_id: "pl_1".into(),
+        approvals: (1, 2),
+        ..InboxItem::default()
+    }];
+    let inbox_html = inbox(&chrome, &items).into_string();
+    assert!(
+        inbox_html.contains("<td class=\"approvals\">1 of 2</td>"),
+        "{inbox_html}"
+    );
+}
+
+/// The webhook page shows its approval rule and its change log, newest first.
+#[test]
+fn the_webhook_page_shows_the_approval_rule_and_the_change_log() {
+    let v = WebhookView {
+        webhook_id: "wh_1".into(),
+        changes: vec![switchboard_console::ChangeRow {
+            seq: 7,
+            at: "2026-12-05T10:00:00.000Z".into(),
+            kind: "configuration".into(),
+            actor: "carol".into(),
+            proposed_by: Some("alice via ep_a".into()),
+            approvers: vec!["bob".into(), "carol".into()],
+            what: "version 4: install_rule_pack".into(),
+            hash: "0123456789ab".into(),
+        }],
+        ..WebhookView::default()
+    };
+    let html = webhook_page(&chrome(), &v).into_string();
+    assert!(
+        html.contains("id=\"approval-rule\" data-required=\"1\""),
+        "{html}"
+    );
+    assert!(html.contains("2 when it loses work"), "{html}");
+    assert!(html.contains("does not count"), "{html}");
+    assert!(html.contains("data-seq=\"7\""), "{html}");
+    assert!(
+        html.contains("<td class=\"approvers\">bob, carol</td>"),
+        "{html}"
+    );
+    let empty = webhook_page(&chrome(), &WebhookView::default()).into_string();
+    assert!(empty.contains("No changes recorded."), "{empty}");
 }
 
 /// Who confirms plans is a person's choice: the form is there for an editor only, posts the

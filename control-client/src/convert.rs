@@ -421,6 +421,7 @@ pub fn plan_status(r: pb::RulePackPlanStatus) -> RulePackPlanOut {
         decided_by: some(r.decided_by),
         reject_reason: some(r.reject_reason),
         guard: r.guard.map(switchboard_model::guard::GuardReport::from),
+        approvals: r.approvals.map(switchboard_model::approval::Tally::from),
     }
 }
 

@@ -537,6 +537,10 @@ pub struct RulePackPlanOut {
     /// Once applied: the guard its confirm started (as get_rule_guard gives it), with any
     /// breach, the revert and the recovery.
     pub guard: Option<switchboard_model::guard::GuardReport>,
+    /// Once put before a person: how many distinct people must accept it, the approvals
+    /// given (and whether each counts), how many more are needed and from whom they cannot
+    /// come.
+    pub approvals: Option<switchboard_model::approval::Tally>,
 }
 
 /// A todo: work a queue decision produced.

@@ -68,6 +68,13 @@ pub struct ChangeProvenance {
     pub proposed_by: Option<ProposedBy>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approved_by: Option<String>,
+    /// Every person whose approval counted (issue 47), in the order given; `approved_by` is
+    /// the last of them, whose approval met the rule.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub approvers: Vec<String>,
+    /// The digest of the plan the approvals were bound to.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub plan_digest: Option<String>,
     /// A promotion's trial (issue 45): the candidate saved is the one that trial ran.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub trial: Option<String>,

@@ -31,6 +31,8 @@ pub use decision::{Disposition, RecordedDecision, RecordedFault};
 pub use form::payload_json;
 pub use kind::SourceType;
 pub use label::{Label, UnknownLabel};
+/// Approvals live beside the plan they count (`plan::approval`); named here as well.
+pub use plan::approval;
 pub use role::Role;
 pub use trusted::TrustedActors;
 pub use verb::{Family, Verb};

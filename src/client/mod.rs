@@ -6,6 +6,7 @@
 //! both are the shared control client's views), the exit codes, and the table and colour
 //! helpers (docs/cli.md).
 
+pub mod approvals;
 pub mod events;
 pub mod explain;
 pub mod guards;

@@ -551,6 +551,7 @@ fn confirm_table(o: &ConfirmOut) -> String {
             ),
             ("console", p.console_url.clone()),
             ("decide by", p.approval_expires_at.clone()),
+            ("approvals", super::approvals::tally_words(&p.approvals)),
         ]),
     }
 }

@@ -229,6 +229,30 @@ pub enum WebhookCommand {
         #[arg(value_parser = ["revert", "alert", "default"])]
         on_breach: String,
     },
+    /// Sets how many distinct people must accept a plan on a `person` webhook (1 to 10 each):
+    /// `--required` for any plan, and a count for each risk (a plan that loses work, removes
+    /// a pack, changes the default action or widens what is quarantined); a risk not given
+    /// needs `--required`. `--default` returns to the default: 1, and 2 for every risk. The
+    /// human the proposing agent acts for never counts. Pending plans are counted under the
+    /// new rule.
+    Approvals {
+        id: String,
+        #[arg(long, conflicts_with_all = ["required", "lost_work", "removes_pack", "default_action", "widens_quarantine", "proposer_counts"])]
+        default: bool,
+        #[arg(long, default_value_t = 1)]
+        required: u32,
+        #[arg(long)]
+        lost_work: Option<u32>,
+        #[arg(long)]
+        removes_pack: Option<u32>,
+        #[arg(long)]
+        default_action: Option<u32>,
+        #[arg(long)]
+        widens_quarantine: Option<u32>,
+        /// Let the human the proposing agent acts for count (off by default).
+        #[arg(long)]
+        proposer_counts: bool,
+    },
 }
 
 /// A webhook's claim lease as the operator names it.
@@ -820,6 +844,54 @@ async fn webhook(client: &mut Client, command: WebhookCommand) -> anyhow::Result
                     "revert" => "reverts (set by an operator)",
                     _ => "reverts (the default)",
                 }
+            );
+        }
+        WebhookCommand::Approvals {
+            id,
+            default,
+            required,
+            lost_work,
+            removes_pack,
+            default_action,
+            widens_quarantine,
+            proposer_counts,
+        } => {
+            use switchboard_model::approval::Risk;
+            let tiers = [
+                (Risk::LostWork, lost_work),
+                (Risk::RemovesPack, removes_pack),
+                (Risk::DefaultAction, default_action),
+                (Risk::WidensQuarantine, widens_quarantine),
+            ]
+            .into_iter()
+            .filter_map(|(risk, n)| {
+                n.map(|n| pb::ApprovalTier {
+                    risk: pb::ApprovalRisk::from(risk) as i32,
+                    required: n,
+                })
+            })
+            .collect();
+            let w = client
+                .set_webhook_approval_rule(pb::SetWebhookApprovalRuleRequest {
+                    webhook_id: id,
+                    rule: (!default).then_some(pb::ApprovalRule {
+                        required,
+                        tiers,
+                        proposer_counts,
+                    }),
+                })
+                .await
+                .map_err(api)?
+                .into_inner()
+                .webhook;
+            let w = webhook_of(w)?;
+            println!(
+                "webhook {}: {}",
+                w.id,
+                crate::client::approvals::rule_words(
+                    w.approval_rule.as_ref(),
+                    w.approval_rule_default
+                )
             );
         }
         WebhookCommand::ClaimTtl { id, ttl } => {

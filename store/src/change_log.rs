@@ -76,6 +76,7 @@ async fn lock(conn: &mut sqlx::AnyConnection, backend: Backend) -> Result<()> {
 fn operator_kind(action: &str) -> ChangeKind {
     match action {
         "set_webhook_confirm_policy" => ChangeKind::ConfirmPolicy,
+        "set_webhook_approval_rule" => ChangeKind::ApprovalRules,
         "set_webhook_grant" | "create_webhook" => ChangeKind::Grant,
         "set_grant_allowance" | "clear_grant_allowance" => ChangeKind::GrantAllowance,
         "vend_endpoint" => ChangeKind::EndpointVend,
@@ -217,6 +218,22 @@ impl Store {
         rows.iter().map(sealed).collect()
     }
 
+    /// A webhook's newest `limit` entries, newest first (the console's change log). The
+    /// caller has checked the person may read the webhook.
+    pub async fn webhook_changes(&self, webhook_id: &str, limit: u32) -> Result<Vec<Sealed>> {
+        if !self.change_log {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(
+            "SELECT seq, entry, hash FROM change_log WHERE webhook_id = $1              ORDER BY seq DESC LIMIT $2",
+        )
+        .bind(webhook_id)
+        .bind(i64::from(limit.clamp(1, 1000)))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(sealed).collect()
+    }
+
     /// Recomputes the whole chain from the database, a page at a time: its head, or the first
     /// entry that does not match (edited, deleted, moved or unlinked).
     pub async fn verify_change_log(&self) -> Result<std::result::Result<Option<Head>, Broken>> {
@@ -267,7 +284,12 @@ pub(crate) fn configuration_entry(v: Version<'_>) -> ChangeEntry {
     if !p.plan.is_empty() {
         evidence.insert("plan".to_string(), p.plan.clone());
     }
-    for (key, value) in [("trial", p.trial), ("guard", p.guard), ("breach", p.breach)] {
+    for (key, value) in [
+        ("plan_digest", p.plan_digest),
+        ("trial", p.trial),
+        ("guard", p.guard),
+        ("breach", p.breach),
+    ] {
         if let Some(value) = value {
             evidence.insert(key.to_string(), value);
         }
@@ -283,14 +305,32 @@ pub(crate) fn configuration_entry(v: Version<'_>) -> ChangeEntry {
             human: v.human,
             operator,
         },
-        approvers: p.approved_by.into_iter().collect(),
+        approvers: if p.approvers.is_empty() {
+            p.approved_by.into_iter().collect()
+        } else {
+            p.approvers
+        },
         owner_scope: Some(v.scope.to_string()),
         webhook_id: Some(v.webhook_id.to_string()),
         version: Some(v.version),
         digest_before: v.digest_before,
         digest_after: v.digest_after,
         evidence,
-        detail: BTreeMap::from([("op".to_string(), v.op)]),
+        detail: {
+            let mut detail = BTreeMap::from([("op".to_string(), v.op)]);
+            if let Some(by) = &p.proposed_by {
+                let who = match (&by.human, &by.endpoint) {
+                    (Some(h), Some(e)) => format!("{h} via {e}"),
+                    (Some(h), None) => h.clone(),
+                    (None, Some(e)) => e.clone(),
+                    (None, None) => String::new(),
+                };
+                if !who.is_empty() {
+                    detail.insert("proposed_by".to_string(), who);
+                }
+            }
+            detail
+        },
         prev_hash: String::new(),
     }
 }

@@ -151,6 +151,11 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "change_log",
         include_str!("../migrations/sqlite/0019_change_log.sql"),
     ),
+    (
+        20,
+        "approvals",
+        include_str!("../migrations/sqlite/0020_approvals.sql"),
+    ),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -247,6 +252,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         19,
         "change_log",
         include_str!("../migrations/postgres/0019_change_log.sql"),
+    ),
+    (
+        20,
+        "approvals",
+        include_str!("../migrations/postgres/0020_approvals.sql"),
     ),
 ];
 

@@ -20,6 +20,7 @@
 #![forbid(unsafe_code)]
 
 mod allowances;
+mod approvals;
 mod change_log;
 mod configuration;
 mod console;
@@ -101,6 +102,8 @@ pub struct Store {
     /// The schema has the change log (migration 0019): its changes append entries. False
     /// only for a store opened at an earlier schema (upgrade tests write the old way).
     change_log: bool,
+    /// The schema has approvals (migration 0020).
+    approvals: bool,
 }
 
 /// Pool settings. SQLite serializes writers anyway, so its pool stays small.
@@ -202,6 +205,7 @@ impl Store {
             sealing: std::sync::Arc::new(key),
             webhook_cache: Default::default(),
             change_log: options.migrations_up_to.is_none_or(|v| v >= 19),
+            approvals: options.migrations_up_to.is_none_or(|v| v >= 20),
         };
         if options.migrations_up_to.is_none() {
             store.seal_plaintext_secrets().await?;

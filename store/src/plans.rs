@@ -418,6 +418,10 @@ impl Store {
         .bind(i64::from(batch.max(1)))
         .execute(&self.pool)
         .await?;
+        drop(_turn);
+        if done.rows_affected() > 0 {
+            self.purge_orphan_approvals().await?;
+        }
         Ok(done.rows_affected())
     }
 }

@@ -16,6 +16,7 @@ use crate::tenancy::owner_exists;
 use crate::{Actor, Store, flag, json_opt, parse_col};
 
 pub use switchboard_model::SourceType;
+use switchboard_model::approval::ApprovalRule;
 use switchboard_model::guard::OnBreach;
 use switchboard_model::provenance::{self, Provenance};
 use switchboard_model::{Configuration, TrustedActors};
@@ -49,6 +50,19 @@ pub struct Webhook {
     /// What a guard does on a breach when its plan does not say, set by an operator
     /// (issue 46); `None`: revert.
     pub guard_on_breach: Option<OnBreach>,
+    /// How many people must accept a plan, set by an operator (issue 47); `None`: the
+    /// default rule.
+    pub approval_rule: Option<ApprovalRule>,
+}
+
+impl Webhook {
+    /// The approval rule plans here are counted under: the operator's, or the default for
+    /// the webhook's kind of scope ([`ApprovalRule::default_for`]).
+    pub fn approval_rule(&self) -> ApprovalRule {
+        self.approval_rule.clone().unwrap_or_else(|| {
+            ApprovalRule::default_for(matches!(self.owner_scope, OwnerScope::Human(_)))
+        })
+    }
 }
 
 /// Who may put a rule-pack plan live on a webhook. ADR-0028: "an agent's acceptance puts
@@ -196,18 +210,28 @@ pub(crate) fn webhook(row: &AnyRow, key: &SealingKey) -> Result<Webhook> {
             Err(sqlx::Error::ColumnNotFound(_)) => None,
             Err(e) => return Err(e.into()),
         },
+        // Likewise (migration 0020); a stored rule that does not read is ours.
+        approval_rule: match row.try_get::<Option<String>, _>("approval_rule") {
+            Ok(text) => text
+                .map(|t| {
+                    serde_json::from_str(&t)
+                        .map_err(|e| Error::internal(format!("stored approval_rule: {e}")))
+                })
+                .transpose()?,
+            Err(sqlx::Error::ColumnNotFound(_)) => None,
+            Err(e) => return Err(e.into()),
+        },
     })
 }
 
 /// The columns only a database at the current schema has, selected where a webhook is read
 /// for what they decide (`confirm_policy`, 0007; `claim_ttl_secs`, 0009; `guard_on_breach`,
-/// 0018).
+/// 0018; `approval_rule`, 0020).
 macro_rules! webhook_policy_columns {
     () => {
-        ", confirm_policy, claim_ttl_secs, guard_on_breach"
+        ", confirm_policy, claim_ttl_secs, guard_on_breach, approval_rule"
     };
 }
-pub(crate) use webhook_policy_columns;
 
 /// A stored configuration is at most this large; the router's own limits (32 rules, 4 KiB
 /// expressions, 64 KiB params) stay well inside it.
@@ -478,6 +502,32 @@ impl Store {
             webhook_policy_columns!()
         ))
         .bind(on_breach.map(OnBreach::as_str));
+        self.set_one(query, scope, id).await
+    }
+
+    /// Sets how many people must accept a plan on this webhook (issue 47); `None` returns it
+    /// to the default rule. An operator's act: refused `invalid_argument` when it cannot be
+    /// met.
+    pub async fn set_approval_rule(
+        &self,
+        scope: &OwnerScope,
+        id: &str,
+        rule: Option<&ApprovalRule>,
+    ) -> Result<Webhook> {
+        if let Some(rule) = rule {
+            rule.check()
+                .map_err(|e| Error::invalid("approval_rule", e.to_string()))?;
+        }
+        let text = rule
+            .map(serde_json::to_string)
+            .transpose()
+            .map_err(|e| Error::internal(format!("approval rule: {e}")))?;
+        let query = sqlx::query(concat!(
+            "UPDATE webhooks SET approval_rule = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
+            webhook_columns!(),
+            webhook_policy_columns!()
+        ))
+        .bind(text);
         self.set_one(query, scope, id).await
     }
 

@@ -814,6 +814,7 @@ fn admin_says_control_did_not_answer() {
 }
 
 /// Reads every line of `switchboard up` this test needs.
+#[derive(Clone)]
 pub(crate) struct UpLines {
     pub ingest_url: String,
     pub secret: String,

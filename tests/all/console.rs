@@ -1361,3 +1361,274 @@ async fn a_guard_reverts_a_persons_change_at_once_and_the_recovery_waits_for_the
     up.terminate();
     assert!(up.wait_exit(Duration::from_secs(30)).success());
 }
+
+/// Issue 47 through the real binary and a real browser, with several people: a team's webhook
+/// under `person`; alice's agent proposes a plan that loses work, which needs two approvals.
+/// alice's own approval is recorded but does not count; vic, a viewer, cannot approve; bob's
+/// counts, and bob again counts once; a re-plan starts at zero; carol's approval applies it,
+/// once; a reject by dan ends the next plan; the webhook page's change log names who proposed
+/// and who approved.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn several_people_approve_a_plan_that_loses_work_in_a_real_browser() {
+    let Some(browser) = Browser::start().await else {
+        eprintln!(
+            "skipped: no chromium and chromedriver here (apt-get install chromium chromium-driver)"
+        );
+        return;
+    };
+    let Up {
+        _dir,
+        mut up,
+        lines,
+        console,
+        dev_link: _,
+        http,
+    } = start_up();
+    let op = |args: &[&str]| admin(&lines.grpc, &lines.operator_token, args);
+    op(&["team", "create", "ops"]);
+    for (login, role) in [
+        ("alice", "editor"),
+        ("bob", "editor"),
+        ("carol", "editor"),
+        ("dan", "editor"),
+        ("vic", "viewer"),
+    ] {
+        op(&["human", "create", login]);
+        op(&["team", "add-member", "ops", login, "--role", role]);
+    }
+    let secret = "team-webhook-secret-0123456789abcdef";
+    let made = op(&[
+        "webhook",
+        "create",
+        "--scope",
+        "team:ops",
+        "--source",
+        "github",
+        "--grant",
+        "forge,review",
+        "--secret",
+        secret,
+    ]);
+    let webhook = made
+        .lines()
+        .find_map(|l| l.strip_prefix("webhook ")?.strip_suffix(" created"))
+        .expect("a webhook id")
+        .to_string();
+    op(&["webhook", "confirm-policy", &webhook, "person"]);
+    let rule = op(&["webhook", "approvals", &webhook, "--lost-work", "2"]);
+    assert!(
+        rule.contains("approvals: 1 person; 2 when a plan loses work (set by an operator)"),
+        "{rule}"
+    );
+    let vended = op(&[
+        "endpoint",
+        "vend",
+        "--human",
+        "alice",
+        "--scope",
+        "team:ops",
+        "--verbs",
+        "webhooks,webhook-rules,rule-pack-confirm",
+        "--yes",
+    ]);
+    let bearer = vended
+        .lines()
+        .find_map(|l| l.strip_prefix("credential (shown once; it is stored only as a hash):"))
+        .expect("a credential")
+        .trim()
+        .to_string();
+    let team_lines = crate::cli::UpLines {
+        webhook: webhook.clone(),
+        secret: secret.to_string(),
+        ..lines.clone()
+    };
+    let past = [
+        ("pull_request.opened.json", "pull_request"),
+        ("check_run.completed.json", "check_run"),
+        ("workflow_job.queued.json", "workflow_job"),
+    ];
+    deliver(http, &team_lines, "team", &past).await;
+    let mcp = &lines.mcp_url;
+    let version = || async {
+        tool(mcp, &bearer, "get_webhook", json!({"webhook_id": webhook})).await["webhook"]
+            ["config_version"]
+            .as_i64()
+            .expect("a version")
+    };
+    let before = version().await;
+    let pending = propose(mcp, &bearer, &webhook, false).await;
+    assert_eq!(pending["approvals"]["required"], 2, "{pending}");
+    let plan_id = pending["plan_id"].as_str().expect("plan id").to_string();
+
+    let c = &browser.client;
+    let b = &browser;
+    let sign_in = |login: &'static str| {
+        let console = console.clone();
+        let base = console.trim_end_matches("/console").to_string();
+        let link = op(&["human", "sign-in-link", login, "--console-url", &base])
+            .trim()
+            .to_string();
+        async move {
+            c.delete_all_cookies().await.expect("sign out");
+            c.goto(&link).await.expect("open the sign-in link");
+            assert!(
+                b.text("main")
+                    .await
+                    .contains(&format!("signed in as {login}"))
+            );
+            b.click("#continue").await;
+        }
+    };
+    let open_plan = |id: String| {
+        let url = format!("{console}/plans/{id}");
+        async move {
+            c.goto(&url).await.expect("the plan page");
+        }
+    };
+    let approvals_read = || async {
+        let section = c
+            .find(Locator::Css("#approvals"))
+            .await
+            .expect("the approvals section");
+        let attr = |name: &'static str| {
+            let section = section.clone();
+            async move {
+                section
+                    .attr(name)
+                    .await
+                    .expect("attr")
+                    .unwrap_or_default()
+                    .parse::<u32>()
+                    .expect("a count")
+            }
+        };
+        (
+            attr("data-counted").await,
+            attr("data-required").await,
+            attr("data-still-needed").await,
+        )
+    };
+
+    // alice, whose agent proposed it: recorded, does not count.
+    sign_in("alice").await;
+    browser
+        .text_becomes("h1", "Plans awaiting your decision")
+        .await;
+    assert!(
+        browser.text("td.approvals").await.contains("0 of 2"),
+        "{}",
+        browser.text("main").await
+    );
+    open_plan(plan_id.clone()).await;
+    browser
+        .text_becomes("#plan-state", "pending_approval")
+        .await;
+    assert!(
+        browser
+            .text("#approvals-summary")
+            .await
+            .contains("loses work")
+    );
+    browser.click("#accept").await;
+    eventually(
+        Duration::from_secs(15),
+        "alice's approval recorded",
+        || async { browser.has("#notice").await },
+    )
+    .await;
+    assert!(
+        browser.text("#notice").await.contains("does not count"),
+        "{}",
+        browser.text("#notice").await
+    );
+    assert_eq!(approvals_read().await, (0, 2, 2));
+    assert!(
+        browser
+            .has("li.approval[data-person='alice'][data-counts='false']")
+            .await
+    );
+
+    // vic, a viewer, reads the plan but cannot approve.
+    sign_in("vic").await;
+    open_plan(plan_id.clone()).await;
+    browser
+        .text_becomes("#plan-state", "pending_approval")
+        .await;
+    assert!(!browser.has("#accept").await, "no Accept for a viewer");
+    assert!(browser.has("#no-decision").await);
+
+    // bob counts; bob again counts once.
+    sign_in("bob").await;
+    for _ in 0..2 {
+        open_plan(plan_id.clone()).await;
+        browser.click("#accept").await;
+        eventually(
+            Duration::from_secs(15),
+            "bob's approval recorded",
+            || async { browser.has("#notice").await },
+        )
+        .await;
+        assert_eq!(approvals_read().await, (1, 2, 1));
+    }
+    assert!(
+        browser
+            .text("#approvals-not-from")
+            .await
+            .contains("alice, bob")
+    );
+    assert_eq!(version().await, before, "nothing applied with one approval");
+
+    // A re-plan starts at zero: bob's approval of the first plan does not carry over.
+    let again = propose(mcp, &bearer, &webhook, false).await;
+    let second = again["plan_id"].as_str().expect("plan id").to_string();
+    assert_eq!(again["approvals"]["counted"], 0, "{again}");
+    open_plan(second.clone()).await;
+    assert_eq!(approvals_read().await, (0, 2, 2));
+
+    // carol's approval of the first plan meets the rule: applied, once.
+    sign_in("carol").await;
+    open_plan(plan_id.clone()).await;
+    browser.click("#accept").await;
+    browser.text_becomes("#plan-state", "applied").await;
+    assert!(browser.text("#notice").await.starts_with("Accepted"));
+    assert_eq!(version().await, before + 1);
+
+    // The second plan went stale with the change; dan rejects the next one: it never applies.
+    let third = propose(mcp, &bearer, &webhook, true).await;
+    let third = third["plan_id"].as_str().expect("plan id").to_string();
+    sign_in("dan").await;
+    open_plan(third.clone()).await;
+    c.find(Locator::Css("#reason"))
+        .await
+        .expect("a reason box")
+        .send_keys("not this week")
+        .await
+        .expect("type");
+    browser.click("#reject").await;
+    browser.text_becomes("#plan-state", "rejected").await;
+    sign_in("bob").await;
+    open_plan(third).await;
+    assert!(
+        !browser.has("#accept").await,
+        "a rejected plan offers no Accept"
+    );
+
+    // The webhook page: the rule, and the change log naming who proposed and who approved.
+    c.goto(&format!("{console}/webhooks/{webhook}"))
+        .await
+        .expect("the webhook page");
+    assert!(
+        browser
+            .text("#approval-rule")
+            .await
+            .contains("2 when it loses work")
+    );
+    let log = browser.text("#change-log").await;
+    assert!(log.contains("alice via ep_"), "{log}");
+    assert!(log.contains("bob, carol"), "{log}");
+    assert!(log.contains("approval_rules"), "{log}");
+    assert_eq!(version().await, before + 1);
+
+    up.terminate();
+    assert!(up.wait_exit(Duration::from_secs(30)).success());
+}

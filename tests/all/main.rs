@@ -1,5 +1,6 @@
 //! End-to-end tests that start real processes: one test binary keeps link times down.
 
+mod approvals;
 mod catalog;
 mod cli;
 mod config;

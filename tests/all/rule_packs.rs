@@ -125,7 +125,7 @@ impl Env {
         }
     }
 
-    fn packs(&self, credential: &str) -> RulePacksClient<Svc> {
+    pub(crate) fn packs(&self, credential: &str) -> RulePacksClient<Svc> {
         RulePacksClient::with_interceptor(self.channel.clone(), Bearer(credential.to_string()))
     }
 
@@ -2762,6 +2762,9 @@ async fn under_confirm_policy_person_an_agents_confirm_waits_for_a_person(db: Te
         .accept("alice", std::slice::from_ref(&scope), &plan_id)
         .await
         .expect("accepted");
+    let applied = applied
+        .applied()
+        .expect("applied: alice's own scope counts her");
     assert_eq!(applied.version, version_before + 1);
     let status = state_of(token.clone()).await;
     assert_eq!(status.state, PlanState::Applied as i32);

@@ -49,6 +49,8 @@ pub fn webhook(w: &Webhook) -> pb::Webhook {
             .guard_on_breach
             .map(|o| o.as_str().to_string())
             .unwrap_or_default(),
+        approval_rule: Some(pb::ApprovalRule::from(&w.approval_rule())),
+        approval_rule_default: w.approval_rule.is_none(),
     }
 }
 

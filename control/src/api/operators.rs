@@ -431,6 +431,50 @@ impl Operators for OperatorsApi {
         .await
     }
 
+    async fn set_webhook_approval_rule(
+        &self,
+        request: Request<pb::SetWebhookApprovalRuleRequest>,
+    ) -> Result<Response<pb::SetWebhookApprovalRuleResponse>, Status> {
+        respond(async {
+            let op = self.operator(request.metadata()).await?;
+            let r = request.get_ref();
+            let rule = r
+                .rule
+                .as_ref()
+                .map(|rule| {
+                    switchboard_proto::convert::approval::approval_rule(rule).map_err(|n| {
+                        ApiError::invalid(
+                            "rule.tiers",
+                            format!(
+                                "risk {n} is not one of lost_work, removes_pack, default_action, widens_quarantine"
+                            ),
+                        )
+                    })
+                })
+                .transpose()?;
+            let current = self.webhook(&r.webhook_id).await?;
+            let w = self
+                .state
+                .store
+                .set_approval_rule(&current.owner_scope, &current.id, rule.as_ref())
+                .await?;
+            self.audit(
+                &op,
+                AuditRecord::new(OperatorAction::SetWebhookApprovalRule, w.id.as_str()).with(
+                    "rule",
+                    w.approval_rule
+                        .as_ref()
+                        .map_or_else(|| "default".to_string(), approval_rule_words),
+                ),
+            )
+            .await?;
+            Ok(pb::SetWebhookApprovalRuleResponse {
+                webhook: Some(convert::webhook(&w)),
+            })
+        })
+        .await
+    }
+
     async fn set_webhook_claim_ttl(
         &self,
         request: Request<pb::SetWebhookClaimTtlRequest>,
@@ -793,4 +837,13 @@ impl Operators for OperatorsApi {
         })
         .await
     }
+}
+
+/// A rule as the audit and the change log keep it: `required=1 lost_work=2 …`.
+fn approval_rule_words(rule: &switchboard_model::approval::ApprovalRule) -> String {
+    let mut words = vec![format!("required={}", rule.required)];
+    for (risk, n) in &rule.tiers {
+        words.push(format!("{}={n}", risk.as_str()));
+    }
+    words.join(" ")
 }

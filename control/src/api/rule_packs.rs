@@ -260,6 +260,10 @@ impl RulePacksService for RulePacksApi {
                     .guard
                     .as_ref()
                     .map(switchboard_proto::control::v1::RuleGuard::from),
+                approvals: status
+                    .approvals
+                    .as_ref()
+                    .map(switchboard_proto::control::v1::PlanApprovals::from),
             })
         })
         .await

@@ -67,13 +67,17 @@ pub(super) async fn inbox(c: &Console, person: &Person) -> Response {
         let scopes = store.scopes_with_role(&person.login, Role::Editor).await?;
         let mut items = Vec::new();
         for plan in store.pending_plans(&scopes).await? {
-            let version = store
+            let webhook = store
                 .get_webhook(&plan.owner_scope, &plan.webhook_id)
-                .await?
-                .config_version;
+                .await?;
             let kind = plan.plan.apply.kind;
-            let (state, _) = plan.facts().state(store.clock().now_ms(), version);
+            let (state, _) = plan
+                .facts()
+                .state(store.clock().now_ms(), webhook.config_version);
+            let given = store.plan_approvals(&plan.id).await?;
+            let tally = crate::rule_packs::approval_tally(&plan, &webhook, &given);
             items.push(InboxItem {
+                approvals: (tally.counted, tally.required),
                 kind,
                 stale: state == PlanState::Stale,
                 owner_scope: plan.owner_scope.to_string(),
@@ -146,7 +150,15 @@ pub(super) async fn plan(
         },
         None => None,
     };
+    let approvals = match plan.pending_at {
+        Some(_) => match c.state.store.plan_approvals(&plan.id).await {
+            Ok(given) => Some(crate::rule_packs::approval_tally(&plan, &webhook, &given)),
+            Err(e) => return internal(&e),
+        },
+        None => None,
+    };
     let view = PlanView {
+        approvals,
         guard,
         chrome: &chrome,
         plan_id: plan.id.clone(),
@@ -208,12 +220,7 @@ pub(super) async fn decide(
             .packs
             .accept(&person.login, &editors, &plan.id)
             .await
-            .map(|applied| {
-                format!(
-                    "Accepted: the plan is live; the webhook's configuration is now version {}.",
-                    applied.version
-                )
-            }),
+            .map(|accepted| accepted_notice(&person.login, &accepted)),
         Verdict::Reject(reason) => c
             .packs
             .reject(&person.login, &editors, &plan.id, &reason)
@@ -227,6 +234,38 @@ pub(super) async fn decide(
         Err(e) => {
             let notice = format!("Nothing was done: {}", e.message);
             self::plan(c, person, plan_id, Some(notice), StatusCode::CONFLICT).await
+        }
+    }
+}
+
+/// What a person's acceptance did, in their words: applied, or recorded and how many more
+/// approvals are needed (and whether theirs counted).
+fn accepted_notice(person: &str, accepted: &crate::rule_packs::Accepted) -> String {
+    use crate::rule_packs::Accepted;
+    match accepted {
+        Accepted::Applied(applied, _) => format!(
+            "Accepted: the plan is live; the webhook's configuration is now version {}.",
+            applied.version
+        ),
+        Accepted::AppliedByAnother(_) => {
+            "Approved: another person's approval met the rule at the same moment; the plan is live."
+                .to_string()
+        }
+        Accepted::Waiting(t) => {
+            let mine = t.given.iter().find(|g| g.person == person);
+            let counted = mine.is_some_and(|g| g.counts);
+            let head = if counted {
+                "Approved".to_string()
+            } else {
+                "Your approval is recorded but does not count: you are the person the proposing agent acts for".to_string()
+            };
+            format!(
+                "{head}; {} of {} approvals count, {} more needed from someone other than {}.",
+                t.counted,
+                t.required,
+                t.still_needed,
+                t.cannot_come_from.join(", ")
+            )
         }
     }
 }
@@ -476,7 +515,11 @@ async fn webhook_view(
                     .proposed_by
                     .as_ref()
                     .map(|p| who(&p.endpoint, &p.human)),
-                approved_by: provenance.approved_by,
+                approved_by: if provenance.approvers.is_empty() {
+                    provenance.approved_by
+                } else {
+                    Some(provenance.approvers.join(", "))
+                },
                 trial: provenance.trial,
             }
         })
@@ -512,7 +555,16 @@ async fn webhook_view(
         }
         trials.push(crate::trials::report(&c.state.trials_ctx(), &t));
     }
+    let changes = store
+        .webhook_changes(&w.id, 20)
+        .await?
+        .iter()
+        .map(change_row)
+        .collect();
     Ok(WebhookView {
+        approval_rule: w.approval_rule(),
+        approval_rule_default: w.approval_rule.is_none(),
+        changes,
         webhook_id: w.id.clone(),
         owner_scope: w.owner_scope.to_string(),
         source_type: w.source_type.as_str().to_string(),
@@ -538,4 +590,56 @@ async fn webhook_view(
             .await?
             .map(|g| crate::trials::guards::report(&c.state.trials_ctx(), &g)),
     })
+}
+
+/// A change-log entry as the webhook page lists it; an entry that does not read says so
+/// rather than hiding (`switchboard admin changes verify` names why).
+fn change_row(sealed: &switchboard_model::change_log::Sealed) -> switchboard_console::ChangeRow {
+    let hash = sealed.hash.chars().take(12).collect();
+    let Ok(entry) =
+        serde_json::from_str::<switchboard_model::change_log::ChangeEntry>(&sealed.text)
+    else {
+        return switchboard_console::ChangeRow {
+            seq: sealed.seq,
+            kind: "unreadable".into(),
+            hash,
+            ..Default::default()
+        };
+    };
+    let a = &entry.actor;
+    let actor = match (&a.endpoint, &a.human, &a.operator) {
+        (Some(e), Some(h), _) => format!("{h} via {e}"),
+        (None, Some(h), _) => h.clone(),
+        (Some(e), None, _) => e.clone(),
+        (None, None, Some(o)) => format!("operator {o}"),
+        (None, None, None) => "an operator".into(),
+    };
+    let detail = |k: &str| entry.detail.get(k).cloned().unwrap_or_default();
+    let what = match entry.version {
+        Some(v) => format!("version {v}: {}", detail("op")),
+        None => {
+            let mut words = vec![detail("action")];
+            words.extend(
+                entry
+                    .detail
+                    .iter()
+                    .filter(|(k, _)| !matches!(k.as_str(), "action" | "target"))
+                    .map(|(k, v)| format!("{k}={v}")),
+            );
+            words.join(" ")
+        }
+    };
+    switchboard_console::ChangeRow {
+        seq: entry.seq,
+        at: rfc3339(entry.at_ms),
+        kind: serde_json::to_value(entry.kind)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default(),
+        actor,
+        proposed_by: entry.detail.get("proposed_by").cloned(),
+        approvers: entry.approvers.clone(),
+        what,
+        hash,
+    }
 }

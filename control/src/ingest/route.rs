@@ -410,6 +410,7 @@ mod tests {
             confirm_policy: Default::default(),
             claim_ttl: None,
             guard_on_breach: None,
+            approval_rule: None,
             id: "wh_x".into(),
             owner_scope: OwnerScope::human("alice"),
             source_type: SourceType::Github,

@@ -1,6 +1,7 @@
 //! `confirm`: applying exactly the plan a token names, once, or refusing it.
 
 use super::*;
+use switchboard_model::approval;
 use switchboard_model::{ChangeProvenance, ConfigurationChange, ProposedBy};
 
 impl RulePacks {
@@ -130,23 +131,29 @@ impl RulePacks {
                 .store
                 .mark_plan_pending(&token_hash, &caller.scope, &proposer, until)
                 .await?;
-            return Ok(PackAnswer::Pending(Box::new(self.pending(&pending))));
+            let approvals = self.approvals(&pending, &webhook).await?;
+            return Ok(PackAnswer::Pending(Box::new(
+                self.pending(&pending, approvals),
+            )));
         }
         self.save_plan(plan, &webhook, token_hash, proposer, None)
             .await
             .map(|a| PackAnswer::Applied(Box::new(a)))
     }
 
-    /// A person accepts a plan awaiting them (issue 20): exactly that plan is applied, with the
-    /// same single-use, stale and expiry checks as a confirm, the person as the actor, and
+    /// A person accepts a plan awaiting them (issues 20, 47): the acceptance is recorded as
+    /// an approval bound to the plan's digest, and exactly that plan is applied once the
+    /// webhook's approval rule is met ([`switchboard_model::approval::tally`]), with the same
+    /// single-use, stale and expiry checks as a confirm, the person as the actor, and
     /// provenance naming who proposed and who approved. `scopes` are the person's (with the
-    /// editor role, checked by the caller); another scope's plan is `not_found`.
+    /// editor role, checked by the caller); another scope's plan is `not_found`. Two people
+    /// giving the last approval at once apply it once: the save consumes the plan's token.
     pub async fn accept(
         &self,
         person: &str,
         scopes: &[OwnerScope],
         plan_id: &str,
-    ) -> Result<Applied, PackError> {
+    ) -> Result<Accepted, PackError> {
         let plan = self.state.store.plan_for_person(plan_id, scopes).await?;
         let now = self.state.store.clock().now_ms();
         let webhook = self
@@ -169,6 +176,17 @@ impl RulePacks {
             // The person sees the trial beside the replay: accepting is their opt-in.
             self.check_trial(&plan.owner_scope, trial, true).await?;
         }
+        let digest = approval::plan_digest(&plan.plan, &plan.candidate_digest);
+        let given = self
+            .state
+            .store
+            .record_approval(&plan.id, &plan.owner_scope, person, &digest)
+            .await?;
+        let tally = approval_tally(&plan, &webhook, &given);
+        if !tally.met() {
+            switchboard_telemetry::metrics().plan_confirm("approval_recorded");
+            return Ok(Accepted::Waiting(tally));
+        }
         let token_hash = self.state.store.plan_token_hash(&plan.id).await?;
         let approval = Approval {
             proposed_by: Actor {
@@ -176,11 +194,15 @@ impl RulePacks {
                 human_login: plan.proposed_by_human.clone(),
             },
             approved_by: person.to_string(),
+            approvers: tally.approvers(),
+            plan_digest: digest,
         };
         let actor = Actor {
             endpoint_id: None,
             human_login: Some(person.to_string()),
         };
+        let plan_id = plan.id.clone();
+        let scope = plan.owner_scope.clone();
         let result = self
             .save_plan(plan, &webhook, token_hash, actor, Some(approval))
             .await;
@@ -188,7 +210,32 @@ impl RulePacks {
             .as_ref()
             .map_or_else(|e| e.reason.as_str(), |_| "accepted");
         switchboard_telemetry::metrics().plan_confirm(outcome);
-        result
+        match result {
+            Ok(applied) => Ok(Accepted::Applied(Box::new(applied), tally)),
+            // Another person's approval met the rule at the same moment and applied it.
+            Err(e) if e.reason == Reason::PlanStale => {
+                let again = self
+                    .state
+                    .store
+                    .plan_for_person(&plan_id, std::slice::from_ref(&scope))
+                    .await?;
+                match again.used_at {
+                    Some(_) => Ok(Accepted::AppliedByAnother(tally)),
+                    None => Err(e),
+                }
+            }
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Where a plan's approvals stand under its webhook's rule (issue 47).
+    pub async fn approvals(
+        &self,
+        plan: &crate::store::Plan,
+        webhook: &Webhook,
+    ) -> Result<approval::Tally, PackError> {
+        let given = self.state.store.plan_approvals(&plan.id).await?;
+        Ok(approval_tally(plan, webhook, &given))
     }
 
     /// A person rejects a plan awaiting them, saying why; it can never be applied after.
@@ -234,8 +281,13 @@ impl RulePacks {
                 .map(|g| crate::trials::guards::report(&self.state.trials_ctx(), &g)),
             None => None,
         };
+        let approvals = match plan.pending_at {
+            Some(_) => Some(self.approvals(&plan, &webhook).await?),
+            None => None,
+        };
         Ok(PlanStatus {
             guard,
+            approvals,
             console_url: (state == PlanState::PendingApproval)
                 .then(|| self.state.console_plan_url(&plan.id)),
             state,
@@ -246,7 +298,7 @@ impl RulePacks {
     }
 
     /// The answer to a confirm that put `plan` before a person.
-    fn pending(&self, plan: &crate::store::Plan) -> Pending {
+    fn pending(&self, plan: &crate::store::Plan, approvals: approval::Tally) -> Pending {
         Pending {
             saved: false,
             state: PlanState::PendingApproval,
@@ -259,6 +311,7 @@ impl RulePacks {
             },
             console_url: self.state.console_plan_url(&plan.id),
             approval_expires_at: rfc3339(plan.approval_expires_at.unwrap_or(plan.expires_at)),
+            approvals,
         }
     }
 
@@ -309,6 +362,11 @@ impl RulePacks {
                 human: a.proposed_by.human_login.clone(),
             }),
             approved_by: approval.as_ref().map(|a| a.approved_by.clone()),
+            approvers: approval
+                .as_ref()
+                .map(|a| a.approvers.clone())
+                .unwrap_or_default(),
+            plan_digest: approval.as_ref().map(|a| a.plan_digest.clone()),
             trial: apply.trial.as_ref().map(|t| t.trial_id.clone()),
             ..ChangeProvenance::default()
         };
@@ -376,10 +434,66 @@ impl RulePacks {
     }
 }
 
-/// Who proposed a plan a person accepted, and who accepted it.
+/// Who proposed a plan people accepted, who accepted it last (meeting the rule), everyone
+/// whose approval counted, and the plan digest they approved.
 struct Approval {
     proposed_by: Actor,
     approved_by: String,
+    approvers: Vec<String>,
+    plan_digest: String,
+}
+
+/// What a person's acceptance did.
+#[derive(Debug)]
+pub enum Accepted {
+    /// Their approval met the rule: the plan is live.
+    Applied(Box<Applied>, approval::Tally),
+    /// Recorded; the rule needs more approvals (or theirs does not count).
+    Waiting(approval::Tally),
+    /// Recorded, and another person's approval met the rule at the same moment: the plan was
+    /// applied once, by that one.
+    AppliedByAnother(approval::Tally),
+}
+
+impl Accepted {
+    /// What was saved, when this acceptance applied the plan.
+    pub fn applied(&self) -> Option<&Applied> {
+        match self {
+            Accepted::Applied(a, _) => Some(a),
+            _ => None,
+        }
+    }
+
+    pub fn tally(&self) -> &approval::Tally {
+        match self {
+            Accepted::Applied(_, t) | Accepted::Waiting(t) | Accepted::AppliedByAnother(t) => t,
+        }
+    }
+}
+
+/// The one count of a plan's approvals: the webhook's rule (or the default), the plan's risks
+/// against the webhook's saved configuration, and the proposer's human, who does not count.
+pub fn approval_tally(
+    plan: &crate::store::Plan,
+    webhook: &Webhook,
+    given: &[approval::Approval],
+) -> approval::Tally {
+    let rule = webhook.approval_rule();
+    let stored = &plan.plan;
+    let risks = approval::risks(
+        &stored.plan.report,
+        stored.apply.kind,
+        &webhook.configuration,
+        &plan.candidate,
+    );
+    let digest = approval::plan_digest(stored, &plan.candidate_digest);
+    approval::tally(
+        &rule,
+        &risks,
+        plan.proposed_by_human.as_deref(),
+        &digest,
+        given,
+    )
 }
 
 /// A plan's state, for `get_rule_pack_plan`.
@@ -392,6 +506,8 @@ pub struct PlanStatus {
     pub console_url: Option<String>,
     /// Once applied: the guard its confirm started.
     pub guard: Option<switchboard_model::guard::GuardReport>,
+    /// Once put before a person: where its approvals stand (issue 47).
+    pub approvals: Option<approval::Tally>,
 }
 
 /// The one refusal of a plan that can no longer be applied.

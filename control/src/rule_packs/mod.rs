@@ -52,7 +52,7 @@ mod promote;
 mod replay;
 
 use self::{confirm::*, plan::*, promote::*, replay::*};
-pub use confirm::{Allow, PlanStatus};
+pub use confirm::{Accepted, Allow, PlanStatus, approval_tally};
 pub use error::PackError;
 pub use external::load_catalog;
 pub use replay::Replayer;

@@ -139,6 +139,8 @@ fn webhook() -> pb::Webhook {
         created_at_ms: 1_795_996_750_000,
         confirm_policy: "self".into(),
         guard_on_breach: String::new(),
+        approval_rule: None,
+        approval_rule_default: true,
     }
 }
 

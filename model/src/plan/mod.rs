@@ -4,6 +4,7 @@
 //! proto's `convert::plan`, so agents and services read one definition. Plans are made (the
 //! replay aggregated, candidates merged) in the `packs` crate.
 
+pub mod approval;
 pub mod report;
 mod state;
 
@@ -312,6 +313,9 @@ pub struct Pending {
     pub console_url: String,
     /// RFC 3339: unless a person accepts it by then, the plan is stale.
     pub approval_expires_at: String,
+    /// How many people must accept it, how many more are needed, and from whom they cannot
+    /// come (issue 47).
+    pub approvals: approval::Tally,
 }
 
 /// Stored provenance is read as [`provenance::from_json`] reads it: odd is none, not an

@@ -424,6 +424,7 @@ impl From<&Pending> for pb::PendingApproval {
             pack_version: p.pack.version.clone(),
             console_url: p.console_url.clone(),
             approval_expires_at: p.approval_expires_at.clone(),
+            approvals: Some(pb::PlanApprovals::from(&p.approvals)),
         }
     }
 }
@@ -442,6 +443,7 @@ impl From<pb::PendingApproval> for Pending {
             },
             console_url: p.console_url,
             approval_expires_at: p.approval_expires_at,
+            approvals: p.approvals.map(Into::into).unwrap_or_default(),
         }
     }
 }

@@ -276,3 +276,68 @@ pub async fn upgrading_from_0006_keeps_every_endpoints_right_to_confirm(db: Test
     new.close().await;
     crate::harness::drop_second_database(&db, &url).await;
 }
+
+/// Migration 0020 from a database written at 0019 (issue 47): a plan pending there stays
+/// pending with no approvals, its webhook reads the default rule, approvals are recorded once
+/// per person, and an approval rule set afterwards reads back; the change log still verifies.
+pub async fn upgrading_from_0019_keeps_pending_plans_and_records_approvals(db: TestDb) {
+    use switchboard_model::approval::{ApprovalRule, Risk};
+    let url = crate::harness::second_database(&db).await;
+    let old = crate::harness::open_at(&db, &url, 19).await;
+    let alice = human(&old, "alice").await;
+    let wh = webhook(&old, &alice).await;
+    let (_, hash) = plan_for(&old, &wh).await;
+    let proposer = Actor {
+        endpoint_id: Some("ep_x".into()),
+        human_login: Some("alice".into()),
+    };
+    let until = old.clock().now_ms() + 60 * 60 * 1000;
+    let pending = old
+        .mark_plan_pending(&hash, &alice, &proposer, until)
+        .await
+        .expect("pending at 0019");
+    old.close().await;
+
+    let new = Store::connect(&url, db.store.sealing_key())
+        .await
+        .expect("upgrade to the current schema");
+    let read = new.get_webhook(&alice, &wh.id).await.expect("kept");
+    assert_eq!(read.approval_rule, None, "no rule set: the default");
+    assert_eq!(new.plan_approvals(&pending.id).await.expect("none"), vec![]);
+    for _ in 0..2 {
+        let given = new
+            .record_approval(&pending.id, &alice, "bob", "digest")
+            .await
+            .expect("recorded");
+        assert_eq!(given.len(), 1, "once per person: {given:?}");
+        assert_eq!(given[0].person, "bob");
+    }
+    let mut rule = ApprovalRule::default();
+    rule.tiers.insert(Risk::LostWork, 3);
+    let set = new
+        .set_approval_rule(&alice, &wh.id, Some(&rule))
+        .await
+        .expect("set");
+    assert_eq!(set.approval_rule, Some(rule.clone()));
+    assert_eq!(
+        new.get_webhook(&alice, &wh.id)
+            .await
+            .expect("kept")
+            .approval_rule,
+        Some(rule)
+    );
+    // Another scope's plan is not found; a decided plan takes no approval.
+    let other = human(&new, "mallory").await;
+    assert!(matches!(
+        new.record_approval(&pending.id, &other, "mallory", "d")
+            .await,
+        Err(Error::NotFound { .. })
+    ));
+    new.reject_plan(&pending.id, &alice, "carol", "no")
+        .await
+        .expect("rejected");
+    assert_stale(new.record_approval(&pending.id, &alice, "dan", "d").await);
+    assert!(new.verify_change_log().await.expect("verify").is_ok());
+    new.close().await;
+    crate::harness::drop_second_database(&db, &url).await;
+}

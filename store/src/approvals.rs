@@ -1,0 +1,95 @@
+//! Approvals of pending plans (issue 47): each person's acceptance, bound to the digest of
+//! the plan they read. Counting them is `switchboard_model::approval::tally`'s; the store only
+//! records (once per person and plan) and reads them back.
+
+use sqlx::Row;
+use switchboard_model::approval::Approval;
+
+use crate::Store;
+use crate::error::{Error, PLAN_STALE, Result};
+use crate::scope::OwnerScope;
+
+impl Store {
+    /// Records `person`'s approval of a pending plan, bound to `plan_digest`, and answers every
+    /// approval the plan now has. Approving twice records once (the first stands). A plan that
+    /// is no longer pending (applied, rejected, past its deadline) is `plan_stale`; another
+    /// scope's is `not_found`.
+    pub async fn record_approval(
+        &self,
+        plan_id: &str,
+        scope: &OwnerScope,
+        person: &str,
+        plan_digest: &str,
+    ) -> Result<Vec<Approval>> {
+        let now = self.now();
+        let mut tx = self.begin_write().await?;
+        let row = sqlx::query(
+            "SELECT used_at, rejected_at, pending_at, expires_at FROM plans \
+             WHERE id = $1 AND owner_scope = $2",
+        )
+        .bind(crate::lookup_id(plan_id))
+        .bind(scope.to_string())
+        .fetch_optional(&mut *tx)
+        .await?
+        .ok_or_else(|| Error::not_found("plan"))?;
+        let used: Option<i64> = row.try_get("used_at")?;
+        let rejected: Option<i64> = row.try_get("rejected_at")?;
+        let pending: Option<i64> = row.try_get("pending_at")?;
+        let expires: i64 = row.try_get("expires_at")?;
+        if used.is_some() || rejected.is_some() || pending.is_none() || expires <= now {
+            return Err(Error::FailedPrecondition {
+                reason: PLAN_STALE,
+                current_version: None,
+            });
+        }
+        sqlx::query(
+            "INSERT INTO plan_approvals (plan_id, person, plan_digest, approved_at) \
+             VALUES ($1, $2, $3, $4) ON CONFLICT (plan_id, person) DO NOTHING",
+        )
+        .bind(plan_id)
+        .bind(person)
+        .bind(plan_digest)
+        .bind(now)
+        .execute(&mut *tx)
+        .await?;
+        tx.commit().await?;
+        self.plan_approvals(plan_id).await
+    }
+
+    /// Every approval recorded for a plan, in the order given (none on a database from
+    /// before approvals).
+    pub async fn plan_approvals(&self, plan_id: &str) -> Result<Vec<Approval>> {
+        if !self.approvals {
+            return Ok(Vec::new());
+        }
+        let rows = sqlx::query(
+            "SELECT person, plan_digest, approved_at FROM plan_approvals WHERE plan_id = $1 \
+             ORDER BY approved_at, person",
+        )
+        .bind(plan_id)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|row| {
+                Ok(Approval {
+                    person: row.try_get("person")?,
+                    plan_digest: row.try_get("plan_digest")?,
+                    at_ms: row.try_get("approved_at")?,
+                })
+            })
+            .collect()
+    }
+
+    /// Deletes the approvals of plans that are gone (purged by retention).
+    pub(crate) async fn purge_orphan_approvals(&self) -> Result<u64> {
+        if !self.approvals {
+            return Ok(0);
+        }
+        let _turn = self.write_turn().await?;
+        let done =
+            sqlx::query("DELETE FROM plan_approvals WHERE plan_id NOT IN (SELECT id FROM plans)")
+                .execute(&self.pool)
+                .await?;
+        Ok(done.rows_affected())
+    }
+}
