@@ -68,6 +68,11 @@ enum Role {
     /// forecast beside observed, any breach, the revert and the recovery (get_rule_guard).
     #[command(after_help = client::EXIT_CODES_HELP)]
     Guard(client::guards::GuardsArgs),
+    /// The change log of your scope's webhooks: every change to what they route, who
+    /// proposed it and who approved it (list_webhook_changes): list, export (JSON Lines),
+    /// verify an export.
+    #[command(after_help = client::EXIT_CODES_HELP)]
+    Changes(client::changes::ChangesArgs),
     /// Why a stored delivery was routed where it went: the rule that decided under the
     /// configuration version recorded with it, each earlier rule's outcome, and what the
     /// current configuration decides. Calls control's gRPC API with the endpoint credential in
@@ -92,6 +97,7 @@ impl Role {
             | Role::Todos(_)
             | Role::Trials(_)
             | Role::Guard(_)
+            | Role::Changes(_)
             | Role::Explain(_) => "switchboard-client",
         }
     }
@@ -147,6 +153,7 @@ pub fn main() -> ExitCode {
         Role::Todos(args) => people!("switchboard todos", client::todos::run(args)),
         Role::Trials(args) => people!("switchboard trials", client::trials::run(args)),
         Role::Guard(args) => people!("switchboard guard", client::guards::run(args)),
+        Role::Changes(args) => people!("switchboard changes", client::changes::run(args)),
         Role::Explain(args) => people!("switchboard explain", client::explain::run(args)),
         Role::Packs(client::packs::PacksArgs {
             command: client::packs::PacksCommand::Test { dir },

@@ -143,6 +143,7 @@ unary! {
     delete_webhook_rule => rules.delete_webhook_rule(pb::DeleteWebhookRuleRequest) -> pb::SaveRulesResponse;
     test_webhook_rules => rules.test_webhook_rules(pb::TestWebhookRulesRequest) -> pb::TestWebhookRulesResponse;
     list_webhook_history => rules.list_webhook_history(pb::ListWebhookHistoryRequest) -> pb::ListWebhookHistoryResponse;
+    list_webhook_changes => rules.list_webhook_changes(pb::ListWebhookChangesRequest) -> pb::ListWebhookChangesResponse;
     list_rule_packs => packs.list_rule_packs(pb::ListRulePacksRequest) -> pb::RulePacksResult;
     get_rule_pack_plan => packs.get_rule_pack_plan(pb::GetRulePackPlanRequest) -> pb::RulePackPlanStatus;
     confirm_rule_pack_plan => packs.confirm_rule_pack_plan(pb::ConfirmRulePackPlanRequest) -> pb::RulePackEvent;

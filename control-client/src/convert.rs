@@ -396,6 +396,26 @@ pub fn history(r: pb::ListWebhookHistoryResponse) -> Result<ListWebhookHistoryOu
     })
 }
 
+/// The change log's entries as their owners read them: each entry read back from its own
+/// canonical text (what its hash covers), so nothing is assembled twice.
+pub fn changes(r: pb::ListWebhookChangesResponse) -> Result<ListWebhookChangesOut, CallError> {
+    let changes = r
+        .entries
+        .into_iter()
+        .map(|e| {
+            let entry = serde_json::from_str(&e.canonical).map_err(CallError::internal)?;
+            Ok(ChangeOut {
+                entry,
+                hash: e.hash,
+            })
+        })
+        .collect::<Result<Vec<_>, CallError>>()?;
+    Ok(ListWebhookChangesOut {
+        changes,
+        next_after_seq: (r.next_after_seq > 0).then_some(r.next_after_seq),
+    })
+}
+
 pub fn rule_packs(r: pb::RulePacksResult) -> Result<ListRulePacksOut, CallError> {
     Ok(ListRulePacksOut {
         packs: Listing::from(r.listing.unwrap_or_default()).packs,

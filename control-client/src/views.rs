@@ -453,6 +453,26 @@ pub struct ListWebhookHistoryOut {
     pub next_cursor: Option<String>,
 }
 
+/// One change-log entry as its owners read it (list_webhook_changes): the entry itself, and
+/// its hash (the next entry's `prev_hash`).
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ChangeOut {
+    #[serde(flatten)]
+    pub entry: switchboard_model::change_log::ChangeEntry,
+    /// SHA-256 of the entry's canonical JSON.
+    pub hash: String,
+}
+
+#[derive(Debug, Serialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct ListWebhookChangesOut {
+    /// Oldest first.
+    pub changes: Vec<ChangeOut>,
+    /// Pass as `after_seq` for the next page; null when nothing more matched.
+    pub next_after_seq: Option<u64>,
+}
+
 /// The rule-pack catalog and, for a webhook, what is installed there.
 #[derive(Debug, Serialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

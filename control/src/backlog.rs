@@ -56,4 +56,14 @@ async fn sample(store: &Store) {
         source,
         vec![(Vec::new(), backlog.guards_running as f64)],
     );
+    match store.change_log_head().await {
+        Ok(head) => m.observe(
+            "switchboard.change_log.head",
+            source,
+            head.map(|h| (vec![KeyValue::new("hash", h.hash)], h.seq as f64))
+                .into_iter()
+                .collect(),
+        ),
+        Err(e) => tracing::warn!(error = %e, "metrics: reading the change log's head failed"),
+    }
 }

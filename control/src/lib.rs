@@ -10,6 +10,7 @@
 pub mod api;
 pub mod backlog;
 pub mod capabilities;
+pub mod change_log;
 pub mod console;
 pub mod ingest;
 pub mod pack_sources;

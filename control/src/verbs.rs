@@ -49,7 +49,7 @@ mod tests {
             vec!["list_todos", "claim_todo", "release_todo", "complete_todo"]
         );
         assert_eq!(expand(&["webhooks"]).unwrap().len(), 8);
-        assert_eq!(expand(&["webhook-rules"]).unwrap().len(), 14);
+        assert_eq!(expand(&["webhook-rules"]).unwrap().len(), 15);
         assert_eq!(
             expand(&["rule-pack-confirm"]).unwrap(),
             vec!["confirm_rule_pack_plan"]

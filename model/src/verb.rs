@@ -170,6 +170,9 @@ verbs! {
             read_only: false, destructive: false, idempotent: false;
         ListWebhookHistory = "list_webhook_history", Viewer,
             read_only: true, destructive: false, idempotent: true;
+        // The change log, as the scope's owners read it (issue 47).
+        ListWebhookChanges = "list_webhook_changes", Viewer,
+            read_only: true, destructive: false, idempotent: true;
         RedriveWebhookEvents = "redrive_webhook_events", Editor,
             read_only: false, destructive: false, idempotent: false;
         ConfirmWebhookRedrive = "confirm_webhook_redrive", Editor,
@@ -296,7 +299,7 @@ mod tests {
                 .collect();
             assert_eq!(holding, [verb.family()], "{verb}");
         }
-        assert_eq!(Verb::ALL.len(), 32);
+        assert_eq!(Verb::ALL.len(), 33);
     }
 
     #[test]

@@ -7,6 +7,7 @@
 //! helpers (docs/cli.md).
 
 pub mod approvals;
+pub mod changes;
 pub mod events;
 pub mod explain;
 pub mod guards;

@@ -244,6 +244,12 @@ pub async fn run(args: UpArgs) -> anyhow::Result<()> {
         ttl.as_secs() / 60,
         switchboard_control::console::sign_in_url(Some(&console_base), &link)
     );
+    // The change log's head (issue 47): what an operator publishes or pins, so a later
+    // `switchboard admin changes verify` can show nothing before it was rewritten.
+    match store.change_log_head().await.map_err(internal)? {
+        Some(head) => println!("change log head: {} {}", head.seq, head.hash),
+        None => println!("change log head: empty"),
+    }
     println!("switchboard up: ready (Ctrl-C or SIGTERM stops it)");
 
     // Roles in the order they stop: the gateway (the agents' door) first, then control

@@ -218,6 +218,56 @@ impl Store {
         rows.iter().map(sealed).collect()
     }
 
+    /// The entries of one owner scope after `after` (a seq), oldest first, at most `limit`:
+    /// the scope's own and those of its webhooks (an operator's act on a webhook names the
+    /// webhook, not its scope), narrowed to one webhook and to `[since, until)` (ms; 0: no
+    /// bound) when given. Owners read the log through this (`list_webhook_changes`).
+    pub async fn scope_changes(
+        &self,
+        scope: &OwnerScope,
+        query: &ChangeQuery<'_>,
+    ) -> Result<Vec<Sealed>> {
+        if !self.change_log {
+            return Ok(Vec::new());
+        }
+        let until = if query.until_ms > 0 {
+            query.until_ms
+        } else {
+            i64::MAX
+        };
+        let rows = sqlx::query(
+            "SELECT seq, entry, hash FROM change_log WHERE seq > $1              AND (owner_scope = $2 OR webhook_id IN (SELECT id FROM webhooks WHERE owner_scope = $2))              AND ($3 = '' OR webhook_id = $3) AND at >= $4 AND at < $5              ORDER BY seq LIMIT $6",
+        )
+        .bind(i64::try_from(query.after).unwrap_or(i64::MAX))
+        .bind(scope.to_string())
+        .bind(query.webhook_id)
+        .bind(query.since_ms)
+        .bind(until)
+        .bind(i64::from(query.limit.clamp(1, 1000)))
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(sealed).collect()
+    }
+
+    /// The log's last entry, as stored (not verified: `verify_change_log` checks it), for an
+    /// operator to publish or pin; `None` while the log is empty.
+    pub async fn change_log_head(&self) -> Result<Option<Head>> {
+        if !self.change_log {
+            return Ok(None);
+        }
+        let row = sqlx::query("SELECT seq, hash FROM change_log ORDER BY seq DESC LIMIT 1")
+            .fetch_optional(&self.pool)
+            .await?;
+        row.map(|r| {
+            let seq: i64 = r.try_get("seq")?;
+            Ok(Head {
+                seq: u64::try_from(seq).unwrap_or(0),
+                hash: r.try_get("hash")?,
+            })
+        })
+        .transpose()
+    }
+
     /// A webhook's newest `limit` entries, newest first (the console's change log). The
     /// caller has checked the person may read the webhook.
     pub async fn webhook_changes(&self, webhook_id: &str, limit: u32) -> Result<Vec<Sealed>> {
@@ -261,6 +311,19 @@ impl Store {
             }
         }
     }
+}
+
+/// Which of a scope's entries to read ([`Store::scope_changes`]).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct ChangeQuery<'a> {
+    /// Entries after this seq.
+    pub after: u64,
+    pub limit: u32,
+    /// One webhook's, or (empty) all.
+    pub webhook_id: &'a str,
+    pub since_ms: i64,
+    /// 0: no bound.
+    pub until_ms: i64,
 }
 
 /// A configuration version as the log records it: one definition for the save that appends

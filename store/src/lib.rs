@@ -58,6 +58,7 @@ pub use scope::{OwnerScope, Role};
 pub use sealing::SealingKey;
 
 pub use allowances::{GrantAllowance, is_queue_name, within_allowance};
+pub use change_log::ChangeQuery;
 pub use configuration::{HistoryRecord, MAX_PROVENANCE_BYTES, SaveConfiguration, Saved};
 pub use console::{SESSION_PREFIX, SIGN_IN_PREFIX};
 pub use dialect::Backend;

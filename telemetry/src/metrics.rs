@@ -11,7 +11,7 @@ use opentelemetry::metrics::{Counter, Histogram, ObservableGauge};
 
 /// The backlog gauges: name and description. Their values are what a role's scrape sampler
 /// last set with [`Metrics::observe`].
-pub const GAUGES: [(&str, &str); 6] = [
+pub const GAUGES: [(&str, &str); 7] = [
     (
         "switchboard.backlog.unrouted_events",
         "Stored deliveries without a decision yet: pending (no router answered in time) or deferred (over the webhook's rate). Read from the database by control",
@@ -35,6 +35,10 @@ pub const GAUGES: [(&str, &str); 6] = [
     (
         "switchboard.guards.running",
         "Guards running (issue 46): confirmed changes still watched by the configuration they replaced. Read from the database by control",
+    ),
+    (
+        "switchboard.change_log.head",
+        "The change log's last entry (issue 47): its seq as the value, its SHA-256 as the hash attribute, for an operator to publish or pin. Read from the database by control",
     ),
 ];
 

@@ -19,6 +19,7 @@ on_every_backend!(
     a_re_plan_starts_at_zero_and_a_reject_ends_it,
     two_people_giving_the_last_approval_at_once_apply_the_plan_once,
     an_operators_approval_rule_decides_and_is_in_the_change_log,
+    owners_read_their_scopes_change_log_and_no_other,
 );
 
 /// The team `ops` (alice, bob, carol, dan editors; vic a viewer), alice's agent in it, and a
@@ -385,4 +386,126 @@ async fn an_operators_approval_rule_decides_and_is_in_the_change_log(db: TestDb)
             .map(String::as_str),
         Some("default")
     );
+}
+
+/// Issue 47 item 3: owners read their scope's change log (`list_webhook_changes`), filtered
+/// by webhook, actor and time and paged by seq; another scope's owner sees none of it, and
+/// naming the webhook is `not_found` for them.
+async fn owners_read_their_scopes_change_log_and_no_other(db: TestDb) {
+    let env = Env::start(&db, Options::default()).await;
+    let (scope, cred, w) = team(&env).await;
+    let (pending, _) = propose(&env, &cred, &w).await;
+    let plan_id = pending["plan_id"].as_str().expect("plan id").to_string();
+    let packs = packs(&env);
+    accept(&packs, "bob", &plan_id).await;
+    let applied = accept(&packs, "carol", &plan_id).await;
+    let version = applied.applied().expect("applied").version;
+    set_rule(&env, &w.id, Some(&ApprovalRule::default())).await;
+    let list = |cred: String, req: pb::ListWebhookChangesRequest| {
+        let mut rules = pb::webhook_rules_client::WebhookRulesClient::with_interceptor(
+            env.channel(),
+            crate::pack_api::Bearer(cred),
+        );
+        async move {
+            rules
+                .list_webhook_changes(req)
+                .await
+                .map(|r| r.into_inner())
+        }
+    };
+    let entries = |r: &pb::ListWebhookChangesResponse| -> Vec<ChangeEntry> {
+        r.entries
+            .iter()
+            .map(|e| serde_json::from_str(&e.canonical).expect("an entry"))
+            .collect()
+    };
+    let all = list(cred.clone(), pb::ListWebhookChangesRequest::default())
+        .await
+        .expect("the owner reads");
+    let read = entries(&all);
+    assert!(
+        read.iter().any(|e| e.kind == ChangeKind::Configuration
+            && e.version == Some(version)
+            && e.approvers == ["bob", "carol"]),
+        "{read:?}"
+    );
+    assert!(
+        read.iter().any(|e| e.kind == ChangeKind::ApprovalRules),
+        "an operator's act on the scope's webhook is the owners' to read: {read:?}"
+    );
+    assert!(
+        read.iter()
+            .all(|e| e.webhook_id.as_deref() == Some(w.id.as_str())
+                || e.owner_scope.as_deref() == Some(scope.to_string().as_str())),
+        "{read:?}"
+    );
+    // By actor: carol's acceptance, and the version bob approved.
+    for who in ["carol", "bob"] {
+        let mine = list(
+            cred.clone(),
+            pb::ListWebhookChangesRequest {
+                actor: who.into(),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("by actor");
+        let mine = entries(&mine);
+        assert_eq!(mine.len(), 1, "{who}: {mine:?}");
+        assert_eq!(mine[0].version, Some(version));
+    }
+    // Paged by seq: one at a time reads the same entries.
+    let mut paged = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = list(
+            cred.clone(),
+            pb::ListWebhookChangesRequest {
+                after_seq: after,
+                limit: 1,
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("a page");
+        paged.extend(entries(&page));
+        if page.next_after_seq == 0 {
+            break;
+        }
+        after = page.next_after_seq;
+    }
+    assert_eq!(paged, read);
+    // A time window after every entry: nothing.
+    let later = list(
+        cred.clone(),
+        pb::ListWebhookChangesRequest {
+            since_ms: read.last().map_or(0, |e| e.at_ms) + 1,
+            ..Default::default()
+        },
+    )
+    .await
+    .expect("a window");
+    assert!(later.entries.is_empty());
+
+    // Another scope's owner: none of it, and the webhook is not found.
+    let (_, mallory) = env.owner("mallory", crate::rule_packs::ALL).await;
+    let theirs = list(mallory.clone(), pb::ListWebhookChangesRequest::default())
+        .await
+        .expect("mallory reads hers");
+    assert!(
+        entries(&theirs)
+            .iter()
+            .all(|e| e.webhook_id.as_deref() != Some(w.id.as_str())),
+        "{theirs:?}"
+    );
+    let named = list(
+        mallory,
+        pb::ListWebhookChangesRequest {
+            webhook_id: w.id.clone(),
+            ..Default::default()
+        },
+    )
+    .await
+    .expect_err("another scope's webhook");
+    assert_eq!(named.code(), tonic::Code::NotFound);
 }

@@ -1629,6 +1629,72 @@ async fn several_people_approve_a_plan_that_loses_work_in_a_real_browser() {
     assert!(log.contains("approval_rules"), "{log}");
     assert_eq!(version().await, before + 1);
 
+    // The agent reads the same log over MCP (list_webhook_changes), and a person exports it
+    // with the CLI and verifies the export.
+    let read = tool(
+        mcp,
+        &bearer,
+        "list_webhook_changes",
+        json!({"webhook_id": webhook, "actor": "carol"}),
+    )
+    .await;
+    let changes = read["changes"].as_array().expect("changes");
+    assert_eq!(changes.len(), 1, "{read}");
+    assert_eq!(changes[0]["approvers"], json!(["bob", "carol"]), "{read}");
+    assert_eq!(changes[0]["version"], before + 1, "{read}");
+    assert_eq!(
+        changes[0]["hash"].as_str().map(str::len),
+        Some(64),
+        "{read}"
+    );
+    let export = _dir.path().join("changes.jsonl");
+    let people = |args: &[&str]| {
+        Command::new(binary())
+            .args(args)
+            .args(["--control", &lines.grpc])
+            .env("SWITCHBOARD_TOKEN", &bearer)
+            .env("SWITCHBOARD_LOG", "warn")
+            .stdin(Stdio::null())
+            .output()
+            .expect("the CLI runs")
+    };
+    let out = people(&[
+        "changes",
+        "export",
+        "--webhook",
+        &webhook,
+        "--file",
+        export.to_str().expect("utf-8"),
+    ]);
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = people(&[
+        "changes",
+        "verify",
+        "--file",
+        export.to_str().expect("utf-8"),
+    ]);
+    assert!(
+        String::from_utf8_lossy(&out.stdout).contains("the export verifies"),
+        "{out:?}"
+    );
+    let text = std::fs::read_to_string(&export).expect("the export");
+    std::fs::write(&export, text.replacen("carol", "mallory", 1)).expect("tamper");
+    let out = people(&[
+        "changes",
+        "verify",
+        "--file",
+        export.to_str().expect("utf-8"),
+    ]);
+    assert_eq!(out.status.code(), Some(4), "{out:?}");
+    assert!(
+        String::from_utf8_lossy(&out.stderr).contains("was changed after it was written"),
+        "{out:?}"
+    );
+
     up.terminate();
     assert!(up.wait_exit(Duration::from_secs(30)).success());
 }

@@ -3674,6 +3674,7 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
         "test_webhook_rules",
         "plan_webhook_rules",
         "list_webhook_history",
+        "list_webhook_changes",
         "claim_todo",
         "release_todo",
         "complete_todo",
@@ -3852,6 +3853,15 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
                     "list_webhook_history" => outcome(
                         c.rules
                             .list_webhook_history(pb::ListWebhookHistoryRequest {
+                                webhook_id: wh,
+                                ..Default::default()
+                            })
+                            .await,
+                    ),
+                    // One webhook's change log: another scope's webhook is `not_found`.
+                    "list_webhook_changes" => outcome(
+                        c.rules
+                            .list_webhook_changes(pb::ListWebhookChangesRequest {
                                 webhook_id: wh,
                                 ..Default::default()
                             })

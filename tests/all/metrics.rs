@@ -117,7 +117,15 @@ async fn metrics_are_scraped_and_the_backlog_gauges_move_with_the_work() {
         .and_then(|a| a.parse().ok())
         .expect("the ingest address");
 
+    // The change log's head (issue 47), as `up` printed it: seq the value, hash the attribute.
+    let head = up.line("change log head: ");
+    let (seq, hash) = head.split_once(' ').expect("seq and hash");
     let before = scrape(metrics).await;
+    assert_eq!(
+        total(&before, "switchboard_change_log_head", &[("hash", hash)]),
+        seq.parse::<f64>().expect("a seq"),
+        "{before:?}"
+    );
     let open = |s: &[Sample]| total(s, "switchboard_backlog_open_todos", &[]);
     assert_eq!(open(&before), 0.0);
     assert_eq!(

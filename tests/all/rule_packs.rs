@@ -125,6 +125,11 @@ impl Env {
         }
     }
 
+    /// The channel to control, for a client of any service.
+    pub(crate) fn channel(&self) -> Channel {
+        self.channel.clone()
+    }
+
     pub(crate) fn packs(&self, credential: &str) -> RulePacksClient<Svc> {
         RulePacksClient::with_interceptor(self.channel.clone(), Bearer(credential.to_string()))
     }

@@ -736,6 +736,46 @@ impl WebhookRules for WebhookRulesApi {
         })
         .await
     }
+
+    async fn list_webhook_changes(
+        &self,
+        request: Request<pb::ListWebhookChangesRequest>,
+    ) -> Result<Response<pb::ListWebhookChangesResponse>, Status> {
+        respond(async {
+            let caller = authorize(&self.state, request.metadata(), "list_webhook_changes").await?;
+            let req = request.get_ref();
+            let webhook_id = req.webhook_id.trim();
+            if !webhook_id.is_empty() {
+                // Another scope's webhook is not_found, like one that does not exist.
+                self.state
+                    .store
+                    .get_webhook(caller.scope(), webhook_id)
+                    .await?;
+            }
+            let limit = match req.limit {
+                0 => 100,
+                n => n.min(1000),
+            };
+            let (entries, next) = crate::change_log::read_scope(
+                &self.state.store,
+                caller.scope(),
+                switchboard_store::ChangeQuery {
+                    after: req.after_seq,
+                    limit,
+                    webhook_id,
+                    since_ms: req.since_ms,
+                    until_ms: req.until_ms,
+                },
+                (!req.actor.trim().is_empty()).then(|| req.actor.trim()),
+            )
+            .await?;
+            Ok(pb::ListWebhookChangesResponse {
+                entries: entries.iter().map(pb::ChangeLogEntry::from).collect(),
+                next_after_seq: next.unwrap_or(0),
+            })
+        })
+        .await
+    }
 }
 
 #[cfg(test)]

@@ -669,6 +669,28 @@ pub async fn list_webhook_history(
     convert::history(r)
 }
 
+pub async fn list_webhook_changes(
+    cx: &Call,
+    p: ListWebhookChangesParams,
+) -> Result<ListWebhookChangesOut, CallError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let r = c
+        .list_webhook_changes(
+            b,
+            pb::ListWebhookChangesRequest {
+                webhook_id: p.webhook_id.unwrap_or_default(),
+                after_seq: p.after_seq.unwrap_or(0),
+                limit: p.limit.unwrap_or(0),
+                actor: p.actor.unwrap_or_default(),
+                since_ms: p.since_ms.unwrap_or(0),
+                until_ms: p.until_ms.unwrap_or(0),
+            },
+        )
+        .await
+        .map_err(|s| cx.status(&s))?;
+    convert::changes(r)
+}
+
 pub async fn list_rule_packs(
     cx: &Call,
     p: ListRulePacksParams,

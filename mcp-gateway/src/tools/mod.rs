@@ -305,6 +305,9 @@ pub static CATALOG: LazyLock<Vec<ToolSpec>> = LazyLock::new(|| {
         spec!(ListWebhookHistory, list_webhook_history, p::ListWebhookHistoryParams => out::ListWebhookHistoryOut,
             "List a webhook's configuration history",
             "List the saved versions of a webhook's configuration, newest first: who saved each (endpoint and human), what changed, where it came from (a pack, a plan) and the configuration as saved. To roll back, pass an earlier version's configuration to set_webhook_rules."),
+        spec!(ListWebhookChanges, list_webhook_changes, p::ListWebhookChangesParams => out::ListWebhookChangesOut,
+            "Read the change log of your webhooks",
+            "Read the tamper-evident change log for your scope, oldest first: every change to what your webhooks route where, or to who may change it — configuration versions (who proposed, every approver whose approval counted, the plan digest and its evidence, the configuration digest before and after), redrives, confirm policy, approval rules, grants. Each entry carries its seq, the hash of the entry before it (prev_hash) and its own hash, so the chain can be checked. Filter by webhook_id, actor (an endpoint id, a person's login or an operator id) and since_ms/until_ms; page with after_seq = next_after_seq. Writes nothing."),
         // rule-trials
         spec!(StartRuleTrial, start_rule_trial, p::StartRuleTrialParams => out::RuleTrialOut,
             "Try a plan on live deliveries (routes nothing)",

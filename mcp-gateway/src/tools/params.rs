@@ -341,6 +341,30 @@ pub struct ListWebhookHistoryParams {
 
 #[derive(Debug, Default, Deserialize, JsonSchema)]
 #[serde(deny_unknown_fields)]
+pub struct ListWebhookChangesParams {
+    /// Only this webhook's changes; left out: every webhook of your scope, and the scope's own.
+    #[serde(default)]
+    pub webhook_id: Option<String>,
+    /// `next_after_seq` from the previous page; left out: from the first entry.
+    #[serde(default)]
+    pub after_seq: Option<u64>,
+    /// Entries per page, 1–1000 (default 100).
+    #[serde(default)]
+    #[schemars(range(min = 1, max = 1000))]
+    pub limit: Option<u32>,
+    /// Only changes this actor made or approved: an endpoint id, a person's login or an
+    /// operator credential id.
+    #[serde(default)]
+    pub actor: Option<String>,
+    /// Only changes at or after / before these times, in milliseconds since the Unix epoch.
+    #[serde(default)]
+    pub since_ms: Option<i64>,
+    #[serde(default)]
+    pub until_ms: Option<i64>,
+}
+
+#[derive(Debug, Default, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ListRulePacksParams {
     /// Optional: a webhook of yours, to also see what is installed there (version, upgrade
     /// available, proven, drift).

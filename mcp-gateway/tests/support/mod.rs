@@ -35,6 +35,7 @@ pub const ALL_VERBS: &[&str] = &[
     "explain_webhook_event",
     "rotate_webhook_secret",
     "list_webhook_rules",
+    "list_webhook_changes",
     "set_webhook_rules",
     "update_webhook_rule",
     "delete_webhook_rule",
@@ -537,6 +538,13 @@ impl WebhookRules for FakeControl {
         &self,
         _: Request<pb::ListWebhookHistoryRequest>,
     ) -> Result<Response<pb::ListWebhookHistoryResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+
+    async fn list_webhook_changes(
+        &self,
+        _: Request<pb::ListWebhookChangesRequest>,
+    ) -> Result<Response<pb::ListWebhookChangesResponse>, Status> {
         Err(Status::unimplemented("fake"))
     }
 }

@@ -1,0 +1,226 @@
+//! `switchboard changes list|export|verify`: the change log as a scope's owners read it
+//! (issue 47, list_webhook_changes) — who changed what their webhooks route, who proposed,
+//! who approved, and the digests before and after. `export` writes JSON Lines an auditor can
+//! keep (the same lines `switchboard admin changes export` writes); `verify` checks such a
+//! file: each entry's own hash and the links between consecutive entries. The whole chain,
+//! other scopes' entries included, is verified by an operator (`switchboard admin changes
+//! verify`).
+
+use std::fmt::Write as _;
+use std::path::PathBuf;
+
+use clap::{Args, Subcommand};
+use switchboard_control_client::views::{ChangeOut, ListWebhookChangesOut};
+use switchboard_model::change_log::{Sealed, verify_extract};
+use switchboard_proto::control::v1 as pb;
+
+use super::{Common, Failure, Session, emit, exit};
+
+#[derive(Args, Debug)]
+pub struct ChangesArgs {
+    #[command(subcommand)]
+    command: ChangesCommand,
+    #[command(flatten)]
+    common: Common,
+}
+
+/// Which entries to read.
+#[derive(Args, Debug, Clone, Default)]
+pub struct Filter {
+    /// Only this webhook's changes (`wh_…`); default: every webhook of your scope.
+    #[arg(long)]
+    webhook: Option<String>,
+    /// Only changes this actor made or approved: an endpoint id, a person's login or an
+    /// operator credential id.
+    #[arg(long)]
+    actor: Option<String>,
+    /// Only changes at or after / before these times (ms since the Unix epoch).
+    #[arg(long)]
+    since_ms: Option<i64>,
+    #[arg(long)]
+    until_ms: Option<i64>,
+}
+
+#[derive(Subcommand, Debug)]
+pub enum ChangesCommand {
+    /// One page of your scope's changes, oldest first.
+    List {
+        #[command(flatten)]
+        filter: Filter,
+        /// Entries after this seq (`next after` from the previous page).
+        #[arg(long, default_value_t = 0)]
+        after: u64,
+        #[arg(long, default_value_t = 100)]
+        limit: u32,
+    },
+    /// Every matching change as JSON Lines (`{"entry": …, "hash": …}`), to a file or stdout.
+    Export {
+        #[command(flatten)]
+        filter: Filter,
+        #[arg(long)]
+        file: Option<PathBuf>,
+    },
+    /// Checks an export: each entry's hash, and the links between consecutive entries.
+    Verify {
+        #[arg(long)]
+        file: PathBuf,
+    },
+}
+
+pub async fn run(args: ChangesArgs) -> Result<u8, Failure> {
+    match args.command {
+        ChangesCommand::Verify { file } => verify(&file),
+        ChangesCommand::List {
+            filter,
+            after,
+            limit,
+        } => {
+            let s = Session::open("list_webhook_changes", &args.common)?;
+            let out = page(&s, &filter, after, limit).await?;
+            emit(s.output, &out, table)?;
+            Ok(exit::OK)
+        }
+        ChangesCommand::Export { filter, file } => {
+            let s = Session::open("list_webhook_changes", &args.common)?;
+            let mut lines = String::new();
+            let mut after = 0;
+            loop {
+                let out = page(&s, &filter, after, 1000).await?;
+                for c in &out.changes {
+                    lines.push_str(&export_line(c)?);
+                }
+                match out.next_after_seq {
+                    Some(next) if next > after => after = next,
+                    _ => break,
+                }
+            }
+            match file {
+                Some(path) => std::fs::write(&path, lines).map_err(|e| Failure {
+                    exit: exit::OTHER,
+                    message: format!("write {}: {e}", path.display()),
+                })?,
+                None => print!("{lines}"),
+            }
+            Ok(exit::OK)
+        }
+    }
+}
+
+async fn page(
+    s: &Session,
+    f: &Filter,
+    after: u64,
+    limit: u32,
+) -> Result<ListWebhookChangesOut, Failure> {
+    let r = s
+        .client
+        .list_webhook_changes(
+            &s.bearer,
+            pb::ListWebhookChangesRequest {
+                webhook_id: f.webhook.clone().unwrap_or_default(),
+                after_seq: after,
+                limit,
+                actor: f.actor.clone().unwrap_or_default(),
+                since_ms: f.since_ms.unwrap_or(0),
+                until_ms: f.until_ms.unwrap_or(0),
+            },
+        )
+        .await
+        .map_err(|e| s.status(e))?;
+    switchboard_control_client::convert::changes(r).map_err(Failure::call)
+}
+
+/// One export line: the entry's canonical JSON and its hash, canonical as a whole.
+fn export_line(c: &ChangeOut) -> Result<String, Failure> {
+    let entry = serde_json::to_value(&c.entry).map_err(|e| Failure {
+        exit: exit::OTHER,
+        message: format!("an entry does not serialize: {e}"),
+    })?;
+    let mut line = String::new();
+    switchboard_model::write_canonical(
+        &serde_json::json!({"entry": entry, "hash": c.hash}),
+        &mut line,
+    );
+    line.push('\n');
+    Ok(line)
+}
+
+fn verify(file: &std::path::Path) -> Result<u8, Failure> {
+    let text = std::fs::read_to_string(file).map_err(|e| Failure {
+        exit: exit::USAGE,
+        message: format!("read {}: {e}", file.display()),
+    })?;
+    let mut sealed = Vec::new();
+    for (n, line) in text
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+    {
+        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| Failure {
+            exit: exit::USAGE,
+            message: format!("line {}: not JSON: {e}", n + 1),
+        })?;
+        let mut canonical = String::new();
+        switchboard_model::write_canonical(&v["entry"], &mut canonical);
+        sealed.push(Sealed {
+            seq: v["entry"]["seq"].as_u64().unwrap_or(0),
+            text: canonical,
+            hash: v["hash"].as_str().unwrap_or_default().to_string(),
+        });
+    }
+    match verify_extract(&sealed) {
+        Ok(n) => {
+            println!(
+                "the export verifies: {n} entries, each matching its hash, consecutive ones linked"
+            );
+            Ok(exit::OK)
+        }
+        Err(broken) => Err(Failure {
+            exit: exit::REFUSED,
+            message: format!("the export does not verify: {broken}"),
+        }),
+    }
+}
+
+fn table(out: &ListWebhookChangesOut) -> String {
+    let mut text = String::new();
+    if out.changes.is_empty() {
+        text.push_str("no changes\n");
+    }
+    for c in &out.changes {
+        let e = &c.entry;
+        let a = &e.actor;
+        let by = match (&a.human, &a.endpoint, &a.operator) {
+            (Some(h), Some(ep), _) => format!("{h} via {ep}"),
+            (Some(h), None, _) => h.clone(),
+            (None, Some(ep), _) => ep.clone(),
+            (None, None, Some(o)) => format!("operator {o}"),
+            (None, None, None) => "an operator".to_string(),
+        };
+        let kind = serde_json::to_value(e.kind)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let _ = write!(
+            text,
+            "{:>5}  {}  {kind}  {}  by {by}",
+            e.seq,
+            switchboard_model::rfc3339_millis(e.at_ms),
+            e.webhook_id.as_deref().unwrap_or("-"),
+        );
+        if let Some(v) = e.version {
+            let _ = write!(text, "  version {v}");
+        }
+        if let Some(p) = e.detail.get("proposed_by") {
+            let _ = write!(text, "  proposed by {p}");
+        }
+        if !e.approvers.is_empty() {
+            let _ = write!(text, "  approved by {}", e.approvers.join(", "));
+        }
+        let _ = writeln!(text, "  {}", &c.hash[..c.hash.len().min(12)]);
+    }
+    if let Some(next) = out.next_after_seq {
+        let _ = writeln!(text, "next after: {next}");
+    }
+    text
+}
