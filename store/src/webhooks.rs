@@ -348,6 +348,23 @@ impl Store {
         .bind(now)
         .execute(&mut *tx)
         .await?;
+        // Its first version is a change to what routes where like any other (issue 47),
+        // whoever created it: the entry the log's start from history would have written.
+        if self.change_log {
+            let entry = crate::change_log::configuration_entry(crate::change_log::Version {
+                at: now,
+                scope: &scope,
+                webhook_id: &id,
+                version: 1,
+                digest_before: None,
+                digest_after: Some(digest.clone()),
+                endpoint: new.actor.endpoint_id.clone(),
+                human: new.actor.human_login.clone(),
+                provenance: Default::default(),
+                op: "create_webhook".to_string(),
+            });
+            crate::change_log::append_in(&mut tx, self.backend, entry).await?;
+        }
         tx.commit().await?;
         Ok(created)
     }
@@ -486,6 +503,66 @@ impl Store {
         ))
         .bind(policy.as_str());
         self.set_one(query, scope, id).await
+    }
+
+    /// A person with the editor role sets who may put a plan live, on the console's webhook
+    /// page: the change and its change-log entry (kind `confirm_policy`, the person as actor)
+    /// in one transaction, so the log never misses it and a failed change writes none. (An
+    /// operator's [`Store::set_confirm_policy`] is logged with its audit row.)
+    pub async fn person_sets_confirm_policy(
+        &self,
+        scope: &OwnerScope,
+        id: &str,
+        policy: ConfirmPolicy,
+        person: &str,
+    ) -> Result<Webhook> {
+        let mut tx = self.begin_write().await?;
+        let row = sqlx::query(concat!(
+            "UPDATE webhooks SET confirm_policy = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
+            webhook_columns!(),
+            webhook_policy_columns!()
+        ))
+        .bind(policy.as_str())
+        .bind(crate::lookup_id(id))
+        .bind(scope.to_string())
+        // To the end of the statement: see `store` (writes that return rows).
+        .fetch_all(&mut *tx)
+        .await?
+        .into_iter()
+        .next();
+        let updated = row
+            .as_ref()
+            .map(|r| webhook(r, &self.sealing))
+            .unwrap_or(Err(Error::not_found("webhook")))?;
+        if self.change_log {
+            let entry = switchboard_model::change_log::ChangeEntry {
+                seq: 0,
+                at_ms: self.now(),
+                kind: switchboard_model::change_log::ChangeKind::ConfirmPolicy,
+                actor: switchboard_model::change_log::ChangeActor {
+                    human: Some(person.to_string()),
+                    ..Default::default()
+                },
+                approvers: Vec::new(),
+                owner_scope: Some(scope.to_string()),
+                webhook_id: Some(updated.id.clone()),
+                version: None,
+                digest_before: None,
+                digest_after: None,
+                evidence: Default::default(),
+                detail: std::collections::BTreeMap::from([
+                    (
+                        "action".to_string(),
+                        "set_webhook_confirm_policy".to_string(),
+                    ),
+                    ("policy".to_string(), policy.as_str().to_string()),
+                ]),
+                prev_hash: String::new(),
+            };
+            crate::change_log::append_in(&mut tx, self.backend, entry).await?;
+        }
+        tx.commit().await?;
+        Ok(updated)
     }
 
     /// Sets what a guard does on a breach when its plan does not say (issue 46); `None`

@@ -648,8 +648,8 @@ async fn the_change_log_lists_exports_and_verifies_and_names_a_tampered_entry(db
     assert!(kinds.contains(&"confirm_policy"), "{kinds:?}");
     let saved = entries
         .iter()
-        .find(|e| e.kind == "configuration")
-        .expect("the saved version");
+        .find(|e| e.kind == "configuration" && e.version == Some(2))
+        .expect("the saved version (version 1 is the webhook's creation)");
     assert_eq!(
         (saved.webhook_id.as_str(), saved.actor_human.as_str()),
         (hook.id.as_str(), "alice")
@@ -713,7 +713,11 @@ async fn the_change_log_lists_exports_and_verifies_and_names_a_tampered_entry(db
         "{}",
         String::from_utf8_lossy(&out.stdout)
     );
-    std::fs::write(&export, text.replacen("alice", "alicf", 1)).expect("tamper");
+    std::fs::write(
+        &export,
+        text.replacen("set_webhook_rules", "set_webhook_rulez", 1),
+    )
+    .expect("tamper");
     let out = admin(&["changes", "verify", "--file", path]);
     assert!(!out.status.success());
     assert!(

@@ -441,7 +441,7 @@ pub(super) async fn set_confirm_policy(
     match c
         .state
         .store
-        .set_confirm_policy(&w.owner_scope, &w.id, policy)
+        .person_sets_confirm_policy(&w.owner_scope, &w.id, policy, &person.login)
         .await
     {
         Ok(updated) => {

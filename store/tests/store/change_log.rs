@@ -51,12 +51,24 @@ async fn three_saves(db: &TestDb) -> (switchboard_store::Webhook, Vec<i64>) {
 
 pub async fn every_saved_version_appends_one_entry_and_the_log_verifies(db: TestDb) {
     let (wh, versions) = three_saves(&db).await;
-    let entries = db.list_changes(None, 0, 100).await.expect("entries");
+    let all = db.list_changes(None, 0, 100).await.expect("entries");
     assert_eq!(
-        entries.len(),
-        3,
-        "one per saved version, none for the others"
+        all.len(),
+        4,
+        "the webhook's creation (version 1), then one per saved version, none for the others"
     );
+    let created: ChangeEntry = serde_json::from_str(&all[0].text).expect("an entry");
+    assert_eq!(created.version, Some(1));
+    assert_eq!(created.digest_before, None);
+    assert_eq!(
+        created.digest_after.as_deref(),
+        Some(wh.config_digest.as_str())
+    );
+    assert_eq!(
+        created.detail.get("op").map(String::as_str),
+        Some("create_webhook")
+    );
+    let entries = &all[1..];
     let read: Vec<ChangeEntry> = entries
         .iter()
         .map(|e| serde_json::from_str(&e.text).expect("an entry"))
@@ -92,7 +104,7 @@ pub async fn every_saved_version_appends_one_entry_and_the_log_verifies(db: Test
         .expect("a head");
     assert_eq!(
         (head.seq, head.hash.as_str()),
-        (3, entries[2].hash.as_str())
+        (4, entries[2].hash.as_str())
     );
     // Another scope sees none of them.
     let bob = switchboard_store::OwnerScope::human("bob");
@@ -195,7 +207,7 @@ pub async fn concurrent_saves_append_one_chain_without_a_gap(db: TestDb) {
         .expect("read")
         .expect("a clean log")
         .expect("a head");
-    assert_eq!(head.seq, 10);
+    assert_eq!(head.seq, 20, "ten creations, then ten saves");
 }
 
 /// A database of the previous landing (migration 0018) with configuration versions and
@@ -289,4 +301,39 @@ pub async fn upgrading_from_0018_starts_the_log_with_every_version_and_audit_row
         "appended after, nothing written twice"
     );
     again.close().await;
+}
+
+/// A person's change of who confirms (the console's form) appends one entry in its own
+/// transaction, naming the person; one for a webhook that is not theirs appends none.
+pub async fn a_persons_confirm_policy_change_appends_one_entry(db: TestDb) {
+    use switchboard_store::ConfirmPolicy;
+    let alice = human(&db, "alice").await;
+    let wh = webhook(&db, &alice).await;
+    let before = db.list_changes(None, 0, 100).await.expect("entries").len();
+    db.person_sets_confirm_policy(&alice, &wh.id, ConfirmPolicy::Person, "alice")
+        .await
+        .expect("set");
+    let bob = human(&db, "bob").await;
+    let refused = db
+        .person_sets_confirm_policy(&bob, &wh.id, ConfirmPolicy::SelfConfirm, "bob")
+        .await;
+    assert!(
+        matches!(refused, Err(Error::NotFound { .. })),
+        "{refused:?}"
+    );
+    let all = db.list_changes(None, 0, 100).await.expect("entries");
+    assert_eq!(
+        all.len(),
+        before + 1,
+        "one for the change, none for the refusal"
+    );
+    let entry: ChangeEntry = serde_json::from_str(&all[before].text).expect("an entry");
+    assert_eq!(entry.kind, ChangeKind::ConfirmPolicy);
+    assert_eq!(entry.actor.human.as_deref(), Some("alice"));
+    assert_eq!(entry.webhook_id.as_deref(), Some(wh.id.as_str()));
+    assert_eq!(
+        entry.detail.get("policy").map(String::as_str),
+        Some("person")
+    );
+    assert!(db.verify_change_log().await.expect("read").is_ok());
 }

@@ -45,6 +45,7 @@ macro_rules! store_test_suite {
 
 store_test_suite! {
     change_log: [
+        a_persons_confirm_policy_change_appends_one_entry,
         every_saved_version_appends_one_entry_and_the_log_verifies,
         an_entry_changed_deleted_or_moved_in_the_database_is_named,
         concurrent_saves_append_one_chain_without_a_gap,
