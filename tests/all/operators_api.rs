@@ -682,8 +682,10 @@ async fn the_change_log_lists_exports_and_verifies_and_names_a_tampered_entry(db
     // Exported, the log verifies on its own; a byte changed in the export is named.
     let dir = tempfile::tempdir().expect("temp dir");
     let export = dir.path().join("changes.jsonl");
+    // Awaited, not blocking: control serves this test's runtime, and a worker blocked on the
+    // child could hold the very task that answers it.
     let admin = |args: &[&str]| {
-        std::process::Command::new(crate::support::binary())
+        tokio::process::Command::new(crate::support::binary())
             .args(["admin", "--control", &control.grpc.to_string()])
             .args(args)
             .env("SWITCHBOARD_LOG", "warn")
@@ -691,10 +693,11 @@ async fn the_change_log_lists_exports_and_verifies_and_names_a_tampered_entry(db
             .env_remove(crate::support::SECRET_KEY_ENV)
             .stdin(std::process::Stdio::null())
             .output()
-            .expect("admin runs")
     };
     let path = export.to_str().expect("utf-8 path");
-    let out = admin(&["changes", "export", "--out", path]);
+    let out = admin(&["changes", "export", "--out", path])
+        .await
+        .expect("admin runs");
     assert!(
         out.status.success(),
         "{}",
@@ -702,7 +705,9 @@ async fn the_change_log_lists_exports_and_verifies_and_names_a_tampered_entry(db
     );
     let text = std::fs::read_to_string(&export).expect("the export");
     assert_eq!(text.lines().count(), entries.len());
-    let out = admin(&["changes", "verify", "--file", path]);
+    let out = admin(&["changes", "verify", "--file", path])
+        .await
+        .expect("admin runs");
     assert!(
         out.status.success(),
         "{}",
@@ -718,14 +723,16 @@ async fn the_change_log_lists_exports_and_verifies_and_names_a_tampered_entry(db
         text.replacen("set_webhook_rules", "set_webhook_rulez", 1),
     )
     .expect("tamper");
-    let out = admin(&["changes", "verify", "--file", path]);
+    let out = admin(&["changes", "verify", "--file", path])
+        .await
+        .expect("admin runs");
     assert!(!out.status.success());
     assert!(
         String::from_utf8_lossy(&out.stderr).contains(&format!("entry {} was changed", saved.seq)),
         "{}",
         String::from_utf8_lossy(&out.stderr)
     );
-    let out = admin(&["changes", "verify"]);
+    let out = admin(&["changes", "verify"]).await.expect("admin runs");
     assert!(
         out.status.success(),
         "{}",
@@ -745,6 +752,6 @@ async fn the_change_log_lists_exports_and_verifies_and_names_a_tampered_entry(db
         .into_inner();
     assert!(!verified.intact);
     assert_eq!(verified.broken_seq, saved.seq, "{verified:?}");
-    let out = admin(&["changes", "verify"]);
+    let out = admin(&["changes", "verify"]).await.expect("admin runs");
     assert!(!out.status.success());
 }
