@@ -10,6 +10,7 @@
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+use crate::acts::{AuditRecord, OperatorAction};
 use crate::error::{Error, Result};
 use crate::scope::OwnerScope;
 use crate::tenancy::owner_exists;
@@ -129,6 +130,9 @@ impl Store {
         .fetch_one(&mut *tx)
         .await?;
         let set = allowance(&row)?;
+        let record = AuditRecord::new(OperatorAction::SetGrantAllowance, scope.to_string())
+            .with("queues", set.queues.join(","));
+        self.record_act(&mut tx, Some(scope), record).await?;
         tx.commit().await?;
         Ok(set)
     }
@@ -147,12 +151,19 @@ impl Store {
     /// Removes `scope`'s allowance: its agents can create no webhook over the API from now
     /// on. Whether there was one to remove.
     pub async fn clear_grant_allowance(&self, scope: &OwnerScope) -> Result<bool> {
-        let _turn = self.write_turn().await?;
+        let mut tx = self.begin_write().await?;
         let done = sqlx::query("DELETE FROM grant_allowances WHERE owner_scope = $1")
             .bind(scope.to_string())
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
-        Ok(done.rows_affected() > 0)
+        let cleared = done.rows_affected() > 0;
+        // Clearing what was not there changes nothing, and records nothing.
+        if cleared {
+            let record = AuditRecord::new(OperatorAction::ClearGrantAllowance, scope.to_string());
+            self.record_act(&mut tx, Some(scope), record).await?;
+        }
+        tx.commit().await?;
+        Ok(cleared)
     }
 
     /// Every allowance, by owner scope.

@@ -11,6 +11,7 @@ use switchboard_model::change_log::{
     Broken, ChangeActor, ChangeEntry, ChangeKind, Head, Sealed, seal, verify,
 };
 
+use crate::acts::operator_entry;
 use crate::dialect::Backend;
 use crate::error::Result;
 use crate::{OwnerScope, Store};
@@ -21,10 +22,12 @@ const APPEND_LOCK: i64 = 0x6368_616e_6765;
 /// Rows read per query while verifying.
 const VERIFY_PAGE: i64 = 1000;
 
-/// Appends `entry` after the log's head, in the caller's transaction.
-pub(crate) async fn append_in(
+/// Appends `entry` after the log's head, in the caller's transaction. `operator_acts`: the
+/// schema indexes operators' acts (migration 0021), so an operator's act names its operator.
+async fn append_in(
     conn: &mut sqlx::AnyConnection,
     backend: Backend,
+    operator_acts: bool,
     entry: ChangeEntry,
 ) -> Result<Sealed> {
     lock(conn, backend).await?;
@@ -44,20 +47,44 @@ pub(crate) async fn append_in(
         entry.owner_scope.clone(),
         entry.webhook_id.clone(),
     );
+    let operator = operator_act(&entry).map(str::to_string);
     let sealed = seal(entry, head.as_ref());
-    sqlx::query(
-        "INSERT INTO change_log (seq, at, owner_scope, webhook_id, entry, hash) \
-         VALUES ($1, $2, $3, $4, $5, $6)",
-    )
-    .bind(i64::try_from(sealed.seq).unwrap_or(i64::MAX))
-    .bind(at)
-    .bind(scope)
-    .bind(webhook)
-    .bind(sealed.text.as_str())
-    .bind(sealed.hash.as_str())
-    .execute(&mut *conn)
-    .await?;
+    let seq = i64::try_from(sealed.seq).unwrap_or(i64::MAX);
+    let insert = if operator_acts {
+        sqlx::query(
+            "INSERT INTO change_log (seq, at, owner_scope, webhook_id, entry, hash, operator_id) \
+             VALUES ($1, $2, $3, $4, $5, $6, $7)",
+        )
+    } else {
+        sqlx::query(
+            "INSERT INTO change_log (seq, at, owner_scope, webhook_id, entry, hash) \
+             VALUES ($1, $2, $3, $4, $5, $6)",
+        )
+    };
+    let insert = insert
+        .bind(seq)
+        .bind(at)
+        .bind(scope)
+        .bind(webhook)
+        .bind(sealed.text.as_str())
+        .bind(sealed.hash.as_str());
+    if operator_acts {
+        insert.bind(operator).execute(&mut *conn).await?;
+    } else {
+        insert.execute(&mut *conn).await?;
+    }
     Ok(sealed)
+}
+
+/// The operator whose act `entry` records, as the audit names one: an operator actor and an
+/// audit `action` (a configuration version an operator saved is a change, not an act the
+/// audit lists). Migration 0021 fills the index by the same test.
+fn operator_act(entry: &ChangeEntry) -> Option<&str> {
+    entry
+        .actor
+        .operator
+        .as_deref()
+        .filter(|_| entry.detail.contains_key("action"))
 }
 
 /// Serializes appends until the transaction ends: PostgreSQL's transaction advisory lock
@@ -72,53 +99,6 @@ async fn lock(conn: &mut sqlx::AnyConnection, backend: Backend) -> Result<()> {
     Ok(())
 }
 
-/// What kind of change an operator's act is, by the audit's action word.
-fn operator_kind(action: &str) -> ChangeKind {
-    match action {
-        "set_webhook_confirm_policy" => ChangeKind::ConfirmPolicy,
-        "set_webhook_approval_rule" => ChangeKind::ApprovalRules,
-        "set_webhook_grant" | "create_webhook" => ChangeKind::Grant,
-        "set_grant_allowance" | "clear_grant_allowance" => ChangeKind::GrantAllowance,
-        "vend_endpoint" => ChangeKind::EndpointVend,
-        "revoke_endpoint" => ChangeKind::EndpointRevoke,
-        "bootstrap_operator_credential"
-        | "create_operator_credential"
-        | "revoke_operator_credential" => ChangeKind::OperatorCredential,
-        _ => ChangeKind::Operator,
-    }
-}
-
-/// The change-log entry of an operator's act (an operator-audit row).
-pub(crate) fn operator_entry(
-    at: i64,
-    operator_id: Option<&str>,
-    action: &str,
-    target: &str,
-    detail: &BTreeMap<String, String>,
-) -> ChangeEntry {
-    let mut detail = detail.clone();
-    detail.insert("action".into(), action.into());
-    detail.insert("target".into(), target.into());
-    ChangeEntry {
-        seq: 0,
-        at_ms: at,
-        kind: operator_kind(action),
-        actor: ChangeActor {
-            operator: Some(operator_id.unwrap_or("bootstrap").to_string()),
-            ..ChangeActor::default()
-        },
-        approvers: Vec::new(),
-        owner_scope: None,
-        webhook_id: target.starts_with("wh_").then(|| target.to_string()),
-        version: None,
-        digest_before: None,
-        digest_after: None,
-        evidence: BTreeMap::new(),
-        detail,
-        prev_hash: String::new(),
-    }
-}
-
 fn sealed(row: &sqlx::any::AnyRow) -> Result<Sealed> {
     let seq: i64 = row.try_get("seq")?;
     Ok(Sealed {
@@ -129,9 +109,19 @@ fn sealed(row: &sqlx::any::AnyRow) -> Result<Sealed> {
 }
 
 impl Store {
-    /// The backend to append change-log entries with, when this store's schema has the log.
-    pub(crate) fn change_log_backend(&self) -> Option<Backend> {
-        self.change_log.then_some(self.backend)
+    /// Appends `entry` after the log's head in the caller's transaction, the one that makes
+    /// the change it records; nothing on a schema without the log (upgrade tests).
+    pub(crate) async fn append_change(
+        &self,
+        conn: &mut sqlx::AnyConnection,
+        entry: ChangeEntry,
+    ) -> Result<Option<Sealed>> {
+        if !self.change_log {
+            return Ok(None);
+        }
+        append_in(conn, self.backend, self.audit_view, entry)
+            .await
+            .map(Some)
     }
 
     /// Starts the log of a database written before it (issue 47): when the log is empty, one
@@ -180,7 +170,7 @@ impl Store {
         entries.sort_by_key(|e| (e.at_ms, e.kind != ChangeKind::Configuration));
         let n = entries.len() as u64;
         for entry in entries {
-            append_in(&mut tx, self.backend, entry).await?;
+            append_in(&mut tx, self.backend, self.audit_view, entry).await?;
         }
         tx.commit().await?;
         Ok(n)

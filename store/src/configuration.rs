@@ -254,7 +254,7 @@ impl Store {
                 provenance: save.provenance.clone().unwrap_or_default(),
                 op: save.change.op.clone(),
             });
-            crate::change_log::append_in(&mut tx, self.backend, entry).await?;
+            self.append_change(&mut tx, entry).await?;
         }
         tx.commit().await?;
         Ok(Saved {

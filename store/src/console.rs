@@ -19,7 +19,7 @@ impl Store {
     pub async fn create_sign_in_link(&self, login: &str, ttl_ms: i64) -> Result<String> {
         let token = new_token(SIGN_IN_PREFIX)?;
         let now = self.now();
-        let _turn = self.write_turn().await?;
+        let mut tx = self.begin_write().await?;
         let done = sqlx::query(
             "INSERT INTO sign_in_links (token_hash, human_login, created_at, expires_at) \
              SELECT $1, login, $2, $3 FROM humans WHERE login = $4",
@@ -28,11 +28,17 @@ impl Store {
         .bind(now)
         .bind(now.saturating_add(ttl_ms))
         .bind(login)
-        .execute(&self.pool)
+        .execute(&mut *tx)
         .await?;
         if done.rows_affected() != 1 {
             return Err(Error::not_found("human"));
         }
+        let record = crate::acts::AuditRecord::new(
+            crate::acts::OperatorAction::CreateSignInLink,
+            format!("human:{login}"),
+        );
+        self.record_act(&mut tx, None, record).await?;
+        tx.commit().await?;
         Ok(token)
     }
 

@@ -156,6 +156,11 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "approvals",
         include_str!("../migrations/sqlite/0020_approvals.sql"),
     ),
+    (
+        21,
+        "operator_audit_view",
+        include_str!("../migrations/sqlite/0021_operator_audit_view.sql"),
+    ),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -257,6 +262,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         20,
         "approvals",
         include_str!("../migrations/postgres/0020_approvals.sql"),
+    ),
+    (
+        21,
+        "operator_audit_view",
+        include_str!("../migrations/postgres/0021_operator_audit_view.sql"),
     ),
 ];
 

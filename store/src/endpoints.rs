@@ -7,6 +7,7 @@ use std::fmt;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+use crate::acts::{AuditRecord, OperatorAction};
 use crate::error::{Error, Result};
 use crate::scope::OwnerScope;
 use crate::secrets::{hashes_match, mint_credential, new_id, sha256_hex};
@@ -96,7 +97,7 @@ impl Store {
         }
         let id = new_id("ep_")?;
         let (credential, credential_hash) = mint_credential(CREDENTIAL_PREFIX)?;
-        let _turn = self.write_turn().await?;
+        let mut tx = self.begin_write().await?;
         let row = sqlx::query(
             "INSERT INTO endpoints (id, name, human_login, owner_scope, verbs, credential_hash, created_at) \
              VALUES ($1, $2, $3, $4, $5, $6, $7) \
@@ -110,13 +111,21 @@ impl Store {
         .bind(credential_hash.as_str())
         .bind(self.now())
         // To the end of the statement: see `store` (writes that return rows).
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *tx)
         .await?
         .into_iter()
         .next()
         .ok_or(sqlx::Error::RowNotFound)?;
+        let vended = endpoint(&row)?;
+        let record = AuditRecord::new(OperatorAction::VendEndpoint, vended.id.as_str())
+            .with("human", vended.human_login.as_str())
+            .with("owner_scope", vended.owner_scope.to_string())
+            .with("verbs", vended.verbs.join(","));
+        self.record_act(&mut tx, Some(&new.owner_scope), record)
+            .await?;
+        tx.commit().await?;
         Ok(VendedEndpoint {
-            endpoint: endpoint(&row)?,
+            endpoint: vended,
             credential,
         })
     }
@@ -142,23 +151,35 @@ impl Store {
 
     /// Revokes an endpoint; revoking twice keeps the first revocation time.
     pub async fn revoke_endpoint(&self, id: &str) -> Result<Endpoint> {
-        let _turn = self.write_turn().await?;
+        let now = self.now();
+        let mut tx = self.begin_write().await?;
         let row = sqlx::query(
             "UPDATE endpoints SET revoked_at = COALESCE(revoked_at, $1) WHERE id = $2 \
              RETURNING id, name, human_login, owner_scope, verbs, created_at, revoked_at",
         )
-        .bind(self.now())
+        .bind(now)
         .bind(crate::lookup_id(id))
         // To the end of the statement: see `store` (writes that return rows).
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *tx)
         .await?
         .into_iter()
         .next();
-        row.as_ref()
+        let revoked = row
+            .as_ref()
             .map(endpoint)
-            .unwrap_or(Err(Error::not_found("endpoint")))
+            .unwrap_or(Err(Error::not_found("endpoint")))?;
+        // A second revoke changes nothing, and records nothing.
+        if revoked.revoked_at == Some(now) {
+            let record = AuditRecord::new(OperatorAction::RevokeEndpoint, revoked.id.as_str())
+                .with("owner_scope", revoked.owner_scope.to_string());
+            self.record_act(&mut tx, Some(&revoked.owner_scope), record)
+                .await?;
+        }
+        tx.commit().await?;
+        Ok(revoked)
     }
 
+    /// The endpoint with `id`, revoked or not.
     pub async fn get_endpoint(&self, id: &str) -> Result<Endpoint> {
         let row = sqlx::query("SELECT id, name, human_login, owner_scope, verbs, created_at, revoked_at FROM endpoints WHERE id = $1")
             .bind(crate::lookup_id(id))

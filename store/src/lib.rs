@@ -19,6 +19,7 @@
 
 #![forbid(unsafe_code)]
 
+mod acts;
 mod allowances;
 mod approvals;
 mod change_log;
@@ -57,6 +58,7 @@ pub use error::{Error, Result};
 pub use scope::{OwnerScope, Role};
 pub use sealing::SealingKey;
 
+pub use acts::{AuditRecord, OperatorAction};
 pub use allowances::{GrantAllowance, is_queue_name, within_allowance};
 pub use change_log::ChangeQuery;
 pub use configuration::{HistoryRecord, MAX_PROVENANCE_BYTES, SaveConfiguration, Saved};
@@ -69,8 +71,7 @@ pub use events::{
 };
 pub use group_commit::{Bounds as GroupCommitBounds, GroupCommitTally};
 pub use operators::{
-    AuditEntry, AuditRecord, MintedOperatorCredential, OPERATOR_CREDENTIAL_PREFIX, OperatorAction,
-    OperatorCredential,
+    AuditEntry, MintedOperatorCredential, OPERATOR_CREDENTIAL_PREFIX, OperatorCredential,
 };
 pub use plans::{NewPlan, PLAN_TOKEN_PREFIX, Plan, new_plan_token};
 pub use rate_limits::{REPLAYS_PER_MINUTE, block_size};
@@ -105,6 +106,11 @@ pub struct Store {
     change_log: bool,
     /// The schema has approvals (migration 0020).
     approvals: bool,
+    /// The change log indexes operators' acts, and the operator audit is its view (0021).
+    audit_view: bool,
+    /// Who this handle's writes are made by, recorded with each change in its own
+    /// transaction ([`Store::by_operator`], [`Store::by_person`]).
+    acting: Option<acts::Acting>,
 }
 
 /// Pool settings. SQLite serializes writers anyway, so its pool stays small.
@@ -207,6 +213,8 @@ impl Store {
             webhook_cache: Default::default(),
             change_log: options.migrations_up_to.is_none_or(|v| v >= 19),
             approvals: options.migrations_up_to.is_none_or(|v| v >= 20),
+            audit_view: options.migrations_up_to.is_none_or(|v| v >= 21),
+            acting: None,
         };
         if options.migrations_up_to.is_none() {
             store.seal_plaintext_secrets().await?;

@@ -12,6 +12,7 @@ use std::fmt;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+use crate::acts::{AuditRecord, BOOTSTRAP, OperatorAction};
 use crate::error::{Error, Result};
 use crate::secrets::{hashes_match, mint_credential, new_id, sha256_hex};
 use crate::tenancy::check_name;
@@ -44,82 +45,6 @@ impl fmt::Debug for MintedOperatorCredential {
             .field("credential", &self.credential)
             .field("token", &"<redacted>")
             .finish()
-    }
-}
-
-/// What an operator did, as the audit names it.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OperatorAction {
-    BootstrapOperatorCredential,
-    CreateOperatorCredential,
-    RevokeOperatorCredential,
-    CreateHuman,
-    CreateSignInLink,
-    CreateTeam,
-    SetTeamMember,
-    CreateWebhook,
-    SetWebhookGrant,
-    SetWebhookConfirmPolicy,
-    SetWebhookGuardDefault,
-    SetWebhookApprovalRule,
-    SetWebhookClaimTtl,
-    SetGrantAllowance,
-    ClearGrantAllowance,
-    VendEndpoint,
-    RevokeEndpoint,
-}
-
-impl OperatorAction {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            OperatorAction::BootstrapOperatorCredential => "bootstrap_operator_credential",
-            OperatorAction::CreateOperatorCredential => "create_operator_credential",
-            OperatorAction::RevokeOperatorCredential => "revoke_operator_credential",
-            OperatorAction::CreateHuman => "create_human",
-            OperatorAction::CreateSignInLink => "create_sign_in_link",
-            OperatorAction::CreateTeam => "create_team",
-            OperatorAction::SetTeamMember => "set_team_member",
-            OperatorAction::CreateWebhook => "create_webhook",
-            OperatorAction::SetWebhookGrant => "set_webhook_grant",
-            OperatorAction::SetWebhookConfirmPolicy => "set_webhook_confirm_policy",
-            OperatorAction::SetWebhookGuardDefault => "set_webhook_guard_default",
-            OperatorAction::SetWebhookApprovalRule => "set_webhook_approval_rule",
-            OperatorAction::SetWebhookClaimTtl => "set_webhook_claim_ttl",
-            OperatorAction::SetGrantAllowance => "set_grant_allowance",
-            OperatorAction::ClearGrantAllowance => "clear_grant_allowance",
-            OperatorAction::VendEndpoint => "vend_endpoint",
-            OperatorAction::RevokeEndpoint => "revoke_endpoint",
-        }
-    }
-}
-
-impl fmt::Display for OperatorAction {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// An audit row to write: the action, its target (`team:infra`, `wh_…`, `ep_…`) and detail.
-#[derive(Clone, Debug)]
-pub struct AuditRecord {
-    pub action: OperatorAction,
-    pub target: String,
-    /// Names and values worth keeping (a role, a grant, verbs); never a secret.
-    pub detail: BTreeMap<String, String>,
-}
-
-impl AuditRecord {
-    pub fn new(action: OperatorAction, target: impl Into<String>) -> AuditRecord {
-        AuditRecord {
-            action,
-            target: target.into(),
-            detail: BTreeMap::new(),
-        }
-    }
-
-    pub fn with(mut self, name: &str, value: impl Into<String>) -> AuditRecord {
-        self.detail.insert(name.to_string(), value.into());
-        self
     }
 }
 
@@ -157,52 +82,6 @@ fn audit_entry(row: &AnyRow) -> Result<AuditEntry> {
     })
 }
 
-/// An audit row's id: its time and this process's count of audit rows, then random bits, so
-/// rows of one millisecond list newest first in the order they were written (the listing
-/// orders by `at`, then `id`).
-fn audit_id(at: i64) -> Result<String> {
-    static WRITTEN: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(0);
-    let n = WRITTEN.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    Ok(format!(
-        "au_{:013x}{n:08x}{}",
-        at.max(0),
-        crate::secrets::random_hex(8)?
-    ))
-}
-
-async fn insert_audit(
-    conn: &mut sqlx::AnyConnection,
-    log: Option<crate::Backend>,
-    at: i64,
-    operator_id: Option<&str>,
-    record: &AuditRecord,
-) -> Result<()> {
-    sqlx::query(
-        "INSERT INTO operator_audit (id, at, operator_id, action, target, detail) \
-         VALUES ($1, $2, $3, $4, $5, $6)",
-    )
-    .bind(audit_id(at)?)
-    .bind(at)
-    .bind(operator_id)
-    .bind(record.action.as_str())
-    .bind(record.target.as_str())
-    .bind(serde_json::to_string(&record.detail)?)
-    .execute(&mut *conn)
-    .await?;
-    // Issue 47: the operator's act, in the change log, in the same transaction.
-    if let Some(backend) = log {
-        let entry = crate::change_log::operator_entry(
-            at,
-            operator_id,
-            record.action.as_str(),
-            &record.target,
-            &record.detail,
-        );
-        crate::change_log::append_in(conn, backend, entry).await?;
-    }
-    Ok(())
-}
-
 impl Store {
     /// Mints an operator credential named `name`, made by `created_by` (`None`: bootstrapped
     /// from the database), and audits it in the same transaction. The token is not kept.
@@ -233,11 +112,11 @@ impl Store {
         } else {
             OperatorAction::BootstrapOperatorCredential
         };
-        insert_audit(
+        self.audit_in(
             &mut tx,
-            self.change_log_backend(),
             now,
             created_by,
+            None,
             &AuditRecord::new(action, format!("operator:{}", made.id)).with("name", name),
         )
         .await?;
@@ -298,11 +177,11 @@ impl Store {
             return Err(Error::not_found("operator credential"));
         };
         let revoked = credential(&row)?;
-        insert_audit(
+        self.audit_in(
             &mut tx,
-            self.change_log_backend(),
             now,
             Some(by),
+            None,
             &AuditRecord::new(
                 OperatorAction::RevokeOperatorCredential,
                 format!("operator:{}", revoked.id),
@@ -314,26 +193,13 @@ impl Store {
         Ok(revoked)
     }
 
-    /// Writes one audit row for a change `operator_id` just made.
-    pub async fn record_operator_action(
-        &self,
-        operator_id: &str,
-        record: &AuditRecord,
-    ) -> Result<()> {
-        let mut tx = self.begin_write().await?;
-        insert_audit(
-            &mut tx,
-            self.change_log_backend(),
-            self.now(),
-            Some(operator_id),
-            record,
-        )
-        .await?;
-        tx.commit().await
-    }
-
-    /// The audit, newest first, in pages.
+    /// The audit, newest first, in pages: the change log's entries of operators' acts (a view
+    /// of the log, issue 47), or on a schema before it the `operator_audit` table. An entry's
+    /// id is its seq in the log.
     pub async fn list_audit_entries(&self, page: &Page) -> Result<Paged<AuditEntry>> {
+        if self.audit_view {
+            return self.audit_view_page(page).await;
+        }
         let size = page.size()?;
         let (at, id) = page
             .position(crate::Listing::Audit)?
@@ -362,4 +228,44 @@ impl Store {
             crate::cursor_for(crate::Listing::Audit, e.at, &e.id)
         }))
     }
+
+    async fn audit_view_page(&self, page: &Page) -> Result<Paged<AuditEntry>> {
+        let size = page.size()?;
+        let before = match page.position(crate::Listing::Audit)? {
+            None => i64::MAX,
+            Some((_, seq)) => seq
+                .parse::<i64>()
+                .map_err(|_| Error::invalid("cursor", "not a cursor this listing gave"))?,
+        };
+        let rows = sqlx::query(
+            "SELECT seq, entry FROM change_log WHERE operator_id IS NOT NULL AND seq < $1 \
+             ORDER BY seq DESC LIMIT $2",
+        )
+        .bind(before)
+        .bind(size + 1)
+        .fetch_all(&self.pool)
+        .await?;
+        let items = rows.iter().map(logged_act).collect::<Result<Vec<_>>>()?;
+        Ok(crate::into_page(items, size, |e| {
+            crate::cursor_for(crate::Listing::Audit, e.at, &e.id)
+        }))
+    }
+}
+
+/// An operator's act as the audit lists it, read from its change-log entry: the entry's
+/// `action` and `target` are the audit's, the rest of its detail the audit's detail.
+fn logged_act(row: &AnyRow) -> Result<AuditEntry> {
+    let seq: i64 = row.try_get("seq")?;
+    let text: String = row.try_get("entry")?;
+    let entry: switchboard_model::change_log::ChangeEntry = serde_json::from_str(&text)?;
+    let mut detail = entry.detail;
+    Ok(AuditEntry {
+        id: seq.to_string(),
+        at: entry.at_ms,
+        // A bootstrap from the database acted without a credential.
+        operator_id: entry.actor.operator.filter(|o| o != BOOTSTRAP),
+        action: detail.remove("action").unwrap_or_default(),
+        target: detail.remove("target").unwrap_or_default(),
+        detail,
+    })
 }

@@ -482,7 +482,7 @@ impl Store {
             return Err(stale());
         }
         // Issue 47: decisions re-recorded are a change to what routed where.
-        if let Some(backend) = self.change_log_backend() {
+        {
             let applied = outcomes.iter().filter(|o| o.applied).count();
             let todos = outcomes.iter().filter(|o| o.todo_created).count();
             let entry = switchboard_model::change_log::ChangeEntry {
@@ -506,7 +506,7 @@ impl Store {
                 ]),
                 prev_hash: String::new(),
             };
-            crate::change_log::append_in(&mut tx, backend, entry).await?;
+            self.append_change(&mut tx, entry).await?;
         }
         tx.commit().await?;
         found.used_at = Some(now);

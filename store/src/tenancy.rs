@@ -4,6 +4,7 @@
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+use crate::acts::{AuditRecord, OperatorAction};
 use crate::error::{Error, Result, is_unique_violation};
 use crate::scope::{OwnerScope, Role, is_login, is_slug};
 use crate::{Store, parse_col};
@@ -95,7 +96,7 @@ impl Store {
         if let Some(name) = display_name {
             check_name("display_name", name)?;
         }
-        let _turn = self.write_turn().await?;
+        let mut tx = self.begin_write().await?;
         let row = sqlx::query(
             "INSERT INTO humans (login, display_name, created_at) VALUES ($1, $2, $3) \
              RETURNING login, display_name, created_at",
@@ -104,7 +105,7 @@ impl Store {
         .bind(display_name)
         .bind(self.now())
         // To the end of the statement: see `store` (writes that return rows).
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *tx)
         .await
         .and_then(|rows| rows.into_iter().next().ok_or(sqlx::Error::RowNotFound))
         .map_err(|e| {
@@ -114,7 +115,11 @@ impl Store {
                 e.into()
             }
         })?;
-        human(&row)
+        let made = human(&row)?;
+        let record = AuditRecord::new(OperatorAction::CreateHuman, format!("human:{}", made.login));
+        self.record_act(&mut tx, None, record).await?;
+        tx.commit().await?;
+        Ok(made)
     }
 
     pub async fn get_human(&self, login: &str) -> Result<Human> {
@@ -143,7 +148,7 @@ impl Store {
             ));
         }
         check_name("name", name)?;
-        let _turn = self.write_turn().await?;
+        let mut tx = self.begin_write().await?;
         let row = sqlx::query(
             "INSERT INTO teams (slug, name, created_at) VALUES ($1, $2, $3) RETURNING slug, name, created_at",
         )
@@ -151,11 +156,17 @@ impl Store {
         .bind(name)
         .bind(self.now())
         // To the end of the statement: see `store` (writes that return rows).
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *tx)
         .await
         .and_then(|rows| rows.into_iter().next().ok_or(sqlx::Error::RowNotFound))
         .map_err(|e| if is_unique_violation(&e) { Error::conflict("a team with this slug exists") } else { e.into() })?;
-        team(&row)
+        let made = team(&row)?;
+        let record = AuditRecord::new(OperatorAction::CreateTeam, format!("team:{}", made.slug))
+            .with("name", made.name.as_str());
+        let scope = OwnerScope::Team(made.slug.clone());
+        self.record_act(&mut tx, Some(&scope), record).await?;
+        tx.commit().await?;
+        Ok(made)
     }
 
     pub async fn get_team(&self, slug: &str) -> Result<Team> {
@@ -209,6 +220,14 @@ impl Store {
         .fetch_one(&mut *tx)
         .await?;
         let m = membership(&row)?;
+        let record = AuditRecord::new(
+            OperatorAction::SetTeamMember,
+            format!("team:{}", m.team_slug),
+        )
+        .with("human", m.human_login.as_str())
+        .with("role", m.role.as_str());
+        let scope = OwnerScope::Team(m.team_slug.clone());
+        self.record_act(&mut tx, Some(&scope), record).await?;
         tx.commit().await?;
         Ok(m)
     }

@@ -7,6 +7,7 @@ use std::fmt;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 
+use crate::acts::{AuditRecord, OperatorAction};
 use crate::allowances::check_queues;
 use crate::error::{Error, Result};
 use crate::scope::OwnerScope;
@@ -363,8 +364,15 @@ impl Store {
                 provenance: Default::default(),
                 op: "create_webhook".to_string(),
             });
-            crate::change_log::append_in(&mut tx, self.backend, entry).await?;
+            self.append_change(&mut tx, entry).await?;
         }
+        let record = AuditRecord::new(OperatorAction::CreateWebhook, created.id.as_str())
+            .with("owner_scope", scope.as_str())
+            .with("source", created.source_type.to_string())
+            .with("grant", created.grant.join(","))
+            .with("reject_unverified", created.reject_unverified.to_string());
+        self.record_act(&mut tx, Some(&new.owner_scope), record)
+            .await?;
         tx.commit().await?;
         Ok(created)
     }
@@ -470,7 +478,7 @@ impl Store {
             webhook_columns!()
         ))
         .bind(secret.as_str());
-        self.set_one(query, scope, id).await
+        self.set_one(query, scope, id, |_| None).await
     }
 
     /// Sets the queues a webhook may route to (an operator's act; agents never widen a grant).
@@ -486,10 +494,17 @@ impl Store {
             webhook_columns!()
         ))
         .bind(grant.as_str());
-        self.set_one(query, scope, id).await
+        self.set_one(query, scope, id, |w| {
+            Some(
+                AuditRecord::new(OperatorAction::SetWebhookGrant, w.id.as_str())
+                    .with("grant", w.grant.join(",")),
+            )
+        })
+        .await
     }
 
-    /// Sets who may put a plan live (an operator's act: an agent never relaxes it).
+    /// Sets who may put a plan live: an operator's act ([`Store::by_operator`]), or an
+    /// editor's on the console ([`Store::by_person`]); an agent never relaxes it.
     pub async fn set_confirm_policy(
         &self,
         scope: &OwnerScope,
@@ -502,67 +517,13 @@ impl Store {
             webhook_policy_columns!()
         ))
         .bind(policy.as_str());
-        self.set_one(query, scope, id).await
-    }
-
-    /// A person with the editor role sets who may put a plan live, on the console's webhook
-    /// page: the change and its change-log entry (kind `confirm_policy`, the person as actor)
-    /// in one transaction, so the log never misses it and a failed change writes none. (An
-    /// operator's [`Store::set_confirm_policy`] is logged with its audit row.)
-    pub async fn person_sets_confirm_policy(
-        &self,
-        scope: &OwnerScope,
-        id: &str,
-        policy: ConfirmPolicy,
-        person: &str,
-    ) -> Result<Webhook> {
-        let mut tx = self.begin_write().await?;
-        let row = sqlx::query(concat!(
-            "UPDATE webhooks SET confirm_policy = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
-            webhook_columns!(),
-            webhook_policy_columns!()
-        ))
-        .bind(policy.as_str())
-        .bind(crate::lookup_id(id))
-        .bind(scope.to_string())
-        // To the end of the statement: see `store` (writes that return rows).
-        .fetch_all(&mut *tx)
-        .await?
-        .into_iter()
-        .next();
-        let updated = row
-            .as_ref()
-            .map(|r| webhook(r, &self.sealing))
-            .unwrap_or(Err(Error::not_found("webhook")))?;
-        if self.change_log {
-            let entry = switchboard_model::change_log::ChangeEntry {
-                seq: 0,
-                at_ms: self.now(),
-                kind: switchboard_model::change_log::ChangeKind::ConfirmPolicy,
-                actor: switchboard_model::change_log::ChangeActor {
-                    human: Some(person.to_string()),
-                    ..Default::default()
-                },
-                approvers: Vec::new(),
-                owner_scope: Some(scope.to_string()),
-                webhook_id: Some(updated.id.clone()),
-                version: None,
-                digest_before: None,
-                digest_after: None,
-                evidence: Default::default(),
-                detail: std::collections::BTreeMap::from([
-                    (
-                        "action".to_string(),
-                        "set_webhook_confirm_policy".to_string(),
-                    ),
-                    ("policy".to_string(), policy.as_str().to_string()),
-                ]),
-                prev_hash: String::new(),
-            };
-            crate::change_log::append_in(&mut tx, self.backend, entry).await?;
-        }
-        tx.commit().await?;
-        Ok(updated)
+        self.set_one(query, scope, id, |w| {
+            Some(
+                AuditRecord::new(OperatorAction::SetWebhookConfirmPolicy, w.id.as_str())
+                    .with("policy", w.confirm_policy.as_str()),
+            )
+        })
+        .await
     }
 
     /// Sets what a guard does on a breach when its plan does not say (issue 46); `None`
@@ -579,7 +540,15 @@ impl Store {
             webhook_policy_columns!()
         ))
         .bind(on_breach.map(OnBreach::as_str));
-        self.set_one(query, scope, id).await
+        self.set_one(query, scope, id, |w| {
+            Some(
+                AuditRecord::new(OperatorAction::SetWebhookGuardDefault, w.id.as_str()).with(
+                    "on_breach",
+                    w.guard_on_breach.map_or("default", OnBreach::as_str),
+                ),
+            )
+        })
+        .await
     }
 
     /// Sets how many people must accept a plan on this webhook (issue 47); `None` returns it
@@ -605,7 +574,17 @@ impl Store {
             webhook_policy_columns!()
         ))
         .bind(text);
-        self.set_one(query, scope, id).await
+        self.set_one(query, scope, id, |w| {
+            Some(
+                AuditRecord::new(OperatorAction::SetWebhookApprovalRule, w.id.as_str()).with(
+                    "rule",
+                    w.approval_rule
+                        .as_ref()
+                        .map_or_else(|| "default".to_string(), ApprovalRule::words),
+                ),
+            )
+        })
+        .await
     }
 
     /// Sets how long a claim on this webhook's todos lasts; `None` returns it to the
@@ -624,7 +603,16 @@ impl Store {
             webhook_policy_columns!()
         ))
         .bind(secs);
-        self.set_one(query, scope, id).await
+        self.set_one(query, scope, id, |w| {
+            Some(
+                AuditRecord::new(OperatorAction::SetWebhookClaimTtl, w.id.as_str()).with(
+                    "ttl_secs",
+                    w.claim_ttl
+                        .map_or("default".to_string(), |t| t.as_secs().to_string()),
+                ),
+            )
+        })
+        .await
     }
 
     /// Turns rejecting unverified deliveries at the door on or off.
@@ -639,32 +627,40 @@ impl Store {
             webhook_columns!()
         ))
         .bind(i32::from(reject));
-        self.set_one(query, scope, id).await
+        self.set_one(query, scope, id, |_| None).await
     }
 }
 
 impl Store {
     /// Runs an `UPDATE webhooks SET … = $1 WHERE id = $2 AND owner_scope = $3 RETURNING …`
     /// whose `$1` is bound, and reads the webhook back: `not_found` for an unknown id or
-    /// another scope's, alike.
+    /// another scope's, alike. `act` names the change for the record of whoever this handle
+    /// acts for ([`Store::by_operator`]), written in the same transaction.
     async fn set_one<'q>(
         &self,
         query: sqlx::query::Query<'q, sqlx::Any, sqlx::any::AnyArguments>,
         scope: &OwnerScope,
         id: &'q str,
+        act: impl FnOnce(&Webhook) -> Option<AuditRecord> + Send,
     ) -> Result<Webhook> {
-        let _turn = self.write_turn().await?;
+        let mut tx = self.begin_write().await?;
         let row = query
             .bind(crate::lookup_id(id))
             .bind(scope.to_string())
             // To the end of the statement: see `store` (writes that return rows).
-            .fetch_all(&self.pool)
+            .fetch_all(&mut *tx)
             .await?
             .into_iter()
             .next();
-        row.as_ref()
+        let updated = row
+            .as_ref()
             .map(|r| webhook(r, &self.sealing))
-            .unwrap_or(Err(Error::not_found("webhook")))
+            .unwrap_or(Err(Error::not_found("webhook")))?;
+        if let Some(record) = act(&updated) {
+            self.record_act(&mut tx, Some(scope), record).await?;
+        }
+        tx.commit().await?;
+        Ok(updated)
     }
 }
 

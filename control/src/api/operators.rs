@@ -1,8 +1,9 @@
 //! The `Operators` service (issue 21 item 1): what `switchboard admin` calls. Every call
 //! carries an operator credential (`sbo_…`, [`crate::store::OperatorCredential`]); endpoint
 //! credentials live in another table and answer here exactly as unknown ones. Every change
-//! is audited after it succeeds (operator credentials in the same transaction); a refused or
-//! failed call writes no audit row.
+//! is made through [`crate::store::Store::by_operator`], so the store records the act in the
+//! change log (which the audit lists) in the change's own transaction; a refused or failed
+//! call records nothing.
 
 use std::str::FromStr;
 
@@ -19,8 +20,8 @@ use super::status::ApiError;
 use crate::scope::{OwnerScope, Role};
 use crate::state::ControlState;
 use crate::store::{
-    Actor, AuditRecord, ConfirmPolicy, Endpoint, GrantAllowance, NewEndpoint, NewWebhook,
-    OperatorAction, OperatorCredential, Webhook, within_allowance,
+    Actor, ConfirmPolicy, Endpoint, GrantAllowance, NewEndpoint, NewWebhook, OperatorCredential,
+    Webhook, within_allowance,
 };
 use crate::verbs;
 
@@ -46,14 +47,6 @@ impl OperatorsApi {
             .ok_or(ApiError::Unauthenticated(
                 "the credential is unknown or revoked",
             ))
-    }
-
-    async fn audit(&self, by: &OperatorCredential, record: AuditRecord) -> Result<(), ApiError> {
-        self.state
-            .store
-            .record_operator_action(&by.id, &record)
-            .await?;
-        Ok(())
     }
 
     /// An operator names a webhook by id alone; its scope comes from the store.
@@ -154,13 +147,9 @@ impl Operators for OperatorsApi {
             let h = self
                 .state
                 .store
+                .by_operator(&op.id)
                 .create_human(&r.login, r.display_name.as_deref())
                 .await?;
-            self.audit(
-                &op,
-                AuditRecord::new(OperatorAction::CreateHuman, format!("human:{}", h.login)),
-            )
-            .await?;
             Ok(pb::CreateHumanResponse {
                 human: Some(human(h)),
             })
@@ -193,20 +182,13 @@ impl Operators for OperatorsApi {
             let token = self
                 .state
                 .store
+                .by_operator(&op.id)
                 .create_sign_in_link(&r.login, i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX))
                 .await?;
             let base = r
                 .console_url
                 .as_deref()
                 .or(self.state.console_base.as_deref());
-            self.audit(
-                &op,
-                AuditRecord::new(
-                    OperatorAction::CreateSignInLink,
-                    format!("human:{}", r.login),
-                ),
-            )
-            .await?;
             Ok(pb::CreateSignInLinkResponse {
                 url: crate::console::sign_in_url(base, &token),
                 valid_for_secs: i64::try_from(ttl.as_secs()).unwrap_or(i64::MAX),
@@ -225,14 +207,9 @@ impl Operators for OperatorsApi {
             let t = self
                 .state
                 .store
+                .by_operator(&op.id)
                 .create_team(&r.slug, r.name.as_deref().unwrap_or(&r.slug))
                 .await?;
-            self.audit(
-                &op,
-                AuditRecord::new(OperatorAction::CreateTeam, format!("team:{}", t.slug))
-                    .with("name", t.name.as_str()),
-            )
-            .await?;
             Ok(pb::CreateTeamResponse {
                 team: Some(team(t)),
             })
@@ -265,18 +242,9 @@ impl Operators for OperatorsApi {
             let m = self
                 .state
                 .store
+                .by_operator(&op.id)
                 .set_membership(&r.team, &r.login, role)
                 .await?;
-            self.audit(
-                &op,
-                AuditRecord::new(
-                    OperatorAction::SetTeamMember,
-                    format!("team:{}", m.team_slug),
-                )
-                .with("human", m.human_login.as_str())
-                .with("role", m.role.as_str()),
-            )
-            .await?;
             Ok(pb::SetTeamMemberResponse {
                 team: m.team_slug,
                 login: m.human_login,
@@ -296,6 +264,7 @@ impl Operators for OperatorsApi {
             let w = self
                 .state
                 .store
+                .by_operator(&op.id)
                 .create_webhook(NewWebhook {
                     owner_scope: scope(&r.owner_scope)?,
                     source_type: convert::source_type_from(r.source_type)?,
@@ -306,15 +275,6 @@ impl Operators for OperatorsApi {
                     actor: Actor::operator(),
                 })
                 .await?;
-            self.audit(
-                &op,
-                AuditRecord::new(OperatorAction::CreateWebhook, w.id.as_str())
-                    .with("owner_scope", w.owner_scope.to_string())
-                    .with("source", w.source_type.to_string())
-                    .with("grant", w.grant.join(","))
-                    .with("reject_unverified", w.reject_unverified.to_string()),
-            )
-            .await?;
             Ok(pb::ProvisionWebhookResponse {
                 webhook: Some(convert::webhook(&w)),
                 secret: w.secret,
@@ -349,14 +309,9 @@ impl Operators for OperatorsApi {
             let w = self
                 .state
                 .store
+                .by_operator(&op.id)
                 .set_webhook_grant(&current.owner_scope, &current.id, &r.grant)
                 .await?;
-            self.audit(
-                &op,
-                AuditRecord::new(OperatorAction::SetWebhookGrant, w.id.as_str())
-                    .with("grant", w.grant.join(",")),
-            )
-            .await?;
             Ok(pb::SetWebhookGrantResponse {
                 routed_outside_grant: queues_outside_grant(&w)?,
                 webhook: Some(convert::webhook(&w)),
@@ -378,14 +333,9 @@ impl Operators for OperatorsApi {
             let w = self
                 .state
                 .store
+                .by_operator(&op.id)
                 .set_confirm_policy(&current.owner_scope, &current.id, policy)
                 .await?;
-            self.audit(
-                &op,
-                AuditRecord::new(OperatorAction::SetWebhookConfirmPolicy, w.id.as_str())
-                    .with("policy", w.confirm_policy.to_string()),
-            )
-            .await?;
             Ok(pb::SetWebhookConfirmPolicyResponse {
                 webhook: Some(convert::webhook(&w)),
             })
@@ -414,16 +364,9 @@ impl Operators for OperatorsApi {
             let w = self
                 .state
                 .store
+                .by_operator(&op.id)
                 .set_guard_on_breach(&current.owner_scope, &current.id, on_breach)
                 .await?;
-            self.audit(
-                &op,
-                AuditRecord::new(OperatorAction::SetWebhookGuardDefault, w.id.as_str()).with(
-                    "on_breach",
-                    w.guard_on_breach.map_or("default", OnBreach::as_str),
-                ),
-            )
-            .await?;
             Ok(pb::SetWebhookGuardDefaultResponse {
                 webhook: Some(convert::webhook(&w)),
             })
@@ -453,21 +396,8 @@ impl Operators for OperatorsApi {
                 })
                 .transpose()?;
             let current = self.webhook(&r.webhook_id).await?;
-            let w = self
-                .state
-                .store
-                .set_approval_rule(&current.owner_scope, &current.id, rule.as_ref())
+            let w = self.state.store.by_operator(&op.id).set_approval_rule(&current.owner_scope, &current.id, rule.as_ref())
                 .await?;
-            self.audit(
-                &op,
-                AuditRecord::new(OperatorAction::SetWebhookApprovalRule, w.id.as_str()).with(
-                    "rule",
-                    w.approval_rule
-                        .as_ref()
-                        .map_or_else(|| "default".to_string(), approval_rule_words),
-                ),
-            )
-            .await?;
             Ok(pb::SetWebhookApprovalRuleResponse {
                 webhook: Some(convert::webhook(&w)),
             })
@@ -486,6 +416,7 @@ impl Operators for OperatorsApi {
             let w = self
                 .state
                 .store
+                .by_operator(&op.id)
                 .set_claim_ttl(
                     &current.owner_scope,
                     &current.id,
@@ -493,14 +424,6 @@ impl Operators for OperatorsApi {
                 )
                 .await?;
             let ttl_secs = w.claim_ttl.map(|t| t.as_secs());
-            self.audit(
-                &op,
-                AuditRecord::new(OperatorAction::SetWebhookClaimTtl, w.id.as_str()).with(
-                    "ttl_secs",
-                    ttl_secs.map_or("default".to_string(), |s| s.to_string()),
-                ),
-            )
-            .await?;
             Ok(pb::SetWebhookClaimTtlResponse {
                 webhook_id: w.id,
                 ttl_secs,
@@ -520,14 +443,9 @@ impl Operators for OperatorsApi {
             let a = self
                 .state
                 .store
+                .by_operator(&op.id)
                 .set_grant_allowance(&scope, &r.queues)
                 .await?;
-            self.audit(
-                &op,
-                AuditRecord::new(OperatorAction::SetGrantAllowance, scope.to_string())
-                    .with("queues", a.queues.join(",")),
-            )
-            .await?;
             let webhooks_outside = self
                 .state
                 .store
@@ -573,14 +491,12 @@ impl Operators for OperatorsApi {
         respond(async {
             let op = self.operator(request.metadata()).await?;
             let scope = scope(&request.get_ref().owner_scope)?;
-            let cleared = self.state.store.clear_grant_allowance(&scope).await?;
-            if cleared {
-                self.audit(
-                    &op,
-                    AuditRecord::new(OperatorAction::ClearGrantAllowance, scope.to_string()),
-                )
+            let cleared = self
+                .state
+                .store
+                .by_operator(&op.id)
+                .clear_grant_allowance(&scope)
                 .await?;
-            }
             Ok(pb::ClearGrantAllowanceResponse { cleared })
         })
         .await
@@ -637,6 +553,7 @@ impl Operators for OperatorsApi {
             let vended = self
                 .state
                 .store
+                .by_operator(&op.id)
                 .vend_endpoint(NewEndpoint {
                     name: r.name.unwrap_or_else(|| format!("{}-agent", r.human)),
                     human_login: r.human,
@@ -645,14 +562,6 @@ impl Operators for OperatorsApi {
                 })
                 .await?;
             let e = vended.endpoint;
-            self.audit(
-                &op,
-                AuditRecord::new(OperatorAction::VendEndpoint, e.id.as_str())
-                    .with("human", e.human_login.as_str())
-                    .with("owner_scope", e.owner_scope.to_string())
-                    .with("verbs", e.verbs.join(",")),
-            )
-            .await?;
             answer.vended = true;
             answer.endpoint = Some(endpoint(e));
             answer.credential = vended.credential;
@@ -670,14 +579,9 @@ impl Operators for OperatorsApi {
             let e = self
                 .state
                 .store
+                .by_operator(&op.id)
                 .revoke_endpoint(&request.get_ref().endpoint_id)
                 .await?;
-            self.audit(
-                &op,
-                AuditRecord::new(OperatorAction::RevokeEndpoint, e.id.as_str())
-                    .with("owner_scope", e.owner_scope.to_string()),
-            )
-            .await?;
             Ok(pb::RevokeEndpointResponse {
                 endpoint: Some(endpoint(e)),
             })
@@ -837,13 +741,4 @@ impl Operators for OperatorsApi {
         })
         .await
     }
-}
-
-/// A rule as the audit and the change log keep it: `required=1 lost_work=2 …`.
-fn approval_rule_words(rule: &switchboard_model::approval::ApprovalRule) -> String {
-    let mut words = vec![format!("required={}", rule.required)];
-    for (risk, n) in &rule.tiers {
-        words.push(format!("{}={n}", risk.as_str()));
-    }
-    words.join(" ")
 }

@@ -441,7 +441,8 @@ pub(super) async fn set_confirm_policy(
     match c
         .state
         .store
-        .person_sets_confirm_policy(&w.owner_scope, &w.id, policy, &person.login)
+        .by_person(&person.login)
+        .set_confirm_policy(&w.owner_scope, &w.id, policy)
         .await
     {
         Ok(updated) => {

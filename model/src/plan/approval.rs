@@ -135,6 +135,19 @@ impl ApprovalRule {
         Ok(())
     }
 
+    /// The rule in a line, as the audit and the change log record it:
+    /// `required=1 lost_work=2 …`, then `proposer_counts` when the proposer's human counts.
+    pub fn words(&self) -> String {
+        let mut words = vec![format!("required={}", self.required)];
+        for (risk, n) in &self.tiers {
+            words.push(format!("{}={n}", risk.as_str()));
+        }
+        if self.proposer_counts {
+            words.push("proposer_counts".to_string());
+        }
+        words.join(" ")
+    }
+
     /// How many distinct people a plan with `risks` needs: the most any of them asks, never
     /// fewer than `required`.
     pub fn needed(&self, risks: &[Risk]) -> u32 {

@@ -215,7 +215,7 @@ pub async fn concurrent_saves_append_one_chain_without_a_gap(db: TestDb) {
 /// in time order, chained, and it verifies; the next save and the next operator act append
 /// after them, and a second connect writes nothing more.
 pub async fn upgrading_from_0018_starts_the_log_with_every_version_and_audit_row(db: TestDb) {
-    use switchboard_store::{AuditRecord, OperatorAction};
+    use switchboard_store::ConfirmPolicy;
     let url = crate::harness::second_database(&db).await;
     let old = crate::harness::open_at(&db, &url, 18).await;
     let alice = human(&old, "alice").await;
@@ -229,13 +229,11 @@ pub async fn upgrading_from_0018_starts_the_log_with_every_version_and_audit_row
         .create_operator_credential("ops", None)
         .await
         .expect("an operator credential");
-    old.record_operator_action(
-        &operator.credential.id,
-        &AuditRecord::new(OperatorAction::SetWebhookConfirmPolicy, wh.id.as_str())
-            .with("policy", "person"),
-    )
-    .await
-    .expect("audited");
+    // (A grant: the confirm policy's statement reads columns of later migrations.)
+    old.by_operator(&operator.credential.id)
+        .set_webhook_grant(&alice, &wh.id, &["forge".into()])
+        .await
+        .expect("set, and audited the old way");
     let versions: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM configuration_history")
         .fetch_one(old.pool())
         .await
@@ -266,7 +264,7 @@ pub async fn upgrading_from_0018_starts_the_log_with_every_version_and_audit_row
                 .kind
         })
         .collect();
-    assert!(kinds.contains(&ChangeKind::ConfirmPolicy), "{kinds:?}");
+    assert!(kinds.contains(&ChangeKind::Grant), "{kinds:?}");
     assert!(kinds.contains(&ChangeKind::OperatorCredential), "{kinds:?}");
     assert_eq!(
         kinds
@@ -278,13 +276,10 @@ pub async fn upgrading_from_0018_starts_the_log_with_every_version_and_audit_row
     new.save_configuration(&alice, &wh.id, save("forge", None))
         .await
         .expect("saved");
-    new.record_operator_action(
-        &operator.credential.id,
-        &AuditRecord::new(OperatorAction::SetWebhookConfirmPolicy, wh.id.as_str())
-            .with("policy", "self"),
-    )
-    .await
-    .expect("audited");
+    new.by_operator(&operator.credential.id)
+        .set_confirm_policy(&alice, &wh.id, ConfirmPolicy::SelfConfirm)
+        .await
+        .expect("set, and logged");
     new.close().await;
     let again = switchboard_store::Store::connect(&url, db.store.sealing_key())
         .await
@@ -310,12 +305,14 @@ pub async fn a_persons_confirm_policy_change_appends_one_entry(db: TestDb) {
     let alice = human(&db, "alice").await;
     let wh = webhook(&db, &alice).await;
     let before = db.list_changes(None, 0, 100).await.expect("entries").len();
-    db.person_sets_confirm_policy(&alice, &wh.id, ConfirmPolicy::Person, "alice")
+    db.by_person("alice")
+        .set_confirm_policy(&alice, &wh.id, ConfirmPolicy::Person)
         .await
         .expect("set");
     let bob = human(&db, "bob").await;
     let refused = db
-        .person_sets_confirm_policy(&bob, &wh.id, ConfirmPolicy::SelfConfirm, "bob")
+        .by_person("bob")
+        .set_confirm_policy(&bob, &wh.id, ConfirmPolicy::SelfConfirm)
         .await;
     assert!(
         matches!(refused, Err(Error::NotFound { .. })),
@@ -336,4 +333,246 @@ pub async fn a_persons_confirm_policy_change_appends_one_entry(db: TestDb) {
         Some("person")
     );
     assert!(db.verify_change_log().await.expect("read").is_ok());
+}
+
+/// Every act an operator makes through the Operators API goes through `Store::by_operator`,
+/// and the store records it in the change's own transaction: one entry per act, which the
+/// operator audit lists (its view of the log, newest first, with the entry's seq as its id),
+/// nothing in the old audit table, none for a refused act, and none for an act that changed
+/// nothing (a second revoke, clearing no allowance).
+pub async fn an_operators_acts_are_logged_in_their_own_transaction_and_the_audit_lists_them(
+    db: TestDb,
+) {
+    use switchboard_model::approval::ApprovalRule;
+    use switchboard_model::guard::OnBreach;
+    use switchboard_store::{ConfirmPolicy, NewEndpoint, OwnerScope, Page, Role};
+    let op = db
+        .create_operator_credential("ops", None)
+        .await
+        .expect("bootstrap");
+    let by = db.by_operator(&op.credential.id);
+    by.create_human("alice", None).await.expect("human");
+    let team = OwnerScope::Team("infra".into());
+    by.create_team("infra", "Infra").await.expect("team");
+    by.set_membership("infra", "alice", Role::Editor)
+        .await
+        .expect("member");
+    by.set_grant_allowance(&team, &["forge".into()])
+        .await
+        .expect("allowance");
+    let wh = by
+        .create_webhook(crate::harness::new_webhook(&team))
+        .await
+        .expect("webhook");
+    by.set_webhook_grant(&team, &wh.id, &["forge".into()])
+        .await
+        .expect("grant");
+    by.set_confirm_policy(&team, &wh.id, ConfirmPolicy::Person)
+        .await
+        .expect("policy");
+    by.set_guard_on_breach(&team, &wh.id, Some(OnBreach::Alert))
+        .await
+        .expect("guard default");
+    let rule = ApprovalRule {
+        required: 2,
+        ..ApprovalRule::default()
+    };
+    by.set_approval_rule(&team, &wh.id, Some(&rule))
+        .await
+        .expect("rule");
+    by.set_claim_ttl(&team, &wh.id, Some(std::time::Duration::from_secs(600)))
+        .await
+        .expect("ttl");
+    let vended = by
+        .vend_endpoint(NewEndpoint {
+            name: "agent".into(),
+            human_login: "alice".into(),
+            owner_scope: team.clone(),
+            verbs: vec!["webhooks".into()],
+        })
+        .await
+        .expect("vend");
+    by.revoke_endpoint(&vended.endpoint.id)
+        .await
+        .expect("revoke");
+    by.create_sign_in_link("alice", 60_000).await.expect("link");
+    by.clear_grant_allowance(&team).await.expect("clear");
+    let entries_after_acts = db.list_changes(None, 0, 1000).await.expect("read").len();
+
+    // Refused, or changing nothing: no entry.
+    let nobody = OwnerScope::human("nobody");
+    assert!(matches!(
+        by.set_webhook_grant(&nobody, &wh.id, &["forge".into()])
+            .await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(matches!(
+        by.set_membership("nope", "alice", Role::Viewer).await,
+        Err(Error::NotFound { .. })
+    ));
+    assert!(
+        by.set_grant_allowance(&nobody, &["forge".into()])
+            .await
+            .is_err()
+    );
+    assert!(
+        by.create_team("infra", "Again").await.is_err(),
+        "a duplicate"
+    );
+    assert!(matches!(
+        by.revoke_endpoint("ep_nope").await,
+        Err(Error::NotFound { .. })
+    ));
+    by.revoke_endpoint(&vended.endpoint.id)
+        .await
+        .expect("revoked twice");
+    assert!(!by.clear_grant_allowance(&team).await.expect("cleared none"));
+    let all = db.list_changes(None, 0, 1000).await.expect("read");
+    assert_eq!(
+        all.len(),
+        entries_after_acts,
+        "refusals and no-ops record nothing"
+    );
+
+    let audit = db
+        .list_audit_entries(&Page::first(100))
+        .await
+        .expect("audit");
+    let actions: Vec<&str> = audit
+        .items
+        .iter()
+        .rev()
+        .map(|e| e.action.as_str())
+        .collect();
+    assert_eq!(
+        actions,
+        [
+            "bootstrap_operator_credential",
+            "create_human",
+            "create_team",
+            "set_team_member",
+            "set_grant_allowance",
+            "create_webhook",
+            "set_webhook_grant",
+            "set_webhook_confirm_policy",
+            "set_webhook_guard_default",
+            "set_webhook_approval_rule",
+            "set_webhook_claim_ttl",
+            "vend_endpoint",
+            "revoke_endpoint",
+            "create_sign_in_link",
+            "clear_grant_allowance",
+        ]
+    );
+    assert_eq!(audit.items.last().expect("bootstrap").operator_id, None);
+    for act in &audit.items[..audit.items.len() - 1] {
+        assert_eq!(act.operator_id.as_deref(), Some(op.credential.id.as_str()));
+        // Its id is its entry's seq, and the entry is the operator's.
+        let seq: u64 = act.id.parse().expect("a seq");
+        let sealed = all.iter().find(|e| e.seq == seq).expect("its entry");
+        let entry: ChangeEntry = serde_json::from_str(&sealed.text).expect("an entry");
+        assert_eq!(
+            entry.actor.operator.as_deref(),
+            Some(op.credential.id.as_str())
+        );
+        assert_eq!(entry.detail.get("action"), Some(&act.action));
+    }
+    let rule_act = audit
+        .items
+        .iter()
+        .find(|e| e.action == "set_webhook_approval_rule")
+        .expect("the rule");
+    assert_eq!(rule_act.target, wh.id);
+    assert_eq!(rule_act.detail["rule"], rule.words());
+    // An act on a scope names it, so the scope's owners read it in their log.
+    let allowance = all
+        .iter()
+        .map(|e| serde_json::from_str::<ChangeEntry>(&e.text).expect("an entry"))
+        .find(|e| e.detail.get("action").map(String::as_str) == Some("set_grant_allowance"))
+        .expect("the allowance");
+    assert_eq!(allowance.owner_scope.as_deref(), Some("team:infra"));
+    assert_eq!(allowance.kind, ChangeKind::GrantAllowance);
+    let old_table: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM operator_audit")
+        .fetch_one(db.pool())
+        .await
+        .expect("count");
+    assert_eq!(
+        old_table, 0,
+        "the audit is the log's view: nothing written twice"
+    );
+
+    // Paged, newest first, one at a time equals the whole.
+    let mut paged = Vec::new();
+    let mut page = Page::first(1);
+    loop {
+        let got = db.list_audit_entries(&page).await.expect("page");
+        paged.extend(got.items);
+        match got.next_cursor {
+            Some(next) => page = Page::after(next, 1),
+            None => break,
+        }
+    }
+    assert_eq!(paged, audit.items);
+    assert!(db.verify_change_log().await.expect("read").is_ok());
+}
+
+/// A database of the previous landing (0020), where operators' acts were written to the old
+/// audit table and to the log: after the upgrade the audit (now the log's view) lists the
+/// same acts with the same operator, action, target, detail and time, the log verifies, and
+/// the next act is listed first without a row in the old table.
+pub async fn upgrading_from_0020_the_audit_lists_the_same_acts_from_the_log(db: TestDb) {
+    use switchboard_store::{ConfirmPolicy, Page};
+    let url = crate::harness::second_database(&db).await;
+    let old = crate::harness::open_at(&db, &url, 20).await;
+    let op = old
+        .create_operator_credential("ops", None)
+        .await
+        .expect("bootstrap");
+    let by = old.by_operator(&op.credential.id);
+    let alice = human(&by, "alice").await;
+    let wh = webhook(&by, &alice).await;
+    by.set_confirm_policy(&alice, &wh.id, ConfirmPolicy::Person)
+        .await
+        .expect("policy");
+    let before = old
+        .list_audit_entries(&Page::first(100))
+        .await
+        .expect("the old audit");
+    assert_eq!(before.items.len(), 4, "{before:?}");
+    old.close().await;
+
+    let new = switchboard_store::Store::connect(&url, db.store.sealing_key())
+        .await
+        .expect("upgrade");
+    let after = new
+        .list_audit_entries(&Page::first(100))
+        .await
+        .expect("the view");
+    let fields = |e: &switchboard_store::AuditEntry| {
+        (
+            e.at,
+            e.operator_id.clone(),
+            e.action.clone(),
+            e.target.clone(),
+            e.detail.clone(),
+        )
+    };
+    assert_eq!(
+        after.items.iter().map(fields).collect::<Vec<_>>(),
+        before.items.iter().map(fields).collect::<Vec<_>>()
+    );
+    new.by_operator(&op.credential.id)
+        .set_confirm_policy(&alice, &wh.id, ConfirmPolicy::SelfConfirm)
+        .await
+        .expect("policy");
+    let newest = new.list_audit_entries(&Page::first(1)).await.expect("read");
+    assert_eq!(newest.items[0].detail["policy"], "self");
+    let old_table: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM operator_audit")
+        .fetch_one(new.pool())
+        .await
+        .expect("count");
+    assert_eq!(old_table, 4, "kept as written, and not written again");
+    assert!(new.verify_change_log().await.expect("read").is_ok());
+    new.close().await;
+    crate::harness::drop_second_database(&db, &url).await;
 }

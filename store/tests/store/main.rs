@@ -50,6 +50,8 @@ store_test_suite! {
         an_entry_changed_deleted_or_moved_in_the_database_is_named,
         concurrent_saves_append_one_chain_without_a_gap,
         upgrading_from_0018_starts_the_log_with_every_version_and_audit_row,
+        an_operators_acts_are_logged_in_their_own_transaction_and_the_audit_lists_them,
+        upgrading_from_0020_the_audit_lists_the_same_acts_from_the_log,
     ],
     backend: [
         migrations_apply_once_and_reconnect,

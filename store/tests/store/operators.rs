@@ -1,8 +1,6 @@
 use sqlx::Row;
 use switchboard_store::secrets::sha256_hex;
-use switchboard_store::{
-    AuditRecord, NewEndpoint, OPERATOR_CREDENTIAL_PREFIX, OperatorAction, Page,
-};
+use switchboard_store::{NewEndpoint, OPERATOR_CREDENTIAL_PREFIX, Page};
 
 use crate::harness::{
     ALL_MIGRATIONS, TestDb, applied_migrations, human, invalid, not_found, webhook,
@@ -116,12 +114,10 @@ pub async fn operator_credentials_are_hashed_and_their_own_kind(db: TestDb) {
         db.list_audit_entries(&Page::after("bogus", 2)).await,
         "cursor",
     );
-    db.record_operator_action(
-        &first.credential.id,
-        &AuditRecord::new(OperatorAction::CreateTeam, "team:infra").with("name", "Infra"),
-    )
-    .await
-    .unwrap();
+    db.by_operator(&first.credential.id)
+        .create_team("infra", "Infra")
+        .await
+        .unwrap();
     let newest = db.list_audit_entries(&Page::first(1)).await.unwrap();
     assert_eq!(newest.items[0].action, "create_team");
     assert_eq!(newest.items[0].detail["name"], "Infra");
