@@ -50,6 +50,20 @@ pub struct ChangeActor {
     pub operator: Option<String>,
 }
 
+impl ChangeActor {
+    /// Who made it, in the words every reader uses: `alice via ep_…`, `alice`, `ep_…`,
+    /// `operator op_…`, or `an operator` (an operator's save, before acts named one).
+    pub fn describe(&self) -> String {
+        match (&self.human, &self.endpoint, &self.operator) {
+            (Some(h), Some(e), _) => format!("{h} via {e}"),
+            (Some(h), None, _) => h.clone(),
+            (None, Some(e), _) => e.clone(),
+            (None, None, Some(o)) => format!("operator {o}"),
+            (None, None, None) => "an operator".to_string(),
+        }
+    }
+}
+
 /// One change, before it is sealed into the chain.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
@@ -170,6 +184,18 @@ pub fn seal(mut entry: ChangeEntry, prev: Option<&Head>) -> Sealed {
     }
 }
 
+/// Opens a sealed entry: its text must hash to its stored hash and read as an entry.
+fn open(sealed: &Sealed) -> Result<ChangeEntry, Broken> {
+    let broken = |why| Broken {
+        seq: sealed.seq,
+        why,
+    };
+    if sha256_hex(&sealed.text) != sealed.hash {
+        return Err(broken(BrokenWhy::Edited));
+    }
+    serde_json::from_str(&sealed.text).map_err(|e| broken(BrokenWhy::Unreadable(e.to_string())))
+}
+
 /// Verifies a chain read in seq order, from its first entry (`start` none) or from an entry
 /// already trusted (`start`: the head a previous verify answered). Answers the last entry's
 /// head, or the first entry that does not match.
@@ -180,15 +206,7 @@ pub fn verify<'a>(
     let mut head = start;
     for sealed in entries {
         let expected = head.as_ref().map_or(1, |h| h.seq + 1);
-        let broken = |why| Broken {
-            seq: sealed.seq,
-            why,
-        };
-        if sha256_hex(&sealed.text) != sealed.hash {
-            return Err(broken(BrokenWhy::Edited));
-        }
-        let entry: ChangeEntry = serde_json::from_str(&sealed.text)
-            .map_err(|e| broken(BrokenWhy::Unreadable(e.to_string())))?;
+        let entry = open(sealed)?;
         if entry.seq != sealed.seq || sealed.seq != expected {
             // Named by the seq it was written with: the entry that stands out of its place.
             return Err(Broken {
@@ -198,7 +216,10 @@ pub fn verify<'a>(
         }
         let prev = head.as_ref().map_or(GENESIS, |h| h.hash.as_str());
         if entry.prev_hash != prev {
-            return Err(broken(BrokenWhy::Unlinked));
+            return Err(Broken {
+                seq: sealed.seq,
+                why: BrokenWhy::Unlinked,
+            });
         }
         head = Some(Head {
             seq: sealed.seq,
@@ -216,15 +237,7 @@ pub fn verify_extract<'a>(entries: impl IntoIterator<Item = &'a Sealed>) -> Resu
     let mut last: Option<Head> = None;
     let mut checked = 0;
     for sealed in entries {
-        let broken = |why| Broken {
-            seq: sealed.seq,
-            why,
-        };
-        if sha256_hex(&sealed.text) != sealed.hash {
-            return Err(broken(BrokenWhy::Edited));
-        }
-        let entry: ChangeEntry = serde_json::from_str(&sealed.text)
-            .map_err(|e| broken(BrokenWhy::Unreadable(e.to_string())))?;
+        let entry = open(sealed)?;
         let after = last.as_ref().map_or(0, |h| h.seq);
         if entry.seq != sealed.seq || sealed.seq <= after {
             return Err(Broken {
@@ -240,7 +253,10 @@ pub fn verify_extract<'a>(entries: impl IntoIterator<Item = &'a Sealed>) -> Resu
             _ => true,
         };
         if !linked {
-            return Err(broken(BrokenWhy::Unlinked));
+            return Err(Broken {
+                seq: sealed.seq,
+                why: BrokenWhy::Unlinked,
+            });
         }
         last = Some(Head {
             seq: sealed.seq,
@@ -249,6 +265,38 @@ pub fn verify_extract<'a>(entries: impl IntoIterator<Item = &'a Sealed>) -> Resu
         checked += 1;
     }
     Ok(checked)
+}
+
+/// A line of an export that is not an exported entry.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("line {line}: not JSON: {why}")]
+pub struct BadExport {
+    pub line: usize,
+    pub why: String,
+}
+
+/// Reads an export — JSON Lines of `{"entry": …, "hash": …}`, as `changes export` writes
+/// them — back into sealed entries: each entry's canonical text, its seq and its stored hash,
+/// ready for [`verify`] (a whole chain) or [`verify_extract`] (a scope's). Blank lines are
+/// skipped; an entry that was edited reads, and the verify names it.
+pub fn read_export(text: &str) -> Result<Vec<Sealed>, BadExport> {
+    text.lines()
+        .enumerate()
+        .filter(|(_, l)| !l.trim().is_empty())
+        .map(|(n, line)| {
+            let v: Value = serde_json::from_str(line).map_err(|e| BadExport {
+                line: n + 1,
+                why: e.to_string(),
+            })?;
+            let mut text = String::new();
+            crate::write_canonical(&v["entry"], &mut text);
+            Ok(Sealed {
+                seq: v["entry"]["seq"].as_u64().unwrap_or(0),
+                text,
+                hash: v["hash"].as_str().unwrap_or_default().to_string(),
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]
@@ -272,6 +320,45 @@ mod tests {
                 ..
             })
         ));
+    }
+
+    #[test]
+    fn an_export_reads_back_to_the_chain_it_was_written_from() {
+        let log = chain(3);
+        let lines: String = log
+            .iter()
+            .map(|s| {
+                let entry: Value = serde_json::from_str(&s.text).expect("json");
+                format!(
+                    "{}\n\n",
+                    serde_json::json!({"entry": entry, "hash": s.hash})
+                )
+            })
+            .collect();
+        assert_eq!(read_export(&lines), Ok(log.clone()));
+        assert_eq!(
+            verify(&read_export(&lines).expect("read"), None).map(|h| h.map(|h| h.seq)),
+            Ok(Some(3))
+        );
+        let bad = format!("{lines}{{not json\n");
+        assert_eq!(read_export(&bad).map_err(|e| e.line), Err(7));
+    }
+
+    #[test]
+    fn an_actor_is_described_one_way() {
+        let actor = |e: Option<&str>, h: Option<&str>, o: Option<&str>| ChangeActor {
+            endpoint: e.map(Into::into),
+            human: h.map(Into::into),
+            operator: o.map(Into::into),
+        };
+        assert_eq!(
+            actor(Some("ep_1"), Some("alice"), None).describe(),
+            "alice via ep_1"
+        );
+        assert_eq!(actor(None, Some("alice"), None).describe(), "alice");
+        assert_eq!(actor(Some("ep_1"), None, None).describe(), "ep_1");
+        assert_eq!(actor(None, None, Some("op_1")).describe(), "operator op_1");
+        assert_eq!(actor(None, None, None).describe(), "an operator");
     }
 
     fn change(n: i64) -> ChangeEntry {

@@ -11,7 +11,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand};
 use switchboard_control_client::views::{ChangeOut, ListWebhookChangesOut};
-use switchboard_model::change_log::{Sealed, verify_extract};
+use switchboard_model::change_log::{read_export, verify_extract};
 use switchboard_proto::control::v1 as pb;
 
 use super::{Common, Failure, Session, emit, exit};
@@ -150,24 +150,10 @@ fn verify(file: &std::path::Path) -> Result<u8, Failure> {
         exit: exit::USAGE,
         message: format!("read {}: {e}", file.display()),
     })?;
-    let mut sealed = Vec::new();
-    for (n, line) in text
-        .lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-    {
-        let v: serde_json::Value = serde_json::from_str(line).map_err(|e| Failure {
-            exit: exit::USAGE,
-            message: format!("line {}: not JSON: {e}", n + 1),
-        })?;
-        let mut canonical = String::new();
-        switchboard_model::write_canonical(&v["entry"], &mut canonical);
-        sealed.push(Sealed {
-            seq: v["entry"]["seq"].as_u64().unwrap_or(0),
-            text: canonical,
-            hash: v["hash"].as_str().unwrap_or_default().to_string(),
-        });
-    }
+    let sealed = read_export(&text).map_err(|e| Failure {
+        exit: exit::USAGE,
+        message: e.to_string(),
+    })?;
     match verify_extract(&sealed) {
         Ok(n) => {
             println!(
@@ -189,14 +175,7 @@ fn table(out: &ListWebhookChangesOut) -> String {
     }
     for c in &out.changes {
         let e = &c.entry;
-        let a = &e.actor;
-        let by = match (&a.human, &a.endpoint, &a.operator) {
-            (Some(h), Some(ep), _) => format!("{h} via {ep}"),
-            (Some(h), None, _) => h.clone(),
-            (None, Some(ep), _) => ep.clone(),
-            (None, None, Some(o)) => format!("operator {o}"),
-            (None, None, None) => "an operator".to_string(),
-        };
+        let by = e.actor.describe();
         let kind = serde_json::to_value(e.kind)
             .ok()
             .and_then(|v| v.as_str().map(str::to_string))

@@ -480,12 +480,13 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
                 .into_inner()
                 .entries;
             for e in entries {
-                let actor = [&e.actor_human, &e.actor_endpoint, &e.actor_operator]
-                    .into_iter()
-                    .filter(|a| !a.is_empty())
-                    .cloned()
-                    .collect::<Vec<_>>()
-                    .join(" via ");
+                let some = |v: &String| (!v.is_empty()).then(|| v.clone());
+                let actor = switchboard_model::change_log::ChangeActor {
+                    endpoint: some(&e.actor_endpoint),
+                    human: some(&e.actor_human),
+                    operator: some(&e.actor_operator),
+                }
+                .describe();
                 println!(
                     "{}\t{}\t{}\t{}\t{}\t{}",
                     e.seq,
@@ -1066,21 +1067,7 @@ fn confirm(prompt: &str) -> anyhow::Result<bool> {
 
 /// An export's lines as the sealed entries they carry: each entry's canonical text again.
 fn exported(text: &str) -> anyhow::Result<Vec<switchboard_model::change_log::Sealed>> {
-    text.lines()
-        .enumerate()
-        .filter(|(_, l)| !l.trim().is_empty())
-        .map(|(n, line)| {
-            let v: serde_json::Value =
-                serde_json::from_str(line).with_context(|| format!("line {}: not JSON", n + 1))?;
-            let mut canonical = String::new();
-            switchboard_model::write_canonical(&v["entry"], &mut canonical);
-            Ok(switchboard_model::change_log::Sealed {
-                seq: v["entry"]["seq"].as_u64().unwrap_or(0),
-                text: canonical,
-                hash: v["hash"].as_str().unwrap_or_default().to_string(),
-            })
-        })
-        .collect()
+    Ok(switchboard_model::change_log::read_export(text)?)
 }
 
 fn print_head(head: Option<(u64, &str)>) {

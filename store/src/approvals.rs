@@ -80,6 +80,41 @@ impl Store {
             .collect()
     }
 
+    /// The approvals of every plan pending in `scopes` (what the inbox lists), by plan id:
+    /// one query per scope rather than one per plan.
+    pub async fn pending_approvals(
+        &self,
+        scopes: &[crate::OwnerScope],
+    ) -> Result<std::collections::HashMap<String, Vec<Approval>>> {
+        let mut by_plan: std::collections::HashMap<String, Vec<Approval>> = Default::default();
+        if !self.approvals {
+            return Ok(by_plan);
+        }
+        for scope in scopes {
+            let rows = sqlx::query(
+                "SELECT a.plan_id, a.person, a.plan_digest, a.approved_at FROM plan_approvals a \
+                 JOIN plans p ON p.id = a.plan_id WHERE p.owner_scope = $1 \
+                 AND p.pending_at IS NOT NULL AND p.used_at IS NULL AND p.rejected_at IS NULL \
+                 AND p.expires_at > $2 ORDER BY a.approved_at, a.person",
+            )
+            .bind(scope.to_string())
+            .bind(self.now())
+            .fetch_all(&self.pool)
+            .await?;
+            for row in &rows {
+                by_plan
+                    .entry(row.try_get("plan_id")?)
+                    .or_default()
+                    .push(Approval {
+                        person: row.try_get("person")?,
+                        plan_digest: row.try_get("plan_digest")?,
+                        at_ms: row.try_get("approved_at")?,
+                    });
+            }
+        }
+        Ok(by_plan)
+    }
+
     /// Deletes the approvals of plans that are gone (purged by retention).
     pub(crate) async fn purge_orphan_approvals(&self) -> Result<u64> {
         if !self.approvals {

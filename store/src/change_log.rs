@@ -371,16 +371,17 @@ pub(crate) fn configuration_entry(v: Version<'_>) -> ChangeEntry {
         evidence,
         detail: {
             let mut detail = BTreeMap::from([("op".to_string(), v.op)]);
-            if let Some(by) = &p.proposed_by {
-                let who = match (&by.human, &by.endpoint) {
-                    (Some(h), Some(e)) => format!("{h} via {e}"),
-                    (Some(h), None) => h.clone(),
-                    (None, Some(e)) => e.clone(),
-                    (None, None) => String::new(),
+            if let Some(by) = p
+                .proposed_by
+                .as_ref()
+                .filter(|b| b.human.is_some() || b.endpoint.is_some())
+            {
+                let who = ChangeActor {
+                    endpoint: by.endpoint.clone(),
+                    human: by.human.clone(),
+                    operator: None,
                 };
-                if !who.is_empty() {
-                    detail.insert("proposed_by".to_string(), who);
-                }
+                detail.insert("proposed_by".to_string(), who.describe());
             }
             detail
         },

@@ -20,6 +20,7 @@ on_every_backend!(
     two_people_giving_the_last_approval_at_once_apply_the_plan_once,
     an_operators_approval_rule_decides_and_is_in_the_change_log,
     owners_read_their_scopes_change_log_and_no_other,
+    an_applied_plan_shows_the_approvals_it_was_counted_with,
 );
 
 /// The team `ops` (alice, bob, carol, dan editors; vic a viewer), alice's agent in it, and a
@@ -508,4 +509,98 @@ async fn owners_read_their_scopes_change_log_and_no_other(db: TestDb) {
     .await
     .expect_err("another scope's webhook");
     assert_eq!(named.code(), tonic::Code::NotFound);
+}
+
+/// A plan whose only risk is a new default action needs two people; once applied, the
+/// webhook's saved configuration is the plan's own (the default action no longer differs),
+/// yet what the agent and the console read is what was counted at the final accept: the
+/// risk and the two required, against the version the plan replaced.
+async fn an_applied_plan_shows_the_approvals_it_was_counted_with(db: TestDb) {
+    let env = Env::start(&db, Options::default()).await;
+    let (scope, cred, w) = team(&env).await;
+    let current = env.store.get_webhook(&scope, &w.id).await.expect("webhook");
+    let mut candidate = current.configuration.clone();
+    candidate.default_action = Some(switchboard_model::Action::Queue(
+        if candidate.default_action == Some(switchboard_model::Action::Queue("triage".into())) {
+            "forge".into()
+        } else {
+            "triage".into()
+        },
+    ));
+    let stream = env
+        .rules(&cred)
+        .plan_webhook_rules(pb::PlanWebhookRulesRequest {
+            webhook_id: w.id.clone(),
+            configuration: Some(pb::Configuration::from(&candidate)),
+            replay: None,
+            guard: None,
+        })
+        .await
+        .expect("plan")
+        .into_inner();
+    let plan = crate::support::typed::pack_result(stream)
+        .await
+        .expect("a plan");
+    let token = plan["plan_token"].as_str().expect("token").to_string();
+    let pending = env
+        .packs(&cred)
+        .confirm_rule_pack_plan(pb::ConfirmRulePackPlanRequest {
+            webhook_id: w.id.clone(),
+            plan_token: token.clone(),
+            allow_unproven: true,
+            allow_insufficient_trial: false,
+        })
+        .await
+        .expect("confirm by token")
+        .into_inner();
+    let Some(pb::rule_pack_event::Event::Pending(p)) = pending.event else {
+        panic!("pending expected: {pending:?}");
+    };
+    let read = || async {
+        env.packs(&cred)
+            .get_rule_pack_plan(pb::GetRulePackPlanRequest {
+                plan_token: token.clone(),
+            })
+            .await
+            .expect("plan state")
+            .into_inner()
+    };
+    let before = read().await.approvals.expect("approvals");
+    assert_eq!(before.required, 2, "{before:?}");
+    assert_eq!(
+        before.risks,
+        vec![pb::ApprovalRisk::DefaultAction as i32],
+        "{before:?}"
+    );
+
+    let packs = packs(&env);
+    assert!(matches!(
+        accept(&packs, "bob", &p.plan_id).await,
+        Accepted::Waiting(_)
+    ));
+    let applied = accept(&packs, "carol", &p.plan_id).await;
+    assert!(applied.applied().is_some(), "{applied:?}");
+    assert_eq!(
+        env.store
+            .get_webhook(&scope, &w.id)
+            .await
+            .expect("webhook")
+            .configuration
+            .default_action,
+        candidate.default_action,
+        "live: the saved default action is the plan's"
+    );
+    let after = read().await;
+    assert_eq!(after.state, pb::PlanState::Applied as i32);
+    let after = after.approvals.expect("approvals");
+    assert_eq!(
+        (
+            after.required,
+            after.counted,
+            after.still_needed,
+            after.risks
+        ),
+        (2, 2, 0, before.risks),
+        "what was counted, not a recount against the new configuration"
+    );
 }

@@ -134,7 +134,7 @@ impl Env {
         RulePacksClient::with_interceptor(self.channel.clone(), Bearer(credential.to_string()))
     }
 
-    fn rules(&self, credential: &str) -> WebhookRulesClient<Svc> {
+    pub(crate) fn rules(&self, credential: &str) -> WebhookRulesClient<Svc> {
         WebhookRulesClient::with_interceptor(self.channel.clone(), Bearer(credential.to_string()))
     }
 

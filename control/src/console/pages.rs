@@ -66,16 +66,25 @@ pub(super) async fn inbox(c: &Console, person: &Person) -> Response {
     let load = async {
         let scopes = store.scopes_with_role(&person.login, Role::Editor).await?;
         let mut items = Vec::new();
+        // One read of the approvals for every listed plan, and one of each webhook.
+        let mut approvals = store.pending_approvals(&scopes).await?;
+        let mut webhooks = std::collections::HashMap::new();
         for plan in store.pending_plans(&scopes).await? {
-            let webhook = store
-                .get_webhook(&plan.owner_scope, &plan.webhook_id)
-                .await?;
+            let webhook = match webhooks.entry(plan.webhook_id.clone()) {
+                std::collections::hash_map::Entry::Occupied(found) => found.into_mut(),
+                std::collections::hash_map::Entry::Vacant(slot) => slot.insert(
+                    store
+                        .get_webhook(&plan.owner_scope, &plan.webhook_id)
+                        .await?,
+                ),
+            };
             let kind = plan.plan.apply.kind;
             let (state, _) = plan
                 .facts()
                 .state(store.clock().now_ms(), webhook.config_version);
-            let given = store.plan_approvals(&plan.id).await?;
-            let tally = crate::rule_packs::approval_tally(&plan, &webhook, &given);
+            let given = approvals.remove(&plan.id).unwrap_or_default();
+            let tally =
+                crate::rule_packs::approval_tally(&plan, webhook, &webhook.configuration, &given);
             items.push(InboxItem {
                 approvals: (tally.counted, tally.required),
                 kind,
@@ -151,9 +160,9 @@ pub(super) async fn plan(
         None => None,
     };
     let approvals = match plan.pending_at {
-        Some(_) => match c.state.store.plan_approvals(&plan.id).await {
-            Ok(given) => Some(crate::rule_packs::approval_tally(&plan, &webhook, &given)),
-            Err(e) => return internal(&e),
+        Some(_) => match c.packs.approvals(&plan, &webhook).await {
+            Ok(tally) => Some(tally),
+            Err(e) => return internal(&crate::Error::internal(e.message)),
         },
         None => None,
     };
@@ -500,11 +509,13 @@ async fn webhook_view(
         .items
         .into_iter()
         .map(|h| {
-            let who = |endpoint: &Option<String>, human: &Option<String>| match (endpoint, human) {
-                (Some(e), Some(h)) => format!("{h} via {e}"),
-                (None, Some(h)) => h.clone(),
-                (Some(e), None) => e.clone(),
-                (None, None) => "an operator".into(),
+            let who = |endpoint: &Option<String>, human: &Option<String>| {
+                switchboard_model::change_log::ChangeActor {
+                    endpoint: endpoint.clone(),
+                    human: human.clone(),
+                    operator: None,
+                }
+                .describe()
             };
             let provenance = h.provenance.clone().unwrap_or_default();
             HistoryRow {
@@ -607,14 +618,7 @@ fn change_row(sealed: &switchboard_model::change_log::Sealed) -> switchboard_con
             ..Default::default()
         };
     };
-    let a = &entry.actor;
-    let actor = match (&a.endpoint, &a.human, &a.operator) {
-        (Some(e), Some(h), _) => format!("{h} via {e}"),
-        (None, Some(h), _) => h.clone(),
-        (Some(e), None, _) => e.clone(),
-        (None, None, Some(o)) => format!("operator {o}"),
-        (None, None, None) => "an operator".into(),
-    };
+    let actor = entry.actor.describe();
     let detail = |k: &str| entry.detail.get(k).cloned().unwrap_or_default();
     let what = match entry.version {
         Some(v) => format!("version {v}: {}", detail("op")),

@@ -182,7 +182,7 @@ impl RulePacks {
             .store
             .record_approval(&plan.id, &plan.owner_scope, person, &digest)
             .await?;
-        let tally = approval_tally(&plan, &webhook, &given);
+        let tally = approval_tally(&plan, &webhook, &webhook.configuration, &given);
         if !tally.met() {
             switchboard_telemetry::metrics().plan_confirm("approval_recorded");
             return Ok(Accepted::Waiting(tally));
@@ -228,14 +228,31 @@ impl RulePacks {
         }
     }
 
-    /// Where a plan's approvals stand under its webhook's rule (issue 47).
+    /// Where a plan's approvals stand under its webhook's rule (issue 47). Its risks are
+    /// counted against the configuration it replaces: the webhook's saved one while it is
+    /// pending, and once applied the version it was planned against (the saved one has moved
+    /// on to the plan's own), so what counted at the final accept is what is shown after.
     pub async fn approvals(
         &self,
         plan: &crate::store::Plan,
         webhook: &Webhook,
     ) -> Result<approval::Tally, PackError> {
         let given = self.state.store.plan_approvals(&plan.id).await?;
-        Ok(approval_tally(plan, webhook, &given))
+        let replaced = match plan.used_at {
+            Some(_) => self
+                .state
+                .store
+                .history_version(
+                    &plan.owner_scope,
+                    &plan.webhook_id,
+                    plan.base_config_version,
+                )
+                .await?
+                .map(|h| h.configuration),
+            None => None,
+        };
+        let before = replaced.as_ref().unwrap_or(&webhook.configuration);
+        Ok(approval_tally(plan, webhook, before, &given))
     }
 
     /// A person rejects a plan awaiting them, saying why; it can never be applied after.
@@ -472,10 +489,12 @@ impl Accepted {
 }
 
 /// The one count of a plan's approvals: the webhook's rule (or the default), the plan's risks
-/// against the webhook's saved configuration, and the proposer's human, who does not count.
+/// against `before` — the configuration it replaces ([`RulePacks::approvals`] finds it) — and
+/// the proposer's human, who does not count.
 pub fn approval_tally(
     plan: &crate::store::Plan,
     webhook: &Webhook,
+    before: &switchboard_model::Configuration,
     given: &[approval::Approval],
 ) -> approval::Tally {
     let rule = webhook.approval_rule();
@@ -483,7 +502,7 @@ pub fn approval_tally(
     let risks = approval::risks(
         &stored.plan.report,
         stored.apply.kind,
-        &webhook.configuration,
+        before,
         &plan.candidate,
     );
     let digest = approval::plan_digest(stored, &plan.candidate_digest);
