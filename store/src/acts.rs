@@ -158,6 +158,8 @@ pub(crate) enum Acting {
     Operator(String),
     /// A person's login, acting on the console.
     Person(String),
+    /// An endpoint and the human it acts for (an agent's call).
+    Endpoint { endpoint: String, human: String },
 }
 
 impl Store {
@@ -182,6 +184,39 @@ impl Store {
         }
     }
 
+    /// This store, its writes made by the endpoint `endpoint_id` acting for `human`: the
+    /// entries its changes append (a redrive applied) name them.
+    pub fn by_endpoint(&self, endpoint_id: &str, human: &str) -> Store {
+        Store {
+            acting: Some(Acting::Endpoint {
+                endpoint: endpoint_id.to_string(),
+                human: human.to_string(),
+            }),
+            ..self.clone()
+        }
+    }
+
+    /// Who this handle's writes are made by, as the change log names an actor (nobody: the
+    /// default, for Switchboard's own writes such as a guard's recovery).
+    pub(crate) fn acting_actor(&self) -> ChangeActor {
+        match &self.acting {
+            None => ChangeActor::default(),
+            Some(Acting::Operator(id)) => ChangeActor {
+                operator: Some(id.clone()),
+                ..Default::default()
+            },
+            Some(Acting::Person(login)) => ChangeActor {
+                human: Some(login.clone()),
+                ..Default::default()
+            },
+            Some(Acting::Endpoint { endpoint, human }) => ChangeActor {
+                endpoint: Some(endpoint.clone()),
+                human: Some(human.clone()),
+                operator: None,
+            },
+        }
+    }
+
     /// Records the act of whoever this handle acts for, in the change's transaction `conn`;
     /// nothing when it acts for no one (tests, `switchboard up`'s own setup).
     pub(crate) async fn record_act(
@@ -196,7 +231,7 @@ impl Store {
                 self.audit_in(conn, self.now(), Some(id), scope, &record)
                     .await
             }
-            Some(Acting::Person(login)) => {
+            Some(Acting::Person(_) | Acting::Endpoint { .. }) => {
                 let mut entry = operator_entry(
                     self.now(),
                     None,
@@ -204,10 +239,7 @@ impl Store {
                     &record.target,
                     &record.detail,
                 );
-                entry.actor = switchboard_model::change_log::ChangeActor {
-                    human: Some(login.clone()),
-                    ..Default::default()
-                };
+                entry.actor = self.acting_actor();
                 entry.owner_scope = scope.map(ToString::to_string);
                 self.append_change(conn, entry).await.map(|_| ())
             }

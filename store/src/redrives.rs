@@ -489,7 +489,7 @@ impl Store {
                 seq: 0,
                 at_ms: now,
                 kind: switchboard_model::change_log::ChangeKind::Redrive,
-                actor: Default::default(),
+                actor: self.acting_actor(),
                 approvers: Vec::new(),
                 owner_scope: Some(found.owner_scope.to_string()),
                 webhook_id: Some(found.webhook_id.clone()),

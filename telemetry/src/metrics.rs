@@ -45,6 +45,18 @@ pub const GAUGES: [(&str, &str); 7] = [
 /// One gauge's readings: each with its attributes.
 pub type Readings = Vec<(Vec<KeyValue>, f64)>;
 
+/// Ingest's buckets, in seconds: 1 ms to 30 s (issue 49). OpenTelemetry's default boundaries
+/// (0, 5, 10, 25 … 10000) are for milliseconds; on a histogram in seconds every delivery fell
+/// in the first bucket and no quantile could be read.
+pub const INGEST_SECONDS: [f64; 14] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+/// A replay's buckets, in seconds: 10 ms to 2 minutes.
+pub const REPLAY_SECONDS: [f64; 12] = [
+    0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 120.0,
+];
+
 /// All instruments, created once (after [`crate::init`] has installed the provider).
 pub struct Metrics {
     deliveries: Counter<u64>,
@@ -108,11 +120,13 @@ pub fn metrics() -> &'static Metrics {
             ingest_duration: meter
                 .f64_histogram("switchboard.ingest.duration")
                 .with_unit("s")
+                .with_boundaries(INGEST_SECONDS.to_vec())
                 .with_description("Time from a delivery's arrival to its answer (stored and, when a router answered, routed)")
                 .build(),
             replay_duration: meter
                 .f64_histogram("switchboard.replay.duration")
                 .with_unit("s")
+                .with_boundaries(REPLAY_SECONDS.to_vec())
                 .with_description("Time a replay (plan or dry run) took over a webhook's stored deliveries")
                 .build(),
             replay_truncations: meter

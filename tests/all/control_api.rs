@@ -4596,6 +4596,17 @@ async fn redrive_recovers_what_a_change_dropped_by_version_and_time_once_each(ap
         redrives[0].detail.get("applied").map(String::as_str),
         Some("3")
     );
+    // It names who applied it: ed's endpoint, acting for ed.
+    assert_eq!(redrives[0].actor.human.as_deref(), Some("ed"));
+    assert!(
+        redrives[0]
+            .actor
+            .endpoint
+            .as_deref()
+            .is_some_and(|e| e.starts_with("ep_")),
+        "{:?}",
+        redrives[0].actor
+    );
     assert!(store.verify_change_log().await.expect("read").is_ok());
 }
 

@@ -197,6 +197,29 @@ async fn metrics_are_scraped_and_the_backlog_gauges_move_with_the_work() {
         3.0,
         "every delivery counted once"
     );
+    // Issue 49: ingest's histogram is in seconds with buckets from 1 ms to 30 s, so its
+    // quantiles can be read; every delivery is in the +Inf bucket.
+    let mut bounds: Vec<f64> = during
+        .iter()
+        .filter(|s| s.name == "switchboard_ingest_duration_seconds_bucket")
+        .filter_map(|s| s.labels.get("le"))
+        .filter(|le| le.as_str() != "+Inf")
+        .map(|le| le.parse::<f64>().expect("a bound"))
+        .collect();
+    bounds.sort_by(f64::total_cmp);
+    bounds.dedup();
+    assert_eq!(
+        bounds,
+        switchboard_telemetry::metrics::INGEST_SECONDS.to_vec()
+    );
+    assert_eq!(
+        total(
+            &during,
+            "switchboard_ingest_duration_seconds_bucket",
+            &[("le", "+Inf")]
+        ),
+        3.0
+    );
     // One write per delivery decided within `--ingest-decide-before-store-ms`, two (event,
     // then decision) for one stored before its decision (a loaded machine routing late).
     let stored = |how| total(&during, "switchboard_ingest_stored_total", &[("how", how)]);

@@ -155,8 +155,11 @@ pub async fn confirm(
         return Err(ApiError::invalid("plan_token", "must not be empty"));
     }
     let token_hash = crate::secrets::sha256_hex(&req.plan_token);
+    let store = state
+        .store
+        .by_endpoint(&caller.endpoint.id, &caller.endpoint.human_login);
     let (redrive, outcomes) = match redrive::confirm(
-        &state.store,
+        &store,
         (caller.scope(), &req.webhook_id),
         &token_hash,
     )
