@@ -1,5 +1,5 @@
-//! Reading the change log as a scope's owners do (issue 47): their scope's entries, narrowed
-//! to one actor when asked. The actor is inside the entry, not a column, so a page is filled
+//! Reading the change log (issue 47): a scope's entries as its owners read them, or every
+//! entry as operators do, narrowed to one actor when asked. The actor is inside the entry, not a column, so a page is filled
 //! by reading on until it is full or a bounded number of pages were read; the caller pages on
 //! from where the reading stopped.
 
@@ -9,11 +9,11 @@ use switchboard_store::{ChangeQuery, OwnerScope, Store};
 /// Pages read for one answer when an actor narrows it.
 const MAX_PAGES: usize = 20;
 
-/// Up to `query.limit` entries of `scope` (made by `actor`, when given), and the seq to page
-/// on from when more may match.
-pub async fn read_scope(
+/// Up to `query.limit` entries of `scope` (every entry without one; made by `actor`, when
+/// given), and the seq to page on from when more may match.
+pub async fn read(
     store: &Store,
-    scope: &OwnerScope,
+    scope: Option<&OwnerScope>,
     query: ChangeQuery<'_>,
     actor: Option<&str>,
 ) -> crate::Result<(Vec<Sealed>, Option<u64>)> {

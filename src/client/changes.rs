@@ -27,18 +27,18 @@ pub struct ChangesArgs {
 /// Which entries to read.
 #[derive(Args, Debug, Clone, Default)]
 pub struct Filter {
-    /// Only this webhook's changes (`wh_…`); default: every webhook of your scope.
+    /// Only this webhook's changes (`wh_…`); default: every webhook (of your scope).
     #[arg(long)]
-    webhook: Option<String>,
+    pub webhook: Option<String>,
     /// Only changes this actor made or approved: an endpoint id, a person's login or an
     /// operator credential id.
     #[arg(long)]
-    actor: Option<String>,
+    pub actor: Option<String>,
     /// Only changes at or after / before these times (ms since the Unix epoch).
     #[arg(long)]
-    since_ms: Option<i64>,
+    pub since_ms: Option<i64>,
     #[arg(long)]
-    until_ms: Option<i64>,
+    pub until_ms: Option<i64>,
 }
 
 #[derive(Subcommand, Debug)]

@@ -82,9 +82,12 @@ pub enum ChangesCommand {
         after: u64,
         #[arg(long, default_value_t = 100)]
         limit: u32,
-        /// Only this owner scope's entries (`human:<login>`, `team:<name>`).
+        /// Only this owner scope's entries (`human:<login>`, `team:<name>`): its own and those
+        /// naming one of its webhooks.
         #[arg(long)]
         scope: Option<String>,
+        #[command(flatten)]
+        filter: crate::client::changes::Filter,
     },
     /// Writes every entry as JSON Lines (`{"entry": …, "hash": …}`, oldest first) to `--out`
     /// or standard output: what an auditor verifies with `changes verify --file`.
@@ -468,18 +471,22 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
             after,
             limit,
             scope,
+            filter,
         }) => {
-            let entries = client
+            let page = client
                 .list_changes(pb::ListChangesRequest {
                     after_seq: after,
                     limit,
                     owner_scope: scope.unwrap_or_default(),
+                    webhook_id: filter.webhook.unwrap_or_default(),
+                    actor: filter.actor.unwrap_or_default(),
+                    since_ms: filter.since_ms.unwrap_or(0),
+                    until_ms: filter.until_ms.unwrap_or(0),
                 })
                 .await
                 .map_err(api)?
-                .into_inner()
-                .entries;
-            for e in entries {
+                .into_inner();
+            for e in page.entries {
                 let some = |v: &String| (!v.is_empty()).then(|| v.clone());
                 let actor = switchboard_model::change_log::ChangeActor {
                     endpoint: some(&e.actor_endpoint),
@@ -497,6 +504,9 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
                     e.version.map(|v| v.to_string()).unwrap_or_default()
                 );
             }
+            if page.next_after_seq > 0 {
+                println!("next after: {}", page.next_after_seq);
+            }
         }
         AdminCommand::Changes(ChangesCommand::Export { out }) => {
             let mut lines = String::new();
@@ -506,7 +516,7 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
                     .list_changes(pb::ListChangesRequest {
                         after_seq: after,
                         limit: 1000,
-                        owner_scope: String::new(),
+                        ..Default::default()
                     })
                     .await
                     .map_err(api)?

@@ -208,13 +208,14 @@ impl Store {
         rows.iter().map(sealed).collect()
     }
 
-    /// The entries of one owner scope after `after` (a seq), oldest first, at most `limit`:
-    /// the scope's own and those of its webhooks (an operator's act on a webhook names the
-    /// webhook, not its scope), narrowed to one webhook and to `[since, until)` (ms; 0: no
-    /// bound) when given. Owners read the log through this (`list_webhook_changes`).
+    /// The entries after `query.after` (a seq), oldest first, at most `query.limit`: with a
+    /// `scope`, that scope's own and those of its webhooks (an operator's act on a webhook names
+    /// the webhook), without one every entry; narrowed to one webhook and to `[since, until)`
+    /// (ms; 0: no bound) when given. Owners read the log through this with their scope
+    /// (`list_webhook_changes`), operators with any (`ListChanges`).
     pub async fn scope_changes(
         &self,
-        scope: &OwnerScope,
+        scope: Option<&OwnerScope>,
         query: &ChangeQuery<'_>,
     ) -> Result<Vec<Sealed>> {
         if !self.change_log {
@@ -226,10 +227,14 @@ impl Store {
             i64::MAX
         };
         let rows = sqlx::query(
-            "SELECT seq, entry, hash FROM change_log WHERE seq > $1              AND (owner_scope = $2 OR webhook_id IN (SELECT id FROM webhooks WHERE owner_scope = $2))              AND ($3 = '' OR webhook_id = $3) AND at >= $4 AND at < $5              ORDER BY seq LIMIT $6",
+            "SELECT seq, entry, hash FROM change_log WHERE seq > $1 \
+             AND ($2 = '' OR owner_scope = $2 \
+                  OR webhook_id IN (SELECT id FROM webhooks WHERE owner_scope = $2)) \
+             AND ($3 = '' OR webhook_id = $3) AND at >= $4 AND at < $5 \
+             ORDER BY seq LIMIT $6",
         )
         .bind(i64::try_from(query.after).unwrap_or(i64::MAX))
-        .bind(scope.to_string())
+        .bind(scope.map(ToString::to_string).unwrap_or_default())
         .bind(query.webhook_id)
         .bind(query.since_ms)
         .bind(until)
@@ -303,7 +308,7 @@ impl Store {
     }
 }
 
-/// Which of a scope's entries to read ([`Store::scope_changes`]).
+/// Which entries to read ([`Store::scope_changes`]).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct ChangeQuery<'a> {
     /// Entries after this seq.

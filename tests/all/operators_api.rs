@@ -667,6 +667,55 @@ async fn the_change_log_lists_exports_and_verifies_and_names_a_tampered_entry(db
         .into_inner()
         .entries;
     assert!(mine.iter().all(|e| e.owner_scope == scope.to_string()) && !mine.is_empty());
+    // Narrowed by actor and by webhook, and paged by `next_after_seq`.
+    let list = |req: pb::ListChangesRequest| {
+        let mut api = api.clone();
+        async move {
+            api.list_changes(with(token, req))
+                .await
+                .expect("list")
+                .into_inner()
+        }
+    };
+    let by_root = list(pb::ListChangesRequest {
+        actor: root.credential.id.clone(),
+        ..Default::default()
+    })
+    .await
+    .entries;
+    assert!(
+        by_root.iter().any(|e| e.kind == "confirm_policy")
+            && by_root
+                .iter()
+                .all(|e| e.actor_operator == root.credential.id),
+        "{by_root:?}"
+    );
+    let of_hook = list(pb::ListChangesRequest {
+        webhook_id: hook.id.clone(),
+        ..Default::default()
+    })
+    .await
+    .entries;
+    assert!(
+        of_hook.len() >= 3 && of_hook.iter().all(|e| e.webhook_id == hook.id),
+        "creation, policy and save: {of_hook:?}"
+    );
+    let mut paged = Vec::new();
+    let mut after = 0;
+    loop {
+        let page = list(pb::ListChangesRequest {
+            after_seq: after,
+            limit: 1,
+            ..Default::default()
+        })
+        .await;
+        paged.extend(page.entries);
+        if page.next_after_seq == 0 {
+            break;
+        }
+        after = page.next_after_seq;
+    }
+    assert_eq!(paged, entries, "one at a time, the whole log");
     let verified = api
         .verify_change_log(with(token, pb::VerifyChangeLogRequest {}))
         .await

@@ -655,13 +655,23 @@ impl Operators for OperatorsApi {
                 ),
             };
             let limit = if r.limit == 0 { 100 } else { r.limit.min(1000) };
-            let entries = self
-                .state
-                .store
-                .list_changes(scope.as_ref(), r.after_seq, limit)
-                .await?;
+            let actor = r.actor.trim();
+            let (entries, next) = crate::change_log::read(
+                &self.state.store,
+                scope.as_ref(),
+                switchboard_store::ChangeQuery {
+                    after: r.after_seq,
+                    limit,
+                    webhook_id: r.webhook_id.trim(),
+                    since_ms: r.since_ms,
+                    until_ms: r.until_ms,
+                },
+                (!actor.is_empty()).then_some(actor),
+            )
+            .await?;
             Ok(pb::ListChangesResponse {
                 entries: entries.iter().map(pb::ChangeLogEntry::from).collect(),
+                next_after_seq: next.unwrap_or(0),
             })
         })
         .await

@@ -756,9 +756,9 @@ impl WebhookRules for WebhookRulesApi {
                 0 => 100,
                 n => n.min(1000),
             };
-            let (entries, next) = crate::change_log::read_scope(
+            let (entries, next) = crate::change_log::read(
                 &self.state.store,
-                caller.scope(),
+                Some(caller.scope()),
                 switchboard_store::ChangeQuery {
                     after: req.after_seq,
                     limit,
