@@ -33,6 +33,8 @@ pub enum ChangeKind {
     EndpointVend,
     EndpointRevoke,
     OperatorCredential,
+    /// A webhook deleted, with its events, todos and plans (its entries stay).
+    WebhookDelete,
     /// Any other operator act the audit records.
     Operator,
 }

@@ -61,6 +61,8 @@ fn internal(e: Error) -> anyhow::Error {
 /// webhook's queues (so the dev endpoint can create webhooks granting them), and vends a new
 /// endpoint: a credential is shown once, so every start gets a fresh one.
 async fn bootstrap(store: &Store) -> anyhow::Result<Dev> {
+    // Setup's writes are a bootstrap's acts: the change log (and the audit) record them.
+    let store = &store.by_bootstrap();
     match store.create_human(DEV_LOGIN, Some("Developer")).await {
         Ok(_) | Err(Error::Conflict { .. }) => {}
         Err(e) => return Err(internal(e)).context("creating the dev human"),

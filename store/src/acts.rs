@@ -35,6 +35,7 @@ pub enum OperatorAction {
     ClearGrantAllowance,
     VendEndpoint,
     RevokeEndpoint,
+    DeleteWebhook,
 }
 
 impl OperatorAction {
@@ -57,6 +58,7 @@ impl OperatorAction {
             OperatorAction::ClearGrantAllowance => "clear_grant_allowance",
             OperatorAction::VendEndpoint => "vend_endpoint",
             OperatorAction::RevokeEndpoint => "revoke_endpoint",
+            OperatorAction::DeleteWebhook => "delete_webhook",
         }
     }
 }
@@ -111,6 +113,7 @@ fn operator_kind(action: &str) -> ChangeKind {
         "set_webhook_approval_rule" => ChangeKind::ApprovalRules,
         "set_webhook_grant" | "create_webhook" => ChangeKind::Grant,
         "set_grant_allowance" | "clear_grant_allowance" => ChangeKind::GrantAllowance,
+        "delete_webhook" => ChangeKind::WebhookDelete,
         "vend_endpoint" => ChangeKind::EndpointVend,
         "revoke_endpoint" => ChangeKind::EndpointRevoke,
         "bootstrap_operator_credential"
@@ -173,6 +176,12 @@ impl Store {
             acting: Some(Acting::Operator(operator_id.to_string())),
             ..self.clone()
         }
+    }
+
+    /// This store, its writes made at setup without a credential (`switchboard up`'s dev
+    /// human, webhook, allowance and endpoint): recorded as a bootstrap's acts.
+    pub fn by_bootstrap(&self) -> Store {
+        self.by_operator(BOOTSTRAP)
     }
 
     /// This store, its writes made by the person `login` on the console: recorded in the

@@ -423,46 +423,81 @@ impl Store {
         rows.iter().map(|r| webhook(r, &self.sealing)).collect()
     }
 
-    /// Deletes a webhook with its events, todos, history, plans and lease.
+    /// Deletes a webhook with its events, todos, history, plans and lease; its change-log
+    /// entries stay, and the deletion appends one (naming whoever this handle acts for).
     pub async fn delete_webhook(&self, scope: &OwnerScope, id: &str) -> Result<()> {
-        let _turn = self.write_turn().await?;
-        let done = sqlx::query("DELETE FROM webhooks WHERE id = $1 AND owner_scope = $2")
-            .bind(crate::lookup_id(id))
-            .bind(scope.to_string())
-            .execute(&self.pool)
-            .await?;
-        if done.rows_affected() == 0 {
-            return Err(Error::not_found("webhook"));
-        }
-        Ok(())
+        self.delete_webhook_where(scope, id, false).await
     }
 
     /// [`Store::delete_webhook`] for an endpoint: refused `approval_required` while the
     /// webhook's `confirm_policy` is `person` (ADR-0028: an agent's call takes nothing live
     /// away either). One conditional statement, so a switch to `person` cannot be overtaken.
     pub async fn delete_webhook_by_endpoint(&self, scope: &OwnerScope, id: &str) -> Result<()> {
-        let _turn = self.write_turn().await?;
-        let done = sqlx::query(
-            "DELETE FROM webhooks WHERE id = $1 AND owner_scope = $2 AND confirm_policy = 'self'",
-        )
-        .bind(crate::lookup_id(id))
-        .bind(scope.to_string())
-        .execute(&self.pool)
-        .await?;
-        if done.rows_affected() == 1 {
-            return Ok(());
-        }
-        let kept = sqlx::query("SELECT id FROM webhooks WHERE id = $1 AND owner_scope = $2")
+        self.delete_webhook_where(scope, id, true).await
+    }
+
+    async fn delete_webhook_where(
+        &self,
+        scope: &OwnerScope,
+        id: &str,
+        unless_person_confirms: bool,
+    ) -> Result<()> {
+        let mut tx = self.begin_write().await?;
+        let statement = if unless_person_confirms {
+            "DELETE FROM webhooks WHERE id = $1 AND owner_scope = $2 AND confirm_policy = 'self' \
+             RETURNING id, config_version, config_digest"
+        } else {
+            "DELETE FROM webhooks WHERE id = $1 AND owner_scope = $2 \
+             RETURNING id, config_version, config_digest"
+        };
+        let deleted = sqlx::query(statement)
             .bind(crate::lookup_id(id))
             .bind(scope.to_string())
-            .fetch_optional(&self.pool)
-            .await?;
-        match kept {
-            Some(row) => Err(Error::ApprovalRequired {
-                webhook_id: row.try_get("id")?,
-            }),
-            None => Err(Error::not_found("webhook")),
+            // To the end of the statement: see `store` (writes that return rows).
+            .fetch_all(&mut *tx)
+            .await?
+            .into_iter()
+            .next();
+        let Some(row) = deleted else {
+            drop(tx);
+            let kept = sqlx::query("SELECT id FROM webhooks WHERE id = $1 AND owner_scope = $2")
+                .bind(crate::lookup_id(id))
+                .bind(scope.to_string())
+                .fetch_optional(&self.pool)
+                .await?;
+            return match kept {
+                Some(row) if unless_person_confirms => Err(Error::ApprovalRequired {
+                    webhook_id: row.try_get("id")?,
+                }),
+                _ => Err(Error::not_found("webhook")),
+            };
+        };
+        let webhook_id: String = row.try_get("id")?;
+        let version: i64 = row.try_get("config_version")?;
+        let digest: String = row.try_get("config_digest")?;
+        if self.change_log {
+            let entry = switchboard_model::change_log::ChangeEntry {
+                seq: 0,
+                at_ms: self.now(),
+                kind: switchboard_model::change_log::ChangeKind::WebhookDelete,
+                actor: self.acting_actor(),
+                approvers: Vec::new(),
+                owner_scope: Some(scope.to_string()),
+                webhook_id: Some(webhook_id.clone()),
+                version: Some(version),
+                digest_before: Some(digest),
+                digest_after: None,
+                evidence: Default::default(),
+                detail: std::collections::BTreeMap::from([
+                    ("action".to_string(), "delete_webhook".to_string()),
+                    ("target".to_string(), webhook_id),
+                ]),
+                prev_hash: String::new(),
+            };
+            self.append_change(&mut tx, entry).await?;
         }
+        tx.commit().await?;
+        Ok(())
     }
 
     /// Replaces the signing secret with `secret`, or with 256 fresh random bits.

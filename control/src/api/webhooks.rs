@@ -97,6 +97,7 @@ impl Webhooks for WebhooksApi {
             let id = &request.get_ref().webhook_id;
             self.state
                 .store
+                .by_endpoint(&caller.endpoint.id, &caller.endpoint.human_login)
                 .delete_webhook_by_endpoint(caller.scope(), id)
                 .await?;
             tracing::info!(webhook = %id, endpoint = %caller.endpoint.id, "webhook deleted");

@@ -576,3 +576,60 @@ pub async fn upgrading_from_0020_the_audit_lists_the_same_acts_from_the_log(db: 
     new.close().await;
     crate::harness::drop_second_database(&db, &url).await;
 }
+
+/// Deleting a webhook appends one entry naming who deleted it and the version it had, in the
+/// deletion's transaction; its earlier entries stay. A refused deletion (an agent's, while a
+/// person confirms) and one of an unknown webhook append none.
+pub async fn a_webhooks_deletion_appends_one_entry_and_keeps_its_entries(db: TestDb) {
+    use switchboard_store::ConfirmPolicy;
+    let alice = human(&db, "alice").await;
+    let wh = webhook(&db, &alice).await;
+    db.save_configuration(&alice, &wh.id, save("triage", None))
+        .await
+        .expect("saved");
+    db.set_confirm_policy(&alice, &wh.id, ConfirmPolicy::Person)
+        .await
+        .expect("policy");
+    let agent = db.by_endpoint("ep_agent", "alice");
+    let before = db.list_changes(None, 0, 1000).await.expect("read").len();
+    assert!(matches!(
+        agent.delete_webhook_by_endpoint(&alice, &wh.id).await,
+        Err(Error::ApprovalRequired { .. })
+    ));
+    assert!(matches!(
+        agent.delete_webhook_by_endpoint(&alice, "wh_nope").await,
+        Err(Error::NotFound { .. })
+    ));
+    assert_eq!(
+        db.list_changes(None, 0, 1000).await.expect("read").len(),
+        before,
+        "refusals append nothing"
+    );
+    db.set_confirm_policy(&alice, &wh.id, ConfirmPolicy::SelfConfirm)
+        .await
+        .expect("policy");
+    agent
+        .delete_webhook_by_endpoint(&alice, &wh.id)
+        .await
+        .expect("deleted");
+    let all = db.list_changes(None, 0, 1000).await.expect("read");
+    assert_eq!(all.len(), before + 1);
+    let entries: Vec<ChangeEntry> = all
+        .iter()
+        .map(|e| serde_json::from_str(&e.text).expect("an entry"))
+        .collect();
+    let last = entries.last().expect("the deletion");
+    assert_eq!(last.kind, ChangeKind::WebhookDelete);
+    assert_eq!(last.actor.endpoint.as_deref(), Some("ep_agent"));
+    assert_eq!(last.actor.human.as_deref(), Some("alice"));
+    assert_eq!(last.version, Some(2));
+    assert_eq!(
+        entries
+            .iter()
+            .filter(|e| e.webhook_id.as_deref() == Some(wh.id.as_str()))
+            .count(),
+        3,
+        "its creation, its save and its deletion"
+    );
+    assert!(db.verify_change_log().await.expect("read").is_ok());
+}

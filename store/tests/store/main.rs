@@ -52,6 +52,7 @@ store_test_suite! {
         upgrading_from_0018_starts_the_log_with_every_version_and_audit_row,
         an_operators_acts_are_logged_in_their_own_transaction_and_the_audit_lists_them,
         upgrading_from_0020_the_audit_lists_the_same_acts_from_the_log,
+        a_webhooks_deletion_appends_one_entry_and_keeps_its_entries,
     ],
     backend: [
         migrations_apply_once_and_reconnect,
