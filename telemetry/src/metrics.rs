@@ -84,10 +84,47 @@ pub struct Metrics {
 /// Webhooks a process names in trial metrics; more count as `other`.
 pub const TRIAL_WEBHOOKS: usize = 64;
 
-/// The process's instruments.
+/// Why a sandbox child is replaced (`switchboard.sandbox.child_restarts`' `reason`).
+pub const CHILD_RESTART_REASONS: [&str; 3] = ["budget_exceeded", "sandbox_crashed", "lost"];
+
+/// Why ingest refuses a request before storing it (`switchboard.ingest.refusals`' `reason`).
+pub const INGEST_REFUSAL_REASONS: [&str; 5] = [
+    "connections",
+    "body_too_large",
+    "slow_body",
+    "backlog_full",
+    "rate_limited",
+];
+
+/// What retention purges (`switchboard.retention.purged`' `what`).
+pub const RETENTION_PURGES: [&str; 4] = ["event", "plan", "redrive", "trial"];
+
+/// The process's instruments. Counters an operator alerts on start at zero for each of their
+/// label values, so a query finds the series before the first event (issue 49).
 pub fn metrics() -> &'static Metrics {
     static METRICS: OnceLock<Metrics> = OnceLock::new();
     METRICS.get_or_init(|| {
+        let made = instruments();
+        for reason in CHILD_RESTART_REASONS {
+            made.child_restarts
+                .add(0, &[KeyValue::new("reason", reason)]);
+        }
+        for reason in INGEST_REFUSAL_REASONS {
+            made.ingest_refusals
+                .add(0, &[KeyValue::new("reason", reason)]);
+        }
+        for what in RETENTION_PURGES {
+            made.retention_purged.add(0, &[KeyValue::new("what", what)]);
+        }
+        made.router_ejections.add(0, &[]);
+        made.budget_faults.add(0, &[]);
+        made.replay_truncations.add(0, &[]);
+        made
+    })
+}
+
+fn instruments() -> Metrics {
+    {
         let meter = opentelemetry::global::meter("switchboard");
         let observed: Arc<Mutex<HashMap<(&'static str, String), Readings>>> = Arc::default();
         let gauges = GAUGES
@@ -185,7 +222,7 @@ pub fn metrics() -> &'static Metrics {
                 .with_boundaries(vec![1.0, 2.0, 4.0, 8.0, 16.0, 32.0, 64.0])
                 .build(),
         }
-    })
+    }
 }
 
 impl Metrics {

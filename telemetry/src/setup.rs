@@ -102,6 +102,8 @@ pub fn init(service: &str, log_env: &str) -> Telemetry {
     let mut meter = SdkMeterProvider::builder().with_resource(resource(service));
     match opentelemetry_prometheus::exporter()
         .with_registry(crate::scrape::registry().clone())
+        // One meter: its scope's name and version would label every sample alike.
+        .scope_info_enabled(false)
         .build()
     {
         Ok(prometheus) => meter = meter.with_reader(prometheus),
@@ -114,6 +116,8 @@ pub fn init(service: &str, log_env: &str) -> Telemetry {
     let meter = meter.build();
     opentelemetry::global::set_meter_provider(meter.clone());
     opentelemetry::global::set_tracer_provider(tracer.clone());
+    // The instruments now, so every documented series is on the page from the start.
+    crate::metrics::metrics();
 
     let filter = EnvFilter::try_from_env(log_env).unwrap_or_else(|_| EnvFilter::new("info"));
     let otel = tracing_opentelemetry::layer().with_tracer(tracer.tracer("switchboard"));

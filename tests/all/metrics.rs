@@ -126,6 +126,50 @@ async fn metrics_are_scraped_and_the_backlog_gauges_move_with_the_work() {
         seq.parse::<f64>().expect("a seq"),
         "{before:?}"
     );
+    // Issue 49: the series operators alert on are on the page from the start, at zero for
+    // each of their label values, and no label repeats the one meter's name on every sample.
+    let present =
+        |name: &str, label: &str, values: &[&str]| {
+            for value in values {
+                assert!(
+                    before.iter().any(|s| s.name == name
+                        && s.labels.get(label).map(String::as_str) == Some(value)),
+                    "{name}{{{label}=\"{value}\"}} is not on a fresh page"
+                );
+            }
+        };
+    use switchboard_telemetry::metrics as m;
+    present(
+        "switchboard_sandbox_child_restarts_total",
+        "reason",
+        &m::CHILD_RESTART_REASONS,
+    );
+    present(
+        "switchboard_ingest_refusals_total",
+        "reason",
+        &m::INGEST_REFUSAL_REASONS,
+    );
+    present(
+        "switchboard_retention_purged_total",
+        "what",
+        &m::RETENTION_PURGES,
+    );
+    assert!(
+        before
+            .iter()
+            .any(|s| s.name == "switchboard_routing_ejections_total"),
+        "{before:?}"
+    );
+    assert_eq!(
+        total(&before, "switchboard_ingest_refusals_total", &[]),
+        0.0
+    );
+    assert!(
+        before
+            .iter()
+            .all(|s| !s.labels.keys().any(|k| k.starts_with("otel_scope"))),
+        "a label that varies by nothing"
+    );
     let open = |s: &[Sample]| total(s, "switchboard_backlog_open_todos", &[]);
     assert_eq!(open(&before), 0.0);
     assert_eq!(
