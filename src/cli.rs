@@ -176,7 +176,11 @@ pub fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("switchboard: {e:#}");
-            ExitCode::FAILURE
+            // A call control refused exits by its reason, as the people's CLI does.
+            match e.downcast_ref::<switchboard_control_client::CallError>() {
+                Some(refused) => ExitCode::from(client::exit_for(&refused.code)),
+                None => ExitCode::FAILURE,
+            }
         }
     }
 }

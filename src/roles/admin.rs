@@ -14,7 +14,6 @@ use clap::{Args, Subcommand};
 use switchboard_control::store::SourceType;
 use switchboard_control::{Error, OwnerScope, Role, SealingKey, Store, verbs};
 use switchboard_control_client::CallError;
-use switchboard_control_client::error::did_not_answer;
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::control::v1::operators_client::OperatorsClient;
 use tonic::service::interceptor::InterceptedService;
@@ -26,8 +25,13 @@ pub const OPERATOR_TOKEN_ENV: &str = "SWITCHBOARD_OPERATOR_TOKEN";
 
 #[derive(Args, Debug, Clone)]
 pub struct AdminArgs {
-    /// Control's gRPC address (`host:port` or `http://host:port`).
-    #[arg(long, env = "SWITCHBOARD_CONTROL", default_value = "127.0.0.1:7700")]
+    /// Control's gRPC address (`host:port` or `http://host:port`); anywhere on the line.
+    #[arg(
+        long,
+        global = true,
+        env = "SWITCHBOARD_CONTROL",
+        default_value = "127.0.0.1:7700"
+    )]
     pub control: String,
     #[command(subcommand)]
     pub command: AdminCommand,
@@ -344,11 +348,10 @@ fn op(e: Error) -> anyhow::Error {
 /// An API refusal as the operator reads it: control's message (`reason: text`); a call control
 /// never answered says so, as the people's CLI does (`control_unavailable: control did not
 /// answer; …`), rather than the transport's words.
+/// Control's refusal (or its silence) as the typed error the people's CLI prints: its code
+/// sets the exit code, from the one reason table (`cli::run`).
 fn api(status: tonic::Status) -> anyhow::Error {
-    if did_not_answer(&status) {
-        return anyhow::anyhow!("{}", CallError::from_status(&status));
-    }
-    anyhow::anyhow!("{}", status.message())
+    anyhow::Error::new(CallError::from_status(&status))
 }
 
 type Client = OperatorsClient<InterceptedService<Channel, Bearer>>;

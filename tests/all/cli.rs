@@ -374,6 +374,27 @@ fn admin_with(env: &[(&str, &str)], args: &[&str], stdin: &str) -> (bool, String
     )
 }
 
+/// Runs `switchboard admin <args>` with `env`: its exit code and stderr.
+fn admin_exit(env: &[(&str, &str)], args: &[&str]) -> (i32, String) {
+    let mut command = Command::new(binary());
+    command
+        .arg("admin")
+        .args(args)
+        .env("SWITCHBOARD_LOG", "warn")
+        .env_remove(crate::support::SECRET_KEY_ENV)
+        .env_remove("SWITCHBOARD_DATABASE_URL")
+        .env_remove("SWITCHBOARD_OPERATOR_TOKEN")
+        .stdin(Stdio::null());
+    for (k, v) in env {
+        command.env(k, v);
+    }
+    let out = command.output().expect("admin runs");
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
 /// The commands that open the store directly (`operator bootstrap`, `secret-key …`), with the
 /// test key in the environment.
 fn admin_store(args: &[&str]) -> (bool, String, String) {
@@ -767,9 +788,24 @@ pub async fn admin_cli_manages_tenancy_webhooks_and_endpoints(db: TestDb) {
         ("SWITCHBOARD_OPERATOR_TOKEN", ci.as_str()),
     ];
     ok(admin_with(&as_ci, &["team", "list"], ""));
+    // `--control` anywhere on the line (issue 49: scriptable).
+    let only_token = [("SWITCHBOARD_OPERATOR_TOKEN", ci.as_str())];
+    ok(admin_with(
+        &only_token,
+        &["team", "list", "--control", &grpc],
+        "",
+    ));
+    // Refusals exit by their reason, as the people's CLI does: not_found is 3.
+    let (code, err) = admin_exit(&as_ci, &["endpoint", "revoke", "ep_nope"]);
+    assert_eq!((code, err.contains("not_found")), (3, true), "{err}");
     ok(run(&["operator", "revoke", &ci_id], ""));
     let (done, _, err) = admin_with(&as_ci, &["team", "list"], "");
     assert!(!done && err.contains("unauthenticated"), "{err}");
+    assert_eq!(
+        admin_exit(&as_ci, &["team", "list"]).0,
+        3,
+        "unauthenticated is 3"
+    );
     let listed = ok(run(&["operator", "list"], ""));
     assert!(
         listed.contains(&format!("{ci_id}\tci\trevoked")),
@@ -810,6 +846,17 @@ fn admin_says_control_did_not_answer() {
     assert_eq!(
         err.trim_end(),
         "switchboard: control_unavailable: control did not answer; nothing was changed"
+    );
+    let (code, _) = admin_exit(
+        &[
+            ("SWITCHBOARD_CONTROL", nowhere.as_str()),
+            ("SWITCHBOARD_OPERATOR_TOKEN", "sbo_nobody"),
+        ],
+        &["team", "list"],
+    );
+    assert_eq!(
+        code, 1,
+        "control_unavailable exits as the people's CLI does"
     );
 }
 
