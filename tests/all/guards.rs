@@ -249,6 +249,27 @@ async fn a_change_that_drops_work_its_replay_never_saw_is_reverted_to_exactly_th
         terms.breach.as_ref().map(ToString::to_string),
         "the breach in words"
     );
+    // Issue 47: the revert is one entry of the change log, naming its guard and breach, in
+    // the revert's own transaction; the log verifies.
+    let reverts: Vec<switchboard_model::change_log::ChangeEntry> = db
+        .store
+        .list_changes(None, 0, 1000)
+        .await
+        .expect("the log")
+        .iter()
+        .map(|e| serde_json::from_str(&e.text).expect("an entry"))
+        .filter(|e: &switchboard_model::change_log::ChangeEntry| {
+            e.detail.get("op").map(String::as_str) == Some("guard_revert")
+        })
+        .collect();
+    assert_eq!(reverts.len(), 1, "{reverts:?}");
+    assert_eq!(reverts[0].version, Some(last.version));
+    assert_eq!(reverts[0].evidence.get("guard"), Some(&guard.id));
+    assert_eq!(
+        reverts[0].evidence.get("breach"),
+        provenance.breach.as_ref()
+    );
+    assert!(db.store.verify_change_log().await.expect("read").is_ok());
     // Measured, not timed: issue 46's bound is 5 s from the breach.
     eprintln!("CI deliveries sent to reverted: {reverted_in:?}");
 
