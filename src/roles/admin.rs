@@ -184,6 +184,8 @@ pub enum TeamCommand {
         #[arg(long)]
         role: Role,
     },
+    /// Takes a human out of a team: their endpoints in its scope lose its verbs at once.
+    RemoveMember { slug: String, login: String },
     /// Lists every team.
     List,
 }
@@ -213,6 +215,13 @@ pub enum WebhookCommand {
         id: String,
         #[arg(long, value_delimiter = ',', required = true)]
         grant: Vec<String>,
+    },
+    /// Deletes a webhook with its events, todos, plans and history (its change-log entries
+    /// stay); asks first unless `--yes`.
+    Delete {
+        id: String,
+        #[arg(long)]
+        yes: bool,
     },
     /// Lists a scope's webhooks (no secrets).
     List {
@@ -616,6 +625,14 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
                 .into_inner();
             println!("{} is {} of team:{}", m.login, m.role, m.team);
         }
+        AdminCommand::Team(TeamCommand::RemoveMember { slug, login }) => {
+            let m = client
+                .remove_team_member(pb::RemoveTeamMemberRequest { team: slug, login })
+                .await
+                .map_err(api)?
+                .into_inner();
+            println!("{} is no longer a member of team:{}", m.login, m.team);
+        }
         AdminCommand::Team(TeamCommand::List) => {
             let teams = client
                 .list_teams(pb::ListTeamsRequest {})
@@ -801,6 +818,19 @@ async fn webhook(client: &mut Client, command: WebhookCommand) -> anyhow::Result
                     set.routed_outside_grant.join(", ")
                 );
             }
+        }
+        WebhookCommand::Delete { id, yes } => {
+            let prompt = format!("delete webhook {id} with its events, todos and plans? [y/N] ");
+            if !yes && !confirm(&prompt)? {
+                println!("nothing deleted");
+                return Ok(());
+            }
+            let gone = client
+                .deprovision_webhook(pb::DeprovisionWebhookRequest { webhook_id: id })
+                .await
+                .map_err(api)?
+                .into_inner();
+            println!("webhook {} deleted", gone.webhook_id);
         }
         WebhookCommand::List { scope } => {
             let webhooks = client

@@ -232,16 +232,26 @@ impl Store {
         Ok(m)
     }
 
+    /// Takes `login` out of `team_slug`: from now on they hold no role there, so their
+    /// endpoints in the team's scope are refused at once. `not_found` when not a member.
     pub async fn remove_membership(&self, team_slug: &str, login: &str) -> Result<()> {
-        let _turn = self.write_turn().await?;
+        let mut tx = self.begin_write().await?;
         let done = sqlx::query("DELETE FROM memberships WHERE team_slug = $1 AND human_login = $2")
             .bind(team_slug)
             .bind(login)
-            .execute(&self.pool)
+            .execute(&mut *tx)
             .await?;
         if done.rows_affected() == 0 {
             return Err(Error::not_found("membership"));
         }
+        let record = AuditRecord::new(
+            OperatorAction::RemoveTeamMember,
+            format!("team:{team_slug}"),
+        )
+        .with("human", login);
+        let scope = OwnerScope::Team(team_slug.to_string());
+        self.record_act(&mut tx, Some(&scope), record).await?;
+        tx.commit().await?;
         Ok(())
     }
 

@@ -489,6 +489,31 @@ pub async fn admin_cli_manages_tenancy_webhooks_and_endpoints(db: TestDb) {
         "",
     );
     assert!(!done && err.contains("not a role"), "{err}");
+    // Offboarding (issue 49): a member taken out holds no role there at once.
+    ok(run(&["human", "create", "carol"], ""));
+    ok(run(
+        &[
+            "team",
+            "add-member",
+            "platform",
+            "carol",
+            "--role",
+            "viewer",
+        ],
+        "",
+    ));
+    let out = ok(run(&["team", "remove-member", "platform", "carol"], ""));
+    assert!(
+        out.contains("carol is no longer a member of team:platform"),
+        "{out}"
+    );
+    assert_eq!(
+        db.store
+            .role_in_scope("carol", &OwnerScope::team("platform"))
+            .await
+            .unwrap(),
+        None
+    );
 
     // A webhook: id, ingest path and the secret printed once.
     let out = ok(run(
@@ -532,6 +557,26 @@ pub async fn admin_cli_manages_tenancy_webhooks_and_endpoints(db: TestDb) {
         "",
     ));
     assert!(out.contains("a-given-secret-of-length"));
+    // Deleting asks first; declined, nothing is deleted; with --yes it is gone.
+    let alices = after(&out, "webhook ")
+        .trim_end_matches(" created")
+        .to_string();
+    let out = ok(run(&["webhook", "delete", &alices], "n\n"));
+    assert!(out.contains("nothing deleted"), "{out}");
+    assert!(
+        db.store
+            .get_webhook(&OwnerScope::human("alice"), &alices)
+            .await
+            .is_ok()
+    );
+    let out = ok(run(&["webhook", "delete", &alices, "--yes"], ""));
+    assert!(out.contains(&format!("webhook {alices} deleted")), "{out}");
+    assert!(
+        db.store
+            .get_webhook(&OwnerScope::human("alice"), &alices)
+            .await
+            .is_err()
+    );
     let (done, _, err) = run(
         &[
             "webhook",
@@ -756,8 +801,8 @@ pub async fn admin_cli_manages_tenancy_webhooks_and_endpoints(db: TestDb) {
     );
     assert_eq!(
         actions.iter().filter(|a| **a == "create_human").count(),
-        2,
-        "the duplicate alice wrote nothing: {audit}"
+        3,
+        "alice, bob and carol; the duplicate alice wrote nothing: {audit}"
     );
     assert_eq!(
         actions.iter().filter(|a| **a == "vend_endpoint").count(),

@@ -20,6 +20,7 @@ on_every_backend! {
     vending_without_consent_makes_nothing,
     a_python_grpc_client_manages_tenancy_and_reads_the_audit,
     the_change_log_lists_exports_and_verifies_and_names_a_tampered_entry,
+    offboarding_a_member_and_a_webhook_takes_effect_at_once_and_is_logged,
 }
 
 fn with<T>(token: &str, message: T) -> Request<T> {
@@ -803,4 +804,173 @@ async fn the_change_log_lists_exports_and_verifies_and_names_a_tampered_entry(db
     assert_eq!(verified.broken_seq, saved.seq, "{verified:?}");
     let out = admin(&["changes", "verify"]).await.expect("admin runs");
     assert!(!out.status.success());
+}
+
+/// Issue 49 (offboarding): a member taken out of a team loses the team's verbs at once — their
+/// endpoint in its scope is refused on the next call — and a deprovisioned webhook is gone
+/// (`not_found` to its scope's agent and to the operator the second time); both acts are in
+/// the change log, listed by the audit, and the log keeps the webhook's earlier entries.
+async fn offboarding_a_member_and_a_webhook_takes_effect_at_once_and_is_logged(db: TestDb) {
+    use switchboard_proto::control::v1::webhooks_client::WebhooksClient;
+    let control = Control::start(&db.store, &[], ControlSetup::default()).await;
+    let mut api = client(&control).await;
+    let root = db
+        .store
+        .create_operator_credential("root", None)
+        .await
+        .expect("bootstrap");
+    let token = root.token.as_str();
+    human(&db.store, "bob").await;
+    db.store.create_team("infra", "Infra").await.expect("team");
+    api.set_team_member(with(
+        token,
+        pb::SetTeamMemberRequest {
+            team: "infra".into(),
+            login: "bob".into(),
+            role: "editor".into(),
+        },
+    ))
+    .await
+    .expect("member");
+    let wh = api
+        .provision_webhook(with(
+            token,
+            pb::ProvisionWebhookRequest {
+                owner_scope: "team:infra".into(),
+                source_type: pb::SourceType::Github as i32,
+                grant: vec!["forge".into()],
+                secret: None,
+                reject_unverified: false,
+            },
+        ))
+        .await
+        .expect("webhook")
+        .into_inner()
+        .webhook
+        .expect("webhook");
+    let agent = db
+        .store
+        .vend_endpoint(NewEndpoint {
+            name: "bob-agent".into(),
+            human_login: "bob".into(),
+            owner_scope: OwnerScope::team("infra"),
+            verbs: vec!["webhooks".into()],
+        })
+        .await
+        .expect("vend")
+        .credential;
+    let channel = Channel::from_shared(format!("http://{}", control.grpc))
+        .expect("uri")
+        .connect()
+        .await
+        .expect("connect");
+    let mut webhooks = WebhooksClient::new(channel);
+    let listed = webhooks
+        .list_webhooks(with(&agent, pb::ListWebhooksRequest {}))
+        .await
+        .expect("bob's agent lists the team's webhooks")
+        .into_inner()
+        .webhooks;
+    assert_eq!(listed.len(), 1);
+
+    // Out of the team: the next call of bob's agent is refused.
+    api.remove_team_member(with(
+        token,
+        pb::RemoveTeamMemberRequest {
+            team: "infra".into(),
+            login: "bob".into(),
+        },
+    ))
+    .await
+    .expect("removed");
+    let refused = webhooks
+        .list_webhooks(with(&agent, pb::ListWebhooksRequest {}))
+        .await
+        .expect_err("no role in the scope any more");
+    assert!(
+        matches!(
+            refused.code(),
+            Code::PermissionDenied | Code::Unauthenticated
+        ),
+        "{refused:?}"
+    );
+    let again = api
+        .remove_team_member(with(
+            token,
+            pb::RemoveTeamMemberRequest {
+                team: "infra".into(),
+                login: "bob".into(),
+            },
+        ))
+        .await
+        .expect_err("not a member");
+    assert_eq!(again.code(), Code::NotFound);
+
+    // Deprovisioned: gone, and gone again is not_found.
+    api.deprovision_webhook(with(
+        token,
+        pb::DeprovisionWebhookRequest {
+            webhook_id: wh.id.clone(),
+        },
+    ))
+    .await
+    .expect("deleted");
+    assert!(
+        db.store
+            .get_webhook(&OwnerScope::team("infra"), &wh.id)
+            .await
+            .is_err()
+    );
+    let gone = api
+        .deprovision_webhook(with(
+            token,
+            pb::DeprovisionWebhookRequest {
+                webhook_id: wh.id.clone(),
+            },
+        ))
+        .await
+        .expect_err("gone");
+    assert_eq!(gone.code(), Code::NotFound);
+
+    let actions: Vec<String> = audit(&mut api, token)
+        .await
+        .into_iter()
+        .map(|e| e.action)
+        .collect();
+    assert_eq!(
+        actions[..2],
+        [
+            "delete_webhook".to_string(),
+            "remove_team_member".to_string()
+        ],
+        "newest first, each once: {actions:?}"
+    );
+    let of_hook = api
+        .list_changes(with(
+            token,
+            pb::ListChangesRequest {
+                webhook_id: wh.id.clone(),
+                ..Default::default()
+            },
+        ))
+        .await
+        .expect("list")
+        .into_inner()
+        .entries;
+    let kinds: Vec<&str> = of_hook.iter().map(|e| e.kind.as_str()).collect();
+    assert_eq!(kinds.last(), Some(&"webhook_delete"), "{kinds:?}");
+    assert!(
+        kinds.contains(&"configuration"),
+        "its creation stays: {kinds:?}"
+    );
+    assert_eq!(
+        of_hook.last().map(|e| e.actor_operator.as_str()),
+        Some(root.credential.id.as_str())
+    );
+    let verified = api
+        .verify_change_log(with(token, pb::VerifyChangeLogRequest {}))
+        .await
+        .expect("verify")
+        .into_inner();
+    assert!(verified.intact, "{verified:?}");
 }

@@ -254,6 +254,45 @@ impl Operators for OperatorsApi {
         .await
     }
 
+    async fn remove_team_member(
+        &self,
+        request: Request<pb::RemoveTeamMemberRequest>,
+    ) -> Result<Response<pb::RemoveTeamMemberResponse>, Status> {
+        respond(async {
+            let op = self.operator(request.metadata()).await?;
+            let r = request.into_inner();
+            self.state
+                .store
+                .by_operator(&op.id)
+                .remove_membership(&r.team, &r.login)
+                .await?;
+            Ok(pb::RemoveTeamMemberResponse {
+                team: r.team,
+                login: r.login,
+            })
+        })
+        .await
+    }
+
+    async fn deprovision_webhook(
+        &self,
+        request: Request<pb::DeprovisionWebhookRequest>,
+    ) -> Result<Response<pb::DeprovisionWebhookResponse>, Status> {
+        respond(async {
+            let op = self.operator(request.metadata()).await?;
+            let current = self.webhook(&request.get_ref().webhook_id).await?;
+            self.state
+                .store
+                .by_operator(&op.id)
+                .delete_webhook(&current.owner_scope, &current.id)
+                .await?;
+            Ok(pb::DeprovisionWebhookResponse {
+                webhook_id: current.id,
+            })
+        })
+        .await
+    }
+
     async fn provision_webhook(
         &self,
         request: Request<pb::ProvisionWebhookRequest>,
