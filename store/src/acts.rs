@@ -229,7 +229,8 @@ impl Store {
     }
 
     /// Records the act of whoever this handle acts for, in the change's transaction `conn`;
-    /// nothing when it acts for no one (tests, `switchboard up`'s own setup).
+    /// nothing when it acts for no one (a bare store: tests; every caller in Switchboard names
+    /// who acts).
     pub(crate) async fn record_act(
         &self,
         conn: &mut sqlx::AnyConnection,

@@ -3,8 +3,9 @@
 //! An operator credential (`sbo_…`) is its own kind: made like an endpoint credential
 //! ([`crate::secrets::mint_credential`]), stored only as its SHA-256 hex, compared in constant
 //! time, and kept in its own table, so an endpoint credential is never an operator's and an
-//! operator credential never opens the endpoint API. Every change an operator makes is written
-//! to `operator_audit`: who, which action, on what, and typed detail (never a secret).
+//! operator credential never opens the endpoint API. Every change an operator makes is recorded
+//! in the change log with the change ([`crate::acts`]); the audit listed here is the log's view
+//! of those acts: who, which action, on what, and typed detail (never a secret).
 
 use std::collections::BTreeMap;
 use std::fmt;
