@@ -99,6 +99,15 @@ pub fn webhook(w: pb::Webhook) -> Result<WebhookOut, CallError> {
         config_digest: w.config_digest,
         ingest_path: w.ingest_path,
         created_at_ms: w.created_at_ms,
+        confirm_policy: w.confirm_policy,
+        guard_on_breach: w.guard_on_breach,
+        approval_rule: w
+            .approval_rule
+            .as_ref()
+            .map(switchboard_proto::convert::approval::approval_rule)
+            .transpose()
+            .map_err(|n| CallError::internal(format!("control sent approval risk {n}")))?,
+        approval_rule_default: w.approval_rule_default,
     })
 }
 

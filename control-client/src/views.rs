@@ -48,6 +48,17 @@ pub struct WebhookOut {
     pub installed_packs: Object,
     /// Milliseconds since the Unix epoch.
     pub created_at_ms: i64,
+    /// Who may put a plan live: `self` (the endpoint that planned confirms it) or `person`
+    /// (a confirm waits for people's acceptance on the console). Set by an operator.
+    pub confirm_policy: String,
+    /// What a guard does on a breach when its plan does not say: `revert` or `alert`; empty:
+    /// the default, revert.
+    pub guard_on_breach: String,
+    /// How many distinct people must accept a plan, per risk (set by an operator, or the
+    /// default when `approval_rule_default`).
+    pub approval_rule: Option<switchboard_model::approval::ApprovalRule>,
+    /// True when no operator set a rule and `approval_rule` is the default.
+    pub approval_rule_default: bool,
 }
 
 #[derive(Debug, Serialize)]
