@@ -345,9 +345,9 @@ async fn get(addr: SocketAddr, path: &str) -> crate::control_harness::HttpRespon
     crate::control_harness::http_raw(addr, head.into_bytes(), Vec::new()).await
 }
 
-/// Runs `switchboard admin <args>` with `env` and `stdin`, returning (success, stdout,
-/// stderr). Neither the database nor the key is in its environment unless `env` puts them there.
-fn admin_with(env: &[(&str, &str)], args: &[&str], stdin: &str) -> (bool, String, String) {
+/// Runs `switchboard admin <args>` with `env`, writing `stdin` to it. Neither the database
+/// nor the key is in its environment unless `env` puts them there.
+fn admin_output(env: &[(&str, &str)], args: &[&str], stdin: &str) -> std::process::Output {
     let mut command = Command::new(binary());
     command
         .arg("admin")
@@ -366,7 +366,12 @@ fn admin_with(env: &[(&str, &str)], args: &[&str], stdin: &str) -> (bool, String
     if let Some(mut input) = child.stdin.take() {
         let _ = input.write_all(stdin.as_bytes());
     }
-    let out = child.wait_with_output().expect("admin runs");
+    child.wait_with_output().expect("admin runs")
+}
+
+/// [`admin_output`] as (success, stdout, stderr).
+fn admin_with(env: &[(&str, &str)], args: &[&str], stdin: &str) -> (bool, String, String) {
+    let out = admin_output(env, args, stdin);
     (
         out.status.success(),
         String::from_utf8_lossy(&out.stdout).into_owned(),
@@ -374,21 +379,9 @@ fn admin_with(env: &[(&str, &str)], args: &[&str], stdin: &str) -> (bool, String
     )
 }
 
-/// Runs `switchboard admin <args>` with `env`: its exit code and stderr.
+/// [`admin_output`] with nothing on stdin, as (exit code, stderr).
 fn admin_exit(env: &[(&str, &str)], args: &[&str]) -> (i32, String) {
-    let mut command = Command::new(binary());
-    command
-        .arg("admin")
-        .args(args)
-        .env("SWITCHBOARD_LOG", "warn")
-        .env_remove(crate::support::SECRET_KEY_ENV)
-        .env_remove("SWITCHBOARD_DATABASE_URL")
-        .env_remove("SWITCHBOARD_OPERATOR_TOKEN")
-        .stdin(Stdio::null());
-    for (k, v) in env {
-        command.env(k, v);
-    }
-    let out = command.output().expect("admin runs");
+    let out = admin_output(env, args, "");
     (
         out.status.code().unwrap_or(-1),
         String::from_utf8_lossy(&out.stderr).into_owned(),
