@@ -3,6 +3,8 @@
 //! with who proposed, who approved and what changed.
 
 use maud::{Markup, html};
+
+use crate::layout::scroll;
 use switchboard_model::approval::{ApprovalRule, NotCounted, Risk, Tally};
 
 /// The plan page's approvals: required, given (and whether each counts), still needed, and
@@ -94,10 +96,10 @@ pub(crate) fn change_log(rows: &[ChangeRow]) -> Markup {
     html! {
         h2 #change-log-heading { "Change log" }
         @if rows.is_empty() { p #no-changes { "No changes recorded." } } @else {
-            table #change-log {
+            (scroll("Change log", html! { table #change-log {
                 thead { tr {
-                    th.num { "#" } th { "When" } th { "Kind" } th { "By" } th { "Proposed by" }
-                    th { "Approved by" } th { "What changed" } th { "Hash" }
+                    th.num scope="col" { "#" } th scope="col" { "When" } th scope="col" { "Kind" } th scope="col" { "By" } th scope="col" { "Proposed by" }
+                    th scope="col" { "Approved by" } th scope="col" { "What changed" } th scope="col" { "Hash" }
                 } }
                 tbody { @for r in rows {
                     tr.change-row data-seq=(r.seq) {
@@ -108,7 +110,7 @@ pub(crate) fn change_log(rows: &[ChangeRow]) -> Markup {
                         td { code { (r.hash) } }
                     }
                 } }
-            }
+            } }))
         }
     }
 }

@@ -1,9 +1,12 @@
-//! The inbox: plans awaiting this person's decision, across their scopes.
+//! The inbox: plans awaiting a decision across the person's scopes, each row saying what the
+//! plan does, where, how much work it changes and loses, who proposed it and what it still
+//! needs; plans that can no longer be accepted listed apart.
 
 use maud::{Markup, html};
 use switchboard_model::plan::PlanKind;
 
-use crate::layout::{Chrome, page};
+use crate::layout::{Chrome, page, scroll, when};
+use crate::plan::{lost_mark, what_it_does};
 
 /// One plan awaiting a person.
 #[derive(Clone, Debug, Default)]
@@ -14,48 +17,78 @@ pub struct InboxItem {
     pub kind: PlanKind,
     pub pack_name: String,
     pub pack_version: String,
+    /// The version installed now, for an upgrade or a downgrade.
+    pub from_version: Option<String>,
     /// Who proposed it: the endpoint and the human it acts for.
     pub proposed_by_endpoint: String,
     pub proposed_by_human: String,
     /// RFC 3339.
     pub proposed_at: String,
     pub approval_expires_at: String,
-    /// Set when the webhook's configuration moved since the plan: it can no longer be accepted.
+    /// Set when the webhook's configuration moved since the plan, or its deadline passed: it
+    /// can no longer be accepted.
     pub stale: bool,
     /// (approvals that count, approvals required) (issue 47).
     pub approvals: (u32, u32),
+    /// Replayed deliveries, how many change decision, and how many of those lose work.
+    pub replayed: u64,
+    pub changed: u64,
+    pub lost_work: u64,
+    /// The person may read it but not decide it (a viewer of its scope).
+    pub read_only: bool,
 }
 
-pub fn inbox(chrome: &Chrome, items: &[InboxItem]) -> Markup {
+/// `now_ms` is the page's clock, for the relative times.
+pub fn inbox(chrome: &Chrome, items: &[InboxItem], now_ms: i64) -> Markup {
+    let (stale, current): (Vec<&InboxItem>, Vec<&InboxItem>) = items.iter().partition(|i| i.stale);
     page(
         "Inbox",
         Some(chrome),
         html! {
             h1 { "Plans awaiting your decision" }
-            @if items.is_empty() {
+            @if current.is_empty() {
                 p.empty #inbox-empty { "Nothing is waiting for you." }
             } @else {
-                table #inbox {
-                    thead { tr {
-                        th { "Plan" } th { "Webhook" } th { "Scope" } th { "Proposed by" }
-                        th { "Proposed" } th { "Decide by" } th { "Approvals" }
-                    } }
-                    tbody {
-                        @for item in items {
-                            tr.plan-row data-plan=(item.plan_id) {
-                                td {
-                                    a href={ "/console/plans/" (item.plan_id) } {
-                                        (item.kind.title(&item.pack_name, &item.pack_version))
-                                    }
-                                    @if item.stale { " " span.badge.stale { "stale" } }
+                (table("inbox", "Plans awaiting a decision", &current, now_ms))
+            }
+            @if !stale.is_empty() {
+                h2 #stale-heading { "No longer current" }
+                p { "These plans can no longer be accepted: the webhook's rules changed since they were made, or their deadline passed. Ask the agent to plan again." }
+                (table("inbox-stale", "Plans no longer current", &stale, now_ms))
+            }
+        },
+    )
+}
+
+fn table(id: &str, label: &str, items: &[&InboxItem], now_ms: i64) -> Markup {
+    scroll(
+        label,
+        html! {
+            table id=(id) {
+                thead { tr {
+                    th scope="col" { "Plan" } th scope="col" { "Webhook" } th.num scope="col" { "Changes" }
+                    th.num scope="col" { "Lost work" } th scope="col" { "Proposed by" }
+                    th scope="col" { "Proposed" } th scope="col" { "Decide by" } th scope="col" { "Approvals" }
+                } }
+                tbody {
+                    @for item in items {
+                        tr.plan-row.lost[item.lost_work > 0] data-plan=(item.plan_id) {
+                            td {
+                                a href={ "/console/plans/" (item.plan_id) } {
+                                    (item.kind.title(&item.pack_name, &item.pack_version))
                                 }
-                                td { a href={ "/console/webhooks/" (item.webhook_id) } { code { (item.webhook_id) } } }
-                                td { (item.owner_scope) }
-                                td { (item.proposed_by_human) " via " code { (item.proposed_by_endpoint) } }
-                                td { (item.proposed_at) }
-                                td { (item.approval_expires_at) }
-                                td.approvals { (item.approvals.0) " of " (item.approvals.1) }
+                                br;
+                                small { "This plan " (what_it_does(item.kind, &item.pack_name, &item.pack_version, item.from_version.as_deref())) }
+                                @if item.stale { " " span.badge.stale { "stale" } }
+                                @if item.read_only { " " span.badge.read-only { "read-only" } }
                             }
+                            td { a href={ "/console/webhooks/" (item.webhook_id) } { code { (item.webhook_id) } } br; small { (item.owner_scope) } }
+                            td.num.changed { (item.changed) " of " (item.replayed) }
+                            td.num.lost-work { @if item.lost_work > 0 { (lost_mark()) ": " (item.lost_work) } @else { "none" } }
+                            td { (item.proposed_by_human) br; small { "via " code { (item.proposed_by_endpoint) } } }
+                            td.when { (when(&item.proposed_at, now_ms)) }
+                            td.when { (when(&item.approval_expires_at, now_ms)) }
+                            td.approvals { (item.approvals.0) " of " (item.approvals.1) }
                         }
                     }
                 }

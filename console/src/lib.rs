@@ -20,7 +20,7 @@ mod webhook;
 
 pub use approval::ChangeRow;
 pub use inbox::{InboxItem, inbox};
-pub use layout::{Chrome, message_page, sign_in_done};
+pub use layout::{Chrome, Notice, message_page, sign_in_done, sign_in_page};
 pub use plan::{Decision, PlanView, plan_page};
 pub use trial::{TrialRow, TrialView, trial_page, trial_rows};
 pub use webhook::{EventRow, HistoryRow, RuleRow, WebhookView, webhook_page};

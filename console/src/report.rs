@@ -5,8 +5,11 @@
 use std::collections::BTreeSet;
 
 use maud::{Markup, PreEscaped, html};
-use switchboard_model::Label;
 use switchboard_model::plan::{Report, TodosPerDay};
+use switchboard_model::{Configuration, Label};
+
+use crate::layout::scroll;
+use crate::plan::lost_mark;
 
 /// Where a report's deliveries come from: a plan's replay of stored ones, or a trial's
 /// live ones (a trial's transitions carry no per-rule shifts).
@@ -37,8 +40,9 @@ pub(crate) fn totals(r: &Report, source: Source) -> Markup {
     let count =
         |m: &std::collections::BTreeMap<Label, u64>, l: &Label| m.get(l).copied().unwrap_or(0);
     html! {
+        (scroll("Decisions before and after", html! {
         table #totals {
-            thead { tr { th { "Decision" } th.num { "Before" } th.num { "After" } } }
+            thead { tr { th scope="col" { "Decision" } th.num scope="col" { "Before" } th.num scope="col" { "After" } } }
             tbody {
                 @for label in labels {
                     @let (before, after) = (count(&r.totals.before, label), count(&r.totals.after, label));
@@ -46,6 +50,7 @@ pub(crate) fn totals(r: &Report, source: Source) -> Markup {
                 }
             }
         }
+        }))
         p { (r.changed) " of " (r.events_replayed) " " (source.deliveries()) " deliveries change decision." }
     }
 }
@@ -58,12 +63,13 @@ pub(crate) fn transitions(r: &Report, source: Source) -> Markup {
         @if r.transitions.is_empty() {
             p #no-transitions { "No " (source.deliveries()) " delivery changes decision." }
         } @else {
+            (scroll("What changes", html! {
             table #transitions {
-                thead { tr { th { "From" } th { "To" } th.num { "Deliveries" } @if by_rules { th { "Which rule took them" } } th { "Example events" } } }
+                thead { tr { th scope="col" { "From" } th scope="col" { "To" } th.num scope="col" { "Deliveries" } @if by_rules { th scope="col" { "Which rule took them" } } th scope="col" { "Example events" } } }
                 tbody {
                     @for t in &r.transitions {
                         tr.lost[t.loses_work()] {
-                            td { code { (t.from.to_string()) } } td { code { (t.to.to_string()) } } td.num { (t.count) }
+                            td { code { (t.from.to_string()) } } td { code { (t.to.to_string()) } @if t.loses_work() { " " (lost_mark()) } } td.num { (t.count) }
                             @if by_rules {
                                 td { ul { @for s in &t.by_rules {
                                     li { (s.before_rule.as_deref().unwrap_or("(default)")) " → " (s.after_rule.as_deref().unwrap_or("(default)")) ": " (s.count) }
@@ -74,26 +80,45 @@ pub(crate) fn transitions(r: &Report, source: Source) -> Markup {
                     }
                 }
             }
+            }))
         }
     }
 }
 
-/// Each candidate rule: deliveries it decided first, faults, never matched.
-pub(crate) fn rules(report: &Report) -> Markup {
-    html! {
-        table #rules {
-            thead { tr { th { "Rule" } th { "Pack" } th.num { "First matches" } th.num { "Faults" } th { "" } } }
-            tbody {
-                @for r in &report.rules {
-                    tr.faulted[r.faults > 0] {
-                        td { code { (r.id) } } td { (r.from_pack.as_deref().unwrap_or("")) }
-                        td.num { (r.first_matches) } td.num { (r.faults) }
-                        td { @if r.never_matched { span.badge.stale { "never matched" } } }
+/// Each candidate rule, in order: its condition and action (from the candidate, when the
+/// page has it), deliveries it decided first, faults, never matched.
+pub(crate) fn rules(report: &Report, candidate: Option<&Configuration>) -> Markup {
+    let rule_of =
+        |id: &str| candidate.and_then(|c| c.rules.iter().find(|r| r.id.as_deref() == Some(id)));
+    scroll(
+        "Rules",
+        html! {
+            table #rules {
+                thead { tr {
+                    th scope="col" { "Rule" } th scope="col" { "Pack" }
+                    @if candidate.is_some() { th scope="col" { "When" } th scope="col" { "Action" } }
+                    th.num scope="col" { "First matches" } th.num scope="col" { "Faults" } th scope="col" { "Notes" }
+                } }
+                tbody {
+                    @for r in &report.rules {
+                        tr.faulted[r.faults > 0] {
+                            td { code { (r.id) } } td { (r.from_pack.as_deref().unwrap_or("yours")) }
+                            @if candidate.is_some() {
+                                @let rule = rule_of(&r.id);
+                                td { @if let Some(rule) = rule { code.expr { (rule.when) } } }
+                                td { @if let Some(rule) = rule { code { (rule.action.label().to_string()) } } }
+                            }
+                            td.num { (r.first_matches) } td.num { (r.faults) }
+                            td {
+                                @if r.faults > 0 { span.badge.stale { "faulted" } " " }
+                                @if r.never_matched { span.badge.stale { "never matched" } }
+                            }
+                        }
                     }
                 }
             }
-        }
-    }
+        },
+    )
 }
 
 /// Two horizontal bars, before and after, scaled to the larger: inline SVG, no script.

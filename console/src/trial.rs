@@ -141,8 +141,8 @@ fn evidence_table(r: &TrialReport) -> Markup {
         @if !r.evidence.is_empty() {
             table #evidence-table {
                 thead { tr {
-                    th { "From" } th { "To" }
-                    th.num { "Forecast" } th.num { "Observed" } th.num { "95 % interval" } th { "Flags" }
+                    th scope="col" { "From" } th scope="col" { "To" }
+                    th.num scope="col" { "Forecast" } th.num scope="col" { "Observed" } th.num scope="col" { "95 % interval" } th scope="col" { "Flags" }
                 } }
                 tbody { @for e in &r.evidence {
                     tr.lost[e.loses_work].flagged[flagged(e)] {
@@ -212,7 +212,7 @@ pub fn trial_page(v: &TrialView<'_>) -> Markup {
             h2 { "Todos per day" }
             (todos_chart(&r.report.todos_per_day))
             h2 { "Rules" }
-            (rules(&r.report))
+            (rules(&r.report, None))
         },
     )
 }

@@ -5,7 +5,7 @@
 use maud::{Markup, html};
 use switchboard_model::listing::InstalledStatus;
 
-use crate::layout::{Chrome, page};
+use crate::layout::{Chrome, Notice, notice, page, scroll};
 use crate::trial::TrialRow;
 
 #[derive(Clone, Debug, Default)]
@@ -63,7 +63,7 @@ pub struct WebhookView {
     /// The person is an editor of the webhook's scope: they may change who confirms.
     pub may_edit: bool,
     /// What the last action on this page did.
-    pub notice: Option<String>,
+    pub notice: Option<Notice>,
     /// Its newest guard (issue 46): a breach shows as a banner.
     pub guard: Option<switchboard_model::guard::GuardReport>,
     /// How many people must accept a plan here, and whether that is the default (issue 47).
@@ -86,7 +86,7 @@ pub fn webhook_page(chrome: &Chrome, v: &WebhookView) -> Markup {
         html! {
             h1 { "Webhook " code { (v.webhook_id) } }
             (crate::guard::breach_banner(v.guard.as_ref()))
-            @if let Some(n) = &v.notice { p #notice.notice { (n) } }
+            (notice(v.notice.as_ref()))
             dl.facts {
                 dt { "Scope" } dd { (v.owner_scope) }
                 dt { "Source" } dd { (v.source_type) }
@@ -96,6 +96,7 @@ pub fn webhook_page(chrome: &Chrome, v: &WebhookView) -> Markup {
                     @if v.may_edit {
                         form.inline #confirm-policy-form method="post" action={ "/console/webhooks/" (v.webhook_id) "/confirm-policy" } {
                             input type="hidden" name="csrf" value=(chrome.csrf);
+                            label for="policy" { "Change to " }
                             select #policy name="policy" {
                                 @for (value, label) in POLICIES {
                                     option value=(value) selected[value == v.confirm_policy] { (label) }
@@ -112,8 +113,8 @@ pub fn webhook_page(chrome: &Chrome, v: &WebhookView) -> Markup {
             }
             h2 { "Rules, in order" }
             @if v.rules.is_empty() { p { "No rules." } } @else {
-                table #webhook-rules {
-                    thead { tr { th { "#" } th { "Rule" } th { "When" } th { "Action" } } }
+                (scroll("Rules, in order", html! { table #webhook-rules {
+                    thead { tr { th scope="col" { "#" } th scope="col" { "Rule" } th scope="col" { "When" } th scope="col" { "Action" } } }
                     tbody { @for (i, r) in v.rules.iter().enumerate() {
                         tr {
                             td.num { (i + 1) }
@@ -122,12 +123,12 @@ pub fn webhook_page(chrome: &Chrome, v: &WebhookView) -> Markup {
                             td { code { (r.action) } }
                         }
                     } }
-                }
+                } }))
             }
             h2 { "Installed rule packs" }
             @if v.installed.is_empty() { p { "None." } } @else {
-                table #installed {
-                    thead { tr { th { "Pack" } th { "Version" } th { "Drift" } th { "Upgrade" } th { "Installed by" } } }
+                (scroll("Installed rule packs", html! { table #installed {
+                    thead { tr { th scope="col" { "Pack" } th scope="col" { "Version" } th scope="col" { "Drift" } th scope="col" { "Upgrade" } th scope="col" { "Installed by" } } }
                     tbody { @for (name, s) in &v.installed {
                         tr {
                             td { (name) } td { (s.version) }
@@ -136,15 +137,15 @@ pub fn webhook_page(chrome: &Chrome, v: &WebhookView) -> Markup {
                             td { (s.installed_by.human) " via " code { (s.installed_by.endpoint) } }
                         }
                     } }
-                }
+                } }))
             }
             (crate::guard::webhook_guard_section(v.guard.as_ref()))
             h2 { "Trials" }
             @if v.trials.is_empty() { p #no-trials { "No trials." } } @else {
-                table #trials {
+                (scroll("Trials", html! { table #trials {
                     thead { tr {
-                        th { "Trial" } th { "State" } th { "Started" } th.num { "Seen" } th.num { "Evaluated" }
-                        th.num { "Lost work" } th { "Evidence" }
+                        th scope="col" { "Trial" } th scope="col" { "State" } th scope="col" { "Started" } th.num scope="col" { "Seen" } th.num scope="col" { "Evaluated" }
+                        th.num scope="col" { "Lost work" } th scope="col" { "Evidence" }
                     } }
                     tbody { @for t in &v.trials {
                         tr.trial-row.lost[t.lost_work > 0] {
@@ -154,11 +155,11 @@ pub fn webhook_page(chrome: &Chrome, v: &WebhookView) -> Markup {
                             td { @if t.sufficient { span.badge.proven { "sufficient" } } @else { span.badge.unproven { "insufficient" } } }
                         }
                     } }
-                }
+                } }))
             }
             h2 { "Configuration history" }
-            table #history {
-                thead { tr { th.num { "Version" } th { "Saved" } th { "Change" } th { "Saved by" } th { "Proposed by" } th { "Approved by" } } }
+            (scroll("Configuration history", html! { table #history {
+                thead { tr { th.num scope="col" { "Version" } th scope="col" { "Saved" } th scope="col" { "Change" } th scope="col" { "Saved by" } th scope="col" { "Proposed by" } th scope="col" { "Approved by" } } }
                 tbody { @for h in &v.history {
                     tr {
                         td.num { (h.version) } td { (h.saved_at) }
@@ -167,12 +168,12 @@ pub fn webhook_page(chrome: &Chrome, v: &WebhookView) -> Markup {
                         td { (h.proposed_by.as_deref().unwrap_or("")) } td { (h.approved_by.as_deref().unwrap_or("")) }
                     }
                 } }
-            }
+            } }))
             (crate::approval::change_log(&v.changes))
             h2 { "Recent events" }
             @if v.events.is_empty() { p { "No deliveries yet." } } @else {
-                table #events {
-                    thead { tr { th { "Event" } th { "Received" } th { "Kind" } th { "Signed" } th { "Decision" } } }
+                (scroll("Recent events", html! { table #events {
+                    thead { tr { th scope="col" { "Event" } th scope="col" { "Received" } th scope="col" { "Kind" } th scope="col" { "Signed" } th scope="col" { "Decision" } } }
                     tbody { @for e in &v.events {
                         tr {
                             td { code { (e.id) } } td { (e.received_at) } td { (e.kind) }
@@ -180,7 +181,7 @@ pub fn webhook_page(chrome: &Chrome, v: &WebhookView) -> Markup {
                             td { code { (e.decision) } @if let Some(r) = &e.rule_id { " by " code { (r) } } }
                         }
                     } }
-                }
+                } }))
             }
         },
     )

@@ -6,8 +6,8 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use switchboard_console::{
-    Chrome, Decision, HistoryRow, InboxItem, PlanView, RuleRow, TrialView, WebhookView, inbox,
-    plan_page, trial_page, trial_rows, webhook_page,
+    Chrome, Decision, HistoryRow, InboxItem, Notice, PlanView, RuleRow, TrialView, WebhookView,
+    inbox, plan_page, trial_page, trial_rows, webhook_page,
 };
 use switchboard_model::Label;
 use switchboard_model::plan::{Plan, PlanKind, PlanState, Routed, StaleReason};
@@ -25,6 +25,9 @@ fn golden_plan(name: &str) -> Plan {
     serde_json::from_str(&text).expect("a golden plan reads as a typed plan")
 }
 
+/// The pages' clock: 2026-12-05T08:00:00Z, two hours before the plans' deadline.
+const NOW_MS: i64 = 1_796_457_600_000;
+
 fn chrome() -> Chrome {
     Chrome {
         person: "alice".into(),
@@ -38,6 +41,8 @@ fn view<'a>(chrome: &'a Chrome, plan: &'a Plan, state: PlanState) -> PlanView<'a
         plan_id: "pl_0123".into(),
         owner_scope: "human:alice".into(),
         plan,
+        candidate: None,
+        now_ms: NOW_MS,
         state,
         stale_reason: (state == PlanState::Stale).then_some(StaleReason::ConfigurationChanged),
         proposed_by_endpoint: "ep_agent".into(),
@@ -111,8 +116,8 @@ fn a_pending_plan_offers_accept_and_reject_with_the_csrf_token_only_to_an_editor
     assert!(editor.contains(r#"action="/console/plans/pl_0123/reject""#));
     assert_eq!(
         editor.matches(r#"name="csrf" value="csrf-token""#).count(),
-        3,
-        "accept, reject, sign out"
+        4,
+        "accept, reject, the footer's accept, sign out"
     );
     let viewer = plan_page(&PlanView {
         may_decide: false,
@@ -122,7 +127,132 @@ fn a_pending_plan_offers_accept_and_reject_with_the_csrf_token_only_to_an_editor
     assert!(!viewer.contains("/accept"), "{viewer}");
     assert!(viewer.contains("needs the editor role"));
     let stale = plan_page(&view(&chrome, &plan, PlanState::Stale)).into_string();
-    assert!(!stale.contains("/accept") && stale.contains("configuration_changed"));
+    assert!(
+        !stale.contains("/accept")
+            && stale.contains("the webhook's rules changed since it was made")
+    );
+}
+
+/// The page reads top to bottom: the summary, the lost work, the evidence (rules with their
+/// conditions, fixtures with why one routes differently, params with their values), and the
+/// decision last, repeated in a footer that stays in view.
+#[test]
+fn a_plan_page_reads_from_its_summary_through_the_evidence_to_the_decision() {
+    use switchboard_model::plan::{FixtureOutcome, RuleReport};
+    let chrome = chrome();
+    let mut plan = golden_plan("plan-upgrade");
+    plan.report.rules.push(RuleReport {
+        id: "ci-to-triage".into(),
+        from_pack: None,
+        ..RuleReport::default()
+    });
+    plan.fixtures = vec![
+        FixtureOutcome {
+            name: "ci success is dropped".into(),
+            want: Label::Drop,
+            got: q("triage"),
+            rule: Some("ci-to-triage".into()),
+            passed: false,
+        },
+        FixtureOutcome {
+            name: "nothing matches".into(),
+            want: Label::Drop,
+            got: Label::Default,
+            rule: None,
+            passed: false,
+        },
+    ];
+    let candidate: switchboard_model::Configuration = serde_json::from_value(serde_json::json!({
+        "rules": [{"id": "ci-to-triage", "when": ".event == \"check_run\"", "action": {"queue": "triage"}}],
+        "params": {"keep_ci_failures": true},
+    }))
+    .expect("a configuration");
+    let html = plan_page(&PlanView {
+        candidate: Some(&candidate),
+        ..view(&chrome, &plan, PlanState::PendingApproval)
+    })
+    .into_string();
+    let order = [
+        "id=\"summary\"",
+        "id=\"evidence\"",
+        "id=\"totals\"",
+        "id=\"rules\"",
+        "id=\"fixtures\"",
+        "id=\"params\"",
+        "id=\"decide-bar\"",
+        "id=\"decision\"",
+    ];
+    let at: Vec<usize> = order
+        .iter()
+        .map(|id| html.find(id).unwrap_or_else(|| panic!("no {id}: {html}")))
+        .collect();
+    assert!(
+        at.windows(2).all(|w| w[0] < w[1]),
+        "{order:?} in order: {at:?}"
+    );
+    assert!(html.contains("This plan upgrades"), "{html}");
+    assert!(
+        html.contains("your rule <code>ci-to-triage</code> comes first"),
+        "{html}"
+    );
+    assert!(
+        html.contains("no rule matched, so the default action decided"),
+        "{html}"
+    );
+    assert!(
+        html.contains("id=\"accept-fixtures\""),
+        "Accept warns of them: {html}"
+    );
+    assert!(
+        html.contains("<code class=\"expr\">.event == &quot;check_run&quot;</code>"),
+        "{html}"
+    );
+    assert!(
+        html.contains("<code>keep_ci_failures</code></td><td><code>true</code>"),
+        "{html}"
+    );
+    assert!(
+        html.contains("data-state=\"pending_approval\">waiting for approval<"),
+        "states in words: {html}"
+    );
+    assert!(
+        !html.contains("<th scope=\"col\"></th>") && !html.contains("<th></th>"),
+        "no empty header: {html}"
+    );
+    if plan.report.transitions.iter().any(|t| t.loses_work()) {
+        assert!(html.contains("id=\"lost-work\""), "{html}");
+        assert!(
+            html.contains("lost work</span>"),
+            "lost work in words: {html}"
+        );
+    }
+    // Only a person who may decide gets the footer.
+    let viewer = plan_page(&PlanView {
+        may_decide: false,
+        ..view(&chrome, &plan, PlanState::PendingApproval)
+    })
+    .into_string();
+    assert!(!viewer.contains("decide-bar"), "{viewer}");
+}
+
+/// Signed out, a page says how to get a sign-in link and that it comes back here.
+#[test]
+fn the_sign_in_page_says_how_to_get_a_link_and_where_it_leads() {
+    let html = switchboard_console::sign_in_page("/console/plans/pl_1").into_string();
+    assert!(
+        html.contains("switchboard admin human sign-in-link &lt;your login&gt;"),
+        "{html}"
+    );
+    assert!(
+        html.contains("<code id=\"next\">/console/plans/pl_1</code>"),
+        "{html}"
+    );
+    assert!(
+        !html.contains("href=\"/console\">Back"),
+        "no link back to itself: {html}"
+    );
+    let done = switchboard_console::sign_in_done("dev", "/console/plans/pl_1").into_string();
+    assert!(done.contains("href=\"/console/plans/pl_1\""), "{done}");
 }
 
 #[test]
@@ -154,7 +284,7 @@ fn what_tenants_and_agents_wrote_is_escaped() {
         kind: PlanKind::Install,
         ..InboxItem::default()
     }];
-    let html = inbox(&chrome, &items).into_string();
+    let html = inbox(&chrome, &items, NOW_MS).into_string();
     assert!(
         !html.contains("<i>pack") && !html.contains("\"onmouseover"),
         "{html}"
@@ -177,6 +307,10 @@ fn the_inbox_lists_each_plan_with_a_link_to_its_page() {
             approval_expires_at: "2026-12-05T10:00:00.000Z".into(),
             stale: false,
             approvals: (1, 2),
+            replayed: 300,
+            changed: 12,
+            lost_work: 3,
+            ..InboxItem::default()
         },
         InboxItem {
             plan_id: "pl_2".into(),
@@ -184,10 +318,32 @@ fn the_inbox_lists_each_plan_with_a_link_to_its_page() {
             ..InboxItem::default()
         },
     ];
-    let html = inbox(&chrome(), &items).into_string();
+    let html = inbox(&chrome(), &items, NOW_MS).into_string();
     matches_golden("inbox", &html);
-    assert_eq!(html.matches("class=\"plan-row\"").count(), 2);
-    let empty = inbox(&chrome(), &[]).into_string();
+    assert_eq!(html.matches("data-plan=").count(), 2);
+    assert!(
+        html.contains("This plan upgrades drop-ci-noise to 2.0.0"),
+        "{html}"
+    );
+    assert!(html.contains("12 of 300"), "{html}");
+    assert!(
+        html.contains("lost work</span>: 3"),
+        "lost work in words: {html}"
+    );
+    assert!(
+        html.contains(r#"<time datetime="2026-12-05T10:00:00.000Z" title="2026-12-05T10:00:00.000Z">in 2 hours</time>"#),
+        "relative times, exact on hover: {html}"
+    );
+    // The stale plan is listed apart, under its own heading.
+    let (current, stale) = html
+        .split_once("No longer current")
+        .expect("a stale section");
+    assert!(
+        current.contains("pl_1") && !current.contains("pl_2"),
+        "{html}"
+    );
+    assert!(stale.contains("pl_2"), "{html}");
+    let empty = inbox(&chrome(), &[], NOW_MS).into_string();
     assert!(empty.contains("Nothing is waiting for you."));
 }
 
@@ -240,7 +396,7 @@ fn a_pending_plan_shows_the_approvals_needed_and_who_cannot_give_them() {
         approvals: (1, 2),
         ..InboxItem::default()
     }];
-    let inbox_html = inbox(&chrome, &items).into_string();
+    let inbox_html = inbox(&chrome, &items, NOW_MS).into_string();
     assert!(
         inbox_html.contains("<td class=\"approvals\">1 of 2</td>"),
         "{inbox_html}"
@@ -294,7 +450,7 @@ fn the_webhook_page_offers_the_confirm_policy_to_editors_only() {
             ..RuleRow::default()
         }],
         may_edit: true,
-        notice: Some("Saved: who confirms plans is now person.".into()),
+        notice: Some(Notice::done("Saved: who confirms plans is now person.")),
         ..WebhookView::default()
     };
     let html = webhook_page(&chrome(), &v).into_string();
@@ -311,7 +467,14 @@ fn the_webhook_page_offers_the_confirm_policy_to_editors_only() {
         "the current policy is selected: {html}"
     );
     assert!(html.contains("<option value=\"self\">"), "{html}");
-    assert!(html.contains("id=\"notice\""));
+    assert!(
+        html.contains("role=\"status\""),
+        "a success is a status: {html}"
+    );
+    assert!(
+        html.contains("<label for=\"policy\">"),
+        "the select is named: {html}"
+    );
     assert!(!html.contains("<b>x</b>"), "rules are escaped: {html}");
 
     let viewer = WebhookView {

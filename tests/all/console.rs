@@ -172,6 +172,111 @@ impl Browser {
     async fn has(&self, css: &str) -> bool {
         self.client.find(Locator::Css(css)).await.is_ok()
     }
+
+    /// Presses the control whose id is `id` with the keyboard alone: Tab from the top of the
+    /// page until it has the focus, then Enter. Panics if Tab never reaches it.
+    async fn press_with_keyboard(&self, id: &str) {
+        const TAB: &str = "\u{E004}";
+        const ENTER: &str = "\u{E007}";
+        for _ in 0..200 {
+            let focused = self
+                .client
+                .active_element()
+                .await
+                .expect("the focused element");
+            if focused.attr("id").await.ok().flatten().as_deref() == Some(id) {
+                focused.send_keys(ENTER).await.expect("press Enter");
+                return;
+            }
+            focused.send_keys(TAB).await.expect("press Tab");
+        }
+        panic!("Tab never reached #{id}");
+    }
+
+    /// The page at a phone's width (390 CSS pixels): nothing wider than the screen but the
+    /// tables that scroll inside their own box, and still accessible.
+    async fn fits_a_phone(&self, what: &str) {
+        let (w, h) = self.client.get_window_size().await.expect("window size");
+        self.client
+            .set_window_size(390, 844)
+            .await
+            .expect("resize to a phone");
+        let widths = self
+            .client
+            .execute(
+                r##"const wide = [...document.querySelectorAll("body *")]
+                    .filter(e => !e.closest("div.scroll") && e.getBoundingClientRect().right > window.innerWidth)
+                    .slice(0, 6)
+                    .map(e => e.tagName.toLowerCase() + (e.id ? "#" + e.id : "") + (e.className ? "." + e.className : "") + " " + Math.round(e.getBoundingClientRect().right));
+                return [document.documentElement.scrollWidth, window.innerWidth, wide];"##,
+                vec![],
+            )
+            .await
+            .expect("page widths");
+        self.accessible(&format!("{what}, at a phone's width"))
+            .await;
+        self.client
+            .set_window_size(w as u32, h as u32)
+            .await
+            .expect("resize back");
+        let (page, screen) = (widths[0].as_u64(), widths[1].as_u64());
+        assert!(
+            page.is_some() && page <= screen,
+            "{what}: the page is {page:?} px wide on a {screen:?} px screen: {}",
+            widths[2]
+        );
+    }
+
+    /// Runs axe-core on the page as it stands (WCAG 2.0–2.2 A and AA, and axe's best
+    /// practices) and panics naming every violation, with `what` the page and state. Where
+    /// `scripts/axe` has not installed axe-core, says so and checks nothing.
+    pub(crate) async fn accessible(&self, what: &str) {
+        let Some(axe) = axe_source() else {
+            eprintln!("{what}: accessibility not checked: no axe-core here (run scripts/axe)");
+            return;
+        };
+        self.client
+            .execute(axe, vec![])
+            .await
+            .unwrap_or_else(|e| panic!("{what}: inject axe-core: {e}"));
+        let found = self
+            .client
+            .execute_async(
+                r#"const done = arguments[arguments.length - 1];
+                axe.run(document, {
+                    runOnly: { type: "tag", values: ["wcag2a", "wcag2aa", "wcag21a", "wcag21aa", "wcag22aa", "best-practice"] },
+                    resultTypes: ["violations"],
+                }).then(
+                    r => done(r.violations.map(v => ({
+                        rule: v.id, impact: v.impact, help: v.help,
+                        nodes: v.nodes.map(n => n.target.join(" ") + ": " + n.failureSummary),
+                    }))),
+                    e => done({ error: String(e) }),
+                );"#,
+                vec![],
+            )
+            .await
+            .unwrap_or_else(|e| panic!("{what}: run axe-core: {e}"));
+        assert!(
+            found.as_array().is_some_and(|v| v.is_empty()),
+            "{what}: accessibility violations: {}",
+            serde_json::to_string_pretty(&found).unwrap_or_default()
+        );
+    }
+}
+
+/// axe-core's script, where `scripts/axe` installed it (`SWITCHBOARD_AXE_DIR`, or
+/// `target/axe`), read once.
+fn axe_source() -> Option<&'static str> {
+    static SOURCE: std::sync::OnceLock<Option<String>> = std::sync::OnceLock::new();
+    SOURCE
+        .get_or_init(|| {
+            let dir = std::env::var_os("SWITCHBOARD_AXE_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/axe"));
+            std::fs::read_to_string(dir.join("node_modules/axe-core/axe.min.js")).ok()
+        })
+        .as_deref()
 }
 
 impl Drop for Browser {
@@ -395,14 +500,35 @@ async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
         "nothing saved by the agent"
     );
 
-    // A person signs in with the link `up` printed, opens the inbox, reads the plan, accepts.
+    // Signed out, the plan's link answers a page saying how to get a sign-in link; the link
+    // `up` printed signs the person in and leads back to the plan.
     let c = &browser.client;
+    c.goto(&plan_url).await.expect("open the plan signed out");
+    browser.text_becomes("h1", "Sign in").await;
+    assert_eq!(
+        browser.text("#next").await,
+        format!("/console/plans/{plan_id}")
+    );
+    assert!(
+        browser
+            .text("main")
+            .await
+            .contains("switchboard admin human sign-in-link")
+    );
+    browser.accessible("signed out, a plan asked for").await;
     c.goto(&dev_link).await.expect("open the sign-in link");
     assert!(browser.text("main").await.contains("signed in as dev"));
+    browser.accessible("signed in").await;
     browser.click("#continue").await;
+    browser
+        .text_becomes("#plan-state", "waiting for approval")
+        .await;
+    // The inbox lists it.
+    c.goto(&console).await.expect("the inbox");
     browser
         .text_becomes("h1", "Plans awaiting your decision")
         .await;
+    browser.accessible("the inbox, one plan").await;
     assert!(
         browser
             .has(&format!("a[href='/console/plans/{plan_id}']"))
@@ -413,7 +539,7 @@ async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
         .click(&format!("a[href='/console/plans/{plan_id}']"))
         .await;
     browser
-        .text_becomes("#plan-state", "pending_approval")
+        .text_becomes("#plan-state", "waiting for approval")
         .await;
     assert!(
         browser
@@ -428,12 +554,14 @@ async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
     );
     let page = c.source().await.expect("page source");
     assert!(!page.contains("<script"), "no JavaScript");
+    browser.accessible("a pending plan").await;
     // scripts/console-screenshot regenerates docs/console-plan.png from this very page.
     if let Some(path) = std::env::var_os("SWITCHBOARD_CONSOLE_SCREENSHOT") {
         let png = c.screenshot().await.expect("a screenshot");
         std::fs::write(&path, png).expect("write the screenshot");
     }
-    browser.click("#accept").await;
+    // Accepted with the keyboard alone.
+    browser.press_with_keyboard("accept").await;
     browser.text_becomes("#plan-state", "applied").await;
     assert!(
         browser.text("#notice").await.starts_with("Accepted"),
@@ -441,6 +569,7 @@ async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
         browser.text("main").await
     );
     assert_eq!(browser.text("#plan-state").await, "applied");
+    browser.accessible("an accepted plan").await;
     let state = tool(
         mcp,
         bearer,
@@ -498,6 +627,7 @@ async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
             .len(),
         3
     );
+    browser.accessible("the webhook page").await;
 
     // Reject: the removal an agent proposes never applies.
     let pending = propose(mcp, bearer, webhook, true).await;
@@ -514,6 +644,7 @@ async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
     browser.click("#reject").await;
     browser.text_becomes("#plan-state", "rejected").await;
     assert!(browser.text("#decision").await.contains("not this week"));
+    browser.accessible("a rejected plan").await;
 
     // Stale: the configuration moves while the page is open; Accept is refused in the page.
     let pending = propose(mcp, bearer, webhook, true).await;
@@ -564,6 +695,7 @@ async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
             .await
             .starts_with("Nothing was done")
     );
+    browser.accessible("a stale plan").await;
 
     // A form without its CSRF token (or with another's) does nothing.
     let session = c
@@ -737,12 +869,19 @@ async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
     browser.click("#save-policy").await;
     browser.text_becomes("#confirm-policy", "self").await;
     assert!(browser.text("#notice").await.starts_with("Saved"));
+    browser.accessible("the webhook page, policy saved").await;
+    browser.fits_a_phone("the webhook page").await;
+    c.goto(&console).await.expect("the inbox");
+    browser.fits_a_phone("the inbox").await;
+    c.goto(&plan_url).await.expect("the accepted plan");
+    browser.fits_a_phone("a plan page").await;
     let applied = propose(mcp, bearer, webhook, true).await;
     assert_eq!(applied["saved"], true, "{applied}");
 
     // Signing out closes the session.
     browser.click("header button").await;
     browser.text_becomes("h1", "Signed out").await;
+    browser.accessible("signed out").await;
     let after = http_get(http, "/console", &cookie).await;
     assert_eq!(after.status, 401);
 
@@ -870,6 +1009,7 @@ async fn a_person_reads_a_trial_and_accepts_its_promotion_in_a_real_browser() {
         .click(&format!("#trials a[href='/console/trials/{trial_id}']"))
         .await;
     browser.text_becomes("#trial-state", "running").await;
+    browser.accessible("a running trial").await;
     assert!(
         browser
             .text("#trial-deliveries")
@@ -973,8 +1113,9 @@ async fn a_person_reads_a_trial_and_accepts_its_promotion_in_a_real_browser() {
         .await
         .expect("the plan page");
     browser
-        .text_becomes("#plan-state", "pending_approval")
+        .text_becomes("#plan-state", "waiting for approval")
         .await;
+    browser.accessible("a promotion's plan").await;
     assert_eq!(
         browser.text("#trial-heading").await,
         "Trial on live deliveries"
@@ -1273,7 +1414,7 @@ async fn a_guard_reverts_a_persons_change_at_once_and_the_recovery_waits_for_the
         .await
         .expect("the plan page");
     browser
-        .text_becomes("#plan-state", "pending_approval")
+        .text_becomes("#plan-state", "waiting for approval")
         .await;
     let guard_text = browser.text("#guard").await;
     assert!(
@@ -1334,10 +1475,16 @@ async fn a_guard_reverts_a_persons_change_at_once_and_the_recovery_waits_for_the
         "{}",
         browser.text("main").await
     );
+    browser.accessible("a webhook whose guard breached").await;
     c.goto(&format!("{console}/plans/{plan_id}"))
         .await
         .expect("the plan page");
-    browser.text_becomes("#plan-state", "reverted").await;
+    browser
+        .text_becomes("#plan-state", "reverted by its guard")
+        .await;
+    browser
+        .accessible("a reverted plan, its recovery waiting")
+        .await;
     assert!(browser.text("#guard-breach").await.contains("Reverted"));
     assert!(
         browser
@@ -1521,8 +1668,9 @@ async fn several_people_approve_a_plan_that_loses_work_in_a_real_browser() {
     );
     open_plan(plan_id.clone()).await;
     browser
-        .text_becomes("#plan-state", "pending_approval")
+        .text_becomes("#plan-state", "waiting for approval")
         .await;
+    browser.accessible("a plan needing two approvals").await;
     assert!(
         browser
             .text("#approvals-summary")
@@ -1552,7 +1700,7 @@ async fn several_people_approve_a_plan_that_loses_work_in_a_real_browser() {
     sign_in("vic").await;
     open_plan(plan_id.clone()).await;
     browser
-        .text_becomes("#plan-state", "pending_approval")
+        .text_becomes("#plan-state", "waiting for approval")
         .await;
     assert!(!browser.has("#accept").await, "no Accept for a viewer");
     assert!(browser.has("#no-decision").await);
@@ -1623,6 +1771,9 @@ async fn several_people_approve_a_plan_that_loses_work_in_a_real_browser() {
             .await
             .contains("2 when it loses work")
     );
+    browser
+        .accessible("the webhook page with its change log")
+        .await;
     let log = browser.text("#change-log").await;
     assert!(log.contains("alice via ep_"), "{log}");
     assert!(log.contains("bob, carol"), "{log}");

@@ -132,8 +132,14 @@ struct SignInQuery {
     token: String,
 }
 
-/// A sign-in link: used once, it opens a session and sets its cookie.
-async fn sign_in(State(c): State<Console>, Query(q): Query<SignInQuery>) -> Response {
+/// A sign-in link: used once, it opens a session and sets its cookie, and leads on to the page
+/// the person asked for before signing in (the `sb_console_next` cookie), if any.
+async fn sign_in(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    Query(q): Query<SignInQuery>,
+) -> Response {
+    let next = person::safe_next(person::cookie(&headers, person::NEXT_COOKIE).unwrap_or(""));
     let ttl = i64::try_from(c.settings.session_ttl.as_millis()).unwrap_or(i64::MAX);
     match c.state.store.redeem_sign_in_link(q.token.trim(), ttl).await {
         Ok((login, session)) => {
@@ -146,10 +152,19 @@ async fn sign_in(State(c): State<Console>, Query(q): Query<SignInQuery>) -> Resp
                     ""
                 }
             );
-            let mut response =
-                answer::html(StatusCode::OK, switchboard_console::sign_in_done(&login));
+            let mut response = answer::html(
+                StatusCode::OK,
+                switchboard_console::sign_in_done(&login, next),
+            );
             if let Ok(v) = HeaderValue::from_str(&cookie) {
                 response.headers_mut().insert(header::SET_COOKIE, v);
+            }
+            let used = format!(
+                "{}=; Path=/console; HttpOnly; SameSite=Lax; Max-Age=0",
+                person::NEXT_COOKIE
+            );
+            if let Ok(v) = HeaderValue::from_str(&used) {
+                response.headers_mut().append(header::SET_COOKIE, v);
             }
             response
         }
@@ -198,7 +213,7 @@ async fn sign_out(
 }
 
 async fn inbox(State(c): State<Console>, headers: HeaderMap, peer: Peer) -> Response {
-    match Person::of(&c, &headers, &peer).await {
+    match Person::of(&c, &headers, &peer, "/console").await {
         Ok(person) => pages::inbox(&c, &person).await,
         Err(refusal) => refusal,
     }
@@ -210,7 +225,7 @@ async fn plan(
     peer: Peer,
     Path(plan_id): Path<String>,
 ) -> Response {
-    match Person::of(&c, &headers, &peer).await {
+    match Person::of(&c, &headers, &peer, &format!("/console/plans/{plan_id}")).await {
         Ok(person) => pages::plan(&c, &person, &plan_id, None, StatusCode::OK).await,
         Err(refusal) => refusal,
     }
@@ -274,7 +289,7 @@ async fn trial(
     peer: Peer,
     Path(trial_id): Path<String>,
 ) -> Response {
-    match Person::of(&c, &headers, &peer).await {
+    match Person::of(&c, &headers, &peer, &format!("/console/trials/{trial_id}")).await {
         Ok(person) => pages::trial(&c, &person, &trial_id).await,
         Err(refusal) => refusal,
     }
@@ -286,7 +301,14 @@ async fn webhook(
     peer: Peer,
     Path(webhook_id): Path<String>,
 ) -> Response {
-    match Person::of(&c, &headers, &peer).await {
+    match Person::of(
+        &c,
+        &headers,
+        &peer,
+        &format!("/console/webhooks/{webhook_id}"),
+    )
+    .await
+    {
         Ok(person) => pages::webhook(&c, &person, &webhook_id).await,
         Err(refusal) => refusal,
     }

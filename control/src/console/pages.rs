@@ -4,7 +4,7 @@
 use axum::http::StatusCode;
 use axum::response::Response;
 use switchboard_console::{
-    EventRow, HistoryRow, InboxItem, PlanView, RuleRow, TrialView, WebhookView,
+    EventRow, HistoryRow, InboxItem, Notice, PlanView, RuleRow, TrialView, WebhookView,
 };
 use switchboard_model::Configuration;
 use switchboard_packs::plan::{PlanState, StoredPlan};
@@ -64,7 +64,9 @@ async fn load_plan(
 pub(super) async fn inbox(c: &Console, person: &Person) -> Response {
     let store = &c.state.store;
     let load = async {
-        let scopes = store.scopes_with_role(&person.login, Role::Editor).await?;
+        // Every plan the person may read; those outside the scopes they edit are read-only.
+        let scopes = store.scopes_with_role(&person.login, Role::Viewer).await?;
+        let editors = store.scopes_with_role(&person.login, Role::Editor).await?;
         let mut items = Vec::new();
         // One read of the approvals for every listed plan, and one of each webhook.
         let mut approvals = store.pending_approvals(&scopes).await?;
@@ -85,8 +87,19 @@ pub(super) async fn inbox(c: &Console, person: &Person) -> Response {
             let given = approvals.remove(&plan.id).unwrap_or_default();
             let tally =
                 crate::rule_packs::approval_tally(&plan, webhook, &webhook.configuration, &given);
+            let report = &plan.plan.plan.report;
             items.push(InboxItem {
                 approvals: (tally.counted, tally.required),
+                read_only: !editors.contains(&plan.owner_scope),
+                replayed: report.events_replayed,
+                changed: report.changed,
+                lost_work: report
+                    .transitions
+                    .iter()
+                    .filter(|t| t.loses_work())
+                    .map(|t| t.count)
+                    .sum(),
+                from_version: plan.plan.plan.pack.from_version.clone(),
                 kind,
                 stale: state == PlanState::Stale,
                 owner_scope: plan.owner_scope.to_string(),
@@ -108,7 +121,7 @@ pub(super) async fn inbox(c: &Console, person: &Person) -> Response {
             person,
             html(
                 StatusCode::OK,
-                switchboard_console::inbox(&person.chrome(), &items),
+                switchboard_console::inbox(&person.chrome(), &items, store.clock().now_ms()),
             ),
         ),
         Err(e) => internal(&e),
@@ -119,7 +132,7 @@ pub(super) async fn plan(
     c: &Console,
     person: &Person,
     plan_id: &str,
-    notice: Option<String>,
+    notice: Option<Notice>,
     status: StatusCode,
 ) -> Response {
     let (plan, webhook) = match load_plan(c, person, plan_id).await {
@@ -173,6 +186,8 @@ pub(super) async fn plan(
         plan_id: plan.id.clone(),
         owner_scope: plan.owner_scope.to_string(),
         plan: &stored.plan,
+        candidate: Some(&stored.apply.configuration),
+        now_ms: c.state.store.clock().now_ms(),
         state,
         stale_reason,
         proposed_by_endpoint: plan.proposed_by_endpoint.clone().unwrap_or_default(),
@@ -229,19 +244,19 @@ pub(super) async fn decide(
             .packs
             .accept(&person.login, &editors, &plan.id)
             .await
-            .map(|accepted| accepted_notice(&person.login, &accepted)),
+            .map(|accepted| Notice::done(accepted_notice(&person.login, &accepted))),
         Verdict::Reject(reason) => c
             .packs
             .reject(&person.login, &editors, &plan.id, &reason)
             .await
-            .map(|()| "Rejected: this plan can never be applied.".to_string()),
+            .map(|()| Notice::done("Rejected: this plan can never be applied.")),
     };
     match result {
         Ok(notice) => self::plan(c, person, plan_id, Some(notice), StatusCode::OK).await,
         Err(e) if e.reason == Reason::NotFound => not_found(person),
         Err(e) if e.reason == Reason::Internal => internal(&crate::Error::internal(e.message)),
         Err(e) => {
-            let notice = format!("Nothing was done: {}", e.message);
+            let notice = Notice::refused(format!("Nothing was done: {}", e.message));
             self::plan(c, person, plan_id, Some(notice), StatusCode::CONFLICT).await
         }
     }
@@ -308,20 +323,24 @@ pub(super) async fn recover(c: &Console, person: &Person, plan_id: &str) -> Resp
         Ok(r) if r.state == switchboard_model::guard::RecoveryState::Applied => {
             tracing::info!(plan = %plan.id, guard = %guard.id, person = %person.login, todos = r.todos_created, "recovery applied by a person");
             (
-                format!(
+                Notice::done(format!(
                     "Recovered: {} deliveries re-routed, {} todos made.",
                     r.applied, r.todos_created
-                ),
+                )),
                 StatusCode::OK,
             )
         }
         Ok(_) => (
-            "Nothing was recovered: the webhook changed since the revert, so this recovery is stale. Redrive its dropped deliveries by version.".to_string(),
+            Notice::refused(
+                "Nothing was recovered: the webhook changed since the revert, so this recovery is stale. Redrive its dropped deliveries by version.",
+            ),
             StatusCode::CONFLICT,
         ),
         Err(crate::Error::NotFound { .. }) => return not_found(person),
         Err(crate::Error::FailedPrecondition { .. }) => (
-            "Nothing was done: this recovery was already applied or is no longer waiting.".to_string(),
+            Notice::refused(
+                "Nothing was done: this recovery was already applied or is no longer waiting.",
+            ),
             StatusCode::CONFLICT,
         ),
         Err(e) => return internal(&e),
@@ -389,7 +408,7 @@ async fn webhook_page(
     c: &Console,
     person: &Person,
     w: &Webhook,
-    notice: Option<String>,
+    notice: Option<Notice>,
     status: StatusCode,
 ) -> Response {
     match webhook_view(c, person, w, notice).await {
@@ -436,7 +455,7 @@ pub(super) async fn set_confirm_policy(
     let policy: ConfirmPolicy = match policy.parse() {
         Ok(p) => p,
         Err(problem) => {
-            let notice = format!("Nothing was changed: {problem}.");
+            let notice = Notice::refused(format!("Nothing was changed: {problem}."));
             return webhook_page(
                 c,
                 person,
@@ -456,7 +475,7 @@ pub(super) async fn set_confirm_policy(
     {
         Ok(updated) => {
             tracing::info!(person = %person.login, webhook = %w.id, %policy, "console: confirm policy set");
-            let notice = format!("Saved: who confirms plans is now {policy}.");
+            let notice = Notice::done(format!("Saved: who confirms plans is now {policy}."));
             webhook_page(c, person, &updated, Some(notice), StatusCode::OK).await
         }
         Err(crate::Error::NotFound { .. }) => not_found(person),
@@ -468,7 +487,7 @@ async fn webhook_view(
     c: &Console,
     person: &Person,
     w: &Webhook,
-    notice: Option<String>,
+    notice: Option<Notice>,
 ) -> Result<WebhookView, crate::Error> {
     let store = &c.state.store;
     let scope: &OwnerScope = &w.owner_scope;

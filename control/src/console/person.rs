@@ -14,6 +14,25 @@ use crate::secrets::{hashes_match, random_hex, sha256_hex};
 pub const SESSION_COOKIE: &str = "sb_console";
 /// Behind an auth proxy there is no session: forms double-submit this cookie's value.
 const CSRF_COOKIE: &str = "sb_console_csrf";
+/// The console page someone asked for before signing in: the sign-in link leads back there.
+/// `SameSite=Lax`, since the link is usually opened from another site (a chat, a mail).
+pub const NEXT_COOKIE: &str = "sb_console_next";
+
+/// `asked` if it is a console page a sign-in may lead back to (a path of ours, nothing that
+/// could leave the site), else the inbox.
+pub fn safe_next(asked: &str) -> &str {
+    let ours = asked.starts_with("/console/")
+        && !asked.contains("//")
+        && asked.len() <= 200
+        && asked
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'/' | b'-' | b'_'));
+    if ours && !asked.starts_with("/console/sign-") {
+        asked
+    } else {
+        "/console"
+    }
+}
 
 /// Trust `header` to name the person, only on connections from `trusted` peers (the proxy).
 /// From anyone else the header is ignored, as if absent.
@@ -50,7 +69,7 @@ pub(crate) struct Person {
     new_csrf_cookie: Option<String>,
 }
 
-fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+pub(crate) fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
     headers
         .get_all(header::COOKIE)
         .iter()
@@ -63,8 +82,14 @@ fn cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
 }
 
 impl Person {
-    /// The person making this request, or the page that says how to sign in.
-    pub async fn of(c: &Console, headers: &HeaderMap, peer: &Peer) -> Result<Person, Response> {
+    /// The person making this request, or the page that says how to sign in and brings them
+    /// back to `asked` (the page's path) after.
+    pub async fn of(
+        c: &Console,
+        headers: &HeaderMap,
+        peer: &Peer,
+        asked: &str,
+    ) -> Result<Person, Response> {
         if let Some(proxy) = &c.settings.auth_proxy
             && let Some(peer) = peer.0
             && proxy.trusted.iter().any(|net| net.contains(&peer.ip()))
@@ -111,12 +136,23 @@ impl Person {
                 Err(e) => return Err(answer::internal(&e)),
             }
         }
-        Err(answer::message(
+        let next = safe_next(asked);
+        let mut response = answer::html(
             StatusCode::UNAUTHORIZED,
-            None,
-            "Sign in",
-            "Open the sign-in link an operator gave you (switchboard admin human sign-in-link <login>). A link works once, for 15 minutes.",
-        ))
+            switchboard_console::sign_in_page(next),
+        );
+        let value = format!(
+            "{NEXT_COOKIE}={next}; Path=/console; HttpOnly; SameSite=Lax; Max-Age=900{}",
+            if c.settings.secure_cookies {
+                "; Secure"
+            } else {
+                ""
+            }
+        );
+        if let Ok(v) = HeaderValue::from_str(&value) {
+            response.headers_mut().insert(header::SET_COOKIE, v);
+        }
+        Err(response)
     }
 
     /// [`Person::of`], for a form: its CSRF token must be this person's.
@@ -126,7 +162,7 @@ impl Person {
         peer: &Peer,
         form_csrf: &str,
     ) -> Result<Person, Response> {
-        let person = Person::of(c, headers, peer).await?;
+        let person = Person::of(c, headers, peer, "/console").await?;
         if person.new_csrf_cookie.is_some() || !hashes_match(&person.csrf, form_csrf.trim()) {
             return Err(answer::message(
                 StatusCode::FORBIDDEN,
@@ -178,5 +214,25 @@ mod tests {
         assert_eq!(cookie(&h, SESSION_COOKIE), Some("tok"));
         assert_eq!(cookie(&h, "b"), None);
         assert_eq!(cookie(&h, "missing"), None);
+    }
+
+    #[test]
+    fn a_sign_in_leads_back_only_to_a_console_page() {
+        for ours in ["/console/plans/pl_0123abcd", "/console/webhooks/wh_1"] {
+            assert_eq!(safe_next(ours), ours);
+        }
+        for other in [
+            "/console",
+            "//evil.example/console/",
+            "/console//evil.example",
+            "https://evil.example/console/x",
+            "/console/plans/x?y=1",
+            "/console/sign-in",
+            "/consolex/plans",
+            "/console/plans/%2F%2Fevil",
+            "",
+        ] {
+            assert_eq!(safe_next(other), "/console", "{other}");
+        }
     }
 }

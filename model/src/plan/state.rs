@@ -51,6 +51,18 @@ impl PlanState {
             PlanState::Reverted => "reverted",
         }
     }
+
+    /// What a person reads it as (the console, the CLI's tables).
+    pub fn words(self) -> &'static str {
+        match self {
+            PlanState::Planned => "planned, not proposed",
+            PlanState::PendingApproval => "waiting for approval",
+            PlanState::Applied => "applied",
+            PlanState::Rejected => "rejected",
+            PlanState::Stale => "stale",
+            PlanState::Reverted => "reverted by its guard",
+        }
+    }
 }
 
 impl StaleReason {
@@ -59,6 +71,15 @@ impl StaleReason {
             StaleReason::Expired => "expired",
             StaleReason::ApprovalExpired => "approval_expired",
             StaleReason::ConfigurationChanged => "configuration_changed",
+        }
+    }
+
+    /// Why, as a person reads it: `the webhook's rules changed since it was made`.
+    pub fn words(self) -> &'static str {
+        match self {
+            StaleReason::Expired => "it expired before anyone confirmed it",
+            StaleReason::ApprovalExpired => "nobody decided before its deadline",
+            StaleReason::ConfigurationChanged => "the webhook's rules changed since it was made",
         }
     }
 }
