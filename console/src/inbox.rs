@@ -5,8 +5,8 @@
 use maud::{Markup, html};
 use switchboard_model::plan::PlanKind;
 
-use crate::layout::{Chrome, page, scroll, when};
-use crate::plan::{lost_mark, what_it_does};
+use crate::layout::{Chrome, lost_mark, page, scroll, when};
+use crate::plan::what_it_does;
 
 /// One plan awaiting a person.
 #[derive(Clone, Debug, Default)]

@@ -48,6 +48,11 @@ pub(crate) fn notice(n: Option<&Notice>) -> Markup {
     }
 }
 
+/// The mark lost work carries wherever it shows: a word and an icon as well as the colour.
+pub(crate) fn lost_mark() -> Markup {
+    html! { span.lost-mark { span.icon aria-hidden="true" { "⚠" } " lost work" } }
+}
+
 /// A table that scrolls sideways on a narrow screen rather than widening the page; keyboard
 /// users can scroll it too (it takes focus), and it is named for screen readers.
 pub(crate) fn scroll(label: &str, table: Markup) -> Markup {

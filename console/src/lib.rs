@@ -8,8 +8,10 @@
 //! The HTTP side (sign-in, sessions, CSRF, loading and authorizing) lives in control's
 //! `console` module; it only fills these views.
 
+mod activity;
 mod approval;
 mod chart;
+mod events;
 mod guard;
 mod inbox;
 mod layout;
@@ -18,12 +20,14 @@ mod report;
 mod trial;
 mod webhook;
 
+pub use activity::{Activity, HourCounts};
 pub use approval::ChangeRow;
+pub use events::{EventRow, EventsFilter, EventsView, events_page};
 pub use inbox::{InboxItem, inbox};
 pub use layout::{Chrome, Notice, message_page, sign_in_done, sign_in_page};
 pub use plan::{Decision, PlanView, plan_page};
 pub use trial::{TrialRow, TrialView, trial_page, trial_rows};
-pub use webhook::{EventRow, HistoryRow, RuleRow, WebhookView, webhook_page};
+pub use webhook::{HistoryRow, RuleRow, WebhookView, webhook_page};
 
 /// The console's stylesheet, served at `/console/style.css`.
 pub const STYLESHEET: &str = include_str!("style.css");

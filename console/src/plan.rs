@@ -7,7 +7,7 @@ use switchboard_model::Configuration;
 use switchboard_model::plan::{Plan, PlanKind, PlanState, StaleReason};
 
 use crate::guard::plan_guard_section;
-use crate::layout::{Chrome, Notice, notice, page, scroll, when};
+use crate::layout::{Chrome, Notice, lost_mark, notice, page, scroll, when};
 use crate::report::{Source, rules, todos_chart, totals, transitions};
 use crate::trial::plan_trial_section;
 
@@ -74,11 +74,6 @@ pub(crate) fn lost_work(p: &Plan) -> u64 {
         .filter(|t| t.loses_work())
         .map(|t| t.count)
         .sum()
-}
-
-/// The mark lost work carries wherever it shows: a word and an icon as well as the colour.
-pub(crate) fn lost_mark() -> Markup {
-    html! { span.lost-mark { span.icon aria-hidden="true" { "⚠" } " lost work" } }
 }
 
 /// The page reads top to bottom: what the plan does in one sentence, the work it would lose,

@@ -8,8 +8,7 @@ use maud::{Markup, PreEscaped, html};
 use switchboard_model::plan::{Report, TodosPerDay};
 use switchboard_model::{Configuration, Label};
 
-use crate::layout::scroll;
-use crate::plan::lost_mark;
+use crate::layout::{lost_mark, scroll};
 
 /// Where a report's deliveries come from: a plan's replay of stored ones, or a trial's
 /// live ones (a trial's transitions carry no per-rule shifts).

@@ -5,6 +5,7 @@
 use maud::{Markup, html};
 use switchboard_model::listing::InstalledStatus;
 
+use crate::events::EventRow;
 use crate::layout::{Chrome, Notice, notice, page, scroll};
 use crate::trial::TrialRow;
 
@@ -34,17 +35,6 @@ pub struct HistoryRow {
 }
 
 #[derive(Clone, Debug, Default)]
-pub struct EventRow {
-    pub id: String,
-    pub received_at: String,
-    pub kind: String,
-    pub verified: bool,
-    /// The decision label, or `pending` when not routed yet.
-    pub decision: String,
-    pub rule_id: Option<String>,
-}
-
-#[derive(Clone, Debug, Default)]
 pub struct WebhookView {
     pub webhook_id: String,
     pub owner_scope: String,
@@ -71,6 +61,8 @@ pub struct WebhookView {
     pub approval_rule_default: bool,
     /// Its change-log entries, newest first.
     pub changes: Vec<crate::ChangeRow>,
+    /// Its deliveries per hour by decision over the last days, configuration changes marked.
+    pub activity: crate::Activity,
 }
 
 /// The two confirm policies, as the form offers them.
@@ -94,6 +86,7 @@ pub fn webhook_page(chrome: &Chrome, v: &WebhookView) -> Markup {
                 dt { "Who confirms plans" } dd {
                     span #confirm-policy { (v.confirm_policy) }
                     @if v.may_edit {
+                        " · "
                         form.inline #confirm-policy-form method="post" action={ "/console/webhooks/" (v.webhook_id) "/confirm-policy" } {
                             input type="hidden" name="csrf" value=(chrome.csrf);
                             label for="policy" { "Change to " }
@@ -111,6 +104,9 @@ pub fn webhook_page(chrome: &Chrome, v: &WebhookView) -> Markup {
                 dt { "Grant" } dd { @for q in &v.grant { code { (q) } " " } }
                 dt { "Default action" } dd { (v.default_action.as_deref().unwrap_or("none (the first granted queue)")) }
             }
+            h2 #activity-heading { "Deliveries over the last " (v.activity.hours.len() / 24) " days" }
+            (crate::activity::activity(&v.activity))
+            p { a href={ "/console/webhooks/" (v.webhook_id) "/events" } { "Every event, with filters and what decided each" } }
             h2 { "Rules, in order" }
             @if v.rules.is_empty() { p { "No rules." } } @else {
                 (scroll("Rules, in order", html! { table #webhook-rules {
@@ -178,7 +174,7 @@ pub fn webhook_page(chrome: &Chrome, v: &WebhookView) -> Markup {
                         tr {
                             td { code { (e.id) } } td { (e.received_at) } td { (e.kind) }
                             td { @if e.verified { "yes" } @else { "no" } }
-                            td { code { (e.decision) } @if let Some(r) = &e.rule_id { " by " code { (r) } } }
+                            td { code { (e.decision) } @if e.decision != "pending" { " by " (crate::events::decided_by(e)) } }
                         }
                     } }
                 } }))

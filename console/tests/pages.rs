@@ -782,3 +782,91 @@ fn a_breached_guard_shows_as_an_alert_and_its_waiting_recovery_is_offered_to_edi
     assert!(html.contains("id=\"webhook-guard\""), "{html}");
     assert!(html.contains("(it breached)"), "{html}");
 }
+
+/// The pages not rendered from a plan, each as a golden file: the webhook page (with its
+/// decisions over time), the events page, the sign-in page, a message page.
+#[test]
+fn the_other_pages_match_their_golden_files() {
+    use switchboard_console::{Activity, EventRow, EventsFilter, EventsView, events_page};
+    let hour = NOW_MS / 3_600_000;
+    let counts = [
+        (hour, Some(Label::Drop), 3),
+        (hour - 1, Some(q("forge")), 5),
+        (hour - 30, Some(Label::Quarantine), 1),
+        (hour - 30, Some(Label::Fault), 2),
+        (hour, None, 1),
+    ];
+    let events = vec![
+        EventRow {
+            id: "ev_1".into(),
+            received_at: "2026-12-05T07:59:00.000Z".into(),
+            kind: "push".into(),
+            verified: true,
+            decision: "drop".into(),
+            rule_id: Some("ci-noise".into()),
+            version: Some(4),
+        },
+        EventRow {
+            id: "ev_2".into(),
+            received_at: "2026-12-05T07:00:00.000Z".into(),
+            kind: "pull_request.opened".into(),
+            verified: false,
+            decision: "pending".into(),
+            ..EventRow::default()
+        },
+    ];
+    let webhook = WebhookView {
+        webhook_id: "wh_1".into(),
+        owner_scope: "team:ops".into(),
+        source_type: "github".into(),
+        config_version: 4,
+        confirm_policy: "person".into(),
+        grant: vec!["forge".into()],
+        rules: vec![RuleRow {
+            id: "ci-noise".into(),
+            when: ".event == \"check_run\"".into(),
+            action: "drop".into(),
+            ..RuleRow::default()
+        }],
+        may_edit: true,
+        events: events.clone(),
+        activity: Activity::from_counts(NOW_MS, 7, &counts, vec![(NOW_MS - 3_600_000, 4)]),
+        ..WebhookView::default()
+    };
+    matches_golden(
+        "webhook-page",
+        &webhook_page(&chrome(), &webhook).into_string(),
+    );
+    let listed = EventsView {
+        webhook_id: "wh_1".into(),
+        owner_scope: "team:ops".into(),
+        filter: EventsFilter {
+            decision: "drop".into(),
+            ..EventsFilter::default()
+        },
+        rows: events,
+        next: Some("/console/webhooks/wh_1/events?decision=drop&cursor=c1".into()),
+        now_ms: NOW_MS,
+        ..EventsView::default()
+    };
+    let html = events_page(&chrome(), &listed).into_string();
+    assert!(
+        html.contains("rule <code>ci-noise</code> of version 4"),
+        "{html}"
+    );
+    assert!(html.contains("<option value=\"drop\" selected>"), "{html}");
+    matches_golden("events-page", &html);
+    matches_golden(
+        "sign-in-page",
+        &switchboard_console::sign_in_page("/console/plans/pl_1").into_string(),
+    );
+    matches_golden(
+        "not-found-page",
+        &switchboard_console::message_page(
+            "Not found",
+            Some(&chrome()),
+            "There is no such page for you.",
+        )
+        .into_string(),
+    );
+}

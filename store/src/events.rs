@@ -80,6 +80,68 @@ pub struct EventSummary {
     pub routed: bool,
 }
 
+/// Which events a filtered listing keeps ([`Store::list_events_where`]); every field unset
+/// keeps all.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct EventFilter {
+    pub decision: Option<DecisionClass>,
+    /// The event's kind exactly (`pull_request.opened`).
+    pub kind: Option<String>,
+    /// Received at or after, and before, in ms since the epoch.
+    pub since_ms: Option<i64>,
+    pub until_ms: Option<i64>,
+}
+
+/// What was decided, as a person filters by it: a todo (any queue, the webhook's default
+/// queue included), a drop, a quarantine, a fault, the default queue alone (no rule matched),
+/// or not routed yet.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DecisionClass {
+    Todo,
+    Drop,
+    Quarantine,
+    Fault,
+    Default,
+    Pending,
+}
+
+impl DecisionClass {
+    pub const ALL: [DecisionClass; 6] = [
+        DecisionClass::Todo,
+        DecisionClass::Drop,
+        DecisionClass::Quarantine,
+        DecisionClass::Fault,
+        DecisionClass::Default,
+        DecisionClass::Pending,
+    ];
+
+    /// The word in a URL (`?decision=drop`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DecisionClass::Todo => "todo",
+            DecisionClass::Drop => "drop",
+            DecisionClass::Quarantine => "quarantine",
+            DecisionClass::Fault => "fault",
+            DecisionClass::Default => "default",
+            DecisionClass::Pending => "pending",
+        }
+    }
+
+    /// The stored label it matches, for the classes that are one label.
+    fn label(self) -> &'static str {
+        match self {
+            DecisionClass::Drop => "drop",
+            DecisionClass::Quarantine => "quarantine",
+            DecisionClass::Fault => "fault",
+            _ => "default",
+        }
+    }
+
+    pub fn parse(word: &str) -> Option<DecisionClass> {
+        DecisionClass::ALL.into_iter().find(|c| c.as_str() == word)
+    }
+}
+
 /// What [`Store::backlog`] counted.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Backlog {
@@ -806,6 +868,116 @@ impl Store {
         Ok(into_page(items, size, |e| {
             cursor_for(Listing::Events, e.received_at, &e.id)
         }))
+    }
+
+    /// The webhook's events newest first, only those `filter` keeps, each with the saved
+    /// configuration version that decided it (the console's events page: what decided each,
+    /// without reading bodies). Paged like [`Store::list_events`].
+    pub async fn list_events_where(
+        &self,
+        scope: &OwnerScope,
+        webhook_id: &str,
+        filter: &EventFilter,
+        page: &Page,
+    ) -> Result<Paged<(EventSummary, Option<i64>)>> {
+        let size = page.size()?;
+        let (before_ms, before_id) = page
+            .position(Listing::Events)?
+            .unwrap_or((i64::MAX, String::new()));
+        self.require_webhook(scope, webhook_id).await?;
+        let label = match self.backend {
+            crate::Backend::Sqlite => "json_extract(decision, '$.decision')",
+            crate::Backend::Postgres => "(decision::jsonb ->> 'decision')",
+        };
+        // Only fixed fragments go into the text; every value is bound.
+        let mut sql = format!(
+            "SELECT {}, config_version FROM events WHERE webhook_id = $1 AND owner_scope = $2 \
+             AND (received_at, id) < ($3, $4) AND received_at >= $5 AND received_at < $6",
+            summary_columns!()
+        );
+        match filter.decision {
+            None => {}
+            Some(DecisionClass::Pending) => sql.push_str(" AND decision IS NULL"),
+            Some(DecisionClass::Todo) => sql.push_str(&format!(
+                " AND ({label} LIKE 'queue:%' OR {label} = 'default')"
+            )),
+            Some(class) => sql.push_str(&format!(" AND {label} = '{}'", class.label())),
+        }
+        if filter.kind.is_some() {
+            sql.push_str(" AND kind = $7");
+        }
+        sql.push_str(" ORDER BY received_at DESC, id DESC LIMIT $8");
+        if filter.kind.is_none() {
+            sql = sql.replace("$8", "$7");
+        }
+        let mut query = sqlx::query(AssertSqlSafe(sql))
+            .bind(crate::lookup_id(webhook_id))
+            .bind(scope.to_string())
+            .bind(before_ms)
+            .bind(before_id.as_str())
+            .bind(filter.since_ms.unwrap_or(i64::MIN))
+            .bind(filter.until_ms.unwrap_or(i64::MAX));
+        if let Some(kind) = &filter.kind {
+            query = query.bind(kind.as_str());
+        }
+        let rows = query.bind(size + 1).fetch_all(&self.pool).await?;
+        let items = rows
+            .iter()
+            .map(|row| {
+                Ok((
+                    summary(row)?,
+                    row.try_get::<Option<i64>, _>("config_version")?,
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        Ok(into_page(items, size, |(e, _)| {
+            cursor_for(Listing::Events, e.received_at, &e.id)
+        }))
+    }
+
+    /// How many of the webhook's deliveries since `since_ms` each decision label took, per
+    /// hour (hours since the Unix epoch); `None` for deliveries not routed yet. Counted in the
+    /// database over the window's index range, so the answer is one row per hour and label
+    /// however many deliveries there were (the console's decisions-over-time chart).
+    pub async fn decisions_per_hour(
+        &self,
+        scope: &OwnerScope,
+        webhook_id: &str,
+        since_ms: i64,
+    ) -> Result<Vec<(i64, Option<String>, u64)>> {
+        self.require_webhook(scope, webhook_id).await?;
+        let sql = match self.backend {
+            crate::Backend::Sqlite => {
+                "SELECT received_at / 3600000 AS hour, json_extract(decision, '$.decision') AS label, \
+                 COUNT(*) AS n FROM events WHERE webhook_id = $1 AND owner_scope = $2 AND received_at >= $3 \
+                 GROUP BY hour, label"
+            }
+            crate::Backend::Postgres => {
+                "SELECT received_at / 3600000 AS hour, (decision::jsonb ->> 'decision') AS label, \
+                 COUNT(*) AS n FROM events WHERE webhook_id = $1 AND owner_scope = $2 AND received_at >= $3 \
+                 GROUP BY hour, label"
+            }
+        };
+        let rows = sqlx::query(sql)
+            .bind(crate::lookup_id(webhook_id))
+            .bind(scope.to_string())
+            .bind(since_ms)
+            .fetch_all(&self.pool)
+            .await?;
+        let mut counted = rows
+            .iter()
+            .map(|row| {
+                let n: i64 = row.try_get("n")?;
+                Ok((
+                    row.try_get::<i64, _>("hour")?,
+                    row.try_get::<Option<String>, _>("label")?,
+                    u64::try_from(n).unwrap_or(0),
+                ))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        // One order on both backends (they sort NULL apart).
+        counted.sort();
+        Ok(counted)
     }
 
     /// One event with its headers and body, for its owner only.

@@ -66,8 +66,8 @@ pub use console::{SESSION_PREFIX, SIGN_IN_PREFIX};
 pub use dialect::Backend;
 pub use endpoints::{CREDENTIAL_PREFIX, Endpoint, NewEndpoint, VendedEndpoint};
 pub use events::{
-    Backlog, DecidedBy, DraftEvent, Event, EventSummary, LOAD_BYTES, Loaded, MAX_REPLAY_EVENTS,
-    NewEvent, RecordDecision,
+    Backlog, DecidedBy, DecisionClass, DraftEvent, Event, EventFilter, EventSummary, LOAD_BYTES,
+    Loaded, MAX_REPLAY_EVENTS, NewEvent, RecordDecision,
 };
 pub use group_commit::{Bounds as GroupCommitBounds, GroupCommitTally};
 pub use operators::{

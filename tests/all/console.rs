@@ -22,6 +22,7 @@ use crate::mcp_e2e::mcp_post;
 use crate::support::{binary, payload};
 
 on_every_backend! {
+    the_webhook_page_charts_the_stored_decisions_and_the_events_page_filters_them,
     behind_an_auth_proxy_the_header_names_the_person_only_from_trusted_peers,
     a_sign_in_link_works_once_and_a_session_ends_at_sign_out,
 }
@@ -171,6 +172,16 @@ impl Browser {
 
     async fn has(&self, css: &str) -> bool {
         self.client.find(Locator::Css(css)).await.is_ok()
+    }
+
+    /// With `SWITCHBOARD_CONSOLE_SCREENSHOTS` set (`scripts/console-screenshot`), saves the
+    /// page as `console-{name}.png` in that folder, so the docs show what a person sees.
+    async fn screenshot(&self, name: &str) {
+        if let Some(dir) = std::env::var_os("SWITCHBOARD_CONSOLE_SCREENSHOTS") {
+            let png = self.client.screenshot().await.expect("a screenshot");
+            std::fs::write(PathBuf::from(dir).join(format!("console-{name}.png")), png)
+                .expect("write the screenshot");
+        }
     }
 
     /// Presses the control whose id is `id` with the keyboard alone: Tab from the top of the
@@ -529,6 +540,7 @@ async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
         .text_becomes("h1", "Plans awaiting your decision")
         .await;
     browser.accessible("the inbox, one plan").await;
+    browser.screenshot("inbox").await;
     assert!(
         browser
             .has(&format!("a[href='/console/plans/{plan_id}']"))
@@ -555,11 +567,8 @@ async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
     let page = c.source().await.expect("page source");
     assert!(!page.contains("<script"), "no JavaScript");
     browser.accessible("a pending plan").await;
-    // scripts/console-screenshot regenerates docs/console-plan.png from this very page.
-    if let Some(path) = std::env::var_os("SWITCHBOARD_CONSOLE_SCREENSHOT") {
-        let png = c.screenshot().await.expect("a screenshot");
-        std::fs::write(&path, png).expect("write the screenshot");
-    }
+    // scripts/console-screenshot regenerates docs/console-*.png from these very pages.
+    browser.screenshot("plan").await;
     // Accepted with the keyboard alone.
     browser.press_with_keyboard("accept").await;
     browser.text_becomes("#plan-state", "applied").await;
@@ -628,6 +637,46 @@ async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
         3
     );
     browser.accessible("the webhook page").await;
+    assert!(
+        browser.has("svg.activity-chart").await,
+        "decisions over time"
+    );
+    browser.screenshot("webhook").await;
+    // Its events page: every delivery with what decided it; a filter narrows it.
+    browser.click("a[href$='/events']").await;
+    browser
+        .text_becomes("#f-decision option[selected]", "any decision")
+        .await;
+    assert_eq!(
+        c.find_all(Locator::Css("#event-list tbody tr"))
+            .await
+            .expect("events")
+            .len(),
+        3
+    );
+    browser.accessible("the events page").await;
+    browser.screenshot("events").await;
+    c.find(Locator::Css("#f-kind"))
+        .await
+        .expect("the kind filter")
+        .send_keys("check_run.completed")
+        .await
+        .expect("type");
+    browser.click("#apply-filters").await;
+    browser
+        .text_becomes(
+            "#event-list tbody tr td:nth-child(3)",
+            "check_run.completed",
+        )
+        .await;
+    assert_eq!(
+        c.find_all(Locator::Css("#event-list tbody tr"))
+            .await
+            .expect("events")
+            .len(),
+        1
+    );
+    browser.accessible("the events page, filtered").await;
 
     // Reject: the removal an agent proposes never applies.
     let pending = propose(mcp, bearer, webhook, true).await;
@@ -875,6 +924,10 @@ async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
     browser.fits_a_phone("the inbox").await;
     c.goto(&plan_url).await.expect("the accepted plan");
     browser.fits_a_phone("a plan page").await;
+    c.goto(&format!("{console}/webhooks/{webhook}/events"))
+        .await
+        .expect("the events page");
+    browser.fits_a_phone("the events page").await;
     let applied = propose(mcp, bearer, webhook, true).await;
     assert_eq!(applied["saved"], true, "{applied}");
 
@@ -1848,4 +1901,211 @@ async fn several_people_approve_a_plan_that_loses_work_in_a_real_browser() {
 
     up.terminate();
     assert!(up.wait_exit(Duration::from_secs(30)).success());
+}
+
+/// Issue 48 item 5: the webhook page's chart counts what the store recorded, per day and
+/// decision, over deliveries seeded across several days (a manual clock), marks the
+/// configuration saved in the window, and leaves out what is older; the events page filters
+/// them by decision, kind and day and says what decided each.
+pub async fn the_webhook_page_charts_the_stored_decisions_and_the_events_page_filters_them(
+    db: TestDb,
+) {
+    use switchboard_control::store::{
+        Actor, Clock, NewEvent, NewWebhook, OwnerScope, RecordDecision, SourceType,
+    };
+    use switchboard_model::{Label, RecordedDecision};
+    const HOUR: i64 = 3_600_000;
+    // 2026-12-01T00:00Z; "now" ends up 2026-12-05T10:00Z, so the chart shows 11-29 … 12-05.
+    let start = 1_796_083_200_000;
+    let clock = Clock::manual(start - 10 * 24 * HOUR);
+    let store = db.store.clone().with_clock(clock.clone());
+    store.create_human("alice", None).await.expect("alice");
+    let alice = OwnerScope::Human("alice".into());
+    let w = store
+        .create_webhook(NewWebhook {
+            owner_scope: alice.clone(),
+            source_type: SourceType::Github,
+            secret: None,
+            grant: vec!["forge".into()],
+            reject_unverified: false,
+            configuration: None,
+            actor: Actor::operator(),
+        })
+        .await
+        .expect("webhook");
+    let move_to = |at: i64| {
+        clock.advance(Duration::from_millis((at - clock.now_ms()) as u64));
+    };
+    // (when, kind, decision): one too old for the chart, then three days with deliveries.
+    let seeded: [(i64, &str, Option<Label<'static>>); 8] = [
+        (start - 8 * 24 * HOUR, "push", Some(Label::Drop)),
+        (start + 3 * HOUR, "push", Some(Label::Drop)),
+        (
+            start + 5 * HOUR,
+            "pull_request.opened",
+            Some(Label::queue("forge").into_owned()),
+        ),
+        (
+            start + 2 * 24 * HOUR,
+            "check_run.completed",
+            Some(Label::Drop),
+        ),
+        (
+            start + 2 * 24 * HOUR + 1,
+            "check_run.completed",
+            Some(Label::Quarantine),
+        ),
+        (
+            start + 4 * 24 * HOUR + HOUR,
+            "pull_request.opened",
+            Some(Label::queue("forge").into_owned()),
+        ),
+        (start + 4 * 24 * HOUR + 2 * HOUR, "push", Some(Label::Fault)),
+        (start + 4 * 24 * HOUR + 3 * HOUR, "push", None),
+    ];
+    for (i, (at, kind, label)) in seeded.iter().enumerate() {
+        move_to(*at);
+        let e = store
+            .insert_event(NewEvent {
+                webhook_id: w.id.clone(),
+                delivery_id: format!("d-{i}"),
+                kind: kind.to_string(),
+                headers: vec![],
+                body: b"{}".to_vec().into(),
+                verified: true,
+            })
+            .await
+            .expect("event");
+        if let Some(label) = label {
+            store
+                .record_decision(
+                    &e.id,
+                    RecordDecision {
+                        decision: RecordedDecision::new(label.clone()).by_rule("r-1"),
+                        fault: None,
+                        todo: None,
+                        decided_by: None,
+                    },
+                )
+                .await
+                .expect("decision");
+        }
+    }
+    move_to(start + 4 * 24 * HOUR + 4 * HOUR);
+    store
+        .save_configuration(
+            &alice,
+            &w.id,
+            switchboard_control::store::SaveConfiguration {
+                configuration: crate::support::typed(json!({"rules": [
+                    {"id": "pushes", "when": ".event == \"push\"", "action": {"drop": true}}
+                ]})),
+                actor: Actor::operator(),
+                change: switchboard_model::ConfigurationChange::op("set_webhook_rules"),
+                ..Default::default()
+            },
+        )
+        .await
+        .expect("a configuration saved in the window");
+    move_to(start + 4 * 24 * HOUR + 10 * HOUR);
+
+    let router = tokio::task::spawn_blocking(crate::ingest::router)
+        .await
+        .expect("router");
+    let control = Control::start(
+        &store,
+        &[&router.addr],
+        ControlSetup {
+            console: proxy("127.0.0.0/8"),
+            ..ControlSetup::default()
+        },
+    )
+    .await;
+    let as_alice = "X-Forwarded-User: alice\r\n";
+    let page = get_as(
+        control.http,
+        &format!("/console/webhooks/{}", w.id),
+        as_alice,
+    )
+    .await;
+    assert_eq!(page.status, 200);
+    let html = String::from_utf8_lossy(&page.body).to_string();
+    // Day → [todos, drops, quarantines, faults, other, all], read from the page's table.
+    let day = |d: &str| -> Vec<u64> {
+        let at = html
+            .find(&format!("<tr data-day=\"{d}\">"))
+            .unwrap_or_else(|| panic!("no row for {d}: {html}"));
+        let row = &html[at..at + html[at..].find("</tr>").expect("row end")];
+        row.split("<td class=\"num\">")
+            .skip(1)
+            .map(|c| c.split('<').next().unwrap_or("").parse().expect("a count"))
+            .collect()
+    };
+    assert_eq!(day("2026-11-29"), [0, 0, 0, 0, 0, 0]);
+    assert_eq!(day("2026-12-01"), [1, 1, 0, 0, 0, 2]);
+    assert_eq!(day("2026-12-02"), [0, 0, 0, 0, 0, 0]);
+    assert_eq!(day("2026-12-03"), [0, 1, 1, 0, 0, 2]);
+    assert_eq!(day("2026-12-05"), [1, 0, 0, 1, 1, 3]);
+    assert!(
+        !html.contains("data-day=\"2026-11-23\""),
+        "eight days ago is outside"
+    );
+    assert!(html.contains("7 deliveries over the last 7 days"), "{html}");
+    assert!(
+        html.contains("data-version=\"2\""),
+        "the change is marked: {html}"
+    );
+
+    let events = |query: &str| {
+        let path = format!("/console/webhooks/{}/events{query}", w.id);
+        async move {
+            let page = get_as(control.http, &path, as_alice).await;
+            (page.status, String::from_utf8_lossy(&page.body).to_string())
+        }
+    };
+    let (status, all) = events("").await;
+    assert_eq!(status, 200);
+    assert_eq!(all.matches("class=\"event-row\"").count(), 8, "{all}");
+    let (_, drops) = events("?decision=drop").await;
+    assert_eq!(
+        drops.matches("data-decision=\"drop\"").count(),
+        3,
+        "{drops}"
+    );
+    assert_eq!(drops.matches("class=\"event-row\"").count(), 3, "{drops}");
+    assert!(
+        drops.contains("rule <code>r-1</code>"),
+        "what decided each: {drops}"
+    );
+    let (_, pending) = events("?decision=pending").await;
+    assert!(pending.contains("not routed yet"), "{pending}");
+    let (_, kind) = events("?kind=check_run.completed&since=2026-12-03&until=2026-12-03").await;
+    assert_eq!(kind.matches("class=\"event-row\"").count(), 2, "{kind}");
+    let (_, none) = events("?since=2026-12-04&until=2026-12-04").await;
+    assert!(none.contains("No event matches."), "{none}");
+    let (status, bad) = events("?since=yesterday").await;
+    assert_eq!(status, 422);
+    assert!(bad.contains("is not a date"), "{bad}");
+    // Another person's webhook, and an unknown one, answer the same not-found page.
+    store.create_human("bob", None).await.expect("bob");
+    let theirs = get_as(
+        control.http,
+        &format!("/console/webhooks/{}/events", w.id),
+        "X-Forwarded-User: bob\r\n",
+    )
+    .await;
+    let unknown = get_as(
+        control.http,
+        "/console/webhooks/wh_0/events",
+        "X-Forwarded-User: bob\r\n",
+    )
+    .await;
+    assert_eq!((theirs.status, unknown.status), (404, 404));
+    // Behind the proxy each answer carries a fresh CSRF token: the pages are equal but for it.
+    let page = |r: &HttpResponse| {
+        let html = String::from_utf8_lossy(&r.body).to_string();
+        html.replace(&csrf_of(&html), "")
+    };
+    assert_eq!(page(&theirs), page(&unknown));
+    drop(router);
 }

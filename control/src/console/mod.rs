@@ -88,6 +88,7 @@ pub fn router(state: ControlState, settings: ConsoleSettings) -> Router {
         .route("/console/plans/{plan_id}/recover", post(recover))
         .route("/console/trials/{trial_id}", get(trial))
         .route("/console/webhooks/{webhook_id}", get(webhook))
+        .route("/console/webhooks/{webhook_id}/events", get(events))
         .route(
             "/console/webhooks/{webhook_id}/confirm-policy",
             post(confirm_policy),
@@ -310,6 +311,35 @@ async fn webhook(
     .await
     {
         Ok(person) => pages::webhook(&c, &person, &webhook_id).await,
+        Err(refusal) => refusal,
+    }
+}
+
+/// The events page's filters, as its form sends them.
+#[derive(Deserialize, Default)]
+pub(super) struct EventsQuery {
+    #[serde(default)]
+    pub decision: String,
+    #[serde(default)]
+    pub kind: String,
+    #[serde(default)]
+    pub since: String,
+    #[serde(default)]
+    pub until: String,
+    #[serde(default)]
+    pub cursor: String,
+}
+
+async fn events(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    peer: Peer,
+    Path(webhook_id): Path<String>,
+    Query(q): Query<EventsQuery>,
+) -> Response {
+    let asked = format!("/console/webhooks/{webhook_id}/events");
+    match Person::of(&c, &headers, &peer, &asked).await {
+        Ok(person) => pages::events(&c, &person, &webhook_id, &q).await,
         Err(refusal) => refusal,
     }
 }

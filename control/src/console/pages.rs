@@ -4,9 +4,9 @@
 use axum::http::StatusCode;
 use axum::response::Response;
 use switchboard_console::{
-    EventRow, HistoryRow, InboxItem, Notice, PlanView, RuleRow, TrialView, WebhookView,
+    Activity, EventRow, HistoryRow, InboxItem, Notice, PlanView, RuleRow, TrialView, WebhookView,
 };
-use switchboard_model::Configuration;
+use switchboard_model::{Configuration, Label};
 use switchboard_packs::plan::{PlanState, StoredPlan};
 
 use super::Console;
@@ -375,6 +375,9 @@ pub(super) async fn trial(c: &Console, person: &Person, trial_id: &str) -> Respo
     )
 }
 
+/// How many days of deliveries the webhook page charts.
+const ACTIVITY_DAYS: u32 = 7;
+
 /// The trials the webhook page lists: every running one, then the newest ended ones, up to
 /// this many in all.
 const LISTED_TRIALS: usize = 20;
@@ -421,6 +424,131 @@ async fn webhook_page(
             ),
         ),
         Err(e) => internal(&e),
+    }
+}
+
+/// How many events the events page lists at once.
+const EVENTS_PER_PAGE: u32 = 50;
+
+/// The events page: the webhook's events, filtered, each with what decided it.
+pub(super) async fn events(
+    c: &Console,
+    person: &Person,
+    webhook_id: &str,
+    q: &super::EventsQuery,
+) -> Response {
+    let w = match find_webhook(c, person, webhook_id).await {
+        Ok(w) => w,
+        Err(refusal) => return refusal,
+    };
+    let store = &c.state.store;
+    let day = |text: &str, name: &str| -> Result<Option<i64>, String> {
+        if text.trim().is_empty() {
+            return Ok(None);
+        }
+        text.trim()
+            .parse::<jiff::civil::Date>()
+            .ok()
+            .and_then(|d| d.to_zoned(jiff::tz::TimeZone::UTC).ok())
+            .map(|z| Some(z.timestamp().as_millisecond()))
+            .ok_or_else(|| {
+                format!("Nothing is listed: {name} {text:?} is not a date (YYYY-MM-DD).")
+            })
+    };
+    let decision = match q.decision.as_str() {
+        "" => Ok(None),
+        word => crate::store::DecisionClass::parse(word)
+            .map(Some)
+            .ok_or_else(|| format!("Nothing is listed: {word:?} is not a decision to filter by.")),
+    };
+    let filter = (|| {
+        Ok::<_, String>(crate::store::EventFilter {
+            decision: decision?,
+            kind: Some(q.kind.trim().to_string()).filter(|k| !k.is_empty()),
+            since_ms: day(&q.since, "from")?,
+            // The last day is included: up to the start of the day after it.
+            until_ms: day(&q.until, "to")?.map(|ms| ms + 24 * 3_600_000),
+        })
+    })();
+    let filter_view = switchboard_console::EventsFilter {
+        decision: q.decision.clone(),
+        kind: q.kind.clone(),
+        since: q.since.clone(),
+        until: q.until.clone(),
+    };
+    let mut view = switchboard_console::EventsView {
+        webhook_id: w.id.clone(),
+        owner_scope: w.owner_scope.to_string(),
+        filter: filter_view,
+        now_ms: store.clock().now_ms(),
+        ..Default::default()
+    };
+    let status = match filter {
+        Err(problem) => {
+            view.problem = Some(problem);
+            StatusCode::UNPROCESSABLE_ENTITY
+        }
+        Ok(filter) => {
+            let page = Page {
+                cursor: Some(q.cursor.clone()).filter(|c| !c.is_empty()),
+                limit: Some(EVENTS_PER_PAGE),
+            };
+            match store
+                .list_events_where(&w.owner_scope, &w.id, &filter, &page)
+                .await
+            {
+                Ok(listed) => {
+                    view.rows = listed
+                        .items
+                        .into_iter()
+                        .map(|(e, version)| EventRow {
+                            version,
+                            ..event_row(e)
+                        })
+                        .collect();
+                    view.next = listed.next_cursor.map(|cursor| {
+                        let mut url = form_urlencoded::Serializer::new(String::new());
+                        url.append_pair("decision", &q.decision)
+                            .append_pair("kind", &q.kind)
+                            .append_pair("since", &q.since)
+                            .append_pair("until", &q.until)
+                            .append_pair("cursor", &cursor);
+                        format!("/console/webhooks/{}/events?{}", w.id, url.finish())
+                    });
+                    StatusCode::OK
+                }
+                Err(crate::Error::InvalidArgument { .. }) => {
+                    view.problem = Some(
+                        "Nothing is listed: that page of events is not one this listing made."
+                            .into(),
+                    );
+                    StatusCode::UNPROCESSABLE_ENTITY
+                }
+                Err(e) => return internal(&e),
+            }
+        }
+    };
+    finish(
+        c,
+        person,
+        html(
+            status,
+            switchboard_console::events_page(&person.chrome(), &view),
+        ),
+    )
+}
+
+/// An event as the webhook page and the events page list it.
+fn event_row(e: crate::store::EventSummary) -> EventRow {
+    let decision = e.decision.as_ref();
+    EventRow {
+        decision: decision.map_or("pending".into(), |d| d.decision.to_string()),
+        rule_id: decision.and_then(|d| d.rule_id.clone()),
+        id: e.id,
+        received_at: rfc3339(e.received_at),
+        kind: e.kind,
+        verified: e.verified,
+        version: None,
     }
 }
 
@@ -522,10 +650,26 @@ async fn webhook_view(
         cursor: None,
         limit: Some(20),
     };
-    let history = store
-        .list_history(scope, &w.id, &page)
+    let saved = store.list_history(scope, &w.id, &page).await?.items;
+    let now = store.clock().now_ms();
+    let since = Activity::start_of(now, ACTIVITY_DAYS);
+    let counts: Vec<_> = store
+        .decisions_per_hour(scope, &w.id, since)
         .await?
-        .items
+        .into_iter()
+        .map(|(hour, label, n)| {
+            // A label this build does not know counts as "other" rather than hiding.
+            let label = label.map(|l| l.parse::<Label>().unwrap_or(Label::Default));
+            (hour, label, n)
+        })
+        .collect();
+    let activity = Activity::from_counts(
+        now,
+        ACTIVITY_DAYS,
+        &counts,
+        saved.iter().map(|h| (h.saved_at, h.version)).collect(),
+    );
+    let history = saved
         .into_iter()
         .map(|h| {
             let who = |endpoint: &Option<String>, human: &Option<String>| {
@@ -560,17 +704,7 @@ async fn webhook_view(
         .await?
         .items
         .into_iter()
-        .map(|e| {
-            let decision = e.decision.as_ref();
-            EventRow {
-                id: e.id,
-                received_at: rfc3339(e.received_at),
-                kind: e.kind,
-                verified: e.verified,
-                decision: decision.map_or("pending".into(), |d| d.decision.to_string()),
-                rule_id: decision.and_then(|d| d.rule_id.clone()),
-            }
-        })
+        .map(event_row)
         .collect();
     // Newest first from the store; every running one is kept, then ended ones to the limit.
     let mut trials = Vec::new();
@@ -593,6 +727,7 @@ async fn webhook_view(
         .map(change_row)
         .collect();
     Ok(WebhookView {
+        activity,
         approval_rule: w.approval_rule(),
         approval_rule_default: w.approval_rule.is_none(),
         changes,

@@ -4,7 +4,7 @@ use std::time::Duration;
 use sqlx::AssertSqlSafe;
 use switchboard_model::{Label, RecordedDecision, RecordedFault};
 use switchboard_store::Clock;
-use switchboard_store::{NewEvent, NewTodo, Page, RecordDecision};
+use switchboard_store::{DecisionClass, EventFilter, NewEvent, NewTodo, Page, RecordDecision};
 
 use crate::harness::{
     ALL_MIGRATIONS, TestDb, applied_migrations, decision_refused_mid_transaction, human, invalid,
@@ -1439,4 +1439,130 @@ fn budget_fault(rule_id: &str) -> RecordedFault {
         reason: String::new(),
         rule_id: Some(rule_id.into()),
     }
+}
+
+/// The decisions-over-time chart's counts: per hour and label, deliveries not routed yet apart,
+/// only the window asked for, only the owner's webhook.
+pub async fn decisions_are_counted_per_hour_and_label_in_the_database(db: TestDb) {
+    const HOUR: i64 = 3_600_000;
+    let start = 1_800_000_000_000 - 1_800_000_000_000 % HOUR;
+    let clock = Clock::manual(start);
+    let store = db.store.clone().with_clock(clock.clone());
+    let alice = human(&store, "alice").await;
+    let bob = human(&store, "bob").await;
+    let wh = webhook(&store, &alice).await;
+    let decided = |label: Label<'static>| RecordDecision {
+        decision: RecordedDecision::new(label),
+        fault: None,
+        todo: None,
+        decided_by: None,
+    };
+    // Hour 0: two drops and one left unrouted; hour 2 (a day later, plus two hours): a todo
+    // label twice and a quarantine.
+    let plan: [(i64, Option<Label<'static>>); 6] = [
+        (0, Some(Label::Drop)),
+        (0, Some(Label::Drop)),
+        (0, None),
+        (26, Some(Label::queue("forge").into_owned())),
+        (26, Some(Label::queue("forge").into_owned())),
+        (26, Some(Label::Quarantine)),
+    ];
+    for (i, (hour, label)) in plan.into_iter().enumerate() {
+        let at = start + hour * HOUR + i as i64;
+        clock.advance(Duration::from_millis((at - clock.now_ms()) as u64));
+        let e = store
+            .insert_event(event(&wh.id, &format!("d-{i}")))
+            .await
+            .unwrap();
+        if let Some(label) = label {
+            store.record_decision(&e.id, decided(label)).await.unwrap();
+        }
+    }
+    let first = start / HOUR;
+    let counted = store
+        .decisions_per_hour(&alice, &wh.id, start)
+        .await
+        .unwrap();
+    assert_eq!(
+        counted,
+        vec![
+            (first, None, 1),
+            (first, Some("drop".into()), 2),
+            (first + 26, Some("quarantine".into()), 1),
+            (first + 26, Some("queue:forge".into()), 2),
+        ]
+    );
+    let later = store
+        .decisions_per_hour(&alice, &wh.id, start + HOUR)
+        .await
+        .unwrap();
+    assert_eq!(later.len(), 2, "{later:?}");
+    not_found(
+        store.decisions_per_hour(&bob, &wh.id, start).await,
+        "webhook",
+    );
+
+    // The events page's filtered listing over the same deliveries.
+    let listed = |filter: EventFilter, limit: u32| {
+        let store = store.clone();
+        let (alice, wh) = (alice.clone(), wh.id.clone());
+        async move {
+            let page = Page {
+                cursor: None,
+                limit: Some(limit),
+            };
+            let got = store
+                .list_events_where(&alice, &wh, &filter, &page)
+                .await
+                .unwrap();
+            let ids: Vec<String> = got
+                .items
+                .iter()
+                .map(|(e, _)| e.delivery_id.clone())
+                .collect();
+            (ids, got.next_cursor)
+        }
+    };
+    let class = |c: DecisionClass| EventFilter {
+        decision: Some(c),
+        ..EventFilter::default()
+    };
+    assert_eq!(
+        listed(class(DecisionClass::Todo), 50).await.0,
+        ["d-4", "d-3"]
+    );
+    assert_eq!(
+        listed(class(DecisionClass::Drop), 50).await.0,
+        ["d-1", "d-0"]
+    );
+    assert_eq!(listed(class(DecisionClass::Pending), 50).await.0, ["d-2"]);
+    assert_eq!(
+        listed(class(DecisionClass::Quarantine), 50).await.0,
+        ["d-5"]
+    );
+    assert!(listed(class(DecisionClass::Fault), 50).await.0.is_empty());
+    let window = EventFilter {
+        since_ms: Some(start + HOUR),
+        until_ms: Some(start + 26 * HOUR + 5),
+        ..EventFilter::default()
+    };
+    assert_eq!(
+        listed(window, 50).await.0,
+        ["d-4", "d-3"],
+        "until is exclusive"
+    );
+    let kind = EventFilter {
+        kind: Some("push".into()),
+        ..EventFilter::default()
+    };
+    assert!(listed(kind, 50).await.0.is_empty());
+    let (first_page, next) = listed(EventFilter::default(), 4).await;
+    assert_eq!(first_page, ["d-5", "d-4", "d-3", "d-2"]);
+    assert!(next.is_some());
+    not_found(
+        store
+            .list_events_where(&bob, &wh.id, &EventFilter::default(), &Page::default())
+            .await,
+        "webhook",
+    );
 }

@@ -99,6 +99,7 @@ store_test_suite! {
         replay_window_reads_recent_events_of_one_webhook,
         a_window_of_big_bodies_is_cut_at_its_byte_bound_and_says_so,
         unrouted_events_are_found_until_routed,
+        decisions_are_counted_per_hour_and_label_in_the_database,
         recording_a_decision_on_an_unknown_event_writes_nothing,
         a_decision_is_recorded_once_and_the_first_stands,
         a_stored_event_is_visible_to_other_connections_at_once,
