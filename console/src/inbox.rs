@@ -19,8 +19,9 @@ pub struct InboxItem {
     pub pack_version: String,
     /// The version installed now, for an upgrade or a downgrade.
     pub from_version: Option<String>,
-    /// Who proposed it: the endpoint and the human it acts for.
+    /// Who proposed it: the endpoint (its id and name) and the human it acts for.
     pub proposed_by_endpoint: String,
+    pub proposed_by_endpoint_name: String,
     pub proposed_by_human: String,
     /// RFC 3339.
     pub proposed_at: String,
@@ -85,7 +86,7 @@ fn table(id: &str, label: &str, items: &[&InboxItem], now_ms: i64) -> Markup {
                             td { a href={ "/console/webhooks/" (item.webhook_id) } { code { (item.webhook_id) } } br; small { (item.owner_scope) } }
                             td.num.changed { (item.changed) " of " (item.replayed) }
                             td.num.lost-work { @if item.lost_work > 0 { (lost_mark()) ": " (item.lost_work) } @else { "none" } }
-                            td { (item.proposed_by_human) br; small { "via " code { (item.proposed_by_endpoint) } } }
+                            td { (item.proposed_by_human) br; small { "via " (crate::layout::endpoint(&item.proposed_by_endpoint, &item.proposed_by_endpoint_name)) } }
                             td.when { (when(&item.proposed_at, now_ms)) }
                             td.when { (when(&item.approval_expires_at, now_ms)) }
                             td.approvals { (item.approvals.0) " of " (item.approvals.1) }

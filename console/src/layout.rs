@@ -48,6 +48,14 @@ pub(crate) fn notice(n: Option<&Notice>) -> Markup {
     }
 }
 
+/// An endpoint as a person knows it: its name, with its id beside it (`claude-desktop
+/// (ep_…)`); the id alone when it has no name or is gone.
+pub(crate) fn endpoint(id: &str, name: &str) -> Markup {
+    html! {
+        @if name.is_empty() { code { (id) } } @else { strong.endpoint { (name) } " " small { "(" code { (id) } ")" } }
+    }
+}
+
 /// The mark lost work carries wherever it shows: a word and an icon as well as the colour.
 pub(crate) fn lost_mark() -> Markup {
     html! { span.lost-mark { span.icon aria-hidden="true" { "⚠" } " lost work" } }

@@ -31,6 +31,8 @@ pub struct PlanView<'a> {
     pub state: PlanState,
     pub stale_reason: Option<StaleReason>,
     pub proposed_by_endpoint: String,
+    /// The endpoint's name (`claude-desktop`), as the person who vended it chose it.
+    pub proposed_by_endpoint_name: String,
     pub proposed_by_human: String,
     /// RFC 3339; empty when the plan was never put before a person.
     pub approval_expires_at: String,
@@ -109,7 +111,7 @@ pub fn plan_page(v: &PlanView<'_>) -> Markup {
             dl.facts {
                 dt { "Webhook" } dd { a href={ "/console/webhooks/" (p.webhook_id) } { code { (p.webhook_id) } } " (" (v.owner_scope) ")" }
                 @if let Some(from) = &p.pack.from_version { dt { "Installed now" } dd { (p.pack.name) "@" (from) } }
-                dt { "Proposed by" } dd { (v.proposed_by_human) " via " code { (v.proposed_by_endpoint) } }
+                dt { "Proposed by" } dd #proposed-by { (v.proposed_by_human) " via " (crate::layout::endpoint(&v.proposed_by_endpoint, &v.proposed_by_endpoint_name)) }
                 @if !v.approval_expires_at.is_empty() { dt { "Decide by" } dd { (when(&v.approval_expires_at, v.now_ms)) } }
                 dt { "Evidence" } dd #evidence {
                     (p.report.events_replayed) " stored deliveries replayed"

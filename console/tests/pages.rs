@@ -46,6 +46,7 @@ fn view<'a>(chrome: &'a Chrome, plan: &'a Plan, state: PlanState) -> PlanView<'a
         state,
         stale_reason: (state == PlanState::Stale).then_some(StaleReason::ConfigurationChanged),
         proposed_by_endpoint: "ep_agent".into(),
+        proposed_by_endpoint_name: "claude-desktop".into(),
         proposed_by_human: "alice".into(),
         approval_expires_at: "2026-12-05T10:00:00.000Z".into(),
         decision: None,

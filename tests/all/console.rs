@@ -567,6 +567,11 @@ async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
     let page = c.source().await.expect("page source");
     assert!(!page.contains("<script"), "no JavaScript");
     browser.accessible("a pending plan").await;
+    let proposer = browser.text("#proposed-by").await;
+    assert!(
+        proposer.starts_with("dev via dev (switchboard up) (ep_"),
+        "the endpoint by its name: {proposer}"
+    );
     // scripts/console-screenshot regenerates docs/console-*.png from these very pages.
     browser.screenshot("plan").await;
     // Accepted with the keyboard alone.

@@ -71,6 +71,7 @@ pub(super) async fn inbox(c: &Console, person: &Person) -> Response {
         // One read of the approvals for every listed plan, and one of each webhook.
         let mut approvals = store.pending_approvals(&scopes).await?;
         let mut webhooks = std::collections::HashMap::new();
+        let mut endpoints = std::collections::HashMap::new();
         for plan in store.pending_plans(&scopes).await? {
             let webhook = match webhooks.entry(plan.webhook_id.clone()) {
                 std::collections::hash_map::Entry::Occupied(found) => found.into_mut(),
@@ -88,6 +89,15 @@ pub(super) async fn inbox(c: &Console, person: &Person) -> Response {
             let tally =
                 crate::rule_packs::approval_tally(&plan, webhook, &webhook.configuration, &given);
             let report = &plan.plan.plan.report;
+            let endpoint = plan.proposed_by_endpoint.clone().unwrap_or_default();
+            let endpoint_name = match endpoints.get(&endpoint) {
+                Some(name) => String::clone(name),
+                None => {
+                    let name = endpoint_name(store, &endpoint).await?;
+                    endpoints.insert(endpoint.clone(), name.clone());
+                    name
+                }
+            };
             items.push(InboxItem {
                 approvals: (tally.counted, tally.required),
                 read_only: !editors.contains(&plan.owner_scope),
@@ -103,7 +113,8 @@ pub(super) async fn inbox(c: &Console, person: &Person) -> Response {
                 kind,
                 stale: state == PlanState::Stale,
                 owner_scope: plan.owner_scope.to_string(),
-                proposed_by_endpoint: plan.proposed_by_endpoint.clone().unwrap_or_default(),
+                proposed_by_endpoint: endpoint,
+                proposed_by_endpoint_name: endpoint_name,
                 proposed_by_human: plan.proposed_by_human.clone().unwrap_or_default(),
                 proposed_at: plan.pending_at.map(rfc3339).unwrap_or_default(),
                 approval_expires_at: rfc3339(plan.approval_expires_at.unwrap_or(plan.expires_at)),
@@ -179,7 +190,13 @@ pub(super) async fn plan(
         },
         None => None,
     };
+    let endpoint = plan.proposed_by_endpoint.clone().unwrap_or_default();
+    let proposed_by_endpoint_name = match endpoint_name(&c.state.store, &endpoint).await {
+        Ok(name) => name,
+        Err(e) => return internal(&e),
+    };
     let view = PlanView {
+        proposed_by_endpoint_name,
         approvals,
         guard,
         chrome: &chrome,
@@ -190,7 +207,7 @@ pub(super) async fn plan(
         now_ms: c.state.store.clock().now_ms(),
         state,
         stale_reason,
-        proposed_by_endpoint: plan.proposed_by_endpoint.clone().unwrap_or_default(),
+        proposed_by_endpoint: endpoint,
         proposed_by_human: plan.proposed_by_human.clone().unwrap_or_default(),
         approval_expires_at: plan.approval_expires_at.map(rfc3339).unwrap_or_default(),
         decision,
@@ -202,6 +219,19 @@ pub(super) async fn plan(
         person,
         html(status, switchboard_console::plan_page(&view)),
     )
+}
+
+/// The name an endpoint was vended with; empty for none, or one that is gone (its id then
+/// stands alone).
+async fn endpoint_name(store: &crate::store::Store, id: &str) -> Result<String, crate::Error> {
+    if id.is_empty() {
+        return Ok(String::new());
+    }
+    match store.get_endpoint(id).await {
+        Ok(e) => Ok(e.name),
+        Err(crate::Error::NotFound { .. }) => Ok(String::new()),
+        Err(e) => Err(e),
+    }
 }
 
 /// What a person decides.
