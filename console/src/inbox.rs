@@ -5,7 +5,7 @@
 use maud::{Markup, html};
 use switchboard_model::plan::PlanKind;
 
-use crate::layout::{Chrome, lost_mark, page, scroll, when};
+use crate::layout::{Chrome, Notice, lost_mark, notice, page, scroll, when};
 use crate::plan::what_it_does;
 
 /// One plan awaiting a person.
@@ -39,29 +39,37 @@ pub struct InboxItem {
     pub read_only: bool,
 }
 
-/// `now_ms` is the page's clock, for the relative times.
-pub fn inbox(chrome: &Chrome, items: &[InboxItem], now_ms: i64) -> Markup {
+/// `now_ms` is the page's clock, for the relative times; `notice` what the last form did.
+pub fn inbox(chrome: &Chrome, items: &[InboxItem], now_ms: i64, said: Option<&Notice>) -> Markup {
     let (stale, current): (Vec<&InboxItem>, Vec<&InboxItem>) = items.iter().partition(|i| i.stale);
     page(
         "Inbox",
         Some(chrome),
         html! {
             h1 { "Plans awaiting your decision" }
+            (notice(said))
             @if current.is_empty() {
                 p.empty #inbox-empty { "Nothing is waiting for you." }
             } @else {
-                (table("inbox", "Plans awaiting a decision", &current, now_ms))
+                (table("inbox", "Plans awaiting a decision", &current, now_ms, None))
             }
             @if !stale.is_empty() {
                 h2 #stale-heading { "No longer current" }
-                p { "These plans can no longer be accepted: the webhook's rules changed since they were made, or their deadline passed. Ask the agent to plan again." }
-                (table("inbox-stale", "Plans no longer current", &stale, now_ms))
+                p { "These plans can no longer be accepted: the webhook's rules changed since they were made. Ask the agent to plan again, or dismiss them: a dismissed plan is kept, and leaves every inbox." }
+                (table("inbox-stale", "Plans no longer current", &stale, now_ms, Some(&chrome.csrf)))
             }
         },
     )
 }
 
-fn table(id: &str, label: &str, items: &[&InboxItem], now_ms: i64) -> Markup {
+/// With `dismiss` (the CSRF token), each row a person may decide has a Dismiss form.
+fn table(
+    id: &str,
+    label: &str,
+    items: &[&InboxItem],
+    now_ms: i64,
+    dismiss: Option<&str>,
+) -> Markup {
     scroll(
         label,
         html! {
@@ -70,6 +78,7 @@ fn table(id: &str, label: &str, items: &[&InboxItem], now_ms: i64) -> Markup {
                     th scope="col" { "Plan" } th scope="col" { "Webhook" } th.num scope="col" { "Changes" }
                     th.num scope="col" { "Lost work" } th scope="col" { "Proposed by" }
                     th scope="col" { "Proposed" } th scope="col" { "Decide by" } th scope="col" { "Approvals" }
+                    @if dismiss.is_some() { th scope="col" { "Dismiss" } }
                 } }
                 tbody {
                     @for item in items {
@@ -90,6 +99,14 @@ fn table(id: &str, label: &str, items: &[&InboxItem], now_ms: i64) -> Markup {
                             td.when { (when(&item.proposed_at, now_ms)) }
                             td.when { (when(&item.approval_expires_at, now_ms)) }
                             td.approvals { (item.approvals.0) " of " (item.approvals.1) }
+                            @if let Some(csrf) = dismiss {
+                                td { @if !item.read_only {
+                                    form.inline method="post" action={ "/console/plans/" (item.plan_id) "/dismiss" } {
+                                        input type="hidden" name="csrf" value=(csrf);
+                                        button.dismiss type="submit" aria-label={ "Dismiss " (item.kind.title(&item.pack_name, &item.pack_version)) " on " (item.webhook_id) } { "Dismiss" }
+                                    }
+                                } }
+                            }
                         }
                     }
                 }

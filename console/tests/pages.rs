@@ -285,7 +285,7 @@ fn what_tenants_and_agents_wrote_is_escaped() {
         kind: PlanKind::Install,
         ..InboxItem::default()
     }];
-    let html = inbox(&chrome, &items, NOW_MS).into_string();
+    let html = inbox(&chrome, &items, NOW_MS, None).into_string();
     assert!(
         !html.contains("<i>pack") && !html.contains("\"onmouseover"),
         "{html}"
@@ -319,7 +319,7 @@ fn the_inbox_lists_each_plan_with_a_link_to_its_page() {
             ..InboxItem::default()
         },
     ];
-    let html = inbox(&chrome(), &items, NOW_MS).into_string();
+    let html = inbox(&chrome(), &items, NOW_MS, None).into_string();
     matches_golden("inbox", &html);
     assert_eq!(html.matches("data-plan=").count(), 2);
     assert!(
@@ -344,7 +344,11 @@ fn the_inbox_lists_each_plan_with_a_link_to_its_page() {
         "{html}"
     );
     assert!(stale.contains("pl_2"), "{html}");
-    let empty = inbox(&chrome(), &[], NOW_MS).into_string();
+    assert!(
+        stale.contains(r#"action="/console/plans/pl_2/dismiss""#) && !current.contains("/dismiss"),
+        "only a stale plan is dismissible: {html}"
+    );
+    let empty = inbox(&chrome(), &[], NOW_MS, None).into_string();
     assert!(empty.contains("Nothing is waiting for you."));
 }
 
@@ -397,7 +401,7 @@ fn a_pending_plan_shows_the_approvals_needed_and_who_cannot_give_them() {
         approvals: (1, 2),
         ..InboxItem::default()
     }];
-    let inbox_html = inbox(&chrome, &items, NOW_MS).into_string();
+    let inbox_html = inbox(&chrome, &items, NOW_MS, None).into_string();
     assert!(
         inbox_html.contains("<td class=\"approvals\">1 of 2</td>"),
         "{inbox_html}"

@@ -161,6 +161,11 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "operator_audit_view",
         include_str!("../migrations/sqlite/0021_operator_audit_view.sql"),
     ),
+    (
+        22,
+        "plan_dismissals",
+        include_str!("../migrations/sqlite/0022_plan_dismissals.sql"),
+    ),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -267,6 +272,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         21,
         "operator_audit_view",
         include_str!("../migrations/postgres/0021_operator_audit_view.sql"),
+    ),
+    (
+        22,
+        "plan_dismissals",
+        include_str!("../migrations/postgres/0022_plan_dismissals.sql"),
     ),
 ];
 

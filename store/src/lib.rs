@@ -108,6 +108,8 @@ pub struct Store {
     approvals: bool,
     /// The change log indexes operators' acts, and the operator audit is its view (0021).
     audit_view: bool,
+    /// Schema 22: plans carry who dismissed them (issue 48).
+    dismissals: bool,
     /// Who this handle's writes are made by, recorded with each change in its own
     /// transaction ([`Store::by_operator`], [`Store::by_person`]).
     acting: Option<acts::Acting>,
@@ -214,6 +216,7 @@ impl Store {
             change_log: options.migrations_up_to.is_none_or(|v| v >= 19),
             approvals: options.migrations_up_to.is_none_or(|v| v >= 20),
             audit_view: options.migrations_up_to.is_none_or(|v| v >= 21),
+            dismissals: options.migrations_up_to.is_none_or(|v| v >= 22),
             acting: None,
         };
         if options.migrations_up_to.is_none() {

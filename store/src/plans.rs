@@ -324,24 +324,58 @@ impl Store {
     /// configuration moved is the caller's to tell, from the plan's state.)
     pub async fn pending_plans(&self, scopes: &[OwnerScope]) -> Result<Vec<Plan>> {
         let mut plans = Vec::new();
-        for scope in scopes {
-            let rows = sqlx::query(concat!(
+        let sql = if self.dismissals {
+            concat!(
+                "SELECT ",
+                plan_columns!(),
+                " FROM plans WHERE owner_scope = $1 AND pending_at IS NOT NULL \
+                  AND used_at IS NULL AND rejected_at IS NULL AND expires_at > $2 \
+                  AND dismissed_at IS NULL ORDER BY pending_at DESC, id LIMIT 200"
+            )
+        } else {
+            concat!(
                 "SELECT ",
                 plan_columns!(),
                 " FROM plans WHERE owner_scope = $1 AND pending_at IS NOT NULL \
                   AND used_at IS NULL AND rejected_at IS NULL AND expires_at > $2 \
                   ORDER BY pending_at DESC, id LIMIT 200"
-            ))
-            .bind(scope.to_string())
-            .bind(self.now())
-            .fetch_all(&self.pool)
-            .await?;
+            )
+        };
+        for scope in scopes {
+            let rows = sqlx::query(sql)
+                .bind(scope.to_string())
+                .bind(self.now())
+                .fetch_all(&self.pool)
+                .await?;
             for row in &rows {
                 plans.push(plan(row)?);
             }
         }
         plans.sort_by(|a, b| b.pending_at.cmp(&a.pending_at).then(a.id.cmp(&b.id)));
         Ok(plans)
+    }
+
+    /// A person dismisses a plan still awaiting a decision that can no longer be accepted (the
+    /// caller has found it stale): it stays as it was, with who dismissed it and when, and
+    /// [`Store::pending_plans`] lists it no more. `not_found` for another scope's plan, and for
+    /// one already decided or dismissed.
+    pub async fn dismiss_plan(&self, id: &str, scope: &OwnerScope, person: &str) -> Result<()> {
+        let _turn = self.write_turn().await?;
+        let done = sqlx::query(
+            "UPDATE plans SET dismissed_at = $1, dismissed_by = $2 \
+             WHERE id = $3 AND owner_scope = $4 AND pending_at IS NOT NULL AND used_at IS NULL \
+             AND rejected_at IS NULL AND dismissed_at IS NULL",
+        )
+        .bind(self.now())
+        .bind(person)
+        .bind(crate::lookup_id(id))
+        .bind(scope.to_string())
+        .execute(&self.pool)
+        .await?;
+        if done.rows_affected() == 0 {
+            return Err(Error::not_found("plan"));
+        }
+        Ok(())
     }
 
     /// A person rejects a plan awaiting them, saying why; it can never be applied after.

@@ -750,6 +750,31 @@ async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
             .starts_with("Nothing was done")
     );
     browser.accessible("a stale plan").await;
+    // The inbox lists it apart, and the person dismisses it.
+    c.goto(&console).await.expect("the inbox");
+    browser
+        .text_becomes("#stale-heading", "No longer current")
+        .await;
+    assert!(
+        browser
+            .has(&format!("#inbox-stale tr[data-plan='{stale}']"))
+            .await
+    );
+    browser.accessible("the inbox with a stale plan").await;
+    browser
+        .click(&format!("tr[data-plan='{stale}'] button.dismiss"))
+        .await;
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while !browser.has("#notice").await && std::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        browser.text("#notice").await.starts_with("Dismissed"),
+        "{}",
+        browser.text("main").await
+    );
+    assert!(!browser.has(&format!("tr[data-plan='{stale}']")).await);
+    browser.accessible("the inbox after a dismissal").await;
 
     // A form without its CSRF token (or with another's) does nothing.
     let session = c

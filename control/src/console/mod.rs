@@ -86,6 +86,7 @@ pub fn router(state: ControlState, settings: ConsoleSettings) -> Router {
         .route("/console/plans/{plan_id}/accept", post(accept))
         .route("/console/plans/{plan_id}/reject", post(reject))
         .route("/console/plans/{plan_id}/recover", post(recover))
+        .route("/console/plans/{plan_id}/dismiss", post(dismiss))
         .route("/console/trials/{trial_id}", get(trial))
         .route("/console/webhooks/{webhook_id}", get(webhook))
         .route("/console/webhooks/{webhook_id}/events", get(events))
@@ -215,7 +216,7 @@ async fn sign_out(
 
 async fn inbox(State(c): State<Console>, headers: HeaderMap, peer: Peer) -> Response {
     match Person::of(&c, &headers, &peer, "/console").await {
-        Ok(person) => pages::inbox(&c, &person).await,
+        Ok(person) => pages::inbox(&c, &person, None).await,
         Err(refusal) => refusal,
     }
 }
@@ -258,6 +259,21 @@ async fn recover(
         Err(refusal) => return refusal,
     };
     pages::recover(&c, &person, &plan_id).await
+}
+
+/// Dismisses a stale plan from the inbox.
+async fn dismiss(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    peer: Peer,
+    Path(plan_id): Path<String>,
+    Form(form): Form<CsrfForm>,
+) -> Response {
+    let person = match Person::checked(&c, &headers, &peer, &form.csrf).await {
+        Ok(p) => p,
+        Err(refusal) => return refusal,
+    };
+    pages::dismiss(&c, &person, &plan_id).await
 }
 
 #[derive(Deserialize)]

@@ -61,7 +61,7 @@ async fn load_plan(
     Ok((plan, webhook))
 }
 
-pub(super) async fn inbox(c: &Console, person: &Person) -> Response {
+pub(super) async fn inbox(c: &Console, person: &Person, said: Option<Notice>) -> Response {
     let store = &c.state.store;
     let load = async {
         // Every plan the person may read; those outside the scopes they edit are read-only.
@@ -132,7 +132,12 @@ pub(super) async fn inbox(c: &Console, person: &Person) -> Response {
             person,
             html(
                 StatusCode::OK,
-                switchboard_console::inbox(&person.chrome(), &items, store.clock().now_ms()),
+                switchboard_console::inbox(
+                    &person.chrome(),
+                    &items,
+                    store.clock().now_ms(),
+                    said.as_ref(),
+                ),
             ),
         ),
         Err(e) => internal(&e),
@@ -321,6 +326,61 @@ fn accepted_notice(person: &str, accepted: &crate::rule_packs::Accepted) -> Stri
                 t.cannot_come_from.join(", ")
             )
         }
+    }
+}
+
+/// Dismisses a stale plan from the inbox: an editor of its scope only, and only a plan that
+/// can no longer be accepted; the inbox again, saying what happened.
+pub(super) async fn dismiss(c: &Console, person: &Person, plan_id: &str) -> Response {
+    let (plan, webhook) = match load_plan(c, person, plan_id).await {
+        Ok(found) => found,
+        Err(refusal) => return refusal,
+    };
+    let store = &c.state.store;
+    match store.role_in_scope(&person.login, &plan.owner_scope).await {
+        Ok(Some(role)) if role >= Role::Editor => {}
+        Ok(_) => {
+            return message(
+                StatusCode::FORBIDDEN,
+                Some(&person.chrome()),
+                "Not yours to dismiss",
+                "Dismissing a plan needs the editor role in its scope; nothing was done.",
+            );
+        }
+        Err(e) => return internal(&e),
+    }
+    let (state, _) = plan
+        .facts()
+        .state(store.clock().now_ms(), webhook.config_version);
+    if state != PlanState::Stale {
+        let said = Notice::refused(format!(
+            "Nothing was done: only a plan that can no longer be accepted is dismissed; this one is {}.",
+            state.words()
+        ));
+        return self::inbox(c, person, Some(said)).await;
+    }
+    match store
+        .dismiss_plan(&plan.id, &plan.owner_scope, &person.login)
+        .await
+    {
+        Ok(()) => {
+            tracing::info!(plan = %plan.id, person = %person.login, "console: stale plan dismissed");
+            let said = Notice::done(format!(
+                "Dismissed: {} on {} leaves every inbox; the plan itself is kept.",
+                plan.plan
+                    .plan
+                    .kind
+                    .title(&plan.pack_name, &plan.pack_version),
+                plan.webhook_id
+            ));
+            self::inbox(c, person, Some(said)).await
+        }
+        Err(crate::Error::NotFound { .. }) => {
+            let said =
+                Notice::refused("Nothing was done: the plan was decided or dismissed already.");
+            self::inbox(c, person, Some(said)).await
+        }
+        Err(e) => internal(&e),
     }
 }
 

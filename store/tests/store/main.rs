@@ -155,6 +155,7 @@ store_test_suite! {
         a_plan_is_consumed_once,
         upgrading_from_0006_keeps_every_endpoints_right_to_confirm,
         upgrading_from_0019_keeps_pending_plans_and_records_approvals,
+        upgrading_from_0021_keeps_pending_plans_and_a_person_dismisses_one,
         twenty_concurrent_consumers_one_wins,
         another_scopes_token_is_not_found,
         expired_plan_is_stale,

@@ -341,3 +341,79 @@ pub async fn upgrading_from_0019_keeps_pending_plans_and_records_approvals(db: T
     new.close().await;
     crate::harness::drop_second_database(&db, &url).await;
 }
+
+/// Migration 0022 (issue 48) from a 0021 database with a pending plan in it: the plan is still
+/// pending after the upgrade; a person dismisses it and the inbox's listing drops it, once;
+/// another scope cannot, and the plan itself is kept as it was.
+pub async fn upgrading_from_0021_keeps_pending_plans_and_a_person_dismisses_one(db: TestDb) {
+    let url = crate::harness::second_database(&db).await;
+    let old = crate::harness::open_at(&db, &url, 21).await;
+    let alice = human(&old, "alice").await;
+    let wh = webhook(&old, &alice).await;
+    let proposer = Actor {
+        endpoint_id: Some("ep_x".into()),
+        human_login: Some("alice".into()),
+    };
+    let until = old.clock().now_ms() + 60 * 60 * 1000;
+    let mut pending = Vec::new();
+    for _ in 0..2 {
+        let (_, hash) = plan_for(&old, &wh).await;
+        let plan = old
+            .mark_plan_pending(&hash, &alice, &proposer, until)
+            .await
+            .expect("pending at 0021");
+        pending.push(plan.id);
+    }
+    assert_eq!(
+        old.pending_plans(std::slice::from_ref(&alice))
+            .await
+            .expect("listed")
+            .len(),
+        2
+    );
+    old.close().await;
+
+    let new = Store::connect(&url, db.store.sealing_key())
+        .await
+        .expect("upgrade to the current schema");
+    let listed = |store: Store| {
+        let alice = alice.clone();
+        async move {
+            let mut ids: Vec<String> = store
+                .pending_plans(std::slice::from_ref(&alice))
+                .await
+                .expect("listed")
+                .into_iter()
+                .map(|p| p.id)
+                .collect();
+            ids.sort();
+            ids
+        }
+    };
+    let mut all = pending.clone();
+    all.sort();
+    assert_eq!(listed(new.clone()).await, all, "kept through the upgrade");
+    let mallory = human(&new, "mallory").await;
+    assert!(matches!(
+        new.dismiss_plan(&pending[0], &mallory, "mallory").await,
+        Err(Error::NotFound { .. })
+    ));
+    new.dismiss_plan(&pending[0], &alice, "alice")
+        .await
+        .expect("dismissed");
+    assert_eq!(listed(new.clone()).await, vec![pending[1].clone()]);
+    assert!(
+        matches!(
+            new.dismiss_plan(&pending[0], &alice, "alice").await,
+            Err(Error::NotFound { .. })
+        ),
+        "once"
+    );
+    let kept = new
+        .plan_for_person(&pending[0], std::slice::from_ref(&alice))
+        .await
+        .expect("the plan itself is kept");
+    assert!(kept.used_at.is_none() && kept.rejected_at.is_none());
+    new.close().await;
+    crate::harness::drop_second_database(&db, &url).await;
+}
