@@ -174,6 +174,15 @@ impl Browser {
         self.client.find(Locator::Css(css)).await.is_ok()
     }
 
+    /// How many elements `css` finds.
+    async fn count(&self, css: &str) -> usize {
+        self.client
+            .find_all(Locator::Css(css))
+            .await
+            .unwrap_or_else(|e| panic!("find {css}: {e}"))
+            .len()
+    }
+
     /// With `SWITCHBOARD_CONSOLE_SCREENSHOTS` set (`scripts/console-screenshot`), saves the
     /// page as `console-{name}.png` in that folder, so the docs show what a person sees.
     async fn screenshot(&self, name: &str) {
@@ -634,13 +643,7 @@ async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
         "{history}"
     );
     assert!(history.contains("dev via ep_"), "{history}");
-    assert_eq!(
-        c.find_all(Locator::Css("#events tbody tr"))
-            .await
-            .expect("events")
-            .len(),
-        3
-    );
+    assert_eq!(browser.count("#events tbody tr").await, 3);
     browser.accessible("the webhook page").await;
     assert!(
         browser.has("svg.activity-chart").await,
@@ -652,13 +655,7 @@ async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
     browser
         .text_becomes("#f-decision option[selected]", "any decision")
         .await;
-    assert_eq!(
-        c.find_all(Locator::Css("#event-list tbody tr"))
-            .await
-            .expect("events")
-            .len(),
-        3
-    );
+    assert_eq!(browser.count("#event-list tbody tr").await, 3);
     browser.accessible("the events page").await;
     browser.screenshot("events").await;
     c.find(Locator::Css("#f-kind"))
@@ -674,13 +671,7 @@ async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
             "check_run.completed",
         )
         .await;
-    assert_eq!(
-        c.find_all(Locator::Css("#event-list tbody tr"))
-            .await
-            .expect("events")
-            .len(),
-        1
-    );
+    assert_eq!(browser.count("#event-list tbody tr").await, 1);
     browser.accessible("the events page, filtered").await;
 
     // Reject: the removal an agent proposes never applies.

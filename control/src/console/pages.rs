@@ -329,26 +329,42 @@ fn accepted_notice(person: &str, accepted: &crate::rule_packs::Accepted) -> Stri
     }
 }
 
+/// The plan and its webhook when the person is an editor (or admin) of its scope; else the
+/// page saying `doing` (`Dismissing a plan`) needs that role and nothing was done.
+async fn plan_for_editor(
+    c: &Console,
+    person: &Person,
+    plan_id: &str,
+    verb: &str,
+    doing: &str,
+) -> Result<(Plan, Webhook), Response> {
+    let (plan, webhook) = load_plan(c, person, plan_id).await?;
+    match c
+        .state
+        .store
+        .role_in_scope(&person.login, &plan.owner_scope)
+        .await
+    {
+        Ok(Some(role)) if role >= Role::Editor => Ok((plan, webhook)),
+        Ok(_) => Err(message(
+            StatusCode::FORBIDDEN,
+            Some(&person.chrome()),
+            &format!("Not yours to {verb}"),
+            &format!("{doing} needs the editor role in the plan's scope; nothing was done."),
+        )),
+        Err(e) => Err(internal(&e)),
+    }
+}
+
 /// Dismisses a stale plan from the inbox: an editor of its scope only, and only a plan that
 /// can no longer be accepted; the inbox again, saying what happened.
 pub(super) async fn dismiss(c: &Console, person: &Person, plan_id: &str) -> Response {
-    let (plan, webhook) = match load_plan(c, person, plan_id).await {
-        Ok(found) => found,
-        Err(refusal) => return refusal,
-    };
+    let (plan, webhook) =
+        match plan_for_editor(c, person, plan_id, "dismiss", "Dismissing a plan").await {
+            Ok(found) => found,
+            Err(refusal) => return refusal,
+        };
     let store = &c.state.store;
-    match store.role_in_scope(&person.login, &plan.owner_scope).await {
-        Ok(Some(role)) if role >= Role::Editor => {}
-        Ok(_) => {
-            return message(
-                StatusCode::FORBIDDEN,
-                Some(&person.chrome()),
-                "Not yours to dismiss",
-                "Dismissing a plan needs the editor role in its scope; nothing was done.",
-            );
-        }
-        Err(e) => return internal(&e),
-    }
     let (state, _) = plan
         .facts()
         .state(store.clock().now_ms(), webhook.config_version);
@@ -387,23 +403,12 @@ pub(super) async fn dismiss(c: &Console, person: &Person, plan_id: &str) -> Resp
 /// Applies the recovery a guard's revert left waiting for a person (issue 46): an editor of
 /// the plan's scope only; the plan page again, saying what was recovered or why nothing was.
 pub(super) async fn recover(c: &Console, person: &Person, plan_id: &str) -> Response {
-    let (plan, _) = match load_plan(c, person, plan_id).await {
-        Ok(found) => found,
-        Err(refusal) => return refusal,
-    };
+    let (plan, _) =
+        match plan_for_editor(c, person, plan_id, "recover", "Recovering lost work").await {
+            Ok(found) => found,
+            Err(refusal) => return refusal,
+        };
     let store = &c.state.store;
-    match store.role_in_scope(&person.login, &plan.owner_scope).await {
-        Ok(Some(role)) if role >= Role::Editor => {}
-        Ok(_) => {
-            return message(
-                StatusCode::FORBIDDEN,
-                Some(&person.chrome()),
-                "Not yours to recover",
-                "Recovering lost work needs the editor role in the plan's scope; nothing was done.",
-            );
-        }
-        Err(e) => return internal(&e),
-    }
     let guard = match store.guard_of_plan(&plan.owner_scope, &plan.id).await {
         Ok(Some(g)) => g,
         Ok(None) => return not_found(person),
