@@ -179,6 +179,7 @@ async fn run(backend: &str, db: &TestDatabase, mb: usize, concurrent: usize) -> 
             secret: Some(SECRET.into()),
             grant: vec!["review".into()],
             reject_unverified: false,
+            name: None,
             configuration: Some(serde_json::from_value(configuration()).expect("a configuration")),
             actor: Actor::operator(),
         })

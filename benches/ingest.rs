@@ -433,6 +433,7 @@ async fn fresh_db(backend: Backend, pg_base: Option<&str>, group_commit: bool) -
                 secret: Some(SECRET.into()),
                 grant: GRANT.iter().map(|g| g.to_string()).collect(),
                 reject_unverified: false,
+                name: None,
                 configuration: Some(configuration()),
                 actor: Actor::operator(),
             })
@@ -1636,6 +1637,7 @@ fn probe_webhook(forge: &str) -> Webhook {
         guard_on_breach: None,
         approval_rule: None,
         id: "wh_probe".into(),
+        name: None,
         owner_scope: OwnerScope::human("bench"),
         source_type: source_type(forge),
         secret: SECRET.into(),

@@ -70,6 +70,7 @@ async fn webhook(store: &Store, login: &str, rules: Value) -> Webhook {
             secret: Some(SECRET.into()),
             grant: vec!["forge".into(), "review".into()],
             reject_unverified: false,
+            name: None,
             configuration: Some(
                 serde_json::from_value(json!({"rules": rules, "params": {}}))
                     .expect("a configuration"),

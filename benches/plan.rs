@@ -168,6 +168,7 @@ fn main() {
                 secret: None,
                 grant,
                 reject_unverified: false,
+                name: None,
                 configuration: None,
                 actor: Actor::operator(),
             })

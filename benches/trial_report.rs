@@ -141,6 +141,7 @@ async fn bench(name: &str, database: TestDatabase, deliveries: usize, reads: usi
             secret: None,
             grant: QUEUES.iter().map(|q| q.to_string()).collect(),
             reject_unverified: false,
+            name: None,
             configuration: None,
             actor: switchboard_control::store::Actor::operator(),
         })

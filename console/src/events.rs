@@ -4,7 +4,7 @@
 
 use maud::{Markup, html};
 
-use crate::layout::{Chrome, page, scroll, when};
+use crate::layout::{Chrome, heading_name, page, scroll, webhook_title, when};
 
 /// An event as the webhook page and the events page list it: never its body.
 #[derive(Clone, Debug, Default)]
@@ -34,6 +34,8 @@ pub struct EventsFilter {
 #[derive(Clone, Debug, Default)]
 pub struct EventsView {
     pub webhook_id: String,
+    /// The webhook's display name; empty when it has none.
+    pub webhook_name: String,
     pub owner_scope: String,
     pub filter: EventsFilter,
     pub rows: Vec<EventRow>,
@@ -70,10 +72,13 @@ pub(crate) fn decided_by(e: &EventRow) -> Markup {
 pub fn events_page(chrome: &Chrome, v: &EventsView) -> Markup {
     let f = &v.filter;
     page(
-        &format!("Events of {}", v.webhook_id),
+        &format!(
+            "Events of {}",
+            webhook_title(&v.webhook_id, &v.webhook_name)
+        ),
         Some(chrome),
         html! {
-            h1 { "Events of webhook " code { (v.webhook_id) } }
+            h1 { "Events of " (heading_name(&v.webhook_id, &v.webhook_name)) }
             p { a href={ "/console/webhooks/" (v.webhook_id) } { "Back to the webhook" } " · " (v.owner_scope) }
             form.filters #event-filters method="get" action={ "/console/webhooks/" (v.webhook_id) "/events" } {
                 label for="f-decision" { "Decision " }

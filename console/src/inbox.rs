@@ -3,9 +3,11 @@
 //! needs; plans that can no longer be accepted listed apart.
 
 use maud::{Markup, html};
-use switchboard_model::plan::PlanKind;
+use switchboard_model::plan::{PlanKind, StaleReason};
 
-use crate::layout::{Chrome, Notice, lost_mark, notice, page, scroll, when};
+use crate::layout::{
+    Chrome, Notice, lost_mark, notice, page, scroll, webhook_link, webhook_title, when,
+};
 use crate::plan::what_it_does;
 
 /// One plan awaiting a person.
@@ -13,6 +15,8 @@ use crate::plan::what_it_does;
 pub struct InboxItem {
     pub plan_id: String,
     pub webhook_id: String,
+    /// The webhook's display name; empty when it has none.
+    pub webhook_name: String,
     pub owner_scope: String,
     pub kind: PlanKind,
     pub pack_name: String,
@@ -27,8 +31,8 @@ pub struct InboxItem {
     pub proposed_at: String,
     pub approval_expires_at: String,
     /// Set when the webhook's configuration moved since the plan, or its deadline passed: it
-    /// can no longer be accepted.
-    pub stale: bool,
+    /// can no longer be accepted, and why.
+    pub stale: Option<StaleReason>,
     /// (approvals that count, approvals required) (issue 47).
     pub approvals: (u32, u32),
     /// Replayed deliveries, how many change decision, and how many of those lose work.
@@ -41,7 +45,8 @@ pub struct InboxItem {
 
 /// `now_ms` is the page's clock, for the relative times; `notice` what the last form did.
 pub fn inbox(chrome: &Chrome, items: &[InboxItem], now_ms: i64, said: Option<&Notice>) -> Markup {
-    let (stale, current): (Vec<&InboxItem>, Vec<&InboxItem>) = items.iter().partition(|i| i.stale);
+    let (stale, current): (Vec<&InboxItem>, Vec<&InboxItem>) =
+        items.iter().partition(|i| i.stale.is_some());
     page(
         "Inbox",
         Some(chrome),
@@ -55,7 +60,7 @@ pub fn inbox(chrome: &Chrome, items: &[InboxItem], now_ms: i64, said: Option<&No
             }
             @if !stale.is_empty() {
                 h2 #stale-heading { "No longer current" }
-                p { "These plans can no longer be accepted: the webhook's rules changed since they were made. Ask the agent to plan again, or dismiss them: a dismissed plan is kept, and leaves every inbox." }
+                p { "These plans can no longer be accepted: the webhook's rules changed since they were made, or nobody decided before the deadline (those stay here for a day). Ask the agent to plan again, or dismiss them: a dismissed plan is kept, and leaves every inbox." }
                 (table("inbox-stale", "Plans no longer current", &stale, now_ms, Some(&chrome.csrf)))
             }
         },
@@ -89,10 +94,13 @@ fn table(
                                 }
                                 br;
                                 small { "This plan " (what_it_does(item.kind, &item.pack_name, &item.pack_version, item.from_version.as_deref())) }
-                                @if item.stale { " " span.badge.stale { "stale" } }
+                                @if let Some(why) = item.stale {
+                                    " " span.badge.stale { @if why == StaleReason::ConfigurationChanged { "stale" } @else { "expired" } }
+                                    br; small.stale-why { "No longer current: " (why.words()) "." }
+                                }
                                 @if item.read_only { " " span.badge.read-only { "read-only" } }
                             }
-                            td { a href={ "/console/webhooks/" (item.webhook_id) } { code { (item.webhook_id) } } br; small { (item.owner_scope) } }
+                            td { (webhook_link(&item.webhook_id, &item.webhook_name)) br; small { (item.owner_scope) } }
                             td.num.changed { (item.changed) " of " (item.replayed) }
                             td.num.lost-work { @if item.lost_work > 0 { (lost_mark()) ": " (item.lost_work) } @else { "none" } }
                             td { (item.proposed_by_human) br; small { "via " (crate::layout::endpoint(&item.proposed_by_endpoint, &item.proposed_by_endpoint_name)) } }
@@ -103,7 +111,7 @@ fn table(
                                 td { @if !item.read_only {
                                     form.inline method="post" action={ "/console/plans/" (item.plan_id) "/dismiss" } {
                                         input type="hidden" name="csrf" value=(csrf);
-                                        button.dismiss type="submit" aria-label={ "Dismiss " (item.kind.title(&item.pack_name, &item.pack_version)) " on " (item.webhook_id) } { "Dismiss" }
+                                        button.dismiss type="submit" aria-label={ "Dismiss " (item.kind.title(&item.pack_name, &item.pack_version)) " on " (webhook_title(&item.webhook_id, &item.webhook_name)) } { "Dismiss" }
                                     }
                                 } }
                             }

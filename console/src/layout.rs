@@ -56,6 +56,34 @@ pub(crate) fn endpoint(id: &str, name: &str) -> Markup {
     }
 }
 
+/// A webhook as a person knows it (issue 48): its name linked to its page, the id beside it;
+/// the id alone when it has no name.
+pub(crate) fn webhook_link(id: &str, name: &str) -> Markup {
+    html! {
+        @if name.is_empty() {
+            a.webhook href={ "/console/webhooks/" (id) } { code { (id) } }
+        } @else {
+            a.webhook href={ "/console/webhooks/" (id) } { strong { (name) } } " " small { "(" code { (id) } ")" }
+        }
+    }
+}
+
+/// A webhook page's heading: its name with the id beside it, or `Webhook wh_…` unnamed.
+pub(crate) fn heading_name(id: &str, name: &str) -> Markup {
+    html! {
+        @if name.is_empty() { "webhook " code { (id) } } @else { (name) " " small.id { code { (id) } } }
+    }
+}
+
+/// A webhook in plain text (a page title, a button's accessible name): `name (wh_…)`.
+pub fn webhook_title(id: &str, name: &str) -> String {
+    if name.is_empty() {
+        id.to_string()
+    } else {
+        format!("{name} ({id})")
+    }
+}
+
 /// The mark lost work carries wherever it shows: a word and an icon as well as the colour.
 pub(crate) fn lost_mark() -> Markup {
     html! { span.lost-mark { span.icon aria-hidden="true" { "⚠" } " lost work" } }

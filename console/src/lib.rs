@@ -24,7 +24,7 @@ pub use activity::{Activity, HourCounts};
 pub use approval::ChangeRow;
 pub use events::{EventRow, EventsFilter, EventsView, events_page};
 pub use inbox::{InboxItem, inbox};
-pub use layout::{Chrome, Notice, message_page, sign_in_done, sign_in_page};
+pub use layout::{Chrome, Notice, message_page, sign_in_done, sign_in_page, webhook_title};
 pub use plan::{Decision, PlanView, plan_page};
 pub use trial::{TrialRow, TrialView, trial_page, trial_rows};
 pub use webhook::{HistoryRow, RuleRow, WebhookView, webhook_page};

@@ -7,7 +7,7 @@ use switchboard_model::Configuration;
 use switchboard_model::plan::{Plan, PlanKind, PlanState, StaleReason};
 
 use crate::guard::plan_guard_section;
-use crate::layout::{Chrome, Notice, lost_mark, notice, page, scroll, when};
+use crate::layout::{Chrome, Notice, lost_mark, notice, page, scroll, webhook_link, when};
 use crate::report::{Source, rules, todos_chart, totals, transitions};
 use crate::trial::plan_trial_section;
 
@@ -25,6 +25,8 @@ pub struct PlanView<'a> {
     pub chrome: &'a Chrome,
     pub plan_id: String,
     pub owner_scope: String,
+    /// The webhook's display name; empty when it has none.
+    pub webhook_name: String,
     pub plan: &'a Plan,
     /// The configuration the plan would save: the rules' conditions and the params' values.
     pub candidate: Option<&'a Configuration>,
@@ -96,7 +98,7 @@ pub fn plan_page(v: &PlanView<'_>) -> Markup {
             (notice(v.notice.as_ref()))
             p.summary #summary {
                 "This plan " (what_it_does(p.kind, &p.pack.name, &p.pack.version, p.pack.from_version.as_deref()))
-                " on webhook " a href={ "/console/webhooks/" (p.webhook_id) } { code { (p.webhook_id) } } ". "
+                " on webhook " (webhook_link(&p.webhook_id, &v.webhook_name)) ". "
                 "Of " (p.report.events_replayed) " stored deliveries replayed, " strong { (p.report.changed) } " change decision"
                 @if lost > 0 { " and " strong { (lost) } " would lose work" } @else { "; none would lose work" } "."
             }
@@ -109,7 +111,7 @@ pub fn plan_page(v: &PlanView<'_>) -> Markup {
                 }
             }
             dl.facts {
-                dt { "Webhook" } dd { a href={ "/console/webhooks/" (p.webhook_id) } { code { (p.webhook_id) } } " (" (v.owner_scope) ")" }
+                dt { "Webhook" } dd { (webhook_link(&p.webhook_id, &v.webhook_name)) " in " (v.owner_scope) }
                 @if let Some(from) = &p.pack.from_version { dt { "Installed now" } dd { (p.pack.name) "@" (from) } }
                 dt { "Proposed by" } dd #proposed-by { (v.proposed_by_human) " via " (crate::layout::endpoint(&v.proposed_by_endpoint, &v.proposed_by_endpoint_name)) }
                 @if !v.approval_expires_at.is_empty() { dt { "Decide by" } dd { (when(&v.approval_expires_at, v.now_ms)) } }

@@ -8,7 +8,7 @@ use maud::{Markup, html};
 use switchboard_model::trial::{TrialEnd, TrialReport, TrialState};
 
 use crate::chart::{evidence_chart, flagged, flags, rate};
-use crate::layout::{Chrome, page};
+use crate::layout::{Chrome, page, webhook_link};
 use crate::report::{Source, rules, todos_chart, totals, transitions};
 
 /// Everything the trial page shows: the report as control builds it for a viewer of the
@@ -17,6 +17,8 @@ use crate::report::{Source, rules, todos_chart, totals, transitions};
 pub struct TrialView<'a> {
     pub chrome: &'a Chrome,
     pub owner_scope: String,
+    /// The webhook's display name; empty when it has none.
+    pub webhook_name: String,
     pub report: &'a TrialReport,
 }
 
@@ -179,7 +181,7 @@ pub fn trial_page(v: &TrialView<'_>) -> Markup {
         html! {
             h1 { "Trial " code { (r.trial_id) } " " span.badge.state #trial-state data-state=(state) { (state) } }
             dl.facts {
-                dt { "Webhook" } dd { a href={ "/console/webhooks/" (r.webhook_id) } { code { (r.webhook_id) } } " (" (v.owner_scope) ")" }
+                dt { "Webhook" } dd { (webhook_link(&r.webhook_id, &v.webhook_name)) " in " (v.owner_scope) }
                 dt { "Plan tried" } dd { a href={ "/console/plans/" (r.plan_id) } { code { (r.plan_id) } } }
                 dt { "Started" } dd { (r.started_at) " by " code { (r.started_by) } }
                 @match (r.state, &r.ended_at, r.end) {

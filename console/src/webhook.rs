@@ -6,7 +6,7 @@ use maud::{Markup, html};
 use switchboard_model::listing::InstalledStatus;
 
 use crate::events::EventRow;
-use crate::layout::{Chrome, Notice, notice, page, scroll};
+use crate::layout::{Chrome, Notice, heading_name, notice, page, scroll, webhook_title};
 use crate::trial::TrialRow;
 
 #[derive(Clone, Debug, Default)]
@@ -37,6 +37,8 @@ pub struct HistoryRow {
 #[derive(Clone, Debug, Default)]
 pub struct WebhookView {
     pub webhook_id: String,
+    /// Its display name; empty when it has none.
+    pub name: String,
     pub owner_scope: String,
     pub source_type: String,
     pub config_version: i64,
@@ -73,13 +75,26 @@ const POLICIES: [(&str, &str); 2] = [
 
 pub fn webhook_page(chrome: &Chrome, v: &WebhookView) -> Markup {
     page(
-        &format!("Webhook {}", v.webhook_id),
+        &format!("Webhook {}", webhook_title(&v.webhook_id, &v.name)),
         Some(chrome),
         html! {
-            h1 { "Webhook " code { (v.webhook_id) } }
+            h1 { @if v.name.is_empty() { "Webhook " code { (v.webhook_id) } } @else { (heading_name(&v.webhook_id, &v.name)) } }
             (crate::guard::breach_banner(v.guard.as_ref()))
             (notice(v.notice.as_ref()))
             dl.facts {
+                dt { "Name" } dd {
+                    span #webhook-name { @if v.name.is_empty() { "none" } @else { (v.name) } }
+                    @if v.may_edit {
+                        " · "
+                        form.inline #rename-form method="post" action={ "/console/webhooks/" (v.webhook_id) "/name" } {
+                            input type="hidden" name="csrf" value=(chrome.csrf);
+                            label for="name" { "Rename to " }
+                            input #name type="text" name="name" value=(v.name) maxlength="80" autocomplete="off";
+                            " "
+                            button #save-name type="submit" { "Rename" }
+                        }
+                    }
+                }
                 dt { "Scope" } dd { (v.owner_scope) }
                 dt { "Source" } dd { (v.source_type) }
                 dt { "Configuration version" } dd #config-version { (v.config_version) }

@@ -40,6 +40,7 @@ fn view<'a>(chrome: &'a Chrome, plan: &'a Plan, state: PlanState) -> PlanView<'a
         chrome,
         plan_id: "pl_0123".into(),
         owner_scope: "human:alice".into(),
+        webhook_name: "acme/site".into(),
         plan,
         candidate: None,
         now_ms: NOW_MS,
@@ -298,6 +299,7 @@ fn the_inbox_lists_each_plan_with_a_link_to_its_page() {
         InboxItem {
             plan_id: "pl_1".into(),
             webhook_id: "wh_1".into(),
+            webhook_name: "ops <site>".into(),
             owner_scope: "team:ops".into(),
             kind: PlanKind::Upgrade,
             pack_name: "drop-ci-noise".into(),
@@ -306,7 +308,6 @@ fn the_inbox_lists_each_plan_with_a_link_to_its_page() {
             proposed_by_human: "alice".into(),
             proposed_at: "2026-12-04T10:00:00.000Z".into(),
             approval_expires_at: "2026-12-05T10:00:00.000Z".into(),
-            stale: false,
             approvals: (1, 2),
             replayed: 300,
             changed: 12,
@@ -315,13 +316,29 @@ fn the_inbox_lists_each_plan_with_a_link_to_its_page() {
         },
         InboxItem {
             plan_id: "pl_2".into(),
-            stale: true,
+            stale: Some(StaleReason::ConfigurationChanged),
+            ..InboxItem::default()
+        },
+        InboxItem {
+            plan_id: "pl_3".into(),
+            stale: Some(StaleReason::ApprovalExpired),
             ..InboxItem::default()
         },
     ];
     let html = inbox(&chrome(), &items, NOW_MS, None).into_string();
     matches_golden("inbox", &html);
-    assert_eq!(html.matches("data-plan=").count(), 2);
+    assert_eq!(html.matches("data-plan=").count(), 3);
+    // A lapsed plan is apart too, marked expired, with why.
+    assert!(
+        html.contains("<span class=\"badge stale\">expired</span>")
+            && html.contains("No longer current: nobody decided before its deadline."),
+        "{html}"
+    );
+    // Issue 48: the webhook by its name (escaped), the id beside it.
+    assert!(
+        html.contains("<strong>ops &lt;site&gt;</strong></a> <small>(<code>wh_1</code>)</small>"),
+        "{html}"
+    );
     assert!(
         html.contains("This plan upgrades drop-ci-noise to 2.0.0"),
         "{html}"
@@ -447,6 +464,7 @@ fn the_webhook_page_shows_the_approval_rule_and_the_change_log() {
 fn the_webhook_page_offers_the_confirm_policy_to_editors_only() {
     let v = WebhookView {
         webhook_id: "wh_1".into(),
+        name: "ops <b>site</b>".into(),
         confirm_policy: "person".into(),
         rules: vec![RuleRow {
             id: "r-1".into(),
@@ -481,6 +499,22 @@ fn the_webhook_page_offers_the_confirm_policy_to_editors_only() {
         "the select is named: {html}"
     );
     assert!(!html.contains("<b>x</b>"), "rules are escaped: {html}");
+    // Issue 48: the name heads the page, the id beside it, and an editor may rename it.
+    assert!(!html.contains("<b>site</b>"), "names are escaped: {html}");
+    assert!(
+        html.contains(
+            "<h1>ops &lt;b&gt;site&lt;/b&gt; <small class=\"id\"><code>wh_1</code></small></h1>"
+        ),
+        "{html}"
+    );
+    assert!(
+        html.contains("action=\"/console/webhooks/wh_1/name\""),
+        "{html}"
+    );
+    assert!(
+        html.contains("<label for=\"name\">"),
+        "the name field is named: {html}"
+    );
 
     let viewer = WebhookView {
         may_edit: false,
@@ -488,6 +522,7 @@ fn the_webhook_page_offers_the_confirm_policy_to_editors_only() {
     };
     let html = webhook_page(&chrome(), &viewer).into_string();
     assert!(!html.contains("confirm-policy-form"), "{html}");
+    assert!(!html.contains("rename-form"), "{html}");
     assert!(
         html.contains("<span id=\"confirm-policy\">person</span>"),
         "{html}"
@@ -598,6 +633,7 @@ fn the_trial_page_matches_its_golden_file() {
     let view = TrialView {
         chrome: &chrome,
         owner_scope: "human:alice".into(),
+        webhook_name: String::new(),
         report: &report,
     };
     let html = trial_page(&view).into_string();
@@ -822,6 +858,7 @@ fn the_other_pages_match_their_golden_files() {
     ];
     let webhook = WebhookView {
         webhook_id: "wh_1".into(),
+        name: "acme/site (prod)".into(),
         owner_scope: "team:ops".into(),
         source_type: "github".into(),
         config_version: 4,
@@ -844,6 +881,7 @@ fn the_other_pages_match_their_golden_files() {
     );
     let listed = EventsView {
         webhook_id: "wh_1".into(),
+        webhook_name: "acme/site (prod)".into(),
         owner_scope: "team:ops".into(),
         filter: EventsFilter {
             decision: "drop".into(),

@@ -132,6 +132,7 @@ unary! {
     get_webhook => webhooks.get_webhook(pb::GetWebhookRequest) -> pb::GetWebhookResponse;
     delete_webhook => webhooks.delete_webhook(pb::DeleteWebhookRequest) -> pb::DeleteWebhookResponse;
     rotate_webhook_secret => webhooks.rotate_webhook_secret(pb::RotateWebhookSecretRequest) -> pb::RotateWebhookSecretResponse;
+    rename_webhook => webhooks.rename_webhook(pb::RenameWebhookRequest) -> pb::RenameWebhookResponse;
     list_webhook_events => webhooks.list_webhook_events(pb::ListWebhookEventsRequest) -> pb::ListWebhookEventsResponse;
     get_webhook_event => webhooks.get_webhook_event(pb::GetWebhookEventRequest) -> pb::GetWebhookEventResponse;
     explain_webhook_event => webhooks.explain_webhook_event(pb::ExplainWebhookEventRequest) -> pb::ExplainWebhookEventResponse;

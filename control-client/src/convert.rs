@@ -91,6 +91,7 @@ pub fn webhook(w: pb::Webhook) -> Result<WebhookOut, CallError> {
             bots: t.bots,
         }),
         id: w.id,
+        name: w.name,
         owner_scope: w.owner_scope,
         grant: w.grant,
         default_queue: w.default_queue,

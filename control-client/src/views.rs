@@ -26,6 +26,8 @@ pub struct TrustedActorsOut {
 pub struct WebhookOut {
     /// `wh_` and 32 hex characters.
     pub id: String,
+    /// What people call it, shown beside the id; empty when unnamed (rename_webhook sets it).
+    pub name: String,
     /// The owner scope it belongs to: `human:<login>` or `team:<slug>`.
     pub owner_scope: String,
     /// forgejo, gitea, github, cairn or generic.

@@ -44,9 +44,9 @@ pub struct Purged {
     pub trials: u64,
 }
 
-/// A plan (a rule pack's or a redrive's) is kept this long past its expiry, so a late confirm
-/// still hears "expired" rather than "not found".
-pub const PLAN_GRACE: Duration = Duration::from_secs(24 * 3600);
+/// How long a plan is kept past its expiry: the store's, so the inbox lists a lapsed plan
+/// exactly as long as retention keeps it.
+pub use crate::store::PLAN_GRACE;
 
 /// Repeats `purge` (one batch) until a batch comes back short, pausing between batches.
 async fn in_batches<F, Fut>(options: &RetentionOptions, mut purge: F) -> crate::Result<u64>

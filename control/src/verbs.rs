@@ -48,7 +48,7 @@ mod tests {
             v,
             vec!["list_todos", "claim_todo", "release_todo", "complete_todo"]
         );
-        assert_eq!(expand(&["webhooks"]).unwrap().len(), 8);
+        assert_eq!(expand(&["webhooks"]).unwrap().len(), 9);
         assert_eq!(expand(&["webhook-rules"]).unwrap().len(), 15);
         assert_eq!(
             expand(&["rule-pack-confirm"]).unwrap(),

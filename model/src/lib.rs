@@ -25,6 +25,7 @@ pub mod role;
 pub mod trial;
 pub mod trusted;
 pub mod verb;
+pub mod webhook_name;
 
 pub use change::{ChangeProvenance, ConfigurationChange, ProposedBy};
 pub use decision::{Disposition, RecordedDecision, RecordedFault};
@@ -36,6 +37,7 @@ pub use plan::approval;
 pub use role::Role;
 pub use trusted::TrustedActors;
 pub use verb::{Family, Verb};
+pub use webhook_name::WebhookName;
 
 use serde::{Deserialize, Deserializer, Serialize, Serializer};
 use serde_json::{Map, Value};

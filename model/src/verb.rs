@@ -141,6 +141,9 @@ verbs! {
             read_only: true, destructive: false, idempotent: true;
         RotateWebhookSecret = "rotate_webhook_secret", Admin,
             read_only: false, destructive: true, idempotent: false;
+        // A display name (issue 48): an editor's, like the console's rename.
+        RenameWebhook = "rename_webhook", Editor,
+            read_only: false, destructive: false, idempotent: true;
     }
     WebhookRules = "webhook-rules" {
         ListWebhookRules = "list_webhook_rules", Viewer,

@@ -1,4 +1,4 @@
-//! `switchboard webhooks list|show`: the webhooks of the endpoint's owner scope.
+//! `switchboard webhooks list|show|rename`: the webhooks of the endpoint's owner scope.
 
 use clap::{Args, Subcommand};
 use switchboard_control_client::convert;
@@ -25,6 +25,15 @@ enum WebhooksCommand {
     Show {
         /// The webhook's id (`wh_…`).
         webhook_id: String,
+    },
+    /// Names a webhook, shown beside its id everywhere (rename_webhook; an editor's act). An
+    /// empty name clears it.
+    #[command(after_help = super::EXIT_CODES_HELP)]
+    Rename {
+        /// The webhook's id (`wh_…`).
+        webhook_id: String,
+        /// 1–80 characters, no control characters; "" clears the name.
+        name: String,
     },
 }
 
@@ -59,6 +68,18 @@ pub async fn run(args: WebhooksArgs) -> Result<u8, Failure> {
                 .map_err(Failure::call)?;
             emit(s.output, &GetWebhookOut { webhook }, |o| show(&o.webhook))?;
         }
+        WebhooksCommand::Rename { webhook_id, name } => {
+            let s = Session::open("rename_webhook", &args.common)?;
+            let r = s
+                .client
+                .rename_webhook(&s.bearer, pb::RenameWebhookRequest { webhook_id, name })
+                .await
+                .map_err(|e| s.status(e))?;
+            let webhook = convert::required("webhook", r.webhook)
+                .and_then(convert::webhook)
+                .map_err(Failure::call)?;
+            emit(s.output, &GetWebhookOut { webhook }, |o| show(&o.webhook))?;
+        }
     }
     Ok(exit::OK)
 }
@@ -72,14 +93,26 @@ fn packs(w: &WebhookOut) -> String {
     list(&installed)
 }
 
+/// The name, or `-` for an unnamed webhook (like an empty list).
+fn name(w: &WebhookOut) -> String {
+    if w.name.is_empty() {
+        "-".into()
+    } else {
+        w.name.clone()
+    }
+}
+
 fn list_table(webhooks: &[WebhookOut]) -> String {
     if webhooks.is_empty() {
         return "no webhooks in this scope\n".into();
     }
-    let mut t = Table::new(&["id", "source", "version", "grant", "packs", "created"]);
+    let mut t = Table::new(&[
+        "id", "name", "source", "version", "grant", "packs", "created",
+    ]);
     for w in webhooks {
         t.row([
             w.id.clone(),
+            name(w),
             w.source_type.clone(),
             w.config_version.to_string(),
             list(&w.grant),
@@ -93,6 +126,7 @@ fn list_table(webhooks: &[WebhookOut]) -> String {
 fn show(w: &WebhookOut) -> String {
     let mut pairs = vec![
         ("id", w.id.clone()),
+        ("name", name(w)),
         ("owner", w.owner_scope.clone()),
         ("source", w.source_type.clone()),
         ("grant", list(&w.grant)),

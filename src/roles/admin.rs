@@ -209,7 +209,13 @@ pub enum WebhookCommand {
         /// Reject unverified deliveries at the door (401, nothing stored).
         #[arg(long)]
         reject_unverified: bool,
+        /// A name people know it by, shown beside its id (1–80 characters).
+        #[arg(long, default_value = "")]
+        name: String,
     },
+    /// Names a webhook (shown beside its id in the console, the CLI and MCP listings); an
+    /// empty name clears it.
+    Name { id: String, name: String },
     /// Sets the queues a webhook may route to (an operator's act; agents never can).
     Grant {
         id: String,
@@ -780,6 +786,7 @@ async fn webhook(client: &mut Client, command: WebhookCommand) -> anyhow::Result
             grant,
             secret,
             reject_unverified,
+            name,
         } => {
             let made = client
                 .provision_webhook(pb::ProvisionWebhookRequest {
@@ -788,18 +795,38 @@ async fn webhook(client: &mut Client, command: WebhookCommand) -> anyhow::Result
                     grant,
                     secret,
                     reject_unverified,
+                    name,
                 })
                 .await
                 .map_err(api)?
                 .into_inner();
             let w = webhook_of(made.webhook)?;
             println!("webhook {} created", w.id);
+            if !w.name.is_empty() {
+                println!("name: {}", w.name);
+            }
             println!("scope: {}", w.owner_scope);
             println!("source: {}", source_name(w.source_type));
             println!("grant: {}", w.grant.join(","));
             println!("reject unverified: {}", w.reject_unverified);
             println!("ingest path: {}", w.ingest_path);
             println!("secret (shown once; give it to the forge): {}", made.secret);
+        }
+        WebhookCommand::Name { id, name } => {
+            let set = client
+                .set_webhook_name(pb::SetWebhookNameRequest {
+                    webhook_id: id,
+                    name,
+                })
+                .await
+                .map_err(api)?
+                .into_inner();
+            let w = webhook_of(set.webhook)?;
+            if w.name.is_empty() {
+                println!("webhook {}: no name", w.id);
+            } else {
+                println!("webhook {}: named {}", w.id, w.name);
+            }
         }
         WebhookCommand::Grant { id, grant } => {
             let set = client
@@ -843,12 +870,13 @@ async fn webhook(client: &mut Client, command: WebhookCommand) -> anyhow::Result
                 .webhooks;
             for w in webhooks {
                 println!(
-                    "{}\t{}\tgrant={}\tversion={}\treject_unverified={}",
+                    "{}\t{}\tgrant={}\tversion={}\treject_unverified={}\tname={}",
                     w.id,
                     source_name(w.source_type),
                     w.grant.join(","),
                     w.config_version,
-                    w.reject_unverified
+                    w.reject_unverified,
+                    w.name
                 );
             }
         }

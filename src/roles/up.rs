@@ -83,6 +83,9 @@ async fn bootstrap(store: &Store) -> anyhow::Result<Dev> {
                 secret: None,
                 grant: DEV_GRANT.iter().map(|q| q.to_string()).collect(),
                 reject_unverified: false,
+                name: switchboard_model::WebhookName::parse("dev (GitHub)")
+                    .ok()
+                    .flatten(),
                 configuration: None,
                 actor: Actor::operator(),
             })

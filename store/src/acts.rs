@@ -37,6 +37,7 @@ pub enum OperatorAction {
     VendEndpoint,
     RevokeEndpoint,
     DeleteWebhook,
+    RenameWebhook,
 }
 
 impl OperatorAction {
@@ -61,6 +62,7 @@ impl OperatorAction {
             OperatorAction::VendEndpoint => "vend_endpoint",
             OperatorAction::RevokeEndpoint => "revoke_endpoint",
             OperatorAction::DeleteWebhook => "delete_webhook",
+            OperatorAction::RenameWebhook => "rename_webhook",
         }
     }
 }

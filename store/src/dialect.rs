@@ -166,6 +166,11 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "plan_dismissals",
         include_str!("../migrations/sqlite/0022_plan_dismissals.sql"),
     ),
+    (
+        23,
+        "webhook_names",
+        include_str!("../migrations/sqlite/0023_webhook_names.sql"),
+    ),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -277,6 +282,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         22,
         "plan_dismissals",
         include_str!("../migrations/postgres/0022_plan_dismissals.sql"),
+    ),
+    (
+        23,
+        "webhook_names",
+        include_str!("../migrations/postgres/0023_webhook_names.sql"),
     ),
 ];
 

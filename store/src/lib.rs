@@ -73,7 +73,7 @@ pub use group_commit::{Bounds as GroupCommitBounds, GroupCommitTally};
 pub use operators::{
     AuditEntry, MintedOperatorCredential, OPERATOR_CREDENTIAL_PREFIX, OperatorCredential,
 };
-pub use plans::{NewPlan, PLAN_TOKEN_PREFIX, Plan, new_plan_token};
+pub use plans::{NewPlan, PLAN_GRACE, PLAN_TOKEN_PREFIX, Plan, new_plan_token};
 pub use rate_limits::{REPLAYS_PER_MINUTE, block_size};
 pub use redrives::{
     Candidate, NewRedrive, PlannedTodo, REDRIVE_DEFAULT_LIMIT, REDRIVE_MAX_LIMIT, Redrivable,
@@ -110,6 +110,8 @@ pub struct Store {
     audit_view: bool,
     /// Schema 22: plans carry who dismissed them (issue 48).
     dismissals: bool,
+    /// Schema 23: webhooks have display names (issue 48).
+    names: bool,
     /// Who this handle's writes are made by, recorded with each change in its own
     /// transaction ([`Store::by_operator`], [`Store::by_person`]).
     acting: Option<acts::Acting>,
@@ -217,6 +219,7 @@ impl Store {
             approvals: options.migrations_up_to.is_none_or(|v| v >= 20),
             audit_view: options.migrations_up_to.is_none_or(|v| v >= 21),
             dismissals: options.migrations_up_to.is_none_or(|v| v >= 22),
+            names: options.migrations_up_to.is_none_or(|v| v >= 23),
             acting: None,
         };
         if options.migrations_up_to.is_none() {

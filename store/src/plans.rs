@@ -184,6 +184,11 @@ pub(crate) async fn consume_plan_in(
     Ok(found)
 }
 
+/// A plan (a rule pack's or a redrive's) is kept this long past its expiry, so a late confirm
+/// still hears "expired" rather than "not found", and a person still sees in the inbox that a
+/// plan lapsed; retention deletes it after.
+pub const PLAN_GRACE: std::time::Duration = std::time::Duration::from_secs(24 * 3600);
+
 impl Store {
     /// Stores a plan for a webhook the scope owns.
     pub async fn insert_plan(&self, new: NewPlan) -> Result<Plan> {
@@ -320,8 +325,10 @@ impl Store {
     }
 
     /// The plans awaiting a person in any of `scopes`, newest proposal first: pending, not
-    /// decided, not past the approval deadline. (Whether one went stale because its webhook's
-    /// configuration moved is the caller's to tell, from the plan's state.)
+    /// decided, not dismissed, and not past the approval deadline by more than [`PLAN_GRACE`]
+    /// (a plan nobody decided in time stays listed, for a person to see it lapsed and dismiss
+    /// it, until retention deletes it). Whether one is stale, expired or moved past is the
+    /// caller's to tell from the plan's state.
     pub async fn pending_plans(&self, scopes: &[OwnerScope]) -> Result<Vec<Plan>> {
         let mut plans = Vec::new();
         let sql = if self.dismissals {
@@ -344,7 +351,7 @@ impl Store {
         for scope in scopes {
             let rows = sqlx::query(sql)
                 .bind(scope.to_string())
-                .bind(self.now())
+                .bind(self.now() - PLAN_GRACE.as_millis() as i64)
                 .fetch_all(&self.pool)
                 .await?;
             for row in &rows {

@@ -20,12 +20,14 @@ pub use switchboard_model::SourceType;
 use switchboard_model::approval::ApprovalRule;
 use switchboard_model::guard::OnBreach;
 use switchboard_model::provenance::{self, Provenance};
-use switchboard_model::{Configuration, TrustedActors};
+use switchboard_model::{Configuration, TrustedActors, WebhookName};
 
 #[derive(Clone, PartialEq)]
 pub struct Webhook {
     /// `wh_` and 128 random bits: the id is in the public ingest URL, so it must not be guessable.
     pub id: String,
+    /// What a person calls it (issue 48), shown beside the id; `None`: unnamed.
+    pub name: Option<WebhookName>,
     pub owner_scope: OwnerScope,
     pub source_type: SourceType,
     /// The HMAC signing secret, opened from its sealed form (`crate::sealing`): in memory in
@@ -105,6 +107,11 @@ impl fmt::Display for ConfirmPolicy {
 }
 
 impl Webhook {
+    /// Its display name, empty when it has none (how pages and listings show "no name").
+    pub fn display_name(&self) -> &str {
+        self.name.as_ref().map_or("", WebhookName::as_str)
+    }
+
     /// The queue a `default` decision goes to.
     pub fn default_queue(&self) -> Option<&str> {
         self.grant.first().map(String::as_str)
@@ -115,6 +122,7 @@ impl fmt::Debug for Webhook {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Webhook")
             .field("id", &self.id)
+            .field("name", &self.name)
             .field("owner_scope", &self.owner_scope)
             .field("source_type", &self.source_type)
             .field("secret", &"<redacted>")
@@ -130,6 +138,8 @@ impl fmt::Debug for Webhook {
 #[derive(Clone, Debug)]
 pub struct NewWebhook {
     pub owner_scope: OwnerScope,
+    /// Its display name, if the creator gave one.
+    pub name: Option<WebhookName>,
     pub source_type: SourceType,
     /// The forge's secret when the forge side already has one; `None` generates 256 bits.
     pub secret: Option<String>,
@@ -167,6 +177,19 @@ pub(crate) fn webhook(row: &AnyRow, key: &SealingKey) -> Result<Webhook> {
     })?;
     Ok(Webhook {
         secret: key.open(&id, &sealed)?,
+        // Read where selected (migration 0023, with the policy columns); only checked names
+        // are written, so one that does not read is ours.
+        name: match row.try_get::<Option<String>, _>("name") {
+            Ok(text) => text
+                .map(|t| {
+                    WebhookName::parse(&t)
+                        .map_err(|e| Error::internal(format!("stored webhook name: {e}")))
+                })
+                .transpose()?
+                .flatten(),
+            Err(sqlx::Error::ColumnNotFound(_)) => None,
+            Err(e) => return Err(e.into()),
+        },
         id,
         owner_scope: parse_col(row, "owner_scope")?,
         source_type: parse_col(row, "source_type")?,
@@ -231,6 +254,40 @@ pub(crate) fn webhook(row: &AnyRow, key: &SealingKey) -> Result<Webhook> {
 macro_rules! webhook_policy_columns {
     () => {
         ", confirm_policy, claim_ttl_secs, guard_on_breach, approval_rule"
+    };
+}
+
+/// A statement that reads a whole webhook: `$head`, every column ([`webhook_columns`], the
+/// policy columns, and the name where the schema has it, 0023), then `$tail`. Chosen by
+/// `$names` (the store's schema flag), so a store opened at an earlier schema (upgrade tests)
+/// still reads and writes the old way.
+macro_rules! whole_webhook_sql {
+    ($names:expr, $head:expr, $tail:expr) => {
+        if $names {
+            concat!(
+                $head,
+                webhook_columns!(),
+                webhook_policy_columns!(),
+                ", name",
+                $tail
+            )
+        } else {
+            concat!($head, webhook_columns!(), webhook_policy_columns!(), $tail)
+        }
+    };
+    // Statements that upgrade tests run at any earlier schema read the base columns there.
+    ($names:expr, $head:expr, $tail:expr, base before names) => {
+        if $names {
+            concat!(
+                $head,
+                webhook_columns!(),
+                webhook_policy_columns!(),
+                ", name",
+                $tail
+            )
+        } else {
+            concat!($head, webhook_columns!(), $tail)
+        }
     };
 }
 
@@ -316,23 +373,37 @@ impl Store {
                 });
             }
         }
-        let row = sqlx::query(concat!(
-            "INSERT INTO webhooks (id, owner_scope, source_type, secret, grant_queues, reject_unverified, \
-             configuration, config_version, config_digest, provenance, trusted_actors, created_at) \
-             VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, '{}', NULL, $9) RETURNING ",
-            webhook_columns!()
-        ))
-        .bind(id.as_str())
-        .bind(scope.as_str())
-        .bind(new.source_type.as_str())
-        .bind(self.sealing.seal(&id, &secret)?.as_str())
-        .bind(grant.as_str())
-        .bind(i32::from(new.reject_unverified))
-        .bind(config_text.as_str())
-        .bind(digest.as_str())
-        .bind(now)
-        .fetch_one(&mut *tx)
-        .await?;
+        // A database before 0023 (upgrade tests write the old way) has no name column.
+        let insert = if self.names {
+            concat!(
+                "INSERT INTO webhooks (id, owner_scope, source_type, secret, grant_queues, reject_unverified, \
+                 configuration, config_version, config_digest, provenance, trusted_actors, created_at, name) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, '{}', NULL, $9, $10) RETURNING ",
+                webhook_columns!(),
+                ", name"
+            )
+        } else {
+            concat!(
+                "INSERT INTO webhooks (id, owner_scope, source_type, secret, grant_queues, reject_unverified, \
+                 configuration, config_version, config_digest, provenance, trusted_actors, created_at) \
+                 VALUES ($1, $2, $3, $4, $5, $6, $7, 1, $8, '{}', NULL, $9) RETURNING ",
+                webhook_columns!()
+            )
+        };
+        let mut query = sqlx::query(insert)
+            .bind(id.as_str())
+            .bind(scope.as_str())
+            .bind(new.source_type.as_str())
+            .bind(self.sealing.seal(&id, &secret)?.as_str())
+            .bind(grant.as_str())
+            .bind(i32::from(new.reject_unverified))
+            .bind(config_text.as_str())
+            .bind(digest.as_str())
+            .bind(now);
+        if self.names {
+            query = query.bind(new.name.as_ref().map(WebhookName::as_str));
+        }
+        let row = query.fetch_one(&mut *tx).await?;
         let created = webhook(&row, &self.sealing)?;
         sqlx::query(
             "INSERT INTO configuration_history (webhook_id, version, owner_scope, actor_endpoint, actor_human, \
@@ -366,11 +437,14 @@ impl Store {
             });
             self.append_change(&mut tx, entry).await?;
         }
-        let record = AuditRecord::new(OperatorAction::CreateWebhook, created.id.as_str())
+        let mut record = AuditRecord::new(OperatorAction::CreateWebhook, created.id.as_str())
             .with("owner_scope", scope.as_str())
             .with("source", created.source_type.to_string())
             .with("grant", created.grant.join(","))
             .with("reject_unverified", created.reject_unverified.to_string());
+        if let Some(name) = &created.name {
+            record = record.with("name", name.as_str());
+        }
         self.record_act(&mut tx, Some(&new.owner_scope), record)
             .await?;
         tx.commit().await?;
@@ -379,10 +453,9 @@ impl Store {
 
     /// A webhook the scope owns. Unknown, malformed and other-scope ids are all `not_found`.
     pub async fn get_webhook(&self, scope: &OwnerScope, id: &str) -> Result<Webhook> {
-        let row = sqlx::query(concat!(
+        let row = sqlx::query(whole_webhook_sql!(
+            self.names,
             "SELECT ",
-            webhook_columns!(),
-            webhook_policy_columns!(),
             " FROM webhooks WHERE id = $1 AND owner_scope = $2"
         ))
         .bind(crate::lookup_id(id))
@@ -411,10 +484,9 @@ impl Store {
 
     /// The scope's webhooks, oldest first.
     pub async fn list_webhooks(&self, scope: &OwnerScope) -> Result<Vec<Webhook>> {
-        let rows = sqlx::query(concat!(
+        let rows = sqlx::query(whole_webhook_sql!(
+            self.names,
             "SELECT ",
-            webhook_columns!(),
-            webhook_policy_columns!(),
             " FROM webhooks WHERE owner_scope = $1 ORDER BY created_at, id"
         ))
         .bind(scope.to_string())
@@ -508,9 +580,11 @@ impl Store {
         secret: Option<String>,
     ) -> Result<Webhook> {
         let secret = self.sealing.seal(id, &secret_or_new(secret)?)?;
-        let query = sqlx::query(concat!(
+        let query = sqlx::query(whole_webhook_sql!(
+            self.names,
             "UPDATE webhooks SET secret = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
-            webhook_columns!()
+            "",
+            base before names
         ))
         .bind(secret.as_str());
         self.set_one(query, scope, id, |_| None).await
@@ -524,9 +598,11 @@ impl Store {
         grant: &[String],
     ) -> Result<Webhook> {
         let grant = grant_text(grant)?;
-        let query = sqlx::query(concat!(
+        let query = sqlx::query(whole_webhook_sql!(
+            self.names,
             "UPDATE webhooks SET grant_queues = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
-            webhook_columns!()
+            "",
+            base before names
         ))
         .bind(grant.as_str());
         self.set_one(query, scope, id, |w| {
@@ -546,16 +622,40 @@ impl Store {
         id: &str,
         policy: ConfirmPolicy,
     ) -> Result<Webhook> {
-        let query = sqlx::query(concat!(
+        let query = sqlx::query(whole_webhook_sql!(
+            self.names,
             "UPDATE webhooks SET confirm_policy = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
-            webhook_columns!(),
-            webhook_policy_columns!()
+            ""
         ))
         .bind(policy.as_str());
         self.set_one(query, scope, id, |w| {
             Some(
                 AuditRecord::new(OperatorAction::SetWebhookConfirmPolicy, w.id.as_str())
                     .with("policy", w.confirm_policy.as_str()),
+            )
+        })
+        .await
+    }
+
+    /// Names the webhook, or with `None` clears its name (issue 48). Display only, so an
+    /// editor's act (a person in the console, an endpoint with `rename_webhook`, an operator);
+    /// audited like the other settings, never a change to what routes where.
+    pub async fn set_webhook_name(
+        &self,
+        scope: &OwnerScope,
+        id: &str,
+        name: Option<&WebhookName>,
+    ) -> Result<Webhook> {
+        let query = sqlx::query(whole_webhook_sql!(
+            self.names,
+            "UPDATE webhooks SET name = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
+            ""
+        ))
+        .bind(name.map(WebhookName::as_str));
+        self.set_one(query, scope, id, |w| {
+            Some(
+                AuditRecord::new(OperatorAction::RenameWebhook, w.id.as_str())
+                    .with("name", w.name.as_ref().map_or("", WebhookName::as_str)),
             )
         })
         .await
@@ -569,10 +669,10 @@ impl Store {
         id: &str,
         on_breach: Option<OnBreach>,
     ) -> Result<Webhook> {
-        let query = sqlx::query(concat!(
+        let query = sqlx::query(whole_webhook_sql!(
+            self.names,
             "UPDATE webhooks SET guard_on_breach = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
-            webhook_columns!(),
-            webhook_policy_columns!()
+            ""
         ))
         .bind(on_breach.map(OnBreach::as_str));
         self.set_one(query, scope, id, |w| {
@@ -603,10 +703,10 @@ impl Store {
             .map(serde_json::to_string)
             .transpose()
             .map_err(|e| Error::internal(format!("approval rule: {e}")))?;
-        let query = sqlx::query(concat!(
+        let query = sqlx::query(whole_webhook_sql!(
+            self.names,
             "UPDATE webhooks SET approval_rule = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
-            webhook_columns!(),
-            webhook_policy_columns!()
+            ""
         ))
         .bind(text);
         self.set_one(query, scope, id, |w| {
@@ -632,10 +732,10 @@ impl Store {
         ttl: Option<std::time::Duration>,
     ) -> Result<Webhook> {
         let secs = ttl.map(crate::todos::check_claim_ttl).transpose()?;
-        let query = sqlx::query(concat!(
+        let query = sqlx::query(whole_webhook_sql!(
+            self.names,
             "UPDATE webhooks SET claim_ttl_secs = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
-            webhook_columns!(),
-            webhook_policy_columns!()
+            ""
         ))
         .bind(secs);
         self.set_one(query, scope, id, |w| {
@@ -657,9 +757,11 @@ impl Store {
         id: &str,
         reject: bool,
     ) -> Result<Webhook> {
-        let query = sqlx::query(concat!(
+        let query = sqlx::query(whole_webhook_sql!(
+            self.names,
             "UPDATE webhooks SET reject_unverified = $1 WHERE id = $2 AND owner_scope = $3 RETURNING ",
-            webhook_columns!()
+            "",
+            base before names
         ))
         .bind(i32::from(reject));
         self.set_one(query, scope, id, |_| None).await

@@ -520,12 +520,15 @@ pub async fn admin_cli_manages_tenancy_webhooks_and_endpoints(db: TestDb) {
             "--grant",
             "forge,review",
             "--reject-unverified",
+            "--name",
+            "platform (gitea)",
         ],
         "",
     ));
     let id = after(&out, "webhook ")
         .trim_end_matches(" created")
         .to_string();
+    assert_eq!(after(&out, "name:"), "platform (gitea)");
     let secret = after(&out, "secret (shown once; give it to the forge):").to_string();
     assert_eq!(after(&out, "ingest path:"), format!("/hooks/{id}"));
     let team = OwnerScope::team("platform");
@@ -622,6 +625,23 @@ pub async fn admin_cli_manages_tenancy_webhooks_and_endpoints(db: TestDb) {
         listed.contains(&id) && !listed.contains(&secret),
         "{listed}"
     );
+    assert!(listed.contains("\tname=platform (gitea)"), "{listed}");
+    // An operator renames it, or clears the name; a bad name is refused naming the field.
+    let out = ok(run(&["webhook", "name", &id, "platform (prod)"], ""));
+    assert!(out.contains("named platform (prod)"), "{out}");
+    assert_eq!(
+        db.store
+            .get_webhook(&team, &id)
+            .await
+            .unwrap()
+            .display_name(),
+        "platform (prod)"
+    );
+    let (done, _, err) = run(&["webhook", "name", &id, &"x".repeat(81)], "");
+    assert!(!done && err.contains("name"), "{err}");
+    let out = ok(run(&["webhook", "name", &id, ""], ""));
+    assert!(out.contains("no name"), "{out}");
+    assert_eq!(db.store.get_webhook(&team, &id).await.unwrap().name, None);
 
     // The queues a scope's agents may grant over the API: set, shown, listed, cleared. A
     // webhook whose grant reaches past a narrower allowance keeps it, and the operator is told.

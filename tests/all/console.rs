@@ -549,6 +549,12 @@ async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
         .text_becomes("h1", "Plans awaiting your decision")
         .await;
     browser.accessible("the inbox, one plan").await;
+    // The dev webhook by its name (issue 48), the id beside it.
+    assert!(
+        browser.text("#inbox").await.contains("dev (GitHub)"),
+        "{}",
+        browser.text("#inbox").await
+    );
     browser.screenshot("inbox").await;
     assert!(
         browser
@@ -940,6 +946,35 @@ async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
     browser.text_becomes("#confirm-policy", "self").await;
     assert!(browser.text("#notice").await.starts_with("Saved"));
     browser.accessible("the webhook page, policy saved").await;
+    // An editor renames the webhook (issue 48); a viewer cannot.
+    assert_eq!(browser.text("#webhook-name").await, "dev (GitHub)");
+    let field = c.find(Locator::Css("#name")).await.expect("the name field");
+    field.clear().await.expect("cleared");
+    field.send_keys("dev site (renamed)").await.expect("typed");
+    browser.click("#save-name").await;
+    browser
+        .text_becomes("#webhook-name", "dev site (renamed)")
+        .await;
+    assert!(browser.text("h1").await.contains("dev site (renamed)"));
+    assert_eq!(
+        browser.text("#notice").await,
+        "Saved: the webhook is now called dev site (renamed)."
+    );
+    browser.accessible("the webhook page, renamed").await;
+    let field = c.find(Locator::Css("#name")).await.expect("the name field");
+    field.clear().await.expect("cleared");
+    field.send_keys(&"x".repeat(90)).await.expect("typed");
+    // The field stops at 80 characters, so the browser sends no more than a name may hold.
+    browser.click("#save-name").await;
+    browser.text_becomes("#webhook-name", &"x".repeat(80)).await;
+    let refused = http_form(
+        http,
+        &format!("/console/webhooks/{team_hook}/name"),
+        &eve,
+        &format!("csrf={}&name=mine", csrf_of(&html)),
+    )
+    .await;
+    assert_eq!(refused.status, 403, "a viewer cannot rename");
     browser.fits_a_phone("the webhook page").await;
     c.goto(&console).await.expect("the inbox");
     browser.fits_a_phone("the inbox").await;
@@ -1949,6 +1984,7 @@ pub async fn the_webhook_page_charts_the_stored_decisions_and_the_events_page_fi
             secret: None,
             grant: vec!["forge".into()],
             reject_unverified: false,
+            name: None,
             configuration: None,
             actor: Actor::operator(),
         })

@@ -267,6 +267,7 @@ async fn webhook(store: &Store, scope: &OwnerScope) -> Webhook {
             secret: None,
             grant: GRANT.iter().map(|q| q.to_string()).collect(),
             reject_unverified: false,
+            name: None,
             configuration: None,
             actor: Actor::operator(),
         })
@@ -2213,9 +2214,11 @@ async fn webhooks_are_created_read_rotated_and_deleted(api: Api) {
             grant: vec!["forge".into(), "triage".into()],
             secret: None,
             reject_unverified: true,
+            name: " payments (prod) ".into(),
         })
         .await);
     let w = created.webhook.clone().expect("webhook");
+    assert_eq!(w.name, "payments (prod)", "a name is trimmed");
     assert_eq!(created.secret.len(), 64, "256 generated bits, hex");
     assert!(w.id.starts_with("wh_") && w.id.len() == 35, "{}", w.id);
     assert_eq!(w.ingest_path, format!("/hooks/{}", w.id));
@@ -2251,9 +2254,11 @@ async fn webhooks_are_created_read_rotated_and_deleted(api: Api) {
             grant: vec!["review".into()],
             secret: Some("a-forge-side-secret-0001".into()),
             reject_unverified: false,
+            name: String::new(),
         })
         .await);
     assert_eq!(given.secret, "a-forge-side-secret-0001");
+    assert_eq!(given.webhook.as_ref().expect("webhook").name, "", "unnamed");
 
     // Reads never carry a secret.
     let got = ok(c
@@ -2298,6 +2303,59 @@ async fn webhooks_are_created_read_rotated_and_deleted(api: Api) {
         Some(endpoint.id.as_str())
     );
 
+    // Names (issue 48): an editor renames, a blank name clears, a bad one is refused on
+    // `name` with nothing changed; the configuration does not move.
+    let renamed = ok(c
+        .webhooks
+        .rename_webhook(pb::RenameWebhookRequest {
+            webhook_id: w.id.clone(),
+            name: "payments (staging)".into(),
+        })
+        .await);
+    let renamed = renamed.webhook.expect("webhook");
+    assert_eq!(
+        (renamed.name.as_str(), renamed.config_version),
+        ("payments (staging)", w.config_version)
+    );
+    for bad in ["two\nlines".to_string(), "x".repeat(81)] {
+        invalid(
+            c.webhooks
+                .rename_webhook(pb::RenameWebhookRequest {
+                    webhook_id: w.id.clone(),
+                    name: bad,
+                })
+                .await,
+            "name",
+        );
+    }
+    invalid(
+        c.webhooks
+            .create_webhook(pb::CreateWebhookRequest {
+                source_type: pb::SourceType::Github as i32,
+                grant: vec!["forge".into()],
+                name: "tab\there".into(),
+                ..Default::default()
+            })
+            .await,
+        "name",
+    );
+    assert_eq!(
+        api.store
+            .get_webhook(&alice, &w.id)
+            .await
+            .expect("stored")
+            .display_name(),
+        "payments (staging)"
+    );
+    let cleared = ok(c
+        .webhooks
+        .rename_webhook(pb::RenameWebhookRequest {
+            webhook_id: w.id.clone(),
+            name: "  ".into(),
+        })
+        .await);
+    assert_eq!(cleared.webhook.expect("webhook").name, "");
+
     // Rotation returns the new secret once.
     let rotated = ok(c
         .webhooks
@@ -2341,6 +2399,7 @@ async fn webhooks_are_created_read_rotated_and_deleted(api: Api) {
             grant: grant.iter().map(|q| q.to_string()).collect(),
             secret: secret.map(str::to_string),
             reject_unverified: false,
+            name: String::new(),
         }
     };
     invalid(
@@ -3663,6 +3722,7 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
     let verbs_with_ids = [
         "get_webhook",
         "rotate_webhook_secret",
+        "rename_webhook",
         "delete_webhook",
         "list_webhook_events",
         "get_webhook_event",
@@ -3776,6 +3836,14 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
                             .rotate_webhook_secret(pb::RotateWebhookSecretRequest {
                                 webhook_id: wh,
                                 secret: None,
+                            })
+                            .await,
+                    ),
+                    "rename_webhook" => outcome(
+                        c.webhooks
+                            .rename_webhook(pb::RenameWebhookRequest {
+                                webhook_id: wh,
+                                name: "ops (matrix)".into(),
                             })
                             .await,
                     ),
@@ -4159,6 +4227,7 @@ async fn explain_names_the_version_and_the_rules_that_decided(api: Api) {
             secret: None,
             grant: GRANT.iter().map(|q| q.to_string()).collect(),
             reject_unverified: false,
+            name: None,
             configuration: Some(crate::support::typed(explained_v1())),
             actor: Actor::operator(),
         })
@@ -4460,6 +4529,7 @@ async fn redrive_recovers_what_a_change_dropped_by_version_and_time_once_each(ap
             secret: None,
             grant: GRANT.iter().map(|q| q.to_string()).collect(),
             reject_unverified: false,
+            name: None,
             configuration: Some(crate::support::typed(json!({"rules": [
                 {"id": "prs", "when": ".kind == \"pull_request.opened\"", "action": {"queue": "review"}},
             ], "params": {}}))),
@@ -4632,6 +4702,7 @@ async fn redrive_plans_then_routes_each_event_once(api: Api) {
             secret: None,
             grant: GRANT.iter().map(|q| q.to_string()).collect(),
             reject_unverified: false,
+            name: None,
             configuration: Some(crate::support::typed(json!({"rules": [
                 {"id": "issues", "when": ".kind == \"issues.opened\"", "action": {"queue": "triage"}},
                 {"id": "prs", "when": ".kind == \"pull_request.opened\"", "action": {"quarantine": true}},

@@ -104,6 +104,7 @@ pub async fn webhook(
             secret: None,
             grant: grant(),
             reject_unverified: false,
+            name: None,
             configuration: configuration.map(crate::support::typed),
             actor: Actor::operator(),
         })

@@ -481,6 +481,7 @@ pub async fn an_unsigned_flood_leaves_signed_deliveries_answered(db: TestDb) {
             secret: None,
             grant: crate::control_harness::grant(),
             reject_unverified: true,
+            name: None,
             configuration: Some(crate::support::typed(crate::ingest::routing_config())),
             actor: switchboard_control::store::Actor::operator(),
         })

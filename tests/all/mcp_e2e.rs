@@ -46,6 +46,7 @@ async fn webhook(store: &Store, scope: &OwnerScope) -> Webhook {
             secret: Some(SECRET.into()),
             grant: vec!["forge".into(), "review".into(), "triage".into()],
             reject_unverified: false,
+            name: None,
             configuration: None,
             actor: Actor::operator(),
         })

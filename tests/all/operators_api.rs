@@ -229,12 +229,14 @@ async fn each_change_is_audited_and_refusals_write_nothing(db: TestDb) {
                 grant: vec!["forge".into(), "review".into()],
                 secret: None,
                 reject_unverified: true,
+                name: "infra (github)".into(),
             },
         ))
         .await
         .expect("webhook")
         .into_inner();
     let wh = made.webhook.expect("webhook");
+    assert_eq!(wh.name, "infra (github)");
     assert_eq!(wh.grant, ["forge", "review"]);
     assert_eq!(wh.owner_scope, "team:infra");
     assert!(!made.secret.is_empty());
@@ -338,6 +340,7 @@ async fn each_change_is_audited_and_refusals_write_nothing(db: TestDb) {
                 grant: vec!["forge".into()],
                 secret: None,
                 reject_unverified: false,
+                name: String::new(),
             },
         ))
         .await
@@ -841,6 +844,7 @@ async fn offboarding_a_member_and_a_webhook_takes_effect_at_once_and_is_logged(d
                 grant: vec!["forge".into()],
                 secret: None,
                 reject_unverified: false,
+                name: String::new(),
             },
         ))
         .await

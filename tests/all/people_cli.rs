@@ -293,8 +293,16 @@ pub async fn people_cli_answers_every_command_as_table_and_json(db: TestDb) {
         value
     };
 
+    // Named first (issue 48), so the listings show the name beside the id.
+    let renamed = both(
+        "webhooks-rename",
+        &["webhooks", "rename", wh, "acme/site (people)"],
+        &known,
+    );
+    assert_eq!(renamed["webhook"]["name"], "acme/site (people)");
     let listed = both("webhooks-list", &["webhooks", "list"], &known);
     assert_eq!(listed["webhooks"][0]["id"], wh);
+    assert_eq!(listed["webhooks"][0]["name"], "acme/site (people)");
     let shown = both("webhooks-show", &["webhooks", "show", wh], &known);
     assert_eq!(shown["webhook"]["config_version"], 1);
 

@@ -167,6 +167,7 @@ impl Env {
                 secret: None,
                 grant: vec!["forge".into(), "review".into(), "triage".into()],
                 reject_unverified: false,
+                name: None,
                 configuration: configuration.map(crate::support::typed),
                 actor: Actor::operator(),
             })
@@ -203,6 +204,7 @@ impl Env {
                 secret: None,
                 grant: grant.iter().map(|q| q.to_string()).collect(),
                 reject_unverified: false,
+                name: None,
                 configuration: configuration.map(crate::support::typed),
                 actor: Actor::operator(),
             })

@@ -66,6 +66,7 @@ async fn fleet_webhook(api: &Api, catalog: &Catalog, fleet: &Seed, source: &str)
             grant: fleet.grant.clone(),
             secret: None,
             reject_unverified: false,
+            name: format!("{source} fleet"),
         })
         .await
         .unwrap_or_else(|s| panic!("creating the {source} webhook: {s:?}"))

@@ -262,6 +262,19 @@ async def story(args: argparse.Namespace) -> None:
         check(patch["code"] == "invalid_argument" and patch["details"].get("field") == "rule", "a bad patch names the field", patch)
         check((await rules_of(a, args.webhook_hand))["version"] == rules["version"], "the refusals saved nothing", rules)
         step("hand-written rules set and patched", version=rules["version"])
+
+        # 10. names (issue 48): the agent names a webhook; listings show it beside the id.
+        renamed = result_json(await a.call_tool("rename_webhook", {
+            "webhook_id": args.webhook_hand, "name": " hand-written (story) ",
+        }))
+        check(renamed["webhook"]["name"] == "hand-written (story)", "the name is trimmed and returned", renamed)
+        listed = result_json(await a.call_tool("list_webhooks", {}))
+        names = {w["id"]: w["name"] for w in listed["webhooks"]}
+        check(names.get(args.webhook_hand) == "hand-written (story)", "list_webhooks shows the name beside the id", names)
+        bad = error_json(await a.call_tool("rename_webhook", {"webhook_id": args.webhook_hand, "name": "x" * 81}))
+        check(bad["code"] == "invalid_argument" and bad["details"].get("field") == "name", "a too-long name names the field", bad)
+        check((await rules_of(a, args.webhook_hand))["version"] == rules["version"], "a name changes no rules", rules)
+        step("webhook named", webhook_name=renamed["webhook"]["name"])
         step("done", mode=mode)
 
 

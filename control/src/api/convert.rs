@@ -1,6 +1,7 @@
 //! Store records to wire messages and back: configurations, decisions, provenance and
 //! history as typed messages. No secret ever leaves through here.
 
+use switchboard_model::WebhookName;
 use switchboard_model::provenance::InstalledPack;
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::router::v1::{RoutingContext, StoredDelivery};
@@ -51,7 +52,14 @@ pub fn webhook(w: &Webhook) -> pb::Webhook {
             .unwrap_or_default(),
         approval_rule: Some(pb::ApprovalRule::from(&w.approval_rule())),
         approval_rule_default: w.approval_rule.is_none(),
+        name: w.name.as_ref().map(ToString::to_string).unwrap_or_default(),
     }
+}
+
+/// A display name as a caller sent it: blank is none; anything else is checked
+/// (`invalid_argument` on `name`).
+pub fn webhook_name(text: &str) -> Result<Option<WebhookName>, ApiError> {
+    WebhookName::parse(text).map_err(|e| ApiError::invalid("name", e.to_string()))
 }
 
 /// What the router needs to know about a webhook to validate or evaluate for it: the one

@@ -310,6 +310,7 @@ impl Operators for OperatorsApi {
                     secret: r.secret,
                     grant: r.grant,
                     reject_unverified: r.reject_unverified,
+                    name: convert::webhook_name(&r.name)?,
                     configuration: None,
                     actor: Actor::operator(),
                 })
@@ -353,6 +354,28 @@ impl Operators for OperatorsApi {
                 .await?;
             Ok(pb::SetWebhookGrantResponse {
                 routed_outside_grant: queues_outside_grant(&w)?,
+                webhook: Some(convert::webhook(&w)),
+            })
+        })
+        .await
+    }
+
+    async fn set_webhook_name(
+        &self,
+        request: Request<pb::SetWebhookNameRequest>,
+    ) -> Result<Response<pb::SetWebhookNameResponse>, Status> {
+        respond(async {
+            let op = self.operator(request.metadata()).await?;
+            let r = request.get_ref();
+            let name = convert::webhook_name(&r.name)?;
+            let current = self.webhook(&r.webhook_id).await?;
+            let w = self
+                .state
+                .store
+                .by_operator(&op.id)
+                .set_webhook_name(&current.owner_scope, &current.id, name.as_ref())
+                .await?;
+            Ok(pb::SetWebhookNameResponse {
                 webhook: Some(convert::webhook(&w)),
             })
         })

@@ -32,6 +32,7 @@ impl Webhooks for WebhooksApi {
             let caller = authorize(&self.state, request.metadata(), "create_webhook").await?;
             let req = request.get_ref();
             let source_type = convert::source_type_from(req.source_type)?;
+            let name = convert::webhook_name(&req.name)?;
             // An agent's grant must lie within the queues an operator allowed the scope
             // (`grant_not_allowed` otherwise, nothing created): agents never widen a grant.
             let created = self
@@ -43,6 +44,7 @@ impl Webhooks for WebhooksApi {
                     secret: req.secret.clone(),
                     grant: req.grant.clone(),
                     reject_unverified: req.reject_unverified,
+                    name,
                     configuration: None,
                     actor: caller.actor(),
                 })
@@ -125,6 +127,28 @@ impl Webhooks for WebhooksApi {
             Ok(pb::RotateWebhookSecretResponse {
                 webhook: Some(convert::webhook(&rotated)),
                 secret: rotated.secret.clone(),
+            })
+        })
+        .await
+    }
+
+    async fn rename_webhook(
+        &self,
+        request: Request<pb::RenameWebhookRequest>,
+    ) -> Result<Response<pb::RenameWebhookResponse>, Status> {
+        respond(async {
+            let caller = authorize(&self.state, request.metadata(), "rename_webhook").await?;
+            let req = request.get_ref();
+            let name = convert::webhook_name(&req.name)?;
+            let renamed = self
+                .state
+                .store
+                .by_endpoint(&caller.endpoint.id, &caller.endpoint.human_login)
+                .set_webhook_name(caller.scope(), &req.webhook_id, name.as_ref())
+                .await?;
+            tracing::info!(webhook = %renamed.id, endpoint = %caller.endpoint.id, "webhook renamed");
+            Ok(pb::RenameWebhookResponse {
+                webhook: Some(convert::webhook(&renamed)),
             })
         })
         .await

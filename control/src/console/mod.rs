@@ -94,6 +94,7 @@ pub fn router(state: ControlState, settings: ConsoleSettings) -> Router {
             "/console/webhooks/{webhook_id}/confirm-policy",
             post(confirm_policy),
         )
+        .route("/console/webhooks/{webhook_id}/name", post(rename))
         .layer(axum::middleware::map_response(secure_headers))
         .with_state(console)
 }
@@ -366,6 +367,29 @@ struct PolicyForm {
     csrf: String,
     #[serde(default)]
     policy: String,
+}
+
+#[derive(Deserialize)]
+struct NameForm {
+    #[serde(default)]
+    csrf: String,
+    #[serde(default)]
+    name: String,
+}
+
+/// An editor names a webhook, or clears its name.
+async fn rename(
+    State(c): State<Console>,
+    headers: HeaderMap,
+    peer: Peer,
+    Path(webhook_id): Path<String>,
+    Form(form): Form<NameForm>,
+) -> Response {
+    let person = match Person::checked(&c, &headers, &peer, &form.csrf).await {
+        Ok(p) => p,
+        Err(refusal) => return refusal,
+    };
+    pages::rename_webhook(&c, &person, &webhook_id, &form.name).await
 }
 
 /// An editor sets who confirms plans on a webhook. Only a person can: no API verb sets it,

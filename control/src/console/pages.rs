@@ -6,7 +6,7 @@ use axum::response::Response;
 use switchboard_console::{
     Activity, EventRow, HistoryRow, InboxItem, Notice, PlanView, RuleRow, TrialView, WebhookView,
 };
-use switchboard_model::{Configuration, Label};
+use switchboard_model::{Configuration, Label, WebhookName};
 use switchboard_packs::plan::{PlanState, StoredPlan};
 
 use super::Console;
@@ -82,7 +82,7 @@ pub(super) async fn inbox(c: &Console, person: &Person, said: Option<Notice>) ->
                 ),
             };
             let kind = plan.plan.apply.kind;
-            let (state, _) = plan
+            let (state, stale_reason) = plan
                 .facts()
                 .state(store.clock().now_ms(), webhook.config_version);
             let given = approvals.remove(&plan.id).unwrap_or_default();
@@ -111,7 +111,12 @@ pub(super) async fn inbox(c: &Console, person: &Person, said: Option<Notice>) ->
                     .sum(),
                 from_version: plan.plan.plan.pack.from_version.clone(),
                 kind,
-                stale: state == PlanState::Stale,
+                stale: if state == PlanState::Stale {
+                    stale_reason
+                } else {
+                    None
+                },
+                webhook_name: webhook.display_name().to_string(),
                 owner_scope: plan.owner_scope.to_string(),
                 proposed_by_endpoint: endpoint,
                 proposed_by_endpoint_name: endpoint_name,
@@ -207,6 +212,7 @@ pub(super) async fn plan(
         chrome: &chrome,
         plan_id: plan.id.clone(),
         owner_scope: plan.owner_scope.to_string(),
+        webhook_name: webhook.display_name().to_string(),
         plan: &stored.plan,
         candidate: Some(&stored.apply.configuration),
         now_ms: c.state.store.clock().now_ms(),
@@ -387,7 +393,7 @@ pub(super) async fn dismiss(c: &Console, person: &Person, plan_id: &str) -> Resp
                     .plan
                     .kind
                     .title(&plan.pack_name, &plan.pack_version),
-                plan.webhook_id
+                switchboard_console::webhook_title(&plan.webhook_id, webhook.display_name())
             ));
             self::inbox(c, person, Some(said)).await
         }
@@ -457,9 +463,18 @@ pub(super) async fn trial(c: &Console, person: &Person, trial_id: &str) -> Respo
         Err(e) => return internal(&e),
     };
     let report = crate::trials::report(&c.state.trials_ctx(), &trial);
+    let webhook_name = match store
+        .get_webhook(&trial.owner_scope, &trial.webhook_id)
+        .await
+    {
+        Ok(w) => w.display_name().to_string(),
+        Err(crate::Error::NotFound { .. }) => String::new(),
+        Err(e) => return internal(&e),
+    };
     let chrome = person.chrome();
     let view = TrialView {
         chrome: &chrome,
+        webhook_name,
         owner_scope: trial.owner_scope.to_string(),
         report: &report,
     };
@@ -573,6 +588,7 @@ pub(super) async fn events(
     };
     let mut view = switchboard_console::EventsView {
         webhook_id: w.id.clone(),
+        webhook_name: w.display_name().to_string(),
         owner_scope: w.owner_scope.to_string(),
         filter: filter_view,
         now_ms: store.clock().now_ms(),
@@ -647,6 +663,79 @@ fn event_row(e: crate::store::EventSummary) -> EventRow {
     }
 }
 
+/// The webhook `webhook_id` if the person edits its scope: else the not-found page (not in
+/// their scopes) or a refusal saying `changing` needs the editor role.
+async fn webhook_to_edit(
+    c: &Console,
+    person: &Person,
+    webhook_id: &str,
+    changing: &str,
+) -> Result<Webhook, Response> {
+    let w = find_webhook(c, person, webhook_id).await?;
+    match c
+        .state
+        .store
+        .role_in_scope(&person.login, &w.owner_scope)
+        .await
+    {
+        Ok(Some(role)) if role >= Role::Editor => Ok(w),
+        Ok(_) => Err(message(
+            StatusCode::FORBIDDEN,
+            Some(&person.chrome()),
+            "Not yours to change",
+            &format!(
+                "{changing} needs the editor role in the webhook's scope; nothing was changed."
+            ),
+        )),
+        Err(e) => Err(internal(&e)),
+    }
+}
+
+/// Names the webhook, or clears its name: an editor of its scope only (issue 48).
+pub(super) async fn rename_webhook(
+    c: &Console,
+    person: &Person,
+    webhook_id: &str,
+    name: &str,
+) -> Response {
+    let w = match webhook_to_edit(c, person, webhook_id, "Renaming a webhook").await {
+        Ok(w) => w,
+        Err(refusal) => return refusal,
+    };
+    let name = match WebhookName::parse(name) {
+        Ok(name) => name,
+        Err(problem) => {
+            let notice = Notice::refused(format!("Nothing was changed: {problem}."));
+            return webhook_page(
+                c,
+                person,
+                &w,
+                Some(notice),
+                StatusCode::UNPROCESSABLE_ENTITY,
+            )
+            .await;
+        }
+    };
+    match c
+        .state
+        .store
+        .by_person(&person.login)
+        .set_webhook_name(&w.owner_scope, &w.id, name.as_ref())
+        .await
+    {
+        Ok(updated) => {
+            tracing::info!(person = %person.login, webhook = %w.id, "console: webhook renamed");
+            let notice = Notice::done(match &updated.name {
+                Some(name) => format!("Saved: the webhook is now called {name}."),
+                None => "Saved: the webhook has no name now.".to_string(),
+            });
+            webhook_page(c, person, &updated, Some(notice), StatusCode::OK).await
+        }
+        Err(crate::Error::NotFound { .. }) => not_found(person),
+        Err(e) => internal(&e),
+    }
+}
+
 /// Sets the webhook's confirm policy: an editor of its scope only.
 pub(super) async fn set_confirm_policy(
     c: &Console,
@@ -654,27 +743,10 @@ pub(super) async fn set_confirm_policy(
     webhook_id: &str,
     policy: &str,
 ) -> Response {
-    let w = match find_webhook(c, person, webhook_id).await {
+    let w = match webhook_to_edit(c, person, webhook_id, "Changing who confirms plans").await {
         Ok(w) => w,
         Err(refusal) => return refusal,
     };
-    match c
-        .state
-        .store
-        .role_in_scope(&person.login, &w.owner_scope)
-        .await
-    {
-        Ok(Some(role)) if role >= Role::Editor => {}
-        Ok(_) => {
-            return message(
-                StatusCode::FORBIDDEN,
-                Some(&person.chrome()),
-                "Not yours to change",
-                "Changing who confirms plans needs the editor role in the webhook's scope; nothing was changed.",
-            );
-        }
-        Err(e) => return internal(&e),
-    }
     let policy: ConfirmPolicy = match policy.parse() {
         Ok(p) => p,
         Err(problem) => {
@@ -827,6 +899,7 @@ async fn webhook_view(
         approval_rule_default: w.approval_rule.is_none(),
         changes,
         webhook_id: w.id.clone(),
+        name: w.display_name().to_string(),
         owner_scope: w.owner_scope.to_string(),
         source_type: w.source_type.as_str().to_string(),
         config_version: w.config_version,

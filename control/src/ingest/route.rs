@@ -412,6 +412,7 @@ mod tests {
             guard_on_breach: None,
             approval_rule: None,
             id: "wh_x".into(),
+            name: None,
             owner_scope: OwnerScope::human("alice"),
             source_type: SourceType::Github,
             secret: "s".repeat(16),

@@ -332,6 +332,7 @@ pub async fn create_webhook(
                 grant: p.grant,
                 secret: p.secret,
                 reject_unverified: p.reject_unverified,
+                name: p.name.unwrap_or_default(),
             },
         )
         .await
@@ -386,6 +387,23 @@ pub async fn delete_webhook(cx: &Call, p: WebhookIdParams) -> Result<DeleteWebho
         .map_err(|s| cx.status(&s))?;
     Ok(DeleteWebhookOut {
         webhook_id: r.webhook_id,
+    })
+}
+
+pub async fn rename_webhook(cx: &Call, p: RenameWebhookParams) -> Result<GetWebhookOut, CallError> {
+    let (c, b) = (&cx.control, &cx.bearer);
+    let r = c
+        .rename_webhook(
+            b,
+            pb::RenameWebhookRequest {
+                webhook_id: p.webhook_id,
+                name: p.name,
+            },
+        )
+        .await
+        .map_err(|s| cx.status(&s))?;
+    Ok(GetWebhookOut {
+        webhook: convert::webhook(convert::required("webhook", r.webhook)?)?,
     })
 }
 

@@ -240,7 +240,7 @@ pub static CATALOG: LazyLock<Vec<ToolSpec>> = LazyLock::new(|| {
             "Create a webhook in your owner scope (needs the admin role). The grant must lie within the queues an operator allowed your owner scope (agents never widen a grant): otherwise, or when no queues were allowed, it is refused with grant_not_allowed, nothing is created, and details name the queues outside (`outside`) and those allowed (`allowed`). Returns the webhook (its id and ingest_path, where the forge POSTs deliveries) and its signing secret, shown this once: configure the forge with both right away. Every call creates a new webhook."),
         spec!(ListWebhooks, list_webhooks, p::NoParams => out::ListWebhooksOut,
             "List webhooks",
-            "List the webhooks of your owner scope, oldest first, with their grant (the queues rules may route to), configuration version and installed rule packs. Never shows secrets. Start here to find a webhook_id."),
+            "List the webhooks of your owner scope, oldest first, each with its name (beside the id), its grant (the queues rules may route to), configuration version and installed rule packs. Never shows secrets. Start here to find a webhook_id."),
         spec!(GetWebhook, get_webhook, p::WebhookIdParams => out::GetWebhookOut,
             "Get a webhook",
             "Get one webhook of your owner scope by id. Never shows the secret. An id that is unknown or belongs to another owner answers not_found."),
@@ -259,6 +259,9 @@ pub static CATALOG: LazyLock<Vec<ToolSpec>> = LazyLock::new(|| {
         spec!(RotateWebhookSecret, rotate_webhook_secret, p::RotateWebhookSecretParams => out::RotateWebhookSecretOut,
             "Rotate a webhook's signing secret",
             "Replace a webhook's signing secret (needs the admin role). Returns the new secret once: configure the forge with it now, because deliveries signed with the old secret are stored unverified from this call on."),
+        spec!(RenameWebhook, rename_webhook, p::RenameWebhookParams => out::GetWebhookOut,
+            "Rename a webhook",
+            "Give a webhook of your owner scope a name people will know it by, shown beside its id in listings and the console (needs the editor role); an empty name clears it. Display only: the id stays the webhook's identity, names need not be unique, and routing is untouched. Returns the webhook."),
         // webhook-rules
         spec!(ListWebhookRules, list_webhook_rules, p::WebhookIdParams => out::ListWebhookRulesOut,
             "List a webhook's routing rules",

@@ -52,6 +52,10 @@ pub struct CreateWebhookParams {
     /// nothing stored). false (default): they are stored with verified=false and rules decide.
     #[serde(default)]
     pub reject_unverified: bool,
+    /// A name people will know it by, shown beside its id in listings and the console
+    /// (1–80 characters, no control characters). Example: "acme/payments (prod)".
+    #[serde(default)]
+    pub name: Option<String>,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]
@@ -59,6 +63,15 @@ pub struct CreateWebhookParams {
 pub struct WebhookIdParams {
     /// The webhook's id: `wh_` and 32 hex characters, as list_webhooks shows it.
     pub webhook_id: String,
+}
+
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RenameWebhookParams {
+    /// The webhook's id: `wh_` and 32 hex characters, as list_webhooks shows it.
+    pub webhook_id: String,
+    /// The new name (1–80 characters, no control characters); an empty string clears it.
+    pub name: String,
 }
 
 #[derive(Debug, Deserialize, JsonSchema)]

@@ -34,6 +34,7 @@ pub const ALL_VERBS: &[&str] = &[
     "get_webhook_event",
     "explain_webhook_event",
     "rotate_webhook_secret",
+    "rename_webhook",
     "list_webhook_rules",
     "list_webhook_changes",
     "set_webhook_rules",
@@ -123,6 +124,7 @@ impl FakeControl {
 fn webhook() -> pb::Webhook {
     pb::Webhook {
         id: "wh_00000000000000000000000000000001".into(),
+        name: "alice's site".into(),
         owner_scope: "human:alice".into(),
         source_type: pb::SourceType::Github as i32,
         grant: vec!["forge".into(), "review".into()],
@@ -245,6 +247,12 @@ impl Webhooks for FakeControl {
         &self,
         _: Request<pb::RotateWebhookSecretRequest>,
     ) -> Result<Response<pb::RotateWebhookSecretResponse>, Status> {
+        Err(Status::unimplemented("fake"))
+    }
+    async fn rename_webhook(
+        &self,
+        _: Request<pb::RenameWebhookRequest>,
+    ) -> Result<Response<pb::RenameWebhookResponse>, Status> {
         Err(Status::unimplemented("fake"))
     }
     async fn list_webhook_events(

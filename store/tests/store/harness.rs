@@ -111,6 +111,7 @@ pub fn new_webhook(scope: &OwnerScope) -> NewWebhook {
         secret: None,
         grant: vec!["forge".into(), "triage".into()],
         reject_unverified: false,
+        name: None,
         configuration: None,
         actor: Actor::operator(),
     }
@@ -182,7 +183,7 @@ pub async fn drop_second_database(db: &TestDb, url: &str) {
 
 /// How many migrations the binary embeds: what a database upgraded to the current schema has
 /// applied. One number to move when a migration is added.
-pub const ALL_MIGRATIONS: i64 = 22;
+pub const ALL_MIGRATIONS: i64 = 23;
 
 /// A second store on `url` (from [`second_database`]) with migrations applied up to
 /// `version` only: the previous landing's schema, for an upgrade test to write data into.

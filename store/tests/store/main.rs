@@ -92,6 +92,7 @@ store_test_suite! {
         a_webhook_copy_is_trusted_only_at_its_revision,
         upgrading_from_0013_gives_webhooks_a_revision_every_change_moves,
         a_stored_row_that_does_not_read_is_an_internal_error,
+        upgrading_from_0022_keeps_webhooks_and_a_person_names_one,
     ],
     events: [
         body_and_headers_round_trip_byte_exact,
@@ -156,6 +157,7 @@ store_test_suite! {
         upgrading_from_0006_keeps_every_endpoints_right_to_confirm,
         upgrading_from_0019_keeps_pending_plans_and_records_approvals,
         upgrading_from_0021_keeps_pending_plans_and_a_person_dismisses_one,
+        a_plan_nobody_decided_stays_listed_until_its_grace_ends,
         twenty_concurrent_consumers_one_wins,
         another_scopes_token_is_not_found,
         expired_plan_is_stale,

@@ -417,3 +417,67 @@ pub async fn upgrading_from_0021_keeps_pending_plans_and_a_person_dismisses_one(
     new.close().await;
     crate::harness::drop_second_database(&db, &url).await;
 }
+
+/// Issue 48: a plan nobody decided before its deadline stays in the inbox's list (for the
+/// console to show apart, as expired) until retention's grace ends, and a person may dismiss
+/// it; past the grace it is listed no more.
+pub async fn a_plan_nobody_decided_stays_listed_until_its_grace_ends(db: TestDb) {
+    let clock = Clock::manual(1_800_000_000_000);
+    let store = db.store.clone().with_clock(clock.clone());
+    let alice = human(&store, "alice").await;
+    let wh = webhook(&store, &alice).await;
+    let proposer = Actor {
+        endpoint_id: Some("ep_x".into()),
+        human_login: Some("alice".into()),
+    };
+    let hour = Duration::from_secs(3600);
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let (_, hash) = plan_for(&store, &wh).await;
+        let until = clock.now_ms() + 3_600_000;
+        ids.push(
+            store
+                .mark_plan_pending(&hash, &alice, &proposer, until)
+                .await
+                .expect("pending")
+                .id,
+        );
+    }
+    let listed = |store: Store| {
+        let alice = alice.clone();
+        async move {
+            let mut ids: Vec<String> = store
+                .pending_plans(std::slice::from_ref(&alice))
+                .await
+                .expect("listed")
+                .into_iter()
+                .map(|p| p.id)
+                .collect();
+            ids.sort();
+            ids
+        }
+    };
+    let mut both = ids.clone();
+    both.sort();
+    clock.advance(2 * hour);
+    let lapsed = store
+        .plan_for_person(&ids[0], std::slice::from_ref(&alice))
+        .await
+        .expect("kept");
+    assert_eq!(
+        lapsed.facts().state(clock.now_ms(), wh.config_version),
+        (
+            switchboard_model::plan::PlanState::Stale,
+            Some(switchboard_model::plan::StaleReason::ApprovalExpired)
+        )
+    );
+    assert_eq!(listed(store.clone()).await, both, "lapsed, still listed");
+    store
+        .dismiss_plan(&ids[0], &alice, "alice")
+        .await
+        .expect("a lapsed plan is dismissed");
+    assert_eq!(listed(store.clone()).await, vec![ids[1].clone()]);
+    // Past the grace, retention's to delete: listed no more.
+    clock.advance(switchboard_store::PLAN_GRACE);
+    assert!(listed(store.clone()).await.is_empty());
+}

@@ -48,6 +48,7 @@ pub async fn create_sets_version_one_and_a_strong_id(db: TestDb) {
             secret: Some("It's a Secret to Everybody".into()),
             grant: vec!["forge".into()],
             reject_unverified: true,
+            name: None,
             configuration: Some(
                 switchboard_model::Configuration::from_json(r#"{"params": {"x": 1}}"#)
                     .expect("a configuration"),
@@ -263,6 +264,7 @@ pub async fn bad_webhook_arguments_are_refused(db: TestDb) {
         secret: None,
         grant: vec!["forge".into()],
         reject_unverified: false,
+        name: None,
         configuration: None,
         actor: Actor::operator(),
     };
@@ -537,4 +539,90 @@ pub async fn a_stored_row_that_does_not_read_is_an_internal_error(db: TestDb) {
         Err(Error::Internal { context }) => assert!(context.contains("decision"), "{context}"),
         other => panic!("{other:?}"),
     }
+}
+
+/// Issue 48: a database written before webhooks had names (0022) keeps every webhook, unnamed;
+/// a person names one, the name is listed and read, audited in the change log, and a blank
+/// name clears it. Names are display only: two webhooks may share one.
+pub async fn upgrading_from_0022_keeps_webhooks_and_a_person_names_one(db: TestDb) {
+    use switchboard_model::WebhookName;
+    let url = crate::harness::second_database(&db).await;
+    let old = crate::harness::open_at(&db, &url, 22).await;
+    let alice = human(&old, "alice").await;
+    let before = webhook(&old, &alice).await;
+    assert_eq!(before.name, None);
+    old.close().await;
+
+    let new = switchboard_store::Store::connect(&url, db.store.sealing_key())
+        .await
+        .expect("upgrade to the current schema");
+    let kept = new.get_webhook(&alice, &before.id).await.expect("kept");
+    assert_eq!(
+        (kept.name.clone(), kept.config_version, kept.secret.clone()),
+        (None, 1, before.secret.clone())
+    );
+    assert_eq!(kept.display_name(), "");
+
+    let name = WebhookName::parse("  acme/payments (prod) ")
+        .expect("a name")
+        .expect("not blank");
+    let named = new
+        .by_person("alice")
+        .set_webhook_name(&alice, &before.id, Some(&name))
+        .await
+        .expect("named");
+    assert_eq!(named.display_name(), "acme/payments (prod)");
+    assert_eq!(named.config_version, 1, "a name is no configuration change");
+    assert_eq!(
+        new.list_webhooks(&alice).await.expect("listed")[0].name,
+        Some(name.clone())
+    );
+    // Another scope's person cannot: not_found, like an unknown id.
+    let bob = human(&new, "bob").await;
+    not_found(
+        new.by_person("bob")
+            .set_webhook_name(&bob, &before.id, Some(&name))
+            .await,
+        "webhook",
+    );
+
+    // Created with a name, the same one: names need not be unique.
+    let twin = new
+        .create_webhook(NewWebhook {
+            name: Some(name.clone()),
+            ..crate::harness::new_webhook(&alice)
+        })
+        .await
+        .expect("created with a name");
+    assert_eq!(twin.name, Some(name.clone()));
+    assert_eq!(
+        new.get_webhook(&alice, &twin.id).await.expect("read").name,
+        Some(name)
+    );
+
+    // The rename is in the change log, by the person, naming the webhook.
+    let entries = new.list_changes(Some(&alice), 0, 100).await.expect("log");
+    let renamed: Vec<switchboard_model::change_log::ChangeEntry> = entries
+        .iter()
+        .map(|e| serde_json::from_str(&e.text).expect("an entry"))
+        .filter(|e: &switchboard_model::change_log::ChangeEntry| {
+            e.detail.get("action").map(String::as_str) == Some("rename_webhook")
+        })
+        .collect();
+    assert_eq!(renamed.len(), 1, "{entries:?}");
+    assert_eq!(renamed[0].actor.human.as_deref(), Some("alice"));
+    assert_eq!(renamed[0].webhook_id.as_deref(), Some(before.id.as_str()));
+    assert_eq!(
+        renamed[0].detail.get("name").map(String::as_str),
+        Some("acme/payments (prod)")
+    );
+
+    let cleared = new
+        .by_person("alice")
+        .set_webhook_name(&alice, &before.id, None)
+        .await
+        .expect("cleared");
+    assert_eq!(cleared.name, None);
+    new.close().await;
+    crate::harness::drop_second_database(&db, &url).await;
 }
