@@ -72,12 +72,7 @@ pub(crate) fn what_it_does(
 
 /// Deliveries whose decision the plan turns from work into none (dropped, quarantined, …).
 pub(crate) fn lost_work(p: &Plan) -> u64 {
-    p.report
-        .transitions
-        .iter()
-        .filter(|t| t.loses_work())
-        .map(|t| t.count)
-        .sum()
+    p.report.lost_work()
 }
 
 /// The page reads top to bottom: what the plan does in one sentence, the work it would lose,

@@ -47,13 +47,7 @@ impl From<&TrialReport> for TrialRow {
             started_at: r.started_at.clone(),
             seen: r.deliveries.seen,
             evaluated: r.deliveries.evaluated,
-            lost_work: r
-                .report
-                .transitions
-                .iter()
-                .filter(|t| t.loses_work())
-                .map(|t| t.count)
-                .sum(),
+            lost_work: r.report.lost_work(),
             sufficient: r.sufficient,
         }
     }

@@ -87,6 +87,10 @@ fn history(row: &AnyRow) -> Result<HistoryRecord> {
     })
 }
 
+/// The most versions [`Store::versions_saved_since`] answers: more marks than a week's chart
+/// can show apart.
+pub const MARKED_VERSIONS: i64 = 500;
+
 impl Store {
     /// Saves a new configuration version (see the module docs for the order of checks).
     pub async fn save_configuration(
@@ -265,6 +269,31 @@ impl Store {
     }
 
     /// A webhook's history, newest version first. The cursor is the version to continue below.
+    /// The versions saved at or after `since_ms` (ms), newest first, as (saved at, version):
+    /// what the console's chart marks on its time axis. At most [`MARKED_VERSIONS`]; no
+    /// configuration text is read.
+    pub async fn versions_saved_since(
+        &self,
+        scope: &OwnerScope,
+        webhook_id: &str,
+        since_ms: i64,
+    ) -> Result<Vec<(i64, i64)>> {
+        let rows = sqlx::query(
+            "SELECT version, saved_at FROM configuration_history \
+             WHERE webhook_id = $1 AND owner_scope = $2 AND saved_at >= $3 \
+             ORDER BY version DESC LIMIT $4",
+        )
+        .bind(crate::lookup_id(webhook_id))
+        .bind(scope.to_string())
+        .bind(since_ms)
+        .bind(MARKED_VERSIONS)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter()
+            .map(|r| Ok((r.try_get("saved_at")?, r.try_get("version")?)))
+            .collect()
+    }
+
     pub async fn list_history(
         &self,
         scope: &OwnerScope,

@@ -898,18 +898,20 @@ impl Store {
         match filter.decision {
             None => {}
             Some(DecisionClass::Pending) => sql.push_str(" AND decision IS NULL"),
+            // The labels that make a todo (`Label::delivers_work` with faults failing closed:
+            // a fault is its own class here), in SQL.
             Some(DecisionClass::Todo) => sql.push_str(&format!(
                 " AND ({label} LIKE 'queue:%' OR {label} = 'default')"
             )),
             Some(class) => sql.push_str(&format!(" AND {label} = '{}'", class.label())),
         }
+        // Placeholders $1–$6 are fixed above; the optional ones are numbered as they come.
+        let mut next = 7;
         if filter.kind.is_some() {
-            sql.push_str(" AND kind = $7");
+            sql.push_str(&format!(" AND kind = ${next}"));
+            next += 1;
         }
-        sql.push_str(" ORDER BY received_at DESC, id DESC LIMIT $8");
-        if filter.kind.is_none() {
-            sql = sql.replace("$8", "$7");
-        }
+        sql.push_str(&format!(" ORDER BY received_at DESC, id DESC LIMIT ${next}"));
         let mut query = sqlx::query(AssertSqlSafe(sql))
             .bind(crate::lookup_id(webhook_id))
             .bind(scope.to_string())

@@ -103,12 +103,7 @@ pub(super) async fn inbox(c: &Console, person: &Person, said: Option<Notice>) ->
                 read_only: !editors.contains(&plan.owner_scope),
                 replayed: report.events_replayed,
                 changed: report.changed,
-                lost_work: report
-                    .transitions
-                    .iter()
-                    .filter(|t| t.loses_work())
-                    .map(|t| t.count)
-                    .sum(),
+                lost_work: report.lost_work(),
                 from_version: plan.plan.plan.pack.from_version.clone(),
                 kind,
                 stale: if state == PlanState::Stale {
@@ -834,7 +829,7 @@ async fn webhook_view(
         now,
         ACTIVITY_DAYS,
         &counts,
-        saved.iter().map(|h| (h.saved_at, h.version)).collect(),
+        store.versions_saved_since(scope, &w.id, since).await?,
     );
     let history = saved
         .into_iter()

@@ -104,6 +104,7 @@ fn tidy(mut schema: JsonObject) -> JsonObject {
     fn walk(value: &mut Value) {
         match value {
             Value::Object(map) => {
+                plain_integer(map);
                 for (key, child) in map.iter_mut() {
                     match child {
                         Value::String(text) if key == "description" => {
@@ -128,6 +129,31 @@ fn tidy(mut schema: JsonObject) -> JsonObject {
     match root {
         Value::Object(map) => map,
         _ => schema,
+    }
+}
+
+/// Rust's integer widths as schemars writes them (`"format": "uint64"`) are formats no JSON
+/// Schema validator knows: the TypeScript SDK's ajv warns once per field. The width is said
+/// with `minimum`/`maximum` instead, which every validator reads (64-bit ones keep only
+/// their sign: their bounds are past what a JSON number holds exactly).
+fn plain_integer(map: &mut JsonObject) {
+    let bounds: (Option<i64>, Option<i64>) = match map.get("format").and_then(Value::as_str) {
+        Some("uint8") => (Some(0), Some(i64::from(u8::MAX))),
+        Some("uint16") => (Some(0), Some(i64::from(u16::MAX))),
+        Some("uint32") => (Some(0), Some(i64::from(u32::MAX))),
+        Some("uint64" | "uint") => (Some(0), None),
+        Some("int8") => (Some(i64::from(i8::MIN)), Some(i64::from(i8::MAX))),
+        Some("int16") => (Some(i64::from(i16::MIN)), Some(i64::from(i16::MAX))),
+        Some("int32") => (Some(i64::from(i32::MIN)), Some(i64::from(i32::MAX))),
+        Some("int64" | "int") => (None, None),
+        _ => return,
+    };
+    map.remove("format");
+    if let Some(min) = bounds.0 {
+        map.entry("minimum").or_insert(Value::from(min));
+    }
+    if let Some(max) = bounds.1 {
+        map.entry("maximum").or_insert(Value::from(max));
     }
 }
 
@@ -404,6 +430,38 @@ mod tests {
                 tool.name
             );
         }
+    }
+
+    /// Issue 49 item 6: no schema carries a format a JSON Schema validator does not know
+    /// (Rust's integer widths); a 32-bit count says its range with minimum and maximum.
+    #[test]
+    fn no_schema_has_a_format_validators_do_not_know() {
+        const KNOWN: [&str; 5] = ["double", "float", "date-time", "uri", "email"];
+        fn formats(value: &Value, found: &mut Vec<String>) {
+            match value {
+                Value::Object(map) => {
+                    if let Some(Value::String(f)) = map.get("format") {
+                        found.push(f.clone());
+                    }
+                    map.values().for_each(|v| formats(v, found));
+                }
+                Value::Array(items) => items.iter().for_each(|v| formats(v, found)),
+                _ => {}
+            }
+        }
+        let mut bounded = 0;
+        for tool in all_tools() {
+            let value = serde_json::to_value(&tool).expect("a tool as JSON");
+            let mut found = Vec::new();
+            formats(&value, &mut found);
+            found.retain(|f| !KNOWN.contains(&f.as_str()));
+            assert!(found.is_empty(), "{}: {found:?}", tool.name);
+            bounded += serde_json::to_string(&value)
+                .expect("text")
+                .matches("\"maximum\":4294967295")
+                .count();
+        }
+        assert!(bounded > 0, "32-bit counts keep their range");
     }
 
     /// The plan's output schema is the typed plan, not an opaque object.

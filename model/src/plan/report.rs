@@ -123,6 +123,19 @@ pub struct Report {
     pub retention: Option<Retention>,
 }
 
+impl Report {
+    /// How many deliveries the change turns from work into none: the sum of the transitions
+    /// that lose work ([`Transition::loses_work`]), the one count a plan, a trial and the
+    /// inbox show.
+    pub fn lost_work(&self) -> u64 {
+        self.transitions
+            .iter()
+            .filter(|t| t.loses_work())
+            .map(|t| t.count)
+            .sum()
+    }
+}
+
 /// The window retention leaves a webhook, as replays and plans say it.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
