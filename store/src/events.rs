@@ -911,7 +911,9 @@ impl Store {
             sql.push_str(&format!(" AND kind = ${next}"));
             next += 1;
         }
-        sql.push_str(&format!(" ORDER BY received_at DESC, id DESC LIMIT ${next}"));
+        sql.push_str(&format!(
+            " ORDER BY received_at DESC, id DESC LIMIT ${next}"
+        ));
         let mut query = sqlx::query(AssertSqlSafe(sql))
             .bind(crate::lookup_id(webhook_id))
             .bind(scope.to_string())

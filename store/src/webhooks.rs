@@ -291,6 +291,10 @@ macro_rules! whole_webhook_sql {
     };
 }
 
+/// How long a rewrite of secrets on PostgreSQL waits for older transactions before it drops
+/// the dead rows (`Store::scrub_rewritten_secrets`).
+const SCRUB_WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// A stored configuration is at most this large; the router's own limits (32 rules, 4 KiB
 /// expressions, 64 KiB params) stay well inside it.
 pub const MAX_CONFIGURATION_BYTES: usize = 512 * 1024;
@@ -826,9 +830,52 @@ impl Store {
         }
         tx.commit().await?;
         if !rows.is_empty() {
+            self.scrub_rewritten_secrets().await?;
             tracing::info!(sealed = rows.len(), "webhook secrets sealed at rest");
         }
         Ok(rows.len())
+    }
+
+    /// After secrets were rewritten in place (sealed, or sealed again with a new key), leaves
+    /// no earlier copy in the database's files: SQLite zeroes the old cells as it writes
+    /// (`secure_delete`), and a truncating checkpoint drops the WAL's older page images;
+    /// PostgreSQL rewrites the table (`VACUUM FULL`), so its dead rows go with the old file.
+    ///
+    /// PostgreSQL keeps a dead row that a transaction begun before the rewrite may still see, so
+    /// the rewrite first waits (at most [`SCRUB_WAIT`]) for such transactions of this database
+    /// to end; one still running after that keeps its rows until the next rotation.
+    async fn scrub_rewritten_secrets(&self) -> Result<()> {
+        match self.backend {
+            crate::Backend::Sqlite => {
+                sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+                    .execute(&self.pool)
+                    .await?;
+            }
+            crate::Backend::Postgres => {
+                let since: f64 =
+                    sqlx::query_scalar("SELECT EXTRACT(EPOCH FROM clock_timestamp())::float8")
+                        .fetch_one(&self.pool)
+                        .await?;
+                let deadline = std::time::Instant::now() + SCRUB_WAIT;
+                loop {
+                    let older: i64 = sqlx::query_scalar(
+                        "SELECT COUNT(*) FROM pg_stat_activity WHERE datname = current_database() \
+                         AND pid <> pg_backend_pid() AND xact_start < to_timestamp($1)",
+                    )
+                    .bind(since)
+                    .fetch_one(&self.pool)
+                    .await?;
+                    if older == 0 || std::time::Instant::now() >= deadline {
+                        break;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
+                sqlx::query("VACUUM FULL webhooks")
+                    .execute(&self.pool)
+                    .await?;
+            }
+        }
+        Ok(())
     }
 
     /// Refuses to start with a key that did not seal the stored secrets, naming the key that
@@ -870,6 +917,7 @@ impl Store {
                 .await?;
         }
         tx.commit().await?;
+        self.scrub_rewritten_secrets().await?;
         Ok(rows.len())
     }
 }

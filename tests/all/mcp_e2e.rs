@@ -346,6 +346,87 @@ async fn a_real_mcp_client_plans_and_confirms_a_rule_pack_through_the_gateway() 
     store.close().await;
 }
 
+/// Where scripts/mcp-ts puts the TypeScript MCP SDK (or SWITCHBOARD_MCP_TS_DIR).
+fn typescript_sdk() -> PathBuf {
+    std::env::var_os("SWITCHBOARD_MCP_TS_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/mcp-ts"))
+}
+
+/// Issue 49 item 6: the official TypeScript SDK, a typed client, lists every tool of a
+/// `switchboard gateway` process without one warning (no format its validator does not know)
+/// and validates each result it reads against the tool's output schema; `get_webhook` carries
+/// what an agent needs (`confirm_policy`, the name).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_typescript_sdk_reads_every_tool_schema_without_a_warning() {
+    let sdk = typescript_sdk();
+    if !sdk.join("node_modules/@modelcontextprotocol/sdk").exists() {
+        eprintln!(
+            "mcp_e2e: SKIPPED: no TypeScript MCP SDK at {}; install it with scripts/mcp-ts",
+            sdk.display()
+        );
+        return;
+    }
+    let router = RouterProcess::spawn(&["--children", "1"]);
+    let dir = tempfile::tempdir().expect("temp dir");
+    let url = format!(
+        "sqlite://{}?mode=rwc",
+        dir.path().join("control.db").display()
+    );
+    let store = Store::connect_with(
+        &url,
+        StoreOptions {
+            max_connections: 4,
+            sealing_key: Some(crate::support::secret_key()),
+            ..StoreOptions::default()
+        },
+    )
+    .await
+    .expect("open the store");
+    let alice = human(&store, "alice").await;
+    let token = vend(
+        &store,
+        "alice",
+        &alice,
+        "alice-agent",
+        &["webhooks", "webhook-rules", "todos"],
+    )
+    .await;
+    let hook = webhook(&store, &alice).await;
+    let (http, grpc, stop_control) = start_control(&store, &router.addr).await;
+    deliver_some(http, &hook).await;
+    let process = GatewayProcess::spawn(grpc);
+
+    let output = tokio::process::Command::new("node")
+        .arg(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp-ts/check.cjs"))
+        .arg(&sdk)
+        .args([&process.url, &token, &hook.id])
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(120), output)
+        .await
+        .expect("the check finishes within 2 minutes")
+        .expect("node runs");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert!(
+        output.status.success(),
+        "the TypeScript SDK's check failed ({}):\n{stdout}\n{}",
+        output.status,
+        String::from_utf8_lossy(&output.stderr)
+    );
+    let report: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
+    assert_eq!(report["warnings"], serde_json::json!([]), "{report}");
+    assert_eq!(report["problems"], serde_json::json!([]), "{report}");
+    assert!(
+        report["called"].as_array().is_some_and(|c| c.len() == 6),
+        "{report}"
+    );
+    drop(process);
+    let _ = stop_control.send(());
+    drop(router);
+    store.close().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_gateway_role_guards_mcp_even_without_control() {
     // Control is not running: the gateway still starts, answers probes, and refuses what

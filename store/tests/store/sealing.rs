@@ -8,8 +8,9 @@ use switchboard_store::{Error, SealingKey, Store};
 use crate::harness::{TestDb, human, webhook};
 
 /// Everything the database holds at rest, as text: the SQLite file with its WAL, or a
-/// `pg_dump` of the test's schema.
-fn dump(db: &TestDb) -> String {
+/// `pg_dump` of the test's schema followed by the raw bytes of the webhooks table's file
+/// (after a checkpoint) where this machine's server keeps it readable.
+async fn dump(db: &TestDb) -> String {
     match db.store.backend() {
         Backend::Sqlite => {
             let path = db
@@ -38,7 +39,36 @@ fn dump(db: &TestDb) -> String {
                 "{}",
                 String::from_utf8_lossy(&out.stderr)
             );
-            String::from_utf8_lossy(&out.stdout).into_owned()
+            let mut text = String::from_utf8_lossy(&out.stdout).into_owned();
+            text.push_str(&raw_table_file(db).await);
+            text
+        }
+    }
+}
+
+/// The webhooks table's file as PostgreSQL wrote it (dead rows included), after a checkpoint;
+/// empty, saying so, where the server's files are not readable here (a remote server).
+async fn raw_table_file(db: &TestDb) -> String {
+    let pool = db.store.pool();
+    let row = sqlx::query(
+        "SELECT current_setting('data_directory') AS dir, pg_relation_filepath('webhooks') AS file",
+    )
+    .fetch_one(pool)
+    .await
+    .expect("where the table lives");
+    let dir: String = row.try_get("dir").expect("dir");
+    let file: String = row.try_get("file").expect("file");
+    sqlx::query("CHECKPOINT")
+        .execute(pool)
+        .await
+        .expect("checkpoint");
+    match std::fs::read(std::path::Path::new(&dir).join(&file)) {
+        Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
+        Err(e) => {
+            eprintln!(
+                "sealing: the table's file {dir}/{file} is not readable here ({e}); pg_dump only"
+            );
+            String::new()
         }
     }
 }
@@ -62,7 +92,7 @@ pub async fn a_database_dump_holds_no_webhook_secret(db: TestDb) {
         db.webhook_for_ingest(&hook.id).await.expect("read").secret,
         given
     );
-    let text = dump(&db);
+    let text = dump(&db).await;
     assert!(text.contains(&hook.id), "the dump is of this database");
     for secret in [given, generated.secret.as_str(), rotated.secret.as_str()] {
         assert!(!text.contains(secret), "the dump holds a secret");
@@ -100,6 +130,14 @@ pub async fn secrets_written_in_the_clear_are_sealed_at_start_and_still_verify(d
             .secret,
         hook.secret,
         "the webhook keeps verifying with the secret it had"
+    );
+    // Issue 49 item 7: no byte of the database holds the secret it had in the clear (a
+    // deleted cell, a free page, a page image in the WAL, a dead PostgreSQL row).
+    let text = dump(&db).await;
+    assert!(text.contains(&hook.id), "the dump is of this database");
+    assert!(
+        !text.contains(&hook.secret),
+        "the secret written in the clear survives in the database's bytes"
     );
     reopened.close().await;
 }
@@ -140,6 +178,15 @@ pub async fn rotation_seals_every_secret_with_the_new_key(db: TestDb) {
     assert!(
         Store::connect(&db.url, db.sealing_key()).await.is_err(),
         "the old key no longer opens them"
+    );
+    // Issue 49 item 7: nothing sealed by the old key is left in the database's bytes, so a
+    // leaked old key opens nothing that was ever stored.
+    let old = format!("sealed:v1:{}:", db.sealing_key().id());
+    let text = dump(&db).await;
+    assert!(text.contains(&a.id), "the dump is of this database");
+    assert!(
+        !text.contains(&old),
+        "a secret sealed by the old key survives in the database's bytes"
     );
     let rotated = Store::connect(&db.url, &new)
         .await
