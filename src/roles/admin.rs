@@ -155,8 +155,16 @@ pub enum HumanCommand {
         #[arg(long)]
         display_name: Option<String>,
     },
-    /// Lists every human.
+    /// Lists every human (every page).
     List,
+    /// Offboards a human: deletes their endpoints (their credentials stop at once), ends their
+    /// console sessions, removes their memberships; refused while `human:<login>` owns
+    /// webhooks. Asks first unless `--yes`.
+    Delete {
+        login: String,
+        #[arg(long)]
+        yes: bool,
+    },
     /// Prints a one-time link that signs the human in to the console (15 minutes, single use).
     SignInLink {
         login: String,
@@ -186,8 +194,15 @@ pub enum TeamCommand {
     },
     /// Takes a human out of a team: their endpoints in its scope lose its verbs at once.
     RemoveMember { slug: String, login: String },
-    /// Lists every team.
+    /// Lists every team (every page).
     List,
+    /// Deletes a team with its memberships and endpoints; refused while it owns webhooks.
+    /// Asks first unless `--yes`.
+    Delete {
+        slug: String,
+        #[arg(long)]
+        yes: bool,
+    },
 }
 
 #[derive(Subcommand, Debug, Clone)]
@@ -599,15 +614,38 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
             );
         }
         AdminCommand::Human(HumanCommand::List) => {
-            let humans = client
-                .list_humans(pb::ListHumansRequest {})
+            let mut cursor = String::new();
+            loop {
+                let page = client
+                    .list_humans(pb::ListHumansRequest { cursor, limit: 200 })
+                    .await
+                    .map_err(api)?
+                    .into_inner();
+                for h in page.humans {
+                    println!("{}\t{}", h.login, h.display_name);
+                }
+                if page.next_cursor.is_empty() {
+                    break;
+                }
+                cursor = page.next_cursor;
+            }
+        }
+        AdminCommand::Human(HumanCommand::Delete { login, yes }) => {
+            let prompt =
+                format!("delete human {login}, their endpoints, sessions and memberships? [y/N] ");
+            if !yes && !confirm(&prompt)? {
+                println!("nothing deleted");
+                return Ok(());
+            }
+            let gone = client
+                .delete_human(pb::DeleteHumanRequest { login })
                 .await
                 .map_err(api)?
-                .into_inner()
-                .humans;
-            for h in humans {
-                println!("{}\t{}", h.login, h.display_name);
-            }
+                .into_inner();
+            println!(
+                "human {} deleted ({} endpoints, {} memberships)",
+                gone.login, gone.endpoints_deleted, gone.memberships_removed
+            );
         }
         AdminCommand::Team(TeamCommand::Create { slug, name }) => {
             let t = client
@@ -640,15 +678,37 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
             println!("{} is no longer a member of team:{}", m.login, m.team);
         }
         AdminCommand::Team(TeamCommand::List) => {
-            let teams = client
-                .list_teams(pb::ListTeamsRequest {})
+            let mut cursor = String::new();
+            loop {
+                let page = client
+                    .list_teams(pb::ListTeamsRequest { cursor, limit: 200 })
+                    .await
+                    .map_err(api)?
+                    .into_inner();
+                for t in page.teams {
+                    println!("{}\t{}", t.slug, t.name);
+                }
+                if page.next_cursor.is_empty() {
+                    break;
+                }
+                cursor = page.next_cursor;
+            }
+        }
+        AdminCommand::Team(TeamCommand::Delete { slug, yes }) => {
+            let prompt = format!("delete team {slug}, its memberships and endpoints? [y/N] ");
+            if !yes && !confirm(&prompt)? {
+                println!("nothing deleted");
+                return Ok(());
+            }
+            let gone = client
+                .delete_team(pb::DeleteTeamRequest { slug })
                 .await
                 .map_err(api)?
-                .into_inner()
-                .teams;
-            for t in teams {
-                println!("{}\t{}", t.slug, t.name);
-            }
+                .into_inner();
+            println!(
+                "team {} deleted ({} endpoints, {} memberships)",
+                gone.slug, gone.endpoints_deleted, gone.memberships_removed
+            );
         }
         AdminCommand::Webhook(command) => webhook(client, command).await?,
         AdminCommand::Scope(command) => scope(client, command).await?,
@@ -860,14 +920,24 @@ async fn webhook(client: &mut Client, command: WebhookCommand) -> anyhow::Result
             println!("webhook {} deleted", gone.webhook_id);
         }
         WebhookCommand::List { scope } => {
-            let webhooks = client
-                .list_scope_webhooks(pb::ListScopeWebhooksRequest {
-                    owner_scope: scope.to_string(),
-                })
-                .await
-                .map_err(api)?
-                .into_inner()
-                .webhooks;
+            let mut webhooks = Vec::new();
+            let mut cursor = String::new();
+            loop {
+                let page = client
+                    .list_scope_webhooks(pb::ListScopeWebhooksRequest {
+                        owner_scope: scope.to_string(),
+                        cursor,
+                        limit: 200,
+                    })
+                    .await
+                    .map_err(api)?
+                    .into_inner();
+                webhooks.extend(page.webhooks);
+                if page.next_cursor.is_empty() {
+                    break;
+                }
+                cursor = page.next_cursor;
+            }
             for w in webhooks {
                 println!(
                     "{}\t{}\tgrant={}\tversion={}\treject_unverified={}\tname={}",

@@ -38,6 +38,8 @@ pub enum OperatorAction {
     RevokeEndpoint,
     DeleteWebhook,
     RenameWebhook,
+    DeleteHuman,
+    DeleteTeam,
 }
 
 impl OperatorAction {
@@ -63,6 +65,8 @@ impl OperatorAction {
             OperatorAction::RevokeEndpoint => "revoke_endpoint",
             OperatorAction::DeleteWebhook => "delete_webhook",
             OperatorAction::RenameWebhook => "rename_webhook",
+            OperatorAction::DeleteHuman => "delete_human",
+            OperatorAction::DeleteTeam => "delete_team",
         }
     }
 }

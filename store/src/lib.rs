@@ -80,7 +80,7 @@ pub use redrives::{
     Redrive, RedriveEntry, RedriveFilter, RedriveOutcome, redrive_limit,
 };
 pub use retention::{Retention, Window as RetentionWindow};
-pub use tenancy::{Human, Membership, Team};
+pub use tenancy::{Human, Membership, Offboarded, Team};
 pub use todos::{MAX_CLAIM_TTL, NewTodo, Todo, TodoFilter, TodoInsert};
 pub use trials::{EXAMPLES as TRIAL_EXAMPLES, NewGuard, NewTrial, Trial, TrialBatch};
 pub use webhook_cache::{IngestWebhook, is_stale_webhook};
@@ -413,6 +413,9 @@ pub(crate) enum Listing {
     Todos,
     History,
     Audit,
+    Humans,
+    Teams,
+    ScopeWebhooks,
 }
 
 impl Listing {
@@ -422,6 +425,9 @@ impl Listing {
             Listing::Todos => "t1",
             Listing::History => "h1",
             Listing::Audit => "a1",
+            Listing::Humans => "u1",
+            Listing::Teams => "g1",
+            Listing::ScopeWebhooks => "w1",
         }
     }
 }

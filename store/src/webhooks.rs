@@ -486,6 +486,37 @@ impl Store {
             .unwrap_or(Err(Error::not_found("webhook")))
     }
 
+    /// The scope's webhooks, oldest first, one page at a time (the operators' listing).
+    pub async fn list_webhooks_page(
+        &self,
+        scope: &OwnerScope,
+        page: &crate::Page,
+    ) -> Result<crate::Paged<Webhook>> {
+        let size = page.size()?;
+        let (after_ms, after_id) = page
+            .position(crate::Listing::ScopeWebhooks)?
+            .unwrap_or((i64::MIN, String::new()));
+        let rows = sqlx::query(whole_webhook_sql!(
+            self.names,
+            "SELECT ",
+            " FROM webhooks WHERE owner_scope = $1 AND (created_at, id) > ($2, $3) \
+              ORDER BY created_at, id LIMIT $4"
+        ))
+        .bind(scope.to_string())
+        .bind(after_ms)
+        .bind(after_id)
+        .bind(size + 1)
+        .fetch_all(&self.pool)
+        .await?;
+        let items = rows
+            .iter()
+            .map(|r| webhook(r, &self.sealing))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(crate::into_page(items, size, |w| {
+            crate::cursor_for(crate::Listing::ScopeWebhooks, w.created_at, &w.id)
+        }))
+    }
+
     /// The scope's webhooks, oldest first.
     pub async fn list_webhooks(&self, scope: &OwnerScope) -> Result<Vec<Webhook>> {
         let rows = sqlx::query(whole_webhook_sql!(

@@ -507,6 +507,15 @@ pub async fn admin_cli_manages_tenancy_webhooks_and_endpoints(db: TestDb) {
             .unwrap(),
         None
     );
+    // Offboarded (issue 49): asked first, then gone; gone again is not found.
+    let out = ok(run(&["human", "delete", "carol"], "n\n"));
+    assert!(out.contains("nothing deleted"), "{out}");
+    let out = ok(run(&["human", "delete", "carol", "--yes"], ""));
+    assert!(out.contains("human carol deleted"), "{out}");
+    let (done, _, err) = run(&["human", "delete", "carol", "--yes"], "");
+    assert!(!done && err.contains("not found"), "{err}");
+    let listed = ok(run(&["human", "list"], ""));
+    assert!(!listed.contains("carol"), "{listed}");
 
     // A webhook: id, ingest path and the secret printed once.
     let out = ok(run(

@@ -81,7 +81,7 @@ async fn only_operator_credentials_open_the_operators_api(db: TestDb) {
     let endpoint = endpoint_credential(&db.store, "alice").await;
 
     let teams = |token: Option<&str>| {
-        let mut r = Request::new(pb::ListTeamsRequest {});
+        let mut r = Request::new(pb::ListTeamsRequest::default());
         if let Some(t) = token {
             r.metadata_mut()
                 .insert("authorization", format!("Bearer {t}").parse().unwrap());
@@ -970,6 +970,188 @@ async fn offboarding_a_member_and_a_webhook_takes_effect_at_once_and_is_logged(d
     assert_eq!(
         of_hook.last().map(|e| e.actor_operator.as_str()),
         Some(root.credential.id.as_str())
+    );
+    // Issue 49 item 2: a human is offboarded, and a team deleted. Refused while their scope
+    // owns webhooks (nothing changed); then bob's own agent and console session stop at once.
+    let own_hook = api
+        .provision_webhook(with(
+            token,
+            pb::ProvisionWebhookRequest {
+                owner_scope: "human:bob".into(),
+                source_type: pb::SourceType::Github as i32,
+                grant: vec!["forge".into()],
+                name: "bob's".into(),
+                ..Default::default()
+            },
+        ))
+        .await
+        .expect("bob's webhook")
+        .into_inner()
+        .webhook
+        .expect("webhook");
+    let own_agent = db
+        .store
+        .vend_endpoint(NewEndpoint {
+            name: "bob-own".into(),
+            human_login: "bob".into(),
+            owner_scope: OwnerScope::human("bob"),
+            verbs: vec!["webhooks".into()],
+        })
+        .await
+        .expect("vend")
+        .credential;
+    let link = db
+        .store
+        .create_sign_in_link("bob", 60_000)
+        .await
+        .expect("a link");
+    let (session, _) = db
+        .store
+        .redeem_sign_in_link(&link, 60_000)
+        .await
+        .expect("a session");
+    let refused = api
+        .delete_human(with(
+            token,
+            pb::DeleteHumanRequest {
+                login: "bob".into(),
+            },
+        ))
+        .await
+        .expect_err("bob's scope owns a webhook");
+    assert_eq!(refused.code(), Code::FailedPrecondition, "{refused:?}");
+    assert!(
+        refused.message().contains("human:bob still owns 1 webhook"),
+        "{refused:?}"
+    );
+    assert!(
+        db.store
+            .authenticate(&own_agent)
+            .await
+            .expect("read")
+            .is_some(),
+        "a refusal changes nothing"
+    );
+    let refused = api
+        .delete_team(with(
+            token,
+            pb::DeleteTeamRequest {
+                slug: "nobody".into(),
+            },
+        ))
+        .await
+        .expect_err("no such team");
+    assert_eq!(refused.code(), Code::NotFound);
+    api.deprovision_webhook(with(
+        token,
+        pb::DeprovisionWebhookRequest {
+            webhook_id: own_hook.id.clone(),
+        },
+    ))
+    .await
+    .expect("deleted");
+    let gone = api
+        .delete_human(with(
+            token,
+            pb::DeleteHumanRequest {
+                login: "bob".into(),
+            },
+        ))
+        .await
+        .expect("bob offboarded")
+        .into_inner();
+    assert_eq!(
+        (gone.endpoints_deleted, gone.memberships_removed),
+        (2, 0),
+        "his own agent and the team's; his membership was removed before"
+    );
+    let stopped = webhooks
+        .list_webhooks(with(&own_agent, pb::ListWebhooksRequest {}))
+        .await
+        .expect_err("a deleted human's agent");
+    assert_eq!(stopped.code(), Code::Unauthenticated, "{stopped:?}");
+    assert_eq!(
+        db.store.console_session(&session).await.expect("read"),
+        None,
+        "his console session ended"
+    );
+    let again = api
+        .delete_human(with(
+            token,
+            pb::DeleteHumanRequest {
+                login: "bob".into(),
+            },
+        ))
+        .await
+        .expect_err("gone");
+    assert_eq!(again.code(), Code::NotFound);
+    let team = api
+        .delete_team(with(
+            token,
+            pb::DeleteTeamRequest {
+                slug: "infra".into(),
+            },
+        ))
+        .await
+        .expect("the team, its webhook deleted before")
+        .into_inner();
+    assert_eq!(team.slug, "infra");
+
+    // Humans and teams are listed a page at a time.
+    for login in ["carol", "dave", "erin"] {
+        human(&db.store, login).await;
+    }
+    let mut logins = Vec::new();
+    let mut cursor = String::new();
+    let mut pages = 0;
+    loop {
+        let page = api
+            .list_humans(with(
+                token,
+                pb::ListHumansRequest {
+                    cursor: cursor.clone(),
+                    limit: 2,
+                },
+            ))
+            .await
+            .expect("a page")
+            .into_inner();
+        pages += 1;
+        logins.extend(page.humans.into_iter().map(|h| h.login));
+        if page.next_cursor.is_empty() {
+            break;
+        }
+        cursor = page.next_cursor;
+    }
+    assert_eq!(
+        (logins, pages),
+        (vec!["carol".to_string(), "dave".into(), "erin".into()], 2)
+    );
+    let bad = api
+        .list_teams(with(
+            token,
+            pb::ListTeamsRequest {
+                cursor: cursor.clone(),
+                limit: 2,
+            },
+        ))
+        .await
+        .expect_err("a humans cursor is no teams cursor");
+    assert_eq!(bad.code(), Code::InvalidArgument);
+
+    let actions: Vec<String> = audit(&mut api, token)
+        .await
+        .into_iter()
+        .map(|e| e.action)
+        .collect();
+    assert_eq!(
+        actions[..3],
+        [
+            "delete_team".to_string(),
+            "delete_human".to_string(),
+            "delete_webhook".to_string()
+        ],
+        "{actions:?}"
     );
     let verified = api
         .verify_change_log(with(token, pb::VerifyChangeLogRequest {}))

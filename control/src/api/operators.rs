@@ -163,9 +163,38 @@ impl Operators for OperatorsApi {
     ) -> Result<Response<pb::ListHumansResponse>, Status> {
         respond(async {
             self.operator(request.metadata()).await?;
-            let humans = self.state.store.list_humans().await?;
+            let r = request.get_ref();
+            let page = self
+                .state
+                .store
+                .list_humans_page(&convert::page(&r.cursor, r.limit))
+                .await?;
             Ok(pb::ListHumansResponse {
-                humans: humans.into_iter().map(human).collect(),
+                humans: page.items.into_iter().map(human).collect(),
+                next_cursor: page.next_cursor.unwrap_or_default(),
+            })
+        })
+        .await
+    }
+
+    async fn delete_human(
+        &self,
+        request: Request<pb::DeleteHumanRequest>,
+    ) -> Result<Response<pb::DeleteHumanResponse>, Status> {
+        respond(async {
+            let op = self.operator(request.metadata()).await?;
+            let r = request.into_inner();
+            let gone = self
+                .state
+                .store
+                .by_operator(&op.id)
+                .delete_human(&r.login)
+                .await?;
+            tracing::info!(human = %r.login, endpoints = gone.endpoints, "human deleted");
+            Ok(pb::DeleteHumanResponse {
+                login: r.login,
+                endpoints_deleted: gone.endpoints,
+                memberships_removed: gone.memberships,
             })
         })
         .await
@@ -223,9 +252,38 @@ impl Operators for OperatorsApi {
     ) -> Result<Response<pb::ListTeamsResponse>, Status> {
         respond(async {
             self.operator(request.metadata()).await?;
-            let teams = self.state.store.list_teams().await?;
+            let r = request.get_ref();
+            let page = self
+                .state
+                .store
+                .list_teams_page(&convert::page(&r.cursor, r.limit))
+                .await?;
             Ok(pb::ListTeamsResponse {
-                teams: teams.into_iter().map(team).collect(),
+                teams: page.items.into_iter().map(team).collect(),
+                next_cursor: page.next_cursor.unwrap_or_default(),
+            })
+        })
+        .await
+    }
+
+    async fn delete_team(
+        &self,
+        request: Request<pb::DeleteTeamRequest>,
+    ) -> Result<Response<pb::DeleteTeamResponse>, Status> {
+        respond(async {
+            let op = self.operator(request.metadata()).await?;
+            let r = request.into_inner();
+            let gone = self
+                .state
+                .store
+                .by_operator(&op.id)
+                .delete_team(&r.slug)
+                .await?;
+            tracing::info!(team = %r.slug, endpoints = gone.endpoints, "team deleted");
+            Ok(pb::DeleteTeamResponse {
+                slug: r.slug,
+                endpoints_deleted: gone.endpoints,
+                memberships_removed: gone.memberships,
             })
         })
         .await
@@ -329,10 +387,16 @@ impl Operators for OperatorsApi {
     ) -> Result<Response<pb::ListScopeWebhooksResponse>, Status> {
         respond(async {
             self.operator(request.metadata()).await?;
-            let scope = scope(&request.get_ref().owner_scope)?;
-            let webhooks = self.state.store.list_webhooks(&scope).await?;
+            let r = request.get_ref();
+            let scope = scope(&r.owner_scope)?;
+            let page = self
+                .state
+                .store
+                .list_webhooks_page(&scope, &convert::page(&r.cursor, r.limit))
+                .await?;
             Ok(pb::ListScopeWebhooksResponse {
-                webhooks: webhooks.iter().map(convert::webhook).collect(),
+                webhooks: page.items.iter().map(convert::webhook).collect(),
+                next_cursor: page.next_cursor.unwrap_or_default(),
             })
         })
         .await
