@@ -23,6 +23,12 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .build_server(true)
         // Delivery bodies are shared, not copied, when a batch is split and resent to children.
         .bytes(".")
-        .compile_fds(fds)?;
+        // `prost::Name` on every message: its full name finds its descriptor, so any message
+        // prints as protobuf JSON (`message_json`).
+        .compile_fds_with_config(fds, {
+            let mut config = tonic_prost_build::Config::new();
+            config.enable_type_names();
+            config
+        })?;
     Ok(())
 }

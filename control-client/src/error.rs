@@ -55,6 +55,18 @@ impl CallError {
         )
     }
 
+    /// For a command line, whose user gave the address: a `control_unavailable` names it (and
+    /// carries it as `control`), so a script's log says which control did not answer. Only
+    /// the CLIs call this; what an agent reads never names an internal address.
+    pub fn at_control(mut self, address: &str) -> CallError {
+        if self.code == Reason::ControlUnavailable.as_str() {
+            self.message = format!("control at {address} did not answer; nothing was changed");
+            self.details
+                .insert("control".into(), Value::String(address.to_string()));
+        }
+        self
+    }
+
     /// A control status as a typed error: the reason from its `ErrorInfo` (a status without
     /// one, the transport's own, is named by its gRPC code), the message without the reason's
     /// prefix, and the details as data.

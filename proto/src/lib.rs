@@ -57,6 +57,8 @@ impl From<&switchboard_model::TrustedActors> for control::v1::TrustedActors {
 
 pub mod convert;
 
+pub mod message_json;
+
 pub mod reason;
 
 /// Encoded `FileDescriptorSet` of every package, for gRPC server reflection.

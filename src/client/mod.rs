@@ -96,6 +96,8 @@ pub struct Session {
     pub client: ControlClient,
     pub bearer: Bearer,
     pub output: Output,
+    /// The address the user gave, named when control does not answer.
+    pub control: String,
 }
 
 impl Session {
@@ -115,12 +117,14 @@ impl Session {
             client,
             bearer: Bearer::new(token),
             output: common.output,
+            control: common.control.clone(),
         })
     }
 
-    /// A control status as the typed error's code and message (never an address).
+    /// A control status as the typed error's code and message (an address only where control
+    /// did not answer: the one the user gave).
     pub fn status(&self, s: Status) -> Failure {
-        Failure::call(CallError::from_status(&s))
+        Failure::call(CallError::from_status(&s).at_control(&self.control))
     }
 }
 

@@ -15,6 +15,8 @@ use switchboard_control::store::SourceType;
 use switchboard_control::{Error, OwnerScope, Role, SealingKey, Store, verbs};
 use switchboard_control_client::CallError;
 use switchboard_proto::control::v1 as pb;
+
+use crate::client::Output;
 use switchboard_proto::control::v1::operators_client::OperatorsClient;
 use tonic::service::interceptor::InterceptedService;
 use tonic::transport::Channel;
@@ -33,6 +35,11 @@ pub struct AdminArgs {
         default_value = "127.0.0.1:7700"
     )]
     pub control: String,
+    /// `table` (for people) or `json`: each answer as protobuf JSON, the object the API
+    /// answered (`.proto` field names, every field present); a listing of several pages prints
+    /// one object per page. Anywhere on the line.
+    #[arg(long, global = true, value_enum, default_value_t = Output::Table)]
+    pub output: Output,
     #[command(subcommand)]
     pub command: AdminCommand,
 }
@@ -380,6 +387,46 @@ fn op(e: Error) -> anyhow::Error {
 /// answer; …`), rather than the transport's words.
 /// Control's refusal (or its silence) as the typed error the people's CLI prints: its code
 /// sets the exit code, from the one reason table (`cli::run`).
+/// How this process prints: set once by [`run`] from `--output` (one command per process).
+static OUTPUT: std::sync::OnceLock<Output> = std::sync::OnceLock::new();
+
+fn json_output() -> bool {
+    OUTPUT.get() == Some(&Output::Json)
+}
+
+/// A line for people: printed with `--output table` only (with `json` the answers are).
+macro_rules! say {
+    ($($arg:tt)*) => {
+        if !json_output() {
+            println!($($arg)*);
+        }
+    };
+}
+
+/// What a person must read whatever the output (a consent's terms): stdout for a table,
+/// stderr beside JSON.
+macro_rules! tell {
+    ($($arg:tt)*) => {
+        if json_output() {
+            eprintln!($($arg)*);
+        } else {
+            println!($($arg)*);
+        }
+    };
+}
+
+/// An answer of control's: with `--output json` printed as the API's object, then returned
+/// for the table lines.
+fn answered<M: prost::Message + prost::Name>(response: tonic::Response<M>) -> anyhow::Result<M> {
+    let message = response.into_inner();
+    if json_output() {
+        let value = switchboard_proto::message_json::message_json(&message)
+            .map_err(|e| anyhow::anyhow!("printing {} as JSON: {e}", M::full_name()))?;
+        println!("{value}");
+    }
+    Ok(message)
+}
+
 fn api(status: tonic::Status) -> anyhow::Error {
     anyhow::Error::new(CallError::from_status(&status))
 }
@@ -418,6 +465,7 @@ fn client(control: &str) -> anyhow::Result<Client> {
 }
 
 pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
+    let _ = OUTPUT.set(args.output);
     match args.command {
         AdminCommand::Changes(ChangesCommand::Verify { file: Some(file) }) => {
             let text = std::fs::read_to_string(&file)
@@ -478,7 +526,13 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
         }
         command => {
             let mut client = client(&args.control)?;
-            call(&mut client, command).await
+            call(&mut client, command).await.map_err(|e| {
+                // Control not answering is said with the address the operator gave.
+                match e.downcast::<CallError>() {
+                    Ok(refused) => anyhow::Error::new(refused.at_control(&args.control)),
+                    Err(other) => other,
+                }
+            })
         }
     }
 }
@@ -517,8 +571,8 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
                     until_ms: filter.until_ms.unwrap_or(0),
                 })
                 .await
-                .map_err(api)?
-                .into_inner();
+                .map_err(api)
+                .and_then(answered)?;
             for e in page.entries {
                 let some = |v: &String| (!v.is_empty()).then(|| v.clone());
                 let actor = switchboard_model::change_log::ChangeActor {
@@ -527,7 +581,7 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
                     operator: some(&e.actor_operator),
                 }
                 .describe();
-                println!(
+                say!(
                     "{}\t{}\t{}\t{}\t{}\t{}",
                     e.seq,
                     e.at_ms,
@@ -538,7 +592,7 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
                 );
             }
             if page.next_after_seq > 0 {
-                println!("next after: {}", page.next_after_seq);
+                say!("next after: {}", page.next_after_seq);
             }
         }
         AdminCommand::Changes(ChangesCommand::Export { out }) => {
@@ -552,8 +606,8 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
                         ..Default::default()
                     })
                     .await
-                    .map_err(api)?
-                    .into_inner()
+                    .map_err(api)
+                    .and_then(answered)?
                     .entries;
                 let Some(last) = page.last() else { break };
                 after = last.seq;
@@ -575,8 +629,8 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
             let v = client
                 .verify_change_log(pb::VerifyChangeLogRequest {})
                 .await
-                .map_err(api)?
-                .into_inner();
+                .map_err(api)
+                .and_then(answered)?;
             if !v.intact {
                 anyhow::bail!("the change log does not verify: {}", v.broken);
             }
@@ -592,11 +646,11 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
                     display_name,
                 })
                 .await
-                .map_err(api)?
-                .into_inner()
+                .map_err(api)
+                .and_then(answered)?
                 .human
                 .context("control answered no human")?;
-            println!("human {} created (admin of human:{})", h.login, h.login);
+            say!("human {} created (admin of human:{})", h.login, h.login);
         }
         AdminCommand::Human(HumanCommand::SignInLink { login, console_url }) => {
             let link = client
@@ -605,9 +659,9 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
                     console_url,
                 })
                 .await
-                .map_err(api)?
-                .into_inner();
-            println!("{}", link.url);
+                .map_err(api)
+                .and_then(answered)?;
+            say!("{}", link.url);
             eprintln!(
                 "a one-time sign-in link for {login}, valid for {} minutes",
                 link.valid_for_secs / 60
@@ -619,10 +673,10 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
                 let page = client
                     .list_humans(pb::ListHumansRequest { cursor, limit: 200 })
                     .await
-                    .map_err(api)?
-                    .into_inner();
+                    .map_err(api)
+                    .and_then(answered)?;
                 for h in page.humans {
-                    println!("{}\t{}", h.login, h.display_name);
+                    say!("{}\t{}", h.login, h.display_name);
                 }
                 if page.next_cursor.is_empty() {
                     break;
@@ -634,28 +688,30 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
             let prompt =
                 format!("delete human {login}, their endpoints, sessions and memberships? [y/N] ");
             if !yes && !confirm(&prompt)? {
-                println!("nothing deleted");
+                say!("nothing deleted");
                 return Ok(());
             }
             let gone = client
                 .delete_human(pb::DeleteHumanRequest { login })
                 .await
-                .map_err(api)?
-                .into_inner();
-            println!(
+                .map_err(api)
+                .and_then(answered)?;
+            say!(
                 "human {} deleted ({} endpoints, {} memberships)",
-                gone.login, gone.endpoints_deleted, gone.memberships_removed
+                gone.login,
+                gone.endpoints_deleted,
+                gone.memberships_removed
             );
         }
         AdminCommand::Team(TeamCommand::Create { slug, name }) => {
             let t = client
                 .create_team(pb::CreateTeamRequest { slug, name })
                 .await
-                .map_err(api)?
-                .into_inner()
+                .map_err(api)
+                .and_then(answered)?
                 .team
                 .context("control answered no team")?;
-            println!("team {} created (scope team:{})", t.slug, t.slug);
+            say!("team {} created (scope team:{})", t.slug, t.slug);
         }
         AdminCommand::Team(TeamCommand::AddMember { slug, login, role }) => {
             let m = client
@@ -665,17 +721,17 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
                     role: role.as_str().to_string(),
                 })
                 .await
-                .map_err(api)?
-                .into_inner();
-            println!("{} is {} of team:{}", m.login, m.role, m.team);
+                .map_err(api)
+                .and_then(answered)?;
+            say!("{} is {} of team:{}", m.login, m.role, m.team);
         }
         AdminCommand::Team(TeamCommand::RemoveMember { slug, login }) => {
             let m = client
                 .remove_team_member(pb::RemoveTeamMemberRequest { team: slug, login })
                 .await
-                .map_err(api)?
-                .into_inner();
-            println!("{} is no longer a member of team:{}", m.login, m.team);
+                .map_err(api)
+                .and_then(answered)?;
+            say!("{} is no longer a member of team:{}", m.login, m.team);
         }
         AdminCommand::Team(TeamCommand::List) => {
             let mut cursor = String::new();
@@ -683,10 +739,10 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
                 let page = client
                     .list_teams(pb::ListTeamsRequest { cursor, limit: 200 })
                     .await
-                    .map_err(api)?
-                    .into_inner();
+                    .map_err(api)
+                    .and_then(answered)?;
                 for t in page.teams {
-                    println!("{}\t{}", t.slug, t.name);
+                    say!("{}\t{}", t.slug, t.name);
                 }
                 if page.next_cursor.is_empty() {
                     break;
@@ -697,17 +753,19 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
         AdminCommand::Team(TeamCommand::Delete { slug, yes }) => {
             let prompt = format!("delete team {slug}, its memberships and endpoints? [y/N] ");
             if !yes && !confirm(&prompt)? {
-                println!("nothing deleted");
+                say!("nothing deleted");
                 return Ok(());
             }
             let gone = client
                 .delete_team(pb::DeleteTeamRequest { slug })
                 .await
-                .map_err(api)?
-                .into_inner();
-            println!(
+                .map_err(api)
+                .and_then(answered)?;
+            say!(
                 "team {} deleted ({} endpoints, {} memberships)",
-                gone.slug, gone.endpoints_deleted, gone.memberships_removed
+                gone.slug,
+                gone.endpoints_deleted,
+                gone.memberships_removed
             );
         }
         AdminCommand::Webhook(command) => webhook(client, command).await?,
@@ -723,11 +781,11 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
             let e = client
                 .revoke_endpoint(pb::RevokeEndpointRequest { endpoint_id: id })
                 .await
-                .map_err(api)?
-                .into_inner()
+                .map_err(api)
+                .and_then(answered)?
                 .endpoint
                 .context("control answered no endpoint")?;
-            println!("endpoint {} revoked", e.id);
+            say!("endpoint {} revoked", e.id);
         }
         AdminCommand::Endpoint(EndpointCommand::List { scope }) => {
             let endpoints = client
@@ -735,15 +793,15 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
                     owner_scope: scope.map(|s| s.to_string()),
                 })
                 .await
-                .map_err(api)?
-                .into_inner()
+                .map_err(api)
+                .and_then(answered)?
                 .endpoints;
             for e in endpoints {
                 let families: Vec<String> = verbs::group_by_family(&e.verbs)
                     .into_iter()
                     .map(|(family, held)| format!("{family}({})", held.len()))
                     .collect();
-                println!(
+                say!(
                     "{}\t{}\thuman={}\tscope={}\t{}\tverbs={}",
                     e.id,
                     e.name,
@@ -762,11 +820,11 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
             let made = client
                 .create_operator_credential(pb::CreateOperatorCredentialRequest { name })
                 .await
-                .map_err(api)?
-                .into_inner();
+                .map_err(api)
+                .and_then(answered)?;
             let c = made.credential.context("control answered no credential")?;
-            println!("operator credential {} created", c.id);
-            println!(
+            say!("operator credential {} created", c.id);
+            say!(
                 "operator token (shown once; it is stored only as a hash): {}",
                 made.token
             );
@@ -775,11 +833,11 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
             let all = client
                 .list_operator_credentials(pb::ListOperatorCredentialsRequest {})
                 .await
-                .map_err(api)?
-                .into_inner()
+                .map_err(api)
+                .and_then(answered)?
                 .credentials;
             for c in all {
-                println!(
+                say!(
                     "{}\t{}\t{}\tcreated_by={}",
                     c.id,
                     c.name,
@@ -800,11 +858,11 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
             let c = client
                 .revoke_operator_credential(pb::RevokeOperatorCredentialRequest { id })
                 .await
-                .map_err(api)?
-                .into_inner()
+                .map_err(api)
+                .and_then(answered)?
                 .credential
                 .context("control answered no credential")?;
-            println!("operator credential {} revoked", c.id);
+            say!("operator credential {} revoked", c.id);
         }
         AdminCommand::Operator(OperatorCommand::Audit { limit }) => {
             let entries = client
@@ -813,14 +871,14 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
                     cursor: String::new(),
                 })
                 .await
-                .map_err(api)?
-                .into_inner()
+                .map_err(api)
+                .and_then(answered)?
                 .entries;
             for e in entries {
                 let mut detail: Vec<(String, String)> = e.detail.into_iter().collect();
                 detail.sort();
                 let detail: Vec<String> = detail.iter().map(|(k, v)| format!("{k}={v}")).collect();
-                println!(
+                say!(
                     "{}\t{}\t{}\t{}\t{}",
                     e.at_ms,
                     if e.operator_id.is_empty() {
@@ -858,19 +916,19 @@ async fn webhook(client: &mut Client, command: WebhookCommand) -> anyhow::Result
                     name,
                 })
                 .await
-                .map_err(api)?
-                .into_inner();
+                .map_err(api)
+                .and_then(answered)?;
             let w = webhook_of(made.webhook)?;
-            println!("webhook {} created", w.id);
+            say!("webhook {} created", w.id);
             if !w.name.is_empty() {
-                println!("name: {}", w.name);
+                say!("name: {}", w.name);
             }
-            println!("scope: {}", w.owner_scope);
-            println!("source: {}", source_name(w.source_type));
-            println!("grant: {}", w.grant.join(","));
-            println!("reject unverified: {}", w.reject_unverified);
-            println!("ingest path: {}", w.ingest_path);
-            println!("secret (shown once; give it to the forge): {}", made.secret);
+            say!("scope: {}", w.owner_scope);
+            say!("source: {}", source_name(w.source_type));
+            say!("grant: {}", w.grant.join(","));
+            say!("reject unverified: {}", w.reject_unverified);
+            say!("ingest path: {}", w.ingest_path);
+            say!("secret (shown once; give it to the forge): {}", made.secret);
         }
         WebhookCommand::Name { id, name } => {
             let set = client
@@ -879,13 +937,13 @@ async fn webhook(client: &mut Client, command: WebhookCommand) -> anyhow::Result
                     name,
                 })
                 .await
-                .map_err(api)?
-                .into_inner();
+                .map_err(api)
+                .and_then(answered)?;
             let w = webhook_of(set.webhook)?;
             if w.name.is_empty() {
-                println!("webhook {}: no name", w.id);
+                say!("webhook {}: no name", w.id);
             } else {
-                println!("webhook {}: named {}", w.id, w.name);
+                say!("webhook {}: named {}", w.id, w.name);
             }
         }
         WebhookCommand::Grant { id, grant } => {
@@ -895,10 +953,10 @@ async fn webhook(client: &mut Client, command: WebhookCommand) -> anyhow::Result
                     grant,
                 })
                 .await
-                .map_err(api)?
-                .into_inner();
+                .map_err(api)
+                .and_then(answered)?;
             let w = webhook_of(set.webhook)?;
-            println!("webhook {} may route to: {}", w.id, w.grant.join(","));
+            say!("webhook {} may route to: {}", w.id, w.grant.join(","));
             if !set.routed_outside_grant.is_empty() {
                 eprintln!(
                     "warning: the saved rules route to {} outside the new grant; those deliveries will fault (not_granted) until the rules change",
@@ -909,15 +967,15 @@ async fn webhook(client: &mut Client, command: WebhookCommand) -> anyhow::Result
         WebhookCommand::Delete { id, yes } => {
             let prompt = format!("delete webhook {id} with its events, todos and plans? [y/N] ");
             if !yes && !confirm(&prompt)? {
-                println!("nothing deleted");
+                say!("nothing deleted");
                 return Ok(());
             }
             let gone = client
                 .deprovision_webhook(pb::DeprovisionWebhookRequest { webhook_id: id })
                 .await
-                .map_err(api)?
-                .into_inner();
-            println!("webhook {} deleted", gone.webhook_id);
+                .map_err(api)
+                .and_then(answered)?;
+            say!("webhook {} deleted", gone.webhook_id);
         }
         WebhookCommand::List { scope } => {
             let mut webhooks = Vec::new();
@@ -930,8 +988,8 @@ async fn webhook(client: &mut Client, command: WebhookCommand) -> anyhow::Result
                         limit: 200,
                     })
                     .await
-                    .map_err(api)?
-                    .into_inner();
+                    .map_err(api)
+                    .and_then(answered)?;
                 webhooks.extend(page.webhooks);
                 if page.next_cursor.is_empty() {
                     break;
@@ -939,7 +997,7 @@ async fn webhook(client: &mut Client, command: WebhookCommand) -> anyhow::Result
                 cursor = page.next_cursor;
             }
             for w in webhooks {
-                println!(
+                say!(
                     "{}\t{}\tgrant={}\tversion={}\treject_unverified={}\tname={}",
                     w.id,
                     source_name(w.source_type),
@@ -957,11 +1015,11 @@ async fn webhook(client: &mut Client, command: WebhookCommand) -> anyhow::Result
                     policy: policy.to_string(),
                 })
                 .await
-                .map_err(api)?
-                .into_inner()
+                .map_err(api)
+                .and_then(answered)?
                 .webhook;
             let w = webhook_of(w)?;
-            println!("webhook {}: confirm policy {}", w.id, w.confirm_policy);
+            say!("webhook {}: confirm policy {}", w.id, w.confirm_policy);
         }
         WebhookCommand::Guard { id, on_breach } => {
             let w = client
@@ -974,11 +1032,11 @@ async fn webhook(client: &mut Client, command: WebhookCommand) -> anyhow::Result
                     },
                 })
                 .await
-                .map_err(api)?
-                .into_inner()
+                .map_err(api)
+                .and_then(answered)?
                 .webhook;
             let w = webhook_of(w)?;
-            println!(
+            say!(
                 "webhook {}: a guard's breach {}",
                 w.id,
                 match w.guard_on_breach.as_str() {
@@ -1023,11 +1081,11 @@ async fn webhook(client: &mut Client, command: WebhookCommand) -> anyhow::Result
                     }),
                 })
                 .await
-                .map_err(api)?
-                .into_inner()
+                .map_err(api)
+                .and_then(answered)?
                 .webhook;
             let w = webhook_of(w)?;
-            println!(
+            say!(
                 "webhook {}: {}",
                 w.id,
                 crate::client::approvals::rule_words(
@@ -1046,11 +1104,11 @@ async fn webhook(client: &mut Client, command: WebhookCommand) -> anyhow::Result
                     },
                 })
                 .await
-                .map_err(api)?
-                .into_inner();
+                .map_err(api)
+                .and_then(answered)?;
             match set.ttl_secs {
-                Some(secs) => println!("webhook {}: claims last {secs} s", set.webhook_id),
-                None => println!(
+                Some(secs) => say!("webhook {}: claims last {secs} s", set.webhook_id),
+                None => say!(
                     "webhook {}: claims last the instance default (--claim-ttl-secs)",
                     set.webhook_id
                 ),
@@ -1076,10 +1134,10 @@ async fn scope(client: &mut Client, command: ScopeCommand) -> anyhow::Result<()>
                     queues,
                 })
                 .await
-                .map_err(api)?
-                .into_inner();
+                .map_err(api)
+                .and_then(answered)?;
             let a = set.allowance.context("control answered no allowance")?;
-            println!(
+            say!(
                 "{} may grant: {} (create_webhook over the API refuses any other queue)",
                 a.owner_scope,
                 a.queues.join(",")
@@ -1098,11 +1156,11 @@ async fn scope(client: &mut Client, command: ScopeCommand) -> anyhow::Result<()>
                     owner_scope: scope.to_string(),
                 })
                 .await
-                .map_err(api)?
-                .into_inner();
+                .map_err(api)
+                .and_then(answered)?;
             match got.allowance {
-                Some(a) => println!("{} may grant: {}", a.owner_scope, a.queues.join(",")),
-                None => println!(
+                Some(a) => say!("{} may grant: {}", a.owner_scope, a.queues.join(",")),
+                None => say!(
                     "{scope} has no grant allowance: its agents can create no webhook over the API"
                 ),
             }
@@ -1113,26 +1171,26 @@ async fn scope(client: &mut Client, command: ScopeCommand) -> anyhow::Result<()>
                     owner_scope: scope.to_string(),
                 })
                 .await
-                .map_err(api)?
-                .into_inner()
+                .map_err(api)
+                .and_then(answered)?
                 .cleared;
             if cleared {
-                println!(
+                say!(
                     "{scope}'s grant allowance cleared: its agents can create no webhook over the API"
                 );
             } else {
-                println!("{scope} had no grant allowance");
+                say!("{scope} had no grant allowance");
             }
         }
         ScopeCommand::List => {
             let all = client
                 .list_grant_allowances(pb::ListGrantAllowancesRequest {})
                 .await
-                .map_err(api)?
-                .into_inner()
+                .map_err(api)
+                .and_then(answered)?
                 .allowances;
             for a in all {
-                println!("{}\t{}", a.owner_scope, a.queues.join(","));
+                say!("{}\t{}", a.owner_scope, a.queues.join(","));
             }
         }
     }
@@ -1156,12 +1214,13 @@ async fn vend(
         name,
         consent: false,
     };
+    // The preview (consent: false) is for the person, not the answer.
     let shown = client
         .vend_endpoint(request.clone())
         .await
         .map_err(api)?
         .into_inner();
-    println!(
+    tell!(
         "an endpoint acting for {human} ({} of {scope}) will be able to call:",
         shown.role
     );
@@ -1171,7 +1230,7 @@ async fn vend(
         } else {
             ""
         };
-        println!("  {}{note}: {}", f.family, f.verbs.join(", "));
+        tell!("  {}{note}: {}", f.family, f.verbs.join(", "));
     }
     if !yes && !confirm("vend this endpoint? [y/N] ")? {
         anyhow::bail!("not confirmed: nothing vended");
@@ -1180,11 +1239,11 @@ async fn vend(
     let vended = client
         .vend_endpoint(request)
         .await
-        .map_err(api)?
-        .into_inner();
+        .map_err(api)
+        .and_then(answered)?;
     let e = vended.endpoint.context("control answered no endpoint")?;
-    println!("endpoint {} vended", e.id);
-    println!(
+    say!("endpoint {} vended", e.id);
+    say!(
         "credential (shown once; it is stored only as a hash): {}",
         vended.credential
     );

@@ -24,6 +24,7 @@ on_every_backend! {
     admin_cli_manages_tenancy_webhooks_and_endpoints,
     control_refuses_to_start_without_the_key_that_sealed_its_secrets,
     admin_rotates_the_secret_key_and_only_the_new_one_opens_the_store,
+    admin_output_json_round_trips_through_jq,
 }
 
 /// `switchboard control` on `url` with `key_env` as its key (`None`: no key given), expected
@@ -894,8 +895,81 @@ pub async fn admin_cli_manages_tenancy_webhooks_and_endpoints(db: TestDb) {
     assert!(!done && err.contains("SWITCHBOARD_OPERATOR_TOKEN"), "{err}");
 }
 
-/// `switchboard admin` against a control that is not there names control, as the people's CLI
-/// does, rather than the transport's words (or the address).
+/// Issue 49 item 3: `switchboard admin --output json` in a shell script, through `jq`: each
+/// answer is the API's object (`.proto` field names, every field present), `--output` and
+/// `--control` go anywhere on the line, and a refusal exits by its reason with nothing on
+/// stdout.
+pub async fn admin_output_json_round_trips_through_jq(db: TestDb) {
+    let has_jq = Command::new("jq")
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    if !has_jq {
+        eprintln!("cli: SKIPPED: no jq here (Debian's `jq`; .ci/run installs it)");
+        return;
+    }
+    let token = bootstrap_operator(&db.url);
+    let (_router, _control, grpc) = control_for_admin(&db.url);
+    let script = r#"
+set -eu
+sb() { "$SB" admin "$@"; }
+login=$(sb --output json human create ann | jq -r '.human.login')
+sb human create ben --output json >/dev/null
+sb team create ops --control "$CONTROL" --output json | jq -e '.team.slug == "ops"' >/dev/null
+role=$(sb team add-member ops ben --role editor --output json | jq -r '.role')
+hook=$(sb --output json webhook create --scope team:ops --source github --grant forge,review --name "ops site" \
+  | jq -r '.webhook.id + " " + .webhook.name + " " + (.secret | length | tostring)')
+id=${hook%% *}
+named=$(sb webhook name "$id" "ops (prod)" --output json | jq -r '.webhook.name')
+listed=$(sb webhook list --scope team:ops --output json | jq -r '.webhooks | map(.id + "=" + .name) | join(",")')
+humans=$(sb human list --output json | jq -r '.humans | map(.login) | join(",")')
+set +e
+sb human delete nobody --yes --output json > refused.out 2> refused.err
+code=$?
+set -e
+printf '%s\n' "login=$login" "role=$role" "hook=${hook#* }" "named=$named" "listed=$listed" "humans=$humans" "refused=$code" "refused_stdout=$(wc -c < refused.out)" "refused_stderr=$(cat refused.err)"
+"#;
+    let dir = tempfile::tempdir().expect("a dir");
+    let out = Command::new("sh")
+        .arg("-c")
+        .arg(script)
+        .current_dir(dir.path())
+        .env("SB", binary())
+        .env("CONTROL", &grpc)
+        .env("SWITCHBOARD_CONTROL", &grpc)
+        .env("SWITCHBOARD_OPERATOR_TOKEN", &token)
+        .env("SWITCHBOARD_LOG", "warn")
+        .env_remove("SWITCHBOARD_DATABASE_URL")
+        .output()
+        .expect("sh runs");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let facts: std::collections::BTreeMap<&str, &str> =
+        stdout.lines().filter_map(|l| l.split_once('=')).collect();
+    assert_eq!(facts["login"], "ann", "{stdout}");
+    assert_eq!(facts["role"], "editor", "{stdout}");
+    assert_eq!(
+        facts["hook"], "ops site 64",
+        "a generated secret, once: {stdout}"
+    );
+    assert_eq!(facts["named"], "ops (prod)", "{stdout}");
+    assert!(facts["listed"].ends_with("=ops (prod)"), "{stdout}");
+    assert_eq!(facts["humans"], "ann,ben", "{stdout}");
+    assert_eq!(facts["refused"], "3", "not_found exits 3: {stdout}");
+    assert_eq!(
+        facts["refused_stdout"].trim(),
+        "0",
+        "nothing on stdout: {stdout}"
+    );
+    assert!(facts["refused_stderr"].contains("not_found"), "{stdout}");
+}
+
+/// `switchboard admin` against a control that is not there names control and the address the
+/// operator gave (issue 49 item 3), as the people's CLI does, rather than the transport's words.
 #[test]
 fn admin_says_control_did_not_answer() {
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
@@ -912,7 +986,9 @@ fn admin_says_control_did_not_answer() {
     assert!(!done, "{err}");
     assert_eq!(
         err.trim_end(),
-        "switchboard: control_unavailable: control did not answer; nothing was changed"
+        format!(
+            "switchboard: control_unavailable: control at {nowhere} did not answer; nothing was changed"
+        )
     );
     let (code, _) = admin_exit(
         &[

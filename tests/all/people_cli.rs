@@ -722,7 +722,13 @@ pub async fn people_cli_answers_every_command_as_table_and_json(db: TestDb) {
     let out = run(&nowhere, token, &["webhooks", "list"], &[]);
     assert_eq!(out.code, 1, "{out:?}");
     assert!(out.stderr.contains("control_unavailable"), "{}", out.stderr);
-    assert!(!out.stderr.contains(&nowhere), "{}", out.stderr);
+    // The address the user gave is named (issue 49 item 3): which control did not answer.
+    assert!(
+        out.stderr
+            .contains(&format!("control at {nowhere} did not answer")),
+        "{}",
+        out.stderr
+    );
 
     // Tenancy and permission: another human's endpoint, allowed only the webhooks family,
     // sees the dev webhook and its deliveries as not found, exactly like unknown ids, and is
