@@ -118,7 +118,7 @@ fn rule_pack_status(e: crate::rule_packs::PackError) -> Status {
     if !e.details.is_null() {
         metadata.insert("details".to_string(), e.details.to_string());
     }
-    let details = match e
+    let mut details = match e
         .details
         .get("retry_after_ms")
         .and_then(serde_json::Value::as_u64)
@@ -129,7 +129,54 @@ fn rule_pack_status(e: crate::rule_packs::PackError) -> Status {
         }
         None => ErrorDetails::new(),
     };
+    for (field, description) in field_violations(e.reason, &e.details, &e.message) {
+        details.add_bad_request_violation(field, description);
+    }
     with_reason(e.reason, &e.message, metadata, details)
+}
+
+/// The `BadRequest` field violations of a rule-pack refusal of an argument (issue 49): a
+/// param as `params.<name>` (each failed param check, or the param whose type is wrong), any
+/// other argument by its field (`replay.limit`), so a client learns which field from typed
+/// details rather than from JSON inside `ErrorInfo`.
+fn field_violations(
+    reason: Reason,
+    details: &serde_json::Value,
+    message: &str,
+) -> Vec<(String, String)> {
+    let text = |v: &serde_json::Value| v.as_str().unwrap_or(message).to_string();
+    match reason {
+        Reason::InvalidParams => {
+            let one = |d: &serde_json::Value| {
+                let field = match d.get("param").and_then(serde_json::Value::as_str) {
+                    Some(param) => format!("params.{param}"),
+                    None => "params".to_string(),
+                };
+                (
+                    field,
+                    text(d.get("message").unwrap_or(&serde_json::Value::Null)),
+                )
+            };
+            match details
+                .get("failures")
+                .and_then(serde_json::Value::as_array)
+            {
+                Some(failures) if !failures.is_empty() => failures.iter().map(one).collect(),
+                _ => vec![one(details)],
+            }
+        }
+        Reason::InvalidArgument => {
+            let field = details
+                .get("field")
+                .and_then(serde_json::Value::as_str)
+                .unwrap_or("request");
+            vec![(
+                field.to_string(),
+                text(details.get("message").unwrap_or(&serde_json::Value::Null)),
+            )]
+        }
+        _ => Vec::new(),
+    }
 }
 
 fn retry_after(delay: Duration) -> (HashMap<String, String>, ErrorDetails) {
@@ -401,6 +448,64 @@ mod tests {
         assert_eq!(
             details,
             serde_json::json!({"owner_scope": "team:ops", "outside": ["pager"], "allowed": ["forge"]})
+        );
+    }
+
+    /// Issue 49: a mistyped param and an out-of-range replay limit name their field in a
+    /// `BadRequest`, as every other bad argument does.
+    #[test]
+    fn rule_pack_refusals_of_arguments_carry_bad_request_violations() {
+        let violations = |e: crate::rule_packs::PackError| {
+            let s = Status::from(ApiError::RulePack(e));
+            assert_eq!(s.code(), Code::InvalidArgument, "{s:?}");
+            s.get_error_details()
+                .bad_request()
+                .map(|b| {
+                    b.field_violations
+                        .iter()
+                        .map(|v| (v.field.clone(), v.description.clone()))
+                        .collect::<Vec<_>>()
+                })
+                .unwrap_or_default()
+        };
+        let typed = crate::rule_packs::PackError::new(
+            Reason::InvalidParams,
+            "invalid params",
+            serde_json::json!({"param": "keep_ci_success", "message": "expected a boolean, got a string"}),
+        );
+        assert_eq!(
+            violations(typed),
+            [(
+                "params.keep_ci_success".to_string(),
+                "expected a boolean, got a string".to_string()
+            )]
+        );
+        let checks = crate::rule_packs::PackError::new(
+            Reason::InvalidParams,
+            "param check failed",
+            serde_json::json!({"failures": [
+                {"param_check": "c1", "param": "lanes", "message": "a lane needs a queue"},
+                {"param_check": "c2", "message": "two lanes share a label"},
+            ]}),
+        );
+        assert_eq!(
+            violations(checks)
+                .into_iter()
+                .map(|(f, _)| f)
+                .collect::<Vec<_>>(),
+            ["params.lanes", "params"]
+        );
+        let limit = crate::rule_packs::PackError::new(
+            Reason::InvalidArgument,
+            "replay.limit must be between 1 and 1000",
+            serde_json::json!({"field": "replay.limit"}),
+        );
+        assert_eq!(
+            violations(limit),
+            [(
+                "replay.limit".to_string(),
+                "replay.limit must be between 1 and 1000".to_string()
+            )]
         );
     }
 
