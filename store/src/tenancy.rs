@@ -36,6 +36,20 @@ pub struct Offboarded {
     pub memberships: u64,
 }
 
+/// What offboarding one owner deletes, in its own words: every statement takes the owner's
+/// key (a login or a slug) as `$1`.
+struct Offboarding<'a> {
+    scope: OwnerScope,
+    /// The resource an unknown key is not found as.
+    missing: &'static str,
+    key: &'a str,
+    endpoints: &'static str,
+    memberships: &'static str,
+    also: &'static [&'static str],
+    owner: &'static str,
+    action: OperatorAction,
+}
+
 /// Refuses to offboard a scope that still owns webhooks: their deliveries, todos and history
 /// would go with it; deleting them is its own, explicit act.
 async fn refuse_while_owning_webhooks(
@@ -246,79 +260,71 @@ impl Store {
     /// Refused (`conflict`, nothing changed) while their own scope still owns webhooks, so no
     /// delivery, todo or history is lost by it. `not_found` for an unknown login.
     pub async fn delete_human(&self, login: &str) -> Result<Offboarded> {
-        let scope = OwnerScope::Human(login.to_string());
-        let mut tx = self.begin_write().await?;
-        if !owner_exists(&mut tx, &scope).await? {
-            return Err(Error::not_found("human"));
-        }
-        refuse_while_owning_webhooks(&mut tx, &scope).await?;
-        let endpoints = sqlx::query("DELETE FROM endpoints WHERE human_login = $1")
-            .bind(login)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        let memberships = sqlx::query("DELETE FROM memberships WHERE human_login = $1")
-            .bind(login)
-            .execute(&mut *tx)
-            .await?
-            .rows_affected();
-        // (Both would go with the human by cascade; said here so it holds on any schema.)
-        for statement in [
-            "DELETE FROM console_sessions WHERE human_login = $1",
-            "DELETE FROM sign_in_links WHERE human_login = $1",
-        ] {
-            sqlx::query(statement).bind(login).execute(&mut *tx).await?;
-        }
-        sqlx::query("DELETE FROM grant_allowances WHERE owner_scope = $1")
-            .bind(scope.to_string())
-            .execute(&mut *tx)
-            .await?;
-        sqlx::query("DELETE FROM humans WHERE login = $1")
-            .bind(login)
-            .execute(&mut *tx)
-            .await?;
-        let record = AuditRecord::new(OperatorAction::DeleteHuman, scope.to_string())
-            .with("endpoints", endpoints.to_string())
-            .with("memberships", memberships.to_string());
-        self.record_act(&mut tx, Some(&scope), record).await?;
-        tx.commit().await?;
-        Ok(Offboarded {
-            endpoints,
-            memberships,
+        self.offboard(Offboarding {
+            scope: OwnerScope::Human(login.to_string()),
+            missing: "human",
+            key: login,
+            endpoints: "DELETE FROM endpoints WHERE human_login = $1",
+            memberships: "DELETE FROM memberships WHERE human_login = $1",
+            // (Both would go with the human by cascade; said here so it holds on any schema.)
+            also: &[
+                "DELETE FROM console_sessions WHERE human_login = $1",
+                "DELETE FROM sign_in_links WHERE human_login = $1",
+            ],
+            owner: "DELETE FROM humans WHERE login = $1",
+            action: OperatorAction::DeleteHuman,
         })
+        .await
     }
 
     /// Deletes a team: its endpoints (agents acting in it) are deleted, its memberships and
     /// grant allowance go; audited. Refused (`conflict`) while it still owns webhooks.
     pub async fn delete_team(&self, slug: &str) -> Result<Offboarded> {
-        let scope = OwnerScope::Team(slug.to_string());
+        self.offboard(Offboarding {
+            scope: OwnerScope::Team(slug.to_string()),
+            missing: "team",
+            key: slug,
+            // A team's endpoints are those in its scope, whoever they act for.
+            endpoints: "DELETE FROM endpoints WHERE owner_scope = 'team:' || $1",
+            memberships: "DELETE FROM memberships WHERE team_slug = $1",
+            also: &[],
+            owner: "DELETE FROM teams WHERE slug = $1",
+            action: OperatorAction::DeleteTeam,
+        })
+        .await
+    }
+
+    /// One offboarding, in one transaction: refused unless the owner exists and its scope owns
+    /// no webhook; then its endpoints, memberships, the rest, its scope's grant allowance and
+    /// the owner itself go, and the act is audited with the counts.
+    async fn offboard(&self, o: Offboarding<'_>) -> Result<Offboarded> {
         let mut tx = self.begin_write().await?;
-        if !owner_exists(&mut tx, &scope).await? {
-            return Err(Error::not_found("team"));
+        if !owner_exists(&mut tx, &o.scope).await? {
+            return Err(Error::not_found(o.missing));
         }
-        refuse_while_owning_webhooks(&mut tx, &scope).await?;
-        let endpoints = sqlx::query("DELETE FROM endpoints WHERE owner_scope = $1")
-            .bind(scope.to_string())
+        refuse_while_owning_webhooks(&mut tx, &o.scope).await?;
+        let endpoints = sqlx::query(o.endpoints)
+            .bind(o.key)
             .execute(&mut *tx)
             .await?
             .rows_affected();
-        let memberships = sqlx::query("DELETE FROM memberships WHERE team_slug = $1")
-            .bind(slug)
+        let memberships = sqlx::query(o.memberships)
+            .bind(o.key)
             .execute(&mut *tx)
             .await?
             .rows_affected();
+        for statement in o.also.iter().copied() {
+            sqlx::query(statement).bind(o.key).execute(&mut *tx).await?;
+        }
         sqlx::query("DELETE FROM grant_allowances WHERE owner_scope = $1")
-            .bind(scope.to_string())
+            .bind(o.scope.to_string())
             .execute(&mut *tx)
             .await?;
-        sqlx::query("DELETE FROM teams WHERE slug = $1")
-            .bind(slug)
-            .execute(&mut *tx)
-            .await?;
-        let record = AuditRecord::new(OperatorAction::DeleteTeam, scope.to_string())
+        sqlx::query(o.owner).bind(o.key).execute(&mut *tx).await?;
+        let record = AuditRecord::new(o.action, o.scope.to_string())
             .with("endpoints", endpoints.to_string())
             .with("memberships", memberships.to_string());
-        self.record_act(&mut tx, Some(&scope), record).await?;
+        self.record_act(&mut tx, Some(&o.scope), record).await?;
         tx.commit().await?;
         Ok(Offboarded {
             endpoints,

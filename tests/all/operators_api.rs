@@ -1085,6 +1085,23 @@ async fn offboarding_a_member_and_a_webhook_takes_effect_at_once_and_is_logged(d
         .await
         .expect_err("gone");
     assert_eq!(again.code(), Code::NotFound);
+    // The team's own agent (another member's) goes with it.
+    human(&db.store, "tina").await;
+    db.store
+        .set_membership("infra", "tina", switchboard_control::Role::Editor)
+        .await
+        .expect("member");
+    let teams_agent = db
+        .store
+        .vend_endpoint(NewEndpoint {
+            name: "tina-agent".into(),
+            human_login: "tina".into(),
+            owner_scope: OwnerScope::team("infra"),
+            verbs: vec!["webhooks".into()],
+        })
+        .await
+        .expect("vend")
+        .credential;
     let team = api
         .delete_team(with(
             token,
@@ -1095,7 +1112,22 @@ async fn offboarding_a_member_and_a_webhook_takes_effect_at_once_and_is_logged(d
         .await
         .expect("the team, its webhook deleted before")
         .into_inner();
-    assert_eq!(team.slug, "infra");
+    assert_eq!(
+        (
+            team.slug.as_str(),
+            team.endpoints_deleted,
+            team.memberships_removed
+        ),
+        ("infra", 1, 1)
+    );
+    assert!(
+        db.store
+            .authenticate(&teams_agent)
+            .await
+            .expect("read")
+            .is_none(),
+        "the team's agent stops at once"
+    );
 
     // Humans and teams are listed a page at a time.
     for login in ["carol", "dave", "erin"] {
@@ -1125,7 +1157,15 @@ async fn offboarding_a_member_and_a_webhook_takes_effect_at_once_and_is_logged(d
     }
     assert_eq!(
         (logins, pages),
-        (vec!["carol".to_string(), "dave".into(), "erin".into()], 2)
+        (
+            vec![
+                "carol".to_string(),
+                "dave".into(),
+                "erin".into(),
+                "tina".into()
+            ],
+            2
+        )
     );
     let bad = api
         .list_teams(with(
