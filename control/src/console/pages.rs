@@ -82,7 +82,8 @@ pub(super) async fn inbox(c: &Console, person: &Person, said: Option<Notice>) ->
                 ),
             };
             let kind = plan.plan.apply.kind;
-            let (state, stale_reason) = plan
+            // A reason is given exactly when the plan is stale.
+            let (_, stale_reason) = plan
                 .facts()
                 .state(store.clock().now_ms(), webhook.config_version);
             let given = approvals.remove(&plan.id).unwrap_or_default();
@@ -106,11 +107,7 @@ pub(super) async fn inbox(c: &Console, person: &Person, said: Option<Notice>) ->
                 lost_work: report.lost_work(),
                 from_version: plan.plan.plan.pack.from_version.clone(),
                 kind,
-                stale: if state == PlanState::Stale {
-                    stale_reason
-                } else {
-                    None
-                },
+                stale: stale_reason,
                 webhook_name: webhook.display_name().to_string(),
                 owner_scope: plan.owner_scope.to_string(),
                 proposed_by_endpoint: endpoint,
