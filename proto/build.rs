@@ -28,6 +28,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         .compile_fds_with_config(fds, {
             let mut config = tonic_prost_build::Config::new();
             config.enable_type_names();
+            // Type URLs as google.protobuf.Any writes them, so a refusal's details decode in
+            // any client (`type.googleapis.com/switchboard.control.v1.RefusalDetails`).
+            config.type_name_domain(["."], "type.googleapis.com");
             config
         })?;
     Ok(())

@@ -12,6 +12,7 @@ use switchboard_model::{Label, RecordedDecision};
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::convert::json;
 use switchboard_proto::convert::plan;
+use switchboard_proto::convert::time;
 
 use crate::error::CallError;
 use crate::views::*;
@@ -65,8 +66,10 @@ fn non_empty(s: String) -> Option<String> {
     (!s.is_empty()).then_some(s)
 }
 
-fn non_zero(ms: i64) -> Option<i64> {
-    (ms != 0).then_some(ms)
+/// A time control sent (a Timestamp) as the milliseconds since the epoch the views carry;
+/// absent, or one that names no time, is `None`.
+fn millis(t: Option<time::Timestamp>) -> Option<i64> {
+    t.as_ref().and_then(|t| time::to_millis(t).ok())
 }
 
 /// A source type's name (`github`, …); `unspecified` for a value that names none.
@@ -99,7 +102,7 @@ pub fn webhook(w: pb::Webhook) -> Result<WebhookOut, CallError> {
         config_version: w.config_version,
         config_digest: w.config_digest,
         ingest_path: w.ingest_path,
-        created_at_ms: w.created_at_ms,
+        created_at_ms: millis(w.created_at).unwrap_or_default(),
         confirm_policy: w.confirm_policy,
         guard_on_breach: w.guard_on_breach,
         approval_rule: w
@@ -122,7 +125,7 @@ pub fn event_summary(e: pb::EventSummary) -> Result<EventSummaryOut, CallError> 
         delivery_id: e.delivery_id,
         kind: e.kind,
         verified: e.verified,
-        received_at_ms: e.received_at_ms,
+        received_at_ms: millis(e.received_at).unwrap_or_default(),
         routed: e.routed,
     })
 }
@@ -132,8 +135,8 @@ pub fn retention(r: pb::RetentionWindow) -> RetentionOut {
     RetentionOut {
         max_age_days: r.max_age_ms / 86_400_000,
         max_events_per_webhook: r.max_events_per_webhook,
-        kept_since_ms: r.kept_since_ms,
-        oldest_event_at_ms: (r.oldest_event_at_ms != 0).then_some(r.oldest_event_at_ms),
+        kept_since_ms: millis(r.kept_since).unwrap_or_default(),
+        oldest_event_at_ms: millis(r.oldest_event_at),
     }
 }
 
@@ -271,7 +274,7 @@ pub fn redrive_plan(r: pb::RedrivePlan) -> Result<RedrivePlanOut, CallError> {
                 Ok(RedriveEventOut {
                     event_id: e.event_id,
                     kind: e.kind,
-                    received_at_ms: e.received_at_ms,
+                    received_at_ms: millis(e.received_at).unwrap_or_default(),
                     before: e.before,
                     before_decision: e.before_decision.as_ref().map(decision).transpose()?,
                     after: label("a redrive's label", &e.after)?,
@@ -296,7 +299,7 @@ pub fn redrive_plan(r: pb::RedrivePlan) -> Result<RedrivePlanOut, CallError> {
             })
             .collect::<Result<_, CallError>>()?,
         truncated: r.truncated,
-        expires_at: r.expires_at,
+        expires_at: time::to_rfc3339_or_empty(r.expires_at_time.as_ref()),
         confirm_with: RedriveConfirmWithOut {
             tool: with.tool,
             webhook_id: with.webhook_id,
@@ -396,7 +399,7 @@ pub fn history(r: pb::ListWebhookHistoryResponse) -> Result<ListWebhookHistoryOu
                 actor_human: non_empty(h.actor_human),
                 digest_before: non_empty(h.digest_before),
                 digest_after: h.digest_after,
-                saved_at_ms: h.saved_at_ms,
+                saved_at_ms: millis(h.saved_at).unwrap_or_default(),
             })
         })
         .collect::<Result<Vec<_>, CallError>>()?;
@@ -444,7 +447,7 @@ pub fn plan_status(r: pb::RulePackPlanStatus) -> RulePackPlanOut {
             name: r.pack_name,
             version: r.pack_version,
         },
-        expires_at: r.expires_at,
+        expires_at: time::to_rfc3339_or_empty(r.expires_at_time.as_ref()),
         console_url: some(r.console_url),
         proposed_by_endpoint: some(r.proposed_by_endpoint),
         proposed_by_human: some(r.proposed_by_human),
@@ -478,12 +481,12 @@ pub fn todo(t: pb::Todo) -> TodoOut {
         queue: t.queue,
         rule_id: non_empty(t.rule_id),
         state: state.into(),
-        created_at_ms: t.created_at_ms,
+        created_at_ms: millis(t.created_at).unwrap_or_default(),
         claimed_by: non_empty(t.claimed_by),
-        claimed_at_ms: non_zero(t.claimed_at_ms),
-        claim_expires_at: non_empty(t.claim_expires_at),
+        claimed_at_ms: millis(t.claimed_at),
+        claim_expires_at: time::to_rfc3339_opt(t.claim_expires_at_time.as_ref()),
         completed_by: non_empty(t.completed_by),
-        completed_at_ms: non_zero(t.completed_at_ms),
+        completed_at_ms: millis(t.completed_at),
     }
 }
 
@@ -501,6 +504,33 @@ mod tests {
         assert!(json_field("x", "{").is_err());
         assert!(object_field("x", "").unwrap().is_empty());
         assert!(object_field("x", "[1]").is_err());
+    }
+
+    /// The views read the Timestamps, not the deprecated fields beside them (which a control
+    /// of the next release no longer fills): an absent time is none, as 0 or empty text was.
+    #[test]
+    fn a_todo_reads_its_times_from_the_timestamps() {
+        let claimed = todo(pb::Todo {
+            created_at: Some(time::from_millis(1_000)),
+            claimed_at: Some(time::from_millis(-1)),
+            claim_expires_at_time: Some(time::from_millis(1_800_000_030_123)),
+            ..Default::default()
+        });
+        assert_eq!(claimed.created_at_ms, 1_000);
+        assert_eq!(claimed.claimed_at_ms, Some(-1), "before 1970 too");
+        assert_eq!(
+            claimed.claim_expires_at.as_deref(),
+            Some("2027-01-15T08:00:30.123Z")
+        );
+        assert_eq!(claimed.completed_at_ms, None);
+        let out_of_range = todo(pb::Todo {
+            completed_at: Some(time::Timestamp {
+                seconds: i64::MAX,
+                nanos: 0,
+            }),
+            ..Default::default()
+        });
+        assert_eq!(out_of_range.completed_at_ms, None, "no time, never a panic");
     }
 
     #[test]

@@ -1,5 +1,5 @@
 //! The typed error a call returns: control's reason as a stable `code`, a message that says
-//! what was wrong, and `details` read from the status's `ErrorInfo` (never out of its text).
+//! what was wrong, and `details` read from the status's typed details (never out of its text).
 //! Every surface reads a refusal the same way; what each adds (the gateway's `next` hints and
 //! its MCP tool result, the CLI's exit code) is the surface's own.
 
@@ -92,32 +92,45 @@ impl CallError {
         let mut out = Map::new();
         if let Some(info) = info {
             for (key, value) in &info.metadata {
-                if key == "details" {
-                    // Rule-pack errors carry their structured details as JSON.
-                    match serde_json::from_str::<Value>(value) {
-                        Ok(Value::Object(map)) => out.extend(map),
-                        Ok(Value::Null) => {}
-                        Ok(other) => {
-                            out.insert(key.clone(), other);
-                        }
-                        Err(_) => {
-                            out.insert(key.clone(), Value::String(value.clone()));
-                        }
-                    }
-                } else {
-                    out.insert(key.clone(), scalar(value));
-                }
+                out.insert(key.clone(), scalar(value));
+            }
+        }
+        // Lists and records (problems, faults, queues) arrive as our typed RefusalDetails.
+        if let Some(refusal) = switchboard_proto::refusal::refusal_of(status) {
+            match switchboard_proto::message_json::sparse_message_json(&refusal) {
+                Ok(Value::Object(map)) => out.extend(map),
+                Ok(_) => {}
+                Err(e) => tracing::warn!(error = %e, "unreadable refusal details from control"),
+            }
+        }
+        if code == Reason::GrantNotAllowed.as_str() {
+            // An empty allowance is an answer ("the scope may grant nothing"), not an absence.
+            for key in ["outside", "allowed"] {
+                out.entry(key).or_insert_with(|| json!([]));
             }
         }
         if let Some(delay) = details.retry_info().and_then(|r| r.retry_delay) {
             out.entry("retry_after_ms")
                 .or_insert_with(|| json!(delay.as_millis() as u64));
         }
+        if let Some(failure) = details.precondition_failure()
+            && !failure.violations.is_empty()
+        {
+            // Why a plan is stale, as a word to branch on (`configuration_changed`).
+            if code == Reason::PlanStale.as_str() {
+                out.insert("cause".into(), json!(failure.violations[0].r#type));
+            }
+            let violations: Vec<Value> = failure
+                .violations
+                .iter()
+                .map(|v| json!({"type": v.r#type, "subject": v.subject, "description": v.description}))
+                .collect();
+            out.insert("precondition_violations".into(), Value::Array(violations));
+        }
         if code == Reason::InvalidConfiguration.as_str() {
-            // Its problems arrived as data (`details.problems`), above.
+            // Its problems arrived whole (`problems`), above.
         } else if let Some(bad) = details.bad_request()
             && !bad.field_violations.is_empty()
-            && !out.contains_key("field")
         {
             let violations: Vec<Value> = bad
                 .field_violations
@@ -157,12 +170,17 @@ pub fn did_not_answer(status: &Status) -> bool {
             .is_none_or(|info| info.domain != CONTROL_DOMAIN)
 }
 
-/// Numbers in ErrorInfo metadata (`current_version`, `retry_after_ms`) stay numbers.
+/// Numbers and truths in ErrorInfo metadata (`current_version`, `retry_after_ms`,
+/// `proven`) stay numbers and booleans.
 fn scalar(value: &str) -> Value {
-    value
-        .parse::<i64>()
-        .map(Value::from)
-        .unwrap_or_else(|_| Value::String(value.to_string()))
+    match value {
+        "true" => Value::Bool(true),
+        "false" => Value::Bool(false),
+        _ => value
+            .parse::<i64>()
+            .map(Value::from)
+            .unwrap_or_else(|_| Value::String(value.to_string())),
+    }
 }
 
 /// The reason of a status that carries none (the transport's own, or a peer's).
@@ -230,19 +248,41 @@ mod tests {
     }
 
     #[test]
-    fn rule_pack_details_are_json() {
-        let e = CallError::from_status(&status(
-            Code::FailedPrecondition,
-            "local_edits",
-            "rules were edited",
-            &[(
-                "details",
-                r#"{"pack":"drop-ci-noise","rules":["drop-ci-noise--a"]}"#,
-            )],
-        ));
+    fn lists_arrive_typed_and_flat_values_as_metadata() {
+        let s = switchboard_proto::refusal::with_refusal(
+            status(
+                Code::FailedPrecondition,
+                "local_edits",
+                "rules were edited",
+                &[("pack", "drop-ci-noise"), ("proven", "false")],
+            ),
+            &switchboard_proto::control::v1::RefusalDetails {
+                rules: vec!["drop-ci-noise--a".into()],
+                ..Default::default()
+            },
+        );
+        let e = CallError::from_status(&s);
         assert_eq!(e.code, "local_edits");
         assert_eq!(e.details["pack"], "drop-ci-noise");
+        assert_eq!(e.details["proven"], false);
         assert_eq!(e.details["rules"][0], "drop-ci-noise--a");
+        // Only what the refusal sets: no empty lists of other reasons.
+        assert!(!e.details.contains_key("faults"), "{:?}", e.details);
+    }
+
+    #[test]
+    fn a_stale_plan_names_its_cause() {
+        let mut details = ErrorDetails::new();
+        details.set_error_info("plan_stale", CONTROL_DOMAIN, HashMap::new());
+        details.add_precondition_failure_violation(
+            "configuration_changed",
+            "plan",
+            "the webhook's rules changed since it was made",
+        );
+        let s = Status::with_error_details(Code::FailedPrecondition, "plan_stale: stale", details);
+        let e = CallError::from_status(&s);
+        assert_eq!(e.details["cause"], "configuration_changed");
+        assert_eq!(e.details["precondition_violations"][0]["subject"], "plan");
     }
 
     #[test]
@@ -265,14 +305,22 @@ mod tests {
 
     #[test]
     fn configuration_problems_are_listed_as_data() {
-        let s = status(
-            Code::InvalidArgument,
-            "invalid_configuration",
-            "the configuration has 1 problem: bad (parse_error)",
-            &[(
-                "details",
-                r#"{"problems":[{"code":"parse_error","message":"bad","rule_index":0}]}"#,
-            )],
+        let s = switchboard_proto::refusal::with_refusal(
+            status(
+                Code::InvalidArgument,
+                "invalid_configuration",
+                "the configuration has 1 problem: bad (parse_error)",
+                &[],
+            ),
+            &switchboard_proto::control::v1::RefusalDetails {
+                problems: vec![switchboard_proto::control::v1::ConfigurationProblem {
+                    code: "parse_error".into(),
+                    message: "bad".into(),
+                    rule_index: Some(0),
+                    ..Default::default()
+                }],
+                ..Default::default()
+            },
         );
         let e = CallError::from_status(&s);
         assert_eq!(e.code, "invalid_configuration");
@@ -282,6 +330,8 @@ mod tests {
             "the configuration has 1 problem: bad (parse_error)"
         );
         assert_eq!(e.details["problems"][0]["code"], "parse_error");
+        // Rule 0 is a rule, not "unset".
+        assert_eq!(e.details["problems"][0]["rule_index"], 0);
     }
 
     #[test]

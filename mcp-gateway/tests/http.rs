@@ -349,6 +349,8 @@ async fn business_errors_name_what_was_wrong_and_the_next_call() {
     .await;
     let error = tool_error(&tool_result(&r));
     assert_eq!(error["code"], "plan_stale");
+    // Why, from the status's PreconditionFailure: a word to branch on.
+    assert_eq!(error["details"]["cause"], "used", "{error}");
     assert!(
         error["details"]["next"]
             .as_str()

@@ -61,6 +61,8 @@ pub mod message_json;
 
 pub mod reason;
 
+pub mod refusal;
+
 /// Encoded `FileDescriptorSet` of every package, for gRPC server reflection.
 pub const FILE_DESCRIPTOR_SET: &[u8] =
     include_bytes!(concat!(env!("OUT_DIR"), "/switchboard_descriptor.bin"));

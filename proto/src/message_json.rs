@@ -21,6 +21,21 @@ fn pool() -> Result<&'static DescriptorPool, String> {
 pub fn message_json<M: prost::Message + prost::Name>(
     message: &M,
 ) -> Result<serde_json::Value, String> {
+    to_json(message, false)
+}
+
+/// `message` as protobuf JSON with only the fields it sets: a refusal's details as an agent
+/// reads them (`details.faults`), without the empty lists of every other reason.
+pub fn sparse_message_json<M: prost::Message + prost::Name>(
+    message: &M,
+) -> Result<serde_json::Value, String> {
+    to_json(message, true)
+}
+
+fn to_json<M: prost::Message + prost::Name>(
+    message: &M,
+    skip_defaults: bool,
+) -> Result<serde_json::Value, String> {
     let descriptor = pool()?
         .get_message_by_name(&M::full_name())
         .ok_or_else(|| format!("no descriptor for {}", M::full_name()))?;
@@ -28,7 +43,7 @@ pub fn message_json<M: prost::Message + prost::Name>(
         .map_err(|e| e.to_string())?;
     let options = SerializeOptions::new()
         .use_proto_field_name(true)
-        .skip_default_fields(false);
+        .skip_default_fields(skip_defaults);
     dynamic
         .serialize_with_options(serde_json::value::Serializer, &options)
         .map_err(|e| e.to_string())
@@ -60,6 +75,21 @@ mod tests {
         assert_eq!(
             deleted["endpoints_deleted"], "2",
             "64-bit integers as strings"
+        );
+    }
+
+    #[test]
+    fn a_timestamp_prints_as_rfc_3339_text() {
+        let json = message_json(&pb::Endpoint {
+            created_at: Some(crate::convert::time::from_millis(1_800_000_030_123)),
+            ..Default::default()
+        })
+        .expect("json");
+        assert_eq!(json["created_at"], "2027-01-15T08:00:30.123Z");
+        assert_eq!(
+            json.get("revoked_at"),
+            None,
+            "an absent time is left out: {json}"
         );
     }
 }

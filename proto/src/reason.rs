@@ -232,21 +232,74 @@ impl Reason {
         )
     }
 
+    /// What a refusal with this reason carries in its gRPC status details beside the
+    /// `ErrorInfo` (docs/errors.md): the standard `google.rpc` messages, our `RefusalDetails`
+    /// fields, and the `ErrorInfo.metadata` keys (flat strings, never JSON).
+    pub const fn details(self) -> &'static str {
+        match self {
+            Reason::Unauthenticated | Reason::PermissionDenied | Reason::Cancelled => "—",
+            Reason::GrantNotAllowed => {
+                "metadata `owner_scope`; RefusalDetails `outside`, `allowed`"
+            }
+            Reason::NotFound => {
+                "metadata `resource` (a pack: `name`, `version`); nothing that tells another scope's id from an unknown one"
+            }
+            Reason::InvalidArgument => "BadRequest, a violation per field; metadata `field`",
+            Reason::InvalidConfiguration => {
+                "BadRequest, a violation per problem (`rules[0].when`, or `configuration`); RefusalDetails `problems`"
+            }
+            Reason::InvalidParams => {
+                "BadRequest, a violation per param (`params.<name>`); metadata `param`; RefusalDetails `failures` (param checks)"
+            }
+            Reason::VersionMismatch => {
+                "PreconditionFailure `version_mismatch` on `configuration`; metadata `current_version`"
+            }
+            Reason::PlanStale => {
+                "PreconditionFailure whose type is the cause (`used`, `rejected`, `expired`, `approval_expired`, `configuration_changed`, `not_pending`, `trial_changed`) on `plan`, `trial:<id>` or `redrive`; metadata `current_version`, `trial_id`, `state` when known"
+            }
+            Reason::PackRuleFaults => "RefusalDetails `faults` (rule, count, event ids)",
+            Reason::Unproven => "metadata `proven`, `truncated`",
+            Reason::LocalEdits => "metadata `pack`, `next`; RefusalDetails `rules`",
+            Reason::RequiresPack => "metadata `pack`; RefusalDetails `requires`",
+            Reason::RequiredByPack => "metadata `pack`; RefusalDetails `required_by`",
+            Reason::DefaultConflict => "metadata `holder`",
+            Reason::TooManyRules => {
+                "metadata `total`, `max`, `hand_written`; RefusalDetails `packs`"
+            }
+            Reason::UnavailableVersion => "metadata `name`, `version`, `reason`, `upgrade_note`",
+            Reason::Busy | Reason::RateLimited | Reason::RouterUnavailable => {
+                "RetryInfo; metadata `retry_after_ms`"
+            }
+            Reason::Conflict | Reason::Unavailable | Reason::DeadlineExceeded => "—",
+            Reason::ControlUnavailable => {
+                "— (the gateway's and the CLIs' own: control did not answer)"
+            }
+            Reason::PayloadTooLarge | Reason::MethodNotAllowed => "— (ingest, HTTP only)",
+            Reason::Unimplemented | Reason::Internal => "—",
+            Reason::ApprovalRequired => {
+                "PreconditionFailure `approval_required` on `confirm_policy`; metadata `webhook_id`"
+            }
+            Reason::InsufficientTrial => "metadata `trial_id`",
+            Reason::Unspecified => "—",
+        }
+    }
+
     /// docs/errors.md's table: every reason with its gRPC code, HTTP status, MCP tool error
-    /// code and whether a retry may succeed.
+    /// code, whether a retry may succeed, the CLI's exit code and the status details.
     pub fn table_markdown() -> String {
         let mut out = String::from(
-            "| reason | gRPC code | HTTP status | MCP tool error `code` | retry the same call? | CLI exit code |\n| --- | --- | --- | --- | --- | --- |\n",
+            "| reason | gRPC code | HTTP status | MCP tool error `code` | retry the same call? | CLI exit code | details |\n| --- | --- | --- | --- | --- | --- | --- |\n",
         );
         for r in Reason::ALL {
             out.push_str(&format!(
-                "| `{}` | {} | {} | `{}` | {} | {} |\n",
+                "| `{}` | {} | {} | `{}` | {} | {} | {} |\n",
                 r.as_str(),
                 code_name(r.grpc_code()),
                 r.http_status(),
                 r.as_str(),
                 if r.retryable() { "yes" } else { "no" },
                 r.exit_code(),
+                r.details(),
             ));
         }
         out

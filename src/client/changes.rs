@@ -121,13 +121,21 @@ async fn page(
                 after_seq: after,
                 limit,
                 actor: f.actor.clone().unwrap_or_default(),
-                since_ms: f.since_ms.unwrap_or(0),
-                until_ms: f.until_ms.unwrap_or(0),
+                // 0 is no bound, as it always was.
+                since: bound(f.since_ms),
+                until: bound(f.until_ms),
+                ..Default::default()
             },
         )
         .await
         .map_err(|e| s.status(e))?;
     switchboard_control_client::convert::changes(r).map_err(Failure::call)
+}
+
+/// `--since-ms`/`--until-ms` as the Timestamp control reads; 0 is no bound.
+pub(crate) fn bound(ms: Option<i64>) -> Option<switchboard_proto::convert::time::Timestamp> {
+    ms.filter(|&ms| ms != 0)
+        .map(switchboard_proto::convert::time::from_millis)
 }
 
 /// One export line: the entry's canonical JSON and its hash, canonical as a whole.

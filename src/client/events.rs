@@ -207,10 +207,11 @@ pub async fn run(args: EventsArgs) -> Result<u8, Failure> {
                         webhook_id,
                         filter: Some(pb::RedriveFilter {
                             decisions: decision,
-                            since_ms,
-                            until_ms,
+                            since: since_ms.map(switchboard_proto::convert::time::from_millis),
+                            until: until_ms.map(switchboard_proto::convert::time::from_millis),
                             event_ids: event,
                             config_version,
+                            ..Default::default()
                         }),
                         limit: limit.unwrap_or(0),
                     },

@@ -169,7 +169,10 @@ pub async fn run(command: PacksCommand, common: Common) -> Result<u8, Failure> {
                         name,
                         version: version.unwrap_or_default(),
                         replaces,
-                        replay: limit.map(|limit| pb::ReplayWindow { limit, since_ms: 0 }),
+                        replay: limit.map(|limit| pb::ReplayWindow {
+                            limit,
+                            ..Default::default()
+                        }),
                         // Planning only: `packs confirm` applies a plan.
                         confirm: String::new(),
                         allow_unproven: false,
@@ -201,7 +204,10 @@ pub async fn run(command: PacksCommand, common: Common) -> Result<u8, Failure> {
                     pb::RemoveRulePackRequest {
                         webhook_id,
                         name,
-                        replay: limit.map(|limit| pb::ReplayWindow { limit, since_ms: 0 }),
+                        replay: limit.map(|limit| pb::ReplayWindow {
+                            limit,
+                            ..Default::default()
+                        }),
                         confirm: String::new(),
                         allow_unproven: false,
                         keep_params: keep_param,

@@ -98,7 +98,7 @@ pub async fn run(args: RulesArgs) -> Result<u8, Failure> {
                 webhook_id,
                 replay: Some(pb::TestReplay {
                     limit: limit.unwrap_or(0),
-                    since_ms: 0,
+                    ..Default::default()
                 }),
                 configuration: Some(configuration),
                 ..Default::default()
@@ -139,7 +139,10 @@ pub async fn run(args: RulesArgs) -> Result<u8, Failure> {
                     pb::PlanWebhookRulesRequest {
                         webhook_id,
                         configuration: Some(configuration),
-                        replay: limit.map(|limit| pb::ReplayWindow { limit, since_ms: 0 }),
+                        replay: limit.map(|limit| pb::ReplayWindow {
+                            limit,
+                            ..Default::default()
+                        }),
                         guard: guard.options(),
                     },
                 )

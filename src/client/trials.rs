@@ -135,7 +135,10 @@ pub async fn run(args: TrialsArgs) -> Result<u8, Failure> {
                     &s.bearer,
                     pb::PromoteRuleTrialRequest {
                         trial_id,
-                        replay: limit.map(|limit| pb::ReplayWindow { limit, since_ms: 0 }),
+                        replay: limit.map(|limit| pb::ReplayWindow {
+                            limit,
+                            ..Default::default()
+                        }),
                         guard: guard.options(),
                     },
                 )

@@ -15,6 +15,7 @@ use switchboard_control::store::SourceType;
 use switchboard_control::{Error, OwnerScope, Role, SealingKey, Store, verbs};
 use switchboard_control_client::CallError;
 use switchboard_proto::control::v1 as pb;
+use switchboard_proto::convert::time;
 
 use crate::client::Output;
 use switchboard_proto::control::v1::operators_client::OperatorsClient;
@@ -567,8 +568,9 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
                     owner_scope: scope.unwrap_or_default(),
                     webhook_id: filter.webhook.unwrap_or_default(),
                     actor: filter.actor.unwrap_or_default(),
-                    since_ms: filter.since_ms.unwrap_or(0),
-                    until_ms: filter.until_ms.unwrap_or(0),
+                    since: crate::client::changes::bound(filter.since_ms),
+                    until: crate::client::changes::bound(filter.until_ms),
+                    ..Default::default()
                 })
                 .await
                 .map_err(api)
@@ -584,7 +586,7 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
                 say!(
                     "{}\t{}\t{}\t{}\t{}\t{}",
                     e.seq,
-                    e.at_ms,
+                    time::to_millis_or_zero(e.at.as_ref()),
                     e.kind,
                     actor,
                     e.webhook_id,
@@ -807,7 +809,7 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
                     e.name,
                     e.human,
                     e.owner_scope,
-                    if e.revoked_at_ms.is_some() {
+                    if e.revoked_at.is_some() {
                         "revoked"
                     } else {
                         "active"
@@ -841,7 +843,7 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
                     "{}\t{}\t{}\tcreated_by={}",
                     c.id,
                     c.name,
-                    if c.revoked_at_ms.is_some() {
+                    if c.revoked_at.is_some() {
                         "revoked"
                     } else {
                         "active"
@@ -880,7 +882,7 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
                 let detail: Vec<String> = detail.iter().map(|(k, v)| format!("{k}={v}")).collect();
                 say!(
                     "{}\t{}\t{}\t{}\t{}",
-                    e.at_ms,
+                    time::to_millis_or_zero(e.at.as_ref()),
                     if e.operator_id.is_empty() {
                         "bootstrap"
                     } else {

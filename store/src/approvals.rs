@@ -4,9 +4,10 @@
 
 use sqlx::Row;
 use switchboard_model::approval::Approval;
+use switchboard_model::plan::StaleCause;
 
 use crate::Store;
-use crate::error::{Error, PLAN_STALE, Result};
+use crate::error::{Error, Result};
 use crate::scope::OwnerScope;
 
 impl Store {
@@ -36,11 +37,19 @@ impl Store {
         let rejected: Option<i64> = row.try_get("rejected_at")?;
         let pending: Option<i64> = row.try_get("pending_at")?;
         let expires: i64 = row.try_get("expires_at")?;
-        if used.is_some() || rejected.is_some() || pending.is_none() || expires <= now {
-            return Err(Error::FailedPrecondition {
-                reason: PLAN_STALE,
-                current_version: None,
-            });
+        let cause = if used.is_some() {
+            Some(StaleCause::Used)
+        } else if rejected.is_some() {
+            Some(StaleCause::Rejected)
+        } else if pending.is_none() {
+            Some(StaleCause::NotPending)
+        } else if expires <= now {
+            Some(StaleCause::ApprovalExpired)
+        } else {
+            None
+        };
+        if let Some(cause) = cause {
+            return Err(Error::stale(cause));
         }
         sqlx::query(
             "INSERT INTO plan_approvals (plan_id, person, plan_digest, approved_at) \

@@ -11,7 +11,7 @@ use switchboard_model::Configuration;
 use switchboard_model::provenance::Provenance;
 use switchboard_model::{ChangeProvenance, ConfigurationChange, TrustedActors};
 
-use crate::error::{Error, PLAN_STALE, Result, VERSION_MISMATCH};
+use crate::error::{Error, Result};
 use crate::plans::consume_plan_in;
 use crate::scope::OwnerScope;
 use crate::secrets::canonical_json;
@@ -172,10 +172,7 @@ impl Store {
             if plan.base_config_version != current.config_version
                 || plan.candidate_digest != digest_after
             {
-                return Err(Error::FailedPrecondition {
-                    reason: PLAN_STALE,
-                    current_version: Some(current.config_version),
-                });
+                return Err(Error::stale_at(current.config_version));
             }
         }
         let same_packs = save
@@ -199,10 +196,7 @@ impl Store {
         if let Some(expected) = save.expected_version
             && expected != current.config_version
         {
-            return Err(Error::FailedPrecondition {
-                reason: VERSION_MISMATCH,
-                current_version: Some(current.config_version),
-            });
+            return Err(Error::version_mismatch(Some(current.config_version)));
         }
 
         let version = current.config_version + 1;

@@ -23,6 +23,8 @@ pub enum Error {
     FailedPrecondition {
         reason: Reason,
         current_version: Option<i64>,
+        /// Why a plan is stale (`plan_stale` only), for the refusal's `PreconditionFailure`.
+        cause: Option<StaleCause>,
     },
 
     /// The webhook's `confirm_policy` is `person` and an endpoint tried to change its
@@ -67,6 +69,37 @@ pub enum Error {
 }
 
 pub use switchboard_proto::reason::Reason;
+
+use switchboard_model::plan::StaleCause;
+
+impl Error {
+    /// A plan (a trial's, a redrive's, a recovery's) that can no longer be applied, and why.
+    pub fn stale(cause: StaleCause) -> Error {
+        Error::FailedPrecondition {
+            reason: PLAN_STALE,
+            current_version: None,
+            cause: Some(cause),
+        }
+    }
+
+    /// A plan made against a configuration that has since moved to `current_version`.
+    pub fn stale_at(current_version: i64) -> Error {
+        Error::FailedPrecondition {
+            reason: PLAN_STALE,
+            current_version: Some(current_version),
+            cause: Some(StaleCause::ConfigurationChanged),
+        }
+    }
+
+    /// A lost test-and-set: the saved configuration is at `current_version`, when known.
+    pub fn version_mismatch(current_version: Option<i64>) -> Error {
+        Error::FailedPrecondition {
+            reason: VERSION_MISMATCH,
+            current_version,
+            cause: None,
+        }
+    }
+}
 
 /// `FailedPrecondition` reason when `expected_version` differs from the saved version.
 pub const VERSION_MISMATCH: Reason = Reason::VersionMismatch;
@@ -146,6 +179,7 @@ impl Error {
             Error::FailedPrecondition {
                 reason,
                 current_version: Some(v),
+                ..
             } => {
                 format!("{reason} (current version {v})")
             }
@@ -192,10 +226,7 @@ mod tests {
     fn not_found_has_one_shape() {
         assert_eq!(Error::not_found("webhook").to_string(), "webhook not found");
         assert_eq!(Error::not_found("webhook").reason(), Reason::NotFound);
-        let stale = Error::FailedPrecondition {
-            reason: PLAN_STALE,
-            current_version: None,
-        };
+        let stale = Error::stale(StaleCause::Expired);
         assert_eq!(stale.reason(), Reason::PlanStale);
     }
 

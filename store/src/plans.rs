@@ -4,10 +4,10 @@
 use sqlx::Row;
 use sqlx::any::AnyRow;
 use switchboard_model::Configuration;
-use switchboard_model::plan::StoredPlan;
+use switchboard_model::plan::{StaleCause, StoredPlan};
 
 use crate::dialect::WriteTx;
-use crate::error::{Error, PLAN_STALE, Result};
+use crate::error::{Error, Result};
 use crate::scope::OwnerScope;
 use crate::secrets::{hashes_match, new_id, new_token, sha256_hex};
 use crate::webhooks::configuration_text;
@@ -135,6 +135,23 @@ fn owned_plan(row: Option<AnyRow>, token_hash: &str, scope: &OwnerScope) -> Resu
     Ok(found)
 }
 
+/// Why a plan can no longer be applied at `now`, if it cannot: applied, rejected, or past its
+/// deadline (a person's, once it waits for one).
+fn refused(plan: &Plan, now: i64) -> Option<StaleCause> {
+    if plan.used_at.is_some() {
+        Some(StaleCause::Used)
+    } else if plan.rejected_at.is_some() {
+        Some(StaleCause::Rejected)
+    } else if plan.expires_at <= now {
+        Some(match plan.pending_at {
+            Some(_) => StaleCause::ApprovalExpired,
+            None => StaleCause::Expired,
+        })
+    } else {
+        None
+    }
+}
+
 /// Marks the plan used inside `tx`, after locking its row: of any number of concurrent
 /// consumers exactly one gets the plan; the others see it used and get `plan_stale`. A
 /// rejected plan is stale too. `person` is the person accepting it, when one is.
@@ -156,11 +173,8 @@ pub(crate) async fn consume_plan_in(
     .fetch_optional(&mut **tx)
     .await?;
     let mut found = owned_plan(row, token_hash, scope)?;
-    if found.used_at.is_some() || found.rejected_at.is_some() || found.expires_at <= now {
-        return Err(Error::FailedPrecondition {
-            reason: PLAN_STALE,
-            current_version: None,
-        });
+    if let Some(cause) = refused(&found, now) {
+        return Err(Error::stale(cause));
     }
     let done = sqlx::query(
         "UPDATE plans SET used_at = $1, decided_by = COALESCE($2, decided_by) \
@@ -172,10 +186,7 @@ pub(crate) async fn consume_plan_in(
     .execute(&mut **tx)
     .await?;
     if done.rows_affected() != 1 {
-        return Err(Error::FailedPrecondition {
-            reason: PLAN_STALE,
-            current_version: None,
-        });
+        return Err(Error::stale(StaleCause::Used));
     }
     found.used_at = Some(now);
     if let Some(person) = person {
@@ -300,9 +311,10 @@ impl Store {
         .next();
         match row {
             Some(row) => plan(&row),
-            None => Err(Error::FailedPrecondition {
-                reason: PLAN_STALE,
-                current_version: None,
+            // Why not: read after the refusal, so the common path stays one statement.
+            None => Err(match self.plan_by_token(token_hash, scope).await {
+                Ok(found) => Error::stale(refused(&found, now).unwrap_or(StaleCause::Used)),
+                Err(e) => e,
             }),
         }
     }
@@ -414,9 +426,9 @@ impl Store {
         .next();
         match row {
             Some(row) => plan(&row),
-            None => Err(Error::FailedPrecondition {
-                reason: PLAN_STALE,
-                current_version: None,
+            None => Err(match self.plan_in_scope(scope, id).await {
+                Ok(found) => Error::stale(refused(&found, now).unwrap_or(StaleCause::NotPending)),
+                Err(e) => e,
             }),
         }
     }

@@ -7,9 +7,10 @@
 use serde::{Deserialize, Serialize};
 use sqlx::Row;
 use sqlx::any::AnyRow;
+use switchboard_model::plan::StaleCause;
 use switchboard_model::{Label, RecordedDecision, RecordedFault};
 
-use crate::error::{Error, PLAN_STALE, Result};
+use crate::error::{Error, Result};
 use crate::scope::OwnerScope;
 use crate::secrets::{hashes_match, new_id};
 use crate::todos::{NewTodo, TodoInsert, insert_todo_in};
@@ -81,10 +82,7 @@ impl RedriveFilter {
         if let (Some(since), Some(until)) = (self.since, self.until)
             && since > until
         {
-            return Err(Error::invalid(
-                "filter.until_ms",
-                "must not be before since_ms",
-            ));
+            return Err(Error::invalid("filter.until", "must not be before since"));
         }
         if self.event_ids.len() > MAX_FILTER_IDS {
             return Err(Error::invalid(
@@ -230,11 +228,12 @@ fn redrive(row: &AnyRow) -> Result<Redrive> {
     })
 }
 
-fn stale() -> Error {
-    Error::FailedPrecondition {
-        reason: PLAN_STALE,
-        current_version: None,
-    }
+fn stale(found: &Redrive, now: i64) -> Error {
+    Error::stale(if found.used_at.is_some() || found.expires_at > now {
+        StaleCause::Used
+    } else {
+        StaleCause::Expired
+    })
 }
 
 /// Where a stored event stands, if a redrive may select it.
@@ -397,7 +396,7 @@ impl Store {
             return Err(Error::not_found("plan"));
         }
         if found.used_at.is_some() || found.expires_at <= now {
-            return Err(stale());
+            return Err(stale(&found, now));
         }
         let version: Option<i64> = sqlx::query(dialect::for_update!(
             self.backend,
@@ -413,10 +412,7 @@ impl Store {
             return Err(Error::not_found("webhook"));
         };
         if version != found.base_config_version {
-            return Err(Error::FailedPrecondition {
-                reason: PLAN_STALE,
-                current_version: Some(version),
-            });
+            return Err(Error::stale_at(version));
         }
         let mut outcomes = Vec::new();
         for entry in found.entries.iter().filter(|e| e.changes()) {
@@ -479,7 +475,7 @@ impl Store {
         .execute(&mut *tx)
         .await?;
         if done.rows_affected() != 1 {
-            return Err(stale());
+            return Err(Error::stale(StaleCause::Used));
         }
         // Issue 47: decisions re-recorded are a change to what routed where.
         {
@@ -587,7 +583,7 @@ mod tests {
         assert!(matches!(
             backwards.checked(),
             Err(Error::InvalidArgument {
-                field: "filter.until_ms",
+                field: "filter.until",
                 ..
             })
         ));

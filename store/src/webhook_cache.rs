@@ -90,10 +90,7 @@ impl Store {
 /// The error a write answers for an event whose webhook row moved on since it was read: the
 /// delivery is stored nothing, and is taken again with the row read anew.
 pub(crate) fn stale_webhook() -> crate::Error {
-    crate::Error::FailedPrecondition {
-        reason: crate::error::Reason::VersionMismatch,
-        current_version: None,
-    }
+    crate::Error::version_mismatch(None)
 }
 
 /// Whether `e` is [`stale_webhook`]'s.
@@ -103,6 +100,7 @@ pub fn is_stale_webhook(e: &crate::Error) -> bool {
         crate::Error::FailedPrecondition {
             reason: crate::error::Reason::VersionMismatch,
             current_version: None,
+            ..
         }
     )
 }

@@ -480,7 +480,9 @@ async fn owners_read_their_scopes_change_log_and_no_other(db: TestDb) {
     let later = list(
         cred.clone(),
         pb::ListWebhookChangesRequest {
-            since_ms: read.last().map_or(0, |e| e.at_ms) + 1,
+            since: Some(switchboard_proto::convert::time::from_millis(
+                read.last().map_or(0, |e| e.at_ms) + 1,
+            )),
             ..Default::default()
         },
     )

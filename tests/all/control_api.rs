@@ -33,7 +33,7 @@ use tonic::transport::Channel;
 use tonic::{Code, Request, Response, Status};
 use tonic_types::StatusExt;
 
-use crate::support::{RouterProcess, payload, stored};
+use crate::support::{RouterProcess, ms, payload, stored, text};
 
 // ---------------------------------------------------------------------------------------
 // Harness
@@ -226,6 +226,8 @@ api_suite! {
     explain_names_the_version_and_the_rules_that_decided,
     redrive_plans_then_routes_each_event_once,
     redrive_recovers_what_a_change_dropped_by_version_and_time_once_each,
+    every_time_is_a_timestamp_beside_its_deprecated_field,
+    a_time_bound_is_a_timestamp_or_the_deprecated_millis_never_two_times,
 }
 
 // ---------------------------------------------------------------------------------------
@@ -401,17 +403,14 @@ fn invalid<T: Debug>(result: Result<Response<T>, Status>, field: &str) -> Status
     s
 }
 
-/// The problems of an `invalid_configuration` refusal, from the JSON list in the message.
+/// The problems of an `invalid_configuration` refusal, from its typed `RefusalDetails`.
 #[track_caller]
 fn problems<T: Debug>(result: Result<Response<T>, Status>) -> Vec<Value> {
     let s = refused(result, Code::InvalidArgument, "invalid_configuration");
     // The problems are data in the details, not text to parse.
-    let info = s
-        .get_error_details()
-        .error_info()
-        .cloned()
-        .expect("ErrorInfo");
-    let details: Value = serde_json::from_str(&info.metadata["details"]).expect("details are JSON");
+    let refusal = switchboard_proto::refusal::refusal_of(&s).expect("RefusalDetails");
+    let details = switchboard_proto::message_json::sparse_message_json(&refusal)
+        .expect("RefusalDetails prints as JSON");
     let list = details["problems"]
         .as_array()
         .cloned()
@@ -1765,7 +1764,7 @@ async fn history_lists_newest_first_in_pages(api: Api) {
     assert_eq!(versions, vec![vec![5, 4], vec![3, 2], vec![1]]);
     for pair in records.windows(2) {
         assert_eq!(pair[0].digest_before, pair[1].digest_after, "digests chain");
-        assert!(pair[0].saved_at_ms > pair[1].saved_at_ms);
+        assert!(ms(&pair[0].saved_at) > ms(&pair[1].saved_at));
     }
     // Rolling back is saving an earlier version again.
     let v3 = records.iter().find(|r| r.version == 3).expect("v3");
@@ -2066,7 +2065,7 @@ async fn dry_runs_route_events_and_payloads_and_write_nothing(api: Api) {
         webhook_id: w.id.clone(),
         replay: Some(pb::TestReplay {
             limit: 10,
-            since_ms: 0,
+            ..Default::default()
         }),
         ..Default::default()
     };
@@ -2456,14 +2455,10 @@ async fn webhooks_are_created_read_rotated_and_deleted(api: Api) {
         .error_info()
         .cloned()
         .expect("error info");
-    assert_eq!(
-        serde_json::from_str::<serde_json::Value>(&info.metadata["details"]).expect("json"),
-        serde_json::json!({
-            "owner_scope": "human:alice",
-            "outside": ["pager"],
-            "allowed": ["forge", "review", "triage"],
-        })
-    );
+    assert_eq!(info.metadata["owner_scope"], "human:alice");
+    let lists = switchboard_proto::refusal::refusal_of(&outside).expect("RefusalDetails");
+    assert_eq!(lists.outside, ["pager"]);
+    assert_eq!(lists.allowed, ["forge", "review", "triage"]);
     api.store
         .clear_grant_allowance(&alice)
         .await
@@ -2580,8 +2575,11 @@ async fn retention_purges_in_batches_and_listings_say_what_window_remains(api: A
     let window = before.retention.expect("the window is told");
     assert_eq!(window.max_age_ms, 30 * 86_400_000, "the documented default");
     assert_eq!(window.max_events_per_webhook, 100_000);
-    assert_eq!(window.kept_since_ms, api.clock.now_ms() - 30 * 86_400_000);
-    assert_eq!(window.oldest_event_at_ms, events[0].received_at);
+    assert_eq!(
+        ms(&window.kept_since),
+        Some(api.clock.now_ms() - 30 * 86_400_000)
+    );
+    assert_eq!(ms(&window.oldest_event_at), Some(events[0].received_at));
 
     // A pass with a 150 s age and batches of one: the oldest dropped event goes.
     let state = ControlState {
@@ -2645,8 +2643,8 @@ async fn retention_purges_in_batches_and_listings_say_what_window_remains(api: A
         "the todo's event stays past the age"
     );
     assert_eq!(
-        after.retention.expect("told").oldest_event_at_ms,
-        events[0].received_at
+        ms(&after.retention.expect("told").oldest_event_at),
+        Some(events[0].received_at)
     );
     // The count bound: one per webhook leaves the newest and the open todo's event.
     let state = ControlState {
@@ -2974,9 +2972,9 @@ async fn todos_are_listed_claimed_and_completed(api: Api) {
         (claimed.state, claimed.claimed_by.as_str()),
         (pb::TodoState::Claimed as i32, one_id.as_str())
     );
-    assert!(claimed.claimed_at_ms > 0);
+    assert!(claimed.claimed_at.is_some());
     assert_eq!(
-        claimed.claim_expires_at,
+        text(&claimed.claim_expires_at_time),
         switchboard_model::rfc3339_millis(api.clock.now_ms() + 30 * 60 * 1000),
         "a claim lasts the default lease"
     );
@@ -3156,7 +3154,7 @@ async fn todo_claims_are_leases(api: Api) {
         .todo
         .expect("todo");
     let expires = api.clock.now_ms() + LEASE_MS;
-    assert_eq!(claimed.claim_expires_at, at(expires));
+    assert_eq!(text(&claimed.claim_expires_at_time), at(expires));
     let listed = ok(a
         .todos
         .list_todos(pb::ListTodosRequest {
@@ -3169,7 +3167,7 @@ async fn todo_claims_are_leases(api: Api) {
         (
             listed[0].state,
             listed[0].claimed_by.as_str(),
-            listed[0].claim_expires_at.as_str()
+            text(&listed[0].claim_expires_at_time).as_str()
         ),
         (
             pb::TodoState::Claimed as i32,
@@ -3177,7 +3175,10 @@ async fn todo_claims_are_leases(api: Api) {
             at(expires).as_str()
         )
     );
-    assert_eq!(listed[1].claim_expires_at, "", "unclaimed: no expiry");
+    assert_eq!(
+        listed[1].claim_expires_at_time, None,
+        "unclaimed: no expiry"
+    );
 
     // Renewing: the holder claims again before the end, from now.
     api.clock.advance(Duration::from_secs(20 * 60));
@@ -3185,8 +3186,8 @@ async fn todo_claims_are_leases(api: Api) {
         .todo
         .expect("todo");
     let expires = api.clock.now_ms() + LEASE_MS;
-    assert_eq!(renewed.claim_expires_at, at(expires));
-    assert_eq!(renewed.claimed_at_ms, claimed.claimed_at_ms);
+    assert_eq!(text(&renewed.claim_expires_at_time), at(expires));
+    assert_eq!(renewed.claimed_at, claimed.claimed_at);
     api.clock.advance(Duration::from_secs(20 * 60));
     let conflict = refused(
         b.todos.claim_todo(claim(&t[0].id)).await,
@@ -3213,7 +3214,7 @@ async fn todo_claims_are_leases(api: Api) {
         (
             released.state,
             released.claimed_by.as_str(),
-            released.claim_expires_at.as_str()
+            text(&released.claim_expires_at_time).as_str()
         ),
         (pb::TodoState::Open as i32, "", "")
     );
@@ -3283,7 +3284,10 @@ async fn todo_claims_are_leases(api: Api) {
     let short = ok(b.todos.claim_todo(claim(&t[0].id)).await)
         .todo
         .expect("todo");
-    assert_eq!(short.claim_expires_at, at(api.clock.now_ms() + 90_000));
+    assert_eq!(
+        text(&short.claim_expires_at_time),
+        at(api.clock.now_ms() + 90_000)
+    );
     api.clock.advance(Duration::from_secs(90));
     ok(a.todos.claim_todo(claim(&t[0].id)).await);
 }
@@ -4591,7 +4595,9 @@ async fn redrive_recovers_what_a_change_dropped_by_version_and_time_once_each(ap
     assert!(ok(plan_of(drops_of(1)).await).events.is_empty());
     // By time: the last two of version 2's drops.
     let later = ok(plan_of(pb::RedriveFilter {
-        since_ms: Some(dropped[1].received_at),
+        since: Some(switchboard_proto::convert::time::from_millis(
+            dropped[1].received_at,
+        )),
         ..drops_of(2)
     })
     .await);
@@ -4760,14 +4766,14 @@ async fn redrive_plans_then_routes_each_event_once(api: Api) {
             .redrive_webhook_events(pb::RedriveWebhookEventsRequest {
                 webhook_id: w.id.clone(),
                 filter: Some(pb::RedriveFilter {
-                    since_ms: Some(2),
-                    until_ms: Some(1),
+                    since: Some(switchboard_proto::convert::time::from_millis(2)),
+                    until: Some(switchboard_proto::convert::time::from_millis(1)),
                     ..Default::default()
                 }),
                 limit: 0,
             })
             .await,
-        "filter.until_ms",
+        "filter.until",
     );
 
     // The rule is fixed: pull requests go to review (version 2).
@@ -5054,4 +5060,398 @@ async fn redrive_plans_then_routes_each_event_once(api: Api) {
         .await
         .expect("count");
     assert!(row.try_get::<i64, _>("n").expect("n") >= 6);
+}
+
+// ---------------------------------------------------------------------------------------
+// Times (issue 49 item 5)
+// ---------------------------------------------------------------------------------------
+
+/// Reads a rule-pack stream to its last event: the plan, the applied result or the pending.
+async fn pack_event(
+    stream: Result<Response<tonic::Streaming<pb::RulePackEvent>>, Status>,
+) -> pb::rule_pack_event::Event {
+    let mut stream = ok(stream);
+    let mut last = None;
+    while let Some(ev) = stream.message().await.expect("the stream") {
+        if let Some(e) = ev.event {
+            last = Some(e);
+        }
+    }
+    last.expect("a result")
+}
+
+/// Every time the API answers is a google.protobuf.Timestamp naming the same millisecond as
+/// the deprecated `*_ms` or RFC 3339 text field beside it, which is still filled for one
+/// release: a webhook's creation, an event's receipt and its retention window, a todo's
+/// creation, claim, lease and completion, a history record, a change-log entry, a plan's and
+/// a plan status's expiry with the replay's retention, a trial's start, end and deadline, and
+/// an installed pack's provenance and listing.
+#[allow(deprecated)]
+async fn every_time_is_a_timestamp_beside_its_deprecated_field(api: Api) {
+    use pb::rule_pack_event::Event as PackEvent;
+    let alice = human(&api.store, "alice").await;
+    let cred = vend(&api.store, "alice", &alice, &EVERY_FAMILY).await;
+    let mut c = api.client(&cred);
+    let w = webhook(&api.store, &alice).await;
+
+    let got = ok(c
+        .webhooks
+        .get_webhook(pb::GetWebhookRequest {
+            webhook_id: w.id.clone(),
+        })
+        .await)
+    .webhook
+    .expect("webhook");
+    assert_eq!(ms(&got.created_at), Some(got.created_at_ms));
+    assert_eq!(got.created_at_ms, w.created_at);
+
+    // An event, its summary, its retention window.
+    let event = github_event(&api, &w, "pull_request.opened.json", 1).await;
+    let listed = ok(c
+        .webhooks
+        .list_webhook_events(pb::ListWebhookEventsRequest {
+            webhook_id: w.id.clone(),
+            ..Default::default()
+        })
+        .await);
+    let summary = &listed.events[0];
+    assert_eq!(ms(&summary.received_at), Some(summary.received_at_ms));
+    assert_eq!(summary.received_at_ms, event.received_at);
+    let window = listed.retention.expect("retention");
+    assert_eq!(ms(&window.kept_since), Some(window.kept_since_ms));
+    assert_eq!(ms(&window.oldest_event_at), Some(window.oldest_event_at_ms));
+    let one = ok(c
+        .webhooks
+        .get_webhook_event(pb::GetWebhookEventRequest {
+            event_id: event.id.clone(),
+            ..Default::default()
+        })
+        .await)
+    .event
+    .expect("event");
+    assert_eq!(ms(&one.received_at), Some(event.received_at));
+
+    // A todo: created, claimed with a lease, completed.
+    let todo = todo_for(&api, &event, "forge").await;
+    let open = ok(c
+        .todos
+        .list_todos(pb::ListTodosRequest {
+            queue: "forge".into(),
+            ..Default::default()
+        })
+        .await)
+    .todos
+    .remove(0);
+    assert_eq!(ms(&open.created_at), Some(open.created_at_ms));
+    assert_eq!(open.created_at_ms, todo.created_at);
+    assert_eq!(
+        (
+            &open.claimed_at,
+            &open.completed_at,
+            &open.claim_expires_at_time
+        ),
+        (&None, &None, &None),
+        "unclaimed: no claim, no lease, no completion"
+    );
+    let claimed = ok(c.todos.claim_todo(claim(&todo.id)).await)
+        .todo
+        .expect("todo");
+    assert_eq!(ms(&claimed.claimed_at), Some(claimed.claimed_at_ms));
+    assert_eq!(claimed.claimed_at_ms, api.clock.now_ms());
+    assert_eq!(
+        text(&claimed.claim_expires_at_time),
+        claimed.claim_expires_at
+    );
+    assert!(!claimed.claim_expires_at.is_empty());
+    api.clock.advance(Duration::from_secs(5));
+    let done = ok(c.todos.complete_todo(complete(&todo.id)).await)
+        .todo
+        .expect("todo");
+    assert_eq!(ms(&done.completed_at), Some(done.completed_at_ms));
+    assert_eq!(done.completed_at_ms, api.clock.now_ms());
+
+    // A plan, its status, its trial.
+    let PackEvent::Plan(plan) = pack_event(
+        c.packs
+            .install_rule_pack(pb::InstallRulePackRequest {
+                webhook_id: w.id.clone(),
+                name: "drop-ci-noise".into(),
+                ..Default::default()
+            })
+            .await,
+    )
+    .await
+    else {
+        panic!("a plan")
+    };
+    assert_eq!(text(&plan.expires_at_time), plan.expires_at);
+    assert!(ms(&plan.expires_at_time) > Some(api.clock.now_ms()));
+    let report = plan.report.clone().expect("report");
+    assert_eq!(
+        text(&report.window_from_time),
+        report.window_from.unwrap_or_default()
+    );
+    assert_eq!(
+        text(&report.window_to_time),
+        report.window_to.unwrap_or_default()
+    );
+    let retention = report.retention.expect("retention");
+    assert_eq!(text(&retention.kept_since_time), retention.kept_since);
+    assert_eq!(
+        text(&retention.oldest_stored_time),
+        retention.oldest_stored.unwrap_or_default()
+    );
+    let status = ok(c
+        .packs
+        .get_rule_pack_plan(pb::GetRulePackPlanRequest {
+            plan_token: plan.plan_token.clone(),
+        })
+        .await);
+    assert_eq!(status.expires_at_time, plan.expires_at_time);
+    assert_eq!(text(&status.expires_at_time), status.expires_at);
+
+    let trial = ok(c
+        .trials
+        .start_rule_trial(pb::StartRuleTrialRequest {
+            webhook_id: w.id.clone(),
+            plan_token: plan.plan_token.clone(),
+            ..Default::default()
+        })
+        .await);
+    assert_eq!(text(&trial.started_at_time), trial.started_at);
+    assert_eq!(ms(&trial.started_at_time), Some(api.clock.now_ms()));
+    assert_eq!(text(&trial.ends_at_time), trial.ends_at);
+    assert_eq!((&trial.ended_at_time, &trial.ended_at), (&None, &None));
+    api.clock.advance(Duration::from_secs(5));
+    let stopped = ok(c
+        .trials
+        .stop_rule_trial(pb::StopRuleTrialRequest {
+            trial_id: trial.trial_id.clone(),
+        })
+        .await);
+    assert_eq!(ms(&stopped.ended_at_time), Some(api.clock.now_ms()));
+    assert_eq!(Some(text(&stopped.ended_at_time)), stopped.ended_at);
+
+    // Confirmed: the installed pack's provenance, its listing, the history, the change log.
+    let applied = pack_event(
+        c.packs
+            .install_rule_pack(pb::InstallRulePackRequest {
+                webhook_id: w.id.clone(),
+                name: "drop-ci-noise".into(),
+                confirm: plan.plan_token.clone(),
+                allow_unproven: true,
+                ..Default::default()
+            })
+            .await,
+    )
+    .await;
+    assert!(matches!(applied, PackEvent::Applied(_)), "{applied:?}");
+    let got = ok(c
+        .webhooks
+        .get_webhook(pb::GetWebhookRequest {
+            webhook_id: w.id.clone(),
+        })
+        .await)
+    .webhook
+    .expect("webhook");
+    let pack = &got.installed_packs[0];
+    assert!(pack.installed_at_time.is_some());
+    assert_eq!(text(&pack.installed_at_time), pack.installed_at);
+    assert_eq!(text(&pack.replayed_at_time), pack.replayed_at);
+    assert_eq!(
+        text(&pack.window_from_time),
+        pack.window_from.clone().unwrap_or_default()
+    );
+    assert_eq!(
+        text(&pack.window_to_time),
+        pack.window_to.clone().unwrap_or_default()
+    );
+    let listing = ok(c
+        .packs
+        .list_rule_packs(pb::ListRulePacksRequest {
+            webhook_id: w.id.clone(),
+        })
+        .await)
+    .listing
+    .expect("listing");
+    let installed = listing
+        .packs
+        .iter()
+        .find_map(|p| p.installed.clone())
+        .expect("installed");
+    assert_eq!(text(&installed.installed_at_time), installed.installed_at);
+    assert_eq!(text(&installed.last_replay_time), installed.last_replay);
+    assert!(installed.installed_at_time.is_some());
+
+    let history = ok(c
+        .rules
+        .list_webhook_history(pb::ListWebhookHistoryRequest {
+            webhook_id: w.id.clone(),
+            ..Default::default()
+        })
+        .await)
+    .records;
+    assert!(history.len() >= 2, "{history:?}");
+    for h in &history {
+        assert_eq!(ms(&h.saved_at), Some(h.saved_at_ms));
+    }
+    let changes = ok(c
+        .rules
+        .list_webhook_changes(pb::ListWebhookChangesRequest {
+            webhook_id: w.id.clone(),
+            ..Default::default()
+        })
+        .await)
+    .entries;
+    assert!(!changes.is_empty());
+    for e in &changes {
+        assert_eq!(ms(&e.at), Some(e.at_ms));
+    }
+}
+
+/// A request's time bound is read as a Timestamp or as the deprecated milliseconds: the same
+/// bound gives the same listing either way and both ways at once; given both ways with
+/// different values, or as a Timestamp outside what one may name, the call is refused with
+/// `invalid_argument` naming the field.
+#[allow(deprecated)]
+async fn a_time_bound_is_a_timestamp_or_the_deprecated_millis_never_two_times(api: Api) {
+    use switchboard_proto::convert::time::{Timestamp, from_millis};
+    let alice = human(&api.store, "alice").await;
+    let cred = vend(&api.store, "alice", &alice, &EVERY_FAMILY).await;
+    let mut c = api.client(&cred);
+    let w = webhook(&api.store, &alice).await;
+    // Three saved versions, a minute apart: three change-log entries after the creation's.
+    let mut ats = Vec::new();
+    for n in 0..3 {
+        api.clock.advance(Duration::from_secs(60));
+        ats.push(api.clock.now_ms());
+        seed_configuration(
+            &api.store,
+            &w,
+            json!({"rules": [{"id": format!("r-{n}"), "when": "true", "action": {"queue": "forge"}}]}),
+            None,
+        )
+        .await;
+    }
+    let changes = |req: pb::ListWebhookChangesRequest| {
+        let mut rules = c.rules.clone();
+        let webhook_id = w.id.clone();
+        async move {
+            rules
+                .list_webhook_changes(pb::ListWebhookChangesRequest { webhook_id, ..req })
+                .await
+        }
+    };
+    let seqs = |r: pb::ListWebhookChangesResponse| -> Vec<u64> {
+        r.entries.iter().map(|e| e.seq).collect()
+    };
+    let by_millis = seqs(ok(changes(pb::ListWebhookChangesRequest {
+        since_ms: ats[1],
+        until_ms: ats[2] + 1,
+        ..Default::default()
+    })
+    .await));
+    assert_eq!(
+        by_millis.len(),
+        2,
+        "the second and third versions (until is exclusive)"
+    );
+    let by_timestamp = seqs(ok(changes(pb::ListWebhookChangesRequest {
+        since: Some(from_millis(ats[1])),
+        until: Some(from_millis(ats[2] + 1)),
+        ..Default::default()
+    })
+    .await));
+    assert_eq!(by_timestamp, by_millis);
+    let both = seqs(ok(changes(pb::ListWebhookChangesRequest {
+        since_ms: ats[1],
+        since: Some(from_millis(ats[1])),
+        until: Some(from_millis(ats[2] + 1)),
+        ..Default::default()
+    })
+    .await));
+    assert_eq!(both, by_millis, "both ways, agreeing");
+    let disagree = invalid(
+        changes(pb::ListWebhookChangesRequest {
+            since_ms: ats[0],
+            since: Some(from_millis(ats[1])),
+            ..Default::default()
+        })
+        .await,
+        "since",
+    );
+    assert!(
+        disagree.message().contains("different times"),
+        "{}",
+        disagree.message()
+    );
+    invalid(
+        changes(pb::ListWebhookChangesRequest {
+            until: Some(Timestamp {
+                seconds: i64::MAX,
+                nanos: 0,
+            }),
+            ..Default::default()
+        })
+        .await,
+        "until",
+    );
+
+    // A replay window and a redrive filter say which field too.
+    let event = github_event(&api, &w, "pull_request.opened.json", 1).await;
+    invalid(
+        c.rules
+            .test_webhook_rules(pb::TestWebhookRulesRequest {
+                webhook_id: w.id.clone(),
+                replay: Some(pb::TestReplay {
+                    since_ms: event.received_at,
+                    since: Some(from_millis(event.received_at + 1)),
+                    ..Default::default()
+                }),
+                ..Default::default()
+            })
+            .await,
+        "replay.since",
+    );
+    let redrive = |filter: pb::RedriveFilter| pb::RedriveWebhookEventsRequest {
+        webhook_id: w.id.clone(),
+        filter: Some(filter),
+        limit: 0,
+    };
+    let selected = |plan: pb::RedrivePlan| -> Vec<String> {
+        plan.events.iter().map(|e| e.event_id.clone()).collect()
+    };
+    let by_millis = selected(ok(c
+        .webhooks
+        .redrive_webhook_events(redrive(pb::RedriveFilter {
+            decisions: vec!["pending".into()],
+            since_ms: Some(event.received_at),
+            ..Default::default()
+        }))
+        .await));
+    assert_eq!(by_millis, std::slice::from_ref(&event.id));
+    let planned = ok(c
+        .webhooks
+        .redrive_webhook_events(redrive(pb::RedriveFilter {
+            decisions: vec!["pending".into()],
+            since: Some(from_millis(event.received_at)),
+            ..Default::default()
+        }))
+        .await);
+    assert_eq!(text(&planned.expires_at_time), planned.expires_at);
+    assert_eq!(
+        ms(&planned.events[0].received_at),
+        Some(planned.events[0].received_at_ms)
+    );
+    assert_eq!(selected(planned), by_millis);
+    invalid(
+        c.webhooks
+            .redrive_webhook_events(redrive(pb::RedriveFilter {
+                until_ms: Some(event.received_at),
+                until: Some(from_millis(event.received_at - 1)),
+                ..Default::default()
+            }))
+            .await,
+        "filter.until",
+    );
 }

@@ -8,6 +8,7 @@ mod console;
 mod control_api;
 mod control_harness;
 mod deploy;
+mod error_details;
 mod forge_safe;
 mod group_commit;
 mod grpc_conventions;

@@ -21,6 +21,7 @@ on_every_backend! {
     a_python_grpc_client_manages_tenancy_and_reads_the_audit,
     the_change_log_lists_exports_and_verifies_and_names_a_tampered_entry,
     offboarding_a_member_and_a_webhook_takes_effect_at_once_and_is_logged,
+    operators_read_every_time_as_a_timestamp,
 }
 
 fn with<T>(token: &str, message: T) -> Request<T> {
@@ -166,7 +167,7 @@ async fn only_operator_credentials_open_the_operators_api(db: TestDb) {
     assert!(
         listed
             .iter()
-            .any(|c| c.id == ci.id && c.revoked_at_ms.is_some())
+            .any(|c| c.id == ci.id && c.revoked_at.is_some())
     );
     let gone = api
         .revoke_operator_credential(with(
@@ -519,7 +520,7 @@ async fn vending_without_consent_makes_nothing(db: TestDb) {
         .into_inner()
         .endpoint
         .expect("endpoint");
-    assert!(revoked.revoked_at_ms.is_some());
+    assert!(revoked.revoked_at.is_some());
     assert!(
         db.store
             .authenticate(&vended.credential)
@@ -581,6 +582,13 @@ async fn a_python_grpc_client_manages_tenancy_and_reads_the_audit(db: TestDb) {
             serde_json::json!(["create_team", "team:infra"]),
         ]
     );
+    // Times read as google.protobuf.Timestamp by protoc's Python code: the deprecated
+    // milliseconds' time.
+    let ats = read["audit_at"].as_array().expect("audit times");
+    assert_eq!(ats.len(), actions.len());
+    for at in ats {
+        assert!(at[0].as_i64() > Some(0) && at[0] == at[1], "{read}");
+    }
     let stored = db
         .store
         .list_endpoints(Some(&OwnerScope::team("infra")))
@@ -1199,4 +1207,146 @@ async fn offboarding_a_member_and_a_webhook_takes_effect_at_once_and_is_logged(d
         .expect("verify")
         .into_inner();
     assert!(verified.intact, "{verified:?}");
+}
+
+/// Issue 49 item 5 for operators: every time is a google.protobuf.Timestamp naming the same
+/// millisecond as the deprecated `*_ms` field beside it (a human's and a team's creation, an
+/// endpoint's and an operator credential's creation and revocation, each audit entry and
+/// change-log entry), and the change log's `since`/`until` are read as Timestamps or as the
+/// deprecated milliseconds, refused when the two disagree.
+#[allow(deprecated)]
+async fn operators_read_every_time_as_a_timestamp(db: TestDb) {
+    use crate::support::ms;
+    use switchboard_proto::convert::time::from_millis;
+    let control = Control::start(&db.store, &[], ControlSetup::default()).await;
+    let mut api = client(&control).await;
+    let token = db
+        .store
+        .create_operator_credential("root", None)
+        .await
+        .expect("bootstrap")
+        .token;
+    let alice = api
+        .create_human(with(
+            &token,
+            pb::CreateHumanRequest {
+                login: "alice".into(),
+                display_name: None,
+            },
+        ))
+        .await
+        .expect("human")
+        .into_inner()
+        .human
+        .expect("human");
+    assert_eq!(ms(&alice.created_at), Some(alice.created_at_ms));
+    assert!(alice.created_at_ms > 0);
+    let team = api
+        .create_team(with(
+            &token,
+            pb::CreateTeamRequest {
+                slug: "infra".into(),
+                name: None,
+            },
+        ))
+        .await
+        .expect("team")
+        .into_inner()
+        .team
+        .expect("team");
+    assert_eq!(ms(&team.created_at), Some(team.created_at_ms));
+    let vended = api
+        .vend_endpoint(with(
+            &token,
+            pb::VendEndpointRequest {
+                human: "alice".into(),
+                owner_scope: "human:alice".into(),
+                verbs: vec!["todos".into()],
+                name: None,
+                consent: true,
+            },
+        ))
+        .await
+        .expect("vend")
+        .into_inner()
+        .endpoint
+        .expect("endpoint");
+    assert_eq!(ms(&vended.created_at), Some(vended.created_at_ms));
+    assert_eq!((&vended.revoked_at, vended.revoked_at_ms), (&None, None));
+    let revoked = api
+        .revoke_endpoint(with(
+            &token,
+            pb::RevokeEndpointRequest {
+                endpoint_id: vended.id.clone(),
+            },
+        ))
+        .await
+        .expect("revoke")
+        .into_inner()
+        .endpoint
+        .expect("endpoint");
+    assert_eq!(ms(&revoked.revoked_at), revoked.revoked_at_ms);
+    assert!(revoked.revoked_at.is_some());
+    let credentials = api
+        .list_operator_credentials(with(&token, pb::ListOperatorCredentialsRequest {}))
+        .await
+        .expect("credentials")
+        .into_inner()
+        .credentials;
+    for c in &credentials {
+        assert_eq!(ms(&c.created_at), Some(c.created_at_ms));
+        assert_eq!(ms(&c.revoked_at), c.revoked_at_ms);
+    }
+    let entries = audit(&mut api, &token).await;
+    assert!(entries.len() >= 4, "{entries:?}");
+    for e in &entries {
+        assert_eq!(ms(&e.at), Some(e.at_ms), "{e:?}");
+    }
+
+    // The change log: one bound, given either way, lists the same entries.
+    let changes = |since_ms: i64, since: Option<i64>| {
+        let mut api = api.clone();
+        let token = token.clone();
+        async move {
+            api.list_changes(with(
+                &token,
+                pb::ListChangesRequest {
+                    since_ms,
+                    since: since.map(from_millis),
+                    ..Default::default()
+                },
+            ))
+            .await
+        }
+    };
+    let all = changes(0, None).await.expect("all").into_inner().entries;
+    assert!(all.len() >= 4, "{all:?}");
+    for e in &all {
+        assert_eq!(ms(&e.at), Some(e.at_ms), "{e:?}");
+    }
+    let from = all[all.len() - 2].at_ms;
+    let seqs = |r: tonic::Response<pb::ListChangesResponse>| -> Vec<u64> {
+        r.into_inner().entries.iter().map(|e| e.seq).collect()
+    };
+    let by_millis = seqs(changes(from, None).await.expect("by millis"));
+    assert!(!by_millis.is_empty() && by_millis.len() < all.len());
+    assert_eq!(
+        seqs(changes(0, Some(from)).await.expect("by timestamp")),
+        by_millis
+    );
+    assert_eq!(
+        seqs(changes(from, Some(from)).await.expect("both")),
+        by_millis
+    );
+    let refused = changes(from, Some(from + 1))
+        .await
+        .expect_err("two different times");
+    assert_eq!(refused.code(), Code::InvalidArgument, "{refused:?}");
+    let details = tonic_types::StatusExt::get_error_details(&refused);
+    assert_eq!(
+        details.error_info().map(|i| i.metadata["field"].as_str()),
+        Some("since"),
+        "{}",
+        refused.message()
+    );
 }

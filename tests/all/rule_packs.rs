@@ -487,6 +487,14 @@ async fn a_python_grpc_client_reads_a_plan_without_parsing_json(db: TestDb) {
     assert_eq!(read["fixtures_passed"], passed);
     assert_eq!(read["proven"], plan["proven"]);
     assert_eq!(read["token_prefix"], "sbp_");
+    // The expiry read as a google.protobuf.Timestamp by protoc's Python code: the time the
+    // deprecated text names.
+    let expires_ms = read["expires_at_ms"].as_i64().expect("a Timestamp");
+    assert_eq!(
+        switchboard_model::rfc3339_millis(expires_ms),
+        read["expires_at"].as_str().expect("the text"),
+        "{read}"
+    );
     assert_eq!(read["confirm_tool"], "confirm_rule_pack_plan");
     assert_eq!(read["progress_events"], true);
 }
@@ -1002,7 +1010,7 @@ pub(crate) async fn replay_report(env: &Env, cred: &str, w: &Webhook, candidate:
             webhook_id: w.id.clone(),
             replay: Some(TestReplay {
                 limit: 200,
-                since_ms: 0,
+                ..Default::default()
             }),
             configuration: crate::support::typed::config(&candidate),
             ..Default::default()
@@ -1340,7 +1348,7 @@ async fn a_stored_configuration_that_does_not_read_is_an_internal_error_not_no_r
             webhook_id: w.id.clone(),
             replay: Some(TestReplay {
                 limit: 10,
-                since_ms: 0,
+                ..Default::default()
             }),
             configuration: crate::support::typed::config(&json!({"rules": []})),
             ..Default::default()
@@ -1350,14 +1358,15 @@ async fn a_stored_configuration_that_does_not_read_is_an_internal_error_not_no_r
     assert_eq!(replay.code(), tonic::Code::Internal, "{replay:?}");
 }
 
-/// The structured details a rule-pack refusal carries (ErrorInfo metadata `details`).
+/// The structured details a rule-pack refusal carries, as a client reads them.
 pub(crate) fn details(s: &Status) -> Value {
-    use tonic_types::StatusExt;
-    s.get_error_details()
-        .error_info()
-        .and_then(|i| i.metadata.get("details").cloned())
-        .map(|d| serde_json::from_str(&d).expect("details json"))
-        .unwrap_or(Value::Null)
+    // As every client reads them: from the typed details (never JSON inside ErrorInfo).
+    let read = switchboard_control_client::error::CallError::from_status(s).details;
+    if read.is_empty() {
+        Value::Null
+    } else {
+        Value::Object(read)
+    }
 }
 
 /// Saves `config` with `set_webhook_rules`, as another session (or a person pasting) would.
@@ -1850,7 +1859,7 @@ async fn order_is_enforced(db: TestDb) {
     assert!(err.message().contains("trusted-actors"), "{err:?}");
     assert_eq!(
         details(&err),
-        json!({"pack": "handoff-lanes", "requires": "trusted-actors"})
+        json!({"pack": "handoff-lanes", "requires": ["trusted-actors"]})
     );
     assert_eq!(
         env.store

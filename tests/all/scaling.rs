@@ -129,7 +129,7 @@ fn replay_plan_req(hook: &Webhook) -> InstallRulePackRequest {
     InstallRulePackRequest {
         replay: Some(ReplayWindow {
             limit: REPLAYED as u32,
-            since_ms: 0,
+            ..Default::default()
         }),
         ..plan_req(hook, PACK)
     }
@@ -404,7 +404,7 @@ async fn a_router_killed_at_any_point_of_a_replay_leaves_the_plan_as_one_router_
     let req = || InstallRulePackRequest {
         replay: Some(ReplayWindow {
             limit: DELIVERIES as u32,
-            since_ms: 0,
+            ..Default::default()
         }),
         ..plan_req(&hook, PACK)
     };
@@ -806,7 +806,7 @@ async fn two_replays_of_one_webhook_at_once_one_answers_busy(db: TestDb) {
                 webhook_id: hook.id.clone(),
                 replay: Some(TestReplay {
                     limit: REPLAYED as u32,
-                    since_ms: 0,
+                    ..Default::default()
                 }),
                 configuration: crate::support::typed::config(&saved_configuration()),
                 ..Default::default()
@@ -840,7 +840,7 @@ async fn two_replays_of_one_webhook_at_once_one_answers_busy(db: TestDb) {
             webhook_id: hook.id.clone(),
             replay: Some(TestReplay {
                 limit: 50,
-                since_ms: 0,
+                ..Default::default()
             }),
             configuration: crate::support::typed::config(&saved_configuration()),
             ..Default::default()

@@ -25,6 +25,17 @@ pub fn typed(configuration: serde_json::Value) -> switchboard_model::Configurati
     serde_json::from_value(configuration).expect("a configuration")
 }
 
+/// A time the API sent (a Timestamp) as milliseconds since the epoch; absent is `None`.
+pub fn ms(t: &Option<switchboard_proto::convert::time::Timestamp>) -> Option<i64> {
+    t.as_ref()
+        .map(|t| switchboard_proto::convert::time::to_millis(t).expect("a time in range"))
+}
+
+/// A time the API sent as the RFC 3339 text control writes; absent is empty.
+pub fn text(t: &Option<switchboard_proto::convert::time::Timestamp>) -> String {
+    switchboard_proto::convert::time::to_rfc3339_or_empty(t.as_ref())
+}
+
 pub fn secret_key_hex() -> &'static str {
     static KEY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     KEY.get_or_init(|| switchboard_control::SealingKey::generate_hex().expect("a fresh key"))

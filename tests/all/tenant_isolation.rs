@@ -281,7 +281,7 @@ async fn a_hostile_replay_leaves_another_tenants_live_deliveries_answered_in_tim
         let req = switchboard_proto::control::v1::InstallRulePackRequest {
             replay: Some(switchboard_proto::control::v1::ReplayWindow {
                 limit: 200,
-                since_ms: 0,
+                ..Default::default()
             }),
             ..plan_req(&a_hook, "drop-ci-noise")
         };

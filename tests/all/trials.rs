@@ -341,7 +341,7 @@ async fn a_trial_of_a_plan_equals_its_replay_flags_the_unforeseen_and_promotes_e
             configuration: Some((&candidate).into()),
             replay: Some(TestReplay {
                 limit: 1000,
-                since_ms: 0,
+                ..Default::default()
             }),
             ..Default::default()
         })

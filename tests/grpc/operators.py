@@ -72,6 +72,8 @@ def main() -> None:
                 "shown_families": [f.family for f in shown.families],
                 "endpoint_id": vended.endpoint.id,
                 "audit": [[e.action, e.target] for e in audit.entries],
+                # Each entry's time as the Timestamp and as the deprecated milliseconds.
+                "audit_at": [[e.at.ToMilliseconds(), e.at_ms] for e in audit.entries],
                 "endpoint_refused": refused,
             }
         )

@@ -89,6 +89,9 @@ def main() -> None:
                         "fixtures_passed": sum(1 for f in plan.fixtures if f.passed),
                         "proven": plan.proven,
                         "token_prefix": plan.plan_token[:4],
+                        # The expiry as the Timestamp and as the deprecated RFC 3339 text.
+                        "expires_at_ms": plan.expires_at_time.ToMilliseconds(),
+                        "expires_at": plan.expires_at,
                         "confirm_tool": plan.confirm_with.tool,
                         "progress_events": progress > 0,
                     },

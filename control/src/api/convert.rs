@@ -4,6 +4,7 @@
 use switchboard_model::WebhookName;
 use switchboard_model::provenance::InstalledPack;
 use switchboard_proto::control::v1 as pb;
+use switchboard_proto::convert::time;
 use switchboard_proto::router::v1::{RoutingContext, StoredDelivery};
 
 use super::status::ApiError;
@@ -31,6 +32,9 @@ pub fn installed_packs(provenance: &[InstalledPack]) -> Vec<pb::InstalledPack> {
     provenance.iter().map(pb::InstalledPack::from).collect()
 }
 
+/// A webhook as the API shows it: never its secret.
+// The deprecated `*_ms` / RFC 3339 text fields are filled beside their Timestamps for one release.
+#[allow(deprecated)]
 pub fn webhook(w: &Webhook) -> pb::Webhook {
     pb::Webhook {
         installed_packs: installed_packs(&w.provenance),
@@ -45,6 +49,7 @@ pub fn webhook(w: &Webhook) -> pb::Webhook {
         ingest_path: format!("/hooks/{}", w.id),
         trusted_actors: w.trusted_actors.as_ref().map(pb::TrustedActors::from),
         created_at_ms: w.created_at,
+        created_at: Some(time::from_millis(w.created_at)),
         confirm_policy: w.confirm_policy.to_string(),
         guard_on_breach: w
             .guard_on_breach
@@ -68,6 +73,9 @@ pub fn routing_context(state: &ControlState, w: &Webhook) -> RoutingContext {
     crate::wire::routing_context(w, &state.capabilities)
 }
 
+/// An event as listings show it: no headers, no body.
+// The deprecated `*_ms` / RFC 3339 text fields are filled beside their Timestamps for one release.
+#[allow(deprecated)]
 pub fn event_summary(e: &EventSummary) -> pb::EventSummary {
     pb::EventSummary {
         id: e.id.clone(),
@@ -77,12 +85,16 @@ pub fn event_summary(e: &EventSummary) -> pb::EventSummary {
         kind: e.kind.clone(),
         verified: e.verified,
         received_at_ms: e.received_at,
+        received_at: Some(time::from_millis(e.received_at)),
         routed: e.routed,
         decision: e.decision.as_ref().map(pb::Decision::from),
         fault: e.fault.as_ref().map(pb::Fault::from),
     }
 }
 
+/// One stored event with its headers and body.
+// The deprecated `*_ms` / RFC 3339 text fields are filled beside their Timestamps for one release.
+#[allow(deprecated)]
 pub fn event(e: &Event) -> pb::GetWebhookEventResponse {
     pb::GetWebhookEventResponse {
         event: Some(pb::EventSummary {
@@ -93,6 +105,7 @@ pub fn event(e: &Event) -> pb::GetWebhookEventResponse {
             kind: e.kind.clone(),
             verified: e.verified,
             received_at_ms: e.received_at,
+            received_at: Some(time::from_millis(e.received_at)),
             routed: e.routed,
             decision: e.decision.as_ref().map(pb::Decision::from),
             fault: e.fault.as_ref().map(pb::Fault::from),
@@ -114,6 +127,9 @@ pub fn stored_delivery(e: &Event) -> StoredDelivery {
     crate::wire::stored_delivery(e)
 }
 
+/// One saved version as the API shows it.
+// The deprecated `*_ms` / RFC 3339 text fields are filled beside their Timestamps for one release.
+#[allow(deprecated)]
 pub fn history(h: &HistoryRecord) -> pb::HistoryRecord {
     pb::HistoryRecord {
         change: Some(pb::ConfigurationChange::from(&h.change)),
@@ -125,10 +141,13 @@ pub fn history(h: &HistoryRecord) -> pb::HistoryRecord {
         digest_before: h.digest_before.clone().unwrap_or_default(),
         digest_after: h.digest_after.clone(),
         saved_at_ms: h.saved_at,
+        saved_at: Some(time::from_millis(h.saved_at)),
     }
 }
 
 /// A todo as the API shows it at `now_ms`: a lapsed claim is back in its queue (`Open`).
+// The deprecated `*_ms` / RFC 3339 text fields are filled beside their Timestamps for one release.
+#[allow(deprecated)]
 pub fn todo(t: &Todo, now_ms: i64) -> pb::Todo {
     let state = if t.completed_at.is_some() {
         pb::TodoState::Completed
@@ -146,15 +165,55 @@ pub fn todo(t: &Todo, now_ms: i64) -> pb::Todo {
         rule_id: t.rule_id.clone().unwrap_or_default(),
         state: state as i32,
         created_at_ms: t.created_at,
+        created_at: Some(time::from_millis(t.created_at)),
         claimed_by: t.claimed_by.clone().unwrap_or_default(),
         claimed_at_ms: t.claimed_at.unwrap_or_default(),
+        claimed_at: t.claimed_at.map(time::from_millis),
         completed_by: t.completed_by.clone().unwrap_or_default(),
         completed_at_ms: t.completed_at.unwrap_or_default(),
+        completed_at: t.completed_at.map(time::from_millis),
         claim_expires_at: t
             .claim_expires_at
             .map(switchboard_model::rfc3339_millis)
             .unwrap_or_default(),
+        claim_expires_at_time: t.claim_expires_at.map(time::from_millis),
     }
+}
+
+/// A request's time bound, given as the deprecated milliseconds (`None`: not given) and/or as
+/// the Timestamp `field` names (`since`, `filter.until`, …): the millisecond, `None` for no
+/// bound. A Timestamp out of range, or the two naming different milliseconds, is
+/// `invalid_argument` on `field`.
+pub fn time_bound(
+    field: &'static str,
+    deprecated_ms: Option<i64>,
+    timestamp: Option<&time::Timestamp>,
+) -> Result<Option<i64>, ApiError> {
+    time::request_bound(deprecated_ms, timestamp)
+        .map_err(|e| ApiError::invalid(field, e.to_string()))
+}
+
+/// A change-log listing's page size: 1–1000, 0 meaning 100. Refused above, as every other
+/// listing's limit is, rather than quietly cut.
+pub fn change_limit(limit: u32) -> Result<u32, ApiError> {
+    match limit {
+        0 => Ok(100),
+        1..=1000 => Ok(limit),
+        _ => Err(ApiError::invalid("limit", "must be between 1 and 1000")),
+    }
+}
+
+/// A change-log listing's bounds, `since`/`until` given as the deprecated milliseconds (0: not
+/// given) and/or as Timestamps: the milliseconds the store reads (0: no bound).
+pub fn change_bounds(
+    (since_ms, until_ms): (i64, i64),
+    (since, until): (Option<&time::Timestamp>, Option<&time::Timestamp>),
+) -> Result<(i64, i64), ApiError> {
+    let given = |ms: i64| (ms != 0).then_some(ms);
+    Ok((
+        time_bound("since", given(since_ms), since)?.unwrap_or(0),
+        time_bound("until", given(until_ms), until)?.unwrap_or(0),
+    ))
 }
 
 /// A page request from the wire: an empty cursor is the first page, a zero limit the default.
@@ -166,12 +225,16 @@ pub fn page(cursor: &str, limit: u32) -> Page {
 }
 
 /// A retention window as the API carries it.
+// The deprecated `*_ms` / RFC 3339 text fields are filled beside their Timestamps for one release.
+#[allow(deprecated)]
 pub fn retention_window(w: &crate::store::RetentionWindow) -> pb::RetentionWindow {
     pb::RetentionWindow {
         max_age_ms: i64::try_from(w.retention.max_age.as_millis()).unwrap_or(i64::MAX),
         max_events_per_webhook: w.retention.max_events_per_webhook,
         kept_since_ms: w.kept_since_ms,
+        kept_since: Some(time::from_millis(w.kept_since_ms)),
         oldest_event_at_ms: w.oldest_event_at_ms.unwrap_or(0),
+        oldest_event_at: w.oldest_event_at_ms.map(time::from_millis),
     }
 }
 

@@ -11,6 +11,7 @@ use switchboard_model::guard::OnBreach;
 
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::control::v1::operators_server::Operators;
+use switchboard_proto::convert::time;
 use tonic::metadata::MetadataMap;
 use tonic::{Request, Response, Status};
 
@@ -59,19 +60,25 @@ fn scope(text: &str) -> Result<OwnerScope, ApiError> {
     OwnerScope::from_str(text).map_err(|m| ApiError::invalid("owner_scope", m))
 }
 
+// The deprecated `*_ms` / RFC 3339 text fields are filled beside their Timestamps for one release.
+#[allow(deprecated)]
 fn human(h: crate::store::Human) -> pb::Human {
     pb::Human {
         login: h.login,
         display_name: h.display_name.unwrap_or_default(),
         created_at_ms: h.created_at,
+        created_at: Some(time::from_millis(h.created_at)),
     }
 }
 
+// The deprecated `*_ms` / RFC 3339 text fields are filled beside their Timestamps for one release.
+#[allow(deprecated)]
 fn team(t: crate::store::Team) -> pb::Team {
     pb::Team {
         slug: t.slug,
         name: t.name,
         created_at_ms: t.created_at,
+        created_at: Some(time::from_millis(t.created_at)),
     }
 }
 
@@ -82,6 +89,8 @@ fn allowance(a: GrantAllowance) -> pb::GrantAllowance {
     }
 }
 
+// The deprecated `*_ms` / RFC 3339 text fields are filled beside their Timestamps for one release.
+#[allow(deprecated)]
 fn endpoint(e: Endpoint) -> pb::Endpoint {
     pb::Endpoint {
         id: e.id,
@@ -90,16 +99,22 @@ fn endpoint(e: Endpoint) -> pb::Endpoint {
         owner_scope: e.owner_scope.to_string(),
         verbs: e.verbs,
         created_at_ms: e.created_at,
+        created_at: Some(time::from_millis(e.created_at)),
         revoked_at_ms: e.revoked_at,
+        revoked_at: e.revoked_at.map(time::from_millis),
     }
 }
 
+// The deprecated `*_ms` / RFC 3339 text fields are filled beside their Timestamps for one release.
+#[allow(deprecated)]
 fn operator_credential(c: OperatorCredential) -> pb::OperatorCredential {
     pb::OperatorCredential {
         id: c.id,
         name: c.name,
         created_at_ms: c.created_at,
+        created_at: Some(time::from_millis(c.created_at)),
         revoked_at_ms: c.revoked_at,
+        revoked_at: c.revoked_at.map(time::from_millis),
         created_by: c.created_by.unwrap_or_default(),
     }
 }
@@ -548,7 +563,18 @@ impl Operators for OperatorsApi {
                     &current.id,
                     r.ttl_secs.map(std::time::Duration::from_secs),
                 )
-                .await?;
+                .await
+                // The store names the lease; this request's field is `ttl_secs`.
+                .map_err(|e| match e {
+                    crate::error::Error::InvalidArgument {
+                        field: "claim_ttl",
+                        message,
+                    } => crate::error::Error::InvalidArgument {
+                        field: "ttl_secs",
+                        message,
+                    },
+                    other => other,
+                })?;
             let ttl_secs = w.claim_ttl.map(|t| t.as_secs());
             Ok(pb::SetWebhookClaimTtlResponse {
                 webhook_id: w.id,
@@ -751,13 +777,18 @@ impl Operators for OperatorsApi {
                 entries: page
                     .items
                     .into_iter()
-                    .map(|e| pb::AuditEntry {
-                        id: e.id,
-                        at_ms: e.at,
-                        operator_id: e.operator_id.unwrap_or_default(),
-                        action: e.action,
-                        target: e.target,
-                        detail: e.detail.into_iter().collect(),
+                    .map(|e| {
+                        // `at_ms` is filled beside `at` for one release.
+                        #[allow(deprecated)]
+                        pb::AuditEntry {
+                            id: e.id,
+                            at_ms: e.at,
+                            at: Some(time::from_millis(e.at)),
+                            operator_id: e.operator_id.unwrap_or_default(),
+                            action: e.action,
+                            target: e.target,
+                            detail: e.detail.into_iter().collect(),
+                        }
                     })
                     .collect(),
                 next_cursor: page.next_cursor.unwrap_or_default(),
@@ -780,8 +811,13 @@ impl Operators for OperatorsApi {
                         .map_err(|e| ApiError::invalid("owner_scope", e))?,
                 ),
             };
-            let limit = if r.limit == 0 { 100 } else { r.limit.min(1000) };
+            let limit = convert::change_limit(r.limit)?;
             let actor = r.actor.trim();
+            // The deprecated `since_ms`/`until_ms` are read for one release.
+            #[allow(deprecated)]
+            let deprecated = (r.since_ms, r.until_ms);
+            let (since_ms, until_ms) =
+                convert::change_bounds(deprecated, (r.since.as_ref(), r.until.as_ref()))?;
             let (entries, next) = crate::change_log::read(
                 &self.state.store,
                 scope.as_ref(),
@@ -789,8 +825,8 @@ impl Operators for OperatorsApi {
                     after: r.after_seq,
                     limit,
                     webhook_id: r.webhook_id.trim(),
-                    since_ms: r.since_ms,
-                    until_ms: r.until_ms,
+                    since_ms,
+                    until_ms,
                 },
                 (!actor.is_empty()).then_some(actor),
             )

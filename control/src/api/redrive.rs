@@ -5,15 +5,15 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde_json::json;
 use switchboard_model::Label;
+use switchboard_model::plan::StaleCause;
 use switchboard_proto::control::v1 as pb;
 
 use super::auth::Caller;
 use super::status::ApiError;
 use crate::error::{Error, PLAN_STALE};
 use crate::redrive;
-use crate::rule_packs::{PLAN_TTL, PackError, rfc3339};
+use crate::rule_packs::{Details, PLAN_TTL, PackError, rfc3339};
 use crate::state::ControlState;
 use crate::store::{Redrivable, RedriveEntry, RedriveFilter, redrive_limit};
 
@@ -41,10 +41,13 @@ fn filter(f: Option<&pb::RedriveFilter>) -> Result<RedriveFilter, ApiError> {
             })
         })
         .collect::<Result<Vec<_>, _>>()?;
+    // The deprecated `since_ms`/`until_ms` are read for one release.
+    #[allow(deprecated)]
+    let (since_ms, until_ms) = (f.since_ms, f.until_ms);
     Ok(RedriveFilter {
         states,
-        since: f.since_ms,
-        until: f.until_ms,
+        since: super::convert::time_bound("filter.since", since_ms, f.since.as_ref())?,
+        until: super::convert::time_bound("filter.until", until_ms, f.until.as_ref())?,
         event_ids: f.event_ids.clone(),
         config_version: f.config_version,
     }
@@ -73,6 +76,8 @@ pub async fn plan(
 }
 
 /// The plan as callers read it.
+// The deprecated `*_ms` / RFC 3339 text fields are filled beside their Timestamps for one release.
+#[allow(deprecated)]
 fn plan_of(r: crate::store::Redrive, token: String, truncated: bool) -> pb::RedrivePlan {
     let mut totals_before: HashMap<String, u64> = HashMap::new();
     let mut totals_after: HashMap<String, u64> = HashMap::new();
@@ -113,6 +118,7 @@ fn plan_of(r: crate::store::Redrive, token: String, truncated: bool) -> pb::Redr
             event_id: e.event_id.clone(),
             kind: e.kind.clone(),
             received_at_ms: e.received_at,
+            received_at: Some(switchboard_proto::convert::time::from_millis(e.received_at)),
             before: e.before.as_str().into(),
             before_decision: e.before_decision.as_ref().map(pb::Decision::from),
             after: e.after.to_string(),
@@ -141,6 +147,7 @@ fn plan_of(r: crate::store::Redrive, token: String, truncated: bool) -> pb::Redr
         transitions,
         truncated,
         expires_at,
+        expires_at_time: Some(switchboard_proto::convert::time::from_millis(r.expires_at)),
         plan_token: token,
     }
 }
@@ -169,14 +176,22 @@ pub async fn confirm(
         Err(Error::FailedPrecondition {
             reason,
             current_version,
+            cause,
         }) if reason == PLAN_STALE => {
+            let cause = cause.unwrap_or(StaleCause::ConfigurationChanged);
+            let mut details = Details::none()
+                .fact("next", PLAN_TOOL)
+                .stale(cause, "redrive");
+            if let Some(v) = current_version {
+                details = details.fact("current_version", v);
+            }
             return Err(ApiError::RulePack(PackError::new(
                 PLAN_STALE,
                 format!(
-                    "the redrive plan is stale: the webhook's configuration changed, the token expired, or it was used; \
-                     nothing was changed. Plan again with {PLAN_TOOL}"
+                    "the redrive plan is stale: {}; nothing was changed. Plan again with {PLAN_TOOL}",
+                    cause.words()
                 ),
-                json!({"next": PLAN_TOOL, "current_version": current_version}),
+                details,
             )));
         }
         Err(e) => return Err(e.into()),

@@ -40,12 +40,17 @@ pub(super) fn caller(c: &Caller) -> rule_packs::Caller {
     }
 }
 
-pub(super) fn window(w: Option<ReplayWindow>) -> rule_packs::ReplayWindow {
+/// A request's replay window; `since` given both ways must agree (`invalid_argument` on
+/// `replay.since`).
+pub(super) fn window(w: Option<ReplayWindow>) -> Result<rule_packs::ReplayWindow, ApiError> {
     let w = w.unwrap_or_default();
-    rule_packs::ReplayWindow {
+    // The deprecated `since_ms` is read for one release (0: not given).
+    #[allow(deprecated)]
+    let since_ms = (w.since_ms > 0).then_some(w.since_ms);
+    Ok(rule_packs::ReplayWindow {
         limit: (w.limit > 0).then_some(w.limit),
-        since: (w.since_ms > 0).then_some(w.since_ms),
-    }
+        since: super::convert::time_bound("replay.since", since_ms, w.since.as_ref())?,
+    })
 }
 
 /// What a planning call asks of its guard, checked before anything is replayed (the webhook's
@@ -180,7 +185,7 @@ impl RulePacksService for RulePacksApi {
             params,
             replaces: (!r.replaces.is_empty()).then_some(r.replaces),
             keep_params: (!r.keep_params.is_empty()).then_some(r.keep_params),
-            replay: window(r.replay),
+            replay: window(r.replay).map_err(Status::from)?,
             confirm: (!r.confirm.trim().is_empty()).then_some(r.confirm),
             allow_unproven: r.allow_unproven,
             overwrite_local_edits: r.overwrite_local_edits,
@@ -213,7 +218,7 @@ impl RulePacksService for RulePacksApi {
         let args = RemoveArgs {
             webhook_id: r.webhook_id,
             name: r.name,
-            replay: window(r.replay),
+            replay: window(r.replay).map_err(Status::from)?,
             confirm: (!r.confirm.trim().is_empty()).then_some(r.confirm),
             allow_unproven: r.allow_unproven,
             keep_params: (!r.keep_params.is_empty()).then_some(r.keep_params),
@@ -239,6 +244,8 @@ impl RulePacksService for RulePacksApi {
                 .await
                 .map_err(ApiError::RulePack)?;
             let plan = &status.plan;
+            // `expires_at` is filled beside `expires_at_time` for one release.
+            #[allow(deprecated)]
             Ok(RulePackPlanStatus {
                 plan_id: plan.id.clone(),
                 webhook_id: plan.webhook_id.clone(),
@@ -251,6 +258,9 @@ impl RulePacksService for RulePacksApi {
                 pack_version: plan.pack_version.clone(),
                 kind: PlanKind::from(status.kind) as i32,
                 expires_at: crate::rule_packs::rfc3339(plan.expires_at),
+                expires_at_time: Some(switchboard_proto::convert::time::from_millis(
+                    plan.expires_at,
+                )),
                 console_url: status.console_url.clone().unwrap_or_default(),
                 proposed_by_endpoint: plan.proposed_by_endpoint.clone().unwrap_or_default(),
                 proposed_by_human: plan.proposed_by_human.clone().unwrap_or_default(),

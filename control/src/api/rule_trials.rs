@@ -144,7 +144,7 @@ impl RuleTrialsService for RuleTrialsApi {
         let r = request.into_inner();
         let packs = self.packs.clone();
         let who = caller(&c);
-        let replay = window(r.replay);
+        let replay = window(r.replay).map_err(Status::from)?;
         let guard = super::rule_packs::guard_options(r.guard).map_err(Status::from)?;
         Ok(Response::new(stream(move |progress| async move {
             packs

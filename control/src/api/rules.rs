@@ -80,9 +80,12 @@ impl WebhookRulesApi {
                 human: caller.endpoint.human_login.clone(),
                 scope: caller.scope().clone(),
             };
+            // The deprecated `since_ms` is read for one release (0: not given).
+            #[allow(deprecated)]
+            let since_ms = (replay.since_ms > 0).then_some(replay.since_ms);
             let window = crate::rule_packs::ReplayWindow {
                 limit: (replay.limit > 0).then_some(replay.limit),
-                since: (replay.since_ms > 0).then_some(replay.since_ms),
+                since: convert::time_bound("replay.since", since_ms, replay.since.as_ref())?,
             };
             let report = crate::rule_packs::Replayer::new(self.state.clone())
                 .replay_candidate(&who, &w.id, candidate, &window, progress)
@@ -377,13 +380,8 @@ impl WebhookRulesApi {
             // checks the version (RFC-0003: the retry of a change that succeeded); an edit
             // that does not even apply to the newer configuration is the mismatch it is.
             let stale = expected_version.filter(|e| *e != w.config_version);
-            let mismatch = || -> ApiError {
-                Error::FailedPrecondition {
-                    reason: VERSION_MISMATCH,
-                    current_version: Some(w.config_version),
-                }
-                .into()
-            };
+            let mismatch =
+                || -> ApiError { Error::version_mismatch(Some(w.config_version)).into() };
             let saved = w.configuration.clone();
             let (mut candidate, mut change) = match edit.apply(&saved) {
                 Ok(applied) => applied,
@@ -702,7 +700,7 @@ impl WebhookRules for WebhookRulesApi {
         let packs =
             crate::rule_packs::RulePacks::new(self.state.clone(), self.state.catalog.clone());
         let who = super::rule_packs::caller(&caller);
-        let window = super::rule_packs::window(req.replay);
+        let window = super::rule_packs::window(req.replay)?;
         let guard = super::rule_packs::guard_options(req.guard)?;
         Ok(Response::new(super::rule_packs::stream(
             move |progress| async move {
@@ -752,10 +750,12 @@ impl WebhookRules for WebhookRulesApi {
                     .get_webhook(caller.scope(), webhook_id)
                     .await?;
             }
-            let limit = match req.limit {
-                0 => 100,
-                n => n.min(1000),
-            };
+            let limit = super::convert::change_limit(req.limit)?;
+            // The deprecated `since_ms`/`until_ms` are read for one release.
+            #[allow(deprecated)]
+            let deprecated = (req.since_ms, req.until_ms);
+            let (since_ms, until_ms) =
+                convert::change_bounds(deprecated, (req.since.as_ref(), req.until.as_ref()))?;
             let (entries, next) = crate::change_log::read(
                 &self.state.store,
                 Some(caller.scope()),
@@ -763,8 +763,8 @@ impl WebhookRules for WebhookRulesApi {
                     after: req.after_seq,
                     limit,
                     webhook_id,
-                    since_ms: req.since_ms,
-                    until_ms: req.until_ms,
+                    since_ms,
+                    until_ms,
                 },
                 (!req.actor.trim().is_empty()).then(|| req.actor.trim()),
             )

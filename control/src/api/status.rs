@@ -2,20 +2,23 @@
 //!
 //! Every status message starts with a stable machine-readable reason and `": "`
 //! (`not_found: webhook not found`), and the details carry the same reason as a
-//! `google.rpc.ErrorInfo` (domain [`DOMAIN`]), plus `BadRequest` field violations for bad
-//! arguments and `RetryInfo` for limits. Internal context (SQL, driver errors, router
-//! addresses) is logged here and never sent.
+//! `google.rpc.ErrorInfo` (domain [`DOMAIN`]) whose metadata holds only flat values, plus
+//! `BadRequest` field violations for bad arguments, a `PreconditionFailure` naming why a plan
+//! is stale, `RetryInfo` for waits, and our `RefusalDetails` for lists (problems, faults,
+//! queues). Internal context (SQL, driver errors, router addresses) is logged here and never
+//! sent.
 
 use std::collections::HashMap;
 use std::time::Duration;
 
-use serde::Serialize;
 use switchboard_proto::router::v1::Problem;
 use tonic::Status;
 use tonic_types::{ErrorDetails, StatusExt};
 
 use crate::error::Error;
 use crate::routing::RoutingError;
+use crate::rule_packs::Details;
+use switchboard_proto::control::v1::RefusalDetails;
 
 /// The `ErrorInfo.domain` of every error control answers.
 pub const DOMAIN: &str = "switchboard";
@@ -71,34 +74,6 @@ impl ApiError {
     }
 }
 
-/// A validation problem as callers see it in `invalid_configuration` errors.
-#[derive(Serialize)]
-struct ProblemJson<'a> {
-    code: &'a str,
-    message: &'a str,
-    #[serde(skip_serializing_if = "str::is_empty")]
-    field: &'a str,
-    #[serde(skip_serializing_if = "str::is_empty")]
-    rule_id: &'a str,
-    /// -1 for configuration-wide problems.
-    rule_index: i32,
-}
-
-/// The problems as the JSON list put in the status message.
-pub fn problems_json(problems: &[Problem]) -> String {
-    let list: Vec<ProblemJson<'_>> = problems
-        .iter()
-        .map(|p| ProblemJson {
-            code: &p.code,
-            message: &p.message,
-            field: &p.field,
-            rule_id: &p.rule_id,
-            rule_index: p.rule_index,
-        })
-        .collect();
-    serde_json::to_string(&list).unwrap_or_else(|_| "[]".into())
-}
-
 /// The status of `reason`: its code from the one table (`switchboard_proto::reason`), the
 /// reason as the message's prefix and in `ErrorInfo`.
 fn with_reason(
@@ -111,72 +86,31 @@ fn with_reason(
     Status::with_error_details(reason.grpc_code(), format!("{reason}: {message}"), details)
 }
 
-/// Rule-pack errors keep their SPEC-0031 code as the reason; the structured details travel
-/// as JSON in the ErrorInfo metadata under `details`.
-fn rule_pack_status(e: crate::rule_packs::PackError) -> Status {
-    let mut metadata = HashMap::new();
-    if !e.details.is_null() {
-        metadata.insert("details".to_string(), e.details.to_string());
-    }
-    let mut details = match e
-        .details
-        .get("retry_after_ms")
-        .and_then(serde_json::Value::as_u64)
-    {
-        Some(ms) => {
-            metadata.insert("retry_after_ms".to_string(), ms.to_string());
-            ErrorDetails::with_retry_info(Some(Duration::from_millis(ms)))
+/// A refusal with typed details: each kind of detail in its own `google.rpc` message, lists
+/// in our `RefusalDetails`. Rule-pack errors keep their SPEC-0031 code as the reason.
+fn refusal(reason: Reason, message: &str, d: Details) -> Status {
+    let mut metadata: HashMap<String, String> = d
+        .facts
+        .into_iter()
+        .map(|(key, value)| (key.to_string(), value))
+        .collect();
+    let mut details = match d.retry_after {
+        Some(delay) => {
+            metadata.insert("retry_after_ms".into(), delay.as_millis().to_string());
+            ErrorDetails::with_retry_info(Some(delay))
         }
         None => ErrorDetails::new(),
     };
-    for (field, description) in field_violations(e.reason, &e.details, &e.message) {
+    for (field, description) in d.fields {
         details.add_bad_request_violation(field, description);
     }
-    with_reason(e.reason, &e.message, metadata, details)
-}
-
-/// The `BadRequest` field violations of a rule-pack refusal of an argument (issue 49): a
-/// param as `params.<name>` (each failed param check, or the param whose type is wrong), any
-/// other argument by its field (`replay.limit`), so a client learns which field from typed
-/// details rather than from JSON inside `ErrorInfo`.
-fn field_violations(
-    reason: Reason,
-    details: &serde_json::Value,
-    message: &str,
-) -> Vec<(String, String)> {
-    let text = |v: &serde_json::Value| v.as_str().unwrap_or(message).to_string();
-    match reason {
-        Reason::InvalidParams => {
-            let one = |d: &serde_json::Value| {
-                let field = match d.get("param").and_then(serde_json::Value::as_str) {
-                    Some(param) => format!("params.{param}"),
-                    None => "params".to_string(),
-                };
-                (
-                    field,
-                    text(d.get("message").unwrap_or(&serde_json::Value::Null)),
-                )
-            };
-            match details
-                .get("failures")
-                .and_then(serde_json::Value::as_array)
-            {
-                Some(failures) if !failures.is_empty() => failures.iter().map(one).collect(),
-                _ => vec![one(details)],
-            }
-        }
-        Reason::InvalidArgument => {
-            let field = details
-                .get("field")
-                .and_then(serde_json::Value::as_str)
-                .unwrap_or("request");
-            vec![(
-                field.to_string(),
-                text(details.get("message").unwrap_or(&serde_json::Value::Null)),
-            )]
-        }
-        _ => Vec::new(),
+    if let Some((cause, subject)) = d.stale {
+        details.add_precondition_failure_violation(cause.as_str(), subject, cause.words());
     }
+    switchboard_proto::refusal::with_refusal(
+        with_reason(reason, message, metadata, details),
+        &d.lists,
+    )
 }
 
 fn retry_after(delay: Duration) -> (HashMap<String, String>, ErrorDetails) {
@@ -220,21 +154,6 @@ impl From<ApiError> for Status {
                 ErrorDetails::new(),
             ),
             ApiError::InvalidConfiguration(problems) => {
-                let mut details = ErrorDetails::new();
-                for p in &problems {
-                    let field = if p.field.is_empty() {
-                        "configuration"
-                    } else {
-                        p.field.as_str()
-                    };
-                    details.add_bad_request_violation(field, format!("{}: {}", p.code, p.message));
-                }
-                // The problems travel as data (`details.problems`, as rule-pack errors carry
-                // theirs), never to be parsed back out of the message.
-                let metadata = HashMap::from([(
-                    "details".to_string(),
-                    format!("{{\"problems\":{}}}", problems_json(&problems)),
-                )]);
                 let message = format!(
                     "the configuration has {} problem{}: {}",
                     problems.len(),
@@ -245,9 +164,13 @@ impl From<ApiError> for Status {
                         .collect::<Vec<_>>()
                         .join("; ")
                 );
-                with_reason(Reason::InvalidConfiguration, &message, metadata, details)
+                refusal(
+                    Reason::InvalidConfiguration,
+                    &message,
+                    Details::problems(&problems),
+                )
             }
-            ApiError::RulePack(e) => rule_pack_status(e),
+            ApiError::RulePack(e) => refusal(e.reason, &e.message, *e.details),
             ApiError::Unimplemented(message) => with_reason(
                 Reason::Unimplemented,
                 message,
@@ -270,21 +193,27 @@ fn control_status(e: Error) -> Status {
         Error::FailedPrecondition {
             reason,
             current_version,
+            cause,
         } => {
             let mut metadata = HashMap::new();
             let mut details = ErrorDetails::new();
             let message = match current_version {
                 Some(v) => {
                     metadata.insert("current_version".to_string(), v.to_string());
-                    details.add_precondition_failure_violation(
-                        reason.as_str(),
-                        "configuration",
-                        format!("the saved configuration is at version {v}"),
-                    );
+                    if cause.is_none() {
+                        details.add_precondition_failure_violation(
+                            reason.as_str(),
+                            "configuration",
+                            format!("the saved configuration is at version {v}"),
+                        );
+                    }
                     format!("the saved configuration is at version {v}")
                 }
                 None => message,
             };
+            if let Some(cause) = cause {
+                details.add_precondition_failure_violation(cause.as_str(), "plan", cause.words());
+            }
             // The table gives a lost test-and-set (`version_mismatch`) ABORTED (AIP-154) and
             // a stale plan FAILED_PRECONDITION: it must be looked at again, not retried.
             with_reason(reason, &message, metadata, details)
@@ -313,19 +242,17 @@ fn control_status(e: Error) -> Status {
             owner_scope,
             outside,
             allowed,
-        } => {
-            let details = serde_json::json!({
-                "owner_scope": owner_scope,
-                "outside": outside,
-                "allowed": allowed,
-            });
-            with_reason(
-                Reason::GrantNotAllowed,
-                &message,
-                HashMap::from([("details".to_string(), details.to_string())]),
-                ErrorDetails::new(),
-            )
-        }
+        } => refusal(
+            Reason::GrantNotAllowed,
+            &message,
+            Details::none()
+                .fact("owner_scope", owner_scope)
+                .lists(RefusalDetails {
+                    outside,
+                    allowed,
+                    ..RefusalDetails::default()
+                }),
+        ),
         Error::InvalidArgument { field, .. } => with_reason(
             Reason::InvalidArgument,
             &message,
@@ -387,11 +314,7 @@ mod tests {
                 "not_found: webhook not found",
             ),
             (
-                Error::FailedPrecondition {
-                    reason: crate::error::VERSION_MISMATCH,
-                    current_version: Some(4),
-                }
-                .into(),
+                Error::version_mismatch(Some(4)).into(),
                 Code::Aborted,
                 "version_mismatch: the saved configuration is at version 4",
             ),
@@ -438,17 +361,29 @@ mod tests {
             s.message()
                 .starts_with("grant_not_allowed: the grant names pager")
         );
-        let details: serde_json::Value = serde_json::from_str(
-            &s.get_error_details()
-                .error_info()
-                .map(|i| i.metadata["details"].clone())
-                .unwrap_or_default(),
-        )
-        .unwrap();
+        let info = s.get_error_details().error_info().cloned().expect("info");
+        assert_eq!(info.metadata["owner_scope"], "team:ops");
+        let lists = switchboard_proto::refusal::refusal_of(&s).expect("typed details");
         assert_eq!(
-            details,
-            serde_json::json!({"owner_scope": "team:ops", "outside": ["pager"], "allowed": ["forge"]})
+            (lists.outside, lists.allowed),
+            (vec!["pager".to_string()], vec!["forge".to_string()])
         );
+        assert_metadata_is_flat(&s);
+    }
+
+    /// Issue 49: ErrorInfo.metadata holds flat values only, never JSON text.
+    fn assert_metadata_is_flat(s: &Status) {
+        for (key, value) in s
+            .get_error_details()
+            .error_info()
+            .map(|i| i.metadata.clone())
+            .unwrap_or_default()
+        {
+            assert!(
+                !value.starts_with('{') && !value.starts_with('['),
+                "{key} holds JSON text: {value}"
+            );
+        }
     }
 
     /// Issue 49: a mistyped param and an out-of-range replay limit name their field in a
@@ -458,6 +393,7 @@ mod tests {
         let violations = |e: crate::rule_packs::PackError| {
             let s = Status::from(ApiError::RulePack(e));
             assert_eq!(s.code(), Code::InvalidArgument, "{s:?}");
+            assert_metadata_is_flat(&s);
             s.get_error_details()
                 .bad_request()
                 .map(|b| {
@@ -468,10 +404,11 @@ mod tests {
                 })
                 .unwrap_or_default()
         };
-        let typed = crate::rule_packs::PackError::new(
-            Reason::InvalidParams,
-            "invalid params",
-            serde_json::json!({"param": "keep_ci_success", "message": "expected a boolean, got a string"}),
+        let typed = crate::rule_packs::PackError::from(
+            switchboard_packs::merge::MergeError::InvalidParams {
+                param: "keep_ci_success".into(),
+                message: "expected a boolean, got a string".into(),
+            },
         );
         assert_eq!(
             violations(typed),
@@ -480,41 +417,67 @@ mod tests {
                 "expected a boolean, got a string".to_string()
             )]
         );
-        let checks = crate::rule_packs::PackError::new(
-            Reason::InvalidParams,
-            "param check failed",
-            serde_json::json!({"failures": [
-                {"param_check": "c1", "param": "lanes", "message": "a lane needs a queue"},
-                {"param_check": "c2", "message": "two lanes share a label"},
-            ]}),
-        );
-        assert_eq!(
-            violations(checks)
-                .into_iter()
-                .map(|(f, _)| f)
-                .collect::<Vec<_>>(),
-            ["params.lanes", "params"]
-        );
         let limit = crate::rule_packs::PackError::new(
             Reason::InvalidArgument,
             "replay.limit must be between 1 and 1000",
-            serde_json::json!({"field": "replay.limit"}),
+            Details::none()
+                .fact("field", "replay.limit")
+                .field("replay.limit", "must be between 1 and 1000"),
         );
         assert_eq!(
             violations(limit),
             [(
                 "replay.limit".to_string(),
-                "replay.limit must be between 1 and 1000".to_string()
+                "must be between 1 and 1000".to_string()
             )]
         );
     }
 
+    /// Issue 49: a stale plan says why in a PreconditionFailure; the lists of a refusal
+    /// travel in RefusalDetails; nothing is JSON inside ErrorInfo.
+    #[test]
+    fn a_stale_plan_names_its_cause_and_lists_travel_typed() {
+        use switchboard_model::plan::StaleCause;
+        let s = Status::from(ApiError::from(Error::stale_at(9)));
+        assert_eq!(s.code(), Code::FailedPrecondition);
+        let failure = s
+            .get_error_details()
+            .precondition_failure()
+            .cloned()
+            .expect("precondition failure");
+        assert_eq!(failure.violations[0].r#type, "configuration_changed");
+        assert_eq!(
+            s.get_error_details()
+                .error_info()
+                .map(|i| i.metadata["current_version"].clone()),
+            Some("9".to_string())
+        );
+        let e = crate::rule_packs::PackError::from(Error::stale(StaleCause::Used));
+        assert_eq!(
+            e.message,
+            "the plan is stale: it was already applied; plan again"
+        );
+        let faults = crate::rule_packs::PackError::new(
+            Reason::PackRuleFaults,
+            "pack rule r faults",
+            Details::none().lists(RefusalDetails {
+                faults: vec![switchboard_proto::control::v1::RuleFault {
+                    rule: "r".into(),
+                    count: 1,
+                    event_ids: vec!["ev_1".into()],
+                }],
+                ..RefusalDetails::default()
+            }),
+        );
+        let s = Status::from(ApiError::RulePack(faults));
+        assert_metadata_is_flat(&s);
+        let lists = switchboard_proto::refusal::refusal_of(&s).expect("typed details");
+        assert_eq!(lists.faults[0].event_ids, ["ev_1"]);
+    }
+
     #[test]
     fn details_carry_what_a_client_acts_on() {
-        let s = Status::from(ApiError::from(Error::FailedPrecondition {
-            reason: crate::error::VERSION_MISMATCH,
-            current_version: Some(7),
-        }));
+        let s = Status::from(ApiError::from(Error::version_mismatch(Some(7))));
         let d = s.get_error_details();
         assert_eq!(
             d.error_info()
@@ -548,12 +511,11 @@ mod tests {
         ];
         let s = Status::from(ApiError::InvalidConfiguration(problems));
         assert_eq!(s.code(), Code::InvalidArgument);
-        let info = s.get_error_details().error_info().cloned().expect("info");
-        let details: serde_json::Value =
-            serde_json::from_str(&info.metadata["details"]).expect("details are JSON");
-        let list = details["problems"].as_array().cloned().unwrap_or_default();
-        assert_eq!(list.len(), 2);
-        assert_eq!(list[0]["code"], "parse_error");
+        assert_metadata_is_flat(&s);
+        let lists = switchboard_proto::refusal::refusal_of(&s).expect("typed details");
+        assert_eq!(lists.problems.len(), 2);
+        assert_eq!(lists.problems[0].code, "parse_error");
+        assert_eq!(lists.problems[1].rule_index, Some(-1));
         assert_eq!(
             s.get_error_details()
                 .bad_request()

@@ -61,17 +61,19 @@ impl RulePacks {
             PackError::new(
                 Reason::InvalidArgument,
                 format!("{field} does not match the plan's; omit it or pass the planned value"),
-                json!({"field": field}),
+                Details::none()
+                    .fact("field", field)
+                    .field(field, "does not match the plan's"),
             )
         };
         if plan.webhook_id != webhook_id {
             return Err(mismatch("webhook_id"));
         }
-        if plan.used_at.is_some()
-            || plan.rejected_at.is_some()
-            || plan.expires_at <= self.state.store.clock().now_ms()
-        {
-            return Err(stale());
+        let now = self.state.store.clock().now_ms();
+        if plan.used_at.is_some() || plan.rejected_at.is_some() || plan.expires_at <= now {
+            // Against its own base version: whether the webhook moved on is asked below.
+            let cause = StaleCause::of(&plan.facts(), now, plan.base_config_version);
+            return Err(stale(cause.unwrap_or(StaleCause::Expired)));
         }
         let apply = &plan.plan.apply;
         match check {
@@ -103,7 +105,9 @@ impl RulePacks {
             return Err(PackError::new(
                 Reason::Unproven,
                 "this plan is unproven (no delivery of the pack's source types was replayed, or the replay was truncated); confirm again with allow_unproven: true to apply it anyway",
-                json!({"proven": proven, "truncated": truncated}),
+                Details::none()
+                    .fact("proven", proven)
+                    .fact("truncated", truncated),
             ));
         }
         let webhook = self
@@ -112,7 +116,7 @@ impl RulePacks {
             .get_webhook(&caller.scope, webhook_id)
             .await?;
         if webhook.config_version != plan.base_config_version {
-            return Err(stale());
+            return Err(stale(StaleCause::ConfigurationChanged));
         }
         if let Some(trial) = &apply.trial {
             self.check_trial(&caller.scope, trial, allow.insufficient_trial)
@@ -169,7 +173,13 @@ impl RulePacks {
                     "the plan is {}, not awaiting a person; only a pending plan can be accepted",
                     state.as_str()
                 ),
-                json!({"state": state.as_str()}),
+                {
+                    let details = Details::none().fact("state", state.as_str());
+                    match StaleCause::of(&plan.facts(), now, webhook.config_version) {
+                        Some(cause) => details.stale(cause, "plan"),
+                        None => details.stale(StaleCause::NotPending, "plan"),
+                    }
+                },
             ));
         }
         if let Some(trial) = &plan.plan.apply.trial {
@@ -529,7 +539,6 @@ pub struct PlanStatus {
     pub approvals: Option<approval::Tally>,
 }
 
-/// The one refusal of a plan that can no longer be applied.
 /// What a confirm opts into: a plan that is unproven, and one whose trial is insufficient.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Allow {
@@ -537,11 +546,12 @@ pub struct Allow {
     pub insufficient_trial: bool,
 }
 
-pub(super) fn stale() -> PackError {
+/// The one refusal of a plan that can no longer be applied, naming why.
+pub(super) fn stale(cause: StaleCause) -> PackError {
     PackError::new(
         Reason::PlanStale,
-        "the plan is stale: it was already used or rejected, it expired, or the webhook's configuration changed; plan again",
-        Value::Null,
+        format!("the plan is stale: {}; plan again", cause.words()),
+        Details::none().stale(cause, "plan"),
     )
 }
 

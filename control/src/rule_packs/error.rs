@@ -2,55 +2,134 @@
 //! merge's errors become one.
 
 use super::*;
+use switchboard_proto::control::v1::{PackRules, RefusalDetails};
+use switchboard_proto::router::v1::Problem;
 
 /// A rule-pack failure an agent can act on: a SPEC-0031 code, a message naming what was
-/// wrong and the next call to make, and structured details. Never payload text.
+/// wrong and the next call to make, and typed details. Never payload text.
 #[derive(Debug)]
 pub struct PackError {
     pub reason: Reason,
     pub message: String,
-    pub details: Value,
+    /// Boxed: errors stay small on the happy path's `Result`s.
+    pub details: Box<Details>,
 }
 
 impl PackError {
-    pub(crate) fn new(reason: Reason, message: impl Into<String>, details: Value) -> Self {
+    pub(crate) fn new(reason: Reason, message: impl Into<String>, details: Details) -> Self {
         Self {
             reason,
             message: message.into(),
-            details,
+            details: Box::new(details),
         }
+    }
+}
+
+/// What a refusal says beyond its reason and message, typed as it travels (docs/errors.md):
+/// flat facts become `ErrorInfo.metadata`, bad fields a `BadRequest`, a stale plan's cause a
+/// `PreconditionFailure`, a wait a `RetryInfo`, and lists our `RefusalDetails`.
+#[derive(Debug, Default)]
+pub struct Details {
+    /// Ids, names, counts, versions: flat strings, never JSON.
+    pub facts: Vec<(&'static str, String)>,
+    /// The arguments refused: (field, what is wrong with it).
+    pub fields: Vec<(String, String)>,
+    /// Why a plan is stale, and of what (`plan`, `trial:<id>`, `redrive`).
+    pub stale: Option<(StaleCause, String)>,
+    pub retry_after: Option<Duration>,
+    pub lists: RefusalDetails,
+}
+
+impl Details {
+    pub fn none() -> Details {
+        Details::default()
+    }
+
+    pub fn fact(mut self, key: &'static str, value: impl ToString) -> Details {
+        self.facts.push((key, value.to_string()));
+        self
+    }
+
+    pub fn field(mut self, field: impl Into<String>, description: impl Into<String>) -> Details {
+        self.fields.push((field.into(), description.into()));
+        self
+    }
+
+    pub fn stale(mut self, cause: StaleCause, subject: impl Into<String>) -> Details {
+        self.stale = Some((cause, subject.into()));
+        self
+    }
+
+    pub fn retry_after(mut self, delay: Duration) -> Details {
+        self.retry_after = Some(delay);
+        self
+    }
+
+    pub fn lists(mut self, lists: RefusalDetails) -> Details {
+        self.lists = lists;
+        self
+    }
+
+    /// An `invalid_configuration`'s: each problem a field violation (the configuration as a
+    /// whole when it names no field) and, whole, in `RefusalDetails.problems`.
+    pub fn problems(problems: &[Problem]) -> Details {
+        let mut details = Details::none();
+        for p in problems {
+            let field = if p.field.is_empty() {
+                "configuration"
+            } else {
+                p.field.as_str()
+            };
+            details = details.field(field, format!("{}: {}", p.code, p.message));
+        }
+        details.lists(RefusalDetails {
+            problems: problems.iter().map(Into::into).collect(),
+            ..RefusalDetails::default()
+        })
     }
 }
 
 impl From<Error> for PackError {
     fn from(e: Error) -> Self {
         match &e {
-            Error::NotFound { .. } => PackError::new(Reason::NotFound, e.to_string(), Value::Null),
-            Error::FailedPrecondition { reason, .. }
-                if *reason == crate::error::PLAN_STALE
-                    || *reason == crate::error::VERSION_MISMATCH =>
+            Error::NotFound { resource } => PackError::new(
+                Reason::NotFound,
+                e.to_string(),
+                Details::none().fact("resource", resource),
+            ),
+            Error::FailedPrecondition {
+                reason,
+                current_version,
+                cause,
+            } if *reason == crate::error::PLAN_STALE
+                || *reason == crate::error::VERSION_MISMATCH =>
             {
+                let cause = cause.unwrap_or(StaleCause::ConfigurationChanged);
+                let mut details = Details::none().stale(cause, "plan");
+                if let Some(v) = current_version {
+                    details = details.fact("current_version", v);
+                }
                 PackError::new(
                     Reason::PlanStale,
-                    "the plan is stale: the webhook's configuration changed, the token expired, or it was used; plan again",
-                    Value::Null,
+                    format!("the plan is stale: {}; plan again", cause.words()),
+                    details,
                 )
             }
             Error::InvalidArgument { field, message } => PackError::new(
                 Reason::InvalidArgument,
                 e.to_string(),
-                json!({"field": field, "message": message}),
+                Details::none().fact("field", field).field(*field, message),
             ),
             Error::ResourceExhausted { retry_after } => PackError::new(
                 Reason::RateLimited,
                 e.to_string(),
-                json!({"retry_after_ms": retry_after.as_millis() as u64}),
+                Details::none().retry_after(*retry_after),
             ),
             Error::Internal { context } => {
                 tracing::error!(context = %context, "rule pack operation failed");
-                PackError::new(Reason::Internal, "internal error", Value::Null)
+                PackError::new(Reason::Internal, "internal error", Details::none())
             }
-            _ => PackError::new(e.reason(), e.to_string(), Value::Null),
+            _ => PackError::new(e.reason(), e.to_string(), Details::none()),
         }
     }
 }
@@ -62,40 +141,64 @@ impl From<RoutingError> for PackError {
         PackError::new(
             Reason::RouterUnavailable,
             format!("{e}; nothing was changed, retry shortly"),
-            Value::Null,
+            Details::none(),
         )
     }
 }
 
 impl From<MergeError> for PackError {
     fn from(e: MergeError) -> Self {
+        let none = Details::none();
         let details = match &e {
             MergeError::RequiresPack { pack, missing } => {
-                json!({"pack": pack, "requires": missing})
+                none.fact("pack", pack).lists(RefusalDetails {
+                    requires: vec![missing.clone()],
+                    ..RefusalDetails::default()
+                })
             }
             MergeError::RequiredByPack { pack, dependents } => {
-                json!({"pack": pack, "required_by": dependents})
+                none.fact("pack", pack).lists(RefusalDetails {
+                    required_by: dependents.clone(),
+                    ..RefusalDetails::default()
+                })
             }
-            MergeError::DefaultConflict { holder } => json!({"holder": holder}),
+            MergeError::DefaultConflict { holder } => none.fact("holder", holder),
             MergeError::TooManyRules {
                 total,
                 max,
                 packs,
                 hand_written,
-            } => json!({
-                "total": total, "max": max, "hand_written": hand_written,
-                "packs": packs.iter().map(|(n, c)| json!({"name": n, "rules": c})).collect::<Vec<_>>(),
-            }),
-            MergeError::InvalidParams { param, message } => {
-                json!({"param": param, "message": message})
-            }
+            } => none
+                .fact("total", total)
+                .fact("max", max)
+                .fact("hand_written", hand_written)
+                .lists(RefusalDetails {
+                    packs: packs
+                        .iter()
+                        .map(|(name, rules)| PackRules {
+                            name: name.clone(),
+                            rules: u32::try_from(*rules).unwrap_or(u32::MAX),
+                        })
+                        .collect(),
+                    ..RefusalDetails::default()
+                }),
+            MergeError::InvalidParams { param, message } => none
+                .fact("param", param)
+                .field(format!("params.{param}"), message),
             MergeError::InvalidArgument { field, message } => {
-                json!({"field": field, "message": message})
+                none.fact("field", field).field(field, message)
             }
-            MergeError::LocalEdits { pack, rules } => {
-                json!({"pack": pack, "rules": rules, "next": "plan again with overwrite_local_edits: true to replace the edits"})
-            }
-            MergeError::NotInstalled(name) => json!({"pack": name}),
+            MergeError::LocalEdits { pack, rules } => none
+                .fact("pack", pack)
+                .fact(
+                    "next",
+                    "plan again with overwrite_local_edits: true to replace the edits",
+                )
+                .lists(RefusalDetails {
+                    rules: rules.clone(),
+                    ..RefusalDetails::default()
+                }),
+            MergeError::NotInstalled(name) => none.fact("resource", "pack").fact("pack", name),
         };
         PackError::new(e.reason(), e.to_string(), details)
     }

@@ -17,6 +17,7 @@ use switchboard_model::guard::{GuardOptions, GuardPlan};
 use switchboard_model::listing::{
     InstalledStatus, ListedPack, Listing, PackRule, PackVersion, ParamCheckSummary,
 };
+use switchboard_model::plan::StaleCause;
 use switchboard_model::{Configuration, Label};
 use switchboard_packs::merge::{
     Candidate, InstallRequest, MergeError, install_candidate, removal_candidate,
@@ -53,7 +54,7 @@ mod replay;
 
 use self::{confirm::*, plan::*, promote::*, replay::*};
 pub use confirm::{Accepted, Allow, PlanStatus, approval_tally};
-pub use error::PackError;
+pub use error::{Details, PackError};
 pub use external::load_catalog;
 pub use replay::Replayer;
 

@@ -2,6 +2,7 @@
 //! its param checks run, replayed, its fixtures routed, and the plan stored (REQ-3, REQ-4, REQ-7).
 
 use super::*;
+use switchboard_proto::control::v1::{ParamFailure, RefusalDetails, RuleFault};
 
 impl RulePacks {
     /// `install_rule_pack`: a plan without `confirm`, the apply with it (REQ-3).
@@ -31,19 +32,43 @@ impl RulePacks {
             .get_webhook(&caller.scope, &args.webhook_id)
             .await?;
         let caps = self.capabilities();
-        let cp = self.catalog.resolve(&args.name, args.version.as_deref(), &caps).map_err(|e| match e {
-            ResolveError::UnknownPack(n) => PackError::new(Reason::NotFound, format!("no pack named {n}; call list_rule_packs"), json!({"name": n})),
-            ResolveError::UnknownVersion { name, version } => PackError::new(
-                Reason::NotFound,
-                format!("{name} has no version {version}; call list_rule_packs"),
-                json!({"name": name, "version": version}),
-            ),
-            ResolveError::UnavailableVersion { name, version, reason, upgrade_note } => PackError::new(
-                Reason::UnavailableVersion,
-                format!("{name}@{version} is not available: {reason}"),
-                json!({"name": name, "version": version, "reason": reason, "upgrade_note": upgrade_note}),
-            ),
-        })?;
+        let cp = self
+            .catalog
+            .resolve(&args.name, args.version.as_deref(), &caps)
+            .map_err(|e| match e {
+                ResolveError::UnknownPack(n) => PackError::new(
+                    Reason::NotFound,
+                    format!("no pack named {n}; call list_rule_packs"),
+                    Details::none().fact("resource", "pack").fact("name", n),
+                ),
+                ResolveError::UnknownVersion { name, version } => PackError::new(
+                    Reason::NotFound,
+                    format!("{name} has no version {version}; call list_rule_packs"),
+                    Details::none()
+                        .fact("resource", "pack")
+                        .fact("name", name)
+                        .fact("version", version),
+                ),
+                ResolveError::UnavailableVersion {
+                    name,
+                    version,
+                    reason,
+                    upgrade_note,
+                } => PackError::new(
+                    Reason::UnavailableVersion,
+                    format!("{name}@{version} is not available: {reason}"),
+                    {
+                        let details = Details::none()
+                            .fact("name", name)
+                            .fact("version", version)
+                            .fact("reason", reason);
+                        match upgrade_note {
+                            Some(note) => details.fact("upgrade_note", note),
+                            None => details,
+                        }
+                    },
+                ),
+            })?;
         let pack = cp.pack.clone();
         let saved: Configuration = webhook.configuration.clone();
         let prov = webhook.provenance.clone();
@@ -266,15 +291,21 @@ impl RulePacks {
                 };
                 let failed = d.outcome != Outcome::Default as i32;
                 if failed {
-                    let mut f = json!({"param_check": check.id, "message": check.message});
-                    if let Some(param) = &check.each {
-                        f["param"] = json!(param);
-                        f["element"] = items.get(i).cloned().unwrap_or(Value::Null);
-                    }
-                    if d.outcome == Outcome::Fault as i32 {
-                        f["fault"] = json!(d.reason);
-                    }
-                    failures.push(f);
+                    failures.push(ParamFailure {
+                        param_check: check.id.clone(),
+                        message: check.message.clone(),
+                        param: check.each.clone().unwrap_or_default(),
+                        element: check
+                            .each
+                            .as_ref()
+                            .and_then(|_| items.get(i))
+                            .map(switchboard_proto::convert::json::to_value),
+                        fault: if d.outcome == Outcome::Fault as i32 {
+                            d.reason.clone()
+                        } else {
+                            String::new()
+                        },
+                    });
                 }
             }
         }
@@ -284,17 +315,35 @@ impl RulePacks {
         let first = &failures[0];
         let message = format!(
             "param check {} failed: {}{}",
-            first["param_check"].as_str().unwrap_or_default(),
-            first["message"].as_str().unwrap_or_default(),
+            first.param_check,
+            first.message,
             first
-                .get("element")
-                .map(|e| format!(" ({} {})", first["param"].as_str().unwrap_or_default(), e))
+                .element
+                .clone()
+                .map(|e| format!(
+                    " ({} {})",
+                    first.param,
+                    switchboard_proto::convert::json::from_value(e)
+                ))
                 .unwrap_or_default()
         );
+        // Each failure names its field: the param checked, or the params as a whole.
+        let mut details = Details::none();
+        for f in &failures {
+            let field = if f.param.is_empty() {
+                "params".to_string()
+            } else {
+                format!("params.{}", f.param)
+            };
+            details = details.field(field, f.message.clone());
+        }
         Err(PackError::new(
             Reason::InvalidParams,
             message,
-            json!({"failures": failures}),
+            details.lists(RefusalDetails {
+                failures,
+                ..RefusalDetails::default()
+            }),
         ))
     }
 
@@ -461,7 +510,17 @@ impl RulePacks {
                     "{}; the plan is refused — inspect them with get_webhook_event",
                     named.join("; ")
                 ),
-                json!({"faults": faults}),
+                Details::none().lists(RefusalDetails {
+                    faults: faults
+                        .into_iter()
+                        .map(|f| RuleFault {
+                            rule: f.rule,
+                            count: u32::try_from(f.count).unwrap_or(u32::MAX),
+                            event_ids: f.event_ids,
+                        })
+                        .collect(),
+                    ..RefusalDetails::default()
+                }),
             ));
         }
         let mut report = replay::report_of(

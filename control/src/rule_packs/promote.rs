@@ -30,21 +30,27 @@ impl RulePacks {
             return Err(PackError::new(
                 Reason::PlanStale,
                 "the webhook's configuration changed since the trial started: its evidence compares the candidate with rules that are no longer live; plan again and start a new trial",
-                json!({"trial_id": trial.id}),
+                Details::none()
+                    .fact("trial_id", &trial.id)
+                    .stale(StaleCause::TrialChanged, format!("trial:{}", trial.id)),
             ));
         }
         let Some(stored) = trial.plan.clone() else {
             return Err(PackError::new(
                 Reason::PlanStale,
                 "this trial was started before trials kept their plan, so it cannot be promoted; plan again and start a new trial",
-                json!({"trial_id": trial.id}),
+                Details::none()
+                    .fact("trial_id", &trial.id)
+                    .stale(StaleCause::TrialChanged, format!("trial:{}", trial.id)),
             ));
         };
         let Some(binding) = stored.apply.binding.clone() else {
             return Err(PackError::new(
                 Reason::PlanStale,
                 "the trial's plan was made by an older release and cannot be promoted; plan again and start a new trial",
-                json!({"trial_id": trial.id}),
+                Details::none()
+                    .fact("trial_id", &trial.id)
+                    .stale(StaleCause::TrialChanged, format!("trial:{}", trial.id)),
             ));
         };
         let trial = if trial.running() {
@@ -112,17 +118,17 @@ impl RulePacks {
     ) -> Result<(), PackError> {
         let trial = match self.state.store.get_trial(scope, &binding.trial_id).await {
             Ok(trial) => trial,
-            Err(Error::NotFound { .. }) => return Err(stale()),
+            Err(Error::NotFound { .. }) => return Err(stale(StaleCause::TrialChanged)),
             Err(e) => return Err(e.into()),
         };
         if crate::trials::report(&self.state.trials_ctx(), &trial).digest != binding.digest {
-            return Err(stale());
+            return Err(stale(StaleCause::TrialChanged));
         }
         if !binding.sufficient && !allow_insufficient_trial {
             return Err(PackError::new(
                 Reason::InsufficientTrial,
                 "the trial behind this plan is insufficient (too few deliveries, or a transition the replay predicted was never observed; see the plan's trial.insufficient); confirm again with allow_insufficient_trial: true to apply it anyway",
-                json!({"trial_id": binding.trial_id}),
+                Details::none().fact("trial_id", &binding.trial_id),
             ));
         }
         Ok(())

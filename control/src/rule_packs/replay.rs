@@ -87,18 +87,13 @@ impl Replayer {
         if resp.valid {
             return Ok(());
         }
-        let problems: Vec<Value> = resp
-            .problems
-            .iter()
-            .map(|p| json!({"rule_id": p.rule_id, "code": p.code, "message": p.message, "field": p.field}))
-            .collect();
         Err(PackError::new(
             Reason::InvalidConfiguration,
             format!(
                 "the candidate does not validate ({} problems)",
-                problems.len()
+                resp.problems.len()
             ),
-            json!({"problems": problems}),
+            Details::problems(&resp.problems),
         ))
     }
 
@@ -121,7 +116,10 @@ impl Replayer {
             return Err(PackError::new(
                 Reason::InvalidArgument,
                 format!("replay.limit must be between 1 and {MAX_REPLAY_LIMIT}"),
-                json!({"field": "replay.limit"}),
+                Details::none().fact("field", "replay.limit").field(
+                    "replay.limit",
+                    format!("must be between 1 and {MAX_REPLAY_LIMIT}"),
+                ),
             ));
         }
         let holder = format!("{}:{}", caller.endpoint_id, uuid_like());
@@ -135,7 +133,7 @@ impl Replayer {
             return Err(PackError::new(
                 Reason::Busy,
                 "another replay of this webhook is running; retry when it finishes",
-                json!({"retry_after_ms": 2000}),
+                Details::none().retry_after(Duration::from_secs(2)),
             ));
         }
         // Released however the replay ends, cancellation included.

@@ -266,10 +266,10 @@ pub async fn apply_recovery(store: &Store, guard: &Trial) -> Result<Recovery> {
         });
     };
     if recovery.state != RecoveryState::AwaitingPerson {
-        return Err(Error::FailedPrecondition {
-            reason: crate::error::PLAN_STALE,
-            current_version: None,
-        });
+        return Err(Error::stale(match recovery.state {
+            RecoveryState::Applied => switchboard_model::plan::StaleCause::Used,
+            _ => switchboard_model::plan::StaleCause::NotPending,
+        }));
     }
     let hash = store
         .redrive_token_hash(&guard.owner_scope, &recovery.redrive_id)

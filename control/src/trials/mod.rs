@@ -10,12 +10,12 @@ pub mod live;
 
 pub use live::{TrialOptions, Trials};
 
-use switchboard_model::plan::PlanState;
+use switchboard_model::plan::StaleCause;
 use switchboard_model::trial::{
     DEFAULT_MIN_DELIVERIES, Forecast, TrialEnd, TrialFacts, TrialLimits, TrialReport,
 };
 
-use crate::error::{Error, PLAN_STALE, Result};
+use crate::error::{Error, Result};
 use crate::scope::OwnerScope;
 use crate::secrets::sha256_hex;
 use crate::store::{NewTrial, Store, Trial};
@@ -118,14 +118,9 @@ pub async fn start(ctx: &Ctx<'_>, caller: &Asker, args: StartArgs) -> Result<Tri
             "does not match the plan's; start the trial on the webhook the plan was made for",
         ));
     }
-    let (plan_state, _) = plan
-        .facts()
-        .state(ctx.store.clock().now_ms(), webhook.config_version);
-    if !matches!(plan_state, PlanState::Planned | PlanState::PendingApproval) {
-        return Err(Error::FailedPrecondition {
-            reason: PLAN_STALE,
-            current_version: None,
-        });
+    let now = ctx.store.clock().now_ms();
+    if let Some(cause) = StaleCause::of(&plan.facts(), now, webhook.config_version) {
+        return Err(Error::stale(cause));
     }
     let trial = ctx
         .store

@@ -11,7 +11,7 @@ use switchboard_control_client::views::*;
 use switchboard_control_client::{Bearer, CallError, ControlClient, convert};
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::control::v1::rule_pack_event::Event;
-use switchboard_proto::convert::json;
+use switchboard_proto::convert::{json, time};
 use tonic::{Status, Streaming};
 
 use super::params::*;
@@ -80,8 +80,15 @@ pub fn to_value<T: serde::Serialize>(out: T) -> Result<Value, CallError> {
 fn replay_window(w: ReplayParams) -> pb::ReplayWindow {
     pb::ReplayWindow {
         limit: w.limit.unwrap_or(0),
-        since_ms: w.since_ms.unwrap_or(0),
+        since: bound(w.since_ms),
+        ..Default::default()
     }
+}
+
+/// An agent's `since_ms`/`until_ms` as the Timestamp control reads; 0, as it always did, is
+/// no bound.
+fn bound(ms: Option<i64>) -> Option<time::Timestamp> {
+    ms.filter(|&ms| ms != 0).map(time::from_millis)
 }
 
 /// An agent's configuration as control's typed message. A shape problem (not an object, an
@@ -502,10 +509,11 @@ pub async fn redrive_webhook_events(
                 webhook_id: p.webhook_id,
                 filter: Some(pb::RedriveFilter {
                     decisions: p.filter.decisions,
-                    since_ms: p.filter.since_ms,
-                    until_ms: p.filter.until_ms,
+                    since: p.filter.since_ms.map(time::from_millis),
+                    until: p.filter.until_ms.map(time::from_millis),
                     event_ids: p.filter.event_ids,
                     config_version: p.filter.config_version,
+                    ..Default::default()
                 }),
                 limit: p.limit.unwrap_or(0),
             },
@@ -644,7 +652,8 @@ pub async fn test_webhook_rules(
         payload,
         replay: p.replay.map(|w| pb::TestReplay {
             limit: w.limit.unwrap_or(0),
-            since_ms: w.since_ms.unwrap_or(0),
+            since: bound(w.since_ms),
+            ..Default::default()
         }),
         configuration,
     };
@@ -700,8 +709,9 @@ pub async fn list_webhook_changes(
                 after_seq: p.after_seq.unwrap_or(0),
                 limit: p.limit.unwrap_or(0),
                 actor: p.actor.unwrap_or_default(),
-                since_ms: p.since_ms.unwrap_or(0),
-                until_ms: p.until_ms.unwrap_or(0),
+                since: bound(p.since_ms),
+                until: bound(p.until_ms),
+                ..Default::default()
             },
         )
         .await

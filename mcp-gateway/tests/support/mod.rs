@@ -19,6 +19,7 @@ use switchboard_proto::control::v1::identity_server::{Identity, IdentityServer};
 use switchboard_proto::control::v1::rule_packs_server::{RulePacks, RulePacksServer};
 use switchboard_proto::control::v1::webhook_rules_server::{WebhookRules, WebhookRulesServer};
 use switchboard_proto::control::v1::webhooks_server::{Webhooks, WebhooksServer};
+use switchboard_proto::convert::time;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tonic::{Code, Request, Response, Status};
@@ -139,11 +140,13 @@ fn webhook() -> pb::Webhook {
             version: "1.0.0".into(),
             ..Default::default()
         }],
-        created_at_ms: 1_795_996_750_000,
+        created_at: Some(time::from_millis(1_795_996_750_000)),
         confirm_policy: "self".into(),
         guard_on_breach: String::new(),
         approval_rule: None,
         approval_rule_default: true,
+        // The gateway reads the Timestamps only; the deprecated fields stay empty here.
+        ..Default::default()
     }
 }
 
@@ -274,7 +277,7 @@ impl Webhooks for FakeControl {
                 source: pb::SourceType::Github as i32,
                 kind: "pull_request.opened".into(),
                 verified: true,
-                received_at_ms: 1,
+                received_at: Some(time::from_millis(1)),
                 routed: true,
                 decision: Some(pb::Decision {
                     decision: "queue:review".into(),
@@ -316,12 +319,13 @@ impl Webhooks for FakeControl {
             events: vec![pb::RedriveEvent {
                 event_id: "ev_1".into(),
                 kind: "pull_request.opened".into(),
-                received_at_ms: 1_700_000_000_000,
+                received_at: Some(time::from_millis(1_700_000_000_000)),
                 before: "quarantine".into(),
                 before_decision: Some(quarantine),
                 after: "queue:review".into(),
                 after_decision: Some(review),
                 changes: true,
+                ..Default::default()
             }],
             totals_before: [("quarantine".to_string(), 1)].into(),
             totals_after: [("queue:review".to_string(), 1)].into(),
@@ -334,13 +338,14 @@ impl Webhooks for FakeControl {
                 by_rules: vec![],
             }],
             truncated: false,
-            expires_at: "2026-12-04T10:15:00.000Z".into(),
+            expires_at_time: time::from_rfc3339("2026-12-04T10:15:00.000Z").ok(),
             plan_token: "sbp_redrive".into(),
             confirm_with: Some(pb::RedriveConfirmWith {
                 tool: "confirm_webhook_redrive".into(),
                 webhook_id: req.webhook_id,
                 note: "Nothing was changed.".into(),
             }),
+            ..Default::default()
         }))
     }
 
@@ -586,11 +591,13 @@ impl RulePacks for FakeControl {
     ) -> Result<Response<pb::RulePackEvent>, Status> {
         self.bearer(&request)?;
         if request.get_ref().plan_token == "tok_stale" {
-            return Err(status(
+            let mut details = ErrorDetails::new();
+            details.set_error_info("plan_stale", "switchboard", HashMap::new());
+            details.add_precondition_failure_violation("used", "plan", "it was already applied");
+            return Err(Status::with_error_details(
                 Code::FailedPrecondition,
-                "plan_stale",
-                "the plan is stale: it was already used, it expired, or the webhook's configuration changed; plan again",
-                &[("details", "null".into())],
+                "plan_stale: the plan is stale: it was already applied; plan again",
+                details,
             ));
         }
         Err(Status::unimplemented("fake"))
@@ -638,14 +645,21 @@ impl RulePacks for FakeControl {
         if r.name == "faulty" {
             let events: Vec<Result<pb::RulePackEvent, Status>> = vec![
                 Ok(progress(1, 2)),
-                Err(status(
-                    Code::FailedPrecondition,
-                    "pack_rule_faults",
-                    "pack rule drop-ci-noise--bots faults on 2 replayed deliveries",
-                    &[(
-                        "details",
-                        json!({"faults": [{"rule": "drop-ci-noise--bots", "count": 2, "event_ids": ["ev_1", "ev_2"]}]}).to_string(),
-                    )],
+                Err(switchboard_proto::refusal::with_refusal(
+                    status(
+                        Code::FailedPrecondition,
+                        "pack_rule_faults",
+                        "pack rule drop-ci-noise--bots faults on 2 replayed deliveries",
+                        &[],
+                    ),
+                    &pb::RefusalDetails {
+                        faults: vec![pb::RuleFault {
+                            rule: "drop-ci-noise--bots".into(),
+                            count: 2,
+                            event_ids: vec!["ev_1".into(), "ev_2".into()],
+                        }],
+                        ..Default::default()
+                    },
                 )),
             ];
             return Ok(Response::new(Box::pin(futures::stream::iter(events))));
@@ -659,7 +673,7 @@ impl RulePacks for FakeControl {
                 from_version: None,
             }),
             plan_token: "tok_fresh".into(),
-            expires_at: "2026-01-01T00:15:00.000Z".into(),
+            expires_at_time: time::from_rfc3339("2026-01-01T00:15:00.000Z").ok(),
             // The params as control received them, so a test sees what travelled.
             confirm_with: Some(pb::ConfirmWith {
                 note: format!(

@@ -9,7 +9,7 @@ pub mod report;
 mod state;
 
 pub use report::*;
-pub use state::{PlanFacts, PlanState, StaleReason};
+pub use state::{PlanFacts, PlanState, StaleCause, StaleReason};
 
 use serde::{Deserialize, Deserializer, Serialize};
 use serde_json::{Map, Value};

@@ -84,6 +84,91 @@ impl StaleReason {
     }
 }
 
+/// Why a plan (a trial's, a redrive's) can no longer be applied: the cause a `plan_stale`
+/// refusal names as its `PreconditionFailure` type, so a caller learns it without reading
+/// the message.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StaleCause {
+    /// It was already applied (by this call's twin, or another).
+    Used,
+    /// A person rejected it.
+    Rejected,
+    /// Its TTL passed.
+    Expired,
+    /// A person did not decide within the approval TTL.
+    ApprovalExpired,
+    /// The webhook's configuration was saved since it was made.
+    ConfigurationChanged,
+    /// Only a plan waiting for a person can be accepted or rejected.
+    NotPending,
+    /// The trial behind it changed or is gone, so its evidence no longer holds.
+    TrialChanged,
+}
+
+impl StaleCause {
+    /// Every cause, for the docs and tests.
+    pub const ALL: [StaleCause; 7] = [
+        StaleCause::Used,
+        StaleCause::Rejected,
+        StaleCause::Expired,
+        StaleCause::ApprovalExpired,
+        StaleCause::ConfigurationChanged,
+        StaleCause::NotPending,
+        StaleCause::TrialChanged,
+    ];
+
+    /// The word a caller branches on (`configuration_changed`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            StaleCause::Used => "used",
+            StaleCause::Rejected => "rejected",
+            StaleCause::Expired => "expired",
+            StaleCause::ApprovalExpired => "approval_expired",
+            StaleCause::ConfigurationChanged => "configuration_changed",
+            StaleCause::NotPending => "not_pending",
+            StaleCause::TrialChanged => "trial_changed",
+        }
+    }
+
+    /// Why, in words.
+    pub fn words(self) -> &'static str {
+        match self {
+            StaleCause::Used => "it was already applied",
+            StaleCause::Rejected => "a person rejected it",
+            StaleCause::NotPending => "it is not waiting for a person",
+            StaleCause::TrialChanged => "the trial behind it changed or is gone",
+            StaleCause::Expired => StaleReason::Expired.words(),
+            StaleCause::ApprovalExpired => StaleReason::ApprovalExpired.words(),
+            StaleCause::ConfigurationChanged => StaleReason::ConfigurationChanged.words(),
+        }
+    }
+
+    /// The cause of a plan that cannot be applied, from its recorded facts: what
+    /// [`PlanFacts::state`] says, with used and rejected plans named as such.
+    pub fn of(facts: &PlanFacts, now: i64, current_version: i64) -> Option<StaleCause> {
+        if facts.rejected_at.is_some() {
+            return Some(StaleCause::Rejected);
+        }
+        if facts.used_at.is_some() {
+            return Some(StaleCause::Used);
+        }
+        match facts.state(now, current_version) {
+            (PlanState::Stale, Some(reason)) => Some(reason.into()),
+            _ => None,
+        }
+    }
+}
+
+impl From<StaleReason> for StaleCause {
+    fn from(reason: StaleReason) -> Self {
+        match reason {
+            StaleReason::Expired => StaleCause::Expired,
+            StaleReason::ApprovalExpired => StaleCause::ApprovalExpired,
+            StaleReason::ConfigurationChanged => StaleCause::ConfigurationChanged,
+        }
+    }
+}
+
 /// What is recorded of a plan, in milliseconds since the Unix epoch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct PlanFacts {
@@ -231,6 +316,36 @@ mod tests {
                 "stale",
                 "reverted"
             ]
+        );
+    }
+
+    #[test]
+    fn a_plan_that_cannot_be_applied_names_its_cause() {
+        let used = PlanFacts {
+            used_at: Some(10),
+            ..fresh()
+        };
+        assert_eq!(StaleCause::of(&used, 5, 3), Some(StaleCause::Used));
+        let rejected = PlanFacts {
+            rejected_at: Some(10),
+            ..fresh()
+        };
+        assert_eq!(StaleCause::of(&rejected, 5, 3), Some(StaleCause::Rejected));
+        assert_eq!(
+            StaleCause::of(&fresh(), 1_000, 3),
+            Some(StaleCause::Expired)
+        );
+        assert_eq!(
+            StaleCause::of(&fresh(), 5, 4),
+            Some(StaleCause::ConfigurationChanged)
+        );
+        assert_eq!(StaleCause::of(&fresh(), 5, 3), None);
+        let words: std::collections::BTreeSet<&str> =
+            StaleCause::ALL.iter().map(|c| c.as_str()).collect();
+        assert_eq!(
+            words.len(),
+            StaleCause::ALL.len(),
+            "each cause has its own word"
         );
     }
 }

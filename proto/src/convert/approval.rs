@@ -5,6 +5,7 @@ use std::collections::BTreeMap;
 
 use switchboard_model::approval::{ApprovalRule, Given, NotCounted, Risk, Tally};
 
+use super::time;
 use crate::control::v1 as pb;
 
 impl From<Risk> for pb::ApprovalRisk {
@@ -60,6 +61,8 @@ pub fn approval_rule(r: &pb::ApprovalRule) -> Result<ApprovalRule, i32> {
 }
 
 impl From<&Tally> for pb::PlanApprovals {
+    // `at_ms` is filled beside `at` for one release.
+    #[allow(deprecated)]
     fn from(t: &Tally) -> Self {
         pb::PlanApprovals {
             required: t.required,
@@ -74,6 +77,7 @@ impl From<&Tally> for pb::PlanApprovals {
                 .map(|g| pb::PlanApproval {
                     person: g.person.clone(),
                     at_ms: g.at_ms,
+                    at: Some(time::from_millis(g.at_ms)),
                     counts: g.counts,
                     not_counted: g
                         .not_counted
@@ -98,7 +102,7 @@ impl From<pb::PlanApprovals> for Tally {
                 .into_iter()
                 .map(|g| Given {
                     person: g.person,
-                    at_ms: g.at_ms,
+                    at_ms: time::to_millis_or_zero(g.at.as_ref()),
                     counts: g.counts,
                     not_counted: match g.not_counted.as_str() {
                         "proposer" => Some(NotCounted::Proposer),

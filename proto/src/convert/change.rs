@@ -58,7 +58,12 @@ impl From<&switchboard_model::change_log::Sealed> for pb::ChangeLogEntry {
                 .ok()
                 .and_then(|v| v.as_str().map(str::to_string))
                 .unwrap_or_default();
-            out.at_ms = e.at_ms;
+            // `at_ms` is filled beside `at` for one release.
+            #[allow(deprecated)]
+            {
+                out.at_ms = e.at_ms;
+            }
+            out.at = Some(super::time::from_millis(e.at_ms));
             out.owner_scope = e.owner_scope.unwrap_or_default();
             out.webhook_id = e.webhook_id.unwrap_or_default();
             out.version = e.version;

@@ -9,4 +9,5 @@ pub mod guard;
 pub mod json;
 pub mod plan;
 pub mod source;
+pub mod time;
 pub mod trial;

@@ -22,6 +22,7 @@ use switchboard_model::{Action, Label};
 
 use crate::control::v1 as pb;
 use crate::convert::json::{from_struct, to_struct};
+use crate::convert::time;
 
 impl From<PlanKind> for pb::PlanKind {
     fn from(k: PlanKind) -> Self {
@@ -49,6 +50,8 @@ pub fn plan_kind(k: i32) -> PlanKind {
 }
 
 impl From<&Plan> for pb::Plan {
+    // The deprecated RFC 3339 text fields are filled beside their Timestamps for one release.
+    #[allow(deprecated)]
     fn from(p: &Plan) -> Self {
         pb::Plan {
             kind: pb::PlanKind::from(p.kind) as i32,
@@ -104,6 +107,7 @@ impl From<&Plan> for pb::Plan {
             }),
             proven: p.proven,
             expires_at: p.expires_at.clone(),
+            expires_at_time: time::from_rfc3339_opt(&p.expires_at),
             plan_token: p.plan_token.clone().unwrap_or_default(),
             confirm_with: Some(pb::ConfirmWith {
                 tool: p.confirm_with.tool.clone(),
@@ -175,7 +179,7 @@ impl From<pb::Plan> for Plan {
             }),
             proven: p.proven,
             nothing_saved: true,
-            expires_at: p.expires_at,
+            expires_at: time::to_rfc3339_or_empty(p.expires_at_time.as_ref()),
             confirm_with: ConfirmWith {
                 tool: confirm.tool,
                 arguments: ConfirmArguments {
@@ -242,11 +246,15 @@ fn counts_from(m: std::collections::HashMap<String, u64>) -> BTreeMap<Label<'sta
 }
 
 impl From<&Report> for pb::ReplayReport {
+    // The deprecated RFC 3339 text fields are filled beside their Timestamps for one release.
+    #[allow(deprecated)]
     fn from(r: &Report) -> Self {
         pb::ReplayReport {
             events_replayed: r.events_replayed,
             window_from: r.window_from.clone(),
             window_to: r.window_to.clone(),
+            window_from_time: r.window_from.as_deref().and_then(time::from_rfc3339_opt),
+            window_to_time: r.window_to.as_deref().and_then(time::from_rfc3339_opt),
             totals_before: counts_to(&r.totals.before),
             totals_after: counts_to(&r.totals.after),
             changed: r.changed,
@@ -291,6 +299,8 @@ impl From<&Report> for pb::ReplayReport {
                 max_events_per_webhook: w.max_events_per_webhook,
                 kept_since: w.kept_since.clone(),
                 oldest_stored: w.oldest_stored.clone(),
+                kept_since_time: time::from_rfc3339_opt(&w.kept_since),
+                oldest_stored_time: w.oldest_stored.as_deref().and_then(time::from_rfc3339_opt),
             }),
         }
     }
@@ -301,8 +311,8 @@ impl From<pb::ReplayReport> for Report {
         let todos = r.todos_per_day.unwrap_or_default();
         Report {
             events_replayed: r.events_replayed,
-            window_from: r.window_from,
-            window_to: r.window_to,
+            window_from: time::to_rfc3339_opt(r.window_from_time.as_ref()),
+            window_to: time::to_rfc3339_opt(r.window_to_time.as_ref()),
             totals: Totals {
                 before: counts_from(r.totals_before),
                 after: counts_from(r.totals_after),
@@ -349,8 +359,8 @@ impl From<pb::ReplayReport> for Report {
             retention: r.retention.map(|w| Retention {
                 max_age_days: w.max_age_days,
                 max_events_per_webhook: w.max_events_per_webhook,
-                kept_since: w.kept_since,
-                oldest_stored: w.oldest_stored,
+                kept_since: time::to_rfc3339_or_empty(w.kept_since_time.as_ref()),
+                oldest_stored: time::to_rfc3339_opt(w.oldest_stored_time.as_ref()),
             }),
         }
     }
@@ -415,6 +425,8 @@ pub fn plan_state(s: i32) -> PlanState {
 }
 
 impl From<&Pending> for pb::PendingApproval {
+    // The deprecated RFC 3339 text fields are filled beside their Timestamps for one release.
+    #[allow(deprecated)]
     fn from(p: &Pending) -> Self {
         pb::PendingApproval {
             plan_id: p.plan_id.clone(),
@@ -424,6 +436,7 @@ impl From<&Pending> for pb::PendingApproval {
             pack_version: p.pack.version.clone(),
             console_url: p.console_url.clone(),
             approval_expires_at: p.approval_expires_at.clone(),
+            approval_expires_at_time: time::from_rfc3339_opt(&p.approval_expires_at),
             approvals: Some(pb::PlanApprovals::from(&p.approvals)),
         }
     }
@@ -442,7 +455,7 @@ impl From<pb::PendingApproval> for Pending {
                 version: p.pack_version,
             },
             console_url: p.console_url,
-            approval_expires_at: p.approval_expires_at,
+            approval_expires_at: time::to_rfc3339_or_empty(p.approval_expires_at_time.as_ref()),
             approvals: p.approvals.map(Into::into).unwrap_or_default(),
         }
     }
@@ -481,6 +494,8 @@ fn requires_from(r: pb::PackRequires) -> Requires {
 }
 
 impl From<&InstalledPack> for pb::InstalledPack {
+    // The deprecated RFC 3339 text fields are filled beside their Timestamps for one release.
+    #[allow(deprecated)]
     fn from(i: &InstalledPack) -> Self {
         pb::InstalledPack {
             name: i.name.clone(),
@@ -488,6 +503,7 @@ impl From<&InstalledPack> for pb::InstalledPack {
             rule_ids: i.rule_ids.clone(),
             owned_params: i.owned_params.clone(),
             installed_at: i.installed_at.clone(),
+            installed_at_time: time::from_rfc3339_opt(&i.installed_at),
             installed_by_endpoint: i.installed_by.endpoint.clone(),
             installed_by_human: i.installed_by.human.clone(),
             proven: i.proven,
@@ -495,8 +511,19 @@ impl From<&InstalledPack> for pb::InstalledPack {
             events_replayed: i.replay.events_replayed,
             window_from: i.replay.window_from.clone(),
             window_to: i.replay.window_to.clone(),
+            window_from_time: i
+                .replay
+                .window_from
+                .as_deref()
+                .and_then(time::from_rfc3339_opt),
+            window_to_time: i
+                .replay
+                .window_to
+                .as_deref()
+                .and_then(time::from_rfc3339_opt),
             changed: i.replay.changed,
             replayed_at: i.replay.replayed_at.clone(),
+            replayed_at_time: time::from_rfc3339_opt(&i.replay.replayed_at),
             digest: i.digest.clone(),
             rule_digests: i.rule_digests.clone().into_iter().collect(),
             sets_default_action: i.sets_default_action,
@@ -518,7 +545,7 @@ impl From<pb::InstalledPack> for InstalledPack {
             owned_params: i.owned_params,
             requires: i.requires.map(requires_from),
             placement: placement_from(i.placement),
-            installed_at: i.installed_at,
+            installed_at: time::to_rfc3339_or_empty(i.installed_at_time.as_ref()),
             installed_by: InstalledBy {
                 endpoint: i.installed_by_endpoint,
                 human: i.installed_by_human,
@@ -527,10 +554,10 @@ impl From<pb::InstalledPack> for InstalledPack {
             truncated: i.truncated,
             replay: ReplaySummary {
                 events_replayed: i.events_replayed,
-                window_from: i.window_from,
-                window_to: i.window_to,
+                window_from: time::to_rfc3339_opt(i.window_from_time.as_ref()),
+                window_to: time::to_rfc3339_opt(i.window_to_time.as_ref()),
                 changed: i.changed,
-                replayed_at: i.replayed_at,
+                replayed_at: time::to_rfc3339_or_empty(i.replayed_at_time.as_ref()),
             },
         }
     }
@@ -552,6 +579,8 @@ fn action_from(label: &str) -> Option<Action> {
 }
 
 impl From<&Listing> for pb::RulePackListing {
+    // The deprecated RFC 3339 text fields are filled beside their Timestamps for one release.
+    #[allow(deprecated)]
     fn from(l: &Listing) -> Self {
         pb::RulePackListing {
             for_webhook: l.packs.iter().any(|p| p.installed.is_some()),
@@ -577,6 +606,8 @@ impl From<&Listing> for pb::RulePackListing {
                             upgrade_to: i.upgrade_to,
                             proven: i.proven,
                             truncated: i.truncated,
+                            last_replay_time: time::from_rfc3339_opt(&i.last_replay),
+                            installed_at_time: time::from_rfc3339_opt(&i.installed_at),
                             last_replay: i.last_replay,
                             installed_at: i.installed_at,
                             installed_by_endpoint: i.installed_by.endpoint,
@@ -621,8 +652,10 @@ impl From<pb::RulePackListing> for Listing {
                                 upgrade_to: i.upgrade_to,
                                 proven: i.proven,
                                 truncated: i.truncated,
-                                last_replay: i.last_replay,
-                                installed_at: i.installed_at,
+                                last_replay: time::to_rfc3339_or_empty(i.last_replay_time.as_ref()),
+                                installed_at: time::to_rfc3339_or_empty(
+                                    i.installed_at_time.as_ref(),
+                                ),
                                 installed_by: InstalledBy {
                                     endpoint: i.installed_by_endpoint,
                                     human: i.installed_by_human,
@@ -744,7 +777,12 @@ mod tests {
             golden("plan-adoption")["plan"].clone(),
             golden("plan-removal-with-dependents")["dependent_removal"].clone(),
         ];
-        for json in plans {
+        for mut json in plans {
+            // The goldens write a placeholder for the one time that changes with every run;
+            // the message carries times as Timestamps, so a real time goes through instead.
+            if json["expires_at"] == "<expires_at>" {
+                json["expires_at"] = "2026-11-30T00:42:10.000Z".into();
+            }
             let plan: Plan = serde_json::from_value(json.clone()).expect("a plan");
             assert_eq!(serde_json::to_value(&plan).expect("json"), json);
             let back = Plan::from(pb::Plan::from(&plan));

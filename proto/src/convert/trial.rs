@@ -8,6 +8,7 @@ use switchboard_model::trial::{
 };
 
 use crate::control::v1 as pb;
+use crate::convert::time;
 use pb::insufficient::Reason as Why;
 
 impl From<TrialEnd> for pb::TrialEnd {
@@ -42,6 +43,8 @@ fn label(text: &str) -> Option<Label<'static>> {
 }
 
 impl From<&TrialReport> for pb::RuleTrial {
+    // The deprecated RFC 3339 text fields are filled beside their Timestamps for one release.
+    #[allow(deprecated)]
     fn from(t: &TrialReport) -> Self {
         pb::RuleTrial {
             trial_id: t.trial_id.clone(),
@@ -56,6 +59,9 @@ impl From<&TrialReport> for pb::RuleTrial {
             started_by: t.started_by.clone(),
             ended_at: t.ended_at.clone(),
             ends_at: t.ends_at.clone(),
+            started_at_time: time::from_rfc3339_opt(&t.started_at),
+            ended_at_time: t.ended_at.as_deref().and_then(time::from_rfc3339_opt),
+            ends_at_time: time::from_rfc3339_opt(&t.ends_at),
             max_deliveries: t.max_deliveries,
             candidate_digest: t.candidate_digest.clone(),
             base_config_digest: t.base_config_digest.clone(),
@@ -122,10 +128,10 @@ impl From<pb::RuleTrial> for TrialReport {
                 _ => TrialState::Running,
             },
             end: trial_end(t.end),
-            started_at: t.started_at,
+            started_at: time::to_rfc3339_or_empty(t.started_at_time.as_ref()),
             started_by: t.started_by,
-            ended_at: t.ended_at,
-            ends_at: t.ends_at,
+            ended_at: time::to_rfc3339_opt(t.ended_at_time.as_ref()),
+            ends_at: time::to_rfc3339_or_empty(t.ends_at_time.as_ref()),
             max_deliveries: t.max_deliveries,
             candidate_digest: t.candidate_digest,
             base_config_digest: t.base_config_digest,

@@ -125,6 +125,7 @@ pub async fn version_mismatch_names_the_current_version(db: TestDb) {
         Err(Error::FailedPrecondition {
             reason,
             current_version: Some(2),
+            ..
         }) => assert_eq!(reason, VERSION_MISMATCH),
         other => panic!("expected a version mismatch naming version 2, got {other:?}"),
     }

@@ -209,6 +209,7 @@ pub async fn confirm_refuses_a_plan_the_webhook_moved_past(db: TestDb) {
         Err(Error::FailedPrecondition {
             reason,
             current_version: Some(2),
+            ..
         }) => assert_eq!(reason, PLAN_STALE),
         other => panic!("expected plan_stale, got {other:?}"),
     }
