@@ -175,6 +175,11 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "webhook_names",
         include_str!("../migrations/sqlite/0023_webhook_names.sql"),
     ),
+    (
+        24,
+        "event_counts",
+        include_str!("../migrations/sqlite/0024_event_counts.sql"),
+    ),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -291,6 +296,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         23,
         "webhook_names",
         include_str!("../migrations/postgres/0023_webhook_names.sql"),
+    ),
+    (
+        24,
+        "event_counts",
+        include_str!("../migrations/postgres/0024_event_counts.sql"),
     ),
 ];
 

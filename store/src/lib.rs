@@ -112,6 +112,8 @@ pub struct Store {
     dismissals: bool,
     /// Schema 23: webhooks have display names (issue 48).
     names: bool,
+    /// Schema 24: each webhook's event count is kept by triggers (issue 50).
+    event_counts: bool,
     /// Who this handle's writes are made by, recorded with each change in its own
     /// transaction ([`Store::by_operator`], [`Store::by_person`]).
     acting: Option<acts::Acting>,
@@ -220,6 +222,7 @@ impl Store {
             audit_view: options.migrations_up_to.is_none_or(|v| v >= 21),
             dismissals: options.migrations_up_to.is_none_or(|v| v >= 22),
             names: options.migrations_up_to.is_none_or(|v| v >= 23),
+            event_counts: options.migrations_up_to.is_none_or(|v| v >= 24),
             acting: None,
         };
         if options.migrations_up_to.is_none() {

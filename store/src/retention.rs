@@ -71,15 +71,44 @@ impl Store {
         Ok(done.rows_affected())
     }
 
-    /// The webhooks holding more than `keep` events.
-    pub async fn webhooks_over_event_count(&self, keep: u64) -> Result<Vec<String>> {
-        let rows = sqlx::query(
-            "SELECT webhook_id FROM events GROUP BY webhook_id HAVING COUNT(*) > $1 \
-             ORDER BY webhook_id",
+    /// Folds what stored and deleted events changed since the last fold into each webhook's
+    /// count (PostgreSQL, migration 0024: its triggers append changes rather than update a
+    /// shared row); its cost follows the events stored and deleted since, not the table. On
+    /// SQLite the triggers keep the counts themselves and there is nothing to fold.
+    pub async fn fold_event_counts(&self) -> Result<()> {
+        if !self.event_counts || self.backend != crate::Backend::Postgres {
+            return Ok(());
+        }
+        // One statement: the deltas it deletes are exactly the ones it adds, in webhook order;
+        // a webhook deleted since is not counted again.
+        sqlx::query(
+            "WITH folded AS (DELETE FROM event_count_deltas RETURNING webhook_id, delta) \
+             INSERT INTO webhook_event_counts AS c (webhook_id, events) \
+             SELECT f.webhook_id, SUM(f.delta) FROM folded f \
+             WHERE EXISTS (SELECT 1 FROM webhooks w WHERE w.id = f.webhook_id) \
+             GROUP BY f.webhook_id ORDER BY f.webhook_id \
+             ON CONFLICT (webhook_id) DO UPDATE SET events = c.events + EXCLUDED.events",
         )
-        .bind(i64::try_from(keep).unwrap_or(i64::MAX))
-        .fetch_all(&self.pool)
+        .execute(&self.pool)
         .await?;
+        Ok(())
+    }
+
+    /// The webhooks holding more than `keep` events: read from the counts kept since
+    /// migration 0024, one row per webhook, whatever the size of the events table; counted
+    /// over every event only at an older schema.
+    pub async fn webhooks_over_event_count(&self, keep: u64) -> Result<Vec<String>> {
+        self.fold_event_counts().await?;
+        let sql = if self.event_counts {
+            "SELECT webhook_id FROM webhook_event_counts WHERE events > $1 ORDER BY webhook_id"
+        } else {
+            "SELECT webhook_id FROM events GROUP BY webhook_id HAVING COUNT(*) > $1 \
+             ORDER BY webhook_id"
+        };
+        let rows = sqlx::query(sql)
+            .bind(i64::try_from(keep).unwrap_or(i64::MAX))
+            .fetch_all(&self.pool)
+            .await?;
         rows.iter()
             .map(|r| Ok(r.try_get::<String, _>("webhook_id")?))
             .collect()

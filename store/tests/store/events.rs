@@ -854,6 +854,8 @@ async fn decided_senders(db: &TestDb, store: &switchboard_store::Store) {
         commits * 2 <= 320,
         "concurrent writes shared commits: {commits} commits"
     );
+    // Concurrent batches over two webhooks kept each webhook's count exact (issue 50).
+    crate::harness::assert_event_counts_agree(store).await;
 }
 
 /// What a stored write answered, without the ids and times chosen for it: comparable between

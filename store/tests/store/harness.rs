@@ -183,7 +183,7 @@ pub async fn drop_second_database(db: &TestDb, url: &str) {
 
 /// How many migrations the binary embeds: what a database upgraded to the current schema has
 /// applied. One number to move when a migration is added.
-pub const ALL_MIGRATIONS: i64 = 23;
+pub const ALL_MIGRATIONS: i64 = 24;
 
 /// A second store on `url` (from [`second_database`]) with migrations applied up to
 /// `version` only: the previous landing's schema, for an upgrade test to write data into.
@@ -208,4 +208,43 @@ pub async fn applied_migrations(store: &Store) -> i64 {
         .await
         .expect("count migrations");
     sqlx::Row::try_get(&row, "n").expect("n")
+}
+
+/// Issue 50: the per-webhook event counts the triggers keep (migration 0024) are exactly what
+/// counting the events table says, webhook by webhook (a webhook whose events are all gone
+/// may keep a row at zero), and none is negative.
+pub async fn assert_event_counts_agree(store: &Store) {
+    use sqlx::Row;
+    store.fold_event_counts().await.expect("fold the counts");
+    let read = |sql: &'static str| {
+        let pool = store.pool().clone();
+        async move {
+            sqlx::query(sql)
+                .fetch_all(&pool)
+                .await
+                .expect("read counts")
+                .iter()
+                .map(|r| {
+                    (
+                        r.try_get::<String, _>("webhook_id").expect("webhook_id"),
+                        r.try_get::<i64, _>("n").expect("n"),
+                    )
+                })
+                .collect::<Vec<_>>()
+        }
+    };
+    let kept = read(
+        "SELECT webhook_id, events AS n FROM webhook_event_counts WHERE events <> 0 \
+         ORDER BY webhook_id",
+    )
+    .await;
+    let counted = read(
+        "SELECT webhook_id, COUNT(*) AS n FROM events GROUP BY webhook_id ORDER BY webhook_id",
+    )
+    .await;
+    assert_eq!(kept, counted, "the kept counts are the events' counts");
+    assert!(
+        kept.iter().all(|(_, n)| *n > 0),
+        "no count below zero: {kept:?}"
+    );
 }

@@ -9,6 +9,7 @@ mod change_log;
 mod configuration;
 mod endpoints;
 mod events;
+mod hot_paths;
 mod leases;
 mod operators;
 mod plans;
@@ -177,6 +178,7 @@ store_test_suite! {
         purges_exactly_what_is_past_the_bound_and_nothing_a_todo_still_needs,
         a_webhook_keeps_its_newest_events_up_to_the_count,
         upgrading_from_0003_keeps_every_event_and_retention_purges_only_past_the_bound,
+        upgrading_from_0023_fills_each_webhooks_event_count,
     ],
     rate_limits: [
         limit_per_window_then_retry_after,
@@ -186,4 +188,15 @@ store_test_suite! {
         held_hits_across_replicas_let_exactly_the_limit_through,
         bad_limits_are_refused,
     ],
+}
+
+/// PostgreSQL only: it reads the per-table scan counts SQLite does not keep (issue 50).
+mod postgres_only {
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn hot_paths_reach_events_todos_and_plans_by_index_only() {
+        crate::harness::run_postgres(
+            crate::hot_paths::hot_paths_reach_events_todos_and_plans_by_index_only,
+        )
+        .await;
+    }
 }

@@ -266,6 +266,23 @@ pub async fn a_webhook_keeps_its_newest_events_up_to_the_count(db: TestDb) {
         )
     );
     assert_eq!(store.oldest_event_at("wh_none").await.expect("read"), None);
+    crate::harness::assert_event_counts_agree(&store).await;
+    // The count pass reads the kept counts: the busy webhook is still over, by the event its
+    // open todo needs.
+    assert_eq!(
+        store.webhooks_over_event_count(2).await.expect("counted"),
+        vec![busy.id.clone()]
+    );
+    // A deleted webhook's count goes with it.
+    store
+        .delete_webhook(&alice, &busy.id)
+        .await
+        .expect("deleted");
+    crate::harness::assert_event_counts_agree(&store).await;
+    assert_eq!(
+        store.webhooks_over_event_count(1).await.expect("counted"),
+        vec![quiet.id.clone()]
+    );
 }
 
 pub async fn upgrading_from_0003_keeps_every_event_and_retention_purges_only_past_the_bound(
@@ -310,4 +327,58 @@ pub async fn upgrading_from_0003_keeps_every_event_and_retention_purges_only_pas
     assert_eq!(kept(&new, &alice, &ids).await, [false, true, true, true]);
     new.close().await;
     crate::harness::drop_second_database(&db, &url).await;
+}
+
+/// Issue 50: a database from 0023, with events, upgraded: its counts are filled from the
+/// events it holds, the count pass reads them, and they follow what is stored after.
+pub async fn upgrading_from_0023_fills_each_webhooks_event_count(db: TestDb) {
+    let url = crate::harness::second_database(&db).await;
+    let clock = Clock::manual(1_800_000_000_000);
+    let old = crate::harness::open_at(&db, &url, 23)
+        .await
+        .with_clock(clock.clone());
+    let alice = human(&old, "alice").await;
+    let busy = webhook(&old, &alice).await;
+    let quiet = webhook(&old, &alice).await;
+    let idle = webhook(&old, &alice).await;
+    for (i, fate) in [Fate::NoTodo, Fate::Open, Fate::Unrouted]
+        .iter()
+        .enumerate()
+    {
+        stored(&old, &clock, &alice, &busy.id, &format!("b-{i}"), *fate).await;
+    }
+    stored(&old, &clock, &alice, &quiet.id, "q-0", Fate::Completed).await;
+    old.close().await;
+
+    let new = Store::connect(&url, db.store.sealing_key())
+        .await
+        .expect("upgrade to the current schema")
+        .with_clock(clock.clone());
+    assert_eq!(
+        crate::harness::applied_migrations(&new).await,
+        crate::harness::ALL_MIGRATIONS
+    );
+    crate::harness::assert_event_counts_agree(&new).await;
+    assert_eq!(
+        new.webhooks_over_event_count(2).await.expect("counted"),
+        vec![busy.id.clone()]
+    );
+    let mut over_one = vec![busy.id.clone(), quiet.id.clone()];
+    over_one.sort();
+    stored(&new, &clock, &alice, &quiet.id, "q-1", Fate::NoTodo).await;
+    stored(&new, &clock, &alice, &idle.id, "i-0", Fate::NoTodo).await;
+    crate::harness::assert_event_counts_agree(&new).await;
+    assert_eq!(
+        new.webhooks_over_event_count(1).await.expect("counted"),
+        over_one
+    );
+    assert_eq!(
+        new.purge_events_past_count(&busy.id, 1, 10)
+            .await
+            .expect("a pass"),
+        1,
+        "the oldest, decided without a todo; the open todo's event and the unrouted one stay"
+    );
+    crate::harness::assert_event_counts_agree(&new).await;
+    new.close().await;
 }
