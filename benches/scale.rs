@@ -422,42 +422,26 @@ fn main() {
         .enable_all()
         .build()
         .expect("a runtime");
+    let compare = |name: &'static str, base: Option<String>| {
+        let payloads = payloads.clone();
+        async move {
+            let make = || async {
+                match &base {
+                    None => TestDatabase::sqlite(),
+                    Some(base) => TestDatabase::postgres_in(base, "scalebench").await,
+                }
+            };
+            println!("{name}, empty:");
+            let empty = one_database(make().await, 0, 0, 0, reads, payloads.clone()).await;
+            println!("{name}, {bulk} events:");
+            let big = one_database(make().await, bulk, webhooks, scopes, reads, payloads).await;
+            report(name, &empty, &big);
+        }
+    };
     rt.block_on(async {
-        println!("sqlite, empty:");
-        let empty = one_database(TestDatabase::sqlite(), 0, 0, 0, reads, payloads.clone()).await;
-        println!("sqlite, {bulk} events:");
-        let big = one_database(
-            TestDatabase::sqlite(),
-            bulk,
-            webhooks,
-            scopes,
-            reads,
-            payloads.clone(),
-        )
-        .await;
-        report("sqlite", &empty, &big);
+        compare("sqlite", None).await;
         if let Ok(base) = std::env::var("SWITCHBOARD_TEST_DATABASE_URL") {
-            println!("postgres, empty:");
-            let empty = one_database(
-                TestDatabase::postgres_in(&base, "scalebench").await,
-                0,
-                0,
-                0,
-                reads,
-                payloads.clone(),
-            )
-            .await;
-            println!("postgres, {bulk} events:");
-            let big = one_database(
-                TestDatabase::postgres_in(&base, "scalebench").await,
-                bulk,
-                webhooks,
-                scopes,
-                reads,
-                payloads.clone(),
-            )
-            .await;
-            report("postgres", &empty, &big);
+            compare("postgres", Some(base)).await;
         }
     });
 }

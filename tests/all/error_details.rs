@@ -6,7 +6,6 @@
 //! here fails the test.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use prost::Message;
 use serde_json::{Value, json};
@@ -143,14 +142,9 @@ fn every_rpc() -> BTreeSet<String> {
 }
 
 async fn every_rpc_answers_a_bad_argument_with_typed_details(db: TestDb) {
-    let python = crate::mcp_e2e::venv().join("bin/python");
-    if !python.exists() {
-        eprintln!(
-            "SKIPPED: no test virtualenv at {}; create it with scripts/mcp-venv",
-            python.display()
-        );
+    let Some(python) = crate::support::python() else {
         return;
-    }
+    };
     let env = Env::start(&db, Options::default()).await;
     let verbs: Vec<&str> = ALL.iter().copied().chain(["rule-trials"]).collect();
     let (scope, cred) = env.owner("alice", &verbs).await;
@@ -167,26 +161,25 @@ async fn every_rpc_answers_a_bad_argument_with_typed_details(db: TestDb) {
         .await
         .expect("operator credential")
         .token;
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let output = tokio::process::Command::new(&python)
-        .arg(root.join("tests/grpc/bad_arguments.py"))
-        .arg("--proto-root")
-        .arg(root.join("proto"))
-        .args(["--addr", &env.addr, "--token", &cred])
-        .args(["--operator-token", &operator, "--webhook", &w.id])
-        .args(["--scope", &scope.to_string()])
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(Duration::from_secs(180), output)
-        .await
-        .expect("the python client finishes")
-        .expect("python runs");
-    assert!(
-        output.status.success(),
-        "bad_arguments.py failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let read: Value = serde_json::from_slice(&output.stdout).expect("one JSON object");
+    let scope_text = scope.to_string();
+    let read = crate::support::grpc_script(
+        &python,
+        "bad_arguments.py",
+        &[
+            "--addr",
+            &env.addr,
+            "--token",
+            &cred,
+            "--operator-token",
+            &operator,
+            "--webhook",
+            &w.id,
+            "--scope",
+            &scope_text,
+        ],
+        &[],
+    )
+    .await;
     let table = expected();
     let covered: BTreeSet<String> = table.iter().map(|(rpc, ..)| rpc.to_string()).collect();
     assert_eq!(

@@ -2,8 +2,6 @@
 //! call it (operator credentials only), every change audited (and no refusal), vending with
 //! consent; and a Python grpcio client through the real binary.
 
-use std::time::Duration;
-
 use switchboard_control::store::NewEndpoint;
 use switchboard_control::{OwnerScope, Store};
 use switchboard_proto::control::v1 as pb;
@@ -537,36 +535,19 @@ async fn vending_without_consent_makes_nothing(db: TestDb) {
 /// compiled by grpcio-tools) that creates a team, vends an endpoint with consent, reads the
 /// audit, and is refused with the endpoint credential it just got.
 async fn a_python_grpc_client_manages_tenancy_and_reads_the_audit(db: TestDb) {
-    let python = crate::mcp_e2e::venv().join("bin/python");
-    if !python.exists() {
-        eprintln!(
-            "SKIPPED: no test virtualenv at {}; create it with scripts/mcp-venv",
-            python.display()
-        );
+    let Some(python) = crate::support::python() else {
         return;
-    }
+    };
     human(&db.store, "alice").await;
     let token = crate::cli::bootstrap_operator(&db.url);
     let (_router, _control, grpc) = crate::cli::control_for_admin(&db.url);
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let output = tokio::process::Command::new(&python)
-        .arg(root.join("tests/grpc/operators.py"))
-        .arg("--proto-root")
-        .arg(root.join("proto"))
-        .args(["--addr", &grpc])
-        .env("SWITCHBOARD_OPERATOR_TOKEN", &token)
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(Duration::from_secs(120), output)
-        .await
-        .expect("the python client finishes")
-        .expect("python runs");
-    assert!(
-        output.status.success(),
-        "operators.py failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let read: serde_json::Value = serde_json::from_slice(&output.stdout).expect("one JSON line");
+    let read = crate::support::grpc_script(
+        &python,
+        "operators.py",
+        &["--addr", &grpc],
+        &[("SWITCHBOARD_OPERATOR_TOKEN", &token)],
+    )
+    .await;
     assert_eq!(read["endpoint_refused"], "UNAUTHENTICATED", "{read}");
     assert_eq!(
         read["shown_families"],

@@ -422,38 +422,22 @@ on_every_backend!(
 /// messages, and they are the plan this test reads through the Rust types. Needs the test
 /// virtualenv (scripts/mcp-venv, which `.ci/run` creates); without it the test says so.
 async fn a_python_grpc_client_reads_a_plan_without_parsing_json(db: TestDb) {
-    let python = crate::mcp_e2e::venv().join("bin/python");
-    if !python.exists() {
-        eprintln!(
-            "SKIPPED: no test virtualenv at {}; create it with scripts/mcp-venv",
-            python.display()
-        );
+    let Some(python) = crate::support::python() else {
         return;
-    }
+    };
     let env = Env::start(&db, Options::default()).await;
     let (scope, cred) = env.owner("alice", ALL).await;
     let config =
         json!({"rules": [{"id": "everything", "when": "true", "action": {"queue": "forge"}}]});
     let w = env.webhook(&scope, Some(config)).await;
     history(&env, &w).await;
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let output = tokio::process::Command::new(&python)
-        .arg(root.join("tests/grpc/read_plan.py"))
-        .arg("--proto-root")
-        .arg(root.join("proto"))
-        .args(["--addr", &env.addr, "--token", &cred, "--webhook", &w.id])
-        .kill_on_drop(true)
-        .output();
-    let output = tokio::time::timeout(Duration::from_secs(120), output)
-        .await
-        .expect("the python client finishes")
-        .expect("python runs");
-    assert!(
-        output.status.success(),
-        "read_plan.py failed: {}",
-        String::from_utf8_lossy(&output.stderr)
-    );
-    let read: Value = serde_json::from_slice(&output.stdout).expect("one JSON line");
+    let read = crate::support::grpc_script(
+        &python,
+        "read_plan.py",
+        &["--addr", &env.addr, "--token", &cred, "--webhook", &w.id],
+        &[],
+    )
+    .await;
     // The same plan again (nothing was saved), read through the Rust types.
     let plan = install(&env, &cred, plan_req(&w, "drop-ci-noise"))
         .await

@@ -36,6 +36,49 @@ pub fn text(t: &Option<switchboard_proto::convert::time::Timestamp>) -> String {
     switchboard_proto::convert::time::to_rfc3339_or_empty(t.as_ref())
 }
 
+/// The test virtualenv's Python (scripts/mcp-venv: the `mcp` client, grpcio, grpcio-tools,
+/// grpcio-status), or `None`, saying the test skips, when it was not made.
+pub fn python() -> Option<PathBuf> {
+    let python = crate::mcp_e2e::venv().join("bin/python");
+    if python.exists() {
+        return Some(python);
+    }
+    eprintln!(
+        "SKIPPED: no test virtualenv at {}; create it with scripts/mcp-venv",
+        python.display()
+    );
+    None
+}
+
+/// Runs one of `tests/grpc/`'s scripts (protos compiled from this repository's files) with
+/// `args` and `env`, and reads the one JSON value it prints.
+pub async fn grpc_script(
+    python: &std::path::Path,
+    script: &str,
+    args: &[&str],
+    env: &[(&str, &str)],
+) -> serde_json::Value {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let output = tokio::process::Command::new(python)
+        .arg(root.join("tests/grpc").join(script))
+        .arg("--proto-root")
+        .arg(root.join("proto"))
+        .args(args)
+        .envs(env.iter().copied())
+        .kill_on_drop(true)
+        .output();
+    let output = tokio::time::timeout(Duration::from_secs(180), output)
+        .await
+        .expect("the python client finishes")
+        .expect("python runs");
+    assert!(
+        output.status.success(),
+        "{script} failed: {}",
+        String::from_utf8_lossy(&output.stderr)
+    );
+    serde_json::from_slice(&output.stdout).expect("one JSON value")
+}
+
 pub fn secret_key_hex() -> &'static str {
     static KEY: std::sync::OnceLock<String> = std::sync::OnceLock::new();
     KEY.get_or_init(|| switchboard_control::SealingKey::generate_hex().expect("a fresh key"))
