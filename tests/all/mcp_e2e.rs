@@ -18,16 +18,9 @@ use switchboard_control::{OwnerScope, Store, StoreOptions};
 use switchboard_mcp_gateway::{BoundGateway, GatewayConfig};
 
 use crate::control_harness::{post, signed};
-use crate::support::{RouterProcess, binary, payload};
+use crate::support::{RouterProcess, binary, payload, venv};
 
 const SECRET: &str = "mcp-e2e-secret-0123456789abcdef";
-
-/// Where scripts/mcp-venv puts the virtualenv (or SWITCHBOARD_MCP_VENV).
-pub(crate) fn venv() -> PathBuf {
-    std::env::var_os("SWITCHBOARD_MCP_VENV")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/mcp-venv"))
-}
 
 fn story() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/mcp/story.py")

@@ -36,10 +36,17 @@ pub fn text(t: &Option<switchboard_proto::convert::time::Timestamp>) -> String {
     switchboard_proto::convert::time::to_rfc3339_or_empty(t.as_ref())
 }
 
+/// Where scripts/mcp-venv puts the virtualenv (or SWITCHBOARD_MCP_VENV).
+pub fn venv() -> PathBuf {
+    std::env::var_os("SWITCHBOARD_MCP_VENV")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target/mcp-venv"))
+}
+
 /// The test virtualenv's Python (scripts/mcp-venv: the `mcp` client, grpcio, grpcio-tools,
 /// grpcio-status), or `None`, saying the test skips, when it was not made.
 pub fn python() -> Option<PathBuf> {
-    let python = crate::mcp_e2e::venv().join("bin/python");
+    let python = venv().join("bin/python");
     if python.exists() {
         return Some(python);
     }
