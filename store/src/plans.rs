@@ -135,21 +135,10 @@ fn owned_plan(row: Option<AnyRow>, token_hash: &str, scope: &OwnerScope) -> Resu
     Ok(found)
 }
 
-/// Why a plan can no longer be applied at `now`, if it cannot: applied, rejected, or past its
-/// deadline (a person's, once it waits for one).
+/// Why a plan can no longer be applied at `now`, if it cannot: the model's one rule, judged
+/// against the plan's own base version (the caller checks the webhook's version itself).
 fn refused(plan: &Plan, now: i64) -> Option<StaleCause> {
-    if plan.used_at.is_some() {
-        Some(StaleCause::Used)
-    } else if plan.rejected_at.is_some() {
-        Some(StaleCause::Rejected)
-    } else if plan.expires_at <= now {
-        Some(match plan.pending_at {
-            Some(_) => StaleCause::ApprovalExpired,
-            None => StaleCause::Expired,
-        })
-    } else {
-        None
-    }
+    StaleCause::of(&plan.facts(), now, plan.base_config_version)
 }
 
 /// Marks the plan used inside `tx`, after locking its row: of any number of concurrent

@@ -315,15 +315,29 @@ async fn two_people_giving_the_last_approval_at_once_apply_the_plan_once(db: Tes
         let required = pending["approvals"]["required"].as_u64().expect("required");
         assert_eq!(required, 2, "round {round}: {pending}");
         accept(&packs, "bob", &plan_id).await;
+        let ops = [OwnerScope::team("ops")];
         let (c, d) = tokio::join!(
-            accept(&packs, "carol", &plan_id),
-            accept(&packs, "dan", &plan_id)
+            packs.accept("carol", &ops, &plan_id),
+            packs.accept("dan", &ops, &plan_id)
         );
         let applied = [&c, &d]
             .iter()
-            .filter(|a| matches!(a, Accepted::Applied(..)))
+            .filter(|a| matches!(a, Ok(Accepted::Applied(..))))
             .count();
         assert_eq!(applied, 1, "round {round}: {c:?} / {d:?}");
+        // The other is told it is applied: by another at the same moment, or, when the
+        // winner had finished before the other read the plan, as a plan applied already —
+        // never as a plan gone stale.
+        for other in [&c, &d] {
+            match other {
+                Ok(Accepted::Applied(..) | Accepted::AppliedByAnother(_)) => {}
+                Err(e) => {
+                    assert_eq!(e.reason.as_str(), "plan_stale", "round {round}: {e:?}");
+                    assert!(e.message.contains("the plan is applied"), "{e:?}");
+                }
+                Ok(waiting) => panic!("round {round}: {waiting:?}"),
+            }
+        }
         assert_eq!(
             version(&env, &scope, &w).await,
             before + 1,

@@ -171,6 +171,9 @@ async fn stall(http: std::net::SocketAddr, path: &str) -> Option<TcpStream> {
     Some(s)
 }
 
+/// How long a stalled body is waited for in [`stalled_connections`].
+const STALL_GRACE: Duration = Duration::from_secs(12);
+
 async fn stalled_connections(db: TestDb) {
     let router = router();
     let control = Control::start(
@@ -179,8 +182,11 @@ async fn stalled_connections(db: TestDb) {
         ControlSetup {
             http: HttpLimits {
                 max_connections: 600,
+                // Long enough that no stalled connection is cut off while the test is still
+                // opening the others on a loaded machine: the cap must stay full until the
+                // 601st arrives.
                 body: BodyPace {
-                    grace: Duration::from_secs(3),
+                    grace: STALL_GRACE,
                     min_bytes_per_sec: 1024,
                 },
                 ..HttpLimits::default()
@@ -234,7 +240,7 @@ async fn stalled_connections(db: TestDb) {
     // The stalled bodies are cut off after their grace: 408, nothing stored.
     let mut first = stalled.swap_remove(0);
     let mut answer = Vec::new();
-    let _ = tokio::time::timeout(Duration::from_secs(10), first.read_to_end(&mut answer)).await;
+    let _ = tokio::time::timeout(STALL_GRACE * 2, first.read_to_end(&mut answer)).await;
     let answer = String::from_utf8_lossy(&answer);
     assert!(answer.starts_with("HTTP/1.1 408"), "{answer}");
     let stored = db

@@ -158,13 +158,18 @@ impl RulePacks {
         scopes: &[OwnerScope],
         plan_id: &str,
     ) -> Result<Accepted, PackError> {
-        let plan = self.state.store.plan_for_person(plan_id, scopes).await?;
+        let mut plan = self.state.store.plan_for_person(plan_id, scopes).await?;
         let now = self.state.store.clock().now_ms();
         let webhook = self
             .state
             .store
             .get_webhook(&plan.owner_scope, &plan.webhook_id)
             .await?;
+        if plan.used_at.is_none() && plan.base_config_version != webhook.config_version {
+            // Another person's acceptance may have applied this very plan between the two
+            // reads: read it again, so they are told it is applied, not that it went stale.
+            plan = self.state.store.plan_for_person(plan_id, scopes).await?;
+        }
         let (state, _) = plan.facts().state(now, webhook.config_version);
         if state != PlanState::PendingApproval {
             return Err(PackError::new(
@@ -173,13 +178,11 @@ impl RulePacks {
                     "the plan is {}, not awaiting a person; only a pending plan can be accepted",
                     state.as_str()
                 ),
-                {
-                    let details = Details::none().fact("state", state.as_str());
-                    match StaleCause::of(&plan.facts(), now, webhook.config_version) {
-                        Some(cause) => details.stale(cause, "plan"),
-                        None => details.stale(StaleCause::NotPending, "plan"),
-                    }
-                },
+                Details::none().fact("state", state.as_str()).stale(
+                    StaleCause::of(&plan.facts(), now, webhook.config_version)
+                        .unwrap_or(StaleCause::NotPending),
+                    "plan",
+                ),
             ));
         }
         if let Some(trial) = &plan.plan.apply.trial {
@@ -187,11 +190,26 @@ impl RulePacks {
             self.check_trial(&plan.owner_scope, trial, true).await?;
         }
         let digest = approval::plan_digest(&plan.plan, &plan.candidate_digest);
-        let given = self
+        let given = match self
             .state
             .store
             .record_approval(&plan.id, &plan.owner_scope, person, &digest)
-            .await?;
+            .await
+        {
+            Ok(given) => given,
+            Err(e) => {
+                let e = PackError::from(e);
+                if !self
+                    .applied_by_another(&e, &plan.id, &plan.owner_scope)
+                    .await?
+                {
+                    return Err(e);
+                }
+                let given = self.state.store.plan_approvals(&plan.id).await?;
+                let tally = approval_tally(&plan, &webhook, &webhook.configuration, &given);
+                return Ok(Accepted::AppliedByAnother(tally));
+            }
+        };
         let tally = approval_tally(&plan, &webhook, &webhook.configuration, &given);
         if !tally.met() {
             switchboard_telemetry::metrics().plan_confirm("approval_recorded");
@@ -222,20 +240,30 @@ impl RulePacks {
         switchboard_telemetry::metrics().plan_confirm(outcome);
         match result {
             Ok(applied) => Ok(Accepted::Applied(Box::new(applied), tally)),
-            // Another person's approval met the rule at the same moment and applied it.
-            Err(e) if e.reason == Reason::PlanStale => {
-                let again = self
-                    .state
-                    .store
-                    .plan_for_person(&plan_id, std::slice::from_ref(&scope))
-                    .await?;
-                match again.used_at {
-                    Some(_) => Ok(Accepted::AppliedByAnother(tally)),
-                    None => Err(e),
-                }
+            Err(e) if self.applied_by_another(&e, &plan_id, &scope).await? => {
+                Ok(Accepted::AppliedByAnother(tally))
             }
             Err(e) => Err(e),
         }
+    }
+
+    /// Whether `e`, refusing a person's acceptance as stale, is another person's approval
+    /// having met the rule at the same moment and applied the plan.
+    async fn applied_by_another(
+        &self,
+        e: &PackError,
+        plan_id: &str,
+        scope: &OwnerScope,
+    ) -> Result<bool, PackError> {
+        if e.reason != Reason::PlanStale {
+            return Ok(false);
+        }
+        let again = self
+            .state
+            .store
+            .plan_for_person(plan_id, std::slice::from_ref(scope))
+            .await?;
+        Ok(again.used_at.is_some())
     }
 
     /// Where a plan's approvals stand under its webhook's rule (issue 47). Its risks are
