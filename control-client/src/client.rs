@@ -159,7 +159,59 @@ unary! {
     list_rule_trials => trials.list_rule_trials(pb::ListRuleTrialsRequest) -> pb::ListRuleTrialsResponse;
 }
 
+/// The largest page a listing serves: walking a listing asks for these.
+const WALK_PAGE: u32 = 200;
+
 impl ControlClient {
+    /// Every webhook of the caller's scope, oldest first: `ListWebhooks` page by page.
+    pub async fn all_webhooks(&self, bearer: &Bearer) -> Result<Vec<pb::Webhook>, Status> {
+        let mut webhooks = Vec::new();
+        let mut cursor = String::new();
+        loop {
+            let page = self
+                .list_webhooks(
+                    bearer,
+                    pb::ListWebhooksRequest {
+                        cursor,
+                        limit: WALK_PAGE,
+                    },
+                )
+                .await?;
+            webhooks.extend(page.webhooks);
+            if page.next_cursor.is_empty() {
+                return Ok(webhooks);
+            }
+            cursor = page.next_cursor;
+        }
+    }
+
+    /// Every trial of a webhook, newest first: `ListRuleTrials` page by page.
+    pub async fn all_rule_trials(
+        &self,
+        bearer: &Bearer,
+        webhook_id: &str,
+    ) -> Result<Vec<pb::RuleTrial>, Status> {
+        let mut trials = Vec::new();
+        let mut cursor = String::new();
+        loop {
+            let page = self
+                .list_rule_trials(
+                    bearer,
+                    pb::ListRuleTrialsRequest {
+                        webhook_id: webhook_id.to_string(),
+                        cursor,
+                        limit: WALK_PAGE,
+                    },
+                )
+                .await?;
+            trials.extend(page.trials);
+            if page.next_cursor.is_empty() {
+                return Ok(trials);
+            }
+            cursor = page.next_cursor;
+        }
+    }
+
     /// `InstallRulePack`: progress events, then the result. Dropping the stream cancels the
     /// call, which stops control's replay.
     pub async fn install_rule_pack(

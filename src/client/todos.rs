@@ -59,13 +59,13 @@ pub async fn run(args: TodosArgs) -> Result<u8, Failure> {
                 Some(q) => vec![q],
                 None => {
                     // Every queue a webhook of the scope grants, in the order first granted.
-                    let r = s
+                    let webhooks = s
                         .client
-                        .list_webhooks(&s.bearer, pb::ListWebhooksRequest {})
+                        .all_webhooks(&s.bearer)
                         .await
                         .map_err(|e| s.status(e))?;
                     let mut queues: Vec<String> = Vec::new();
-                    for q in r.webhooks.into_iter().flat_map(|w| w.grant) {
+                    for q in webhooks.into_iter().flat_map(|w| w.grant) {
                         if !queues.contains(&q) {
                             queues.push(q);
                         }

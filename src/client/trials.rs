@@ -101,13 +101,13 @@ pub async fn run(args: TrialsArgs) -> Result<u8, Failure> {
         }
         TrialsCommand::List { webhook_id } => {
             let s = Session::open("list_rule_trials", common)?;
-            let r = s
+            let trials = s
                 .client
-                .list_rule_trials(&s.bearer, pb::ListRuleTrialsRequest { webhook_id })
+                .all_rule_trials(&s.bearer, &webhook_id)
                 .await
                 .map_err(|e| s.status(e))?;
             let out = ListRuleTrialsOut {
-                trials: r.trials.into_iter().map(Into::into).collect(),
+                trials: trials.into_iter().map(Into::into).collect(),
             };
             emit(s.output, &out, list_table)?;
             Ok(exit::OK)

@@ -41,14 +41,13 @@ pub async fn run(args: WebhooksArgs) -> Result<u8, Failure> {
     match args.command {
         WebhooksCommand::List => {
             let s = Session::open("list_webhooks", &args.common)?;
-            let r = s
+            let webhooks = s
                 .client
-                .list_webhooks(&s.bearer, pb::ListWebhooksRequest {})
+                .all_webhooks(&s.bearer)
                 .await
                 .map_err(|e| s.status(e))?;
             let out = ListWebhooksOut {
-                webhooks: r
-                    .webhooks
+                webhooks: webhooks
                     .into_iter()
                     .map(convert::webhook)
                     .collect::<Result<_, _>>()

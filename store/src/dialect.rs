@@ -409,6 +409,25 @@ pub(crate) async fn begin_write(
     Ok(WriteTx { tx, _turn: turn })
 }
 
+/// Starts a read-only transaction whose reads all see one moment, so rows read together
+/// (a trial and its counts) agree even while a writer commits between them: a deferred
+/// `BEGIN` on SQLite (WAL keeps the snapshot of its first read), `REPEATABLE READ` on
+/// PostgreSQL (where each statement of a plain transaction sees a newer one).
+pub(crate) async fn begin_snapshot(
+    pool: &AnyPool,
+    backend: Backend,
+) -> Result<Transaction<'static, Any>> {
+    let mut tx = pool.begin().await?;
+    if backend == Backend::Postgres {
+        // The transaction's first statement, as PostgreSQL requires; a plain `BEGIN` first,
+        // the one sqlx tracks everywhere else.
+        sqlx::query("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+            .execute(&mut *tx)
+            .await?;
+    }
+    Ok(tx)
+}
+
 /// A `SELECT` that locks the rows it reads until the transaction ends: `FOR UPDATE` on
 /// PostgreSQL; on SQLite the statement as written, since `BEGIN IMMEDIATE` already holds the
 /// database's write lock.

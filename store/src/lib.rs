@@ -272,6 +272,11 @@ impl Store {
         dialect::begin_write(&self.pool, self.backend, &self.write_turns).await
     }
 
+    /// A read-only transaction that sees one moment ([`dialect::begin_snapshot`]).
+    async fn snapshot(&self) -> Result<sqlx::Transaction<'static, sqlx::Any>> {
+        dialect::begin_snapshot(&self.pool, self.backend).await
+    }
+
     /// The write turn for a single-statement write; hold it until the statement is done.
     async fn write_turn(&self) -> Result<Option<tokio::sync::OwnedSemaphorePermit>> {
         self.write_turns.take().await
@@ -419,6 +424,7 @@ pub(crate) enum Listing {
     Humans,
     Teams,
     ScopeWebhooks,
+    Trials,
 }
 
 impl Listing {
@@ -431,6 +437,7 @@ impl Listing {
             Listing::Humans => "u1",
             Listing::Teams => "g1",
             Listing::ScopeWebhooks => "w1",
+            Listing::Trials => "r1",
         }
     }
 }

@@ -7,6 +7,7 @@
 use std::collections::BTreeMap;
 
 use serde::{Deserialize, Serialize};
+use sqlx::AnyConnection;
 use sqlx::Row;
 use sqlx::any::AnyRow;
 use switchboard_model::guard::GuardTerms;
@@ -274,6 +275,7 @@ impl Store {
     /// A trial of the scope's, with everything it observed: `not_found` for an unknown id
     /// and for another scope's, alike.
     pub async fn get_trial(&self, scope: &OwnerScope, id: &str) -> Result<Trial> {
+        let mut tx = self.snapshot().await?;
         let row = sqlx::query(concat!(
             "SELECT ",
             trial_columns!(),
@@ -281,37 +283,28 @@ impl Store {
         ))
         .bind(crate::lookup_id(id))
         .bind(scope.to_string())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *tx)
         .await?;
-        self.watch_of(row, "trial").await
-    }
-
-    /// A trial or guard row with everything it observed, or `not_found` naming `what`.
-    async fn watch_of(&self, row: Option<AnyRow>, what: &'static str) -> Result<Trial> {
-        let Some(row) = row else {
-            return Err(Error::not_found(what));
-        };
-        let mut t = trial(&row)?;
-        self.read_transitions(&mut t).await?;
-        Ok(t)
+        watch_of(&mut tx, row, "trial").await
     }
 
     /// A trial in any of a person's `scopes` (the console's read), with everything it
     /// observed: `not_found` for an unknown id and for one in no scope of theirs, alike.
     pub async fn trial_for_person(&self, id: &str, scopes: &[OwnerScope]) -> Result<Trial> {
+        let mut tx = self.snapshot().await?;
         let row = sqlx::query(concat!(
             "SELECT ",
             trial_columns!(),
             " FROM trials WHERE id = $1 AND kind = 'trial'"
         ))
         .bind(crate::lookup_id(id))
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *tx)
         .await?;
         let found = row.as_ref().map(trial).transpose()?;
         let Some(mut t) = found.filter(|t| scopes.contains(&t.owner_scope)) else {
             return Err(Error::not_found("trial"));
         };
-        self.read_transitions(&mut t).await?;
+        read_transitions(&mut tx, &mut t).await?;
         Ok(t)
     }
 
@@ -319,6 +312,7 @@ impl Store {
     /// everything it observed.
     pub async fn list_trials(&self, scope: &OwnerScope, webhook_id: &str) -> Result<Vec<Trial>> {
         self.require_webhook(scope, webhook_id).await?;
+        let mut tx = self.snapshot().await?;
         let rows = sqlx::query(concat!(
             "SELECT ",
             trial_columns!(),
@@ -327,15 +321,76 @@ impl Store {
         ))
         .bind(crate::lookup_id(webhook_id))
         .bind(scope.to_string())
-        .fetch_all(&self.pool)
+        .fetch_all(&mut *tx)
         .await?;
         let mut trials = Vec::with_capacity(rows.len());
         for row in &rows {
             let mut t = trial(row)?;
-            self.read_transitions(&mut t).await?;
+            read_transitions(&mut tx, &mut t).await?;
             trials.push(t);
         }
         Ok(trials)
+    }
+
+    /// The trials of the scope's webhook, running and ended, newest first, one page at a
+    /// time, each with everything it observed: a webhook tried for months reads one page.
+    pub async fn list_trials_page(
+        &self,
+        scope: &OwnerScope,
+        webhook_id: &str,
+        page: &crate::Page,
+    ) -> Result<crate::Paged<Trial>> {
+        self.require_webhook(scope, webhook_id).await?;
+        let size = page.size()?;
+        let (before_ms, before_id) = page
+            .position(crate::Listing::Trials)?
+            .unwrap_or((i64::MAX, String::new()));
+        let mut tx = self.snapshot().await?;
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            trial_columns!(),
+            " FROM trials WHERE webhook_id = $1 AND owner_scope = $2 AND kind = 'trial' \
+             AND (started_at, id) < ($3, $4) ORDER BY started_at DESC, id DESC LIMIT $5"
+        ))
+        .bind(crate::lookup_id(webhook_id))
+        .bind(scope.to_string())
+        .bind(before_ms)
+        .bind(before_id)
+        .bind(size + 1)
+        .fetch_all(&mut *tx)
+        .await?;
+        let mut trials = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let mut t = trial(row)?;
+            read_transitions(&mut tx, &mut t).await?;
+            trials.push(t);
+        }
+        Ok(crate::into_page(trials, size, |t| {
+            crate::cursor_for(crate::Listing::Trials, t.started_at, &t.id)
+        }))
+    }
+
+    /// The trials of the scope's webhook that were running at `at`, newest first (explain's
+    /// read: a delivery's trials, however many the webhook had), without what they observed.
+    pub async fn trials_running_at(
+        &self,
+        scope: &OwnerScope,
+        webhook_id: &str,
+        at: i64,
+    ) -> Result<Vec<Trial>> {
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            trial_columns!(),
+            " FROM trials WHERE webhook_id = $1 AND owner_scope = $2 AND kind = 'trial' \
+             AND started_at <= $3 AND (ended_at IS NULL OR ended_at >= $3) \
+             ORDER BY started_at DESC, id DESC"
+        ))
+        .bind(crate::lookup_id(webhook_id))
+        .bind(scope.to_string())
+        .bind(at)
+        .fetch_all(&self.pool)
+        .await?;
+        rows.iter().map(trial).collect()
     }
 
     /// The trials and guards running on a webhook (ingest's read: no scope, the webhook is
@@ -517,42 +572,6 @@ impl Store {
         tx.commit().await?;
         Ok(Some(seen))
     }
-
-    async fn read_transitions(&self, t: &mut Trial) -> Result<()> {
-        let rows = sqlx::query(
-            "SELECT from_label, to_label, count, examples FROM trial_transitions WHERE trial_id = $1",
-        )
-        .bind(t.id.as_str())
-        .fetch_all(&self.pool)
-        .await?;
-        for row in &rows {
-            let (from, to) = (label(row, "from_label")?, label(row, "to_label")?);
-            let n = count(row, "count")?;
-            if from == to {
-                t.observed.unchanged.insert(from, n);
-                continue;
-            }
-            let mv = (from, to);
-            t.observed.transitions.insert(mv.clone(), n);
-            t.examples.insert(mv, json_col(row, "examples")?);
-        }
-        let rules = sqlx::query(
-            "SELECT rule_id, first_matches, faults FROM trial_rules WHERE trial_id = $1",
-        )
-        .bind(t.id.as_str())
-        .fetch_all(&self.pool)
-        .await?;
-        for row in &rules {
-            t.observed.rules.insert(
-                row.try_get("rule_id")?,
-                RuleTally {
-                    first_matches: count(row, "first_matches")?,
-                    faults: count(row, "faults")?,
-                },
-            );
-        }
-        Ok(())
-    }
 }
 
 /// Ends one running trial (`row`: its id, webhook_id, started_at and base digest) at `now`.
@@ -662,6 +681,7 @@ impl Store {
     /// A guard of the scope's with everything it observed: `not_found` for an unknown id and
     /// for another scope's, alike.
     pub async fn get_guard(&self, scope: &OwnerScope, id: &str) -> Result<Trial> {
+        let mut tx = self.snapshot().await?;
         let row = sqlx::query(concat!(
             "SELECT ",
             trial_columns!(),
@@ -669,13 +689,14 @@ impl Store {
         ))
         .bind(crate::lookup_id(id))
         .bind(scope.to_string())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *tx)
         .await?;
-        self.watch_of(row, "guard").await
+        watch_of(&mut tx, row, "guard").await
     }
 
     /// The guard a plan's confirm started, if any (the newest).
     pub async fn guard_of_plan(&self, scope: &OwnerScope, plan_id: &str) -> Result<Option<Trial>> {
+        let mut tx = self.snapshot().await?;
         let row = sqlx::query(concat!(
             "SELECT ",
             trial_columns!(),
@@ -684,10 +705,10 @@ impl Store {
         ))
         .bind(plan_id)
         .bind(scope.to_string())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *tx)
         .await?;
         match row {
-            Some(row) => self.watch_of(Some(row), "guard").await.map(Some),
+            Some(row) => watch_of(&mut tx, Some(row), "guard").await.map(Some),
             None => Ok(None),
         }
     }
@@ -700,6 +721,7 @@ impl Store {
         webhook_id: &str,
     ) -> Result<Option<Trial>> {
         self.require_webhook(scope, webhook_id).await?;
+        let mut tx = self.snapshot().await?;
         let row = sqlx::query(concat!(
             "SELECT ",
             trial_columns!(),
@@ -708,10 +730,10 @@ impl Store {
         ))
         .bind(crate::lookup_id(webhook_id))
         .bind(scope.to_string())
-        .fetch_optional(&self.pool)
+        .fetch_optional(&mut *tx)
         .await?;
         match row {
-            Some(row) => self.watch_of(Some(row), "guard").await.map(Some),
+            Some(row) => watch_of(&mut tx, Some(row), "guard").await.map(Some),
             None => Ok(None),
         }
     }
@@ -818,4 +840,55 @@ async fn insert(tx: &mut crate::dialect::WriteTx, w: Watch<'_>) -> Result<Trial>
         Some(row) => trial(row),
         None => Err(Error::internal("a started trial returned no row")),
     }
+}
+
+/// A trial or guard row with everything it observed, or `not_found` naming `what`. Read in
+/// the same snapshot as the row, so its counts add up even while a batch commits.
+async fn watch_of(
+    conn: &mut AnyConnection,
+    row: Option<AnyRow>,
+    what: &'static str,
+) -> Result<Trial> {
+    let Some(row) = row else {
+        return Err(Error::not_found(what));
+    };
+    let mut t = trial(&row)?;
+    read_transitions(conn, &mut t).await?;
+    Ok(t)
+}
+
+/// What a trial observed beyond its row: its transitions with their examples, and its rules.
+async fn read_transitions(conn: &mut AnyConnection, t: &mut Trial) -> Result<()> {
+    let rows = sqlx::query(
+        "SELECT from_label, to_label, count, examples FROM trial_transitions WHERE trial_id = $1",
+    )
+    .bind(t.id.as_str())
+    .fetch_all(&mut *conn)
+    .await?;
+    for row in &rows {
+        let (from, to) = (label(row, "from_label")?, label(row, "to_label")?);
+        let n = count(row, "count")?;
+        if from == to {
+            t.observed.unchanged.insert(from, n);
+            continue;
+        }
+        let mv = (from, to);
+        t.observed.transitions.insert(mv.clone(), n);
+        t.examples.insert(mv, json_col(row, "examples")?);
+    }
+    let rules =
+        sqlx::query("SELECT rule_id, first_matches, faults FROM trial_rules WHERE trial_id = $1")
+            .bind(t.id.as_str())
+            .fetch_all(&mut *conn)
+            .await?;
+    for row in &rules {
+        t.observed.rules.insert(
+            row.try_get("rule_id")?,
+            RuleTally {
+                first_matches: count(row, "first_matches")?,
+                faults: count(row, "faults")?,
+            },
+        );
+    }
+    Ok(())
 }

@@ -621,7 +621,9 @@ async fn verbs_off_the_allowlist_are_refused(api: Api) {
         .await);
 
     let denied = refused(
-        c.webhooks.list_webhooks(pb::ListWebhooksRequest {}).await,
+        c.webhooks
+            .list_webhooks(pb::ListWebhooksRequest::default())
+            .await,
         Code::PermissionDenied,
         "permission_denied",
     );
@@ -705,9 +707,11 @@ async fn roles_gate_every_verb(api: Api) {
     // Viewer: reads only.
     let mut v = api.client(&viewer);
     assert_eq!(
-        ok(v.webhooks.list_webhooks(pb::ListWebhooksRequest {}).await)
-            .webhooks
-            .len(),
+        ok(v.webhooks
+            .list_webhooks(pb::ListWebhooksRequest::default())
+            .await)
+        .webhooks
+        .len(),
         1
     );
     ok(v.rules
@@ -837,7 +841,9 @@ async fn roles_gate_every_verb(api: Api) {
     // A human who leaves the team takes every verb of their endpoint along.
     store.remove_membership("ops", "ed").await.expect("leave");
     let denied = refused(
-        e.webhooks.list_webhooks(pb::ListWebhooksRequest {}).await,
+        e.webhooks
+            .list_webhooks(pb::ListWebhooksRequest::default())
+            .await,
         Code::PermissionDenied,
         "permission_denied",
     );
@@ -1152,7 +1158,10 @@ async fn other_scopes_unknown_and_malformed_ids_are_one_not_found(api: Api) {
         .get_event(&bob, &their_event.id)
         .await
         .expect("event");
-    let listed = ok(c.webhooks.list_webhooks(pb::ListWebhooksRequest {}).await);
+    let listed = ok(c
+        .webhooks
+        .list_webhooks(pb::ListWebhooksRequest::default())
+        .await);
     assert_eq!(
         listed
             .webhooks
@@ -2267,7 +2276,10 @@ async fn webhooks_are_created_read_rotated_and_deleted(api: Api) {
         })
         .await);
     assert_eq!(got.webhook.as_ref(), Some(&w));
-    let listed = ok(c.webhooks.list_webhooks(pb::ListWebhooksRequest {}).await);
+    let listed = ok(c
+        .webhooks
+        .list_webhooks(pb::ListWebhooksRequest::default())
+        .await);
     assert_eq!(
         listed
             .webhooks
@@ -2278,6 +2290,44 @@ async fn webhooks_are_created_read_rotated_and_deleted(api: Api) {
             w.id.as_str(),
             given.webhook.as_ref().expect("webhook").id.as_str()
         ]
+    );
+    // In pages: the same webhooks, one at a time, the last page without a cursor.
+    let first = ok(c
+        .webhooks
+        .list_webhooks(pb::ListWebhooksRequest {
+            cursor: String::new(),
+            limit: 1,
+        })
+        .await);
+    assert_eq!(first.webhooks, listed.webhooks[..1]);
+    assert!(!first.next_cursor.is_empty(), "a second page");
+    let second = ok(c
+        .webhooks
+        .list_webhooks(pb::ListWebhooksRequest {
+            cursor: first.next_cursor.clone(),
+            limit: 1,
+        })
+        .await);
+    assert_eq!(second.webhooks, listed.webhooks[1..]);
+    assert_eq!(second.next_cursor, "", "the last page");
+    assert_eq!(listed.next_cursor, "", "the unpaged answer is whole");
+    invalid(
+        c.webhooks
+            .list_webhooks(pb::ListWebhooksRequest {
+                cursor: "not-a-cursor".into(),
+                limit: 1,
+            })
+            .await,
+        "cursor",
+    );
+    invalid(
+        c.webhooks
+            .list_webhooks(pb::ListWebhooksRequest {
+                cursor: String::new(),
+                limit: 201,
+            })
+            .await,
+        "limit",
     );
     let rules = ok(c
         .rules
@@ -2508,9 +2558,11 @@ async fn webhooks_are_created_read_rotated_and_deleted(api: Api) {
         "not_found",
     );
     assert_eq!(
-        ok(c.webhooks.list_webhooks(pb::ListWebhooksRequest {}).await)
-            .webhooks
-            .len(),
+        ok(c.webhooks
+            .list_webhooks(pb::ListWebhooksRequest::default())
+            .await)
+        .webhooks
+        .len(),
         1
     );
 }
@@ -3418,7 +3470,9 @@ async fn each_endpoint_is_rate_limited(api: Api) {
         ok(a.identity.who_am_i(pb::WhoAmIRequest::default()).await);
     }
     let limited = refused(
-        a.webhooks.list_webhooks(pb::ListWebhooksRequest {}).await,
+        a.webhooks
+            .list_webhooks(pb::ListWebhooksRequest::default())
+            .await,
         Code::ResourceExhausted,
         "rate_limited",
     );
@@ -3450,7 +3504,9 @@ async fn each_endpoint_is_rate_limited(api: Api) {
         .await);
     // The next window brings the budget back.
     api.clock.advance(Duration::from_secs(60));
-    ok(a.webhooks.list_webhooks(pb::ListWebhooksRequest {}).await);
+    ok(a.webhooks
+        .list_webhooks(pb::ListWebhooksRequest::default())
+        .await);
 }
 
 async fn a_stopped_router_changes_nothing(mut api: Api) {
@@ -3982,7 +4038,10 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
                     ),
                     "list_rule_trials" => outcome(
                         c.trials
-                            .list_rule_trials(pb::ListRuleTrialsRequest { webhook_id: wh })
+                            .list_rule_trials(pb::ListRuleTrialsRequest {
+                                webhook_id: wh,
+                                ..Default::default()
+                            })
                             .await,
                     ),
                     // The webhook's newest guard: past authorization, another scope's webhook
@@ -4110,9 +4169,11 @@ async fn the_authorization_matrix_is_docs_authorization_md(api: Api) {
             let mut c = api.client(credential);
             let got = match verb {
                 "who_am_i" => outcome(c.identity.who_am_i(pb::WhoAmIRequest::default()).await),
-                "list_webhooks" => {
-                    outcome(c.webhooks.list_webhooks(pb::ListWebhooksRequest {}).await)
-                }
+                "list_webhooks" => outcome(
+                    c.webhooks
+                        .list_webhooks(pb::ListWebhooksRequest::default())
+                        .await,
+                ),
                 "create_webhook" => outcome(
                     c.webhooks
                         .create_webhook(pb::CreateWebhookRequest {

@@ -859,7 +859,7 @@ async fn offboarding_a_member_and_a_webhook_takes_effect_at_once_and_is_logged(d
         .expect("connect");
     let mut webhooks = WebhooksClient::new(channel);
     let listed = webhooks
-        .list_webhooks(with(&agent, pb::ListWebhooksRequest {}))
+        .list_webhooks(with(&agent, pb::ListWebhooksRequest::default()))
         .await
         .expect("bob's agent lists the team's webhooks")
         .into_inner()
@@ -877,7 +877,7 @@ async fn offboarding_a_member_and_a_webhook_takes_effect_at_once_and_is_logged(d
     .await
     .expect("removed");
     let refused = webhooks
-        .list_webhooks(with(&agent, pb::ListWebhooksRequest {}))
+        .list_webhooks(with(&agent, pb::ListWebhooksRequest::default()))
         .await
         .expect_err("no role in the scope any more");
     assert!(
@@ -1055,7 +1055,7 @@ async fn offboarding_a_member_and_a_webhook_takes_effect_at_once_and_is_logged(d
         "his own agent and the team's; his membership was removed before"
     );
     let stopped = webhooks
-        .list_webhooks(with(&own_agent, pb::ListWebhooksRequest {}))
+        .list_webhooks(with(&own_agent, pb::ListWebhooksRequest::default()))
         .await
         .expect_err("a deleted human's agent");
     assert_eq!(stopped.code(), Code::Unauthenticated, "{stopped:?}");

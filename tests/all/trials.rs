@@ -425,6 +425,7 @@ async fn a_trial_of_a_plan_equals_its_replay_flags_the_unforeseen_and_promotes_e
         .trials()
         .list_rule_trials(ListRuleTrialsRequest {
             webhook_id: hook.id.clone(),
+            ..Default::default()
         })
         .await
         .expect("list")
@@ -604,10 +605,11 @@ async fn a_short_trial_is_insufficient_a_moved_configuration_makes_its_promotion
         .trials()
         .list_rule_trials(ListRuleTrialsRequest {
             webhook_id: hook.id.clone(),
+            ..Default::default()
         })
         .await
         .expect_err("no trial verbs");
-    assert_eq!(denied.code(), tonic::Code::PermissionDenied);
+    assert_eq!(denied.code(), tonic::Code::PermissionDenied, "{denied:?}");
 
     // Five deliveries end it (max_deliveries); its evidence is too little to promote on alone.
     send(&control, &hook, &github[..5], "live", 1).await;

@@ -224,6 +224,12 @@ pub fn page(cursor: &str, limit: u32) -> Page {
     }
 }
 
+/// A page request for a listing that answered everything before it paged: `None`, the whole
+/// list (deprecated, for one release), when the caller names neither a cursor nor a limit.
+pub fn page_or_all(cursor: &str, limit: u32) -> Option<Page> {
+    (!cursor.is_empty() || limit != 0).then(|| page(cursor, limit))
+}
+
 /// A retention window as the API carries it.
 // The deprecated `*_ms` / RFC 3339 text fields are filled beside their Timestamps for one release.
 #[allow(deprecated)]

@@ -69,15 +69,13 @@ pub async fn explain(
     configurations.push(RouterConfiguration::from(&webhook.configuration));
     // Trials that ran beside the configuration that decided it when it arrived.
     let trials: Vec<_> = store
-        .list_trials(caller.scope(), &webhook.id)
+        .trials_running_at(caller.scope(), &webhook.id, event.received_at)
         .await?
         .into_iter()
         .filter(|t| {
-            t.started_at <= event.received_at
-                && t.ended_at.is_none_or(|end| end >= event.received_at)
-                && decided_by
-                    .as_ref()
-                    .is_none_or(|d| d.digest == t.base_config_digest)
+            decided_by
+                .as_ref()
+                .is_none_or(|d| d.digest == t.base_config_digest)
         })
         .collect();
     for t in &trials {

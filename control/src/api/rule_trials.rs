@@ -99,14 +99,18 @@ impl RuleTrialsService for RuleTrialsApi {
     ) -> Result<Response<ListRuleTrialsResponse>, Status> {
         super::respond(async {
             let c = authorize(&self.state, request.metadata(), "list_rule_trials").await?;
-            let reports = trials::list(
+            let r = request.get_ref();
+            let page = super::convert::page_or_all(&r.cursor, r.limit);
+            let (reports, next_cursor) = trials::list(
                 &self.state.trials_ctx(),
                 &asker(&c),
-                &request.get_ref().webhook_id,
+                &r.webhook_id,
+                page.as_ref(),
             )
             .await?;
             Ok(ListRuleTrialsResponse {
                 trials: reports.iter().map(RuleTrial::from).collect(),
+                next_cursor: next_cursor.unwrap_or_default(),
             })
         })
         .await

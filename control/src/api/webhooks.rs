@@ -64,9 +64,18 @@ impl Webhooks for WebhooksApi {
     ) -> Result<Response<pb::ListWebhooksResponse>, Status> {
         respond(async {
             let caller = authorize(&self.state, request.metadata(), "list_webhooks").await?;
-            let webhooks = self.state.store.list_webhooks(caller.scope()).await?;
+            let r = request.get_ref();
+            let store = &self.state.store;
+            let (webhooks, next_cursor) = match convert::page_or_all(&r.cursor, r.limit) {
+                Some(page) => {
+                    let paged = store.list_webhooks_page(caller.scope(), &page).await?;
+                    (paged.items, paged.next_cursor.unwrap_or_default())
+                }
+                None => (store.list_webhooks(caller.scope()).await?, String::new()),
+            };
             Ok(pb::ListWebhooksResponse {
                 webhooks: webhooks.iter().map(convert::webhook).collect(),
+                next_cursor,
             })
         })
         .await

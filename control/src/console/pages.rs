@@ -865,9 +865,19 @@ async fn webhook_view(
         .into_iter()
         .map(event_row)
         .collect();
-    // Newest first from the store; every running one is kept, then ended ones to the limit.
+    // The newest page from the store, and any trial still running beyond it (a few at most
+    // run at once); every running one is kept, then ended ones to the limit.
+    let mut listed = store
+        .list_trials_page(scope, &w.id, &Page::first(LISTED_TRIALS as u32))
+        .await?
+        .items;
+    for t in store.running_trials(&w.id).await? {
+        if t.guard.is_none() && !listed.iter().any(|l| l.id == t.id) {
+            listed.push(store.get_trial(scope, &t.id).await?);
+        }
+    }
+    listed.sort_by(|a, b| (b.started_at, &b.id).cmp(&(a.started_at, &a.id)));
     let mut trials = Vec::new();
-    let listed = store.list_trials(scope, &w.id).await?;
     let running = listed.iter().filter(|t| t.running()).count();
     let mut ended_room = LISTED_TRIALS.saturating_sub(running);
     for t in listed {

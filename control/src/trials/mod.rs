@@ -18,7 +18,7 @@ use switchboard_model::trial::{
 use crate::error::{Error, Result};
 use crate::scope::OwnerScope;
 use crate::secrets::sha256_hex;
-use crate::store::{NewTrial, Store, Trial};
+use crate::store::{NewTrial, Page, Store, Trial};
 
 /// What the trial verbs need of control: its store, its trial runner, and whether the
 /// webhook's faults deliver no work (the trusted-actors capability quarantines them).
@@ -162,8 +162,27 @@ pub async fn get(ctx: &Ctx<'_>, caller: &Asker, trial_id: &str) -> Result<TrialR
     Ok(report(ctx, &trial))
 }
 
-/// `list_rule_trials`: the webhook's trials, newest first, each with its report.
-pub async fn list(ctx: &Ctx<'_>, caller: &Asker, webhook_id: &str) -> Result<Vec<TrialReport>> {
-    let listed = ctx.store.list_trials(&caller.scope, webhook_id).await?;
-    Ok(listed.iter().map(|t| report(ctx, t)).collect())
+/// `list_rule_trials`: the webhook's trials, newest first, each with its report: one page
+/// and the cursor for the next, or every trial when `page` is `None` (the deprecated
+/// unpaged call).
+pub async fn list(
+    ctx: &Ctx<'_>,
+    caller: &Asker,
+    webhook_id: &str,
+    page: Option<&Page>,
+) -> Result<(Vec<TrialReport>, Option<String>)> {
+    let (listed, next_cursor) = match page {
+        Some(page) => {
+            let paged = ctx
+                .store
+                .list_trials_page(&caller.scope, webhook_id, page)
+                .await?;
+            (paged.items, paged.next_cursor)
+        }
+        None => (
+            ctx.store.list_trials(&caller.scope, webhook_id).await?,
+            None,
+        ),
+    };
+    Ok((listed.iter().map(|t| report(ctx, t)).collect(), next_cursor))
 }

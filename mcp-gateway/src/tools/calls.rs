@@ -293,17 +293,12 @@ pub async fn list_rule_trials(
     p: WebhookIdParams,
 ) -> Result<ListRuleTrialsOut, CallError> {
     let (c, b) = (&cx.control, &cx.bearer);
-    let r = c
-        .list_rule_trials(
-            b,
-            pb::ListRuleTrialsRequest {
-                webhook_id: p.webhook_id,
-            },
-        )
+    let trials = c
+        .all_rule_trials(b, &p.webhook_id)
         .await
         .map_err(|s| cx.status(&s))?;
     Ok(ListRuleTrialsOut {
-        trials: r.trials.into_iter().map(Into::into).collect(),
+        trials: trials.into_iter().map(Into::into).collect(),
     })
 }
 
@@ -352,13 +347,9 @@ pub async fn create_webhook(
 
 pub async fn list_webhooks(cx: &Call, _: NoParams) -> Result<ListWebhooksOut, CallError> {
     let (c, b) = (&cx.control, &cx.bearer);
-    let r = c
-        .list_webhooks(b, pb::ListWebhooksRequest {})
-        .await
-        .map_err(|s| cx.status(&s))?;
+    let webhooks = c.all_webhooks(b).await.map_err(|s| cx.status(&s))?;
     Ok(ListWebhooksOut {
-        webhooks: r
-            .webhooks
+        webhooks: webhooks
             .into_iter()
             .map(convert::webhook)
             .collect::<Result<_, _>>()?,

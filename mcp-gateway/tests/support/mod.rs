@@ -221,6 +221,7 @@ impl Webhooks for FakeControl {
         self.bearer(&request)?;
         Ok(Response::new(pb::ListWebhooksResponse {
             webhooks: vec![webhook()],
+            next_cursor: String::new(),
         }))
     }
     async fn get_webhook(

@@ -121,6 +121,8 @@ store_test_suite! {
     trials: [
         a_trial_starts_once_per_webhook_and_is_scoped_like_it,
         a_trial_with_an_empty_limit_is_refused,
+        a_webhooks_trials_list_in_pages,
+        a_trial_read_while_batches_commit_adds_up,
         a_trials_batches_add_up_and_an_ended_trial_takes_none,
         upgrading_from_0014_keeps_webhooks_and_takes_trials,
         an_overdue_trial_ends_without_a_delivery,

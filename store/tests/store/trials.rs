@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use switchboard_model::Label;
 use switchboard_model::plan::{Routed, StoredPlan};
 use switchboard_model::trial::{Forecast, RuleTally, TrialEnd, TrialLimits};
-use switchboard_store::{Error, NewTrial, OwnerScope, TRIAL_EXAMPLES, TrialBatch, Webhook};
+use switchboard_store::{Error, NewTrial, OwnerScope, Page, TRIAL_EXAMPLES, TrialBatch, Webhook};
 
 use crate::harness::{
     ALL_MIGRATIONS, TestDb, applied_migrations, config_routing_to, human, invalid, not_found,
@@ -128,6 +128,97 @@ pub async fn a_trial_starts_once_per_webhook_and_is_scoped_like_it(db: TestDb) {
     let listed = db.list_trials(&alice, &wh.id).await.unwrap();
     assert_eq!(listed.len(), 2);
     assert!(listed.iter().any(|t| t.id == started.id && !t.running()));
+}
+
+/// A webhook's trials list newest first one page at a time: the pages walk exactly what the
+/// whole list holds, the last page has no cursor, another listing's cursor is refused, and
+/// another scope's webhook is `not_found`.
+pub async fn a_webhooks_trials_list_in_pages(db: TestDb) {
+    let alice = human(&db, "alice").await;
+    let bob = human(&db, "bob").await;
+    let wh = webhook(&db, &alice).await;
+    for _ in 0..5 {
+        let t = db.start_trial(new_trial(&alice, &wh), 1).await.unwrap();
+        db.end_trial(&alice, &t.id, TrialEnd::Stopped)
+            .await
+            .unwrap();
+    }
+    let whole: Vec<String> = db
+        .list_trials(&alice, &wh.id)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|t| t.id)
+        .collect();
+    assert_eq!(whole.len(), 5);
+    let mut walked = Vec::new();
+    let mut page = Page::first(2);
+    let mut pages = 0;
+    loop {
+        let got = db.list_trials_page(&alice, &wh.id, &page).await.unwrap();
+        pages += 1;
+        assert!(got.items.len() <= 2);
+        walked.extend(got.items.into_iter().map(|t| t.id));
+        match got.next_cursor {
+            Some(cursor) => page = Page::after(cursor, 2),
+            None => break,
+        }
+    }
+    assert_eq!((walked, pages), (whole, 3));
+    not_found(
+        db.list_trials_page(&bob, &wh.id, &Page::first(2)).await,
+        "webhook",
+    );
+    webhook(&db, &alice).await;
+    let webhooks = db
+        .list_webhooks_page(&alice, &Page::first(1))
+        .await
+        .unwrap();
+    let foreign = webhooks.next_cursor.expect("two webhooks: a next page");
+    invalid(
+        db.list_trials_page(&alice, &wh.id, &Page::after(foreign, 2))
+            .await,
+        "cursor",
+    );
+}
+
+/// A trial read while its batches commit adds up at every read: its counts and its pairs
+/// are read in one snapshot, never across a commit (on PostgreSQL each statement of a plain
+/// read sees a newer moment).
+pub async fn a_trial_read_while_batches_commit_adds_up(db: TestDb) {
+    let alice = human(&db, "alice").await;
+    let wh = webhook(&db, &alice).await;
+    let t = db.start_trial(new_trial(&alice, &wh), 1).await.unwrap();
+    const BATCHES: usize = 150;
+    let writer = {
+        let store: switchboard_store::Store = (*db).clone();
+        let id = t.id.clone();
+        tokio::spawn(async move {
+            for i in 0..BATCHES {
+                let mut batch = TrialBatch::default();
+                for j in 0..4 {
+                    let after = if j % 2 == 0 { Label::Drop } else { q("forge") };
+                    batch.record(&format!("ev_{i}_{j}"), &q("forge"), Some(&to(after, None)));
+                }
+                store.record_trial(&id, &batch).await.unwrap();
+            }
+        })
+    };
+    let mut reads = 0;
+    loop {
+        let done = writer.is_finished();
+        let read = db.get_trial(&alice, &t.id).await.unwrap();
+        let o = &read.observed;
+        let pairs: u64 = o.transitions.values().sum::<u64>() + o.unchanged.values().sum::<u64>();
+        assert_eq!(pairs, o.evaluated, "read {reads}: {o:?}");
+        reads += 1;
+        if done {
+            assert_eq!(o.evaluated, 4 * BATCHES as u64);
+            break;
+        }
+    }
+    writer.await.unwrap();
+    assert!(reads > 1, "read while the batches committed");
 }
 
 /// Limits that could never end a trial well are refused, naming the field.
