@@ -22,14 +22,31 @@ use crate::{Store, duration_ms};
 /// The replay limit of SPEC-0031: each endpoint may start at most 10 replays per minute.
 pub const REPLAYS_PER_MINUTE: u32 = 10;
 
+/// How many locks grants are spread over (by their (subject, kind)).
+const GRANT_STRIPES: usize = 64;
+
 /// Hits granted by the database and not yet spent, per (subject, kind), for one window.
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub struct HeldHits {
     held: Mutex<HashMap<(String, String), Held>>,
-    /// One grant at a time: takers that find nothing held wait for the grant in flight and
-    /// spend from it, instead of each asking for a block of their own (which would take the
-    /// whole budget out of the database while most of it sat unspent here).
-    granting: tokio::sync::Mutex<()>,
+    /// One grant at a time per (subject, kind): takers that find nothing held wait for the
+    /// grant in flight and spend from it, instead of each asking for a block of their own
+    /// (which would take the whole budget out of the database while most of it sat unspent
+    /// here). Striped, not one lock: a webhook's first delivery of a window waits for its own
+    /// grant, not for every other webhook's (with thousands of webhooks, most deliveries are
+    /// a window's first).
+    granting: Vec<tokio::sync::Mutex<()>>,
+}
+
+impl Default for HeldHits {
+    fn default() -> Self {
+        Self {
+            held: Mutex::default(),
+            granting: (0..GRANT_STRIPES)
+                .map(|_| tokio::sync::Mutex::new(()))
+                .collect(),
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -66,6 +83,14 @@ pub fn block_size(limit: u32) -> u32 {
 }
 
 impl HeldHits {
+    /// The lock a grant for `key` takes.
+    fn granting(&self, key: &(String, String)) -> &tokio::sync::Mutex<()> {
+        use std::hash::{BuildHasher, BuildHasherDefault, DefaultHasher};
+        let hash = BuildHasherDefault::<DefaultHasher>::default().hash_one(key);
+        let stripe = usize::try_from(hash % GRANT_STRIPES as u64).unwrap_or(0);
+        &self.granting[stripe]
+    }
+
     /// Spends one held hit of this window, if any is left.
     fn spend(&self, key: &(String, String), window_start: i64) -> bool {
         let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
@@ -113,7 +138,7 @@ impl Store {
         if self.held_hits.spend(&key, window_start) {
             return Ok(());
         }
-        let _granting = self.held_hits.granting.lock().await;
+        let _granting = self.held_hits.granting(&key).lock().await;
         // A grant that finished while this one waited may have left hits to spend.
         if self.held_hits.spend(&key, window_start) {
             return Ok(());

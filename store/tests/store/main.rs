@@ -195,6 +195,14 @@ store_test_suite! {
 /// PostgreSQL only: it reads the per-table scan counts SQLite does not keep (issue 50).
 mod postgres_only {
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_held_up_grant_holds_up_only_its_own_webhook() {
+        crate::harness::run_postgres(
+            crate::rate_limits::a_held_up_grant_holds_up_only_its_own_webhook,
+        )
+        .await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn hot_paths_reach_events_todos_and_plans_by_index_only() {
         crate::harness::run_postgres(
             crate::hot_paths::hot_paths_reach_events_todos_and_plans_by_index_only,

@@ -229,3 +229,47 @@ pub async fn held_hits_across_replicas_let_exactly_the_limit_through(db: TestDb)
 
     b.close().await;
 }
+
+/// PostgreSQL: a webhook's grant never waits for another webhook's. One webhook's grant is
+/// held up (its rate-limit row locked by another transaction); meanwhile deliveries to other
+/// webhooks are granted at once. Under the one process-wide grant lock this replaced, every
+/// one of them waited for the held-up grant.
+pub async fn a_held_up_grant_holds_up_only_its_own_webhook(db: TestDb) {
+    const LIMIT: u32 = 20;
+    assert_eq!(block_size(LIMIT), 1, "every take asks the database");
+    let hour = Duration::from_secs(3600);
+    db.store
+        .try_take_held("wh_stuck", "ingest", LIMIT, hour)
+        .await
+        .unwrap();
+    let locker = sqlx::postgres::PgPoolOptions::new()
+        .max_connections(1)
+        .connect(&db.url)
+        .await
+        .expect("a second connection");
+    let mut lock = locker.begin().await.expect("begin");
+    sqlx::query("SELECT hits FROM rate_limits WHERE subject = 'wh_stuck' FOR UPDATE")
+        .fetch_all(&mut *lock)
+        .await
+        .expect("lock the row");
+    let stuck = {
+        let store = db.store.clone();
+        tokio::spawn(async move { store.try_take_held("wh_stuck", "ingest", LIMIT, hour).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!stuck.is_finished(), "the grant is held up by the row lock");
+    let mut granted = 0;
+    for i in 0..8 {
+        let other = format!("wh_other_{i}");
+        let take = db.store.try_take_held(&other, "ingest", LIMIT, hour);
+        if let Ok(result) = tokio::time::timeout(Duration::from_secs(3), take).await {
+            result.unwrap();
+            granted += 1;
+        }
+    }
+    // Grants share a lock only when their webhooks fall in one of the 64 stripes.
+    assert!(granted >= 7, "{granted} of 8 other webhooks granted");
+    lock.rollback().await.expect("release");
+    stuck.await.expect("joined").expect("granted once released");
+    locker.close().await;
+}
