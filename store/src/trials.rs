@@ -323,13 +323,7 @@ impl Store {
         .bind(scope.to_string())
         .fetch_all(&mut *tx)
         .await?;
-        let mut trials = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let mut t = trial(row)?;
-            read_transitions(&mut tx, &mut t).await?;
-            trials.push(t);
-        }
-        Ok(trials)
+        observed_trials(&mut tx, &rows).await
     }
 
     /// The trials of the scope's webhook, running and ended, newest first, one page at a
@@ -359,12 +353,7 @@ impl Store {
         .bind(size + 1)
         .fetch_all(&mut *tx)
         .await?;
-        let mut trials = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let mut t = trial(row)?;
-            read_transitions(&mut tx, &mut t).await?;
-            trials.push(t);
-        }
+        let trials = observed_trials(&mut tx, &rows).await?;
         Ok(crate::into_page(trials, size, |t| {
             crate::cursor_for(crate::Listing::Trials, t.started_at, &t.id)
         }))
@@ -855,6 +844,17 @@ async fn watch_of(
     let mut t = trial(&row)?;
     read_transitions(conn, &mut t).await?;
     Ok(t)
+}
+
+/// Trial rows with everything each observed, read on `conn` (one snapshot).
+async fn observed_trials(conn: &mut AnyConnection, rows: &[AnyRow]) -> Result<Vec<Trial>> {
+    let mut trials = Vec::with_capacity(rows.len());
+    for row in rows {
+        let mut t = trial(row)?;
+        read_transitions(conn, &mut t).await?;
+        trials.push(t);
+    }
+    Ok(trials)
 }
 
 /// What a trial observed beyond its row: its transitions with their examples, and its rules.
