@@ -74,6 +74,7 @@ pub struct Metrics {
     router_ejections: Counter<u64>,
     retention_purged: Counter<u64>,
     trial_deliveries: Counter<u64>,
+    trial_evaluations: Counter<u64>,
     /// The webhooks trial metrics name, at most [`TRIAL_WEBHOOKS`]; the rest are `other`.
     trial_webhooks: Mutex<std::collections::HashSet<String>>,
     group_commit_writes: Histogram<u64>,
@@ -99,6 +100,9 @@ pub const INGEST_REFUSAL_REASONS: [&str; 5] = [
 /// What retention purges (`switchboard.retention.purged`' `what`).
 pub const RETENTION_PURGES: [&str; 4] = ["event", "plan", "redrive", "trial"];
 
+/// Where a trial's candidate is evaluated (`switchboard.trial.evaluations`' `where`).
+pub const TRIAL_EVALUATION_PLACES: [&str; 2] = ["live_call", "apart"];
+
 /// The process's instruments. Counters an operator alerts on start at zero for each of their
 /// label values, so a query finds the series before the first event (issue 49).
 pub fn metrics() -> &'static Metrics {
@@ -115,6 +119,10 @@ pub fn metrics() -> &'static Metrics {
         }
         for what in RETENTION_PURGES {
             made.retention_purged.add(0, &[KeyValue::new("what", what)]);
+        }
+        for place in TRIAL_EVALUATION_PLACES {
+            made.trial_evaluations
+                .add(0, &[KeyValue::new("where", place)]);
         }
         made.router_ejections.add(0, &[]);
         made.budget_faults.add(0, &[]);
@@ -210,6 +218,10 @@ fn instruments() -> Metrics {
             trial_deliveries: meter
                 .u64_counter("switchboard.trial.deliveries")
                 .with_description("Live deliveries a trial saw, by webhook (the first 64 a process meets; the rest as other) and outcome: agreed or disagreed (the candidate decided as the live rules did, or otherwise) or not_evaluated (shed under load)")
+                .build(),
+            trial_evaluations: meter
+                .u64_counter("switchboard.trial.evaluations")
+                .with_description("Evaluations of a trial's candidate (or a guard's replaced configuration) on live deliveries, by where: live_call (in the delivery's own router call, on the payload already parsed) or apart (a replay-priority call of its own: the candidate is costly, faulted, or is a webhook's second trial)")
                 .build(),
             trial_webhooks: Mutex::default(),
             retention_purged: meter
@@ -338,6 +350,14 @@ impl Metrics {
                 KeyValue::new("outcome", outcome),
             ],
         );
+    }
+
+    /// `n` evaluations of trials' candidates, `place` one of [`TRIAL_EVALUATION_PLACES`].
+    pub fn trial_evaluations(&self, place: &'static str, n: u64) {
+        if n > 0 {
+            self.trial_evaluations
+                .add(n, &[KeyValue::new("where", place)]);
+        }
     }
 
     /// A guard that breached: `reverted` or `alerted`.

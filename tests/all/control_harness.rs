@@ -311,6 +311,11 @@ pub struct ControlSetup {
 }
 
 impl Control {
+    /// Where a running trial's candidate has been evaluated by this control (issue 45).
+    pub fn trial_places(&self, trial_id: &str) -> Option<switchboard_control::trials::Places> {
+        self.state.trials.places(trial_id)
+    }
+
     pub async fn start(store: &Store, routers: &[&str], setup: ControlSetup) -> Control {
         let routers = Routers::new(
             RouterSource::Static(routers.iter().map(|r| r.to_string()).collect()),

@@ -154,6 +154,11 @@ async fn metrics_are_scraped_and_the_backlog_gauges_move_with_the_work() {
         "what",
         &m::RETENTION_PURGES,
     );
+    present(
+        "switchboard_trial_evaluations_total",
+        "where",
+        &m::TRIAL_EVALUATION_PLACES,
+    );
     assert!(
         before
             .iter()

@@ -138,6 +138,13 @@ async fn two_configurations_see_the_same_envelope() {
         assert_eq!(r.decisions.len(), 2);
         assert_eq!(r.decisions[0], want_saved[i]);
         assert_eq!(r.decisions[1], want_candidate[i]);
+        // Each unit's rules' time, per configuration: what control reads to tell a cheap
+        // candidate from a costly one. Real (above zero), and far below the 500 ms budget.
+        assert_eq!(r.unit_ns.len(), 2, "{r:?}");
+        assert!(
+            r.unit_ns.iter().all(|ns| (1..500_000_000).contains(ns)),
+            "{r:?}"
+        );
     }
     assert_eq!(resp.counters.len(), 2);
 }
@@ -162,6 +169,11 @@ async fn budget_exceeded_faults_one_envelope_and_the_batch_completes() {
         let d = &r.decisions[0];
         if i == 7 {
             assert_eq!(d.outcome, Outcome::Fault as i32, "{d:?}");
+            assert_eq!(
+                r.unit_ns,
+                [0],
+                "a unit the router decided has no time of the child's"
+            );
             assert!(
                 d.fault_code == fault::BUDGET_EXCEEDED || d.fault_code == fault::SANDBOX_CRASHED,
                 "{d:?}"

@@ -326,6 +326,15 @@ async fn a_trial_of_a_plan_equals_its_replay_flags_the_unforeseen_and_promotes_e
         report.deliveries.evaluated, total,
         "none shed on an idle control"
     );
+    // A cheap candidate is proven apart, then rides in the live call (one parse, two
+    // configurations): most deliveries were evaluated there, and what follows shows they
+    // decided exactly as the replay does.
+    let places = control
+        .trial_places(&started.trial_id)
+        .expect("the trial is known running");
+    assert_eq!(places.live_call + places.apart, total, "{places:?}");
+    assert!(places.apart >= 16, "proven apart first: {places:?}");
+    assert!(places.live_call > total / 2, "{places:?}");
 
     // The same stored deliveries replayed with the candidate decide exactly as the trial did.
     let candidate = db
@@ -808,6 +817,9 @@ async fn a_candidate_over_its_budget_on_every_delivery_faults_in_the_trial_and_n
         "the candidate decided nothing but faults: {:?}",
         read.observed
     );
+    // Over its budget, it never entered a live call: every evaluation ran apart.
+    let places = control.trial_places(&trial.id).expect("known running");
+    assert_eq!(places.live_call, 0, "{places:?}");
     control.stop().await;
 }
 

@@ -8,7 +8,9 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
-use switchboard_proto::router::v1::{Configuration, Decision, DeliveryDecisions, StoredDelivery};
+use switchboard_proto::router::v1::{
+    Configuration, Decision, DeliveryDecisions, Outcome, StoredDelivery,
+};
 use tokio::sync::oneshot;
 
 use switchboard_model::Label;
@@ -47,14 +49,14 @@ fn budget_ms(state: &ControlState) -> u32 {
 async fn evaluate_one(
     state: &ControlState,
     webhook: &Webhook,
-    configuration: Configuration,
+    configurations: &[Configuration],
     delivery: StoredDelivery,
 ) -> Result<DeliveryDecisions, RoutingError> {
     state
         .routers
         .evaluate_one(
             &routing_context(webhook, &state.capabilities),
-            &[configuration],
+            configurations,
             delivery,
             budget_ms(state),
             &webhook.owner_scope.to_string(),
@@ -81,7 +83,7 @@ pub async fn route_events(
     let results = match deliveries.pop() {
         // One fresh delivery (ingest): it may share a call with others arriving now.
         Some(one) if deliveries.is_empty() => {
-            vec![evaluate_one(state, webhook, configuration, one).await?]
+            vec![evaluate_one(state, webhook, std::slice::from_ref(&configuration), one).await?]
         }
         Some(last) => {
             deliveries.push(last);
@@ -199,12 +201,17 @@ pub async fn route_then_store(
     stored: oneshot::Sender<crate::Result<Event>>,
 ) -> Routed {
     let webhook = &row.webhook;
-    let configuration = Configuration::from(&webhook.configuration);
+    let mut configurations = vec![Configuration::from(&webhook.configuration)];
     let delivery = drafted_delivery(&draft, webhook);
-    // A copy for the webhook's trials (issue 45), kept only where it may have some.
-    let for_trials = state.trials.may_run(&webhook.id).then(|| delivery.clone());
+    // The webhook's trials (issue 45): a cheap candidate rides in the live call as its second
+    // configuration; for any other, a copy of the delivery is kept to evaluate apart.
+    let beside = state.trials.beside_live(webhook, budget_ms(&state));
+    if let Some(trial) = &beside.in_call {
+        configurations.push(trial.candidate().clone());
+    }
+    let for_trials = beside.apart.then(|| delivery.clone());
     // Lazy: nothing is sent to a router until it is polled.
-    let evaluation = evaluate_one(&state, webhook, configuration, delivery);
+    let evaluation = evaluate_one(&state, webhook, &configurations, delivery);
     tokio::pin!(evaluation);
     // No time to decide first (`ingest_decide_before_store` of zero): stored before routing.
     let early = if tokio::time::Instant::now() >= decide_by {
@@ -227,16 +234,34 @@ pub async fn route_then_store(
             None => Routed::Unrouted,
         };
     };
+    // The candidate's answer, when the live call carried one (a router that answered none
+    // for it leaves the delivery seen and not evaluated, never uncounted).
+    let in_call = answer.as_ref().ok().and_then(|a| {
+        let trial = beside.in_call.clone()?;
+        let after = a.decisions.get(1).cloned().unwrap_or_else(|| Decision {
+            outcome: Outcome::Fault as i32,
+            fault_code: switchboard_model::fault::NOT_EVALUATED.into(),
+            ..Default::default()
+        });
+        Some((trial, after, a.unit_ns.get(1).copied().unwrap_or(0)))
+    });
     let Some(decision) = decision_of(answer, &draft.id, &webhook.id) else {
         store_draft(&state, draft, None, stored).await;
         return Routed::Unrouted;
     };
     let record = record_for(&decision, webhook, &state.capabilities);
     let label = record.decision.decision.clone();
+    let event_id = draft.id.clone();
     match store_draft(&state, draft, Some(record), stored).await {
         Some((_, todo)) => {
+            if let Some((trial, after, unit_ns)) = &in_call {
+                state
+                    .trials
+                    .offer_decided(trial, webhook, &label, &event_id, after, *unit_ns);
+            }
             if let Some(delivery) = for_trials {
-                offer_to_trials(&state, &row, &label, delivery);
+                let in_call = in_call.map(|(trial, _, _)| trial.id().to_string());
+                offer_to_trials(&state, &row, &label, delivery, in_call);
             }
             Routed::Decided {
                 label,
@@ -254,11 +279,14 @@ fn offer_to_trials(
     row: &Arc<IngestWebhook>,
     live: &Label<'static>,
     delivery: StoredDelivery,
+    in_call: Option<String>,
 ) {
     let (trials, row, live) = (state.trials.clone(), row.clone(), live.clone());
     let context = routing_context(&row.webhook, &state.capabilities);
     tokio::spawn(async move {
-        trials.offer(&row.webhook, &context, &live, delivery).await;
+        trials
+            .offer(&row.webhook, &context, &live, delivery, in_call.as_deref())
+            .await;
     });
 }
 

@@ -1,9 +1,18 @@
-//! A trial's live half: once ingest has stored a delivery with its live
-//! decision, each running trial of the webhook evaluates its candidate on the same delivery,
-//! in a call of its own at a replay's priority (never in the live call, so a candidate over
-//! its budget cannot fault or slow the live decision), and counts what it decided beside the
-//! live decision. Nothing here writes a todo, claims a once-key or quarantines: the
-//! candidate's decision is only counted.
+//! A trial's live half: each running trial of a webhook evaluates its candidate on every
+//! delivery ingest stores with its live decision, and counts what it decided beside the live
+//! decision. Nothing here writes a todo, claims a once-key or quarantines: the candidate's
+//! decision is only counted.
+//!
+//! Where the candidate runs: **apart** at first, in a call of its own at a replay's
+//! priority, where its cost never delays a live decision. Once it has shown itself cheap
+//! there ([`IN_CALL_PROOF`] deliveries, its rules under [`IN_CALL_MAX`] a delivery on
+//! average), **in the live call** itself, as the call's second configuration, on the
+//! envelope the router already built for the live rules (one decode, one parse, two
+//! configurations: issue 45's design); the live answer then waits only for the candidate's
+//! own rules. A sign of cost there (a fault over its budget or by crashing its child, the
+//! average past [`IN_CALL_LEAVE`]) sends it apart for good. A webhook's second trial (a call carries two configurations) and a delivery
+//! for which the running trials are not known fresh run apart too. Both places count the
+//! same decision under the same budget.
 //!
 //! A delivery offered while the queue is full is shed: counted as seen and not evaluated,
 //! never as unchanged and never lost silently. Each replica of control runs the trials of
@@ -14,9 +23,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use switchboard_model::Label;
+use switchboard_model::fault;
 use switchboard_model::trial::TrialEnd;
+use switchboard_packs::plan::Routed;
 use switchboard_proto::router::v1::{
-    Configuration, EvaluateRequest, RoutingContext, StoredDelivery, WorkClass,
+    Configuration, Decision, EvaluateRequest, RoutingContext, StoredDelivery, WorkClass,
 };
 use tokio::sync::mpsc;
 use tokio::time::Instant;
@@ -35,6 +46,12 @@ pub struct TrialOptions {
     pub queue: usize,
     /// The most deliveries one trial call carries.
     pub batch: usize,
+    /// The most deliveries one write of a trial's counts holds.
+    pub write_batch: usize,
+    /// How long a batch waits for more deliveries once it has one: counts are written a
+    /// batch at a time, so under load a write holds a full batch, not the few deliveries
+    /// that arrived while the last one was written.
+    pub linger: Duration,
     /// Per-delivery budget of a trial evaluation (the live budget).
     pub budget_ms: u32,
     /// Trials that may run at once per webhook (`--max-trials-per-webhook`).
@@ -51,6 +68,8 @@ impl Default for TrialOptions {
             refresh: Duration::from_secs(2),
             queue: 4096,
             batch: 64,
+            write_batch: 1024,
+            linger: Duration::from_millis(200),
             budget_ms: 50,
             max_per_webhook: 1,
             capabilities: Capabilities::default(),
@@ -66,10 +85,128 @@ const MAX_CHILD_FAULTS: u32 = 3;
 /// How often trials past their `max_duration` are ended, deliveries or not.
 const SWEEP: Duration = Duration::from_secs(15);
 
+/// The most a candidate's rules may take per delivery, on average, and still ride in the
+/// live call: about what a call of its own costs the router to decode and parse a delivery
+/// again (docs/benchmarks.md, "Trials"), so beside the live rules it never costs more than
+/// apart, and the live answer waits at most that for it.
+pub const IN_CALL_MAX: Duration = Duration::from_micros(250);
+
+/// The most one evaluation counts in a candidate's average: one this slow never takes a
+/// candidate out of the live call, three in a row do.
+const IN_CALL_SAMPLE_MAX: Duration = Duration::from_micros(1500);
+
+/// The average past which a candidate in the live call leaves it: twice the average it
+/// entered under, so one that costs about [`IN_CALL_MAX`] does not go in and out.
+const IN_CALL_LEAVE: Duration = Duration::from_micros(500);
+
 /// A running trial as ingest offers it deliveries.
-struct Running {
+pub struct Running {
     trial: Trial,
     candidate: Configuration,
+    /// What its candidate has cost in this process: one for the trial, kept when the
+    /// webhook's running trials are read again.
+    cost: Arc<Mutex<Cost>>,
+}
+
+impl Running {
+    /// The configuration the trial evaluates (for a guard, the one its change replaced).
+    pub fn candidate(&self) -> &Configuration {
+        &self.candidate
+    }
+
+    /// The trial's id.
+    pub fn id(&self) -> &str {
+        &self.trial.id
+    }
+}
+
+/// Deliveries a candidate is evaluated apart, and found cheap on every one, before it may
+/// ride in the live call: a candidate that is over its budget never enters it.
+pub const IN_CALL_PROOF: u64 = 16;
+
+/// What a trial's candidate costs, and so where it runs.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct Cost {
+    /// A moving average of its rules' CPU time per delivery (an eighth per sample), in ns.
+    mean_ns: u64,
+    samples: u64,
+    place: Place,
+    /// Evaluations in this process, by where they ran.
+    pub evaluated: Places,
+}
+
+/// Evaluations of one trial's candidate by where they ran (this process's, since start).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Places {
+    pub live_call: u64,
+    pub apart: u64,
+}
+
+/// Where a candidate runs: apart until it has shown itself cheap, then in the live call
+/// until it shows itself costly, then apart for good (in this process).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+enum Place {
+    #[default]
+    Proving,
+    InCall,
+    Apart,
+}
+
+impl Cost {
+    /// Whether the candidate may ride in the live call.
+    pub fn in_call(&self) -> bool {
+        self.place == Place::InCall
+    }
+
+    /// One evaluation (in the live call or apart): its decision and its rules' CPU time.
+    /// A fault that is the candidate's cost (over its budget, a crashed child) sends it apart
+    /// for good; so does, once it is in the live call, an average past [`IN_CALL_LEAVE`]. It
+    /// enters the live call after [`IN_CALL_PROOF`] evaluations with the average under
+    /// [`IN_CALL_MAX`].
+    /// Each sample counts at most [`IN_CALL_SAMPLE_MAX`] in the average, so one slow first
+    /// evaluation in a fresh child (a pattern compiled on first use) is not a verdict.
+    pub fn observe(&mut self, after: &Decision, unit_ns: u64) {
+        if self.place == Place::Apart {
+            return;
+        }
+        let limit = |d: Duration| u64::try_from(d.as_nanos()).unwrap_or(u64::MAX);
+        let sample = unit_ns.min(limit(IN_CALL_SAMPLE_MAX));
+        self.mean_ns = if self.samples == 0 {
+            sample
+        } else {
+            self.mean_ns - self.mean_ns / 8 + sample / 8
+        };
+        self.samples += 1;
+        let costly_fault = after.fault_code == fault::BUDGET_EXCEEDED
+            || after.fault_code == fault::SANDBOX_CRASHED;
+        self.place = match self.place {
+            _ if costly_fault => Place::Apart,
+            Place::InCall if self.mean_ns > limit(IN_CALL_LEAVE) => Place::Apart,
+            Place::Proving
+                if self.mean_ns <= limit(IN_CALL_MAX) && self.samples >= IN_CALL_PROOF =>
+            {
+                Place::InCall
+            }
+            place => place,
+        };
+    }
+}
+
+/// Where a delivery's trials run: at most one beside the live rules, in their call.
+#[derive(Default)]
+pub struct Beside {
+    /// The trial whose candidate the live call carries as its second configuration.
+    pub in_call: Option<Arc<Running>>,
+    /// Whether other trials may want the delivery (apart, from a copy of it).
+    pub apart: bool,
+}
+
+/// What a queued offer holds of the candidate's decision.
+enum Candidate {
+    /// To be evaluated apart, on this copy of the delivery.
+    Evaluate(StoredDelivery),
+    /// Decided in the live call (`None`: no decision to count, not evaluated).
+    Decided(Option<Routed>),
 }
 
 struct Known {
@@ -84,7 +221,8 @@ struct Offer {
     /// The saved configuration's digest when the delivery was decided.
     saved_digest: String,
     live: Label<'static>,
-    delivery: StoredDelivery,
+    event_id: String,
+    candidate: Candidate,
 }
 
 /// The trials of this process: which run, and the queue of deliveries they evaluate.
@@ -133,11 +271,48 @@ impl Trials {
         })
     }
 
-    /// Whether `webhook_id` may have running trials, without waiting: `false` only when it
-    /// is known, recently, to have none (ingest then keeps no copy of the delivery).
-    pub fn may_run(&self, webhook_id: &str) -> bool {
-        self.fresh(webhook_id)
-            .is_none_or(|trials| !trials.is_empty())
+    /// Where the trials of `webhook`'s next delivery run, without waiting: the first running
+    /// trial beside the saved configuration whose candidate is cheap rides in the live call
+    /// (evaluated under `budget_ms`, the live budget, which must be the trials' own); the
+    /// rest, and every trial when they are not known fresh, run apart. A webhook known,
+    /// recently, to have none gets neither (ingest then keeps no copy of the delivery).
+    pub fn beside_live(&self, webhook: &Webhook, budget_ms: u32) -> Beside {
+        // A list older than `refresh` still says which candidate rides in the call (a trial
+        // ended meanwhile refuses what it is offered); the delivery also goes apart, which
+        // reads the list again and finds a trial started elsewhere.
+        let (trials, fresh) = {
+            let known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+            match known.get(&webhook.id) {
+                Some(k) => (k.trials.clone(), k.at.elapsed() < self.options.refresh),
+                None => {
+                    return Beside {
+                        in_call: None,
+                        apart: true,
+                    };
+                }
+            }
+        };
+        let in_call = (budget_ms == self.options.budget_ms)
+            .then(|| {
+                trials.iter().find(|t| {
+                    t.trial.base_config_digest == webhook.config_digest && lock(&t.cost).in_call()
+                })
+            })
+            .flatten()
+            .cloned();
+        let apart = !fresh || trials.len() > usize::from(in_call.is_some());
+        Beside { in_call, apart }
+    }
+
+    /// Where `trial_id`'s candidate has been evaluated in this process, while it is known
+    /// running here.
+    pub fn places(&self, trial_id: &str) -> Option<Places> {
+        let known = self.known.lock().unwrap_or_else(|e| e.into_inner());
+        known
+            .values()
+            .flat_map(|k| k.trials.iter())
+            .find(|t| t.trial.id == trial_id)
+            .map(|t| lock(&t.cost).evaluated)
     }
 
     /// A webhook's running trials as known, if known recently enough.
@@ -168,13 +343,27 @@ impl Trials {
                 Vec::new()
             }
         };
+        // A trial known before keeps what its candidate cost (and whether it went apart).
+        let before = self
+            .known
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(webhook_id)
+            .map(|k| k.trials.clone());
         let trials: Arc<Vec<Arc<Running>>> = Arc::new(
             trials
                 .into_iter()
                 .map(|trial| {
+                    let cost = before
+                        .iter()
+                        .flat_map(|b| b.iter())
+                        .find(|b| b.trial.id == trial.id)
+                        .map(|b| b.cost.clone())
+                        .unwrap_or_default();
                     Arc::new(Running {
                         candidate: Configuration::from(&trial.candidate),
                         trial,
+                        cost,
                     })
                 })
                 .collect(),
@@ -189,31 +378,70 @@ impl Trials {
         trials
     }
 
+    /// Counts what `trial`'s candidate decided on a delivery in its live call (`after`, in
+    /// `unit_ns` of its rules' time), beside the live decision, and learns its cost.
+    pub fn offer_decided(
+        &self,
+        trial: &Arc<Running>,
+        webhook: &Webhook,
+        live: &Label<'_>,
+        event_id: &str,
+        after: &Decision,
+        unit_ns: u64,
+    ) {
+        let decided = (after.fault_code != fault::NOT_EVALUATED)
+            .then(|| switchboard_packs::plan::routed(after));
+        if decided.is_some() {
+            let mut cost = lock(&trial.cost);
+            cost.observe(after, unit_ns);
+            cost.evaluated.live_call += 1;
+            switchboard_telemetry::metrics().trial_evaluations("live_call", 1);
+        }
+        self.queue(Offer {
+            trial: trial.clone(),
+            context: RoutingContext::default(),
+            saved_digest: webhook.config_digest.clone(),
+            live: live.clone().into_owned(),
+            event_id: event_id.to_string(),
+            candidate: Candidate::Decided(decided),
+        });
+    }
+
     /// Offers a delivery ingest has stored with its live decision to the webhook's running
-    /// trials. Never waits for an evaluation: a full queue sheds the delivery.
+    /// trials that run apart (every one but `in_call`, counted already). Never waits for an
+    /// evaluation: a full queue sheds the delivery.
     pub async fn offer(
         &self,
         webhook: &Webhook,
         context: &RoutingContext,
         live: &Label<'_>,
         delivery: StoredDelivery,
+        in_call: Option<&str>,
     ) {
         let running = self.running(&webhook.id).await;
         for trial in running.iter() {
-            let offer = Offer {
+            if in_call == Some(trial.trial.id.as_str()) {
+                continue;
+            }
+            self.queue(Offer {
                 trial: trial.clone(),
                 context: context.clone(),
                 saved_digest: webhook.config_digest.clone(),
                 live: live.clone().into_owned(),
-                delivery: delivery.clone(),
-            };
-            if let Err(mpsc::error::TrySendError::Full(offer)) = self.offers.try_send(offer) {
-                let mut shed = self.shed.lock().unwrap_or_else(|e| e.into_inner());
-                let (_, batch) = shed
-                    .entry(trial.trial.id.clone())
-                    .or_insert_with(|| (trial.clone(), TrialBatch::default()));
-                batch.record(&offer.delivery.event_id, &offer.live, None);
-            }
+                event_id: delivery.event_id.clone(),
+                candidate: Candidate::Evaluate(delivery.clone()),
+            });
+        }
+    }
+
+    /// Queues an offer; a full queue sheds it (counted as seen, not evaluated).
+    fn queue(&self, offer: Offer) {
+        if let Err(mpsc::error::TrySendError::Full(offer)) = self.offers.try_send(offer) {
+            let mut shed = self.shed.lock().unwrap_or_else(|e| e.into_inner());
+            let (_, batch) = shed
+                .entry(offer.trial.trial.id.clone())
+                .or_insert_with(|| (offer.trial.clone(), TrialBatch::default()));
+            batch.record(&offer.event_id, &offer.live, None);
         }
     }
 }
@@ -252,10 +480,12 @@ async fn run(
             continue;
         };
         let mut taken = vec![first];
-        while taken.len() < options.batch.max(1) {
-            match offers.try_recv() {
-                Ok(offer) => taken.push(offer),
-                Err(_) => break,
+        let until = Instant::now() + options.linger;
+        while taken.len() < options.write_batch.max(1) {
+            match tokio::time::timeout_at(until, offers.recv()).await {
+                Ok(Some(offer)) => taken.push(offer),
+                // The batch's time is up, or the process is ending: count what there is.
+                Ok(None) | Err(_) => break,
             }
         }
         let mut by_trial: BTreeMap<String, Vec<Offer>> = BTreeMap::new();
@@ -284,16 +514,36 @@ async fn evaluate(store: &Store, routers: &Routers, options: &TrialOptions, grou
         .into_iter()
         .partition(|o| o.saved_digest == trial.base_config_digest);
     let mut batch = TrialBatch::default();
-    if let Some(first) = beside.first() {
+    // Decided in the live call: counted as they are.
+    let (to_evaluate, decided): (Vec<Offer>, Vec<Offer>) = beside
+        .into_iter()
+        .partition(|o| matches!(o.candidate, Candidate::Evaluate(_)));
+    for offer in &decided {
+        if let Candidate::Decided(after) = &offer.candidate {
+            batch.record(&offer.event_id, &offer.live, after.as_ref());
+        }
+    }
+    // Apart: in router calls of at most `batch` deliveries each.
+    for part in to_evaluate.chunks(options.batch.max(1)) {
+        let Some(first) = part.first() else {
+            continue;
+        };
+        let deliveries: Vec<StoredDelivery> = part
+            .iter()
+            .filter_map(|o| match &o.candidate {
+                Candidate::Evaluate(d) => Some(d.clone()),
+                Candidate::Decided(_) => None,
+            })
+            .collect();
         let request = EvaluateRequest {
             context: Some(first.context.clone()),
             configurations: vec![running.candidate.clone()],
-            deliveries: beside.iter().map(|o| o.delivery.clone()).collect(),
+            deliveries,
             budget_ms: options.budget_ms,
             work_class: WorkClass::Replay as i32,
             tenant: trial.owner_scope.to_string(),
-            // A candidate over its budget on every delivery costs a few budgets per batch,
-            // not one per delivery: the rest of the batch is answered not evaluated.
+            // A candidate over its budget on every delivery costs a few budgets per call,
+            // not one per delivery: the rest of the call is answered not evaluated.
             max_child_faults: MAX_CHILD_FAULTS,
         };
         let answered = match routers.evaluate(request).await {
@@ -303,17 +553,26 @@ async fn evaluate(store: &Store, routers: &Routers, options: &TrialOptions, grou
                 Vec::new()
             }
         };
-        for offer in &beside {
-            let after = answered
-                .iter()
-                .find(|r| r.event_id == offer.delivery.event_id)
+        let mut evaluated = 0;
+        for offer in part {
+            let answer = answered.iter().find(|r| r.event_id == offer.event_id);
+            if let Some((d, ns)) =
+                answer.and_then(|r| Some((r.decisions.first()?, r.unit_ns.first()?)))
+            {
+                let mut cost = lock(&running.cost);
+                cost.observe(d, *ns);
+                cost.evaluated.apart += u64::from(d.fault_code != fault::NOT_EVALUATED);
+            }
+            let after = answer
                 .and_then(|r| r.decisions.first())
                 // A unit the router left unevaluated (its call stopped after its faults) says
                 // nothing about the delivery: not evaluated, not a fault.
-                .filter(|d| d.fault_code != switchboard_model::fault::NOT_EVALUATED)
+                .filter(|d| d.fault_code != fault::NOT_EVALUATED)
                 .map(switchboard_packs::plan::routed);
-            batch.record(&offer.delivery.event_id, &offer.live, after.as_ref());
+            evaluated += u64::from(after.is_some());
+            batch.record(&offer.event_id, &offer.live, after.as_ref());
         }
+        switchboard_telemetry::metrics().trial_evaluations("apart", evaluated);
     }
     // Decided elsewhere: if the saved configuration moved, the trial is stale (what it
     // counted beside its base still stands); if not (this replica decided with a copy read
@@ -326,7 +585,7 @@ async fn evaluate(store: &Store, routers: &Routers, options: &TrialOptions, grou
         {
             Ok(saved) if saved.config_digest == trial.base_config_digest => {
                 for offer in &elsewhere {
-                    batch.record(&offer.delivery.event_id, &offer.live, None);
+                    batch.record(&offer.event_id, &offer.live, None);
                 }
             }
             Ok(_) => stale = true,
@@ -402,8 +661,120 @@ fn count_deliveries(trial: &Trial, batch: &TrialBatch) {
     metrics.trial_deliveries(webhook, "not_evaluated", observed.not_evaluated());
 }
 
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 async fn end(store: &Store, trial: &Trial, why: TrialEnd) {
     if let Err(e) = store.end_running(&trial.owner_scope, &trial.id, why).await {
         tracing::warn!(trial = %trial.id, error = %e.log_text(), "trial not ended");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn decided() -> Decision {
+        Decision {
+            outcome: switchboard_proto::router::v1::Outcome::Drop as i32,
+            ..Default::default()
+        }
+    }
+
+    fn faulted(code: &str) -> Decision {
+        Decision {
+            outcome: switchboard_proto::router::v1::Outcome::Fault as i32,
+            fault_code: code.into(),
+            ..Default::default()
+        }
+    }
+
+    #[test]
+    fn a_cheap_candidate_enters_the_live_call_only_once_proven_apart() {
+        let mut cost = Cost::default();
+        for _ in 1..IN_CALL_PROOF {
+            cost.observe(&decided(), 20_000);
+            assert!(
+                !cost.in_call(),
+                "not before {IN_CALL_PROOF} cheap evaluations"
+            );
+        }
+        cost.observe(&decided(), 20_000);
+        assert!(cost.in_call());
+        // A rule fault is the rule's answer, not its cost: it stays.
+        cost.observe(&faulted(fault::RULE_FAULT), 20_000);
+        assert!(cost.in_call());
+    }
+
+    #[test]
+    fn a_sign_of_cost_sends_the_candidate_apart_for_good() {
+        let proven = || {
+            let mut cost = Cost::default();
+            for _ in 0..IN_CALL_PROOF {
+                cost.observe(&decided(), 10_000);
+            }
+            assert!(cost.in_call());
+            cost
+        };
+        for sign in [
+            vec![(faulted(fault::BUDGET_EXCEEDED), 0)],
+            vec![(faulted(fault::SANDBOX_CRASHED), 0)],
+            vec![(decided(), 6_000_000); 3],
+        ] {
+            let mut cost = proven();
+            for (after, ns) in &sign {
+                cost.observe(after, *ns);
+            }
+            assert!(!cost.in_call(), "{sign:?}");
+            for _ in 0..100 {
+                cost.observe(&decided(), 1_000);
+            }
+            assert!(!cost.in_call(), "for good: {sign:?}");
+        }
+        // An average past the limit, each evaluation under the single limit.
+        let mut cost = proven();
+        for _ in 0..40 {
+            cost.observe(&decided(), 600_000);
+        }
+        assert!(!cost.in_call());
+        // Between the two limits: it does not enter, and once in, it does not leave.
+        let mut cost = Cost::default();
+        for _ in 0..40 {
+            cost.observe(&decided(), 400_000);
+        }
+        assert!(!cost.in_call(), "over {IN_CALL_MAX:?} on average: not in");
+        let mut cost = proven();
+        for _ in 0..40 {
+            cost.observe(&decided(), 400_000);
+        }
+        assert!(
+            cost.in_call(),
+            "under {IN_CALL_LEAVE:?} on average: not out"
+        );
+    }
+
+    #[test]
+    fn one_slow_evaluation_is_not_a_verdict() {
+        // The first evaluation in a fresh child compiles a pattern: slow once, then cheap.
+        let mut cost = Cost::default();
+        cost.observe(&decided(), 8_000_000);
+        for _ in 1..IN_CALL_PROOF {
+            cost.observe(&decided(), 20_000);
+        }
+        assert!(cost.in_call(), "{cost:?}");
+        // And in the live call, one slow evaluation among cheap ones keeps it there.
+        cost.observe(&decided(), 8_000_000);
+        assert!(cost.in_call(), "{cost:?}");
+    }
+
+    #[test]
+    fn a_candidate_over_its_budget_never_enters_the_live_call() {
+        let mut cost = Cost::default();
+        cost.observe(&faulted(fault::BUDGET_EXCEEDED), 0);
+        for _ in 0..100 {
+            cost.observe(&decided(), 1_000);
+        }
+        assert!(!cost.in_call());
     }
 }

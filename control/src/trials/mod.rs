@@ -8,7 +8,7 @@
 pub mod guards;
 pub mod live;
 
-pub use live::{TrialOptions, Trials};
+pub use live::{Places, TrialOptions, Trials};
 
 use switchboard_model::plan::StaleCause;
 use switchboard_model::trial::{

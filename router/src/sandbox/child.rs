@@ -242,6 +242,7 @@ fn evaluate(
                 b.begin(unit as u64);
             }
             memory::start_unit(unit_memory);
+            let started = crate::sandbox::progress::thread_cpu_ns();
             let decision = match config.as_ref() {
                 Ok(c) => c.evaluate_marked(&ctx, envelope, |rule| {
                     if let Some(b) = board {
@@ -254,6 +255,7 @@ fn evaluate(
                     "the configuration does not validate",
                 ),
             };
+            let unit_ns = crate::sandbox::progress::thread_cpu_ns().saturating_sub(started);
             memory::end_unit();
             if let Some(b) = board {
                 b.end();
@@ -262,6 +264,7 @@ fn evaluate(
                 delivery_index: i as u32,
                 configuration_index: j as u32,
                 decision: Some(decision),
+                unit_ns,
             });
             if board.is_none() || flushed.elapsed() >= FLUSH_EVERY {
                 let units = std::mem::take(&mut pending);

@@ -178,6 +178,15 @@ fn own_cpu_ns() -> u64 {
         .saturating_add(t.tv_nsec as u64)
 }
 
+/// The CPU time the calling thread has used, in nanoseconds: what a child's unit cost,
+/// whatever else ran on the machine meanwhile.
+pub fn thread_cpu_ns() -> u64 {
+    let t = clock_gettime(ClockId::ThreadCPUTime);
+    (t.tv_sec as u64)
+        .saturating_mul(1_000_000_000)
+        .saturating_add(t.tv_nsec as u64)
+}
+
 /// The CPU time (every thread) of process `pid`, in nanoseconds: what a sandbox child has
 /// spent, read by its parent to hold a unit to its budget. `None` once it is gone.
 pub fn cpu_ns_of(pid: u32) -> Option<u64> {

@@ -92,7 +92,13 @@ impl Call {
     }
 }
 
-type Answers = Result<Vec<Option<Decision>>, SandboxError>;
+type Answers = Result<Answered, SandboxError>;
+
+/// A chunk's answers: per unit its decision, and the CPU time its rules took in the child.
+pub(super) struct Answered {
+    pub(super) units: Vec<Option<Decision>>,
+    pub(super) spent_ns: Vec<u64>,
+}
 
 /// One chunk of one call: its deliveries, the answers so far, and where they go.
 ///
@@ -104,6 +110,8 @@ pub(super) struct Job {
     /// Configurations per delivery.
     pub(super) configurations: usize,
     pub(super) units: Vec<Option<Decision>>,
+    /// Per unit, the CPU time its rules took in the child (0 where the parent decided it).
+    pub(super) spent_ns: Vec<u64>,
     pub(super) budget: Duration,
     pub(super) reply: oneshot::Sender<Answers>,
     pub(super) call: Arc<Call>,
@@ -179,6 +187,7 @@ impl Job {
         let job = Job {
             deliveries: self.deliveries.get(unit / n).cloned().into_iter().collect(),
             configurations: self.configurations,
+            spent_ns: vec![0; units.len()],
             units,
             budget: self.budget,
             reply,
@@ -196,7 +205,10 @@ impl Job {
         stats
             .units
             .fetch_add(self.units.len() as u64, Ordering::Relaxed);
-        let _ = self.reply.send(Ok(self.units));
+        let _ = self.reply.send(Ok(Answered {
+            units: self.units,
+            spent_ns: self.spent_ns,
+        }));
     }
 
     /// The job, or `None` when its call stopped and nothing of it is left to run ([`Job::stop`]).
@@ -294,6 +306,7 @@ impl Evaluation<'_> {
                 deliveries: c.to_vec(),
                 configurations: n,
                 units: vec![None; c.len() * n],
+                spent_ns: vec![0; c.len() * n],
                 budget: self.budget,
                 reply,
                 call: self.call.clone(),
@@ -313,12 +326,16 @@ impl Evaluation<'_> {
     pub async fn finish(self) -> Result<EvaluateResponse, SandboxError> {
         let n = self.call.configurations.len();
         let mut units = Vec::with_capacity(self.event_ids.len() * n);
+        let mut spent = Vec::with_capacity(self.event_ids.len() * n);
         for answer in self.answers {
-            units.extend(answer.await.map_err(|_| {
+            let answered = answer.await.map_err(|_| {
                 SandboxError::Spawn("the sandbox pool stopped before answering".into())
-            })??);
+            })??;
+            units.extend(answered.units);
+            spent.extend(answered.spent_ns);
         }
         let mut it = units.into_iter();
+        let mut spent = spent.into_iter();
         let results = self
             .event_ids
             .into_iter()
@@ -331,6 +348,7 @@ impl Evaluation<'_> {
                         })
                     })
                     .collect(),
+                unit_ns: (0..n).map(|_| spent.next().unwrap_or(0)).collect(),
             })
             .collect::<Vec<_>>();
         let counters = self
@@ -377,6 +395,7 @@ mod tests {
             deliveries,
             configurations: 2,
             units: vec![None; 8],
+            spent_ns: vec![0; 8],
             budget: Duration::from_millis(50),
             reply,
             call: Arc::new(Call {

@@ -107,6 +107,7 @@ pub(super) fn on_frame(
                     return Err(Failure::Died);
                 }
                 front.job.units[index] = u.decision;
+                front.job.spent_ns[index] = u.unit_ns;
             }
             Ok(None)
         }

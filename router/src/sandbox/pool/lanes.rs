@@ -142,7 +142,8 @@ async fn confirm(
             run(pool, c, alone, true).await
         };
         decided = match answer.await {
-            Ok(Ok(mut units)) => units
+            Ok(Ok(mut answered)) => answered
+                .units
                 .get_mut(unit % job.configurations.max(1))
                 .and_then(Option::take),
             _ => None,
