@@ -869,7 +869,8 @@ impl Store {
 
     /// After secrets were rewritten in place (sealed, or sealed again with a new key), leaves
     /// no earlier copy in the database's files: SQLite zeroes the old cells as it writes
-    /// (`secure_delete`), and a truncating checkpoint drops the WAL's older page images;
+    /// (`secure_delete`), `VACUUM` writes the file anew without the free pages an earlier
+    /// release left unzeroed, and a truncating checkpoint drops the WAL's older page images;
     /// PostgreSQL rewrites the table (`VACUUM FULL`), so its dead rows go with the old file.
     ///
     /// PostgreSQL keeps a dead row that a transaction begun before the rewrite may still see, so
@@ -878,6 +879,11 @@ impl Store {
     async fn scrub_rewritten_secrets(&self) -> Result<()> {
         match self.backend {
             crate::Backend::Sqlite => {
+                // secure_delete zeroes what is deleted from now on; a database an earlier
+                // release wrote holds freed pages it never zeroed (a deleted webhook's secret,
+                // a rotated one). VACUUM writes the file anew, without free pages; the
+                // checkpoint then empties the WAL of every older page image.
+                sqlx::query("VACUUM").execute(&self.pool).await?;
                 sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
                     .execute(&self.pool)
                     .await?;

@@ -17,6 +17,17 @@ pub use switchboard_testkit::payloads_dir::webhooks_dir;
 /// The environment variable a control or admin process reads its sealing key from.
 pub const SECRET_KEY_ENV: &str = "SWITCHBOARD_SECRET_KEY";
 
+/// A router's answer without the units' CPU times (`unit_ns`, which no two runs share): what
+/// two answers to the same call must agree on.
+pub fn decisions_only(
+    mut answer: switchboard_proto::router::v1::EvaluateResponse,
+) -> switchboard_proto::router::v1::EvaluateResponse {
+    for r in &mut answer.results {
+        r.unit_ns.clear();
+    }
+    answer
+}
+
 /// The key this test process seals webhook secrets with, as text: every in-process store
 /// uses it, and every `switchboard control` or `admin` a test starts gets it in
 /// [`SECRET_KEY_ENV`], so both sides open the same secrets.

@@ -103,13 +103,50 @@ pub async fn a_database_dump_holds_no_webhook_secret(db: TestDb) {
 pub async fn secrets_written_in_the_clear_are_sealed_at_start_and_still_verify(db: TestDb) {
     let alice = human(&db, "alice").await;
     let hook = webhook(&db, &alice).await;
-    // As the previous landing wrote it: the secret in the clear.
-    sqlx::query("UPDATE webhooks SET secret = $1 WHERE id = $2")
-        .bind(hook.secret.as_str())
-        .bind(hook.id.as_str())
-        .execute(db.pool())
-        .await
-        .expect("a clear secret");
+    // Enough webhooks that sealing them (a longer text than the clear one) moves rows and
+    // frees pages: a page SQLite frees keeps what it held unless something rewrites it.
+    let mut others = Vec::new();
+    for _ in 0..300 {
+        others.push(webhook(&db, &alice).await);
+    }
+    // As the previous landing wrote them: the secrets in the clear.
+    for h in std::iter::once(&hook).chain(&others) {
+        sqlx::query("UPDATE webhooks SET secret = $1 WHERE id = $2")
+            .bind(h.secret.as_str())
+            .bind(h.id.as_str())
+            .execute(db.pool())
+            .await
+            .expect("a clear secret");
+    }
+    // ...and deleted some, the clear secrets left in freed space (the previous landing did
+    // not zero what it deleted).
+    let gone = others.split_off(200);
+    if db.store.backend() == Backend::Sqlite {
+        let mut conn = db.pool().acquire().await.expect("a connection");
+        sqlx::query("PRAGMA secure_delete = OFF")
+            .execute(&mut *conn)
+            .await
+            .expect("as before");
+        for h in &gone {
+            sqlx::query("DELETE FROM webhooks WHERE id = $1")
+                .bind(h.id.as_str())
+                .execute(&mut *conn)
+                .await
+                .expect("deleted");
+        }
+        sqlx::query("PRAGMA secure_delete = FAST")
+            .execute(&mut *conn)
+            .await
+            .expect("as now");
+    } else {
+        for h in &gone {
+            sqlx::query("DELETE FROM webhooks WHERE id = $1")
+                .bind(h.id.as_str())
+                .execute(db.pool())
+                .await
+                .expect("deleted");
+        }
+    }
     let reopened = Store::connect(&db.url, db.sealing_key())
         .await
         .expect("reopen");
@@ -138,6 +175,18 @@ pub async fn secrets_written_in_the_clear_are_sealed_at_start_and_still_verify(d
     assert!(
         !text.contains(&hook.secret),
         "the secret written in the clear survives in the database's bytes"
+    );
+    let survived = others
+        .iter()
+        .chain(&gone)
+        .filter(|h| text.contains(h.secret.as_str()))
+        .count();
+    assert_eq!(
+        survived,
+        0,
+        "of {} secrets written in the clear ({} of them deleted since), some survive in the database's bytes",
+        others.len() + gone.len(),
+        gone.len()
     );
     reopened.close().await;
 }
