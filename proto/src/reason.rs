@@ -17,11 +17,14 @@ pub mod exit {
     /// Bad usage: a bad flag or argument, no credential, an input control refused as invalid.
     pub const USAGE: u8 = 2;
     /// Not found or not permitted: an unknown id, another scope's, a verb or role the
-    /// endpoint lacks, an unknown or revoked credential.
+    /// endpoint lacks.
     pub const NOT_FOUND: u8 = 3;
     /// A refusal the user must act on: the plan is stale, unproven or refused, it waits for a
     /// person's approval, or the configuration changed underneath (conflict).
     pub const REFUSED: u8 = 4;
+    /// The credential itself was refused (unknown, revoked, expired): a script tells a bad
+    /// token from a missing object without reading stderr (issue 49).
+    pub const UNAUTHENTICATED: u8 = 5;
 }
 
 impl std::fmt::Display for Reason {
@@ -182,9 +185,8 @@ impl Reason {
     /// docs/cli.md): what a script branches on without reading stderr.
     pub const fn exit_code(self) -> u8 {
         match self {
-            Reason::Unauthenticated | Reason::PermissionDenied | Reason::NotFound => {
-                exit::NOT_FOUND
-            }
+            Reason::Unauthenticated => exit::UNAUTHENTICATED,
+            Reason::PermissionDenied | Reason::NotFound => exit::NOT_FOUND,
             Reason::InvalidArgument
             | Reason::InvalidConfiguration
             | Reason::InvalidParams

@@ -31,7 +31,7 @@ use tonic::Status;
 pub use switchboard_proto::reason::exit;
 
 /// What every command's exit code and `--help` say.
-pub const EXIT_CODES_HELP: &str = "Exit codes: 0 ok, 1 other (control unreachable, internal), 2 bad usage (a bad flag, no SWITCHBOARD_TOKEN, invalid input), 3 not found or not permitted, 4 refused until you act (plan_stale, unproven, pending_approval, conflict, version_mismatch, local_edits, requires_pack, required_by_pack, default_conflict, pack_rule_faults, unavailable_version, approval_required).";
+pub const EXIT_CODES_HELP: &str = "Exit codes: 0 ok, 1 other (control unreachable, internal), 2 bad usage (a bad flag, no SWITCHBOARD_TOKEN, invalid input), 3 not found or not permitted, 4 refused until you act (plan_stale, unproven, pending_approval, conflict, version_mismatch, local_edits, requires_pack, required_by_pack, default_conflict, pack_rule_faults, unavailable_version, approval_required), 5 the credential was refused (unknown, revoked or expired).";
 
 /// The flags every people's command takes; `global` so they may follow the subcommand.
 #[derive(Args, Debug, Clone)]
@@ -350,9 +350,10 @@ mod tests {
         ] {
             assert_eq!(exit_for(code), exit::REFUSED, "{code}");
         }
-        for code in ["not_found", "permission_denied", "unauthenticated"] {
+        for code in ["not_found", "permission_denied"] {
             assert_eq!(exit_for(code), exit::NOT_FOUND, "{code}");
         }
+        assert_eq!(exit_for("unauthenticated"), exit::UNAUTHENTICATED);
         assert_eq!(exit_for("invalid_configuration"), exit::USAGE);
         assert_eq!(exit_for("control_unavailable"), exit::OTHER);
         assert_eq!(exit_for("internal"), exit::OTHER);

@@ -100,6 +100,12 @@ pub const INGEST_REFUSAL_REASONS: [&str; 5] = [
 /// What retention purges (`switchboard.retention.purged`' `what`).
 pub const RETENTION_PURGES: [&str; 4] = ["event", "plan", "redrive", "trial"];
 
+/// How ingest stored a delivery (`switchboard.ingest.stored`' `how`).
+pub const INGEST_STORED_HOW: [&str; 2] = ["with_decision", "before_decision"];
+
+/// What a breached guard did (`switchboard.guard.breaches`' `outcome`).
+pub const GUARD_BREACH_OUTCOMES: [&str; 2] = ["reverted", "alerted"];
+
 /// Where a trial's candidate is evaluated (`switchboard.trial.evaluations`' `where`).
 pub const TRIAL_EVALUATION_PLACES: [&str; 2] = ["live_call", "apart"];
 
@@ -120,6 +126,15 @@ pub fn metrics() -> &'static Metrics {
         for what in RETENTION_PURGES {
             made.retention_purged.add(0, &[KeyValue::new("what", what)]);
         }
+        for how in INGEST_STORED_HOW {
+            made.ingest_stored.add(0, &[KeyValue::new("how", how)]);
+        }
+        for outcome in GUARD_BREACH_OUTCOMES {
+            made.guard_breaches
+                .add(0, &[KeyValue::new("outcome", outcome)]);
+        }
+        made.plan_confirms
+            .add(0, &[KeyValue::new("outcome", "applied")]);
         for place in TRIAL_EVALUATION_PLACES {
             made.trial_evaluations
                 .add(0, &[KeyValue::new("where", place)]);

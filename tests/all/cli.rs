@@ -871,8 +871,8 @@ pub async fn admin_cli_manages_tenancy_webhooks_and_endpoints(db: TestDb) {
     assert!(!done && err.contains("unauthenticated"), "{err}");
     assert_eq!(
         admin_exit(&as_ci, &["team", "list"]).0,
-        3,
-        "unauthenticated is 3"
+        5,
+        "unauthenticated is 5, apart from not_found's 3"
     );
     let listed = ok(run(&["operator", "list"], ""));
     assert!(
@@ -1503,7 +1503,7 @@ async fn explain_tells_why_a_delivery_went_where_it_did() {
     assert!(out.contains("recorded  default (no rule matched)\nversion   1\ncurrent   queue:triage by rule prs under version 3 (differs)\n"), "{out}");
     assert!(!out.contains("<- decided"), "{out}");
 
-    // Exit codes: not found 3, no credential or a bad flag 2, a wrong credential 3, no
+    // Exit codes: not found 3, no credential or a bad flag 2, a wrong credential 5, no
     // control 1.
     let unknown = format!("ev_{}", "0".repeat(32));
     let (code, _, err) = explain(grpc, token, &[&unknown]);
@@ -1517,7 +1517,7 @@ async fn explain_tells_why_a_delivery_went_where_it_did() {
     let (code, _, err) = explain(grpc, token, &[&first, "--output", "yaml"]);
     assert_eq!(code, 2, "{err}");
     let (code, _, err) = explain(grpc, Some("sbe_nope"), &[&first]);
-    assert_eq!((code, err.contains("unauthenticated")), (3, true), "{err}");
+    assert_eq!((code, err.contains("unauthenticated")), (5, true), "{err}");
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let nowhere = closed.local_addr().expect("address").to_string();
     drop(closed);

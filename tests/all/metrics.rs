@@ -155,6 +155,17 @@ async fn metrics_are_scraped_and_the_backlog_gauges_move_with_the_work() {
         &m::RETENTION_PURGES,
     );
     present(
+        "switchboard_ingest_stored_total",
+        "how",
+        &m::INGEST_STORED_HOW,
+    );
+    present(
+        "switchboard_guard_breaches_total",
+        "outcome",
+        &m::GUARD_BREACH_OUTCOMES,
+    );
+    present("switchboard_plan_confirms_total", "outcome", &["applied"]);
+    present(
         "switchboard_trial_evaluations_total",
         "where",
         &m::TRIAL_EVALUATION_PLACES,

@@ -713,7 +713,7 @@ pub async fn people_cli_answers_every_command_as_table_and_json(db: TestDb) {
     let out = run(grpc, Some("sbe_nope"), &["todos", "list"], &[]);
     assert_eq!(
         (out.code, out.stderr.contains("unauthenticated")),
-        (3, true),
+        (5, true),
         "{out:?}"
     );
     let closed = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");

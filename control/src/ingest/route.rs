@@ -320,10 +320,11 @@ async fn store_draft(
     decided: Option<RecordDecision>,
     stored: oneshot::Sender<crate::Result<Event>>,
 ) -> Option<(String, Option<TodoInsert>)> {
+    let [with_decision, before_decision] = switchboard_telemetry::metrics::INGEST_STORED_HOW;
     let how = if decided.is_some() {
-        "with_decision"
+        with_decision
     } else {
-        "before_decision"
+        before_decision
     };
     match state.store.store_event(draft, decided).await {
         Ok((event, todo)) => {
