@@ -225,14 +225,37 @@ pub async fn delete_takes_events_todos_and_history_along(db: TestDb) {
                 .await
                 .unwrap()
         );
+        // A plan of each (issue 49: a deleted webhook takes its plans along).
+        let (_, token_hash) = switchboard_store::new_plan_token().unwrap();
+        db.insert_plan(switchboard_store::NewPlan {
+            webhook_id: w.id.clone(),
+            owner_scope: w.owner_scope.clone(),
+            token_hash,
+            pack_name: "drop-ci-noise".into(),
+            pack_version: "1.0.0".into(),
+            params_digest: "p".into(),
+            candidate: crate::harness::config_routing_to("forge"),
+            base_config_version: w.config_version,
+            expires_at: db.clock().now_ms() + 15 * 60 * 1000,
+            plan: switchboard_model::plan::StoredPlan::default(),
+        })
+        .await
+        .unwrap();
     }
     db.delete_webhook(&alice, &wh.id).await.unwrap();
     not_found(db.get_webhook(&alice, &wh.id).await, "webhook");
     not_found(db.delete_webhook(&alice, &wh.id).await, "webhook");
-    for table in ["events", "todos", "configuration_history", "replay_leases"] {
+    for table in [
+        "events",
+        "todos",
+        "configuration_history",
+        "replay_leases",
+        "plans",
+    ] {
         let sql = match table {
             "events" => "SELECT COUNT(*) AS n FROM events WHERE webhook_id = $1",
             "todos" => "SELECT COUNT(*) AS n FROM todos WHERE webhook_id = $1",
+            "plans" => "SELECT COUNT(*) AS n FROM plans WHERE webhook_id = $1",
             "configuration_history" => {
                 "SELECT COUNT(*) AS n FROM configuration_history WHERE webhook_id = $1"
             }
