@@ -608,8 +608,9 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
                         ..Default::default()
                     })
                     .await
-                    .map_err(api)
-                    .and_then(answered)?
+                    .map_err(api)?
+                    // Not echoed with --output json: the export is JSON Lines already.
+                    .into_inner()
                     .entries;
                 let Some(last) = page.last() else { break };
                 after = last.seq;

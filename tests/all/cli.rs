@@ -926,8 +926,13 @@ humans=$(sb human list --output json | jq -r '.humans | map(.login) | join(",")'
 set +e
 sb human delete nobody --yes --output json > refused.out 2> refused.err
 code=$?
+sb team delete ops --yes --output json > owns.out 2> owns.err
+owns=$?
+sb webhook name "$id" "$(printf '%081d' 0)" --output json > long.out 2> long.err
+long=$?
 set -e
-printf '%s\n' "login=$login" "role=$role" "hook=${hook#* }" "named=$named" "listed=$listed" "humans=$humans" "refused=$code" "refused_stdout=$(wc -c < refused.out)" "refused_stderr=$(cat refused.err)"
+exported=$(sb changes export --output json | jq -s 'length > 0 and all(.[]; (keys == ["entry", "hash"]))')
+printf '%s\n' "login=$login" "role=$role" "hook=${hook#* }" "named=$named" "listed=$listed" "humans=$humans" "refused=$code" "refused_stdout=$(wc -c < refused.out)" "refused_stderr=$(cat refused.err)" "owns=$owns" "owns_stderr=$(cat owns.err)" "long=$long" "long_stderr=$(cat long.err)" "exported=$exported"
 "#;
     let dir = tempfile::tempdir().expect("a dir");
     let out = Command::new("sh")
@@ -966,6 +971,17 @@ printf '%s\n' "login=$login" "role=$role" "hook=${hook#* }" "named=$named" "list
         "nothing on stdout: {stdout}"
     );
     assert!(facts["refused_stderr"].contains("not_found"), "{stdout}");
+    // A team that still owns a webhook is not deleted: a refusal to act on, exit 4.
+    assert_eq!(facts["owns"], "4", "{stdout}");
+    assert!(facts["owns_stderr"].contains("conflict"), "{stdout}");
+    // An 81-character name is invalid input: exit 2.
+    assert_eq!(facts["long"], "2", "{stdout}");
+    assert!(
+        facts["long_stderr"].contains("invalid_argument"),
+        "{stdout}"
+    );
+    // The export is JSON Lines of {entry, hash} whatever --output says, nothing else on stdout.
+    assert_eq!(facts["exported"], "true", "{stdout}");
 }
 
 /// `switchboard admin` against a control that is not there names control and the address the
