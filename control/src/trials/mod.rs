@@ -5,10 +5,12 @@
 //! (the model's [`TrialReport`]) from the store's tallies. Promotion is a plan, so it lives
 //! with the plans (`rule_packs::promote`).
 
+pub mod cost;
 pub mod guards;
 pub mod live;
 
-pub use live::{Places, TrialOptions, Trials};
+pub use cost::Places;
+pub use live::{TrialOptions, Trials};
 
 use switchboard_model::plan::StaleCause;
 use switchboard_model::trial::{
