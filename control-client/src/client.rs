@@ -162,12 +162,29 @@ unary! {
 /// The largest page a listing serves: walking a listing asks for these.
 const WALK_PAGE: u32 = 200;
 
+/// Every item of a keyset-paged listing: `page(cursor)` answers one page's items and the next
+/// cursor, empty after the last page.
+async fn walk<T, F, Fut>(mut page: F) -> Result<Vec<T>, Status>
+where
+    F: FnMut(String) -> Fut,
+    Fut: std::future::Future<Output = Result<(Vec<T>, String), Status>>,
+{
+    let mut all = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let (items, next) = page(cursor).await?;
+        all.extend(items);
+        if next.is_empty() {
+            return Ok(all);
+        }
+        cursor = next;
+    }
+}
+
 impl ControlClient {
     /// Every webhook of the caller's scope, oldest first: `ListWebhooks` page by page.
     pub async fn all_webhooks(&self, bearer: &Bearer) -> Result<Vec<pb::Webhook>, Status> {
-        let mut webhooks = Vec::new();
-        let mut cursor = String::new();
-        loop {
+        walk(|cursor| async move {
             let page = self
                 .list_webhooks(
                     bearer,
@@ -177,12 +194,9 @@ impl ControlClient {
                     },
                 )
                 .await?;
-            webhooks.extend(page.webhooks);
-            if page.next_cursor.is_empty() {
-                return Ok(webhooks);
-            }
-            cursor = page.next_cursor;
-        }
+            Ok((page.webhooks, page.next_cursor))
+        })
+        .await
     }
 
     /// Every trial of a webhook, newest first: `ListRuleTrials` page by page.
@@ -191,9 +205,7 @@ impl ControlClient {
         bearer: &Bearer,
         webhook_id: &str,
     ) -> Result<Vec<pb::RuleTrial>, Status> {
-        let mut trials = Vec::new();
-        let mut cursor = String::new();
-        loop {
+        walk(|cursor| async move {
             let page = self
                 .list_rule_trials(
                     bearer,
@@ -204,12 +216,9 @@ impl ControlClient {
                     },
                 )
                 .await?;
-            trials.extend(page.trials);
-            if page.next_cursor.is_empty() {
-                return Ok(trials);
-            }
-            cursor = page.next_cursor;
-        }
+            Ok((page.trials, page.next_cursor))
+        })
+        .await
     }
 
     /// `InstallRulePack`: progress events, then the result. Dropping the stream cancels the
