@@ -791,14 +791,24 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
             say!("endpoint {} revoked", e.id);
         }
         AdminCommand::Endpoint(EndpointCommand::List { scope }) => {
-            let endpoints = client
-                .list_endpoints(pb::ListEndpointsRequest {
-                    owner_scope: scope.map(|s| s.to_string()),
-                })
-                .await
-                .map_err(api)
-                .and_then(answered)?
-                .endpoints;
+            let mut endpoints = Vec::new();
+            let mut cursor = String::new();
+            loop {
+                let page = client
+                    .list_endpoints(pb::ListEndpointsRequest {
+                        owner_scope: scope.as_ref().map(|s| s.to_string()),
+                        cursor,
+                        limit: 200,
+                    })
+                    .await
+                    .map_err(api)
+                    .and_then(answered)?;
+                endpoints.extend(page.endpoints);
+                if page.next_cursor.is_empty() {
+                    break;
+                }
+                cursor = page.next_cursor;
+            }
             for e in endpoints {
                 let families: Vec<String> = verbs::group_by_family(&e.verbs)
                     .into_iter()
@@ -833,12 +843,23 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
             );
         }
         AdminCommand::Operator(OperatorCommand::List) => {
-            let all = client
-                .list_operator_credentials(pb::ListOperatorCredentialsRequest {})
-                .await
-                .map_err(api)
-                .and_then(answered)?
-                .credentials;
+            let mut all = Vec::new();
+            let mut cursor = String::new();
+            loop {
+                let page = client
+                    .list_operator_credentials(pb::ListOperatorCredentialsRequest {
+                        cursor,
+                        limit: 200,
+                    })
+                    .await
+                    .map_err(api)
+                    .and_then(answered)?;
+                all.extend(page.credentials);
+                if page.next_cursor.is_empty() {
+                    break;
+                }
+                cursor = page.next_cursor;
+            }
             for c in all {
                 say!(
                     "{}\t{}\t{}\tcreated_by={}",
@@ -1186,12 +1207,20 @@ async fn scope(client: &mut Client, command: ScopeCommand) -> anyhow::Result<()>
             }
         }
         ScopeCommand::List => {
-            let all = client
-                .list_grant_allowances(pb::ListGrantAllowancesRequest {})
-                .await
-                .map_err(api)
-                .and_then(answered)?
-                .allowances;
+            let mut cursor = String::new();
+            let mut all = Vec::new();
+            loop {
+                let page = client
+                    .list_grant_allowances(pb::ListGrantAllowancesRequest { cursor, limit: 200 })
+                    .await
+                    .map_err(api)
+                    .and_then(answered)?;
+                all.extend(page.allowances);
+                if page.next_cursor.is_empty() {
+                    break;
+                }
+                cursor = page.next_cursor;
+            }
             for a in all {
                 say!("{}\t{}", a.owner_scope, a.queues.join(","));
             }

@@ -175,6 +175,29 @@ impl Store {
         .await?;
         rows.iter().map(allowance).collect()
     }
+
+    /// Every allowance, by owner scope, one page at a time.
+    pub async fn list_grant_allowances_page(
+        &self,
+        page: &crate::Page,
+    ) -> Result<crate::Paged<GrantAllowance>> {
+        let size = page.size()?;
+        let after = page
+            .opened(crate::Listing::GrantAllowances)?
+            .unwrap_or_default();
+        let rows = sqlx::query(
+            "SELECT owner_scope, queues, updated_at FROM grant_allowances WHERE owner_scope > $1 \
+             ORDER BY owner_scope LIMIT $2",
+        )
+        .bind(after)
+        .bind(size + 1)
+        .fetch_all(&self.pool)
+        .await?;
+        let items = rows.iter().map(allowance).collect::<Result<Vec<_>>>()?;
+        Ok(crate::into_page(items, size, |a| {
+            crate::cursor(crate::Listing::GrantAllowances, &a.owner_scope.to_string())
+        }))
+    }
 }
 
 #[cfg(test)]

@@ -213,4 +213,33 @@ impl Store {
         };
         rows.iter().map(endpoint).collect()
     }
+
+    /// Every endpoint, or those of one scope, oldest first, one page at a time (issue 49:
+    /// every listing is paged).
+    pub async fn list_endpoints_page(
+        &self,
+        scope: Option<&OwnerScope>,
+        page: &crate::Page,
+    ) -> Result<crate::Paged<Endpoint>> {
+        let size = page.size()?;
+        let (at, id) = page
+            .position(crate::Listing::Endpoints)?
+            .unwrap_or((i64::MIN, String::new()));
+        // An empty scope filter matches every scope (no scope is empty).
+        let rows = sqlx::query(
+            "SELECT id, name, human_login, owner_scope, verbs, created_at, revoked_at FROM endpoints \
+             WHERE ($1 = '' OR owner_scope = $1) AND (created_at > $2 OR (created_at = $2 AND id > $3)) \
+             ORDER BY created_at, id LIMIT $4",
+        )
+        .bind(scope.map(ToString::to_string).unwrap_or_default())
+        .bind(at)
+        .bind(id)
+        .bind(size + 1)
+        .fetch_all(&self.pool)
+        .await?;
+        let items = rows.iter().map(endpoint).collect::<Result<Vec<_>>>()?;
+        Ok(crate::into_page(items, size, |e| {
+            crate::cursor_for(crate::Listing::Endpoints, e.created_at, &e.id)
+        }))
+    }
 }

@@ -425,6 +425,9 @@ pub(crate) enum Listing {
     Teams,
     ScopeWebhooks,
     Trials,
+    Endpoints,
+    OperatorCredentials,
+    GrantAllowances,
 }
 
 impl Listing {
@@ -438,6 +441,9 @@ impl Listing {
             Listing::Teams => "g1",
             Listing::ScopeWebhooks => "w1",
             Listing::Trials => "r1",
+            Listing::Endpoints => "n1",
+            Listing::OperatorCredentials => "o1",
+            Listing::GrantAllowances => "l1",
         }
     }
 }

@@ -157,6 +157,30 @@ impl Store {
         rows.iter().map(credential).collect()
     }
 
+    /// Every operator credential, oldest first, one page at a time (never a token).
+    pub async fn list_operator_credentials_page(
+        &self,
+        page: &Page,
+    ) -> Result<Paged<OperatorCredential>> {
+        let size = page.size()?;
+        let (at, id) = page
+            .position(crate::Listing::OperatorCredentials)?
+            .unwrap_or((i64::MIN, String::new()));
+        let rows = sqlx::query(
+            "SELECT id, name, created_at, revoked_at, created_by FROM operator_credentials \
+             WHERE created_at > $1 OR (created_at = $1 AND id > $2) ORDER BY created_at, id LIMIT $3",
+        )
+        .bind(at)
+        .bind(id)
+        .bind(size + 1)
+        .fetch_all(&self.pool)
+        .await?;
+        let items = rows.iter().map(credential).collect::<Result<Vec<_>>>()?;
+        Ok(crate::into_page(items, size, |c| {
+            crate::cursor_for(crate::Listing::OperatorCredentials, c.created_at, &c.id)
+        }))
+    }
+
     /// Revokes an operator credential at once, audited in the same transaction; revoking
     /// twice keeps the first time. `not_found` for an unknown id.
     pub async fn revoke_operator_credential(

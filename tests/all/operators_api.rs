@@ -10,7 +10,7 @@ use switchboard_proto::control::v1::operators_client::OperatorsClient;
 use tonic::transport::Channel;
 use tonic::{Code, Request};
 
-use crate::control_harness::{Control, ControlSetup, TestDb, human, on_every_backend};
+use crate::control_harness::{Control, ControlSetup, TestDb, human, on_every_backend, webhook};
 
 on_every_backend! {
     only_operator_credentials_open_the_operators_api,
@@ -20,6 +20,7 @@ on_every_backend! {
     the_change_log_lists_exports_and_verifies_and_names_a_tampered_entry,
     offboarding_a_member_and_a_webhook_takes_effect_at_once_and_is_logged,
     operators_read_every_time_as_a_timestamp,
+    every_operator_listing_pages_with_opaque_cursors,
 }
 
 fn with<T>(token: &str, message: T) -> Request<T> {
@@ -156,7 +157,7 @@ async fn only_operator_credentials_open_the_operators_api(db: TestDb) {
     assert_eq!(revoked.code(), Code::Unauthenticated);
     assert_eq!(revoked.message(), unknown.message());
     let listed = api
-        .list_operator_credentials(with(&root, pb::ListOperatorCredentialsRequest {}))
+        .list_operator_credentials(with(&root, pb::ListOperatorCredentialsRequest::default()))
         .await
         .expect("list")
         .into_inner()
@@ -1269,7 +1270,7 @@ async fn operators_read_every_time_as_a_timestamp(db: TestDb) {
     assert_eq!(ms(&revoked.revoked_at), revoked.revoked_at_ms);
     assert!(revoked.revoked_at.is_some());
     let credentials = api
-        .list_operator_credentials(with(&token, pb::ListOperatorCredentialsRequest {}))
+        .list_operator_credentials(with(&token, pb::ListOperatorCredentialsRequest::default()))
         .await
         .expect("credentials")
         .into_inner()
@@ -1330,4 +1331,258 @@ async fn operators_read_every_time_as_a_timestamp(db: TestDb) {
         "{}",
         refused.message()
     );
+}
+
+/// Walks a listing page by page (`page(cursor)` answers one page's ids and its next cursor):
+/// every id, and the number of pages.
+async fn walk<F, Fut>(mut page: F) -> (Vec<String>, usize)
+where
+    F: FnMut(String) -> Fut,
+    Fut:
+        std::future::Future<Output = Result<tonic::Response<(Vec<String>, String)>, tonic::Status>>,
+{
+    let (mut all, mut pages, mut cursor) = (Vec::new(), 0, String::new());
+    loop {
+        let (ids, next) = page(cursor).await.expect("a page").into_inner();
+        assert!(ids.len() <= 2, "a page holds at most its limit");
+        all.extend(ids);
+        pages += 1;
+        if next.is_empty() {
+            return (all, pages);
+        }
+        cursor = next;
+    }
+}
+
+/// Issue 49: endpoints, operator credentials, grant allowances and a scope's webhooks are
+/// listed a page at a time, each item once, in the order the whole listing has; a cursor of
+/// another listing, or a limit over 200, is refused as invalid.
+async fn every_operator_listing_pages_with_opaque_cursors(db: TestDb) {
+    let control = Control::start(&db.store, &[], ControlSetup::default()).await;
+    let api = client(&control).await;
+    let token = db
+        .store
+        .create_operator_credential("root", None)
+        .await
+        .expect("bootstrap")
+        .token;
+    for name in ["second", "third", "fourth", "fifth"] {
+        db.store
+            .create_operator_credential(name, None)
+            .await
+            .expect("credential");
+    }
+    let logins = ["carol", "alice", "erin", "bob", "dave"];
+    let mut scopes = Vec::new();
+    for login in logins {
+        let scope = human(&db.store, login).await;
+        db.store
+            .set_grant_allowance(&scope, &["forge".to_string()])
+            .await
+            .expect("allowance");
+        scopes.push(scope);
+    }
+    // One endpoint each, and two more of alice's: seven in all, three of hers.
+    for login in logins.into_iter().chain(["alice", "alice"]) {
+        endpoint_in(&db.store, login).await;
+    }
+    let mut alices_webhooks = Vec::new();
+    for _ in 0..5 {
+        let w = webhook(
+            &db.store,
+            &scopes[1],
+            switchboard_control::store::SourceType::Gitea,
+            None,
+        )
+        .await;
+        alices_webhooks.push(w.id);
+    }
+
+    let (credentials, pages) = walk(|cursor| {
+        let mut api = api.clone();
+        let token = token.clone();
+        async move {
+            let r = api
+                .list_operator_credentials(with(
+                    &token,
+                    pb::ListOperatorCredentialsRequest { cursor, limit: 2 },
+                ))
+                .await?
+                .into_inner();
+            let ids = r.credentials.into_iter().map(|c| c.id).collect();
+            Ok(tonic::Response::new((ids, r.next_cursor)))
+        }
+    })
+    .await;
+    let whole: Vec<String> = db
+        .store
+        .list_operator_credentials()
+        .await
+        .expect("all")
+        .into_iter()
+        .map(|c| c.id)
+        .collect();
+    assert_eq!(
+        (credentials, pages),
+        (whole, 3),
+        "five credentials, oldest first"
+    );
+
+    let (allowances, pages) = walk(|cursor| {
+        let mut api = api.clone();
+        let token = token.clone();
+        async move {
+            let r = api
+                .list_grant_allowances(with(
+                    &token,
+                    pb::ListGrantAllowancesRequest { cursor, limit: 2 },
+                ))
+                .await?
+                .into_inner();
+            let ids = r.allowances.into_iter().map(|a| a.owner_scope).collect();
+            Ok(tonic::Response::new((ids, r.next_cursor)))
+        }
+    })
+    .await;
+    assert_eq!(
+        (allowances, pages),
+        (
+            ["alice", "bob", "carol", "dave", "erin"]
+                .map(|l| format!("human:{l}"))
+                .to_vec(),
+            3
+        ),
+        "by owner scope"
+    );
+
+    for filter in [None, Some(scopes[1].to_string())] {
+        let (endpoints, pages) = walk(|cursor| {
+            let mut api = api.clone();
+            let token = token.clone();
+            let owner_scope = filter.clone();
+            async move {
+                let r = api
+                    .list_endpoints(with(
+                        &token,
+                        pb::ListEndpointsRequest {
+                            owner_scope,
+                            cursor,
+                            limit: 2,
+                        },
+                    ))
+                    .await?
+                    .into_inner();
+                let ids = r.endpoints.into_iter().map(|e| e.id).collect();
+                Ok(tonic::Response::new((ids, r.next_cursor)))
+            }
+        })
+        .await;
+        let scope = filter
+            .as_deref()
+            .map(|s| s.parse::<OwnerScope>().expect("scope"));
+        let whole: Vec<String> = db
+            .store
+            .list_endpoints(scope.as_ref())
+            .await
+            .expect("all")
+            .into_iter()
+            .map(|e| e.id)
+            .collect();
+        let expected_pages = whole.len().div_ceil(2);
+        assert_eq!(whole.len(), if filter.is_some() { 3 } else { 7 });
+        assert_eq!(
+            (endpoints, pages),
+            (whole, expected_pages),
+            "endpoints of {filter:?}"
+        );
+    }
+
+    let (webhooks, pages) = walk(|cursor| {
+        let mut api = api.clone();
+        let token = token.clone();
+        let owner_scope = scopes[1].to_string();
+        async move {
+            let r = api
+                .list_scope_webhooks(with(
+                    &token,
+                    pb::ListScopeWebhooksRequest {
+                        owner_scope,
+                        cursor,
+                        limit: 2,
+                    },
+                ))
+                .await?
+                .into_inner();
+            let ids = r.webhooks.into_iter().map(|w| w.id).collect();
+            Ok(tonic::Response::new((ids, r.next_cursor)))
+        }
+    })
+    .await;
+    let mut sorted_webhooks = webhooks.clone();
+    sorted_webhooks.sort();
+    alices_webhooks.sort();
+    assert_eq!(
+        (sorted_webhooks, pages),
+        (alices_webhooks, 3),
+        "each of alice's webhooks once"
+    );
+
+    // One listing's cursor is not another's; a limit over 200 is refused.
+    let mut api = api.clone();
+    let first = api
+        .list_grant_allowances(with(
+            &token,
+            pb::ListGrantAllowancesRequest {
+                cursor: String::new(),
+                limit: 2,
+            },
+        ))
+        .await
+        .expect("a page")
+        .into_inner();
+    assert_eq!(first.allowances.len(), 2);
+    let foreign = api
+        .list_endpoints(with(
+            &token,
+            pb::ListEndpointsRequest {
+                owner_scope: None,
+                cursor: first.next_cursor.clone(),
+                limit: 2,
+            },
+        ))
+        .await
+        .expect_err("another listing's cursor");
+    assert_eq!(foreign.code(), Code::InvalidArgument, "{foreign:?}");
+    let too_many = api
+        .list_operator_credentials(with(
+            &token,
+            pb::ListOperatorCredentialsRequest {
+                cursor: String::new(),
+                limit: 201,
+            },
+        ))
+        .await
+        .expect_err("201 per page");
+    assert_eq!(too_many.code(), Code::InvalidArgument, "{too_many:?}");
+    // No limit: a page of 50, here every one.
+    let every = api
+        .list_endpoints(with(&token, pb::ListEndpointsRequest::default()))
+        .await
+        .expect("a page")
+        .into_inner();
+    assert_eq!((every.endpoints.len(), every.next_cursor.as_str()), (7, ""));
+    control.stop().await;
+}
+
+/// An endpoint of `login`'s in their own scope.
+async fn endpoint_in(store: &Store, login: &str) {
+    store
+        .vend_endpoint(NewEndpoint {
+            name: "agent".into(),
+            human_login: login.into(),
+            owner_scope: OwnerScope::human(login),
+            verbs: vec!["webhooks".into()],
+        })
+        .await
+        .expect("vend");
 }

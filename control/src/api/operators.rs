@@ -660,9 +660,15 @@ impl Operators for OperatorsApi {
     ) -> Result<Response<pb::ListGrantAllowancesResponse>, Status> {
         respond(async {
             self.operator(request.metadata()).await?;
-            let all = self.state.store.list_grant_allowances().await?;
+            let r = request.get_ref();
+            let page = self
+                .state
+                .store
+                .list_grant_allowances_page(&convert::page(&r.cursor, r.limit))
+                .await?;
             Ok(pb::ListGrantAllowancesResponse {
-                allowances: all.into_iter().map(allowance).collect(),
+                allowances: page.items.into_iter().map(allowance).collect(),
+                next_cursor: page.next_cursor.unwrap_or_default(),
             })
         })
         .await
@@ -747,15 +753,16 @@ impl Operators for OperatorsApi {
     ) -> Result<Response<pb::ListEndpointsResponse>, Status> {
         respond(async {
             self.operator(request.metadata()).await?;
-            let filter = request
-                .get_ref()
-                .owner_scope
-                .as_deref()
-                .map(scope)
-                .transpose()?;
-            let all = self.state.store.list_endpoints(filter.as_ref()).await?;
+            let r = request.get_ref();
+            let filter = r.owner_scope.as_deref().map(scope).transpose()?;
+            let page = self
+                .state
+                .store
+                .list_endpoints_page(filter.as_ref(), &convert::page(&r.cursor, r.limit))
+                .await?;
             Ok(pb::ListEndpointsResponse {
-                endpoints: all.into_iter().map(endpoint).collect(),
+                endpoints: page.items.into_iter().map(endpoint).collect(),
+                next_cursor: page.next_cursor.unwrap_or_default(),
             })
         })
         .await
@@ -888,9 +895,15 @@ impl Operators for OperatorsApi {
     ) -> Result<Response<pb::ListOperatorCredentialsResponse>, Status> {
         respond(async {
             self.operator(request.metadata()).await?;
-            let all = self.state.store.list_operator_credentials().await?;
+            let r = request.get_ref();
+            let page = self
+                .state
+                .store
+                .list_operator_credentials_page(&convert::page(&r.cursor, r.limit))
+                .await?;
             Ok(pb::ListOperatorCredentialsResponse {
-                credentials: all.into_iter().map(operator_credential).collect(),
+                credentials: page.items.into_iter().map(operator_credential).collect(),
+                next_cursor: page.next_cursor.unwrap_or_default(),
             })
         })
         .await
