@@ -19,6 +19,7 @@ pub mod big_payloads;
 pub mod database;
 pub mod forge_headers;
 pub mod http_answer;
+pub mod missing;
 pub mod payloads_dir;
 pub mod procfs;
 pub mod router_process;

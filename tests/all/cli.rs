@@ -905,7 +905,7 @@ pub async fn admin_output_json_round_trips_through_jq(db: TestDb) {
         .output()
         .is_ok_and(|o| o.status.success());
     if !has_jq {
-        eprintln!("cli: SKIPPED: no jq here (Debian's `jq`; .ci/run installs it)");
+        switchboard_testkit::missing::skip("cli", "jq", "apt-get install jq");
         return;
     }
     let token = bootstrap_operator(&db.url);

@@ -252,7 +252,11 @@ impl Browser {
     /// `scripts/axe` has not installed axe-core, says so and checks nothing.
     pub(crate) async fn accessible(&self, what: &str) {
         let Some(axe) = axe_source() else {
-            eprintln!("{what}: accessibility not checked: no axe-core here (run scripts/axe)");
+            switchboard_testkit::missing::skip(
+                &format!("{what}: accessibility"),
+                "axe-core",
+                "run scripts/axe",
+            );
             return;
         };
         self.client
@@ -283,6 +287,15 @@ impl Browser {
             serde_json::to_string_pretty(&found).unwrap_or_default()
         );
     }
+}
+
+/// Says a real-browser test checked nothing here (or fails, where every tool is required).
+fn no_browser() {
+    switchboard_testkit::missing::skip(
+        "console in a real browser",
+        "chromium with chromedriver",
+        "apt-get install chromium chromium-driver",
+    );
 }
 
 /// axe-core's script, where `scripts/axe` installed it (`SWITCHBOARD_AXE_DIR`, or
@@ -430,9 +443,7 @@ fn csrf_of(html: &str) -> String {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_accepts_an_agents_plan_in_a_real_browser() {
     let Some(browser) = Browser::start().await else {
-        eprintln!(
-            "skipped: no chromium and chromedriver here (apt-get install chromium chromium-driver)"
-        );
+        no_browser();
         return;
     };
     let dir = tempfile::tempdir().expect("temp dir");
@@ -1026,9 +1037,7 @@ async fn deliver(http: SocketAddr, lines: &crate::cli::UpLines, tag: &str, files
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_person_reads_a_trial_and_accepts_its_promotion_in_a_real_browser() {
     let Some(browser) = Browser::start().await else {
-        eprintln!(
-            "skipped: no chromium and chromedriver here (apt-get install chromium chromium-driver)"
-        );
+        no_browser();
         return;
     };
     let Up {
@@ -1463,9 +1472,7 @@ pub async fn a_sign_in_link_works_once_and_a_session_ends_at_sign_out(db: TestDb
 async fn a_guard_reverts_a_persons_change_at_once_and_the_recovery_waits_for_them_in_a_real_browser()
  {
     let Some(browser) = Browser::start().await else {
-        eprintln!(
-            "skipped: no chromium and chromedriver here (apt-get install chromium chromium-driver)"
-        );
+        no_browser();
         return;
     };
     let Up {
@@ -1627,9 +1634,7 @@ async fn a_guard_reverts_a_persons_change_at_once_and_the_recovery_waits_for_the
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn several_people_approve_a_plan_that_loses_work_in_a_real_browser() {
     let Some(browser) = Browser::start().await else {
-        eprintln!(
-            "skipped: no chromium and chromedriver here (apt-get install chromium chromium-driver)"
-        );
+        no_browser();
         return;
     };
     let Up {

@@ -919,9 +919,13 @@ fn check(target: &str, resources: &[Value]) {
 fn rendered_manifests_run_the_binary_with_flags_and_ports_it_accepts() {
     let kubectl = venv().join("bin/kubectl");
     if !kubectl.exists() || !venv().join("bin/python").exists() {
-        eprintln!(
-            "deploy: SKIPPED: no deploy virtualenv (kubectl, PyYAML) at {}; create it with scripts/deploy-tools",
-            venv().display()
+        switchboard_testkit::missing::skip(
+            "deploy",
+            &format!(
+                "a deploy virtualenv (kubectl, PyYAML) at {}",
+                venv().display()
+            ),
+            "create it with scripts/deploy-tools",
         );
         return;
     }

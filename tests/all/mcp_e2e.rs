@@ -200,9 +200,13 @@ async fn deliver_some(http: SocketAddr, webhook: &Webhook) {
 async fn a_real_mcp_client_plans_and_confirms_a_rule_pack_through_the_gateway() {
     let python = venv().join("bin/python");
     if !python.exists() {
-        eprintln!(
-            "mcp_e2e: SKIPPED: no virtualenv with the Python `mcp` package at {}; create it with scripts/mcp-venv",
-            venv().display()
+        switchboard_testkit::missing::skip(
+            "mcp_e2e",
+            &format!(
+                "a virtualenv with the Python `mcp` package at {}",
+                venv().display()
+            ),
+            "create it with scripts/mcp-venv",
         );
         return;
     }
@@ -354,9 +358,10 @@ fn typescript_sdk() -> PathBuf {
 async fn the_typescript_sdk_reads_every_tool_schema_without_a_warning() {
     let sdk = typescript_sdk();
     if !sdk.join("node_modules/@modelcontextprotocol/sdk").exists() {
-        eprintln!(
-            "mcp_e2e: SKIPPED: no TypeScript MCP SDK at {}; install it with scripts/mcp-ts",
-            sdk.display()
+        switchboard_testkit::missing::skip(
+            "mcp_e2e",
+            &format!("the TypeScript MCP SDK at {}", sdk.display()),
+            "install it with scripts/mcp-ts",
         );
         return;
     }

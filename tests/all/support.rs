@@ -61,9 +61,10 @@ pub fn python() -> Option<PathBuf> {
     if python.exists() {
         return Some(python);
     }
-    eprintln!(
-        "SKIPPED: no test virtualenv at {}; create it with scripts/mcp-venv",
-        python.display()
+    switchboard_testkit::missing::skip(
+        "a Python client's test",
+        &format!("the test virtualenv at {}", python.display()),
+        "create it with scripts/mcp-venv",
     );
     None
 }

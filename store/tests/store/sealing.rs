@@ -65,8 +65,10 @@ async fn raw_table_file(db: &TestDb) -> String {
     match std::fs::read(std::path::Path::new(&dir).join(&file)) {
         Ok(bytes) => String::from_utf8_lossy(&bytes).into_owned(),
         Err(e) => {
-            eprintln!(
-                "sealing: the table's file {dir}/{file} is not readable here ({e}); pg_dump only"
+            switchboard_testkit::missing::skip(
+                "sealing: PostgreSQL's table file",
+                &format!("a readable {dir}/{file} ({e})"),
+                "run the tests beside the server, as a user who can read its files; pg_dump only",
             );
             String::new()
         }
