@@ -1,5 +1,6 @@
 //! Issue 21 item 5 through the real binary: Prometheus `/metrics` on a listener of its own,
-//! scraped and parsed while deliveries flow; the backlog gauges move with the work.
+//! scraped and read by a Prometheus text-format parser while deliveries flow; the backlog
+//! gauges move with the work, and ingest's histogram gives quantiles a dashboard can read.
 
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
@@ -11,7 +12,8 @@ use crate::console::tool;
 use crate::control_harness::{http_raw, post, signed};
 use crate::support::payload;
 
-/// One sample of the text format: its name, labels and value.
+/// One sample of the text format: its name, labels and value (a histogram's buckets one
+/// sample each, `<name>_bucket` with its `le`, as the text has them).
 #[derive(Clone, Debug)]
 struct Sample {
     name: String,
@@ -19,50 +21,80 @@ struct Sample {
     value: f64,
 }
 
-/// Parses the Prometheus text format strictly enough that a malformed line fails the test.
-fn parse(text: &str) -> Vec<Sample> {
-    let mut samples = Vec::new();
+/// Reads the page with a Prometheus text-format parser (`prometheus-parse`), and fails on a
+/// line it does not read as a sample, a help or a type: the parser itself skips those.
+fn parse(text: &str) -> (Vec<Sample>, prometheus_parse::Scrape) {
+    use prometheus_parse::{LineInfo, Scrape, Value};
     for line in text.lines() {
-        if line.is_empty() || line.starts_with('#') {
-            continue;
-        }
-        let (series, value) = line
-            .rsplit_once(' ')
-            .unwrap_or_else(|| panic!("no value: {line}"));
-        let value: f64 = value
-            .parse()
-            .unwrap_or_else(|e| panic!("{line}: not a number ({e})"));
-        let (name, labels) = match series.split_once('{') {
-            None => (series.to_string(), BTreeMap::new()),
-            Some((name, rest)) => {
-                let body = rest
-                    .strip_suffix('}')
-                    .unwrap_or_else(|| panic!("unclosed labels: {line}"));
-                let labels = body
-                    .split("\",")
-                    .filter(|p| !p.is_empty())
-                    .map(|pair| {
-                        let (k, v) = pair
-                            .split_once("=\"")
-                            .unwrap_or_else(|| panic!("a label without a value: {line}"));
-                        (k.to_string(), v.trim_end_matches('"').to_string())
-                    })
-                    .collect();
-                (name.to_string(), labels)
-            }
-        };
         assert!(
-            name.chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == ':'),
-            "{line}"
+            !matches!(LineInfo::parse(line), LineInfo::Ignored) || line.starts_with("# "),
+            "not the text format: {line}"
         );
-        samples.push(Sample {
+    }
+    let scrape = Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).expect("the page");
+    let mut samples = Vec::new();
+    for s in &scrape.samples {
+        let labels: BTreeMap<String, String> = s
+            .labels
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        let sample = |name: String, labels: BTreeMap<String, String>, value| Sample {
             name,
             labels,
             value,
-        });
+        };
+        match &s.value {
+            Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => {
+                samples.push(sample(s.metric.clone(), labels, *v));
+            }
+            Value::Histogram(buckets) => {
+                for b in buckets {
+                    let mut labels = labels.clone();
+                    let le = if b.less_than.is_infinite() {
+                        "+Inf".to_string()
+                    } else {
+                        b.less_than.to_string()
+                    };
+                    labels.insert("le".into(), le);
+                    samples.push(sample(format!("{}_bucket", s.metric), labels, b.count));
+                }
+            }
+            Value::Summary(_) => panic!("{}: no summary is exported", s.metric),
+        }
     }
-    samples
+    (samples, scrape)
+}
+
+/// The `q` quantile of a histogram's cumulative buckets, as Prometheus'
+/// `histogram_quantile` reads it: linear within the bucket the rank falls in. `None` when the
+/// histogram is empty or the rank falls in the `+Inf` bucket (no bound to read).
+fn quantile(q: f64, buckets: &[prometheus_parse::HistogramCount]) -> Option<f64> {
+    let mut buckets = buckets.to_vec();
+    buckets.sort_by(|a, b| a.less_than.total_cmp(&b.less_than));
+    let total = buckets.last()?.count;
+    if total <= 0.0 {
+        return None;
+    }
+    let rank = q * total;
+    let (mut lower, mut below) = (0.0, 0.0);
+    for b in &buckets {
+        if b.count >= rank {
+            if b.less_than.is_infinite() {
+                return None;
+            }
+            let within = b.count - below;
+            let share = if within > 0.0 {
+                (rank - below) / within
+            } else {
+                1.0
+            };
+            return Some(lower + (b.less_than - lower) * share);
+        }
+        lower = b.less_than;
+        below = b.count;
+    }
+    None
 }
 
 /// The sum of `name`'s samples whose labels include `with`.
@@ -87,7 +119,7 @@ async fn get(addr: SocketAddr, path: &str) -> (u16, String) {
 async fn scrape(addr: SocketAddr) -> Vec<Sample> {
     let (status, text) = get(addr, "/metrics").await;
     assert_eq!(status, 200, "{text}");
-    parse(&text)
+    parse(&text).0
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -280,6 +312,30 @@ async fn metrics_are_scraped_and_the_backlog_gauges_move_with_the_work() {
         ),
         3.0
     );
+    // Read as a dashboard reads them: the median and the p99 fall in buckets with bounds.
+    let (status, text) = get(metrics, "/metrics").await;
+    assert_eq!(status, 200);
+    let (_, page) = parse(&text);
+    let histogram = page
+        .samples
+        .iter()
+        .find_map(|s| match &s.value {
+            prometheus_parse::Value::Histogram(b)
+                if s.metric == "switchboard_ingest_duration_seconds" =>
+            {
+                Some(b.clone())
+            }
+            _ => None,
+        })
+        .expect("ingest's histogram, typed as one");
+    let (p50, p99) = (
+        quantile(0.5, &histogram).expect("a median"),
+        quantile(0.99, &histogram).expect("a p99"),
+    );
+    assert!(
+        0.0 < p50 && p50 <= p99 && p99 <= 30.0,
+        "ingest's quantiles: p50 {p50} s, p99 {p99} s ({histogram:?})"
+    );
     // One write per delivery decided within `--ingest-decide-before-store-ms`, two (event,
     // then decision) for one stored before its decision (a loaded machine routing late).
     let stored = |how| total(&during, "switchboard_ingest_stored_total", &[("how", how)]);
@@ -381,4 +437,22 @@ async fn metrics_are_scraped_and_the_backlog_gauges_move_with_the_work() {
 
     up.terminate();
     assert!(up.wait_exit(std::time::Duration::from_secs(30)).success());
+}
+
+#[test]
+fn a_quantile_is_read_within_its_bucket() {
+    let buckets = |counts: &[(f64, f64)]| -> Vec<prometheus_parse::HistogramCount> {
+        counts
+            .iter()
+            .map(|&(less_than, count)| prometheus_parse::HistogramCount { less_than, count })
+            .collect()
+    };
+    // 10 deliveries: 4 under 1 ms, 10 under 5 ms.
+    let h = buckets(&[(0.001, 4.0), (0.005, 10.0), (f64::INFINITY, 10.0)]);
+    assert_eq!(quantile(0.4, &h), Some(0.001));
+    assert_eq!(quantile(0.7, &h), Some(0.003));
+    // Every delivery past the last bound: no quantile can be read (issue 49's old buckets).
+    let past = buckets(&[(0.001, 0.0), (f64::INFINITY, 3.0)]);
+    assert_eq!(quantile(0.5, &past), None);
+    assert_eq!(quantile(0.5, &buckets(&[(f64::INFINITY, 0.0)])), None);
 }
