@@ -168,7 +168,10 @@ impl BoundControl {
             .merge(crate::console::router(
                 self.state.clone(),
                 options.console.clone(),
-            ));
+            ))
+            // After every route: each request timed by its matched route (OpenTelemetry's
+            // `http.server.request.duration`).
+            .layer(switchboard_telemetry::server_metrics::ServerMetricsLayer::http());
         let http =
             ingest::serve::serve(self.http, http_app, options.http, drained(drain_rx.clone()));
 
@@ -178,6 +181,8 @@ impl BoundControl {
         let grpc = tonic::transport::Server::builder()
             // One span per call, continuing the caller's trace (health checks get none).
             .trace_fn(switchboard_telemetry::propagation::grpc_request_span)
+            // Each call timed by method and status (`rpc.server.call.duration`).
+            .layer(switchboard_telemetry::server_metrics::ServerMetricsLayer::grpc())
             .max_connection_age(options.grpc_max_connection_age)
             .max_connection_age_grace(options.grpc_max_connection_age_grace)
             .add_routes(grpc_routes)

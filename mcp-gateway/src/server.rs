@@ -155,19 +155,23 @@ impl BoundGateway {
         let local_addr = listener.local_addr()?;
         let cancel = CancellationToken::new();
         let ready = Arc::new(AtomicBool::new(true));
-        let app = app(&config, control, cancel.child_token()).route(
-            "/readyz",
-            get({
-                let ready = ready.clone();
-                move || async move {
-                    if ready.load(Ordering::SeqCst) {
-                        (StatusCode::OK, "ready")
-                    } else {
-                        (StatusCode::SERVICE_UNAVAILABLE, "shutting down")
+        let app = app(&config, control, cancel.child_token())
+            .route(
+                "/readyz",
+                get({
+                    let ready = ready.clone();
+                    move || async move {
+                        if ready.load(Ordering::SeqCst) {
+                            (StatusCode::OK, "ready")
+                        } else {
+                            (StatusCode::SERVICE_UNAVAILABLE, "shutting down")
+                        }
                     }
-                }
-            }),
-        );
+                }),
+            )
+            // After every route: each request timed by its matched route (OpenTelemetry's
+            // `http.server.request.duration`).
+            .layer(switchboard_telemetry::server_metrics::ServerMetricsLayer::http());
         Ok(BoundGateway {
             listener,
             app,

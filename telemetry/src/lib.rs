@@ -10,6 +10,7 @@
 pub mod metrics;
 pub mod propagation;
 pub mod scrape;
+pub mod server_metrics;
 mod setup;
 
 pub use metrics::metrics;

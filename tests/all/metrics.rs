@@ -21,78 +21,102 @@ struct Sample {
     value: f64,
 }
 
-/// Reads the page with a Prometheus text-format parser (`prometheus-parse`), and fails on a
-/// line it does not read as a sample, a help or a type: the parser itself skips those.
-fn parse(text: &str) -> (Vec<Sample>, prometheus_parse::Scrape) {
-    use prometheus_parse::{LineInfo, Scrape, Value};
-    for line in text.lines() {
-        assert!(
-            !matches!(LineInfo::parse(line), LineInfo::Ignored) || line.starts_with("# "),
-            "not the text format: {line}"
-        );
-    }
-    let scrape = Scrape::parse(text.lines().map(|l| Ok(l.to_string()))).expect("the page");
+/// Histograms by name: each bucket's `(upper bound, cumulative count)`.
+type Histograms = BTreeMap<String, Vec<(f64, f64)>>;
+
+/// Reads the page with a Prometheus text-format parser (`openmetrics-parser`, which checks
+/// the grammar: a malformed line fails the test) and flattens it to samples as the text has
+/// them; the histograms also as their buckets, `(upper bound, cumulative count)` summed over
+/// their series, by name.
+fn parse(text: &str) -> (Vec<Sample>, Histograms) {
+    use openmetrics_parser::PrometheusValue;
+    let exposition = openmetrics_parser::prometheus::parse_prometheus(text)
+        .unwrap_or_else(|e| panic!("not the Prometheus text format: {e:?}\n{text}"));
     let mut samples = Vec::new();
-    for s in &scrape.samples {
-        let labels: BTreeMap<String, String> = s
-            .labels
-            .iter()
-            .map(|(k, v)| (k.clone(), v.clone()))
-            .collect();
-        let sample = |name: String, labels: BTreeMap<String, String>, value| Sample {
-            name,
-            labels,
-            value,
-        };
-        match &s.value {
-            Value::Counter(v) | Value::Gauge(v) | Value::Untyped(v) => {
-                samples.push(sample(s.metric.clone(), labels, *v));
-            }
-            Value::Histogram(buckets) => {
-                for b in buckets {
-                    let mut labels = labels.clone();
-                    let le = if b.less_than.is_infinite() {
-                        "+Inf".to_string()
-                    } else {
-                        b.less_than.to_string()
-                    };
-                    labels.insert("le".into(), le);
-                    samples.push(sample(format!("{}_bucket", s.metric), labels, b.count));
+    let mut histograms = BTreeMap::new();
+    for (name, family) in &exposition.families {
+        for s in family.iter_samples() {
+            let labels: BTreeMap<String, String> = s
+                .get_labelset()
+                .expect("labels")
+                .iter()
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect();
+            let mut push = |name: String, labels: BTreeMap<String, String>, value| {
+                samples.push(Sample {
+                    name,
+                    labels,
+                    value,
+                })
+            };
+            match &s.value {
+                PrometheusValue::Unknown(v) | PrometheusValue::Gauge(v) => {
+                    push(name.clone(), labels, v.as_f64());
                 }
+                PrometheusValue::Counter(c) => push(name.clone(), labels, c.value.as_f64()),
+                PrometheusValue::Histogram(h) => {
+                    let buckets: Vec<(f64, f64)> = h
+                        .buckets
+                        .iter()
+                        .map(|b| (b.upper_bound, b.count.as_f64()))
+                        .collect();
+                    for (bound, count) in &buckets {
+                        let mut labels = labels.clone();
+                        let le = if bound.is_infinite() {
+                            "+Inf".to_string()
+                        } else {
+                            bound.to_string()
+                        };
+                        labels.insert("le".into(), le);
+                        push(format!("{name}_bucket"), labels, *count);
+                    }
+                    let sum = h.sum.as_ref().map_or(0.0, |n| n.as_f64());
+                    push(format!("{name}_sum"), labels.clone(), sum);
+                    let count = h.count.unwrap_or_default() as f64;
+                    push(format!("{name}_count"), labels.clone(), count);
+                    // Summed over the series by bound, as `sum by (le)` does.
+                    let merged: &mut Vec<(f64, f64)> = histograms.entry(name.clone()).or_default();
+                    for (bound, count) in buckets {
+                        match merged.iter_mut().find(|(b, _)| *b == bound) {
+                            Some((_, sum)) => *sum += count,
+                            None => merged.push((bound, count)),
+                        }
+                    }
+                }
+                PrometheusValue::Summary(_) => panic!("{name}: no summary is exported"),
             }
-            Value::Summary(_) => panic!("{}: no summary is exported", s.metric),
         }
     }
-    (samples, scrape)
+    (samples, histograms)
 }
 
 /// The `q` quantile of a histogram's cumulative buckets, as Prometheus'
 /// `histogram_quantile` reads it: linear within the bucket the rank falls in. `None` when the
 /// histogram is empty or the rank falls in the `+Inf` bucket (no bound to read).
-fn quantile(q: f64, buckets: &[prometheus_parse::HistogramCount]) -> Option<f64> {
+fn quantile(q: f64, buckets: &[(f64, f64)]) -> Option<f64> {
     let mut buckets = buckets.to_vec();
-    buckets.sort_by(|a, b| a.less_than.total_cmp(&b.less_than));
-    let total = buckets.last()?.count;
+    buckets.sort_by(|a, b| a.0.total_cmp(&b.0));
+    let total = buckets.last()?.1;
     if total <= 0.0 {
         return None;
     }
     let rank = q * total;
     let (mut lower, mut below) = (0.0, 0.0);
-    for b in &buckets {
-        if b.count >= rank {
-            if b.less_than.is_infinite() {
+    for &(bound, count) in &buckets {
+        if count >= rank {
+            if bound.is_infinite() {
                 return None;
             }
-            let within = b.count - below;
+            let within = count - below;
             let share = if within > 0.0 {
                 (rank - below) / within
             } else {
                 1.0
             };
-            return Some(lower + (b.less_than - lower) * share);
+            return Some(lower + (bound - lower) * share);
         }
-        lower = b.less_than;
-        below = b.count;
+        lower = bound;
+        below = count;
     }
     None
 }
@@ -312,21 +336,56 @@ async fn metrics_are_scraped_and_the_backlog_gauges_move_with_the_work() {
         ),
         3.0
     );
+    // Issue 49: every server call is timed by OpenTelemetry's semantic conventions: ingest's
+    // requests by their route template (never the webhook id), the MCP tools' calls to
+    // control by gRPC method and status.
+    assert_eq!(
+        total(
+            &during,
+            "http_server_request_duration_seconds_count",
+            &[
+                ("http_request_method", "POST"),
+                ("http_route", "/hooks/{webhook_id}"),
+                ("http_response_status_code", "202"),
+            ]
+        ),
+        3.0,
+        "{during:?}"
+    );
+    assert!(
+        !during
+            .iter()
+            .filter_map(|s| s.labels.get("http_route"))
+            .any(|r| r.contains(&lines.webhook)),
+        "a route names no id"
+    );
+    let rpc = |method: &str| {
+        total(
+            &during,
+            "rpc_server_call_duration_seconds_count",
+            &[
+                ("rpc_system_name", "grpc"),
+                ("rpc_method", method),
+                ("rpc_response_status_code", "OK"),
+            ],
+        )
+    };
+    assert!(
+        rpc("switchboard.control.v1.Todos/ListTodos") >= 1.0,
+        "{:?}",
+        during
+            .iter()
+            .filter(|s| s.name.starts_with("rpc_"))
+            .collect::<Vec<_>>()
+    );
     // Read as a dashboard reads them: the median and the p99 fall in buckets with bounds.
     let (status, text) = get(metrics, "/metrics").await;
     assert_eq!(status, 200);
-    let (_, page) = parse(&text);
-    let histogram = page
-        .samples
-        .iter()
-        .find_map(|s| match &s.value {
-            prometheus_parse::Value::Histogram(b)
-                if s.metric == "switchboard_ingest_duration_seconds" =>
-            {
-                Some(b.clone())
-            }
-            _ => None,
-        })
+    let (_, histograms) = parse(&text);
+    // Over every decision's series, as `sum by (le)` reads them.
+    let histogram = histograms
+        .get("switchboard_ingest_duration_seconds")
+        .cloned()
         .expect("ingest's histogram, typed as one");
     let (p50, p99) = (
         quantile(0.5, &histogram).expect("a median"),
@@ -441,12 +500,7 @@ async fn metrics_are_scraped_and_the_backlog_gauges_move_with_the_work() {
 
 #[test]
 fn a_quantile_is_read_within_its_bucket() {
-    let buckets = |counts: &[(f64, f64)]| -> Vec<prometheus_parse::HistogramCount> {
-        counts
-            .iter()
-            .map(|&(less_than, count)| prometheus_parse::HistogramCount { less_than, count })
-            .collect()
-    };
+    let buckets = |counts: &[(f64, f64)]| counts.to_vec();
     // 10 deliveries: 4 under 1 ms, 10 under 5 ms.
     let h = buckets(&[(0.001, 4.0), (0.005, 10.0), (f64::INFINITY, 10.0)]);
     assert_eq!(quantile(0.4, &h), Some(0.001));
