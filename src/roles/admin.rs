@@ -421,11 +421,17 @@ macro_rules! tell {
 fn answered<M: prost::Message + prost::Name>(response: tonic::Response<M>) -> anyhow::Result<M> {
     let message = response.into_inner();
     if json_output() {
-        let value = switchboard_proto::message_json::message_json(&message)
-            .map_err(|e| anyhow::anyhow!("printing {} as JSON: {e}", M::full_name()))?;
-        println!("{value}");
+        print_json(&message)?;
     }
     Ok(message)
+}
+
+/// Prints `message` as the API's object in protobuf JSON, one line.
+fn print_json<M: prost::Message + prost::Name>(message: &M) -> anyhow::Result<()> {
+    let value = switchboard_proto::message_json::message_json(message)
+        .map_err(|e| anyhow::anyhow!("printing {} as JSON: {e}", M::full_name()))?;
+    println!("{value}");
+    Ok(())
 }
 
 fn api(status: tonic::Status) -> anyhow::Error {
@@ -474,7 +480,17 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             let entries = exported(&text)?;
             match switchboard_model::change_log::verify(&entries, None) {
                 Ok(head) => {
-                    print_head(head.as_ref().map(|h| (h.seq, h.hash.as_str())));
+                    let head = head.as_ref().map(|h| (h.seq, h.hash.as_str()));
+                    if json_output() {
+                        // The object `VerifyChangeLog` answers for the same log.
+                        print_json(&pb::VerifyChangeLogResponse {
+                            intact: true,
+                            head_seq: head.map_or(0, |(seq, _)| seq),
+                            head_hash: head.map(|(_, hash)| hash.to_string()).unwrap_or_default(),
+                            ..Default::default()
+                        })?;
+                    }
+                    print_head(head);
                     Ok(())
                 }
                 Err(broken) => anyhow::bail!("the change log does not verify: {broken}"),
@@ -484,7 +500,13 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             let text = SealingKey::generate_hex().map_err(op)?;
             switchboard_control::sealing::write_private(&file, &format!("{text}\n")).map_err(op)?;
             let key = SealingKey::from_hex(&text).map_err(op)?;
-            println!(
+            if json_output() {
+                println!(
+                    "{}",
+                    serde_json::json!({"key_id": key.id(), "file": file.display().to_string()})
+                );
+            }
+            say!(
                 "secret key {} written to {} (mode 0600)",
                 key.id(),
                 file.display()
@@ -499,7 +521,17 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
             let result = async {
                 let new = SealingKey::load(&new_key_file).map_err(op)?;
                 let n = store.reseal_secrets(&new).await.map_err(op)?;
-                println!(
+                if json_output() {
+                    println!(
+                        "{}",
+                        serde_json::json!({
+                            "resealed": n,
+                            "key_id": new.id(),
+                            "previous_key_id": store.sealing_key().id(),
+                        })
+                    );
+                }
+                say!(
                     "{n} webhook secrets sealed again with key {} (was {}); restart control with the new key",
                     new.id(),
                     store.sealing_key().id()
@@ -518,8 +550,17 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
                 .map_err(op);
             store.close().await;
             let minted = minted?;
-            println!("operator credential {} created", minted.credential.id);
-            println!(
+            if json_output() {
+                // The object `CreateOperatorCredential` answers.
+                print_json(&pb::CreateOperatorCredentialResponse {
+                    credential: Some(switchboard_control::api::operators::operator_credential(
+                        minted.credential.clone(),
+                    )),
+                    token: minted.token.clone(),
+                })?;
+            }
+            say!("operator credential {} created", minted.credential.id);
+            say!(
                 "operator token (shown once; it is stored only as a hash): {}",
                 minted.token
             );
@@ -1304,7 +1345,7 @@ fn exported(text: &str) -> anyhow::Result<Vec<switchboard_model::change_log::Sea
 
 fn print_head(head: Option<(u64, &str)>) {
     match head {
-        Some((seq, hash)) => println!("the change log verifies: head {seq} {hash}"),
-        None => println!("the change log verifies: it is empty"),
+        Some((seq, hash)) => say!("the change log verifies: head {seq} {hash}"),
+        None => say!("the change log verifies: it is empty"),
     }
 }

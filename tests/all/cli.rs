@@ -100,6 +100,68 @@ pub async fn admin_rotates_the_secret_key_and_only_the_new_one_opens_the_store(d
     assert!(done, "{err}");
     assert!(out.contains("1 webhook secrets sealed again"), "{out}");
     let new = switchboard_control::SealingKey::load(&file).expect("the new key");
+    // With --output json, one object on stdout: the key made, and a rotation's count.
+    let other = dir.path().join("other.key");
+    let (done, out, err) = admin_store(&[
+        "--output",
+        "json",
+        "secret-key",
+        "generate",
+        other.to_str().expect("utf-8 path"),
+    ]);
+    assert!(done, "{err}");
+    let made: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    let hex = |path: &std::path::Path| {
+        std::fs::read_to_string(path)
+            .expect("a key file")
+            .trim()
+            .to_string()
+    };
+    let other_key = switchboard_control::SealingKey::load(&other).expect("the other key");
+    assert_eq!(made["key_id"], other_key.id(), "{out}");
+    let (done, out, err) = admin_with(
+        &[(crate::support::SECRET_KEY_ENV, hex(&file).as_str())],
+        &[
+            "secret-key",
+            "rotate",
+            "--new-key-file",
+            other.to_str().expect("utf-8 path"),
+            "--database-url",
+            &db.url,
+            "--output",
+            "json",
+        ],
+        "",
+    );
+    assert!(done, "{err}");
+    let rotated: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON object");
+    assert_eq!(
+        (
+            &rotated["resealed"],
+            &rotated["key_id"],
+            &rotated["previous_key_id"]
+        ),
+        (
+            &serde_json::json!(1),
+            &serde_json::json!(other_key.id()),
+            &serde_json::json!(new.id())
+        ),
+        "{out}"
+    );
+    // Back to the key the rest of this test opens the store with.
+    let (done, _, err) = admin_with(
+        &[(crate::support::SECRET_KEY_ENV, hex(&other).as_str())],
+        &[
+            "secret-key",
+            "rotate",
+            "--new-key-file",
+            file_arg,
+            "--database-url",
+            &db.url,
+        ],
+        "",
+    );
+    assert!(done, "{err}");
     assert!(
         Store::connect(&db.url, db.store.sealing_key())
             .await
@@ -932,6 +994,12 @@ sb webhook name "$id" "$(printf '%081d' 0)" --output json > long.out 2> long.err
 long=$?
 set -e
 exported=$(sb changes export --output json | jq -s 'length > 0 and all(.[]; (keys == ["entry", "hash"]))')
+sb changes export --output json > log.jsonl
+online=$(sb changes verify --output json | jq -r '(.intact | tostring) + " " + .head_seq')
+offline=$(sb changes verify --file log.jsonl --output json | jq -r '(.intact | tostring) + " " + .head_seq')
+second=$(sb --output json operator bootstrap --database-url "$DB" --name second \
+  | jq -r '.credential.name + " " + (.token | startswith("sbo_") | tostring)')
+printf '%s\n' "online=$online" "offline=$offline" "second=$second"
 printf '%s\n' "login=$login" "role=$role" "hook=${hook#* }" "named=$named" "listed=$listed" "humans=$humans" "refused=$code" "refused_stdout=$(wc -c < refused.out)" "refused_stderr=$(cat refused.err)" "owns=$owns" "owns_stderr=$(cat owns.err)" "long=$long" "long_stderr=$(cat long.err)" "exported=$exported"
 "#;
     let dir = tempfile::tempdir().expect("a dir");
@@ -945,6 +1013,12 @@ printf '%s\n' "login=$login" "role=$role" "hook=${hook#* }" "named=$named" "list
         .env("SWITCHBOARD_OPERATOR_TOKEN", &token)
         .env("SWITCHBOARD_LOG", "warn")
         .env_remove("SWITCHBOARD_DATABASE_URL")
+        // For the one command here that opens the store itself.
+        .env("DB", &db.url)
+        .env(
+            crate::support::SECRET_KEY_ENV,
+            crate::support::secret_key_hex(),
+        )
         .output()
         .expect("sh runs");
     let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
@@ -982,6 +1056,12 @@ printf '%s\n' "login=$login" "role=$role" "hook=${hook#* }" "named=$named" "list
     );
     // The export is JSON Lines of {entry, hash} whatever --output says, nothing else on stdout.
     assert_eq!(facts["exported"], "true", "{stdout}");
+    // Verifying prints VerifyChangeLogResponse alone, through control or from an export, and
+    // both reach the same head; bootstrapping from the database prints
+    // CreateOperatorCredentialResponse.
+    assert!(facts["online"].starts_with("true "), "{stdout}");
+    assert_eq!(facts["offline"], facts["online"], "{stdout}");
+    assert_eq!(facts["second"], "second true", "{stdout}");
 }
 
 /// `switchboard admin` against a control that is not there names control and the address the

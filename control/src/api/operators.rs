@@ -107,7 +107,8 @@ fn endpoint(e: Endpoint) -> pb::Endpoint {
 
 // The deprecated `*_ms` / RFC 3339 text fields are filled beside their Timestamps for one release.
 #[allow(deprecated)]
-fn operator_credential(c: OperatorCredential) -> pb::OperatorCredential {
+/// An operator credential as the API answers it (never its token).
+pub fn operator_credential(c: OperatorCredential) -> pb::OperatorCredential {
     pb::OperatorCredential {
         id: c.id,
         name: c.name,
