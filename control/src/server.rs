@@ -130,6 +130,10 @@ impl BoundControl {
     ) -> Result<(), ServeError> {
         let ready = Arc::new(AtomicBool::new(true));
         crate::api::report_health(&self.health, ServingStatus::Serving).await;
+        switchboard_telemetry::metrics().start_at_zero(
+            &ingest::delivery_decisions(),
+            &switchboard_model::guard::RecoveryState::ALL.map(|s| s.as_str()),
+        );
 
         // One shutdown signal, two listeners: readiness first, then both drain.
         let (drain_tx, drain_rx) = tokio::sync::watch::channel(false);

@@ -272,6 +272,14 @@ pub enum RecoveryState {
 }
 
 impl RecoveryState {
+    /// Every state.
+    pub const ALL: [RecoveryState; 4] = [
+        RecoveryState::AwaitingPerson,
+        RecoveryState::Applied,
+        RecoveryState::NothingToRecover,
+        RecoveryState::Stale,
+    ];
+
     pub fn as_str(self) -> &'static str {
         match self {
             RecoveryState::AwaitingPerson => "awaiting_person",

@@ -72,6 +72,10 @@ impl<'a> Label<'a> {
         }
     }
 
+    /// Every [`Label::family`] word, for what must name each before any is seen (a metric's
+    /// series at zero).
+    pub const FAMILIES: [&'static str; 5] = ["queue", "drop", "quarantine", "default", "fault"];
+
     /// The label's kind without its queue name (`queue`, `drop`, `quarantine`, `default`,
     /// `fault`): what metrics count by, so a tenant's queue names never become series.
     pub fn family(&self) -> &'static str {
@@ -222,6 +226,7 @@ mod tests {
         ];
         for (label, text) in all {
             assert_eq!(label.to_string(), text);
+            assert!(Label::FAMILIES.contains(&label.family()), "{text}");
             assert_eq!(Label::parse(text), Ok(label));
         }
         for bad in ["", "queue:", "Drop", "queue", "todo"] {

@@ -109,6 +109,9 @@ pub const GUARD_BREACH_OUTCOMES: [&str; 2] = ["reverted", "alerted"];
 /// Where a trial's candidate is evaluated (`switchboard.trial.evaluations`' `where`).
 pub const TRIAL_EVALUATION_PLACES: [&str; 2] = ["live_call", "apart"];
 
+/// The `kind` of a replay (`switchboard.replay.duration`, `.truncations`).
+pub const REPLAY_KIND: &str = "replay";
+
 /// The process's instruments. Counters an operator alerts on start at zero for each of their
 /// label values, so a query finds the series before the first event (issue 49).
 pub fn metrics() -> &'static Metrics {
@@ -141,7 +144,6 @@ pub fn metrics() -> &'static Metrics {
         }
         made.router_ejections.add(0, &[]);
         made.budget_faults.add(0, &[]);
-        made.replay_truncations.add(0, &[]);
         made
     })
 }
@@ -262,6 +264,31 @@ impl Metrics {
         if let Ok(mut all) = self.observed.lock() {
             all.insert((name, source.to_string()), readings);
         }
+    }
+
+    /// Puts the series whose labels are product words — each delivery decision × verified,
+    /// each recovery state — on the page at zero (issue 49). The words are the domain's
+    /// (`Label::FAMILIES`, ingest's own outcomes, `RecoveryState::ALL`), so control passes
+    /// them at start. Histograms (ingest's and replays' durations) appear with their first
+    /// observation: an instrument cannot observe nothing.
+    pub fn start_at_zero(&self, decisions: &[&'static str], recovery_states: &[&'static str]) {
+        for decision in decisions {
+            for verified in [true, false] {
+                self.deliveries.add(
+                    0,
+                    &[
+                        KeyValue::new("decision", *decision),
+                        KeyValue::new("verified", verified),
+                    ],
+                );
+            }
+        }
+        for state in recovery_states {
+            self.guard_recovered
+                .add(0, &[KeyValue::new("state", *state)]);
+        }
+        self.replay_truncations
+            .add(0, &[KeyValue::new("kind", REPLAY_KIND)]);
     }
 
     /// One group commit of ingest's writes, holding `writes` of them.

@@ -226,6 +226,21 @@ async fn metrics_are_scraped_and_the_backlog_gauges_move_with_the_work() {
         "where",
         &m::TRIAL_EVALUATION_PLACES,
     );
+    present(
+        "switchboard_ingest_deliveries_total",
+        "decision",
+        &switchboard_control::ingest::delivery_decisions(),
+    );
+    present(
+        "switchboard_guard_recovered_total",
+        "state",
+        &switchboard_model::guard::RecoveryState::ALL.map(|s| s.as_str()),
+    );
+    present(
+        "switchboard_replay_truncations_total",
+        "kind",
+        &[m::REPLAY_KIND],
+    );
     assert!(
         before
             .iter()

@@ -50,6 +50,20 @@ use crate::store::{IngestWebhook, NewEvent, Webhook, is_stale_webhook};
 /// Taken after the body is read, so a stalled sender never holds one.
 pub const MAX_IN_FLIGHT: usize = 256;
 
+/// What ingest answers, and counts, for a delivery no router decided: no router answered,
+/// routing was later than the ingest deadline, or the webhook was over its rate.
+pub const UNROUTED: &str = "unrouted";
+pub const PENDING: &str = "pending";
+pub const DEFERRED: &str = "deferred";
+
+/// Every `decision` `switchboard.ingest.deliveries` counts by: a decision's family, or one
+/// of ingest's own outcomes.
+pub fn delivery_decisions() -> Vec<&'static str> {
+    let mut all = switchboard_model::Label::FAMILIES.to_vec();
+    all.extend([UNROUTED, PENDING, DEFERRED]);
+    all
+}
+
 /// The rate-limit budget verified deliveries take from, per webhook.
 pub const RATE_LIMIT_KIND: &str = "ingest";
 /// The smaller budget of unverified deliveries, per webhook.
@@ -420,9 +434,9 @@ async fn take_delivery(
         Answer::Routed(Routed::Decided { label, todo }) => {
             (label.to_string(), label.family(), todo.as_deref())
         }
-        Answer::Routed(Routed::Unrouted) => ("unrouted".into(), "unrouted", None),
-        Answer::Pending => ("pending".into(), "pending", None),
-        Answer::Deferred => ("deferred".into(), "deferred", None),
+        Answer::Routed(Routed::Unrouted) => (UNROUTED.into(), UNROUTED, None),
+        Answer::Pending => (PENDING.into(), PENDING, None),
+        Answer::Deferred => (DEFERRED.into(), DEFERRED, None),
     };
     switchboard_telemetry::metrics().delivery(family, verified, started.elapsed());
     tracing::info!(
