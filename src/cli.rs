@@ -176,10 +176,14 @@ pub fn main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("switchboard: {e:#}");
-            // A call control refused exits by its reason, as the people's CLI does.
-            match e.downcast_ref::<switchboard_control_client::CallError>() {
-                Some(refused) => ExitCode::from(client::exit_for(&refused.code)),
-                None => ExitCode::FAILURE,
+            // A call control refused exits by its reason, as the people's CLI does; so does
+            // a failure that names its exit code (a usage error, a log that does not verify).
+            if let Some(refused) = e.downcast_ref::<switchboard_control_client::CallError>() {
+                ExitCode::from(client::exit_for(&refused.code))
+            } else if let Some(failure) = e.downcast_ref::<client::Failure>() {
+                ExitCode::from(failure.exit)
+            } else {
+                ExitCode::FAILURE
             }
         }
     }

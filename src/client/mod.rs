@@ -66,6 +66,14 @@ pub struct Failure {
     pub message: String,
 }
 
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.message)
+    }
+}
+
+impl std::error::Error for Failure {}
+
 impl Failure {
     pub fn usage(message: impl Into<String>) -> Failure {
         Failure {

@@ -434,6 +434,28 @@ fn print_json<M: prost::Message + prost::Name>(message: &M) -> anyhow::Result<()
     Ok(())
 }
 
+/// The largest page a listing serves: `admin … list` asks for these.
+const PAGE: u32 = 200;
+
+/// Every item of a paged listing: `page(cursor)` asks for one page (printing it as
+/// [`answered`] does) and answers its items and the next cursor, empty after the last.
+async fn every_page<T, F, Fut>(mut page: F) -> anyhow::Result<Vec<T>>
+where
+    F: FnMut(String) -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<(Vec<T>, String)>>,
+{
+    let mut all = Vec::new();
+    let mut cursor = String::new();
+    loop {
+        let (items, next) = page(cursor).await?;
+        all.extend(items);
+        if next.is_empty() {
+            return Ok(all);
+        }
+        cursor = next;
+    }
+}
+
 fn api(status: tonic::Status) -> anyhow::Error {
     anyhow::Error::new(CallError::from_status(&status))
 }
@@ -459,9 +481,12 @@ impl tonic::service::Interceptor for Bearer {
 fn client(control: &str) -> anyhow::Result<Client> {
     let token = match std::env::var(OPERATOR_TOKEN_ENV) {
         Ok(t) if !t.trim().is_empty() => t.trim().to_string(),
-        _ => anyhow::bail!(
-            "set {OPERATOR_TOKEN_ENV} to an operator credential (sbo_…); `switchboard admin operator bootstrap --database-url …` mints the first"
-        ),
+        // A usage error, exit 2, as the people's CLI without its token.
+        _ => {
+            return Err(anyhow::Error::new(crate::client::Failure::usage(format!(
+                "set {OPERATOR_TOKEN_ENV} to an operator credential (sbo_…); `switchboard admin operator bootstrap --database-url …` mints the first"
+            ))));
+        }
     };
     let header = format!("Bearer {token}")
         .parse()
@@ -493,7 +518,7 @@ pub async fn run(args: AdminArgs) -> anyhow::Result<()> {
                     print_head(head);
                     Ok(())
                 }
-                Err(broken) => anyhow::bail!("the change log does not verify: {broken}"),
+                Err(broken) => Err(broken_log(broken)),
             }
         }
         AdminCommand::SecretKey(SecretKeyCommand::Generate { file }) => {
@@ -676,7 +701,7 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
                 .map_err(api)
                 .and_then(answered)?;
             if !v.intact {
-                anyhow::bail!("the change log does not verify: {}", v.broken);
+                return Err(broken_log(v.broken));
             }
             print_head((v.head_seq > 0).then_some((v.head_seq, v.head_hash.as_str())));
         }
@@ -712,20 +737,23 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
             );
         }
         AdminCommand::Human(HumanCommand::List) => {
-            let mut cursor = String::new();
-            loop {
-                let page = client
-                    .list_humans(pb::ListHumansRequest { cursor, limit: 200 })
-                    .await
-                    .map_err(api)
-                    .and_then(answered)?;
-                for h in page.humans {
-                    say!("{}\t{}", h.login, h.display_name);
+            let humans = every_page(|cursor| {
+                let mut client = client.clone();
+                async move {
+                    let page = client
+                        .list_humans(pb::ListHumansRequest {
+                            cursor,
+                            limit: PAGE,
+                        })
+                        .await
+                        .map_err(api)
+                        .and_then(answered)?;
+                    Ok((page.humans, page.next_cursor))
                 }
-                if page.next_cursor.is_empty() {
-                    break;
-                }
-                cursor = page.next_cursor;
+            })
+            .await?;
+            for h in humans {
+                say!("{}\t{}", h.login, h.display_name);
             }
         }
         AdminCommand::Human(HumanCommand::Delete { login, yes }) => {
@@ -778,20 +806,23 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
             say!("{} is no longer a member of team:{}", m.login, m.team);
         }
         AdminCommand::Team(TeamCommand::List) => {
-            let mut cursor = String::new();
-            loop {
-                let page = client
-                    .list_teams(pb::ListTeamsRequest { cursor, limit: 200 })
-                    .await
-                    .map_err(api)
-                    .and_then(answered)?;
-                for t in page.teams {
-                    say!("{}\t{}", t.slug, t.name);
+            let teams = every_page(|cursor| {
+                let mut client = client.clone();
+                async move {
+                    let page = client
+                        .list_teams(pb::ListTeamsRequest {
+                            cursor,
+                            limit: PAGE,
+                        })
+                        .await
+                        .map_err(api)
+                        .and_then(answered)?;
+                    Ok((page.teams, page.next_cursor))
                 }
-                if page.next_cursor.is_empty() {
-                    break;
-                }
-                cursor = page.next_cursor;
+            })
+            .await?;
+            for t in teams {
+                say!("{}\t{}", t.slug, t.name);
             }
         }
         AdminCommand::Team(TeamCommand::Delete { slug, yes }) => {
@@ -832,24 +863,23 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
             say!("endpoint {} revoked", e.id);
         }
         AdminCommand::Endpoint(EndpointCommand::List { scope }) => {
-            let mut endpoints = Vec::new();
-            let mut cursor = String::new();
-            loop {
-                let page = client
-                    .list_endpoints(pb::ListEndpointsRequest {
-                        owner_scope: scope.as_ref().map(|s| s.to_string()),
-                        cursor,
-                        limit: 200,
-                    })
-                    .await
-                    .map_err(api)
-                    .and_then(answered)?;
-                endpoints.extend(page.endpoints);
-                if page.next_cursor.is_empty() {
-                    break;
+            let owner_scope = scope.map(|s| s.to_string());
+            let endpoints = every_page(|cursor| {
+                let (mut client, owner_scope) = (client.clone(), owner_scope.clone());
+                async move {
+                    let page = client
+                        .list_endpoints(pb::ListEndpointsRequest {
+                            owner_scope,
+                            cursor,
+                            limit: PAGE,
+                        })
+                        .await
+                        .map_err(api)
+                        .and_then(answered)?;
+                    Ok((page.endpoints, page.next_cursor))
                 }
-                cursor = page.next_cursor;
-            }
+            })
+            .await?;
             for e in endpoints {
                 let families: Vec<String> = verbs::group_by_family(&e.verbs)
                     .into_iter()
@@ -884,23 +914,21 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
             );
         }
         AdminCommand::Operator(OperatorCommand::List) => {
-            let mut all = Vec::new();
-            let mut cursor = String::new();
-            loop {
-                let page = client
-                    .list_operator_credentials(pb::ListOperatorCredentialsRequest {
-                        cursor,
-                        limit: 200,
-                    })
-                    .await
-                    .map_err(api)
-                    .and_then(answered)?;
-                all.extend(page.credentials);
-                if page.next_cursor.is_empty() {
-                    break;
+            let all = every_page(|cursor| {
+                let mut client = client.clone();
+                async move {
+                    let page = client
+                        .list_operator_credentials(pb::ListOperatorCredentialsRequest {
+                            cursor,
+                            limit: PAGE,
+                        })
+                        .await
+                        .map_err(api)
+                        .and_then(answered)?;
+                    Ok((page.credentials, page.next_cursor))
                 }
-                cursor = page.next_cursor;
-            }
+            })
+            .await?;
             for c in all {
                 say!(
                     "{}\t{}\t{}\tcreated_by={}",
@@ -1043,24 +1071,23 @@ async fn webhook(client: &mut Client, command: WebhookCommand) -> anyhow::Result
             say!("webhook {} deleted", gone.webhook_id);
         }
         WebhookCommand::List { scope } => {
-            let mut webhooks = Vec::new();
-            let mut cursor = String::new();
-            loop {
-                let page = client
-                    .list_scope_webhooks(pb::ListScopeWebhooksRequest {
-                        owner_scope: scope.to_string(),
-                        cursor,
-                        limit: 200,
-                    })
-                    .await
-                    .map_err(api)
-                    .and_then(answered)?;
-                webhooks.extend(page.webhooks);
-                if page.next_cursor.is_empty() {
-                    break;
+            let owner_scope = scope.to_string();
+            let webhooks = every_page(|cursor| {
+                let (mut client, owner_scope) = (client.clone(), owner_scope.clone());
+                async move {
+                    let page = client
+                        .list_scope_webhooks(pb::ListScopeWebhooksRequest {
+                            owner_scope,
+                            cursor,
+                            limit: PAGE,
+                        })
+                        .await
+                        .map_err(api)
+                        .and_then(answered)?;
+                    Ok((page.webhooks, page.next_cursor))
                 }
-                cursor = page.next_cursor;
-            }
+            })
+            .await?;
             for w in webhooks {
                 say!(
                     "{}\t{}\tgrant={}\tversion={}\treject_unverified={}\tname={}",
@@ -1248,20 +1275,21 @@ async fn scope(client: &mut Client, command: ScopeCommand) -> anyhow::Result<()>
             }
         }
         ScopeCommand::List => {
-            let mut cursor = String::new();
-            let mut all = Vec::new();
-            loop {
-                let page = client
-                    .list_grant_allowances(pb::ListGrantAllowancesRequest { cursor, limit: 200 })
-                    .await
-                    .map_err(api)
-                    .and_then(answered)?;
-                all.extend(page.allowances);
-                if page.next_cursor.is_empty() {
-                    break;
+            let all = every_page(|cursor| {
+                let mut client = client.clone();
+                async move {
+                    let page = client
+                        .list_grant_allowances(pb::ListGrantAllowancesRequest {
+                            cursor,
+                            limit: PAGE,
+                        })
+                        .await
+                        .map_err(api)
+                        .and_then(answered)?;
+                    Ok((page.allowances, page.next_cursor))
                 }
-                cursor = page.next_cursor;
-            }
+            })
+            .await?;
             for a in all {
                 say!("{}\t{}", a.owner_scope, a.queues.join(","));
             }
@@ -1341,6 +1369,15 @@ fn confirm(prompt: &str) -> anyhow::Result<bool> {
 /// An export's lines as the sealed entries they carry: each entry's canonical text again.
 fn exported(text: &str) -> anyhow::Result<Vec<switchboard_model::change_log::Sealed>> {
     Ok(switchboard_model::change_log::read_export(text)?)
+}
+
+/// A change log that does not verify: a refusal to act on, exit 4, as `switchboard changes
+/// verify` exits for an export that does not.
+fn broken_log(broken: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::Error::new(crate::client::Failure {
+        exit: switchboard_proto::reason::exit::REFUSED,
+        message: format!("the change log does not verify: {broken}"),
+    })
 }
 
 fn print_head(head: Option<(u64, &str)>) {

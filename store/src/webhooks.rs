@@ -884,9 +884,26 @@ impl Store {
                 // a rotated one). VACUUM writes the file anew, without free pages; the
                 // checkpoint then empties the WAL of every older page image.
                 sqlx::query("VACUUM").execute(&self.pool).await?;
-                sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
-                    .execute(&self.pool)
-                    .await?;
+                // A reader still on an older snapshot (another process on the file) blocks
+                // the truncation: the checkpoint answers busy. Tried again for a while, and
+                // said if the WAL could still not be emptied.
+                let deadline = std::time::Instant::now() + SCRUB_WAIT;
+                loop {
+                    let busy: i64 = sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+                        .fetch_one(&self.pool)
+                        .await?
+                        .try_get(0)?;
+                    if busy == 0 {
+                        break;
+                    }
+                    if std::time::Instant::now() >= deadline {
+                        tracing::warn!(
+                            "the WAL still holds the secrets' earlier page images: another connection is reading the database; they go at its next checkpoint"
+                        );
+                        break;
+                    }
+                    tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+                }
             }
             crate::Backend::Postgres => {
                 let since: f64 =

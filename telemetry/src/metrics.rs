@@ -109,9 +109,6 @@ pub const GUARD_BREACH_OUTCOMES: [&str; 2] = ["reverted", "alerted"];
 /// Where a trial's candidate is evaluated (`switchboard.trial.evaluations`' `where`).
 pub const TRIAL_EVALUATION_PLACES: [&str; 2] = ["live_call", "apart"];
 
-/// The `kind` of a replay (`switchboard.replay.duration`, `.truncations`).
-pub const REPLAY_KIND: &str = "replay";
-
 /// The process's instruments. Counters an operator alerts on start at zero for each of their
 /// label values, so a query finds the series before the first event (issue 49).
 pub fn metrics() -> &'static Metrics {
@@ -144,6 +141,7 @@ pub fn metrics() -> &'static Metrics {
         }
         made.router_ejections.add(0, &[]);
         made.budget_faults.add(0, &[]);
+        made.replay_truncations.add(0, &[]);
         made
     })
 }
@@ -287,8 +285,6 @@ impl Metrics {
             self.guard_recovered
                 .add(0, &[KeyValue::new("state", *state)]);
         }
-        self.replay_truncations
-            .add(0, &[KeyValue::new("kind", REPLAY_KIND)]);
     }
 
     /// One group commit of ingest's writes, holding `writes` of them.
@@ -308,12 +304,12 @@ impl Metrics {
             .record(took.as_secs_f64(), &attributes[..1]);
     }
 
-    /// One replay, and whether its budget cut it short.
-    pub fn replay(&self, kind: &'static str, took: Duration, truncated: bool) {
-        let attributes = [KeyValue::new("kind", kind)];
-        self.replay_duration.record(took.as_secs_f64(), &attributes);
+    /// One replay (a plan's or a dry run's: they replay alike, so no label tells them
+    /// apart), and whether its budget cut it short.
+    pub fn replay(&self, took: Duration, truncated: bool) {
+        self.replay_duration.record(took.as_secs_f64(), &[]);
         if truncated {
-            self.replay_truncations.add(1, &attributes);
+            self.replay_truncations.add(1, &[]);
         }
     }
 

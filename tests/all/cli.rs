@@ -947,14 +947,18 @@ pub async fn admin_cli_manages_tenancy_webhooks_and_endpoints(db: TestDb) {
         ("SWITCHBOARD_CONTROL", grpc.as_str()),
         ("SWITCHBOARD_OPERATOR_TOKEN", credential.as_str()),
     ];
-    let (done, _, err) = admin_with(&as_endpoint, &["team", "list"], "");
-    assert!(!done && err.contains("unauthenticated"), "{err}");
-    let (done, _, err) = admin_with(
+    let out = admin_output(&as_endpoint, &["team", "list"], "");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(5), "unauthenticated exits 5: {err}");
+    assert!(err.contains("unauthenticated"), "{err}");
+    let out = admin_output(
         &[("SWITCHBOARD_CONTROL", grpc.as_str())],
         &["team", "list"],
         "",
     );
-    assert!(!done && err.contains("SWITCHBOARD_OPERATOR_TOKEN"), "{err}");
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "a usage error exits 2: {err}");
+    assert!(err.contains("SWITCHBOARD_OPERATOR_TOKEN"), "{err}");
 }
 
 /// Issue 49 item 3: `switchboard admin --output json` in a shell script, through `jq`: each

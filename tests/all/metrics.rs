@@ -236,10 +236,12 @@ async fn metrics_are_scraped_and_the_backlog_gauges_move_with_the_work() {
         "state",
         &switchboard_model::guard::RecoveryState::ALL.map(|s| s.as_str()),
     );
-    present(
-        "switchboard_replay_truncations_total",
-        "kind",
-        &[m::REPLAY_KIND],
+    // A label that could only ever say one thing is no label (the replay's old `kind`).
+    assert!(
+        before
+            .iter()
+            .any(|s| s.name == "switchboard_replay_truncations_total" && s.labels.is_empty()),
+        "{before:?}"
     );
     assert!(
         before
@@ -471,18 +473,36 @@ async fn metrics_are_scraped_and_the_backlog_gauges_move_with_the_work() {
     for panel in dashboard["panels"].as_array().expect("panels") {
         for target in panel["targets"].as_array().expect("targets") {
             let expr = target["expr"].as_str().expect("an expr");
+            let mut series = Vec::new();
             for word in expr.split(|c: char| !(c.is_ascii_alphanumeric() || c == '_')) {
-                if word.starts_with("switchboard_") {
+                if ["switchboard_", "http_server_", "rpc_server_"]
+                    .iter()
+                    .any(|p| word.starts_with(p))
+                {
                     assert!(
                         names.contains(word),
                         "the dashboard charts {word}, which /metrics lacks"
                     );
+                    series.push(word);
                     charted += 1;
+                }
+            }
+            // Each label it groups by is one those series carry (`le` is every bucket's).
+            for by in expr.split("by (").skip(1) {
+                let labels = by.split(')').next().unwrap_or_default();
+                for label in labels.split(',').map(str::trim).filter(|l| *l != "le") {
+                    assert!(
+                        during
+                            .iter()
+                            .any(|s| series.contains(&s.name.as_str())
+                                && s.labels.contains_key(label)),
+                        "the dashboard groups {series:?} by {label}, which they do not carry"
+                    );
                 }
             }
         }
     }
-    assert!(charted >= 7, "{charted}");
+    assert!(charted >= 9, "{charted}");
 
     // Completing a todo takes it off the backlog.
     let first = todos["todos"][0]["id"].as_str().expect("a todo id");

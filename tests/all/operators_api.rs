@@ -769,7 +769,8 @@ async fn the_change_log_lists_exports_and_verifies_and_names_a_tampered_entry(db
     let out = admin(&["changes", "verify", "--file", path])
         .await
         .expect("admin runs");
-    assert!(!out.status.success());
+    // A log that does not verify exits 4, as `switchboard changes verify` does.
+    assert_eq!(out.status.code(), Some(4));
     assert!(
         String::from_utf8_lossy(&out.stderr).contains(&format!("entry {} was changed", saved.seq)),
         "{}",
@@ -796,7 +797,7 @@ async fn the_change_log_lists_exports_and_verifies_and_names_a_tampered_entry(db
     assert!(!verified.intact);
     assert_eq!(verified.broken_seq, saved.seq, "{verified:?}");
     let out = admin(&["changes", "verify"]).await.expect("admin runs");
-    assert!(!out.status.success());
+    assert_eq!(out.status.code(), Some(4));
 }
 
 /// Issue 49 (offboarding): a member taken out of a team loses the team's verbs at once — their

@@ -292,11 +292,7 @@ impl Replayer {
         };
         lease.release().await;
         if let Ok(outcome) = &result {
-            switchboard_telemetry::metrics().replay(
-                switchboard_telemetry::metrics::REPLAY_KIND,
-                started.elapsed(),
-                outcome.truncated,
-            );
+            switchboard_telemetry::metrics().replay(started.elapsed(), outcome.truncated);
         }
         result
     }
