@@ -137,6 +137,9 @@ pub enum OperatorCommand {
     Audit {
         #[arg(long, default_value_t = 50)]
         limit: u32,
+        /// Where to go on: the `next cursor` the previous page printed.
+        #[arg(long, default_value = "")]
+        cursor: String,
     },
 }
 
@@ -383,11 +386,6 @@ fn op(e: Error) -> anyhow::Error {
     anyhow::anyhow!("{}", e.log_text())
 }
 
-/// An API refusal as the operator reads it: control's message (`reason: text`); a call control
-/// never answered says so, as the people's CLI does (`control_unavailable: control did not
-/// answer; …`), rather than the transport's words.
-/// Control's refusal (or its silence) as the typed error the people's CLI prints: its code
-/// sets the exit code, from the one reason table (`cli::run`).
 /// How this process prints: set once by [`run`] from `--output` (one command per process).
 static OUTPUT: std::sync::OnceLock<Output> = std::sync::OnceLock::new();
 
@@ -456,6 +454,9 @@ where
     }
 }
 
+/// Control's refusal (or its silence) as the typed error the people's CLI prints
+/// (`reason: text`; a call control never answered says `control_unavailable`, not the
+/// transport's words): its code sets the exit code, from the one reason table (`cli::run`).
 fn api(status: tonic::Status) -> anyhow::Error {
     anyhow::Error::new(CallError::from_status(&status))
 }
@@ -957,17 +958,13 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
                 .context("control answered no credential")?;
             say!("operator credential {} revoked", c.id);
         }
-        AdminCommand::Operator(OperatorCommand::Audit { limit }) => {
-            let entries = client
-                .list_audit_entries(pb::ListAuditEntriesRequest {
-                    limit,
-                    cursor: String::new(),
-                })
+        AdminCommand::Operator(OperatorCommand::Audit { limit, cursor }) => {
+            let page = client
+                .list_audit_entries(pb::ListAuditEntriesRequest { limit, cursor })
                 .await
                 .map_err(api)
-                .and_then(answered)?
-                .entries;
-            for e in entries {
+                .and_then(answered)?;
+            for e in page.entries {
                 let mut detail: Vec<(String, String)> = e.detail.into_iter().collect();
                 detail.sort();
                 let detail: Vec<String> = detail.iter().map(|(k, v)| format!("{k}={v}")).collect();
@@ -983,6 +980,9 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
                     e.target,
                     detail.join(" ")
                 );
+            }
+            if !page.next_cursor.is_empty() {
+                say!("next cursor: {}", page.next_cursor);
             }
         }
     }

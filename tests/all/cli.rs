@@ -898,6 +898,28 @@ pub async fn admin_cli_manages_tenancy_webhooks_and_endpoints(db: TestDb) {
         audit.contains("set_team_member\tteam:platform\thuman=bob role=editor"),
         "{audit}"
     );
+    // A page at a time: the next cursor printed goes on where the page stopped.
+    let first = ok(run(&["operator", "audit", "--limit", "2"], ""));
+    let cursor = first
+        .lines()
+        .find_map(|l| l.strip_prefix("next cursor: "))
+        .unwrap_or_else(|| panic!("a next cursor: {first}"));
+    let second = ok(run(
+        &["operator", "audit", "--limit", "2", "--cursor", cursor],
+        "",
+    ));
+    let entries = |page: &str| -> Vec<String> {
+        page.lines()
+            .filter(|l| !l.starts_with("next cursor: "))
+            .map(str::to_string)
+            .collect()
+    };
+    let whole: Vec<String> = audit.lines().map(str::to_string).collect();
+    assert_eq!(
+        [entries(&first), entries(&second)].concat(),
+        whole[..4].to_vec(),
+        "{first}{second}"
+    );
     assert!(
         !audit.contains("sbe_") && !audit.contains(&secret),
         "{audit}"
