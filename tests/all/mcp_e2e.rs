@@ -387,7 +387,11 @@ async fn the_typescript_sdk_reads_every_tool_schema_without_a_warning() {
         "alice",
         &alice,
         "alice-agent",
-        &["webhooks", "webhook-rules", "todos"],
+        // Every family: the SDK compiles every tool's schema, trials' and confirms' too.
+        &switchboard_model::verb::Family::ALL
+            .iter()
+            .map(|f| f.name())
+            .collect::<Vec<_>>(),
     )
     .await;
     let hook = webhook(&store, &alice).await;
@@ -415,6 +419,11 @@ async fn the_typescript_sdk_reads_every_tool_schema_without_a_warning() {
     let report: serde_json::Value = serde_json::from_str(stdout.trim()).expect("one JSON line");
     assert_eq!(report["warnings"], serde_json::json!([]), "{report}");
     assert_eq!(report["problems"], serde_json::json!([]), "{report}");
+    assert_eq!(
+        report["tools"].as_u64(),
+        u64::try_from(switchboard_model::verb::Verb::ALL.len()).ok(),
+        "every tool listed and read: {report}"
+    );
     assert!(
         report["called"].as_array().is_some_and(|c| c.len() == 6),
         "{report}"
