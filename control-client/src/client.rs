@@ -163,11 +163,11 @@ unary! {
 const WALK_PAGE: u32 = 200;
 
 /// Every item of a keyset-paged listing: `page(cursor)` answers one page's items and the next
-/// cursor, empty after the last page.
-async fn walk<T, F, Fut>(mut page: F) -> Result<Vec<T>, Status>
+/// cursor, empty after the last page. Any client's pages: this one's, `switchboard admin`'s.
+pub async fn walk<T, E, F, Fut>(mut page: F) -> Result<Vec<T>, E>
 where
     F: FnMut(String) -> Fut,
-    Fut: std::future::Future<Output = Result<(Vec<T>, String), Status>>,
+    Fut: std::future::Future<Output = Result<(Vec<T>, String), E>>,
 {
     let mut all = Vec::new();
     let mut cursor = String::new();

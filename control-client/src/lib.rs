@@ -20,5 +20,5 @@ pub mod error;
 pub mod views;
 
 pub use bearer::Bearer;
-pub use client::{ControlClient, channel};
+pub use client::{ControlClient, channel, walk};
 pub use error::CallError;

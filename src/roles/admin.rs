@@ -13,7 +13,7 @@ use anyhow::Context;
 use clap::{Args, Subcommand};
 use switchboard_control::store::SourceType;
 use switchboard_control::{Error, OwnerScope, Role, SealingKey, Store, verbs};
-use switchboard_control_client::CallError;
+use switchboard_control_client::{CallError, walk};
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::convert::time;
 
@@ -432,27 +432,9 @@ fn print_json<M: prost::Message + prost::Name>(message: &M) -> anyhow::Result<()
     Ok(())
 }
 
-/// The largest page a listing serves: `admin … list` asks for these.
+/// The largest page a listing serves: `admin … list` walks pages of these
+/// (`switchboard_control_client::walk`, each page printed as [`answered`] prints it).
 const PAGE: u32 = 200;
-
-/// Every item of a paged listing: `page(cursor)` asks for one page (printing it as
-/// [`answered`] does) and answers its items and the next cursor, empty after the last.
-async fn every_page<T, F, Fut>(mut page: F) -> anyhow::Result<Vec<T>>
-where
-    F: FnMut(String) -> Fut,
-    Fut: std::future::Future<Output = anyhow::Result<(Vec<T>, String)>>,
-{
-    let mut all = Vec::new();
-    let mut cursor = String::new();
-    loop {
-        let (items, next) = page(cursor).await?;
-        all.extend(items);
-        if next.is_empty() {
-            return Ok(all);
-        }
-        cursor = next;
-    }
-}
 
 /// Control's refusal (or its silence) as the typed error the people's CLI prints
 /// (`reason: text`; a call control never answered says `control_unavailable`, not the
@@ -738,7 +720,7 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
             );
         }
         AdminCommand::Human(HumanCommand::List) => {
-            let humans = every_page(|cursor| {
+            let humans = walk(|cursor| {
                 let mut client = client.clone();
                 async move {
                     let page = client
@@ -749,7 +731,7 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
                         .await
                         .map_err(api)
                         .and_then(answered)?;
-                    Ok((page.humans, page.next_cursor))
+                    anyhow::Ok((page.humans, page.next_cursor))
                 }
             })
             .await?;
@@ -807,7 +789,7 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
             say!("{} is no longer a member of team:{}", m.login, m.team);
         }
         AdminCommand::Team(TeamCommand::List) => {
-            let teams = every_page(|cursor| {
+            let teams = walk(|cursor| {
                 let mut client = client.clone();
                 async move {
                     let page = client
@@ -818,7 +800,7 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
                         .await
                         .map_err(api)
                         .and_then(answered)?;
-                    Ok((page.teams, page.next_cursor))
+                    anyhow::Ok((page.teams, page.next_cursor))
                 }
             })
             .await?;
@@ -865,7 +847,7 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
         }
         AdminCommand::Endpoint(EndpointCommand::List { scope }) => {
             let owner_scope = scope.map(|s| s.to_string());
-            let endpoints = every_page(|cursor| {
+            let endpoints = walk(|cursor| {
                 let (mut client, owner_scope) = (client.clone(), owner_scope.clone());
                 async move {
                     let page = client
@@ -877,7 +859,7 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
                         .await
                         .map_err(api)
                         .and_then(answered)?;
-                    Ok((page.endpoints, page.next_cursor))
+                    anyhow::Ok((page.endpoints, page.next_cursor))
                 }
             })
             .await?;
@@ -915,7 +897,7 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
             );
         }
         AdminCommand::Operator(OperatorCommand::List) => {
-            let all = every_page(|cursor| {
+            let all = walk(|cursor| {
                 let mut client = client.clone();
                 async move {
                     let page = client
@@ -926,7 +908,7 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
                         .await
                         .map_err(api)
                         .and_then(answered)?;
-                    Ok((page.credentials, page.next_cursor))
+                    anyhow::Ok((page.credentials, page.next_cursor))
                 }
             })
             .await?;
@@ -1072,7 +1054,7 @@ async fn webhook(client: &mut Client, command: WebhookCommand) -> anyhow::Result
         }
         WebhookCommand::List { scope } => {
             let owner_scope = scope.to_string();
-            let webhooks = every_page(|cursor| {
+            let webhooks = walk(|cursor| {
                 let (mut client, owner_scope) = (client.clone(), owner_scope.clone());
                 async move {
                     let page = client
@@ -1084,7 +1066,7 @@ async fn webhook(client: &mut Client, command: WebhookCommand) -> anyhow::Result
                         .await
                         .map_err(api)
                         .and_then(answered)?;
-                    Ok((page.webhooks, page.next_cursor))
+                    anyhow::Ok((page.webhooks, page.next_cursor))
                 }
             })
             .await?;
@@ -1275,7 +1257,7 @@ async fn scope(client: &mut Client, command: ScopeCommand) -> anyhow::Result<()>
             }
         }
         ScopeCommand::List => {
-            let all = every_page(|cursor| {
+            let all = walk(|cursor| {
                 let mut client = client.clone();
                 async move {
                     let page = client
@@ -1286,7 +1268,7 @@ async fn scope(client: &mut Client, command: ScopeCommand) -> anyhow::Result<()>
                         .await
                         .map_err(api)
                         .and_then(answered)?;
-                    Ok((page.allowances, page.next_cursor))
+                    anyhow::Ok((page.allowances, page.next_cursor))
                 }
             })
             .await?;
