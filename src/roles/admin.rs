@@ -432,9 +432,29 @@ fn print_json<M: prost::Message + prost::Name>(message: &M) -> anyhow::Result<()
     Ok(())
 }
 
-/// The largest page a listing serves: `admin … list` walks pages of these
-/// (`switchboard_control_client::walk`, each page printed as [`answered`] prints it).
+/// The largest page a listing serves: `admin … list` walks pages of these.
 const PAGE: u32 = 200;
+
+/// Every item of one Operators listing: `$method` called page by page with `$request` (built
+/// from `cursor`, with `limit: PAGE`), each page printed as [`answered`] prints it, `$items`
+/// read from each (`switchboard_control_client::walk`).
+macro_rules! every {
+    ($client:expr, $method:ident, $items:ident, |$cursor:ident| $request:expr) => {
+        walk(|$cursor| {
+            // Built here, so the future owns what it sends; the client is a cheap handle.
+            let (mut client, request) = ($client.clone(), $request);
+            async move {
+                let page = client
+                    .$method(request)
+                    .await
+                    .map_err(api)
+                    .and_then(answered)?;
+                anyhow::Ok((page.$items, page.next_cursor))
+            }
+        })
+        .await?
+    };
+}
 
 /// Control's refusal (or its silence) as the typed error the people's CLI prints
 /// (`reason: text`; a call control never answered says `control_unavailable`, not the
@@ -720,21 +740,12 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
             );
         }
         AdminCommand::Human(HumanCommand::List) => {
-            let humans = walk(|cursor| {
-                let mut client = client.clone();
-                async move {
-                    let page = client
-                        .list_humans(pb::ListHumansRequest {
-                            cursor,
-                            limit: PAGE,
-                        })
-                        .await
-                        .map_err(api)
-                        .and_then(answered)?;
-                    anyhow::Ok((page.humans, page.next_cursor))
+            let humans = every!(client, list_humans, humans, |cursor| {
+                pb::ListHumansRequest {
+                    cursor,
+                    limit: PAGE,
                 }
-            })
-            .await?;
+            });
             for h in humans {
                 say!("{}\t{}", h.login, h.display_name);
             }
@@ -789,21 +800,10 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
             say!("{} is no longer a member of team:{}", m.login, m.team);
         }
         AdminCommand::Team(TeamCommand::List) => {
-            let teams = walk(|cursor| {
-                let mut client = client.clone();
-                async move {
-                    let page = client
-                        .list_teams(pb::ListTeamsRequest {
-                            cursor,
-                            limit: PAGE,
-                        })
-                        .await
-                        .map_err(api)
-                        .and_then(answered)?;
-                    anyhow::Ok((page.teams, page.next_cursor))
-                }
-            })
-            .await?;
+            let teams = every!(client, list_teams, teams, |cursor| pb::ListTeamsRequest {
+                cursor,
+                limit: PAGE
+            });
             for t in teams {
                 say!("{}\t{}", t.slug, t.name);
             }
@@ -847,22 +847,13 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
         }
         AdminCommand::Endpoint(EndpointCommand::List { scope }) => {
             let owner_scope = scope.map(|s| s.to_string());
-            let endpoints = walk(|cursor| {
-                let (mut client, owner_scope) = (client.clone(), owner_scope.clone());
-                async move {
-                    let page = client
-                        .list_endpoints(pb::ListEndpointsRequest {
-                            owner_scope,
-                            cursor,
-                            limit: PAGE,
-                        })
-                        .await
-                        .map_err(api)
-                        .and_then(answered)?;
-                    anyhow::Ok((page.endpoints, page.next_cursor))
+            let endpoints = every!(client, list_endpoints, endpoints, |cursor| {
+                pb::ListEndpointsRequest {
+                    owner_scope: owner_scope.clone(),
+                    cursor,
+                    limit: PAGE,
                 }
-            })
-            .await?;
+            });
             for e in endpoints {
                 let families: Vec<String> = verbs::group_by_family(&e.verbs)
                     .into_iter()
@@ -897,21 +888,12 @@ async fn call(client: &mut Client, command: AdminCommand) -> anyhow::Result<()> 
             );
         }
         AdminCommand::Operator(OperatorCommand::List) => {
-            let all = walk(|cursor| {
-                let mut client = client.clone();
-                async move {
-                    let page = client
-                        .list_operator_credentials(pb::ListOperatorCredentialsRequest {
-                            cursor,
-                            limit: PAGE,
-                        })
-                        .await
-                        .map_err(api)
-                        .and_then(answered)?;
-                    anyhow::Ok((page.credentials, page.next_cursor))
+            let all = every!(client, list_operator_credentials, credentials, |cursor| {
+                pb::ListOperatorCredentialsRequest {
+                    cursor,
+                    limit: PAGE,
                 }
-            })
-            .await?;
+            });
             for c in all {
                 say!(
                     "{}\t{}\t{}\tcreated_by={}",
@@ -1054,22 +1036,13 @@ async fn webhook(client: &mut Client, command: WebhookCommand) -> anyhow::Result
         }
         WebhookCommand::List { scope } => {
             let owner_scope = scope.to_string();
-            let webhooks = walk(|cursor| {
-                let (mut client, owner_scope) = (client.clone(), owner_scope.clone());
-                async move {
-                    let page = client
-                        .list_scope_webhooks(pb::ListScopeWebhooksRequest {
-                            owner_scope,
-                            cursor,
-                            limit: PAGE,
-                        })
-                        .await
-                        .map_err(api)
-                        .and_then(answered)?;
-                    anyhow::Ok((page.webhooks, page.next_cursor))
+            let webhooks = every!(client, list_scope_webhooks, webhooks, |cursor| {
+                pb::ListScopeWebhooksRequest {
+                    owner_scope: owner_scope.clone(),
+                    cursor,
+                    limit: PAGE,
                 }
-            })
-            .await?;
+            });
             for w in webhooks {
                 say!(
                     "{}\t{}\tgrant={}\tversion={}\treject_unverified={}\tname={}",
@@ -1257,21 +1230,12 @@ async fn scope(client: &mut Client, command: ScopeCommand) -> anyhow::Result<()>
             }
         }
         ScopeCommand::List => {
-            let all = walk(|cursor| {
-                let mut client = client.clone();
-                async move {
-                    let page = client
-                        .list_grant_allowances(pb::ListGrantAllowancesRequest {
-                            cursor,
-                            limit: PAGE,
-                        })
-                        .await
-                        .map_err(api)
-                        .and_then(answered)?;
-                    anyhow::Ok((page.allowances, page.next_cursor))
+            let all = every!(client, list_grant_allowances, allowances, |cursor| {
+                pb::ListGrantAllowancesRequest {
+                    cursor,
+                    limit: PAGE,
                 }
-            })
-            .await?;
+            });
             for a in all {
                 say!("{}\t{}", a.owner_scope, a.queues.join(","));
             }

@@ -41,6 +41,15 @@ async fn client(control: &Control) -> OperatorsClient<Channel> {
     OperatorsClient::new(channel)
 }
 
+/// A first operator credential, bootstrapped from the database: its token.
+async fn root_token(store: &Store) -> String {
+    store
+        .create_operator_credential("root", None)
+        .await
+        .expect("bootstrap")
+        .token
+}
+
 async fn endpoint_credential(store: &Store, login: &str) -> String {
     let scope = human(store, login).await;
     store
@@ -72,12 +81,7 @@ async fn audit(api: &mut OperatorsClient<Channel>, token: &str) -> Vec<pb::Audit
 async fn only_operator_credentials_open_the_operators_api(db: TestDb) {
     let control = Control::start(&db.store, &[], ControlSetup::default()).await;
     let mut api = client(&control).await;
-    let root = db
-        .store
-        .create_operator_credential("root", None)
-        .await
-        .expect("bootstrap")
-        .token;
+    let root = root_token(&db.store).await;
     let endpoint = endpoint_credential(&db.store, "alice").await;
 
     let teams = |token: Option<&str>| {
@@ -427,12 +431,7 @@ fn root_target(id: &str) -> String {
 async fn vending_without_consent_makes_nothing(db: TestDb) {
     let control = Control::start(&db.store, &[], ControlSetup::default()).await;
     let mut api = client(&control).await;
-    let token = db
-        .store
-        .create_operator_credential("root", None)
-        .await
-        .expect("bootstrap")
-        .token;
+    let token = root_token(&db.store).await;
     let scope = human(&db.store, "alice").await;
     let ask = |consent: bool| pb::VendEndpointRequest {
         human: "alice".into(),
@@ -1203,12 +1202,7 @@ async fn operators_read_every_time_as_a_timestamp(db: TestDb) {
     use switchboard_proto::convert::time::from_millis;
     let control = Control::start(&db.store, &[], ControlSetup::default()).await;
     let mut api = client(&control).await;
-    let token = db
-        .store
-        .create_operator_credential("root", None)
-        .await
-        .expect("bootstrap")
-        .token;
+    let token = root_token(&db.store).await;
     let alice = api
         .create_human(with(
             &token,
@@ -1339,12 +1333,11 @@ async fn operators_read_every_time_as_a_timestamp(db: TestDb) {
 async fn walk<F, Fut>(mut page: F) -> (Vec<String>, usize)
 where
     F: FnMut(String) -> Fut,
-    Fut:
-        std::future::Future<Output = Result<tonic::Response<(Vec<String>, String)>, tonic::Status>>,
+    Fut: std::future::Future<Output = Result<(Vec<String>, String), tonic::Status>>,
 {
     let (mut all, mut pages, mut cursor) = (Vec::new(), 0, String::new());
     loop {
-        let (ids, next) = page(cursor).await.expect("a page").into_inner();
+        let (ids, next) = page(cursor).await.expect("a page");
         assert!(ids.len() <= 2, "a page holds at most its limit");
         all.extend(ids);
         pages += 1;
@@ -1355,18 +1348,29 @@ where
     }
 }
 
+/// [`walk`]s the Operators listing `$method` with `$request` (built from `cursor`) as the
+/// operator `$token`: the `$id` of each of a page's `$items`.
+macro_rules! pages {
+    ($api:expr, $token:expr, $method:ident, $items:ident, $id:ident, |$cursor:ident| $request:expr) => {
+        walk(|$cursor| {
+            let (mut api, request) = ($api.clone(), with(&$token, $request));
+            async move {
+                let page = api.$method(request).await?.into_inner();
+                let ids = page.$items.into_iter().map(|item| item.$id).collect();
+                Ok((ids, page.next_cursor))
+            }
+        })
+        .await
+    };
+}
+
 /// Issue 49: endpoints, operator credentials, grant allowances and a scope's webhooks are
 /// listed a page at a time, each item once, in the order the whole listing has; a cursor of
 /// another listing, or a limit over 200, is refused as invalid.
 async fn every_operator_listing_pages_with_opaque_cursors(db: TestDb) {
     let control = Control::start(&db.store, &[], ControlSetup::default()).await;
     let api = client(&control).await;
-    let token = db
-        .store
-        .create_operator_credential("root", None)
-        .await
-        .expect("bootstrap")
-        .token;
+    let token = root_token(&db.store).await;
     for name in ["second", "third", "fourth", "fifth"] {
         db.store
             .create_operator_credential(name, None)
@@ -1399,22 +1403,14 @@ async fn every_operator_listing_pages_with_opaque_cursors(db: TestDb) {
         alices_webhooks.push(w.id);
     }
 
-    let (credentials, pages) = walk(|cursor| {
-        let mut api = api.clone();
-        let token = token.clone();
-        async move {
-            let r = api
-                .list_operator_credentials(with(
-                    &token,
-                    pb::ListOperatorCredentialsRequest { cursor, limit: 2 },
-                ))
-                .await?
-                .into_inner();
-            let ids = r.credentials.into_iter().map(|c| c.id).collect();
-            Ok(tonic::Response::new((ids, r.next_cursor)))
-        }
-    })
-    .await;
+    let (credentials, pages) = pages!(
+        api,
+        token,
+        list_operator_credentials,
+        credentials,
+        id,
+        |cursor| pb::ListOperatorCredentialsRequest { cursor, limit: 2 }
+    );
     let whole: Vec<String> = db
         .store
         .list_operator_credentials()
@@ -1429,22 +1425,14 @@ async fn every_operator_listing_pages_with_opaque_cursors(db: TestDb) {
         "five credentials, oldest first"
     );
 
-    let (allowances, pages) = walk(|cursor| {
-        let mut api = api.clone();
-        let token = token.clone();
-        async move {
-            let r = api
-                .list_grant_allowances(with(
-                    &token,
-                    pb::ListGrantAllowancesRequest { cursor, limit: 2 },
-                ))
-                .await?
-                .into_inner();
-            let ids = r.allowances.into_iter().map(|a| a.owner_scope).collect();
-            Ok(tonic::Response::new((ids, r.next_cursor)))
-        }
-    })
-    .await;
+    let (allowances, pages) = pages!(
+        api,
+        token,
+        list_grant_allowances,
+        allowances,
+        owner_scope,
+        |cursor| pb::ListGrantAllowancesRequest { cursor, limit: 2 }
+    );
     assert_eq!(
         (allowances, pages),
         (
@@ -1457,27 +1445,13 @@ async fn every_operator_listing_pages_with_opaque_cursors(db: TestDb) {
     );
 
     for filter in [None, Some(scopes[1].to_string())] {
-        let (endpoints, pages) = walk(|cursor| {
-            let mut api = api.clone();
-            let token = token.clone();
-            let owner_scope = filter.clone();
-            async move {
-                let r = api
-                    .list_endpoints(with(
-                        &token,
-                        pb::ListEndpointsRequest {
-                            owner_scope,
-                            cursor,
-                            limit: 2,
-                        },
-                    ))
-                    .await?
-                    .into_inner();
-                let ids = r.endpoints.into_iter().map(|e| e.id).collect();
-                Ok(tonic::Response::new((ids, r.next_cursor)))
+        let (endpoints, pages) = pages!(api, token, list_endpoints, endpoints, id, |cursor| {
+            pb::ListEndpointsRequest {
+                owner_scope: filter.clone(),
+                cursor,
+                limit: 2,
             }
-        })
-        .await;
+        });
         let scope = filter
             .as_deref()
             .map(|s| s.parse::<OwnerScope>().expect("scope"));
@@ -1498,27 +1472,13 @@ async fn every_operator_listing_pages_with_opaque_cursors(db: TestDb) {
         );
     }
 
-    let (webhooks, pages) = walk(|cursor| {
-        let mut api = api.clone();
-        let token = token.clone();
-        let owner_scope = scopes[1].to_string();
-        async move {
-            let r = api
-                .list_scope_webhooks(with(
-                    &token,
-                    pb::ListScopeWebhooksRequest {
-                        owner_scope,
-                        cursor,
-                        limit: 2,
-                    },
-                ))
-                .await?
-                .into_inner();
-            let ids = r.webhooks.into_iter().map(|w| w.id).collect();
-            Ok(tonic::Response::new((ids, r.next_cursor)))
+    let (webhooks, pages) = pages!(api, token, list_scope_webhooks, webhooks, id, |cursor| {
+        pb::ListScopeWebhooksRequest {
+            owner_scope: scopes[1].to_string(),
+            cursor,
+            limit: 2,
         }
-    })
-    .await;
+    });
     let mut sorted_webhooks = webhooks.clone();
     sorted_webhooks.sort();
     alices_webhooks.sort();
