@@ -180,6 +180,11 @@ const SQLITE_MIGRATIONS: &[(i64, &str, &str)] = &[
         "event_counts",
         include_str!("../migrations/sqlite/0024_event_counts.sql"),
     ),
+    (
+        25,
+        "trial_indexes",
+        include_str!("../migrations/sqlite/0025_trial_indexes.sql"),
+    ),
 ];
 const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
     (
@@ -301,6 +306,11 @@ const POSTGRES_MIGRATIONS: &[(i64, &str, &str)] = &[
         24,
         "event_counts",
         include_str!("../migrations/postgres/0024_event_counts.sql"),
+    ),
+    (
+        25,
+        "trial_indexes",
+        include_str!("../migrations/postgres/0025_trial_indexes.sql"),
     ),
 ];
 

@@ -10,7 +10,7 @@ use crate::dialect::WriteTx;
 use crate::error::{Error, Result};
 use crate::multi_row;
 use crate::scope::OwnerScope;
-use crate::secrets::new_id;
+use crate::secrets::new_ordered_id;
 use crate::todos::{NewTodo, TodoInsert, TodoRow, insert_todos_in};
 use crate::{Listing, Page, Paged, Store, cursor_for, flag, into_page, json_opt};
 
@@ -429,7 +429,7 @@ impl RowTexts {
             decision,
             fault,
             todo_id: match todo {
-                Some(_) if columns.todos => Some(new_id("td_")?),
+                Some(_) if columns.todos => Some(new_ordered_id("td_")?),
                 _ => None,
             },
         })
@@ -833,7 +833,7 @@ impl Store {
             return Err(Error::invalid("kind", "1–200 bytes"));
         }
         Ok(DraftEvent {
-            id: new_id("ev_")?,
+            id: new_ordered_id("ev_")?,
             received_at: self.now(),
             new,
             webhook_revision: None,

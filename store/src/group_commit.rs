@@ -19,6 +19,11 @@
 //! are chosen before the first try, the decision is an UPDATE of that event, the todo is the
 //! once-key insert.
 //!
+//! A rate-limit grant (`rate_limits`: a webhook's first delivery of a window asks the database
+//! for a block of hits) is a write of the same kind: with thousands of webhooks most
+//! deliveries are a window's first, and a grant of its own per delivery cost as much as the
+//! delivery's write.
+//!
 //! On PostgreSQL a batch of events alone (ingest's, when its router answered in time) skips the
 //! transaction: one statement writes the events and their todos and commits by itself
 //! (`events::insert_events_at_once`), on a connection the committer keeps between batches —
@@ -37,6 +42,7 @@ use crate::events::{
     DecisionRow, DraftEvent, EventRow, RecordDecision, insert_events_at_once, insert_events_in,
     record_decisions_in,
 };
+use crate::rate_limits::{Grant, grant_in};
 use crate::todos::TodoInsert;
 use crate::{Event, Store};
 
@@ -108,6 +114,16 @@ impl Store {
             })
             .await
     }
+
+    /// Writes a rate-limit grant and answers the hits it granted, once committed
+    /// ([`Store::try_take_held`]).
+    pub(crate) async fn grant(&self, grant: Grant) -> Result<i64> {
+        self.group_commit
+            .submit(&self.pool, self.backend, &self.write_turns, |reply| {
+                Write::Grant { grant, reply }
+            })
+            .await
+    }
 }
 
 /// One write waiting for its commit, and where its answer goes.
@@ -124,6 +140,11 @@ pub(crate) enum Write {
         now: i64,
         reply: oneshot::Sender<Result<Option<TodoInsert>>>,
     },
+    /// A block of a budget's hits, answered with how many were granted.
+    Grant {
+        grant: Grant,
+        reply: oneshot::Sender<Result<i64>>,
+    },
 }
 
 /// What a write came to, before its answer is sent.
@@ -133,6 +154,7 @@ pub(crate) enum Write {
 enum Done {
     Event(Result<(Event, Option<TodoInsert>)>),
     Decision(Result<Option<TodoInsert>>),
+    Grant(Result<i64>),
 }
 
 impl Done {
@@ -140,6 +162,7 @@ impl Done {
         match self {
             Done::Event(r) => r.is_err(),
             Done::Decision(r) => r.is_err(),
+            Done::Grant(r) => r.is_err(),
         }
     }
 }
@@ -149,7 +172,7 @@ impl Write {
     fn weight(&self) -> usize {
         match self {
             Write::Event { draft, .. } => draft.new.body.len(),
-            Write::Decision { .. } => 0,
+            Write::Decision { .. } | Write::Grant { .. } => 0,
         }
     }
 
@@ -161,6 +184,9 @@ impl Write {
                 let _ = reply.send(r);
             }
             (Write::Decision { reply, .. }, Done::Decision(r)) => {
+                let _ = reply.send(r);
+            }
+            (Write::Grant { reply, .. }, Done::Grant(r)) => {
                 let _ = reply.send(r);
             }
             (write, _) => write.fail(Error::internal("group commit: answer of the wrong kind")),
@@ -232,6 +258,34 @@ struct Intake {
 pub(crate) struct Tally {
     commits: AtomicU64,
     writes: AtomicU64,
+    grants: AtomicU64,
+}
+
+impl Tally {
+    /// Counts `batch`'s writes as answered: deliveries' writes and grants apart.
+    fn answered(&self, batch: &[Write]) {
+        let grants = grants_in(batch);
+        self.grants.fetch_add(grants as u64, Ordering::Relaxed);
+        self.writes
+            .fetch_add((batch.len() - grants) as u64, Ordering::Relaxed);
+    }
+
+    /// Counts one commit of `batch`, and its deliveries' writes in the metric (which shows
+    /// how deliveries batch; a commit of grants alone is not one).
+    fn committed(&self, batch: &[Write]) {
+        self.commits.fetch_add(1, Ordering::Relaxed);
+        let writes = batch.len() - grants_in(batch);
+        if writes > 0 {
+            switchboard_telemetry::metrics().group_commit(writes);
+        }
+    }
+}
+
+fn grants_in(batch: &[Write]) -> usize {
+    batch
+        .iter()
+        .filter(|w| matches!(w, Write::Grant { .. }))
+        .count()
 }
 
 /// [`Tally`] read at one moment.
@@ -239,8 +293,10 @@ pub(crate) struct Tally {
 pub struct GroupCommitTally {
     /// Transactions committed (a batch, or one write of a failed batch applied alone).
     pub commits: u64,
-    /// Writes answered.
+    /// Deliveries' writes answered (an event stored, a decision recorded).
     pub writes: u64,
+    /// Rate-limit grants answered (`rate_limits`): a webhook's first delivery of a window.
+    pub grants: u64,
 }
 
 impl Committer {
@@ -284,9 +340,7 @@ impl Committer {
                     continue;
                 }
             };
-            self.tally
-                .writes
-                .fetch_add(batch.len() as u64, Ordering::Relaxed);
+            self.tally.answered(&batch);
             self.commit(batch).await;
         }
     }
@@ -319,8 +373,7 @@ impl Committer {
         for write in batch {
             let done = alone(&self.pool, self.backend, &self.turns, &write).await;
             if !done.is_err() {
-                self.tally.commits.fetch_add(1, Ordering::Relaxed);
-                switchboard_telemetry::metrics().group_commit(1);
+                self.tally.committed(std::slice::from_ref(&write));
             }
             write.answer(done);
         }
@@ -334,8 +387,7 @@ impl Committer {
         // transaction, which rolls it back.
         let results = apply(&mut tx, batch).await?;
         tx.commit().await?;
-        self.tally.commits.fetch_add(1, Ordering::Relaxed);
-        switchboard_telemetry::metrics().group_commit(batch.len());
+        self.tally.committed(batch);
         Ok(results)
     }
 
@@ -360,14 +412,13 @@ impl Committer {
                     draft,
                     decided: decided.as_ref(),
                 }),
-                Write::Decision { .. } => None,
+                Write::Decision { .. } | Write::Grant { .. } => None,
             })
             .collect();
         match insert_events_at_once(&mut conn, &rows).await {
             Ok(stored) => {
                 self.held = Some(conn);
-                self.tally.commits.fetch_add(1, Ordering::Relaxed);
-                switchboard_telemetry::metrics().group_commit(batch.len());
+                self.tally.committed(batch);
                 Ok(stored.into_iter().map(Done::Event).collect())
             }
             Err(e) => {
@@ -385,6 +436,7 @@ impl Committer {
 async fn apply(tx: &mut WriteTx, writes: &[Write]) -> Result<Vec<Done>> {
     let mut events = Vec::new();
     let mut decisions = Vec::new();
+    let mut grants = Vec::new();
     for write in writes {
         match write {
             Write::Event { draft, decided, .. } => events.push(EventRow {
@@ -401,8 +453,21 @@ async fn apply(tx: &mut WriteTx, writes: &[Write]) -> Result<Vec<Done>> {
                 outcome,
                 now: *now,
             }),
+            Write::Grant { grant, .. } => grants.push(grant),
         }
     }
+    // A statement each: a batch holds a few grants at most (one per webhook starting a
+    // window). In the order of their rows, so two replicas' batches lock them in one order
+    // and never deadlock each other on PostgreSQL.
+    let mut order: Vec<usize> = (0..grants.len()).collect();
+    order.sort_by(|&a, &b| {
+        (&grants[a].subject, &grants[a].kind).cmp(&(&grants[b].subject, &grants[b].kind))
+    });
+    let mut granted = vec![0; grants.len()];
+    for i in order {
+        granted[i] = grant_in(tx, grants[i]).await?;
+    }
+    let mut granted = granted.into_iter();
     let mut events = insert_events_in(tx, &events).await?.into_iter();
     let mut decisions = record_decisions_in(tx, &decisions).await?.into_iter();
     let mut out = Vec::with_capacity(writes.len());
@@ -410,6 +475,7 @@ async fn apply(tx: &mut WriteTx, writes: &[Write]) -> Result<Vec<Done>> {
         let done = match write {
             Write::Event { .. } => events.next().map(Done::Event),
             Write::Decision { .. } => decisions.next().map(Done::Decision),
+            Write::Grant { .. } => granted.next().map(|g| Done::Grant(Ok(g))),
         };
         out.push(done.unwrap_or_else(|| write.failed(Error::internal("a write was not answered"))));
     }
@@ -443,6 +509,7 @@ impl Write {
         match self {
             Write::Event { .. } => Done::Event(Err(error)),
             Write::Decision { .. } => Done::Decision(Err(error)),
+            Write::Grant { .. } => Done::Grant(Err(error)),
         }
     }
 }
@@ -487,6 +554,7 @@ impl GroupCommit {
         GroupCommitTally {
             commits: self.tally.commits.load(Ordering::Relaxed),
             writes: self.tally.writes.load(Ordering::Relaxed),
+            grants: self.tally.grants.load(Ordering::Relaxed),
         }
     }
 
@@ -506,10 +574,9 @@ impl GroupCommit {
             // Off: each write in a transaction of its own, in the caller's task.
             let done = alone(pool, backend, turns, &write).await;
             if !done.is_err() {
-                self.tally.commits.fetch_add(1, Ordering::Relaxed);
-                switchboard_telemetry::metrics().group_commit(1);
+                self.tally.committed(std::slice::from_ref(&write));
             }
-            self.tally.writes.fetch_add(1, Ordering::Relaxed);
+            self.tally.answered(std::slice::from_ref(&write));
             write.answer(done);
             return answer
                 .await

@@ -7,7 +7,9 @@
 //! Ingest's per-webhook budget is taken in blocks ([`Store::try_take_held`]): one statement
 //! grants up to a block of hits, which this process then spends from memory. So a delivery
 //! costs a database write for its rate limit once per block instead of every time, and every
-//! replica still counts against the one budget in the database. The price: hits a replica
+//! replica still counts against the one budget in the database. The grant is a write of
+//! ingest's group commit (`group_commit`), so the grants of many webhooks starting a window
+//! at once share a commit. The price: hits a replica
 //! holds when its window ends are not spent, so with several replicas near a webhook's limit,
 //! up to one block per replica per window is refused early. Never more than the limit is let
 //! through.
@@ -82,6 +84,48 @@ pub fn block_size(limit: u32) -> u32 {
     (limit / 20).clamp(1, 32)
 }
 
+/// A block of one budget's hits asked of the database: what [`grant_in`] writes.
+#[derive(Debug)]
+pub(crate) struct Grant {
+    pub(crate) subject: String,
+    pub(crate) kind: String,
+    pub(crate) window_start: i64,
+    pub(crate) block: i64,
+    pub(crate) limit: i64,
+}
+
+/// Writes `grant` in `conn`'s transaction and answers how many hits it granted (0: the window's
+/// budget is spent). Same window: up to a block more, never past the limit; a newer window
+/// restarts at one block (`last_grant` is how many this statement granted; SET reads the old
+/// row). A replica whose clock lags counts into the newer window it finds.
+pub(crate) async fn grant_in(conn: &mut sqlx::AnyConnection, grant: &Grant) -> Result<i64> {
+    let rows = sqlx::query(
+        "INSERT INTO rate_limits (subject, kind, window_start, hits, last_grant) \
+         VALUES ($1, $2, $3, $4, $4) \
+         ON CONFLICT (subject, kind) DO UPDATE SET \
+         hits = CASE WHEN rate_limits.window_start < excluded.window_start THEN $4 \
+           WHEN rate_limits.hits + $4 > $5 THEN $5 ELSE rate_limits.hits + $4 END, \
+         last_grant = CASE WHEN rate_limits.window_start < excluded.window_start THEN $4 \
+           WHEN rate_limits.hits + $4 > $5 THEN $5 - rate_limits.hits ELSE $4 END, \
+         window_start = CASE WHEN rate_limits.window_start < excluded.window_start \
+           THEN excluded.window_start ELSE rate_limits.window_start END \
+         WHERE rate_limits.window_start < excluded.window_start OR rate_limits.hits < $5 \
+         RETURNING last_grant",
+    )
+    .bind(&grant.subject)
+    .bind(&grant.kind)
+    .bind(grant.window_start)
+    .bind(grant.block)
+    .bind(grant.limit)
+    // Read to the end: SQLite's statement is finished before the transaction goes on.
+    .fetch_all(conn)
+    .await?;
+    match rows.first() {
+        Some(row) => Ok(sqlx::Row::try_get(row, 0)?),
+        None => Ok(0),
+    }
+}
+
 impl HeldHits {
     /// The lock a grant for `key` takes.
     fn granting(&self, key: &(String, String)) -> &tokio::sync::Mutex<()> {
@@ -143,35 +187,17 @@ impl Store {
         if self.held_hits.spend(&key, window_start) {
             return Ok(());
         }
-        let block = i64::from(block_size(limit));
-        // Same window: add up to a block, never past the limit; a newer window restarts at one
-        // block. `last_grant` is how many this statement granted (SET reads the old row).
-        let _turn = self.write_turn().await?;
-        let rows = sqlx::query(
-            "INSERT INTO rate_limits (subject, kind, window_start, hits, last_grant) \
-             VALUES ($1, $2, $3, $4, $4) \
-             ON CONFLICT (subject, kind) DO UPDATE SET \
-             hits = CASE WHEN rate_limits.window_start < excluded.window_start THEN $4 \
-               WHEN rate_limits.hits + $4 > $5 THEN $5 ELSE rate_limits.hits + $4 END, \
-             last_grant = CASE WHEN rate_limits.window_start < excluded.window_start THEN $4 \
-               WHEN rate_limits.hits + $4 > $5 THEN $5 - rate_limits.hits ELSE $4 END, \
-             window_start = CASE WHEN rate_limits.window_start < excluded.window_start \
-               THEN excluded.window_start ELSE rate_limits.window_start END \
-             WHERE rate_limits.window_start < excluded.window_start OR rate_limits.hits < $5 \
-             RETURNING last_grant",
-        )
-        .bind(subject)
-        .bind(kind)
-        .bind(window_start)
-        .bind(block)
-        .bind(i64::from(limit))
-        // Read to the end: the grant is committed before it is spent (store/mod.rs).
-        .fetch_all(&self.pool)
-        .await?;
-        let granted: i64 = match rows.first() {
-            Some(row) => sqlx::Row::try_get(row, 0)?,
-            None => 0,
+        let grant = Grant {
+            subject: subject.to_string(),
+            kind: kind.to_string(),
+            window_start,
+            block: i64::from(block_size(limit)),
+            limit: i64::from(limit),
         };
+        // In ingest's group commit: the first deliveries of a window to many webhooks share
+        // one commit for their grants (and with other deliveries' writes), instead of a write
+        // transaction each. Answered once committed: a grant is durable before it is spent.
+        let granted = self.grant(grant).await?;
         if granted <= 0 {
             return Err(at.exhausted());
         }

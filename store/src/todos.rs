@@ -18,7 +18,7 @@ use crate::dialect::WriteTx;
 use crate::error::{Error, Result};
 use crate::multi_row;
 use crate::scope::OwnerScope;
-use crate::secrets::new_id;
+use crate::secrets::new_ordered_id;
 use crate::{Listing, Page, Paged, Store, cursor_for, into_page, parse_col};
 
 /// What a queue decision adds to an event to make a todo.
@@ -231,7 +231,7 @@ pub(crate) async fn insert_todos_in(
             if row.new.queue.is_empty() {
                 return Err(Error::invalid("queue", "must not be empty"));
             }
-            ids.push(new_id("td_")?);
+            ids.push(new_ordered_id("td_")?);
         }
         // The WHERE clause is needed: it keeps SQLite from reading ON CONFLICT as a join
         // constraint. RETURNING answers the todos this statement made; only a row whose

@@ -367,11 +367,17 @@ impl Store {
         webhook_id: &str,
         at: i64,
     ) -> Result<Vec<Trial>> {
+        // Two halves, each by an index that holds only its own (migration 0025): those still
+        // running, and those that ended after `at`. Not the webhook's whole history of trials.
         let rows = sqlx::query(concat!(
             "SELECT ",
             trial_columns!(),
             " FROM trials WHERE webhook_id = $1 AND owner_scope = $2 AND kind = 'trial' \
-             AND started_at <= $3 AND (ended_at IS NULL OR ended_at >= $3) \
+             AND ended_at IS NULL AND started_at <= $3 \
+             UNION ALL SELECT ",
+            trial_columns!(),
+            " FROM trials WHERE webhook_id = $1 AND owner_scope = $2 AND kind = 'trial' \
+             AND ended_at IS NOT NULL AND ended_at >= $3 AND started_at <= $3 \
              ORDER BY started_at DESC, id DESC"
         ))
         .bind(crate::lookup_id(webhook_id))

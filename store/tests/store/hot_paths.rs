@@ -1,8 +1,8 @@
 //! Issue 50: what a user waits on does not grow with the size of the database. On
 //! PostgreSQL, beside a bulk webhook of another scope holding thousands of events, todos and
-//! plans, every hot path of a small webhook — ingest, the event and todo listings and their
-//! cursors, a replay's load, explain's read, a claim and a completion, the retention passes,
-//! plans — runs, and the statistics PostgreSQL keeps per table and index then show how many
+//! plans and hundreds of ended trials, every hot path of a small webhook — ingest, the event
+//! and todo listings and their cursors, a replay's load, explain's read, a claim and a
+//! completion, the retention passes, plans, the reads of running trials — runs, and the statistics PostgreSQL keeps per table and index then show how many
 //! rows and index entries those paths read: a handful, never the bulk. A query that no index
 //! serves (a sequential scan, or a whole index read end to end) reads the bulk and fails this
 //! test. Sequential scans are priced out (`enable_seqscan = off`) so the planner's choice
@@ -12,19 +12,61 @@ use std::time::Duration;
 
 use sqlx::Row;
 use switchboard_model::plan::StoredPlan;
+use switchboard_model::trial::{Forecast, TrialEnd, TrialLimits};
 use switchboard_store::{
-    Backend, EventFilter, NewEvent, NewPlan, NewTodo, Page, RecordDecision, Store, StoreOptions,
-    TodoFilter, new_plan_token,
+    Backend, EventFilter, NewEvent, NewPlan, NewTodo, NewTrial, OwnerScope, Page, RecordDecision,
+    Store, StoreOptions, TodoFilter, Trial, Webhook, new_plan_token,
 };
 
 use crate::harness::{CLAIM_TTL, TestDb, config_routing_to, human, webhook};
 
 /// The tables a hot path must reach by an index only.
-const HOT_TABLES: [&str; 3] = ["events", "todos", "plans"];
+pub const HOT_TABLES: [&str; 4] = ["events", "todos", "plans", "trials"];
 
 /// The bulk webhook's events (each with a todo) and plans.
 const BULK_EVENTS: usize = 2000;
 const BULK_PLANS: usize = 300;
+/// The bulk webhook's trials, every one ended: a webhook's history of trials and guards.
+const BULK_TRIALS: usize = 200;
+
+/// What [`seed`] made for the hot paths to read.
+pub struct Seeded {
+    pub alice: OwnerScope,
+    /// The small webhook: 30 events, a trial that ended and one running.
+    pub wh: Webhook,
+    /// Its neighbour of the same scope (10 events), deleted by the walk.
+    pub other: Webhook,
+    pub running: Trial,
+}
+
+fn new_trial(scope: &OwnerScope, wh: &Webhook) -> NewTrial {
+    NewTrial {
+        webhook_id: wh.id.clone(),
+        owner_scope: scope.clone(),
+        plan_id: "pl_hot".into(),
+        candidate: config_routing_to("review"),
+        base_config_digest: wh.config_digest.clone(),
+        forecast: Forecast::default(),
+        limits: TrialLimits::default(),
+        started_by: "alice".into(),
+        plan: StoredPlan::default(),
+    }
+}
+
+/// Starts a trial on `wh` and, unless `running`, stops it.
+async fn trial(store: &Store, scope: &OwnerScope, wh: &Webhook, running: bool) -> Trial {
+    let started = store
+        .start_trial(new_trial(scope, wh), 1)
+        .await
+        .expect("a trial");
+    if running {
+        return started;
+    }
+    store
+        .end_trial(scope, &started.id, TrialEnd::Stopped)
+        .await
+        .expect("stopped")
+}
 
 fn delivery(webhook_id: &str, delivery_id: &str, kind: &str) -> NewEvent {
     NewEvent {
@@ -97,7 +139,7 @@ async fn reads(probe: &sqlx::PgPool) -> Vec<(String, i64)> {
     .collect()
 }
 
-fn plan_for(store: &Store, webhook: &switchboard_store::Webhook, hash: String) -> NewPlan {
+fn plan_for(store: &Store, webhook: &Webhook, hash: String) -> NewPlan {
     NewPlan {
         webhook_id: webhook.id.clone(),
         owner_scope: webhook.owner_scope.clone(),
@@ -110,6 +152,206 @@ fn plan_for(store: &Store, webhook: &switchboard_store::Webhook, hash: String) -
         expires_at: store.clock().now_ms() + 3_600_000,
         plan: StoredPlan::default(),
     }
+}
+
+/// The small webhook and its neighbour of one scope, beside the bulk: another scope's webhook
+/// with [`BULK_EVENTS`] events, each with a todo, [`BULK_PLANS`] plans and [`BULK_TRIALS`]
+/// ended trials.
+pub async fn seed(setup: &Store) -> Seeded {
+    let alice = human(setup, "alice").await;
+    let wh = webhook(setup, &alice).await;
+    let other = webhook(setup, &alice).await;
+    for i in 0..40 {
+        let target = if i % 4 == 0 { &other.id } else { &wh.id };
+        let kind = if i % 2 == 0 { "issues.opened" } else { "push" };
+        let draft = setup
+            .draft_event(delivery(target, &format!("seed-{i}"), kind))
+            .expect("draft");
+        setup
+            .store_event(draft, Some(to_queue("forge")))
+            .await
+            .expect("seed");
+    }
+    // The bulk: another scope's webhook, far bigger than anything the hot paths may read.
+    let bulk_scope = human(setup, "bulk").await;
+    let bulk = webhook(setup, &bulk_scope).await;
+    let senders = (0..8).map(|s| {
+        let (setup, bulk) = (setup.clone(), bulk.id.clone());
+        tokio::spawn(async move {
+            for i in (s..BULK_EVENTS).step_by(8) {
+                let draft = setup
+                    .draft_event(delivery(&bulk, &format!("bulk-{i}"), "push"))
+                    .expect("draft");
+                setup
+                    .store_event(draft, Some(to_queue("forge")))
+                    .await
+                    .expect("bulk");
+            }
+        })
+    });
+    for sender in futures::future::join_all(senders).await {
+        sender.expect("a bulk sender");
+    }
+    for _ in 0..BULK_PLANS {
+        let (_, hash) = new_plan_token().expect("token");
+        setup
+            .insert_plan(plan_for(setup, &bulk, hash))
+            .await
+            .expect("a bulk plan");
+    }
+    for _ in 0..BULK_TRIALS {
+        trial(setup, &bulk_scope, &bulk, false).await;
+    }
+    trial(setup, &alice, &wh, false).await;
+    let running = trial(setup, &alice, &wh, true).await;
+    Seeded {
+        alice,
+        wh,
+        other,
+        running,
+    }
+}
+
+/// Every hot path once, on the small webhook: what the tests count the reads of.
+pub async fn walk(store: &Store, seeded: &Seeded) {
+    let Seeded {
+        alice,
+        wh,
+        other,
+        running,
+    } = seeded;
+    // Ingest: stored undecided then routed, and stored decided in one write.
+    let event = store
+        .insert_event(delivery(&wh.id, "live-1", "issues.opened"))
+        .await
+        .expect("stored");
+    store
+        .record_decision(&event.id, to_queue("triage"))
+        .await
+        .expect("routed");
+    let draft = store
+        .draft_event(delivery(&wh.id, "live-2", "push"))
+        .expect("draft");
+    let (decided, todo) = store
+        .store_event(draft, Some(to_queue("forge")))
+        .await
+        .expect("one write");
+    let todo = todo.expect("a todo").todo;
+
+    // The event listings, a cursor page, filters, one event, and a replay's load.
+    let first = store
+        .list_events(alice, &wh.id, &Page::first(10))
+        .await
+        .expect("first page");
+    let cursor = first.next_cursor.expect("a second page");
+    store
+        .list_events(alice, &wh.id, &Page::after(cursor, 10))
+        .await
+        .expect("second page");
+    store
+        .list_events_where(
+            alice,
+            &wh.id,
+            &EventFilter {
+                kind: Some("push".into()),
+                ..EventFilter::default()
+            },
+            &Page::first(10),
+        )
+        .await
+        .expect("by kind");
+    store
+        .get_event(alice, &decided.id)
+        .await
+        .expect("one event");
+    store
+        .recent_events(alice, &wh.id, 1000, None)
+        .await
+        .expect("a replay's load");
+    store
+        .decisions_per_hour(alice, &wh.id, 0)
+        .await
+        .expect("the chart");
+    store.unrouted_events(100).await.expect("unrouted");
+
+    // Todos: a queue's page, a claim, a completion.
+    store
+        .list_todos(alice, "forge", TodoFilter::Unclaimed, &Page::first(10))
+        .await
+        .expect("todos");
+    store
+        .claim_todo(alice, &todo.id, "ep_worker", CLAIM_TTL)
+        .await
+        .expect("claimed");
+    store
+        .complete_todo(alice, &todo.id, "ep_worker")
+        .await
+        .expect("completed");
+
+    // Plans: made, read by token, listed for a person, purged when expired.
+    let (_, hash) = new_plan_token().expect("token");
+    store
+        .insert_plan(plan_for(store, wh, hash.clone()))
+        .await
+        .expect("a plan");
+    store.plan_by_token(&hash, alice).await.expect("by token");
+    store
+        .pending_plans(std::slice::from_ref(alice))
+        .await
+        .expect("the inbox");
+    store
+        .purge_plans_expired_before(0, 100)
+        .await
+        .expect("plans purged");
+
+    // Trials: ingest's refresh of the running ones, explain's read of those running at a
+    // delivery, one trial's report, a page of them, the newest guard, the overdue pass, and
+    // retention's purge of the ended ones.
+    store.running_trials(&wh.id).await.expect("running trials");
+    let now = store.clock().now_ms();
+    let at = store
+        .trials_running_at(alice, &wh.id, now)
+        .await
+        .expect("running at a delivery");
+    assert_eq!(at.len(), 1, "the running trial");
+    store
+        .get_trial(alice, &running.id)
+        .await
+        .expect("the report");
+    store
+        .list_trials_page(alice, &wh.id, &Page::first(10))
+        .await
+        .expect("a page of trials");
+    store
+        .newest_guard(alice, &wh.id)
+        .await
+        .expect("the newest guard");
+    store.end_overdue_trials().await.expect("the overdue pass");
+    store
+        .purge_trials_ended_before(0, 100)
+        .await
+        .expect("trials purged");
+
+    // Retention: by age, by count, and the window a listing tells.
+    store
+        .purge_events_received_before(0, 100)
+        .await
+        .expect("age pass");
+    store
+        .webhooks_over_event_count(100_000)
+        .await
+        .expect("the count pass");
+    store
+        .purge_events_past_count(&wh.id, 25, 100)
+        .await
+        .expect("past the count");
+    store.oldest_event_at(&wh.id).await.expect("oldest");
+
+    // A webhook deleted, its events, todos and plans with it.
+    store
+        .delete_webhook(alice, &other.id)
+        .await
+        .expect("deleted");
 }
 
 pub async fn hot_paths_reach_events_todos_and_plans_by_index_only(db: TestDb) {
@@ -131,47 +373,7 @@ pub async fn hot_paths_reach_events_todos_and_plans_by_index_only(db: TestDb) {
     )
     .await
     .expect("setup store");
-    let alice = human(&setup, "alice").await;
-    let wh = webhook(&setup, &alice).await;
-    let other = webhook(&setup, &alice).await;
-    for i in 0..40 {
-        let target = if i % 4 == 0 { &other.id } else { &wh.id };
-        let kind = if i % 2 == 0 { "issues.opened" } else { "push" };
-        let draft = setup
-            .draft_event(delivery(target, &format!("seed-{i}"), kind))
-            .expect("draft");
-        setup
-            .store_event(draft, Some(to_queue("forge")))
-            .await
-            .expect("seed");
-    }
-    // The bulk: another scope's webhook, far bigger than anything the hot paths may read.
-    let bulk_scope = human(&setup, "bulk").await;
-    let bulk = webhook(&setup, &bulk_scope).await;
-    let senders = (0..8).map(|s| {
-        let (setup, bulk) = (setup.clone(), bulk.id.clone());
-        tokio::spawn(async move {
-            for i in (s..BULK_EVENTS).step_by(8) {
-                let draft = setup
-                    .draft_event(delivery(&bulk, &format!("bulk-{i}"), "push"))
-                    .expect("draft");
-                setup
-                    .store_event(draft, Some(to_queue("forge")))
-                    .await
-                    .expect("bulk");
-            }
-        })
-    });
-    for sender in futures::future::join_all(senders).await {
-        sender.expect("a bulk sender");
-    }
-    for _ in 0..BULK_PLANS {
-        let (_, hash) = new_plan_token().expect("token");
-        setup
-            .insert_plan(plan_for(&setup, &bulk, hash))
-            .await
-            .expect("a bulk plan");
-    }
+    let seeded = seed(&setup).await;
     sqlx::query("ANALYZE")
         .execute(setup.pool())
         .await
@@ -199,110 +401,7 @@ pub async fn hot_paths_reach_events_todos_and_plans_by_index_only(db: TestDb) {
     .await
     .expect("store without sequential scans");
 
-    // Ingest: stored undecided then routed, and stored decided in one write.
-    let event = store
-        .insert_event(delivery(&wh.id, "live-1", "issues.opened"))
-        .await
-        .expect("stored");
-    store
-        .record_decision(&event.id, to_queue("triage"))
-        .await
-        .expect("routed");
-    let draft = store
-        .draft_event(delivery(&wh.id, "live-2", "push"))
-        .expect("draft");
-    let (decided, todo) = store
-        .store_event(draft, Some(to_queue("forge")))
-        .await
-        .expect("one write");
-    let todo = todo.expect("a todo").todo;
-
-    // The event listings, a cursor page, filters, one event, and a replay's load.
-    let first = store
-        .list_events(&alice, &wh.id, &Page::first(10))
-        .await
-        .expect("first page");
-    let cursor = first.next_cursor.expect("a second page");
-    store
-        .list_events(&alice, &wh.id, &Page::after(cursor, 10))
-        .await
-        .expect("second page");
-    store
-        .list_events_where(
-            &alice,
-            &wh.id,
-            &EventFilter {
-                kind: Some("push".into()),
-                ..EventFilter::default()
-            },
-            &Page::first(10),
-        )
-        .await
-        .expect("by kind");
-    store
-        .get_event(&alice, &decided.id)
-        .await
-        .expect("one event");
-    store
-        .recent_events(&alice, &wh.id, 1000, None)
-        .await
-        .expect("a replay's load");
-    store
-        .decisions_per_hour(&alice, &wh.id, 0)
-        .await
-        .expect("the chart");
-    store.unrouted_events(100).await.expect("unrouted");
-
-    // Todos: a queue's page, a claim, a completion.
-    store
-        .list_todos(&alice, "forge", TodoFilter::Unclaimed, &Page::first(10))
-        .await
-        .expect("todos");
-    store
-        .claim_todo(&alice, &todo.id, "ep_worker", CLAIM_TTL)
-        .await
-        .expect("claimed");
-    store
-        .complete_todo(&alice, &todo.id, "ep_worker")
-        .await
-        .expect("completed");
-
-    // Plans: made, read by token, listed for a person, purged when expired.
-    let (_, hash) = new_plan_token().expect("token");
-    store
-        .insert_plan(plan_for(&store, &wh, hash.clone()))
-        .await
-        .expect("a plan");
-    store.plan_by_token(&hash, &alice).await.expect("by token");
-    store
-        .pending_plans(std::slice::from_ref(&alice))
-        .await
-        .expect("the inbox");
-    store
-        .purge_plans_expired_before(0, 100)
-        .await
-        .expect("plans purged");
-
-    // Retention: by age, by count, and the window a listing tells.
-    store
-        .purge_events_received_before(0, 100)
-        .await
-        .expect("age pass");
-    store
-        .webhooks_over_event_count(100_000)
-        .await
-        .expect("the count pass");
-    store
-        .purge_events_past_count(&wh.id, 25, 100)
-        .await
-        .expect("past the count");
-    store.oldest_event_at(&wh.id).await.expect("oldest");
-
-    // A webhook deleted, its events, todos and plans with it.
-    store
-        .delete_webhook(&alice, &other.id)
-        .await
-        .expect("deleted");
+    walk(&store, &seeded).await;
     store.close().await;
 
     closed(&probe, &hot_app).await;
@@ -313,9 +412,14 @@ pub async fn hot_paths_reach_events_todos_and_plans_by_index_only(db: TestDb) {
         .zip(&after)
         .map(|((table, was), (_, now))| (table.clone(), now - was))
         .collect();
-    // The small webhook holds 30 events; the bulk 2,000 events and todos and 300 plans.
+    // The small webhook holds 30 events and 2 trials; the bulk 2,000 events and todos, 300
+    // plans and 200 trials.
     for (table, n) in &read {
-        let bound = if table == "plans" { 100 } else { 600 };
+        let bound = match table.as_str() {
+            "plans" => 100,
+            "trials" => 50,
+            _ => 600,
+        };
         assert!(
             *n < bound,
             "the hot paths read {n} rows and index entries of {table}, a scan of the bulk: {read:?}"

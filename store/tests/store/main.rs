@@ -130,6 +130,7 @@ store_test_suite! {
         an_ended_trial_has_seen_every_delivery_stored_in_its_window,
         upgrading_from_0016_keeps_trials_and_guards_start_beside_them,
         upgrading_from_0017_keeps_plans_and_guards_and_reads_their_new_columns,
+        upgrading_from_0024_finds_running_and_ended_trials_as_before,
     ],
     todos: [
         redelivery_creates_no_second_todo,
@@ -188,6 +189,7 @@ store_test_suite! {
         the_11th_replay_inside_any_60_s_is_refused,
         concurrent_sliding_takes_on_two_replicas_never_exceed_the_limit,
         held_hits_across_replicas_let_exactly_the_limit_through,
+        many_webhooks_first_takes_share_commits,
         bad_limits_are_refused,
     ],
 }

@@ -230,6 +230,71 @@ pub async fn held_hits_across_replicas_let_exactly_the_limit_through(db: TestDb)
     b.close().await;
 }
 
+/// The first deliveries of a window to many webhooks at once: each needs a grant from the
+/// database, and the grants share commits (ingest's group commit) instead of taking a write
+/// transaction each. Every webhook is granted exactly one block, whose first hit is spent.
+pub async fn many_webhooks_first_takes_share_commits(db: TestDb) {
+    const WEBHOOKS: usize = 48;
+    const LIMIT: u32 = 600;
+    let hour = Duration::from_secs(3600);
+    let before = db.group_commit_tally();
+    let takes: Vec<_> = (0..WEBHOOKS)
+        .map(|i| {
+            let store = db.store.clone();
+            tokio::spawn(async move {
+                store
+                    .try_take_held(&format!("wh_many_{i}"), "ingest", LIMIT, hour)
+                    .await
+            })
+        })
+        .collect();
+    for take in futures::future::join_all(takes).await {
+        take.expect("a take").expect("granted");
+    }
+    let after = db.group_commit_tally();
+    assert_eq!(
+        after.grants - before.grants,
+        WEBHOOKS as u64,
+        "one grant each"
+    );
+    assert_eq!(
+        after.writes, before.writes,
+        "grants are not deliveries' writes"
+    );
+    let commits = after.commits - before.commits;
+    assert!(
+        commits < WEBHOOKS as u64,
+        "{WEBHOOKS} grants took {commits} commits: none shared"
+    );
+    let rows = sqlx::query(
+        "SELECT hits, last_grant FROM rate_limits WHERE subject LIKE 'wh_many_%' AND kind = 'ingest'",
+    )
+    .fetch_all(db.pool())
+    .await
+    .unwrap();
+    assert_eq!(rows.len(), WEBHOOKS);
+    for row in rows {
+        let hits: i64 = sqlx::Row::get(&row, "hits");
+        let last: i64 = sqlx::Row::get(&row, "last_grant");
+        assert_eq!(
+            (hits, last),
+            (i64::from(block_size(LIMIT)), i64::from(block_size(LIMIT)))
+        );
+    }
+    // Every other hit of each block is held: the next takes write nothing.
+    let before = db.group_commit_tally();
+    for i in 0..WEBHOOKS {
+        db.try_take_held(&format!("wh_many_{i}"), "ingest", LIMIT, hour)
+            .await
+            .unwrap();
+    }
+    assert_eq!(
+        db.group_commit_tally().grants,
+        before.grants,
+        "spent from held hits"
+    );
+}
+
 /// PostgreSQL: a webhook's grant never waits for another webhook's. One webhook's grant is
 /// held up (its rate-limit row locked by another transaction); meanwhile deliveries to other
 /// webhooks are granted at once. Under the one process-wide grant lock this replaced, every

@@ -700,3 +700,92 @@ pub async fn upgrading_from_0017_keeps_plans_and_guards_and_reads_their_new_colu
     );
     new.close().await;
 }
+
+/// Issue 50: migration 0025 indexes running and ended trials apart, and explain's read of the
+/// trials running at a delivery reads the two halves by those indexes. Trials written at 0024
+/// — one ended before a delivery, one ended after it, one still running, and a guard — are
+/// found after the upgrade exactly as before: running for ingest, running at the delivery for
+/// explain, the ended ones for retention.
+pub async fn upgrading_from_0024_finds_running_and_ended_trials_as_before(db: TestDb) {
+    let url = crate::harness::second_database(&db).await;
+    let clock = switchboard_store::Clock::manual(1_800_000_000_000);
+    let old = crate::harness::open_at(&db, &url, 24)
+        .await
+        .with_clock(clock.clone());
+    let alice = human(&old, "alice").await;
+    let wh = webhook(&old, &alice).await;
+    let minute = std::time::Duration::from_secs(60);
+    let early = old.start_trial(new_trial(&alice, &wh), 1).await.unwrap();
+    clock.advance(minute);
+    old.end_trial(&alice, &early.id, TrialEnd::Stopped)
+        .await
+        .unwrap();
+    clock.advance(minute);
+    let spanning = old.start_trial(new_trial(&alice, &wh), 1).await.unwrap();
+    clock.advance(minute);
+    let delivery_at = clock.now_ms();
+    clock.advance(minute);
+    old.end_trial(&alice, &spanning.id, TrialEnd::Stopped)
+        .await
+        .unwrap();
+    clock.advance(minute);
+    let running = old.start_trial(new_trial(&alice, &wh), 1).await.unwrap();
+    old.close().await;
+
+    let new = switchboard_store::Store::connect(&url, db.store.sealing_key())
+        .await
+        .expect("upgrade to the current schema")
+        .with_clock(clock.clone());
+    assert_eq!(applied_migrations(&new).await, ALL_MIGRATIONS);
+    let ids = |trials: Vec<switchboard_store::Trial>| -> Vec<String> {
+        trials.into_iter().map(|t| t.id).collect()
+    };
+    assert_eq!(
+        ids(new.running_trials(&wh.id).await.unwrap()),
+        vec![running.id.clone()]
+    );
+    assert_eq!(
+        ids(new
+            .trials_running_at(&alice, &wh.id, delivery_at)
+            .await
+            .unwrap()),
+        vec![spanning.id.clone()],
+        "the trial that ended after the delivery; not the one that ended before"
+    );
+    assert_eq!(
+        ids(new
+            .trials_running_at(&alice, &wh.id, clock.now_ms())
+            .await
+            .unwrap()),
+        vec![running.id.clone()]
+    );
+    // A delivery at the very moment a trial ended was seen by it (the end is inclusive).
+    let ended = new.get_trial(&alice, &spanning.id).await.unwrap();
+    let at_end = ended.ended_at.expect("ended");
+    assert_eq!(
+        ids(new.trials_running_at(&alice, &wh.id, at_end).await.unwrap()),
+        vec![spanning.id.clone()]
+    );
+    // A second trial while one runs is still refused (the start counts the running ones).
+    new.start_trial(new_trial(&alice, &wh), 1)
+        .await
+        .unwrap_err();
+    // Retention takes the two ended ones, oldest end first, and never the running one.
+    assert_eq!(
+        new.purge_trials_ended_before(delivery_at, 10)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        new.purge_trials_ended_before(clock.now_ms() + 1, 10)
+            .await
+            .unwrap(),
+        1
+    );
+    assert_eq!(
+        ids(new.list_trials(&alice, &wh.id).await.unwrap()),
+        vec![running.id.clone()]
+    );
+    new.close().await;
+}
