@@ -1,11 +1,11 @@
 //! Cost at scale (issue 50; results in docs/benchmarks.md, "Cost at scale"): what a user
 //! waits on, on a database holding `SCALE_BENCH_EVENTS` deliveries (default 1,000,000) across
 //! `SCALE_BENCH_WEBHOOKS` webhooks (default 10,000) in `SCALE_BENCH_SCOPES` owner scopes
-//! (default 1,000), against the same operation on a database holding only the webhook being
-//! read, in the same run.
+//! (default 1,000), against the same operation on a database holding the same webhooks but
+//! only the deliveries of the one being read, in the same run.
 //!
-//! Both databases hold one "hot" webhook with 6,000 deliveries (so its 100th page of 50
-//! exists); the big one adds the bulk. Every webhook has the same three hand-written rules and
+//! Both databases hold every webhook, and one "hot" webhook with 6,000 deliveries (so its
+//! 100th page of 50 exists); the big one adds the bulk's deliveries. Every webhook has the same three hand-written rules and
 //! a signing secret. Deliveries are the vendored real payloads (kinds and bodies), spread
 //! over 30 days on a manual clock, decided a third each to a queue (with its todo), a drop
 //! and a quarantine under the rules' version 1, and stored through the store's own batched
@@ -40,15 +40,17 @@
 //!   and its peak (`VmHWM`) after ingest;
 //! - **ingest**: `SCALE_BENCH_DELIVERIES` (default 2,000) signed deliveries per sender count in
 //!   `SCALE_BENCH_SENDERS` (default `8,32`), after 64 untimed, POSTed to control's HTTP ingest
-//!   over keep-alive connections, one per sender: deliveries/s and p99. On the big database
-//!   every other delivery goes to the hot webhook and the rest spread over the bulk's webhooks,
-//!   so the writes land among the bulk (while the bulk has more webhooks than the run sends it
-//!   deliveries, each goes to a webhook control has had no delivery for since it started); the
-//!   two halves' latencies are printed apart. The empty database has only the hot webhook,
-//!   which gets them all. Answers that are not a decision in time (`pending`, `unrouted`) or
-//!   not a 202 are counted and printed, not hidden.
+//!   over keep-alive connections, one per sender: deliveries/s and p99. Every other delivery
+//!   goes to the hot webhook and the rest spread over the bulk's webhooks, in the same order on
+//!   both databases, so the writes land among the bulk (while the bulk has more webhooks than
+//!   the run sends it deliveries, each goes to a webhook control has had no delivery for since
+//!   it started); the two halves' latencies are printed apart. Answers that are not a decision
+//!   in time (`pending`, `unrouted`) or not a 202 are counted and printed, not hidden.
 //!
-//! Not here yet (issue 50 item 1): the trial and guard reports on the big database.
+//! - **the trial and guard reports**: a trial of the last plan's candidate runs on the hot
+//!   webhook through ingest; afterwards `GetRuleTrial`, `ListRuleTrials` (first page) and
+//!   `GetRuleGuard` (drop-ci-noise@1's confirm's guard), each the median of
+//!   `SCALE_BENCH_READS`.
 //!
 //! Run: `cargo bench --bench scale` (SQLite; PostgreSQL too when
 //! `SWITCHBOARD_TEST_DATABASE_URL` is set; `SCALE_BENCH_LOG=1` shows control's log). Nothing
@@ -73,6 +75,7 @@ use switchboard_model::{Label, RecordedDecision};
 use switchboard_proto::control::v1 as pb;
 use switchboard_proto::control::v1::identity_client::IdentityClient;
 use switchboard_proto::control::v1::rule_packs_client::RulePacksClient;
+use switchboard_proto::control::v1::rule_trials_client::RuleTrialsClient;
 use switchboard_proto::control::v1::todos_client::TodosClient;
 use switchboard_proto::control::v1::webhooks_client::WebhooksClient;
 use switchboard_testkit::database::TestDatabase;
@@ -296,6 +299,12 @@ impl Figures {
 async fn stored_bytes(store: &Store, database: &TestDatabase) -> Option<u64> {
     match database.backend() {
         switchboard_testkit::database::Backend::Sqlite => {
+            // The write-ahead log folded into the file first: its size is what was written
+            // since the last checkpoint, not what is stored.
+            sqlx::query("PRAGMA wal_checkpoint(TRUNCATE)")
+                .execute(store.pool())
+                .await
+                .ok()?;
             let path = database.url().strip_prefix("sqlite://")?;
             let path = path.split('?').next()?;
             let size = |p: String| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
@@ -584,12 +593,14 @@ async fn through_control(
     install_drop_ci_noise(&mut packs, credential, &hot.id).await;
     grpc_reads(&channel, credential, &hot.id, setup.reads, f).await;
     let mut took = Vec::new();
+    let mut last = None;
     for credential in &hot.credentials[1..] {
         let started = Instant::now();
         let plan = plan(&mut packs, credential, &hot.id, "2.0.0").await;
         took.push(started.elapsed());
-        let replayed = plan.report.map(|r| r.events_replayed).unwrap_or(0);
+        let replayed = plan.report.as_ref().map_or(0, |r| r.events_replayed);
         assert_eq!(replayed, u64::from(REPLAYED), "the plan replays {REPLAYED}");
+        last = Some((credential.as_str(), plan.plan_token));
     }
     took.sort();
     f.push(
@@ -604,10 +615,88 @@ async fn through_control(
         "control RSS after the reads and plans",
         Figure::MiB(mib("VmRSS")),
     );
+    // The last plan's candidate on trial beside the live rules through ingest: the trial
+    // report read afterwards is over every hot delivery ingest sent.
+    let (planner, token) = last.expect("at least one plan");
+    let mut trials = RuleTrialsClient::new(channel.clone());
+    let request = pb::StartRuleTrialRequest {
+        webhook_id: hot.id.clone(),
+        plan_token: token,
+        ..Default::default()
+    };
+    let trial = trials
+        .start_rule_trial(call(request, planner))
+        .await
+        .expect("a trial")
+        .into_inner();
     ingest_rows(control.http, hot, setup, f).await;
     f.push(
         "control peak RSS (VmHWM, after ingest)",
         Figure::MiB(mib("VmHWM")),
+    );
+    reports(&channel, planner, &hot.id, &trial.trial_id, setup.reads, f).await;
+}
+
+/// The trial and guard reports on the hot webhook, each the median of `reads` calls: the
+/// trial started before ingest, and the guard of drop-ci-noise@1's confirm.
+async fn reports(
+    channel: &Channel,
+    credential: &str,
+    hot: &str,
+    trial_id: &str,
+    reads: usize,
+    f: &mut Figures,
+) {
+    let trials = RuleTrialsClient::new(channel.clone());
+    let (took, trial) = median_and_last(reads, || {
+        let request = pb::GetRuleTrialRequest {
+            trial_id: trial_id.to_string(),
+        };
+        let mut c = trials.clone();
+        async move {
+            c.get_rule_trial(call(request, credential))
+                .await
+                .expect("the trial")
+                .into_inner()
+        }
+    })
+    .await;
+    f.push("gRPC GetRuleTrial (after ingest)", Figure::Time(took));
+    let took = median(reads, || {
+        let request = pb::ListRuleTrialsRequest {
+            webhook_id: hot.to_string(),
+            limit: 50,
+            ..Default::default()
+        };
+        let mut c = trials.clone();
+        async move {
+            c.list_rule_trials(call(request, credential))
+                .await
+                .expect("the trials")
+        }
+    })
+    .await;
+    f.push("gRPC ListRuleTrials, first page", Figure::Time(took));
+    let (took, guard) = median_and_last(reads, || {
+        let request = pb::GetRuleGuardRequest {
+            webhook_id: hot.to_string(),
+            ..Default::default()
+        };
+        let mut c = trials.clone();
+        async move {
+            c.get_rule_guard(call(request, credential))
+                .await
+                .expect("the guard")
+                .into_inner()
+        }
+    })
+    .await;
+    f.push("gRPC GetRuleGuard", Figure::Time(took));
+    let seen = |d: Option<&pb::TrialDeliveries>| d.map_or((0, 0), |d| (d.seen, d.evaluated));
+    println!(
+        "  trial: seen/evaluated {:?}; guard: seen/evaluated {:?}",
+        seen(trial.deliveries.as_ref()),
+        seen(guard.report.as_ref().and_then(|r| r.deliveries.as_ref()))
     );
 }
 
@@ -931,8 +1020,10 @@ async fn one_database(
     let timed = (&clock, step);
     let payloads = setup.payloads.clone();
     let hot_only = Arc::new(vec![hot.id.clone()]);
+    // Both databases hold every webhook: ingest sends both the same deliveries to the same
+    // webhooks, so the two differ only in the deliveries stored before.
     let mut ids = Vec::with_capacity(webhooks);
-    if bulk > 0 {
+    {
         for s in 0..scopes {
             store
                 .create_human(&format!("u{s}"), None)
@@ -949,6 +1040,8 @@ async fn one_database(
                     .id,
             );
         }
+    }
+    if bulk > 0 {
         let ids = Arc::new(ids.clone());
         let chunk = bulk / 10;
         for part in 0..10 {
@@ -982,8 +1075,8 @@ async fn one_database(
     println!(
         "  filled in {:.1} s ({} webhooks, {} scopes)",
         started.elapsed().as_secs_f64(),
-        if bulk > 0 { webhooks + 1 } else { 1 },
-        if bulk > 0 { scopes + 1 } else { 1 }
+        webhooks + 1,
+        scopes + 1
     );
     let mut figures = measure(&database, &key, &store, (&scope, &hot.id), setup.reads).await;
     let mut credentials = Vec::new();
@@ -993,10 +1086,16 @@ async fn one_database(
                 name: format!("bench-{n}"),
                 human_login: "hot".into(),
                 owner_scope: scope.clone(),
-                verbs: ["webhooks", "webhook-rules", "rule-pack-confirm", "todos"]
-                    .iter()
-                    .map(|v| v.to_string())
-                    .collect(),
+                verbs: [
+                    "webhooks",
+                    "webhook-rules",
+                    "rule-pack-confirm",
+                    "rule-trials",
+                    "todos",
+                ]
+                .iter()
+                .map(|v| v.to_string())
+                .collect(),
             })
             .await
             .expect("an endpoint");
@@ -1084,7 +1183,7 @@ fn main() {
                 }
             };
             println!("{name}, empty (load average {}):", load_average());
-            let empty = one_database(make().await, (0, 0, 0), setup).await;
+            let empty = one_database(make().await, (0, webhooks, scopes), setup).await;
             println!("{name}, {bulk} events (load average {}):", load_average());
             let big = one_database(make().await, (bulk, webhooks, scopes), setup).await;
             report(name, &empty, &big);
