@@ -4,13 +4,13 @@
 //! (default 1,000), against the same operation on a database holding the same webhooks but
 //! only the deliveries of the one being read, in the same run.
 //!
-//! Both databases hold every webhook, and one "hot" webhook with 6,000 deliveries (so its
-//! 100th page of 50 exists); the big one adds the bulk's deliveries. Every webhook has the same three hand-written rules and
-//! a signing secret. Deliveries are the vendored real payloads (kinds and bodies), spread
-//! over 30 days on a manual clock, decided a third each to a queue (with its todo), a drop
-//! and a quarantine under the rules' version 1, and stored through the store's own batched
-//! write (`store_event`, group commit: multi-row inserts, the triggers that keep each
-//! webhook's count), by 32 writers at once.
+//! Both databases hold every webhook, and one "hot" webhook with 6,000 deliveries (so its 100th
+//! page of 50 exists); the big one adds the bulk's deliveries. Every webhook has the same three
+//! hand-written rules and a signing secret. Deliveries are the vendored real payloads (kinds
+//! and bodies), spread over 30 days on a manual clock, decided a third each to a queue (with
+//! its todo), a drop and a quarantine under the rules' version 1, and stored through the
+//! store's own batched write (`store_event`, group commit: multi-row inserts, the triggers that
+//! keep each webhook's count), by 32 writers at once.
 //!
 //! Store level, as the median of `SCALE_BENCH_READS` (default 21): the hot webhook's first
 //! events page and its 100th (by cursor), one event (what explain reads), a replay's load (the

@@ -248,8 +248,8 @@ pub struct ControlTuning {
         default_value_t = 8
     )]
     pub database_max_connections: u32,
-    /// Ingest writes (events, decisions) one group commit may hold (docs/storage.md); 1 turns
-    /// group commit off, each write committing on its own.
+    /// Ingest writes (events, decisions, rate-limit grants) one group commit may hold
+    /// (docs/storage.md); 1 turns group commit off, each write committing on its own.
     #[arg(
         long,
         env = "SWITCHBOARD_GROUP_COMMIT_WRITES",

@@ -22,7 +22,9 @@
 //! A rate-limit grant (`rate_limits`: a webhook's first delivery of a window asks the database
 //! for a block of hits) is a write of the same kind: with thousands of webhooks most
 //! deliveries are a window's first, and a grant of its own per delivery cost as much as the
-//! delivery's write.
+//! delivery's write. A grant is not idempotent: a batch rolled back and retried alone grants
+//! once, but a commit that failed to answer after it held would grant again when retried.
+//! That spends a block more of the budget, so it can refuse early, never let more through.
 //!
 //! On PostgreSQL a batch of events alone (ingest's, when its router answered in time) skips the
 //! transaction: one statement writes the events and their todos and commits by itself
@@ -291,7 +293,8 @@ fn grants_in(batch: &[Write]) -> usize {
 /// [`Tally`] read at one moment.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GroupCommitTally {
-    /// Transactions committed (a batch, or one write of a failed batch applied alone).
+    /// Transactions committed (a batch, or one write of a failed batch applied alone), those
+    /// that held only grants included.
     pub commits: u64,
     /// Deliveries' writes answered (an event stored, a decision recorded).
     pub writes: u64,

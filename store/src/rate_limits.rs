@@ -2,17 +2,17 @@
 //! budget: fixed windows aligned to the epoch, one row per (subject, kind).
 //!
 //! A fixed window can let up to twice the limit through around a window boundary; in exchange
-//! a take is one atomic statement on both backends, with no lock held across round trips.
+//! a take is one atomic statement on both backends. `try_take` holds no lock across round
+//! trips; ingest's grant holds its row until its group commit commits.
 //!
 //! Ingest's per-webhook budget is taken in blocks ([`Store::try_take_held`]): one statement
 //! grants up to a block of hits, which this process then spends from memory. So a delivery
 //! costs a database write for its rate limit once per block instead of every time, and every
 //! replica still counts against the one budget in the database. The grant is a write of
-//! ingest's group commit (`group_commit`), so the grants of many webhooks starting a window
-//! at once share a commit. The price: hits a replica
-//! holds when its window ends are not spent, so with several replicas near a webhook's limit,
-//! up to one block per replica per window is refused early. Never more than the limit is let
-//! through.
+//! ingest's group commit (`group_commit`), so the grants of many webhooks starting a window at
+//! once share a commit. The price: hits a replica holds when its window ends are not spent, so
+//! with several replicas near a webhook's limit, up to one block per replica per window is
+//! refused early. Never more than the limit is let through.
 
 use std::collections::HashMap;
 use std::sync::Mutex;

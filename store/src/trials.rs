@@ -368,7 +368,10 @@ impl Store {
         at: i64,
     ) -> Result<Vec<Trial>> {
         // Two halves, each by an index that holds only its own (migration 0025): those still
-        // running, and those that ended after `at`. Not the webhook's whole history of trials.
+        // running, and those that ended after `at` — not the webhook's whole history. No
+        // ORDER BY: SQLite would read the half in order by the index that has it instead
+        // (`trials_by_kind`); the few rows are sorted here. `+started_at` keeps the second
+        // half off the indexes by start.
         let rows = sqlx::query(concat!(
             "SELECT ",
             trial_columns!(),
@@ -377,15 +380,16 @@ impl Store {
              UNION ALL SELECT ",
             trial_columns!(),
             " FROM trials WHERE webhook_id = $1 AND owner_scope = $2 AND kind = 'trial' \
-             AND ended_at IS NOT NULL AND ended_at >= $3 AND started_at <= $3 \
-             ORDER BY started_at DESC, id DESC"
+             AND ended_at IS NOT NULL AND ended_at >= $3 AND +started_at <= $3"
         ))
         .bind(crate::lookup_id(webhook_id))
         .bind(scope.to_string())
         .bind(at)
         .fetch_all(&self.pool)
         .await?;
-        rows.iter().map(trial).collect()
+        let mut trials = rows.iter().map(trial).collect::<Result<Vec<_>>>()?;
+        trials.sort_by(|a, b| (b.started_at, &b.id).cmp(&(a.started_at, &a.id)));
+        Ok(trials)
     }
 
     /// The trials and guards running on a webhook (ingest's read: no scope, the webhook is
@@ -394,7 +398,9 @@ impl Store {
         let rows = sqlx::query(concat!(
             "SELECT ",
             trial_columns!(),
-            " FROM trials WHERE webhook_id = $1 AND ended_at IS NULL ORDER BY started_at, id"
+            // `+started_at`: by the running ones' index (and a sort of those few), not by the
+            // webhook's whole history in start order.
+            " FROM trials WHERE webhook_id = $1 AND ended_at IS NULL ORDER BY +started_at, id"
         ))
         .bind(crate::lookup_id(webhook_id))
         .fetch_all(&self.pool)

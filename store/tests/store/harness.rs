@@ -248,3 +248,30 @@ pub async fn assert_event_counts_agree(store: &Store) {
         "no count below zero: {kept:?}"
     );
 }
+
+/// A trial of `wh` routing everything to `review`, with a forecast and a limit to read back.
+pub fn new_trial(scope: &OwnerScope, wh: &Webhook) -> switchboard_store::NewTrial {
+    switchboard_store::NewTrial {
+        webhook_id: wh.id.clone(),
+        owner_scope: scope.clone(),
+        plan_id: "pl_test".into(),
+        candidate: config_routing_to("review"),
+        base_config_digest: wh.config_digest.clone(),
+        forecast: switchboard_model::trial::Forecast {
+            deliveries: 400,
+            transitions: std::collections::BTreeMap::from([(
+                (
+                    switchboard_model::Label::queue("forge").into_owned(),
+                    switchboard_model::Label::Drop,
+                ),
+                40,
+            )]),
+        },
+        limits: switchboard_model::trial::TrialLimits {
+            max_deliveries: Some(1000),
+            ..switchboard_model::trial::TrialLimits::default()
+        },
+        started_by: "alice".into(),
+        plan: switchboard_model::plan::StoredPlan::default(),
+    }
+}

@@ -205,9 +205,9 @@ mod postgres_only {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn hot_paths_reach_events_todos_and_plans_by_index_only() {
+    async fn hot_paths_reach_events_todos_plans_and_trials_by_index_only() {
         crate::harness::run_postgres(
-            crate::hot_paths::hot_paths_reach_events_todos_and_plans_by_index_only,
+            crate::hot_paths::hot_paths_reach_events_todos_plans_and_trials_by_index_only,
         )
         .await;
     }

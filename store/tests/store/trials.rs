@@ -7,11 +7,11 @@ use std::collections::BTreeMap;
 use switchboard_model::Label;
 use switchboard_model::plan::{Routed, StoredPlan};
 use switchboard_model::trial::{Forecast, RuleTally, TrialEnd, TrialLimits};
-use switchboard_store::{Error, NewTrial, OwnerScope, Page, TRIAL_EXAMPLES, TrialBatch, Webhook};
+use switchboard_store::{Error, OwnerScope, Page, TRIAL_EXAMPLES, TrialBatch};
 
 use crate::harness::{
-    ALL_MIGRATIONS, TestDb, applied_migrations, config_routing_to, human, invalid, not_found,
-    webhook,
+    ALL_MIGRATIONS, TestDb, applied_migrations, config_routing_to, human, invalid, new_trial,
+    not_found, webhook,
 };
 
 fn q(name: &str) -> Label<'static> {
@@ -23,26 +23,6 @@ fn to(label: Label<'static>, rule: Option<&str>) -> Routed {
     Routed {
         label,
         rule_id: rule.map(str::to_string),
-    }
-}
-
-fn new_trial(scope: &OwnerScope, wh: &Webhook) -> NewTrial {
-    NewTrial {
-        webhook_id: wh.id.clone(),
-        owner_scope: scope.clone(),
-        plan_id: "pl_test".into(),
-        candidate: config_routing_to("review"),
-        base_config_digest: wh.config_digest.clone(),
-        forecast: Forecast {
-            deliveries: 400,
-            transitions: BTreeMap::from([((q("forge"), Label::Drop), 40)]),
-        },
-        limits: TrialLimits {
-            max_deliveries: Some(1000),
-            ..TrialLimits::default()
-        },
-        started_by: "alice".into(),
-        plan: StoredPlan::default(),
     }
 }
 
@@ -703,9 +683,9 @@ pub async fn upgrading_from_0017_keeps_plans_and_guards_and_reads_their_new_colu
 
 /// Issue 50: migration 0025 indexes running and ended trials apart, and explain's read of the
 /// trials running at a delivery reads the two halves by those indexes. Trials written at 0024
-/// — one ended before a delivery, one ended after it, one still running, and a guard — are
-/// found after the upgrade exactly as before: running for ingest, running at the delivery for
-/// explain, the ended ones for retention.
+/// — one ended before a delivery, one ended after it, one still running — are found after the
+/// upgrade exactly as before: running for ingest, running at a moment for explain (newest
+/// first, from both halves at once), the ended ones for retention.
 pub async fn upgrading_from_0024_finds_running_and_ended_trials_as_before(db: TestDb) {
     let url = crate::harness::second_database(&db).await;
     let clock = switchboard_store::Clock::manual(1_800_000_000_000);
@@ -725,11 +705,13 @@ pub async fn upgrading_from_0024_finds_running_and_ended_trials_as_before(db: Te
     clock.advance(minute);
     let delivery_at = clock.now_ms();
     clock.advance(minute);
+    // The next starts in the very millisecond this one ends.
+    let handover = clock.now_ms();
     old.end_trial(&alice, &spanning.id, TrialEnd::Stopped)
         .await
         .unwrap();
-    clock.advance(minute);
     let running = old.start_trial(new_trial(&alice, &wh), 1).await.unwrap();
+    clock.advance(minute);
     old.close().await;
 
     let new = switchboard_store::Store::connect(&url, db.store.sealing_key())
@@ -740,36 +722,31 @@ pub async fn upgrading_from_0024_finds_running_and_ended_trials_as_before(db: Te
     let ids = |trials: Vec<switchboard_store::Trial>| -> Vec<String> {
         trials.into_iter().map(|t| t.id).collect()
     };
+    let at = |when| new.trials_running_at(&alice, &wh.id, when);
     assert_eq!(
         ids(new.running_trials(&wh.id).await.unwrap()),
         vec![running.id.clone()]
     );
     assert_eq!(
-        ids(new
-            .trials_running_at(&alice, &wh.id, delivery_at)
-            .await
-            .unwrap()),
+        ids(at(delivery_at).await.unwrap()),
         vec![spanning.id.clone()],
         "the trial that ended after the delivery; not the one that ended before"
     );
     assert_eq!(
-        ids(new
-            .trials_running_at(&alice, &wh.id, clock.now_ms())
-            .await
-            .unwrap()),
+        ids(at(clock.now_ms()).await.unwrap()),
         vec![running.id.clone()]
     );
-    // A delivery at the very moment a trial ended was seen by it (the end is inclusive).
-    let ended = new.get_trial(&alice, &spanning.id).await.unwrap();
-    let at_end = ended.ended_at.expect("ended");
+    // At the handover both were running (an end is inclusive): one from each half, newest
+    // first.
     assert_eq!(
-        ids(new.trials_running_at(&alice, &wh.id, at_end).await.unwrap()),
-        vec![spanning.id.clone()]
+        ids(at(handover).await.unwrap()),
+        vec![running.id.clone(), spanning.id.clone()]
     );
     // A second trial while one runs is still refused (the start counts the running ones).
-    new.start_trial(new_trial(&alice, &wh), 1)
-        .await
-        .unwrap_err();
+    assert!(matches!(
+        new.start_trial(new_trial(&alice, &wh), 1).await,
+        Err(Error::Conflict { .. })
+    ));
     // Retention takes the two ended ones, oldest end first, and never the running one.
     assert_eq!(
         new.purge_trials_ended_before(delivery_at, 10)
