@@ -23,12 +23,8 @@ pub fn new_id(prefix: &str) -> Result<String> {
 /// a page of its own, so a batch of deliveries dirtied and wrote a page per delivery in every
 /// index keyed by id, and more of them the bigger the table; a time-ordered one appends.
 pub fn new_ordered_id(prefix: &str) -> Result<String> {
-    let ms = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_millis())
-        .unwrap_or(0);
     // 12 hex digits hold milliseconds until the year 10889.
-    let ms = u64::try_from(ms).unwrap_or(u64::MAX) & 0xffff_ffff_ffff;
+    let ms = u64::try_from(crate::Clock::system().now_ms()).unwrap_or(0) & 0xffff_ffff_ffff;
     Ok(format!("{prefix}{ms:012x}{}", random_hex(10)?))
 }
 
